@@ -1,0 +1,55 @@
+// A persistent pool: threads are created once and reused for every op of every token.
+// The calling thread takes part as thread 0, so a pool of n threads starts n-1 workers.
+#pragma once
+
+#include <atomic>
+#include <functional>
+#include <thread>
+#include <vector>
+
+namespace weft {
+
+struct Placement {
+  std::vector<int> cpus;  // cores to pin thread i to (cpus[i % size]); empty: not pinned
+  int numa_node = -1;     // memory node for this pool's allocations; -1: any
+};
+
+// Pin the calling thread to one core; returns false (and does nothing) where not allowed.
+bool pin_current_thread(int cpu);
+int hardware_cores();
+
+class ThreadPool {
+ public:
+  // spin: whether idle threads busy-wait briefly before sleeping. Only worth it when every
+  // thread of every pool has a core of its own; otherwise spinning steals the core of a peer.
+  ThreadPool(int n_threads, Placement placement = {}, bool spin = true);
+  ~ThreadPool();
+  ThreadPool(const ThreadPool&) = delete;
+  ThreadPool& operator=(const ThreadPool&) = delete;
+
+  int size() const { return n_threads_; }
+  // Runs fn(ith, nth) once on every thread (the caller is ith 0) and returns when all are done.
+  void run(const std::function<void(int ith, int nth)>& fn);
+  // Splits [0, n) into contiguous chunks, one per thread, aligned to `align` items.
+  void parallel_for(int64_t n, int64_t align, const std::function<void(int64_t begin, int64_t end)>& fn);
+
+ private:
+  void worker_loop(int ith);
+
+  int n_threads_;
+  bool spin_;
+  std::vector<std::thread> workers_;
+  const std::function<void(int, int)>* job_ = nullptr;
+  std::atomic<uint64_t> generation_{0};
+  std::atomic<int> pending_{0};
+  std::atomic<bool> stop_{false};
+};
+
+// Range of chunk ith of nth over [0, n), chunk starts aligned to `align`.
+inline std::pair<int64_t, int64_t> split_range(int64_t n, int64_t align, int ith, int nth) {
+  const int64_t units = (n + align - 1) / align;
+  const int64_t b = units * ith / nth * align, e = units * (ith + 1) / nth * align;
+  return {b < n ? b : n, e < n ? e : n};
+}
+
+}  // namespace weft

@@ -1,0 +1,95 @@
+// GGUF v2/v3 reader: the file is mmap'd; every count, length, offset, alignment, type and dimension
+// is validated (with overflow checks) before use, so a hostile file gives weft::Error("gguf", ...)
+// naming what is wrong, never a crash or a huge allocation.
+#pragma once
+
+#include "core/dtype.h"
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+#include <variant>
+#include <vector>
+
+namespace weft::gguf {
+
+enum class ValueType : uint32_t {
+  U8 = 0, I8 = 1, U16 = 2, I16 = 3, U32 = 4, I32 = 5, F32 = 6, Bool = 7, String = 8, Array = 9,
+  U64 = 10, I64 = 11, F64 = 12,
+};
+
+struct Value;
+using Array = std::vector<Value>;
+// Scalars widen to the largest type of their kind; `type` keeps what the file said.
+struct Value {
+  ValueType type = ValueType::U32;
+  ValueType elem_type = ValueType::U32;  // for arrays
+  std::variant<uint64_t, int64_t, double, bool, std::string, std::shared_ptr<Array>> v;
+
+  bool is_array() const { return type == ValueType::Array; }
+  // Typed access; throw weft::Error naming the key when the value has another kind.
+  uint64_t as_u64(const std::string& key) const;
+  int64_t as_i64(const std::string& key) const;
+  double as_f64(const std::string& key) const;
+  bool as_bool(const std::string& key) const;
+  const std::string& as_string(const std::string& key) const;
+  const Array& as_array(const std::string& key) const;
+};
+
+struct TensorInfo {
+  std::string name;
+  DType type;
+  std::vector<int64_t> shape;  // ggml order: shape[0] is the row length (ne0)
+  uint64_t offset = 0;         // from the start of the data section
+  uint64_t n_bytes = 0;
+  const uint8_t* data = nullptr;  // into the mapping
+  int64_t n_elements() const;
+};
+
+class File {
+ public:
+  static std::unique_ptr<File> open(const std::string& path);
+  // Parse from memory (tests, fuzzing); the buffer must outlive the File.
+  static std::unique_ptr<File> parse(const uint8_t* data, size_t size, std::string origin = "buffer");
+  ~File();
+
+  uint32_t version() const { return version_; }
+  uint64_t alignment() const { return alignment_; }
+  const std::string& path() const { return path_; }
+  size_t file_size() const { return size_; }
+
+  const std::map<std::string, Value>& metadata() const { return kv_; }
+  const std::vector<std::string>& key_order() const { return key_order_; }
+  const Value* find(const std::string& key) const;
+  // Convenience getters: throw when missing (no default) or of the wrong kind.
+  std::string get_string(const std::string& key) const;
+  std::optional<std::string> get_string_opt(const std::string& key) const;
+  int64_t get_int(const std::string& key) const;
+  std::optional<int64_t> get_int_opt(const std::string& key) const;
+  std::optional<double> get_float_opt(const std::string& key) const;
+  std::optional<bool> get_bool_opt(const std::string& key) const;
+  std::vector<std::string> get_string_array(const std::string& key) const;
+  std::vector<float> get_float_array(const std::string& key) const;
+  std::vector<int64_t> get_int_array(const std::string& key) const;
+
+  const std::vector<TensorInfo>& tensors() const { return tensors_; }
+  const TensorInfo* find_tensor(const std::string& name) const;
+  const TensorInfo& tensor(const std::string& name) const;  // throws when missing
+
+ private:
+  File() = default;
+  void parse_all(const uint8_t* data, size_t size);
+
+  std::string path_;
+  void* map_ = nullptr;
+  size_t size_ = 0;
+  uint32_t version_ = 0;
+  uint64_t alignment_ = 32;
+  std::map<std::string, Value> kv_;
+  std::vector<std::string> key_order_;
+  std::vector<TensorInfo> tensors_;
+};
+
+}  // namespace weft::gguf

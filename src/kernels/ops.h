@@ -1,0 +1,57 @@
+// Float ops of the llama family. Activations are row-major [n_tokens, features] f32.
+// Each op has a scalar reference (`*_ref`) beside the version the engine calls.
+#pragma once
+
+#include <cstdint>
+
+namespace weft::kernels {
+
+// y[t, i] = x[t, i] / sqrt(mean_i(x[t]^2) + eps) * w[i]   (w may be null: no scale). y may alias x.
+void rms_norm(const float* x, const float* w, float* y, int64_t n_tokens, int64_t n, float eps);
+void rms_norm_ref(const float* x, const float* w, float* y, int64_t n_tokens, int64_t n, float eps);
+
+// Same, per head: x is [n_tokens, n_heads, head_dim], w is [head_dim] (qwen3's q_norm/k_norm).
+void rms_norm_heads(float* x, const float* w, int64_t n_tokens, int64_t n_heads, int64_t head_dim, float eps);
+
+struct RopeParams {
+  int64_t n_rot = 0;         // rotated dims per head (<= head_dim); the rest pass through
+  float freq_base = 10000.f;
+  float freq_scale = 1.f;    // linear scaling: positions multiplied by this
+  bool neox = false;         // NeoX style pairs (i, i + n_rot/2) instead of (2i, 2i+1)
+  // llama3 rope scaling (rope_type "llama3"); factor 0 means off.
+  float llama3_factor = 0.f;
+  float llama3_low_freq_factor = 1.f;
+  float llama3_high_freq_factor = 4.f;
+  float llama3_original_ctx = 8192.f;
+};
+
+// Rotates x in place: x is [n_tokens, n_heads, head_dim], token t at position pos[t].
+void rope(float* x, int64_t n_tokens, int64_t n_heads, int64_t head_dim, const int32_t* pos, const RopeParams& p);
+void rope_ref(float* x, int64_t n_tokens, int64_t n_heads, int64_t head_dim, const int32_t* pos, const RopeParams& p);
+
+// In-place softmax of one row.
+void softmax(float* x, int64_t n);
+
+// out[i] = silu(gate[i]) * up[i]
+void swiglu(const float* gate, const float* up, float* out, int64_t n);
+// y[i] += x[i]
+void add_inplace(float* y, const float* x, int64_t n);
+
+// Causal attention of one layer over a KV cache, for one device's heads.
+//   q:  [n_tokens, n_q_heads, head_dim]   (already roped)
+//   k_cache, v_cache: [n_ctx, n_kv_heads, head_dim]; rows 0..pos[t] are valid for token t
+//   kv_of_q[h]: the local kv head that q head h reads (GQA; computed by the caller)
+//   out: [n_tokens, n_q_heads, head_dim]
+//   scratch: at least (pos_max + 1) floats per thread
+struct AttentionShape {
+  int64_t n_tokens, n_q_heads, n_kv_heads, head_dim;
+  float scale;  // usually 1/sqrt(head_dim)
+  int64_t head_begin = 0, head_end = -1;  // q heads to compute ([0, n_q_heads) when end < 0),
+                                          // so threads can split the heads of one call
+};
+void attention(const AttentionShape& s, const float* q, const float* k_cache, const float* v_cache,
+               const int32_t* kv_of_q, const int32_t* pos, float* out, float* scratch);
+void attention_ref(const AttentionShape& s, const float* q, const float* k_cache, const float* v_cache,
+                   const int32_t* kv_of_q, const int32_t* pos, float* out);
+
+}  // namespace weft::kernels

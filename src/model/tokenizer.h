@@ -1,0 +1,36 @@
+// Tokenizers read from GGUF metadata (tokenizer.ggml.*), behaving as llama.cpp's llama-vocab:
+// SentencePiece ("llama"), byte-level BPE ("gpt2", pre-tokenizers gpt-2 / llama3 / qwen2 ...),
+// and "no_vocab" files (ids only).
+#pragma once
+
+#include "gguf/gguf_reader.h"
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+namespace weft::model {
+
+using Token = int32_t;
+
+class Tokenizer {
+ public:
+  virtual ~Tokenizer() = default;
+  static std::unique_ptr<Tokenizer> from_gguf(const gguf::File& file);
+
+  // add_special: add BOS/EOS as the file's add_bos_token/add_eos_token say (llama.cpp's
+  // add_special); parse_special: recognise control tokens written in the text (e.g. "<s>").
+  virtual std::vector<Token> encode(const std::string& text, bool add_special, bool parse_special = false) const = 0;
+  // Text of one token as llama_token_to_piece prints it (SPM "▁" -> " ", byte tokens -> bytes,
+  // control tokens -> empty unless `special`).
+  virtual std::string piece(Token id, bool special = false) const = 0;
+  std::string decode(const std::vector<Token>& ids) const;
+
+  virtual int32_t n_vocab() const = 0;
+  virtual Token bos() const = 0;  // -1 when none
+  virtual Token eos() const = 0;  // -1 when none
+  virtual bool is_eog(Token id) const = 0;  // end of generation: eos, eot, eom ...
+};
+
+}  // namespace weft::model
