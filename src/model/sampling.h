@@ -1,0 +1,49 @@
+// Sampling, split in two stages so that tensor parallel never gathers the full logits:
+//  1. each device reduces its vocabulary slice to a few candidates (local_candidates);
+//  2. the coordinator merges the candidates of all devices and draws one token (sample).
+// With top_k > 0 (llama.cpp's default 40) the merged top-k is exact; greedy needs one candidate.
+#pragma once
+
+#include "model/tokenizer.h"
+
+#include <cstdint>
+#include <random>
+#include <span>
+#include <vector>
+
+namespace weft::model {
+
+struct SamplingParams {
+  float temp = 0.8f;          // <= 0: greedy
+  int32_t top_k = 40;         // <= 0: off
+  float top_p = 0.95f;        // >= 1: off
+  float min_p = 0.05f;        // <= 0: off
+  float repeat_penalty = 1.0f;  // 1: off (llama.cpp's --repeat-penalty)
+  int32_t repeat_last_n = 64;
+  uint64_t seed = 0xFFFFFFFF;   // llama.cpp's LLAMA_DEFAULT_SEED means "random"
+};
+
+struct Candidate {
+  Token id;
+  float logit;
+};
+
+struct LocalCandidates {
+  std::vector<Candidate> top;  // best candidates of the slice, descending by logit (after penalty)
+};
+
+// How many candidates each device must return for these params: 1 for greedy, top_k when set,
+// else the whole slice (exact, at the cost of moving it).
+int32_t candidates_needed(const SamplingParams& p, int32_t slice_size);
+
+// Stage 1, on a device: logits of vocab ids [vocab_begin, vocab_begin + n). `recent` are the
+// last tokens (for the repetition penalty, applied llama.cpp-style to ids inside the slice).
+LocalCandidates local_candidates(const float* logits, Token vocab_begin, int32_t n, const SamplingParams& p,
+                                 std::span<const Token> recent);
+
+// Stage 2, on the coordinator: merge every device's candidates, apply top-k, top-p, min-p and
+// temperature in llama.cpp's order, and draw (or take the argmax when greedy). Ties in logits are
+// broken by the lower token id, so the result does not depend on how the vocabulary was split.
+Token sample(std::vector<LocalCandidates> parts, const SamplingParams& p, std::mt19937_64& rng);
+
+}  // namespace weft::model
