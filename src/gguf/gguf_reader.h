@@ -10,6 +10,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <variant>
 #include <vector>
 
@@ -19,6 +20,9 @@ enum class ValueType : uint32_t {
   U8 = 0, I8 = 1, U16 = 2, I16 = 3, U32 = 4, I32 = 5, F32 = 6, Bool = 7, String = 8, Array = 9,
   U64 = 10, I64 = 11, F64 = 12,
 };
+std::string_view value_type_name(ValueType t);  // "u8", "string", "array"; "?" for unknown ids
+// Arrays of arrays nest at most this deep (an array of scalars has depth 1); deeper is rejected.
+inline constexpr int kMaxArrayDepth = 3;
 
 struct Value;
 using Array = std::vector<Value>;
@@ -59,6 +63,7 @@ class File {
   uint64_t alignment() const { return alignment_; }
   const std::string& path() const { return path_; }
   size_t file_size() const { return size_; }
+  uint64_t data_offset() const { return data_offset_; }  // start of the (aligned) data section
 
   const std::map<std::string, Value>& metadata() const { return kv_; }
   const std::vector<std::string>& key_order() const { return key_order_; }
@@ -87,6 +92,7 @@ class File {
   size_t size_ = 0;
   uint32_t version_ = 0;
   uint64_t alignment_ = 32;
+  uint64_t data_offset_ = 0;
   std::map<std::string, Value> kv_;
   std::vector<std::string> key_order_;
   std::vector<TensorInfo> tensors_;

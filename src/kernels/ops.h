@@ -25,6 +25,10 @@ struct RopeParams {
   float llama3_original_ctx = 8192.f;
 };
 
+// Divisor that llama3 scaling applies to the frequency of rotation pair i (i < n_rot/2); 1 when
+// llama3 scaling is off. The same numbers llama.cpp stores in the rope_freqs tensor.
+float rope_freq_factor(const RopeParams& p, int64_t i);
+
 // Rotates x in place: x is [n_tokens, n_heads, head_dim], token t at position pos[t].
 void rope(float* x, int64_t n_tokens, int64_t n_heads, int64_t head_dim, const int32_t* pos, const RopeParams& p);
 void rope_ref(float* x, int64_t n_tokens, int64_t n_heads, int64_t head_dim, const int32_t* pos, const RopeParams& p);
@@ -42,7 +46,7 @@ void add_inplace(float* y, const float* x, int64_t n);
 //   k_cache, v_cache: [n_ctx, n_kv_heads, head_dim]; rows 0..pos[t] are valid for token t
 //   kv_of_q[h]: the local kv head that q head h reads (GQA; computed by the caller)
 //   out: [n_tokens, n_q_heads, head_dim]
-//   scratch: at least (pos_max + 1) floats per thread
+//   scratch: at least (pos_max + 1) floats per thread (the current kernel tiles and needs none: may be null)
 struct AttentionShape {
   int64_t n_tokens, n_q_heads, n_kv_heads, head_dim;
   float scale;  // usually 1/sqrt(head_dim)
@@ -53,5 +57,27 @@ void attention(const AttentionShape& s, const float* q, const float* k_cache, co
                const int32_t* kv_of_q, const int32_t* pos, float* out, float* scratch);
 void attention_ref(const AttentionShape& s, const float* q, const float* k_cache, const float* v_cache,
                    const int32_t* kv_of_q, const int32_t* pos, float* out);
+
+// Inner loops of the ops above, one table per ISA. The ops call the best table this CPU runs;
+// tests compare every table with the scalar one.
+struct OpsKernels {
+  float (*sum_sq)(const float* x, int64_t n);                                 // sum x[i]^2
+  void (*scale_mul)(const float* x, float s, const float* w, float* y, int64_t n);  // y = x*s*w (w null: 1)
+  float (*dot)(const float* a, const float* b, int64_t n);
+  void (*axpy)(float a, const float* x, float* y, int64_t n);                 // y += a*x
+  float (*max)(const float* x, int64_t n);                                    // n >= 1
+  float (*exp_sum)(float* x, float m, int64_t n);                             // x = exp(x - m); returns sum
+  void (*scale)(float* x, float s, int64_t n);                                // x *= s
+  void (*swiglu)(const float* gate, const float* up, float* out, int64_t n);
+  void (*add)(float* y, const float* x, int64_t n);
+  const char* isa;                                                            // "ref", "avx2", "avx512"
+};
+
+// The table the ops use: the best this CPU runs, unless forced.
+const OpsKernels& ops_kernels();
+// The table of one ISA ("ref", "avx2", "avx512"); nullptr when this CPU cannot run it.
+const OpsKernels* ops_kernels_for_isa(const char* isa);
+// Makes the ops use one ISA's table (tests, benchmarks); throws weft::Error when unavailable.
+void force_ops_isa(const char* isa);
 
 }  // namespace weft::kernels

@@ -25,12 +25,18 @@ class Tokenizer {
   // Text of one token as llama_token_to_piece prints it (SPM "▁" -> " ", byte tokens -> bytes,
   // control tokens -> empty unless `special`).
   virtual std::string piece(Token id, bool special = false) const = 0;
+  // Concatenated pieces (special = false), without the space encode() prepended, so that
+  // decode(encode(text, ...)) == text for valid UTF-8.
   std::string decode(const std::vector<Token>& ids) const;
 
   virtual int32_t n_vocab() const = 0;
   virtual Token bos() const = 0;  // -1 when none
   virtual Token eos() const = 0;  // -1 when none
   virtual bool is_eog(Token id) const = 0;  // end of generation: eos, eot, eom ...
+
+ protected:
+  // Whether encode() prepends a space (SPM's add_space_prefix), so decode() drops it again.
+  virtual bool strips_prefix_space() const { return false; }
 };
 
 }  // namespace weft::model

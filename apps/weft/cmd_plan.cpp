@@ -1,0 +1,90 @@
+// weft plan: what a split puts on each device, and what crosses between devices per token.
+#include "apps/weft/commands.h"
+#include "apps/weft/model_options.h"
+#include "core/error.h"
+#include "model/llama_graph.h"
+#include "parallel/planner.h"
+
+#include <fmt/format.h>
+
+#include <cstdio>
+#include <map>
+#include <memory>
+
+namespace weft::cli {
+namespace {
+
+std::string mib(uint64_t b) { return fmt::format("{:.2f} MiB", b / 1048576.0); }
+
+int plan(const ModelOptions& o) {
+  auto file = gguf::File::open(o.model);
+  const auto cfg = model::read_config(*file);
+  const auto g = model::build_llama_graph(cfg);
+  auto eo = o.engine_options();
+  if (eo.ratios.empty() || eo.mode == parallel::SplitMode::None) {
+    if (eo.mode == parallel::SplitMode::None) eo.devices.resize(1);
+    eo.ratios.clear();
+    for (const auto& d : eo.devices) eo.ratios.push_back(d.threads);
+  }
+  if (eo.ratios.size() != eo.devices.size())
+    fail("cli", "--tensor-split has {} values for {} devices", eo.ratios.size(), eo.devices.size());
+  const auto p = parallel::make_plan(eo.mode, g, model::weight_table(*file), eo.ratios);
+  const int64_t n_ctx = eo.n_ctx > 0 ? eo.n_ctx : std::min<int64_t>(cfg.n_ctx_train, 4096);
+
+  std::printf("model: %s (%s), %lld layers, %lld heads / %lld kv heads, ffn %lld, vocab %lld\n", o.model.c_str(),
+              cfg.arch.c_str(), (long long)cfg.dims.n_layer, (long long)cfg.dims.n_head, (long long)cfg.dims.n_head_kv,
+              (long long)cfg.dims.n_ff, (long long)cfg.dims.n_vocab);
+  std::printf("split mode: %s over %zu devices\n\n", std::string(parallel::split_mode_name(p.mode)).c_str(), p.devices.size());
+  std::printf("| device | share | weights | KV cache (%lld ctx) | q heads | kv heads | ffn | vocab | layers |\n", (long long)n_ctx);
+  std::printf("|---|---|---|---|---|---|---|---|---|\n");
+  for (size_t d = 0; d < p.devices.size(); ++d) {
+    const auto& dg = p.devices[d];
+    auto range = [&](graph::Axis a, int64_t div) {
+      const auto* part = p.partition(a);
+      if (!part || p.devices.size() == 1 || p.mode != parallel::SplitMode::Tensor) return std::string("all");
+      const auto& r = part->ranges[d];
+      return r.empty() ? std::string("-") : fmt::format("{}..{}", r.begin / div, r.end / div - 1);
+    };
+    std::string layers = "all";
+    if (p.mode == parallel::SplitMode::Layer)
+      layers = p.layers[d].empty() ? "-" : fmt::format("{}..{}", p.layers[d].begin, p.layers[d].end - 1);
+    std::printf("| %s | %.3f | %s | %s | %s | %s | %s | %s | %s |\n", device::describe(eo.devices[d]).c_str(), p.ratios[d],
+                mib(dg.weight_bytes).c_str(), mib(dg.kv_bytes_per_token * n_ctx).c_str(),
+                range(graph::Axis::QHeads, cfg.dims.head_dim).c_str(), range(graph::Axis::KvHeads, cfg.dims.head_dim).c_str(),
+                range(graph::Axis::Ffn, 1).c_str(), range(graph::Axis::Vocab, 1).c_str(), layers.c_str());
+  }
+  std::printf("\ncollectives per token:\n");
+  std::map<int, std::vector<const parallel::CollectiveInfo*>> by_layer;
+  int64_t total = 0;
+  for (const auto& c : p.collectives) {
+    by_layer[c.layer].push_back(&c);
+    total += c.bytes_per_token;
+  }
+  if (by_layer.empty()) std::printf("  none\n");
+  for (const auto& [layer, cs] : by_layer) {
+    std::string line;
+    for (const auto* c : cs)
+      line += fmt::format("{}{} after {} ({} B)", line.empty() ? "" : ", ", parallel::local_op_name(c->op), c->after, c->bytes_per_token);
+    std::printf("  layer %d: %zu: %s\n", layer, cs.size(), line.c_str());
+  }
+  std::printf("  total: %zu collectives, %lld bytes per rank per token (f32)\n", p.collectives.size(), (long long)total);
+  if (p.mode == parallel::SplitMode::Tensor)
+    std::printf("  sampling: each device returns its top candidates from its vocabulary slice (no logits gather)\n");
+  if (p.mode == parallel::SplitMode::Layer)
+    std::printf("  layer split: the residual stream (%lld B per token) is handed from each device to the next\n",
+                (long long)cfg.dims.n_embd * 4);
+  std::printf("\nfallbacks (ops without a split rule, gathered and replicated): %s\n", p.fallbacks.empty() ? "none" : "");
+  for (const auto& f : p.fallbacks) std::printf("  %s\n", f.c_str());
+  return 0;
+}
+
+}  // namespace
+
+Action add_plan(CLI::App& app) {
+  auto o = std::make_shared<ModelOptions>();
+  auto* cmd = app.add_subcommand("plan", "show how a model is split across devices");
+  o->add_to(*cmd);
+  return [o] { return plan(*o); };
+}
+
+}  // namespace weft::cli

@@ -1,0 +1,74 @@
+// weft info | tokenize | gen-model: file tools that need no devices.
+#include "apps/weft/commands.h"
+#include "core/error.h"
+#include "gguf/gguf_info.h"
+#include "model/gen_model.h"
+#include "model/model_config.h"
+#include "model/tokenizer.h"
+
+#include <cstdio>
+#include <memory>
+
+namespace weft::cli {
+
+Action add_info(CLI::App& app) {
+  struct Args {
+    std::string path;
+    bool all = false;
+  };
+  auto a = std::make_shared<Args>();
+  auto* cmd = app.add_subcommand("info", "print a GGUF file's metadata and tensor table");
+  cmd->add_option("file", a->path, "GGUF file")->required();
+  cmd->add_flag("--all", a->all, "print long strings and arrays in full");
+  return [a] {
+    auto f = gguf::File::open(a->path);
+    std::fputs(gguf::describe(*f, a->all).c_str(), stdout);
+    return 0;
+  };
+}
+
+Action add_tokenize(CLI::App& app) {
+  struct Args {
+    std::string model, prompt;
+    bool no_bos = false;
+  };
+  auto a = std::make_shared<Args>();
+  auto* cmd = app.add_subcommand("tokenize", "print the token ids of a text (like llama-tokenize --ids)");
+  cmd->add_option("-m,--model", a->model, "GGUF model or vocab file")->required();
+  cmd->add_option("-p,--prompt", a->prompt, "text")->required();
+  cmd->add_flag("--no-bos", a->no_bos, "do not add BOS/EOS tokens");
+  return [a] {
+    auto f = gguf::File::open(a->model);
+    auto tok = model::Tokenizer::from_gguf(*f);
+    const auto ids = tok->encode(a->prompt, !a->no_bos, true);
+    std::string out = "[";
+    for (size_t i = 0; i < ids.size(); ++i) out += (i ? ", " : "") + std::to_string(ids[i]);
+    std::puts((out + "]").c_str());
+    return 0;
+  };
+}
+
+Action add_gen_model(CLI::App& app) {
+  auto o = std::make_shared<model::GenModelOptions>();
+  auto* cmd = app.add_subcommand("gen-model", "write a deterministic random-weight model (no download needed)");
+  cmd->add_option("-o,--output", o->path, "output GGUF file")->required();
+  cmd->add_option("--preset", o->preset, "tiny | 500m | 1b | 8b-shape");
+  cmd->add_option("--type", o->type, "f32 f16 bf16 q8_0 q4_0 q4_1 q5_0 q5_1 q4_k q5_k q6_k q4_k_m q5_k_m");
+  cmd->add_option("--arch", o->arch, "llama | qwen2 | qwen3");
+  cmd->add_option("--seed", o->seed, "weights seed");
+  cmd->add_flag("--tied", o->tied, "tied embeddings (no output.weight)");
+  cmd->add_option("--ctx", o->n_ctx, "context length written to the file");
+  cmd->add_option("--n-embd", o->overrides.n_embd, "override the preset's embedding width");
+  cmd->add_option("--n-layer", o->overrides.n_layer, "override the preset's layer count");
+  cmd->add_option("--n-ff", o->overrides.n_ff, "override the preset's FFN width");
+  cmd->add_option("--n-head", o->overrides.n_head, "override the preset's head count");
+  cmd->add_option("--n-head-kv", o->overrides.n_head_kv, "override the preset's KV head count");
+  cmd->add_option("--n-vocab", o->overrides.n_vocab, "override the preset's vocabulary size");
+  return [o] {
+    model::generate_model(*o);
+    std::fprintf(stderr, "wrote %s\n", o->path.c_str());
+    return 0;
+  };
+}
+
+}  // namespace weft::cli

@@ -1,0 +1,62 @@
+#include "apps/weft/model_options.h"
+
+#include "core/error.h"
+#include "core/thread_pool.h"
+
+#include <cmath>
+
+namespace weft::cli {
+
+void ModelOptions::add_to(CLI::App& cmd, bool with_ctx) {
+  cmd.add_option("-m,--model", model, "GGUF model file")->required();
+  cmd.add_option("-t,--threads", threads, "threads of the single CPU device (default: all cores)")->check(CLI::Range(1, 1024));
+  cmd.add_option("--devices", devices, "devices to split across, e.g. cpu:1,cpu:1 or cpu:2@0,cpu:2@1");
+  cmd.add_option("--split-mode", split_mode, "(-sm) none | layer | tensor (default: tensor with several devices)")
+      ->check(CLI::IsMember({"none", "layer", "tensor"}));
+  cmd.add_option("--tensor-split", tensor_split, "(-ts) share of each device, e.g. 3,1 (default: by threads)");
+  if (with_ctx) cmd.add_option("-c,--ctx-size", ctx, "context size (default: min(training context, 4096))")->check(CLI::Range(1, 1 << 20));
+  cmd.add_option("-b,--batch-size", batch, "prompt tokens per step")->check(CLI::Range(1, 8192));
+  cmd.add_option("--wire", wire, "element type of collectives: f32 | bf16 | f16")->check(CLI::IsMember({"f32", "bf16", "f16"}));
+}
+
+std::vector<double> parse_ratios(const std::string& s) {
+  std::vector<double> out;
+  size_t start = 0;
+  while (start <= s.size()) {
+    size_t comma = s.find(',', start);
+    if (comma == std::string::npos) comma = s.size();
+    const std::string item = s.substr(start, comma - start);
+    size_t used = 0;
+    double v = 0;
+    try {
+      v = std::stod(item, &used);
+    } catch (const std::exception&) {
+      used = 0;
+    }
+    if (item.empty() || used != item.size() || !std::isfinite(v) || v < 0)
+      fail("cli", "--tensor-split: '{}' is not a number >= 0 (in '{}')", item, s);
+    out.push_back(v);
+    start = comma + 1;
+    if (comma == s.size()) break;
+  }
+  return out;
+}
+
+runtime::EngineOptions ModelOptions::engine_options() const {
+  runtime::EngineOptions o;
+  if (!devices.empty()) {
+    o.devices = device::parse_devices(devices);
+  } else {
+    o.devices.push_back({device::DeviceSpec::Kind::Cpu, threads > 0 ? threads : hardware_cores(), -1, ""});
+  }
+  if (split_mode == "none") o.mode = parallel::SplitMode::None;
+  else if (split_mode == "layer") o.mode = parallel::SplitMode::Layer;
+  else o.mode = o.devices.size() > 1 ? parallel::SplitMode::Tensor : parallel::SplitMode::None;
+  if (!tensor_split.empty()) o.ratios = parse_ratios(tensor_split);
+  o.n_ctx = ctx;
+  o.n_batch = batch;
+  o.wire = wire == "bf16" ? parallel::WireType::BF16 : wire == "f16" ? parallel::WireType::F16 : parallel::WireType::F32;
+  return o;
+}
+
+}  // namespace weft::cli

@@ -1,0 +1,29 @@
+// Flags shared by the commands that load a model onto devices (run, bench, plan).
+#pragma once
+
+#include "runtime/engine.h"
+
+#include <CLI/CLI.hpp>
+
+#include <string>
+
+namespace weft::cli {
+
+struct ModelOptions {
+  std::string model;
+  int threads = 0;            // -t: threads of the single default device (0: all cores)
+  std::string devices;        // --devices cpu:1,cpu:1
+  std::string split_mode;     // -sm none|layer|tensor ("" : tensor with several devices)
+  std::string tensor_split;   // -ts 3,1
+  int ctx = 0;                // -c
+  int batch = 512;            // -b
+  std::string wire = "f32";   // --wire f32|bf16|f16
+
+  void add_to(CLI::App& cmd, bool with_ctx = true);
+  runtime::EngineOptions engine_options() const;
+};
+
+// "3,1" -> {3, 1}; throws weft::Error("cli") on malformed lists.
+std::vector<double> parse_ratios(const std::string& s);
+
+}  // namespace weft::cli

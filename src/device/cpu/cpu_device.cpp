@@ -1,0 +1,112 @@
+#include "device/cpu/cpu_device.h"
+
+#include "device/cpu/cpu_graph_runner.h"
+#include "core/error.h"
+#include "kernels/quants.h"
+
+#include <fmt/format.h>
+
+#include <utility>
+
+namespace weft::device {
+
+CpuDevice::CpuDevice(CpuDeviceOptions opt) : opt_(std::move(opt)) {
+  thread_ = std::thread([this] { thread_main(); });
+}
+
+CpuDevice::~CpuDevice() {
+  {
+    std::lock_guard lock(mu_);
+    stop_ = true;
+  }
+  cv_.notify_all();
+  thread_.join();
+}
+
+std::string CpuDevice::name() const { return fmt::format("cpu:{}", opt_.index); }
+
+bool CpuDevice::supports(parallel::LocalOp op, DType t) const {
+  if (op != parallel::LocalOp::MatMul && op != parallel::LocalOp::Embed) return op < parallel::LocalOp::Count;
+  try {
+    kernels::kernels_for(t);
+    return true;
+  } catch (const Error&) {
+    return false;
+  }
+}
+
+void CpuDevice::attach_group(std::unique_ptr<parallel::Group> group) { group_ = std::move(group); }
+
+void CpuDevice::thread_main() {
+  std::unique_lock lock(mu_);
+  for (;;) {
+    cv_.wait(lock, [&] { return stop_ || !job_done_; });
+    if (stop_) {
+      runner_.reset();  // the pool's workers are joined on the thread that owns them
+      return;
+    }
+    auto job = std::move(job_);
+    lock.unlock();
+    std::exception_ptr err;
+    try {
+      job();
+    } catch (...) {
+      err = std::current_exception();
+    }
+    lock.lock();
+    error_ = err;
+    job_done_ = true;
+    cv_.notify_all();
+  }
+}
+
+void CpuDevice::call(std::function<void()> job) {
+  {
+    std::unique_lock lock(mu_);
+    job_ = std::move(job);
+    job_done_ = false;
+  }
+  cv_.notify_all();
+  std::unique_lock lock(mu_);
+  cv_.wait(lock, [&] { return job_done_; });
+  if (error_) std::rethrow_exception(std::exchange(error_, nullptr));
+}
+
+void CpuDevice::load(const parallel::DeviceGraph& graph, const gguf::File& weights, const LoadOptions& opt) {
+  call([&] {
+    runner_ = std::make_unique<CpuGraphRunner>(opt_.n_threads, opt_.placement, opt_.spin, group_.get());
+    runner_->load(graph, weights, opt);
+  });
+}
+
+void CpuDevice::submit(Step step) {
+  if (!runner_) fail("cpu", "{}: submit before load", name());
+  std::unique_lock lock(mu_);
+  if (!job_done_) fail("cpu", "{}: submit while a step is running", name());
+  step_ = std::move(step);
+  job_ = [this] { result_ = runner_->run(step_); };
+  job_done_ = false;
+  cv_.notify_all();
+}
+
+StepResult CpuDevice::wait() {
+  std::unique_lock lock(mu_);
+  cv_.wait(lock, [&] { return job_done_; });
+  if (error_) {
+    auto e = std::exchange(error_, nullptr);
+    try {
+      std::rethrow_exception(e);
+    } catch (const Error& err) {
+      throw Error(err.origin(), name() + ": " + err.what());
+    }
+  }
+  return std::move(result_);
+}
+
+void CpuDevice::truncate_cache(int32_t pos) {
+  call([&] { runner_->truncate_cache(pos); });
+}
+
+DeviceStats CpuDevice::stats() const { return runner_ ? runner_->stats() : DeviceStats{}; }
+
+}  // namespace weft::device

@@ -1,0 +1,59 @@
+// A CPU device: a set of cores (optionally one NUMA node) running its per-device graph with its own
+// persistent thread pool. Several CPU devices in one process form a tensor-parallel group over
+// shared-memory collectives.
+#pragma once
+
+#include "core/thread_pool.h"
+#include "device/device.h"
+
+#include <condition_variable>
+#include <exception>
+#include <mutex>
+#include <optional>
+#include <thread>
+
+namespace weft::device {
+
+struct CpuDeviceOptions {
+  int index = 0;            // "cpu:<index>" in messages
+  int n_threads = 1;
+  Placement placement;      // cores to pin to, NUMA node
+  bool spin = true;         // see ThreadPool: only when every thread in the process has a core
+};
+
+class CpuGraphRunner;
+
+class CpuDevice : public Device {
+ public:
+  explicit CpuDevice(CpuDeviceOptions opt);
+  ~CpuDevice() override;
+
+  std::string name() const override;
+  bool supports(parallel::LocalOp op, DType t) const override;
+  int threads() const override { return opt_.n_threads; }
+  void attach_group(std::unique_ptr<parallel::Group> group) override;
+  void load(const parallel::DeviceGraph& graph, const gguf::File& weights, const LoadOptions& opt) override;
+  void submit(Step step) override;
+  StepResult wait() override;
+  void truncate_cache(int32_t pos) override;
+  DeviceStats stats() const override;
+
+ private:
+  // All work runs on the device's own thread (thread 0 of its pool), pinned to its cores.
+  void thread_main();
+  void call(std::function<void()> job);  // runs job on the device thread and waits
+
+  CpuDeviceOptions opt_;
+  std::unique_ptr<parallel::Group> group_;
+  std::unique_ptr<CpuGraphRunner> runner_;
+  std::thread thread_;
+  std::mutex mu_;
+  std::condition_variable cv_;
+  std::function<void()> job_;
+  bool job_done_ = true, stop_ = false;
+  std::exception_ptr error_;
+  Step step_;
+  StepResult result_;
+};
+
+}  // namespace weft::device

@@ -1,0 +1,227 @@
+#include "device/cpu/cpu_graph_runner.h"
+
+#include "core/error.h"
+#include "kernels/ops.h"
+#include "kernels/quants.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstring>
+#include <map>
+
+namespace weft::device {
+
+using parallel::LocalOp;
+using Clock = std::chrono::steady_clock;
+
+CpuGraphRunner::CpuGraphRunner(int n_threads, const Placement& placement, bool spin, parallel::Group* group)
+    : pool_(n_threads, placement, spin), group_(group), store_(placement.numa_node) {}
+
+void CpuGraphRunner::load(const parallel::DeviceGraph& graph, const gguf::File& f, const LoadOptions& opt) {
+  graph_ = graph;
+  opt_ = opt;
+  nodes_.assign(graph_.nodes.size(), {});
+  const auto& d = graph_.dims;
+  for (size_t i = 0; i < graph_.nodes.size(); ++i) {
+    const auto& ln = graph_.nodes[i];
+    NodeState& ns = nodes_[i];
+    switch (ln.op) {
+      case LocalOp::Embed:
+      case LocalOp::MatMul:
+        ns.w = store_.matrix(f, ln.weight);
+        if (ln.bias.kind != parallel::WeightSlice::Kind::None) ns.bias = store_.vector(f, ln.bias);
+        break;
+      case LocalOp::RmsNorm:
+      case LocalOp::HeadNorm:
+        ns.vec = store_.vector(f, ln.weight);
+        break;
+      case LocalOp::Attention: {
+        const size_t n = static_cast<size_t>(opt.n_ctx) * ln.kv_heads.size() * d.head_dim;
+        ns.k_cache.assign(n, 0.f);
+        ns.v_cache.assign(n, 0.f);
+        for (int64_t h = ln.q_heads.begin; h < ln.q_heads.end; ++h)
+          ns.kv_of_q.push_back(static_cast<int32_t>(h / d.group() - ln.kv_heads.begin));
+        break;
+      }
+      default:
+        break;
+    }
+  }
+  plan_buffers(opt.max_tokens);
+  attn_scratch_.assign(static_cast<size_t>(pool_.size()) * (opt.n_ctx + 16), 0.f);
+  n_cached_ = 0;
+}
+
+// Gives every node an output buffer, reusing a buffer once its last reader has run.
+void CpuGraphRunner::plan_buffers(int32_t max_tokens) {
+  const int n = static_cast<int>(graph_.nodes.size());
+  std::vector<int> last_use(n, -1);
+  for (int i = 0; i < n; ++i)
+    for (int in : graph_.nodes[i].inputs) last_use[in] = i;
+  last_use[graph_.output] = n;  // read after the step
+  std::multimap<size_t, int> free;  // capacity -> buffer
+  buffers_.clear();
+  for (int i = 0; i < n; ++i) {
+    const size_t need = static_cast<size_t>(max_tokens) * std::max<int64_t>(graph_.nodes[i].width, 1);
+    auto it = free.lower_bound(need);
+    if (it != free.end()) {
+      nodes_[i].buffer = it->second;
+      free.erase(it);
+    } else {
+      nodes_[i].buffer = static_cast<int>(buffers_.size());
+      buffers_.emplace_back(need, 0.f);
+    }
+    for (int in : graph_.nodes[i].inputs)
+      if (last_use[in] == i) free.emplace(buffers_[nodes_[in].buffer].size(), nodes_[in].buffer);
+    if (last_use[i] < 0) free.emplace(buffers_[nodes_[i].buffer].size(), nodes_[i].buffer);
+  }
+}
+
+StepResult CpuGraphRunner::run(const Step& step) {
+  const auto t0 = Clock::now();
+  const int64_t n_tokens = static_cast<int64_t>(step.tokens.size());
+  if (n_tokens < 1 || n_tokens > opt_.max_tokens)
+    fail("cpu", "a step of {} tokens is outside 1..{}", n_tokens, opt_.max_tokens);
+  if (step.pos0 != n_cached_)
+    fail("cpu", "step at position {} but the cache holds {} positions", step.pos0, n_cached_);
+  if (step.pos0 + n_tokens > opt_.n_ctx)
+    fail("cpu", "context full: {} + {} tokens exceed -c {}", step.pos0, n_tokens, opt_.n_ctx);
+  std::vector<int32_t> pos(n_tokens);
+  for (int64_t t = 0; t < n_tokens; ++t) pos[t] = static_cast<int32_t>(step.pos0 + t);
+  for (int i = 0; i < static_cast<int>(graph_.nodes.size()); ++i) {
+    const auto ts = Clock::now();
+    exec(i, step, n_tokens, pos);
+    const double s = std::chrono::duration<double>(Clock::now() - ts).count();
+    const LocalOp op = graph_.nodes[i].op;
+    if (op == LocalOp::AllReduce || op == LocalOp::AllGather) stats_.collective_seconds += s;
+    stats_.op_seconds[static_cast<size_t>(op)] += s;
+  }
+  n_cached_ = step.pos0 + static_cast<int32_t>(n_tokens);
+
+  StepResult r;
+  const float* o = out(graph_.output);
+  if (graph_.has_logits) {
+    // The output node computed only the last token's logits (see exec).
+    const int64_t nv = graph_.vocab.size();
+    if (step.want_candidates)
+      r.candidates = model::local_candidates(o, static_cast<model::Token>(graph_.vocab.begin), static_cast<int32_t>(nv),
+                                             step.sampling, step.recent);
+    if (step.want_logits) r.logits.assign(o, o + nv);
+  } else {  // layer split: the residual stream goes on to the next device
+    r.output.assign(o, o + n_tokens * graph_.dims.n_embd);
+  }
+  stats_.step_seconds += std::chrono::duration<double>(Clock::now() - t0).count();
+  stats_.steps++;
+  return r;
+}
+
+void CpuGraphRunner::exec(int i, const Step& step, int64_t n_tokens, std::vector<int32_t>& pos) {
+  const auto& ln = graph_.nodes[i];
+  NodeState& ns = nodes_[i];
+  const auto& d = graph_.dims;
+  float* y = out(i);
+  auto in = [&](int k) { return out(ln.inputs[k]); };
+  auto in_width = [&](int k) { return graph_.nodes[ln.inputs[k]].width; };
+  const int64_t w = ln.width;
+  switch (ln.op) {
+    case LocalOp::Input:
+      if (static_cast<int64_t>(step.input.size()) != n_tokens * w)
+        fail("cpu", "input of {} floats, expected {}", step.input.size(), n_tokens * w);
+      std::memcpy(y, step.input.data(), step.input.size() * sizeof(float));
+      return;
+    case LocalOp::Embed: {
+      const auto& k = kernels::kernels_for(ns.w.type);
+      for (int64_t t = 0; t < n_tokens; ++t) {
+        const auto id = step.tokens[t];
+        if (id < 0 || id >= ns.w.rows) fail("cpu", "token id {} outside the vocabulary (0..{})", id, ns.w.rows - 1);
+        k.dequantize(ns.w.data + ns.w.row_stride * id, y + t * w, w);
+      }
+      return;
+    }
+    case LocalOp::RmsNorm:
+      kernels::rms_norm(in(0), ns.vec.data(), y, n_tokens, w, d.norm_eps);
+      return;
+    case LocalOp::MatMul: {
+      // Logits are needed for the last token only.
+      const bool last_only = i == graph_.output && graph_.has_logits;
+      const int64_t k = in_width(0), rows = last_only ? 1 : n_tokens;
+      const float* x = in(0) + (last_only ? (n_tokens - 1) * k : 0);
+      if (w == 0) return;
+      WEFT_ASSERT(ns.w.rows == w && ns.w.cols == k);
+      if (k == 0) {  // row-parallel with no input features here: this device adds nothing
+        std::fill(y, y + rows * w, 0.f);
+        return;
+      }
+      kernels::matmul(ns.w, x, k, rows, y, w, pool_, scratch_);
+      if (!ns.bias.empty())
+        for (int64_t t = 0; t < rows; ++t) kernels::add_inplace(y + t * w, ns.bias.data(), w);
+      return;
+    }
+    case LocalOp::HeadNorm:
+      std::memcpy(y, in(0), n_tokens * w * sizeof(float));
+      kernels::rms_norm_heads(y, ns.vec.data(), n_tokens, w / d.head_dim, d.head_dim, d.norm_eps);
+      return;
+    case LocalOp::Rope:
+      std::memcpy(y, in(0), n_tokens * w * sizeof(float));
+      kernels::rope(y, n_tokens, w / d.head_dim, d.head_dim, pos.data(), d.rope);
+      return;
+    case LocalOp::Attention: {
+      const int64_t n_kv = ln.kv_heads.size(), kvw = n_kv * d.head_dim;
+      if (w == 0) return;
+      const float* k = in(1);
+      const float* v = in(2);
+      for (int64_t t = 0; t < n_tokens; ++t) {
+        std::memcpy(ns.k_cache.data() + static_cast<size_t>(pos[t]) * kvw, k + t * kvw, kvw * sizeof(float));
+        std::memcpy(ns.v_cache.data() + static_cast<size_t>(pos[t]) * kvw, v + t * kvw, kvw * sizeof(float));
+      }
+      kernels::AttentionShape s{n_tokens, ln.q_heads.size(), n_kv, d.head_dim, 1.f / std::sqrt(static_cast<float>(d.head_dim))};
+      const float* q = in(0);
+      const size_t per_thread = opt_.n_ctx + 16;
+      pool_.run([&](int ith, int nth) {
+        auto [h0, h1] = split_range(s.n_q_heads, 1, ith, nth);
+        if (h0 >= h1) return;
+        kernels::AttentionShape part = s;
+        part.head_begin = h0;
+        part.head_end = h1;
+        kernels::attention(part, q, ns.k_cache.data(), ns.v_cache.data(), ns.kv_of_q.data(), pos.data(), y,
+                           attn_scratch_.data() + per_thread * ith);
+      });
+      return;
+    }
+    case LocalOp::SwiGlu:
+      kernels::swiglu(in(0), in(1), y, n_tokens * w);
+      return;
+    case LocalOp::Add:
+      std::memcpy(y, in(0), n_tokens * w * sizeof(float));
+      kernels::add_inplace(y, in(1), n_tokens * w);
+      return;
+    case LocalOp::AllReduce:
+      std::memcpy(y, in(0), n_tokens * w * sizeof(float));
+      if (group_) group_->all_reduce_sum(y, n_tokens * w);
+      return;
+    case LocalOp::AllGather: {
+      WEFT_ASSERT(group_ && static_cast<int>(ln.gather.size()) == group_->size());
+      std::vector<size_t> counts;
+      size_t total = 0;
+      for (const auto& r : ln.gather) {
+        counts.push_back(static_cast<size_t>(r.size() * n_tokens));
+        total += counts.back();
+      }
+      gather_tmp_.resize(total);
+      group_->all_gather(in(0), counts, gather_tmp_.data());
+      size_t off = 0;  // rank-major [rank][token][slice] -> [token][features]
+      for (const auto& r : ln.gather) {
+        for (int64_t t = 0; t < n_tokens; ++t)
+          std::memcpy(y + t * w + r.begin, gather_tmp_.data() + off + t * r.size(), r.size() * sizeof(float));
+        off += r.size() * n_tokens;
+      }
+      return;
+    }
+    case LocalOp::Count:
+      break;
+  }
+  fail("cpu", "op {} is not implemented on the CPU device", parallel::local_op_name(ln.op));
+}
+
+}  // namespace weft::device

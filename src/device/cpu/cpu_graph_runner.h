@@ -1,0 +1,48 @@
+// Executes one device's graph on the CPU: buffers planned once at load, weights resolved once,
+// a KV cache per attention node. Lives on the device thread.
+#pragma once
+
+#include "core/thread_pool.h"
+#include "device/cpu/cpu_weights.h"
+#include "device/device.h"
+#include "kernels/matmul.h"
+
+#include <vector>
+
+namespace weft::device {
+
+class CpuGraphRunner {
+ public:
+  CpuGraphRunner(int n_threads, const Placement& placement, bool spin, parallel::Group* group);
+  void load(const parallel::DeviceGraph& graph, const gguf::File& weights, const LoadOptions& opt);
+  StepResult run(const Step& step);
+  void truncate_cache(int32_t pos) { n_cached_ = std::min(n_cached_, pos); }
+  const DeviceStats& stats() const { return stats_; }
+
+ private:
+  struct NodeState {
+    kernels::WeightMatrix w;          // MatMul, Embed
+    std::vector<float> vec;           // RmsNorm / HeadNorm weight
+    std::vector<float> bias;          // MatMul bias slice
+    int buffer = -1;                  // index into buffers_
+    std::vector<float> k_cache, v_cache;  // Attention: [n_ctx, kv_heads, head_dim]
+    std::vector<int32_t> kv_of_q;     // Attention: local kv head of each local q head
+  };
+  float* out(int node) { return buffers_[nodes_[node].buffer].data(); }
+  void plan_buffers(int32_t max_tokens);
+  void exec(int i, const Step& step, int64_t n_tokens, std::vector<int32_t>& pos);
+
+  ThreadPool pool_;
+  parallel::Group* group_;
+  WeightStore store_;
+  parallel::DeviceGraph graph_;
+  std::vector<NodeState> nodes_;
+  std::vector<std::vector<float>> buffers_;
+  kernels::MatmulScratch scratch_;
+  std::vector<float> gather_tmp_, attn_scratch_;
+  LoadOptions opt_;
+  int32_t n_cached_ = 0;  // positions [0, n_cached_) hold valid K/V
+  DeviceStats stats_;
+};
+
+}  // namespace weft::device

@@ -1,0 +1,74 @@
+// The Device interface every device kind implements (CPU now; remote workers and GPUs later).
+// A device holds the weights and KV cache of its slice of the model and runs its per-device graph
+// from the split plan, one step at a time; collectives connect it to its peers while it runs.
+#pragma once
+
+#include "core/dtype.h"
+#include "gguf/gguf_reader.h"
+#include "model/sampling.h"
+#include "parallel/group.h"
+#include "parallel/plan.h"
+
+#include <array>
+#include <memory>
+#include <span>
+#include <string>
+#include <vector>
+
+namespace weft::device {
+
+struct LoadOptions {
+  int32_t n_ctx = 2048;     // KV cache positions
+  int32_t max_tokens = 512; // most tokens in one step (prompt batch)
+};
+
+// One forward step: `tokens` at positions pos0, pos0+1, ...
+struct Step {
+  std::vector<model::Token> tokens;
+  int32_t pos0 = 0;
+  std::vector<float> input;  // layer split, devices after the first: residual stream [n_tokens, n_embd]
+  // What the device returns besides running the graph:
+  bool want_candidates = true;   // sampling stage 1 on its logits slice (last token)
+  bool want_logits = false;      // the logits slice of the last token (tests, --all-logits)
+  model::SamplingParams sampling;
+  std::vector<model::Token> recent;  // for the repetition penalty
+};
+
+struct StepResult {
+  model::LocalCandidates candidates;
+  std::vector<float> logits;    // want_logits: this device's vocab slice, last token
+  std::vector<float> output;    // layer split, not the last device: residual stream out
+};
+
+struct DeviceStats {
+  std::array<double, static_cast<size_t>(parallel::LocalOp::Count)> op_seconds{};  // compute per op kind
+  double collective_seconds = 0;  // inside collectives, waiting for peers included
+  double step_seconds = 0;        // whole steps
+  uint64_t steps = 0;
+};
+
+class Device {
+ public:
+  virtual ~Device() = default;
+
+  // "cpu:0", "tcp://10.0.0.2:7070": used in every message about this device.
+  virtual std::string name() const = 0;
+  // Whether the device runs `op` with weights of type t (t ignored for ops without weights).
+  virtual bool supports(parallel::LocalOp op, DType t) const = 0;
+  // Threads the device computes with (for the planner's default ratios and for reports).
+  virtual int threads() const = 0;
+  // Collectives with the other devices of a tensor split; default: none (a lone device).
+  virtual void attach_group(std::unique_ptr<parallel::Group> group) {}
+  // Takes this device's graph, loads the weight slices it names from `weights` and allocates
+  // activations and the KV cache. Called once, before any step.
+  virtual void load(const parallel::DeviceGraph& graph, const gguf::File& weights, const LoadOptions& opt) = 0;
+  // Starts a step and returns at once; devices of one group run their steps concurrently.
+  virtual void submit(Step step) = 0;
+  // Waits for the submitted step; rethrows its failure as weft::Error naming the device.
+  virtual StepResult wait() = 0;
+  // Forgets cached positions >= pos (a new conversation is truncate_cache(0)).
+  virtual void truncate_cache(int32_t pos) = 0;
+  virtual DeviceStats stats() const = 0;
+};
+
+}  // namespace weft::device

@@ -1,0 +1,30 @@
+// Parsing --devices and creating the devices it names.
+//   cpu:T        a CPU device with T threads, on the next T free cores
+//   cpu:T@N      the same, bound to NUMA node N (cores and memory)
+//   cpu          one thread
+#pragma once
+
+#include "device/device.h"
+
+#include <memory>
+#include <string>
+#include <vector>
+
+namespace weft::device {
+
+struct DeviceSpec {
+  enum class Kind { Cpu, Remote } kind = Kind::Cpu;
+  int threads = 1;
+  int numa_node = -1;
+  std::string address;  // Remote: host:port
+};
+
+// Throws weft::Error("cli", ...) on a malformed list, naming the bad entry.
+std::vector<DeviceSpec> parse_devices(const std::string& list);
+std::string describe(const DeviceSpec& s);
+
+// Creates the devices; CPU devices get disjoint cores in order. Threads spin only when the
+// process's threads fit on the machine's cores.
+std::vector<std::unique_ptr<Device>> create_devices(const std::vector<DeviceSpec>& specs);
+
+}  // namespace weft::device

@@ -1,0 +1,53 @@
+#include "graph/graph.h"
+
+#include "core/error.h"
+
+namespace weft::graph {
+
+std::string_view axis_name(Axis a) {
+  switch (a) {
+    case Axis::Embd: return "embd";
+    case Axis::QHeads: return "q_heads";
+    case Axis::KvHeads: return "kv_heads";
+    case Axis::Ffn: return "ffn";
+    case Axis::Vocab: return "vocab";
+    case Axis::Count: break;
+  }
+  return "?";
+}
+
+std::string_view op_name(OpKind op) {
+  switch (op) {
+    case OpKind::Embed: return "embed";
+    case OpKind::RmsNorm: return "rms_norm";
+    case OpKind::MatMul: return "matmul";
+    case OpKind::HeadNorm: return "head_norm";
+    case OpKind::Rope: return "rope";
+    case OpKind::Attention: return "attention";
+    case OpKind::SwiGlu: return "swiglu";
+    case OpKind::Add: return "add";
+    case OpKind::Count: break;
+  }
+  return "?";
+}
+
+int Graph::add(Node n) {
+  const int id = static_cast<int>(nodes.size());
+  for (int in : n.inputs) WEFT_ASSERT(in >= 0 && in < id);
+  nodes.push_back(std::move(n));
+  return id;
+}
+
+int64_t Graph::width_of(Axis a) const {
+  switch (a) {
+    case Axis::Embd: return dims.n_embd;
+    case Axis::QHeads: return dims.n_head * dims.head_dim;
+    case Axis::KvHeads: return dims.n_head_kv * dims.head_dim;
+    case Axis::Ffn: return dims.n_ff;
+    case Axis::Vocab: return dims.n_vocab;
+    case Axis::Count: break;
+  }
+  fail("graph", "bad axis");
+}
+
+}  // namespace weft::graph

@@ -1,0 +1,30 @@
+// K-quant kernels: Q4_K, Q5_K, Q6_K weights with Q8_K activations (ggml's super-block formats,
+// 256 values per block, bit-compatible with ggml-common.h). The dispatcher in quants.cpp routes
+// these types here; everything else in this module sees only this header.
+#pragma once
+
+#include "core/dtype.h"
+#include "kernels/quants.h"
+
+#include <cstdint>
+
+namespace weft::kernels::kquants {
+
+// Whether t is one of the types below: Q4_K, Q5_K, Q6_K (weights) or Q8_K (activations).
+bool handles(DType t);
+
+// Scalar references; n is a multiple of 256. Throws weft::Error for a type not handled.
+void dequantize_ref(DType t, const void* src, float* dst, int64_t n);
+// Also Q8_K. Weight types fit a scale and min per sub-block by weighted least squares; the
+// result is valid ggml data but need not be bit-identical to ggml's quantizer.
+void quantize_ref(DType t, const float* src, void* dst, int64_t n);
+// w: a Q4_K/Q5_K/Q6_K row, a: a Q8_K row, both of n values.
+float vec_dot_ref(DType t, int64_t n, const void* w, const void* a);
+
+// Kernels of type t at ISA level isa ("ref" | "avx2" | "avx512"), or nullptr when this CPU
+// cannot run that level or there is none. "avx2" needs AVX2+FMA+F16C; "avx512" needs
+// AVX-512 F/BW/VL/VNNI (Cascade Lake, Ice Lake, Zen 4 and later; a Skylake-X falls to avx2).
+// For Q8_K the table has dequantize and quantize_act only (vec_dot and rows_dot null).
+const TypeKernels* find(DType t, const char* isa);
+
+}  // namespace weft::kernels::kquants

@@ -1,0 +1,100 @@
+// y = W x over a thread pool. Matmuls are where nearly all of a forward pass goes: decode is
+// bound by streaming the weights from memory once, prompts by reusing each weight tile for
+// many tokens while it sits in cache.
+#include "kernels/matmul.h"
+
+#include "core/error.h"
+#include "kernels/quants.h"
+
+#include <algorithm>
+#include <vector>
+
+namespace weft::kernels {
+namespace {
+
+// Threads own row ranges aligned to 16 rows: 16 f32 outputs are one 64-byte line, so two threads
+// never write the same line of y (y from the allocator is at least 64-byte aligned).
+constexpr int64_t kRowAlign = 16;
+// Prompt tiles: a weight tile of about this many bytes stays in L2 while every token of a token
+// tile passes over it; a token tile's activations (64 rows of ~1 KiB per 1024 columns) fit in L2 too.
+constexpr size_t kWeightTileBytes = 96 * 1024;
+constexpr int64_t kTokenTile = 64;
+
+void check_shapes(const WeightMatrix& w, int64_t ldx, int64_t n_tokens, int64_t ldy) {
+  WEFT_ASSERT(w.rows >= 0 && w.cols >= 0 && n_tokens >= 0);
+  WEFT_ASSERT(w.cols % block_size(w.type) == 0);
+  WEFT_ASSERT(w.row_stride >= row_bytes(w.type, w.cols));
+  WEFT_ASSERT(n_tokens <= 1 || (ldx >= w.cols && ldy >= w.rows));
+}
+
+// Activations in the format the kernels take: f32 rows used in place, or converted into scratch.
+struct ActRows {
+  const uint8_t* data;
+  size_t stride;  // bytes between tokens
+};
+
+ActRows convert_activations(const TypeKernels& k, const float* x, int64_t ldx, int64_t n, int64_t n_tokens,
+                            ThreadPool& pool, MatmulScratch& scratch) {
+  if (k.act_type == DType::F32) return {reinterpret_cast<const uint8_t*>(x), static_cast<size_t>(ldx) * sizeof(float)};
+  const size_t stride = row_bytes(k.act_type, n);
+  if (scratch.act.size() < stride * n_tokens) scratch.act.resize(stride * n_tokens);
+  uint8_t* act = scratch.act.data();
+  if (n_tokens == 1) {
+    k.quantize_act(x, act, n);  // microseconds: not worth waking the pool twice per matmul
+  } else {
+    pool.parallel_for(n_tokens, 1, [&](int64_t b, int64_t e) {
+      for (int64_t t = b; t < e; ++t) k.quantize_act(x + t * ldx, act + t * stride, n);
+    });
+  }
+  return {act, stride};
+}
+
+}  // namespace
+
+void matmul(const WeightMatrix& w, const float* x, int64_t ldx, int64_t n_tokens, float* y, int64_t ldy,
+            ThreadPool& pool, MatmulScratch& scratch) {
+  check_shapes(w, ldx, n_tokens, ldy);
+  if (w.rows == 0 || n_tokens == 0) return;
+  const TypeKernels& k = kernels_for(w.type);
+  const ActRows act = convert_activations(k, x, ldx, w.cols, n_tokens, pool, scratch);
+  const int64_t n = w.cols;
+  const size_t ws = w.row_stride;
+
+  if (n_tokens == 1) {  // decode: each thread streams its rows once, several rows per pass
+    pool.parallel_for(w.rows, kRowAlign, [&](int64_t b, int64_t e) {
+      k.rows_dot(n, e - b, w.data + b * ws, ws, act.data, y + b);
+    });
+    return;
+  }
+
+  // Prompt: each thread takes a row range; within it, a tile of tile_rows weight rows is
+  // reused by every token of a token tile before moving on, so weights come from memory
+  // n_tokens / kTokenTile times instead of n_tokens times.
+  const int64_t tile_rows = std::max<int64_t>(4, static_cast<int64_t>(kWeightTileBytes / ws) / 4 * 4);
+  pool.parallel_for(w.rows, kRowAlign, [&](int64_t b, int64_t e) {
+    for (int64_t t0 = 0; t0 < n_tokens; t0 += kTokenTile) {
+      const int64_t t1 = std::min(n_tokens, t0 + kTokenTile);
+      for (int64_t r0 = b; r0 < e; r0 += tile_rows) {
+        const int64_t nr = std::min(tile_rows, e - r0);
+        for (int64_t t = t0; t < t1; ++t)
+          k.rows_dot(n, nr, w.data + r0 * ws, ws, act.data + t * act.stride, y + t * ldy + r0);
+      }
+    }
+  });
+}
+
+void matmul_ref(const WeightMatrix& w, const float* x, int64_t ldx, int64_t n_tokens, float* y, int64_t ldy) {
+  check_shapes(w, ldx, n_tokens, ldy);
+  std::vector<float> row(static_cast<size_t>(w.cols));
+  for (int64_t r = 0; r < w.rows; ++r) {
+    dequantize_row_ref(w.type, w.data + r * w.row_stride, row.data(), w.cols);
+    for (int64_t t = 0; t < n_tokens; ++t) {
+      const float* xt = x + t * ldx;
+      double s = 0;
+      for (int64_t i = 0; i < w.cols; ++i) s += static_cast<double>(row[i]) * xt[i];
+      y[t * ldy + r] = static_cast<float>(s);
+    }
+  }
+}
+
+}  // namespace weft::kernels

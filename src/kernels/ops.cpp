@@ -1,0 +1,85 @@
+// The dispatching float ops (rms_norm, softmax, swiglu, add) and the choice of ISA table.
+// rope lives in ops_rope.cpp, attention in ops_attention.cpp, the tables in ops_{ref,avx2,avx512}.cpp.
+#include "core/error.h"
+#include "kernels/ops.h"
+
+#include <atomic>
+#include <cmath>
+#include <cstring>
+
+namespace weft::kernels {
+
+namespace detail {
+// Defined in ops_ref.cpp, ops_avx2.cpp, ops_avx512.cpp.
+const OpsKernels& ops_kernels_ref();
+const OpsKernels& ops_kernels_avx2();
+const OpsKernels& ops_kernels_avx512();
+}  // namespace detail
+
+namespace {
+
+const OpsKernels* best_table() {
+  __builtin_cpu_init();
+  // avx512f alone is enough: the AVX-512 table uses no BW/VL/DQ instructions.
+  if (__builtin_cpu_supports("avx512f")) return &detail::ops_kernels_avx512();
+  if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")) return &detail::ops_kernels_avx2();
+  return &detail::ops_kernels_ref();
+}
+
+// Null until first use; force_ops_isa may replace it (tests), so it is atomic.
+std::atomic<const OpsKernels*> g_active{nullptr};
+
+}  // namespace
+
+const OpsKernels* ops_kernels_for_isa(const char* isa) {
+  __builtin_cpu_init();
+  if (std::strcmp(isa, "ref") == 0) return &detail::ops_kernels_ref();
+  if (std::strcmp(isa, "avx2") == 0)
+    return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") ? &detail::ops_kernels_avx2() : nullptr;
+  if (std::strcmp(isa, "avx512") == 0)
+    return __builtin_cpu_supports("avx512f") ? &detail::ops_kernels_avx512() : nullptr;
+  return nullptr;
+}
+
+const OpsKernels& ops_kernels() {
+  const OpsKernels* k = g_active.load(std::memory_order_acquire);
+  if (!k) {
+    k = best_table();
+    g_active.store(k, std::memory_order_release);
+  }
+  return *k;
+}
+
+void force_ops_isa(const char* isa) {
+  const OpsKernels* k = ops_kernels_for_isa(isa);
+  if (!k) fail("kernels", "ops ISA '{}' is unknown or not supported by this CPU", isa);
+  g_active.store(k, std::memory_order_release);
+}
+
+void rms_norm(const float* x, const float* w, float* y, int64_t n_tokens, int64_t n, float eps) {
+  WEFT_ASSERT(n > 0 && n_tokens >= 0);
+  const OpsKernels& k = ops_kernels();
+  for (int64_t t = 0; t < n_tokens; ++t) {
+    const float mean_sq = k.sum_sq(x + t * n, n) / static_cast<float>(n);
+    k.scale_mul(x + t * n, 1.0f / std::sqrt(mean_sq + eps), w, y + t * n, n);
+  }
+}
+
+void rms_norm_heads(float* x, const float* w, int64_t n_tokens, int64_t n_heads, int64_t head_dim, float eps) {
+  // Each head of each token is one row of the plain rms_norm.
+  rms_norm(x, w, x, n_tokens * n_heads, head_dim, eps);
+}
+
+void softmax(float* x, int64_t n) {
+  WEFT_ASSERT(n > 0);
+  const OpsKernels& k = ops_kernels();
+  const float m = k.max(x, n);  // subtracting the max keeps exp() from overflowing
+  const float sum = k.exp_sum(x, m, n);
+  k.scale(x, 1.0f / sum, n);
+}
+
+void swiglu(const float* gate, const float* up, float* out, int64_t n) { ops_kernels().swiglu(gate, up, out, n); }
+
+void add_inplace(float* y, const float* x, int64_t n) { ops_kernels().add(y, x, n); }
+
+}  // namespace weft::kernels

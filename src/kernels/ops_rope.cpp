@@ -1,0 +1,110 @@
+// Rotary position embedding, normal (GPT-J / llama: pairs (2i, 2i+1)) and NeoX (pairs (i, i + n_rot/2))
+// styles, with linear and llama3 frequency scaling. Pair i of a token at position pos turns by
+//   theta_i = pos * freq_scale * freq_base^(-2i/n_rot) / freq_factor_i.
+// Angles are computed in double: at positions in the tens of thousands a float angle is off by
+// ~1e-3 rad, which is more than the rest of the op's error put together.
+#include "core/error.h"
+#include "kernels/ops.h"
+
+#include <cmath>
+#include <numbers>
+#include <vector>
+
+namespace weft::kernels {
+
+namespace {
+
+void check_params(int64_t head_dim, const int32_t* pos, const RopeParams& p) {
+  WEFT_ASSERT(pos != nullptr);
+  if (p.n_rot <= 0 || p.n_rot % 2 != 0 || p.n_rot > head_dim)
+    fail("kernels", "rope: n_rot {} must be even, positive and <= head_dim {}", p.n_rot, head_dim);
+}
+
+// Base angle per position unit of pair i, llama3 scaling included.
+double inv_freq(const RopeParams& p, int64_t i) {
+  return std::pow(static_cast<double>(p.freq_base), -2.0 * static_cast<double>(i) / static_cast<double>(p.n_rot)) /
+         rope_freq_factor(p, i);
+}
+
+// Rotates the first n_rot dims of one head by the angles whose cos/sin are given per pair.
+inline void rotate_head(float* x, const float* cos_t, const float* sin_t, int64_t n_rot, bool neox) {
+  const int64_t half = n_rot / 2;
+  if (neox) {
+    for (int64_t i = 0; i < half; ++i) {
+      const float x0 = x[i], x1 = x[i + half];
+      x[i] = x0 * cos_t[i] - x1 * sin_t[i];
+      x[i + half] = x0 * sin_t[i] + x1 * cos_t[i];
+    }
+  } else {
+    for (int64_t i = 0; i < half; ++i) {
+      const float x0 = x[2 * i], x1 = x[2 * i + 1];
+      x[2 * i] = x0 * cos_t[i] - x1 * sin_t[i];
+      x[2 * i + 1] = x0 * sin_t[i] + x1 * cos_t[i];
+    }
+  }
+}
+
+}  // namespace
+
+float rope_freq_factor(const RopeParams& p, int64_t i) {
+  if (p.llama3_factor <= 0.f) return 1.0f;
+  WEFT_ASSERT(p.n_rot > 0 && i >= 0 && 2 * i < p.n_rot);
+  if (p.llama3_high_freq_factor <= p.llama3_low_freq_factor)
+    fail("kernels", "rope: llama3 high_freq_factor {} must exceed low_freq_factor {}", p.llama3_high_freq_factor,
+         p.llama3_low_freq_factor);
+  // As Meta's reference, HF's _compute_llama3_parameters and llama.cpp's rope_freqs tensor:
+  // short wavelengths keep their frequency, long ones are slowed by `factor`, and the band in
+  // between is interpolated linearly in orig_ctx / wavelen.
+  const double freq = std::pow(static_cast<double>(p.freq_base), -2.0 * i / static_cast<double>(p.n_rot));
+  const double wavelen = 2.0 * std::numbers::pi / freq;
+  const double low_freq_wavelen = p.llama3_original_ctx / p.llama3_low_freq_factor;
+  const double high_freq_wavelen = p.llama3_original_ctx / p.llama3_high_freq_factor;
+  if (wavelen < high_freq_wavelen) return 1.0f;
+  if (wavelen > low_freq_wavelen) return p.llama3_factor;
+  const double smooth = (p.llama3_original_ctx / wavelen - p.llama3_low_freq_factor) /
+                        (p.llama3_high_freq_factor - p.llama3_low_freq_factor);
+  return static_cast<float>(1.0 / ((1.0 - smooth) / p.llama3_factor + smooth));
+}
+
+void rope(float* x, int64_t n_tokens, int64_t n_heads, int64_t head_dim, const int32_t* pos, const RopeParams& p) {
+  check_params(head_dim, pos, p);
+  const int64_t half = p.n_rot / 2;
+  // Per-thread buffers: [inv_freq | cos | sin], each `half` long; reused so decode allocates nothing.
+  thread_local std::vector<double> freqs;
+  thread_local std::vector<float> cs;
+  freqs.resize(half);
+  cs.resize(2 * half);
+  for (int64_t i = 0; i < half; ++i) freqs[i] = inv_freq(p, i);
+  for (int64_t t = 0; t < n_tokens; ++t) {
+    // One cos/sin table per token, shared by all its heads.
+    const double pos_scaled = static_cast<double>(pos[t]) * p.freq_scale;
+    for (int64_t i = 0; i < half; ++i) {
+      const double theta = pos_scaled * freqs[i];
+      cs[i] = static_cast<float>(std::cos(theta));
+      cs[half + i] = static_cast<float>(std::sin(theta));
+    }
+    for (int64_t h = 0; h < n_heads; ++h)
+      rotate_head(x + (t * n_heads + h) * head_dim, cs.data(), cs.data() + half, p.n_rot, p.neox);
+  }
+}
+
+void rope_ref(float* x, int64_t n_tokens, int64_t n_heads, int64_t head_dim, const int32_t* pos,
+              const RopeParams& p) {
+  check_params(head_dim, pos, p);
+  const int64_t half = p.n_rot / 2;
+  for (int64_t t = 0; t < n_tokens; ++t) {
+    for (int64_t h = 0; h < n_heads; ++h) {
+      float* xh = x + (t * n_heads + h) * head_dim;
+      for (int64_t i = 0; i < half; ++i) {
+        const double theta = static_cast<double>(pos[t]) * p.freq_scale * inv_freq(p, i);
+        const float c = static_cast<float>(std::cos(theta)), s = static_cast<float>(std::sin(theta));
+        const int64_t a = p.neox ? i : 2 * i, b = p.neox ? i + half : 2 * i + 1;
+        const float x0 = xh[a], x1 = xh[b];
+        xh[a] = x0 * c - x1 * s;
+        xh[b] = x0 * s + x1 * c;
+      }
+    }
+  }
+}
+
+}  // namespace weft::kernels

@@ -1,0 +1,384 @@
+// AVX-512 (F/BW/VL/DQ + VNNI) kernels for the float and legacy quant types. Compiled with
+// per-function target attributes (no per-file flags), run only when cpu_features().avx512.
+//
+// Quant dots work on two blocks per 512-bit register and dpbusd (u8 x s8 -> s32). Weights with
+// an offset (Q4_0: q - 8, Q5_0: q - 16, Q8_0 as q + 128 unsigned) are fed unsigned and the
+// offset * sum(activation) is subtracted by starting dpbusd from -offset * sum(a); that term
+// depends only on the activation, so rows_dot computes it once per block pair for 4 rows.
+#include "kernels/quants_legacy.h"
+
+#include "core/fp16.h"
+
+// GCC 12's _mm512_undefined_* (self-initialised on purpose) warn once inlined into target-attribute
+// functions; the warnings are about the header, not this file.
+#pragma GCC diagnostic ignored "-Wuninitialized"
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#include <immintrin.h>
+
+#include <cstring>
+
+#define WEFT_AVX512 __attribute__((target("avx512f,avx512bw,avx512vl,avx512dq,avx512vnni,avx2,fma,f16c")))
+#define WEFT_AVX512_INLINE WEFT_AVX512 inline __attribute__((always_inline))
+
+namespace weft::kernels::legacy {
+namespace {
+
+constexpr int kRowsPerPass = 4;  // rows sharing each activation load in rows_dot
+
+inline uint32_t load_u32(const void* p) {
+  uint32_t v;
+  std::memcpy(&v, p, 4);
+  return v;
+}
+
+// Two fp16 values (low half first) -> lanes 0, 1 of a float vector.
+WEFT_AVX512_INLINE __m128 half2(uint16_t a, uint16_t b) {
+  return _mm_cvtph_ps(_mm_cvtsi32_si128(static_cast<int>(a | (static_cast<uint32_t>(b) << 16))));
+}
+// Two (d, m) / (d, s) fp16 pairs -> [d0, m0, d1, m1].
+WEFT_AVX512_INLINE __m128 half4(const void* p0, const void* p1) {
+  const uint64_t v = load_u32(p0) | (static_cast<uint64_t>(load_u32(p1)) << 32);
+  return _mm_cvtph_ps(_mm_cvtsi64_si128(static_cast<long long>(v)));
+}
+
+WEFT_AVX512_INLINE __m256i load256(const void* p) { return _mm256_loadu_si256(static_cast<const __m256i*>(p)); }
+WEFT_AVX512_INLINE __m128i load128(const void* p) { return _mm_loadu_si128(static_cast<const __m128i*>(p)); }
+
+// Nibbles of two 4-bit blocks as 64 bytes [b0 0..15, b1 0..15, b0 16..31, b1 16..31]: the cheapest
+// order to unpack; activations are shuffled to match once per pair (see load_q8_split).
+WEFT_AVX512_INLINE __m512i unpack_nibbles(const uint8_t* qs0, const uint8_t* qs1) {
+  const __m256i packed = _mm256_inserti128_si256(_mm256_castsi128_si256(load128(qs0)), load128(qs1), 1);
+  const __m512i both = _mm512_inserti64x4(_mm512_castsi256_si512(packed), _mm256_srli_epi16(packed, 4), 1);
+  return _mm512_and_si512(both, _mm512_set1_epi8(0x0F));
+}
+
+// Two Q8 blocks' values in the nibble order above.
+WEFT_AVX512_INLINE __m512i load_q8_split(const int8_t* q0, const int8_t* q1) {
+  const __m512i z = _mm512_inserti64x4(_mm512_castsi256_si512(load256(q0)), load256(q1), 1);
+  return _mm512_shuffle_i64x2(z, z, _MM_SHUFFLE(3, 1, 2, 0));
+}
+WEFT_AVX512_INLINE __m512i load_q8_pair(const int8_t* q0, const int8_t* q1) {
+  return _mm512_inserti64x4(_mm512_castsi256_si512(load256(q0)), load256(q1), 1);
+}
+
+// Q5 high bits in the split order: bit i of the result is bit 4 of byte i.
+inline uint64_t q5_mask_split(const uint8_t* qh0, const uint8_t* qh1) {
+  const uint64_t a = load_u32(qh0), b = load_u32(qh1);
+  return (a & 0xFFFF) | ((b & 0xFFFF) << 16) | ((a >> 16) << 32) | ((b >> 16) << 48);
+}
+
+WEFT_AVX512_INLINE __m512i neg_offset_sum(__m512i q, char offset) {
+  return _mm512_sub_epi32(_mm512_setzero_si512(),
+                          _mm512_dpbusd_epi32(_mm512_setzero_si512(), _mm512_set1_epi8(offset), q));
+}
+
+// Scale lanes: dword lanes of the split order alternate b0 x4, b1 x4; the pair order b0 x8, b1 x8.
+WEFT_AVX512_INLINE __m512i idx_split(int i0, int i1) {
+  return _mm512_setr_epi32(i0, i0, i0, i0, i1, i1, i1, i1, i0, i0, i0, i0, i1, i1, i1, i1);
+}
+
+// Each K: Act (activation block), W (weight block), Pair (activation data for two blocks, shared
+// by the rows of one pass), load(a) and accumulate(w, pair, acc, acc_m). acc_m gathers the
+// min terms of the _1 types in lanes 1 and 3.
+struct KQ4_0 {
+  using W = BlockQ4_0;
+  using A = BlockQ8_0;
+  struct Pair {
+    __m512i q, neg_corr;
+    __m128 d;
+  };
+  WEFT_AVX512_INLINE static Pair load(const A* a) {
+    const __m512i q = load_q8_split(a[0].qs, a[1].qs);
+    return {q, neg_offset_sum(q, 8), half2(a[0].d, a[1].d)};
+  }
+  WEFT_AVX512_INLINE static void accumulate(const W* w, const Pair& p, __m512& acc, __m128&) {
+    const __m512i dot = _mm512_dpbusd_epi32(p.neg_corr, unpack_nibbles(w[0].qs, w[1].qs), p.q);
+    const __m128 s = _mm_mul_ps(half2(w[0].d, w[1].d), p.d);
+    acc = _mm512_fmadd_ps(_mm512_cvtepi32_ps(dot), _mm512_permutexvar_ps(idx_split(0, 1), _mm512_castps128_ps512(s)), acc);
+  }
+  static float tail(const W& w, const A& a) { return dot_block_q4_0(w, a); }
+};
+
+struct KQ5_0 {
+  using W = BlockQ5_0;
+  using A = BlockQ8_0;
+  using Pair = KQ4_0::Pair;
+  WEFT_AVX512_INLINE static Pair load(const A* a) {
+    const __m512i q = load_q8_split(a[0].qs, a[1].qs);
+    return {q, neg_offset_sum(q, 16), half2(a[0].d, a[1].d)};
+  }
+  WEFT_AVX512_INLINE static void accumulate(const W* w, const Pair& p, __m512& acc, __m128&) {
+    const __m512i lo = unpack_nibbles(w[0].qs, w[1].qs);
+    const __m512i q5 = _mm512_mask_add_epi8(lo, q5_mask_split(w[0].qh, w[1].qh), lo, _mm512_set1_epi8(16));
+    const __m512i dot = _mm512_dpbusd_epi32(p.neg_corr, q5, p.q);
+    const __m128 s = _mm_mul_ps(half2(w[0].d, w[1].d), p.d);
+    acc = _mm512_fmadd_ps(_mm512_cvtepi32_ps(dot), _mm512_permutexvar_ps(idx_split(0, 1), _mm512_castps128_ps512(s)), acc);
+  }
+  static float tail(const W& w, const A& a) { return dot_block_q5_0(w, a); }
+};
+
+struct KQ8_0 {
+  using W = BlockQ8_0;
+  using A = BlockQ8_0;
+  using Pair = KQ4_0::Pair;
+  WEFT_AVX512_INLINE static Pair load(const A* a) {
+    const __m512i q = load_q8_pair(a[0].qs, a[1].qs);
+    return {q, neg_offset_sum(q, static_cast<char>(0x80)), half2(a[0].d, a[1].d)};
+  }
+  WEFT_AVX512_INLINE static void accumulate(const W* w, const Pair& p, __m512& acc, __m128&) {
+    const __m512i wu = _mm512_xor_si512(load_q8_pair(w[0].qs, w[1].qs), _mm512_set1_epi8(static_cast<char>(0x80)));
+    const __m512i dot = _mm512_dpbusd_epi32(p.neg_corr, wu, p.q);
+    const __m128 s = _mm_mul_ps(half2(w[0].d, w[1].d), p.d);
+    const __m512i idx = _mm512_setr_epi32(0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1);
+    acc = _mm512_fmadd_ps(_mm512_cvtepi32_ps(dot), _mm512_permutexvar_ps(idx, _mm512_castps128_ps512(s)), acc);
+  }
+  static float tail(const W& w, const A& a) { return dot_block_q8_0(w, a); }
+};
+
+// _1 types: element = q * d + m, so dot = d_w d_a sum(q a) + m_w s_a with s_a = d_a sum(a).
+struct Pair1 {
+  __m512i q;
+  __m128 ds;  // [d_a0, s_a0, d_a1, s_a1]
+};
+
+// s = [d_w0 d_a0, m_w0 s_a0, d_w1 d_a1, m_w1 s_a1]: lanes 0/2 scale the int dots, 1/3 go to acc_m.
+WEFT_AVX512_INLINE void accumulate_1(__m512i dot, __m128 s, __m512& acc, __m128& acc_m) {
+  acc = _mm512_fmadd_ps(_mm512_cvtepi32_ps(dot), _mm512_permutexvar_ps(idx_split(0, 2), _mm512_castps128_ps512(s)), acc);
+  acc_m = _mm_add_ps(acc_m, s);
+}
+
+struct KQ4_1 {
+  using W = BlockQ4_1;
+  using A = BlockQ8_1;
+  using Pair = Pair1;
+  WEFT_AVX512_INLINE static Pair load(const A* a) { return {load_q8_split(a[0].qs, a[1].qs), half4(&a[0].d, &a[1].d)}; }
+  WEFT_AVX512_INLINE static void accumulate(const W* w, const Pair& p, __m512& acc, __m128& acc_m) {
+    const __m512i dot = _mm512_dpbusd_epi32(_mm512_setzero_si512(), unpack_nibbles(w[0].qs, w[1].qs), p.q);
+    accumulate_1(dot, _mm_mul_ps(half4(&w[0].d, &w[1].d), p.ds), acc, acc_m);
+  }
+  static float tail(const W& w, const A& a) { return dot_block_q4_1(w, a); }
+};
+
+struct KQ5_1 {
+  using W = BlockQ5_1;
+  using A = BlockQ8_1;
+  using Pair = Pair1;
+  WEFT_AVX512_INLINE static Pair load(const A* a) { return {load_q8_split(a[0].qs, a[1].qs), half4(&a[0].d, &a[1].d)}; }
+  WEFT_AVX512_INLINE static void accumulate(const W* w, const Pair& p, __m512& acc, __m128& acc_m) {
+    const __m512i lo = unpack_nibbles(w[0].qs, w[1].qs);
+    const __m512i q5 = _mm512_mask_add_epi8(lo, q5_mask_split(w[0].qh, w[1].qh), lo, _mm512_set1_epi8(16));
+    const __m512i dot = _mm512_dpbusd_epi32(_mm512_setzero_si512(), q5, p.q);
+    accumulate_1(dot, _mm_mul_ps(half4(&w[0].d, &w[1].d), p.ds), acc, acc_m);
+  }
+  static float tail(const W& w, const A& a) { return dot_block_q5_1(w, a); }
+};
+
+// R rows (stride bytes apart) against one activation row, two blocks per step, activation loads
+// and offset sums shared by the R rows.
+template <class K, int R>
+WEFT_AVX512 void dot_rows(int64_t n, const uint8_t* w, size_t stride, const void* act, float* out) {
+  const int64_t nb = n / kQK;
+  const auto* a = static_cast<const typename K::A*>(act);
+  const typename K::W* rows[R];
+  __m512 acc[R];
+  __m128 acc_m[R];
+#pragma GCC unroll 4
+  for (int r = 0; r < R; ++r) {
+    rows[r] = reinterpret_cast<const typename K::W*>(w + r * stride);
+    acc[r] = _mm512_setzero_ps();
+    acc_m[r] = _mm_setzero_ps();
+  }
+  int64_t b = 0;
+  for (; b + 2 <= nb; b += 2) {
+    const typename K::Pair p = K::load(a + b);
+#pragma GCC unroll 4
+    for (int r = 0; r < R; ++r) K::accumulate(rows[r] + b, p, acc[r], acc_m[r]);
+  }
+  for (int r = 0; r < R; ++r) {
+    alignas(16) float m[4];
+    _mm_store_ps(m, acc_m[r]);
+    float s = _mm512_reduce_add_ps(acc[r]) + (m[1] + m[3]);
+    if (b < nb) s += K::tail(rows[r][b], a[b]);
+    out[r] = s;
+  }
+}
+
+// Float weights against f32 activations; L::load(p, i) gives 16 weights as f32, L::load_tail
+// the first `mask` of them.
+struct LF32 {
+  using T = float;
+  WEFT_AVX512_INLINE static __m512 load(const T* p) { return _mm512_loadu_ps(p); }
+  WEFT_AVX512_INLINE static __m512 load_tail(const T* p, __mmask16 m) { return _mm512_maskz_loadu_ps(m, p); }
+};
+struct LF16 {
+  using T = uint16_t;
+  WEFT_AVX512_INLINE static __m512 load(const T* p) { return _mm512_cvtph_ps(load256(p)); }
+  WEFT_AVX512_INLINE static __m512 load_tail(const T* p, __mmask16 m) { return _mm512_cvtph_ps(_mm256_maskz_loadu_epi16(m, p)); }
+};
+struct LBF16 {
+  using T = uint16_t;
+  WEFT_AVX512_INLINE static __m512 widen(__m256i h) {
+    return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16));
+  }
+  WEFT_AVX512_INLINE static __m512 load(const T* p) { return widen(load256(p)); }
+  WEFT_AVX512_INLINE static __m512 load_tail(const T* p, __mmask16 m) { return widen(_mm256_maskz_loadu_epi16(m, p)); }
+};
+
+template <class L, int R>
+WEFT_AVX512 void dot_rows_float(int64_t n, const uint8_t* w, size_t stride, const void* act, float* out) {
+  const auto* x = static_cast<const float*>(act);
+  const typename L::T* rows[R];
+  __m512 acc[R];
+#pragma GCC unroll 4
+  for (int r = 0; r < R; ++r) {
+    rows[r] = reinterpret_cast<const typename L::T*>(w + r * stride);
+    acc[r] = _mm512_setzero_ps();
+  }
+  int64_t i = 0;
+  for (; i + 16 <= n; i += 16) {
+    const __m512 xv = _mm512_loadu_ps(x + i);
+#pragma GCC unroll 4
+    for (int r = 0; r < R; ++r) acc[r] = _mm512_fmadd_ps(L::load(rows[r] + i), xv, acc[r]);
+  }
+  if (i < n) {
+    const __mmask16 m = static_cast<__mmask16>((1u << (n - i)) - 1);
+    const __m512 xv = _mm512_maskz_loadu_ps(m, x + i);
+    for (int r = 0; r < R; ++r) acc[r] = _mm512_fmadd_ps(L::load_tail(rows[r] + i, m), xv, acc[r]);
+  }
+  for (int r = 0; r < R; ++r) out[r] = _mm512_reduce_add_ps(acc[r]);
+}
+
+using DotRowsFn = void (*)(int64_t n, const uint8_t* w, size_t stride, const void* act, float* out);
+
+template <DotRowsFn k4, DotRowsFn k3, DotRowsFn k2, DotRowsFn k1>
+void rows_dot(int64_t n, int64_t n_rows, const void* w, size_t stride, const void* act, float* out) {
+  const auto* p = static_cast<const uint8_t*>(w);
+  int64_t r = 0;
+  for (; r + kRowsPerPass <= n_rows; r += kRowsPerPass) k4(n, p + r * stride, stride, act, out + r);
+  switch (n_rows - r) {
+    case 3: k3(n, p + r * stride, stride, act, out + r); break;
+    case 2: k2(n, p + r * stride, stride, act, out + r); break;
+    case 1: k1(n, p + r * stride, stride, act, out + r); break;
+    default: break;
+  }
+}
+
+template <DotRowsFn k1>
+float vec_dot(int64_t n, const void* w, const void* act) {
+  float out;
+  k1(n, static_cast<const uint8_t*>(w), 0, act, &out);
+  return out;
+}
+
+template <class K>
+constexpr RowsDotFn kRowsDotQ = rows_dot<dot_rows<K, 4>, dot_rows<K, 3>, dot_rows<K, 2>, dot_rows<K, 1>>;
+template <class K>
+constexpr VecDotFn kVecDotQ = vec_dot<dot_rows<K, 1>>;
+template <class L>
+constexpr RowsDotFn kRowsDotF =
+    rows_dot<dot_rows_float<L, 4>, dot_rows_float<L, 3>, dot_rows_float<L, 2>, dot_rows_float<L, 1>>;
+template <class L>
+constexpr VecDotFn kVecDotF = vec_dot<dot_rows_float<L, 1>>;
+
+// ---- activation quantizers: bit-identical to quantize_q8_{0,1} in quants_legacy_ref.cpp ----
+
+// roundf (half away from zero), exactly: v - trunc(v) is exact in float.
+WEFT_AVX512_INLINE __m512 round_half_away(__m512 v) {
+  const __m512 t = _mm512_roundscale_ps(v, _MM_FROUND_TO_ZERO | _MM_FROUND_NO_EXC);
+  const __mmask16 up = _mm512_cmp_ps_mask(_mm512_abs_ps(_mm512_sub_ps(v, t)), _mm512_set1_ps(0.5f), _CMP_GE_OQ);
+  const __m512 one = _mm512_or_ps(_mm512_set1_ps(1.f), _mm512_and_ps(v, _mm512_set1_ps(-0.f)));
+  return _mm512_mask_add_ps(t, up, t, one);
+}
+
+// Quantizes 32 floats to qs with scale d = amax / 127 (as ref); returns sum(qs) and d in f32.
+WEFT_AVX512_INLINE int quantize_block_q8(const float* x, uint16_t* d_out, int8_t* qs, float& d_f32) {
+  const __m512 v0 = _mm512_loadu_ps(x), v1 = _mm512_loadu_ps(x + 16);
+  const float amax = _mm512_reduce_max_ps(_mm512_max_ps(_mm512_abs_ps(v0), _mm512_abs_ps(v1)));
+  const float d = amax / 127.f;
+  const float id = d != 0.f ? 1.f / d : 0.f;
+  *d_out = f32_to_fp16(d);
+  d_f32 = d;
+  const __m512 idv = _mm512_set1_ps(id);
+  const __m512i q0 = _mm512_cvtps_epi32(round_half_away(_mm512_mul_ps(v0, idv)));
+  const __m512i q1 = _mm512_cvtps_epi32(round_half_away(_mm512_mul_ps(v1, idv)));
+  _mm_storeu_si128(reinterpret_cast<__m128i*>(qs), _mm512_cvtepi32_epi8(q0));
+  _mm_storeu_si128(reinterpret_cast<__m128i*>(qs + 16), _mm512_cvtepi32_epi8(q1));
+  return _mm512_reduce_add_epi32(_mm512_add_epi32(q0, q1));
+}
+
+WEFT_AVX512 void quantize_act_q8_0(const float* x, void* dst, int64_t n) {
+  auto* b = static_cast<BlockQ8_0*>(dst);
+  float d;
+  for (int64_t i = 0; i < n / kQK; ++i) quantize_block_q8(x + i * kQK, &b[i].d, b[i].qs, d);
+}
+
+WEFT_AVX512 void quantize_act_q8_1(const float* x, void* dst, int64_t n) {
+  auto* b = static_cast<BlockQ8_1*>(dst);
+  for (int64_t i = 0; i < n / kQK; ++i) {
+    float d;
+    const int sum = quantize_block_q8(x + i * kQK, &b[i].d, b[i].qs, d);
+    b[i].s = f32_to_fp16(static_cast<float>(sum) * d);
+  }
+}
+
+void copy_f32(const float* x, void* dst, int64_t n) { std::memcpy(dst, x, n * sizeof(float)); }
+
+// ---- dequantize (exactly the ref's products) ----
+
+WEFT_AVX512 void dequantize_q4_0(const void* src, float* dst, int64_t n) {
+  const auto* b = static_cast<const BlockQ4_0*>(src);
+  for (int64_t i = 0; i < n / kQK; ++i, dst += kQK) {
+    const __m512 d = _mm512_set1_ps(fp16_to_f32(b[i].d));
+    const __m512i q = _mm512_cvtepu8_epi32(load128(b[i].qs));
+    const __m512i eight = _mm512_set1_epi32(8);
+    const __m512i lo = _mm512_sub_epi32(_mm512_and_si512(q, _mm512_set1_epi32(0x0F)), eight);
+    const __m512i hi = _mm512_sub_epi32(_mm512_srli_epi32(q, 4), eight);
+    _mm512_storeu_ps(dst, _mm512_mul_ps(_mm512_cvtepi32_ps(lo), d));
+    _mm512_storeu_ps(dst + 16, _mm512_mul_ps(_mm512_cvtepi32_ps(hi), d));
+  }
+}
+
+WEFT_AVX512 void dequantize_q8_0(const void* src, float* dst, int64_t n) {
+  const auto* b = static_cast<const BlockQ8_0*>(src);
+  for (int64_t i = 0; i < n / kQK; ++i, dst += kQK) {
+    const __m512 d = _mm512_set1_ps(fp16_to_f32(b[i].d));
+    _mm512_storeu_ps(dst, _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(load128(b[i].qs))), d));
+    _mm512_storeu_ps(dst + 16, _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(load128(b[i].qs + 16))), d));
+  }
+}
+
+template <class L>
+WEFT_AVX512 void dequantize_float(const void* src, float* dst, int64_t n) {
+  const auto* p = static_cast<const typename L::T*>(src);
+  int64_t i = 0;
+  for (; i + 16 <= n; i += 16) _mm512_storeu_ps(dst + i, L::load(p + i));
+  if (i < n) {
+    const __mmask16 m = static_cast<__mmask16>((1u << (n - i)) - 1);
+    _mm512_mask_storeu_ps(dst + i, m, L::load_tail(p + i, m));
+  }
+}
+
+void dequantize_q4_1(const void* s, float* d, int64_t n) { dequantize_ref(DType::Q4_1, s, d, n); }
+void dequantize_q5_0(const void* s, float* d, int64_t n) { dequantize_ref(DType::Q5_0, s, d, n); }
+void dequantize_q5_1(const void* s, float* d, int64_t n) { dequantize_ref(DType::Q5_1, s, d, n); }
+
+const TypeKernels kAvx512Table[] = {
+    {DType::F32, DType::F32, dequantize_float<LF32>, copy_f32, kVecDotF<LF32>, kRowsDotF<LF32>, "avx512"},
+    {DType::F16, DType::F32, dequantize_float<LF16>, copy_f32, kVecDotF<LF16>, kRowsDotF<LF16>, "avx512"},
+    {DType::BF16, DType::F32, dequantize_float<LBF16>, copy_f32, kVecDotF<LBF16>, kRowsDotF<LBF16>, "avx512"},
+    {DType::Q4_0, DType::Q8_0, dequantize_q4_0, quantize_act_q8_0, kVecDotQ<KQ4_0>, kRowsDotQ<KQ4_0>, "avx512"},
+    {DType::Q4_1, DType::Q8_1, dequantize_q4_1, quantize_act_q8_1, kVecDotQ<KQ4_1>, kRowsDotQ<KQ4_1>, "avx512"},
+    {DType::Q5_0, DType::Q8_0, dequantize_q5_0, quantize_act_q8_0, kVecDotQ<KQ5_0>, kRowsDotQ<KQ5_0>, "avx512"},
+    {DType::Q5_1, DType::Q8_1, dequantize_q5_1, quantize_act_q8_1, kVecDotQ<KQ5_1>, kRowsDotQ<KQ5_1>, "avx512"},
+    {DType::Q8_0, DType::Q8_0, dequantize_q8_0, quantize_act_q8_0, kVecDotQ<KQ8_0>, kRowsDotQ<KQ8_0>, "avx512"},
+};
+
+}  // namespace
+
+const TypeKernels* find_avx512(DType t) {
+  for (const auto& k : kAvx512Table)
+    if (k.type == t) return &k;
+  return nullptr;
+}
+
+}  // namespace weft::kernels::legacy

@@ -1,0 +1,382 @@
+// Random-weight GGUF generator (see gen_model.h). Every row of every tensor is drawn from its own
+// counter-based stream (seed, tensor name, row), so rows can be produced in any order on any
+// number of threads and the file is still byte-identical.
+#include "model/gen_model.h"
+
+#include "core/error.h"
+#include "core/fp16.h"
+#include "core/thread_pool.h"
+#include "gguf/gguf_writer.h"
+#include "kernels/quants.h"
+
+#include <cmath>
+#include <cstring>
+#include <memory>
+#include <unordered_set>
+
+namespace weft::model {
+namespace {
+
+constexpr int64_t kMinVocab = 3 + 256;  // <unk> <s> </s> + byte tokens
+constexpr int64_t kQkK = 256;           // K-quant super-block (QK_K)
+constexpr uint32_t kAlignment = 32;     // GGUF_DEFAULT_ALIGNMENT
+constexpr uint32_t kQuantVersion = 2;   // GGML_QNT_VERSION: current block layouts
+
+// ---- deterministic random numbers ----
+
+uint64_t splitmix64(uint64_t& state) {
+  uint64_t z = (state += 0x9e3779b97f4a7c15ull);
+  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+  z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+  return z ^ (z >> 31);
+}
+
+uint64_t fnv1a64(std::string_view s) {
+  uint64_t h = 0xcbf29ce484222325ull;
+  for (unsigned char c : s) h = (h ^ c) * 0x100000001b3ull;
+  return h;
+}
+
+// Sum of four 16-bit uniforms (Irwin-Hall), scaled to unit variance: bell-shaped, bounded by
+// +-3.46, and one 64-bit draw per value, so generating 8B parameters stays cheap.
+float normalish(uint64_t& state) {
+  const uint64_t r = splitmix64(state);
+  const float s = static_cast<float>(r & 0xffff) + static_cast<float>((r >> 16) & 0xffff) +
+                  static_cast<float>((r >> 32) & 0xffff) + static_cast<float>(r >> 48);
+  // Each uniform has mean 32767.5 and variance 65536^2/12; four of them: sd 65536/sqrt(3).
+  constexpr float kScale = 1.7320508f / 65536.0f;
+  return (s - 4 * 32767.5f) * kScale;
+}
+
+// ---- tensor set ----
+
+enum class Init { Matrix, Norm, Bias };
+
+struct TensorSpec {
+  std::string name;
+  DType type;
+  std::vector<int64_t> shape;  // ggml order: shape[0] is the row length
+  Init init;
+};
+
+// One row of a tensor as f32. Matrices: sd 1/sqrt(row length) so y = W x keeps O(1) activations
+// through every layer (and the logits O(1)); norms 1 +- ~0.1 so a test can tell whether the right
+// norm weight was applied; biases small.
+void gen_row(uint64_t tensor_seed, int64_t row, Init init, float* out, int64_t n) {
+  uint64_t state = tensor_seed ^ (static_cast<uint64_t>(row) * 0xd6e8feb86659fd93ull);
+  splitmix64(state);
+  switch (init) {
+    case Init::Matrix: {
+      const float sd = 1.0f / std::sqrt(static_cast<float>(n));
+      for (int64_t i = 0; i < n; ++i) out[i] = sd * normalish(state);
+      return;
+    }
+    case Init::Norm:
+      for (int64_t i = 0; i < n; ++i) out[i] = 1.0f + 0.1f * normalish(state);
+      return;
+    case Init::Bias:
+      for (int64_t i = 0; i < n; ++i) out[i] = 0.1f * normalish(state);
+      return;
+  }
+}
+
+// f32 row -> the storage type. Plain types are converted here; block types by the reference
+// quantizer, so a file never depends on which SIMD kernels this machine has.
+void encode_row(DType t, const float* src, uint8_t* dst, int64_t n) {
+  switch (t) {
+    case DType::F32:
+      std::memcpy(dst, src, static_cast<size_t>(n) * sizeof(float));
+      return;
+    case DType::F16:
+      for (int64_t i = 0; i < n; ++i) {
+        const uint16_t h = f32_to_fp16(src[i]);
+        std::memcpy(dst + 2 * i, &h, 2);
+      }
+      return;
+    case DType::BF16:
+      for (int64_t i = 0; i < n; ++i) {
+        const uint16_t h = f32_to_bf16(src[i]);
+        std::memcpy(dst + 2 * i, &h, 2);
+      }
+      return;
+    default:
+      kernels::quantize_row_ref(t, src, dst, n);
+  }
+}
+
+bool use_more_bits(int i_layer, int n_layer) {
+  // llama.cpp (llama-quant.cpp): the first and last eighth of the layers, and every third between.
+  return i_layer < n_layer / 8 || i_layer >= 7 * n_layer / 8 || (i_layer - n_layer / 8) % 3 == 2;
+}
+
+struct ArchInfo {
+  bool qkv_bias;
+  bool qk_norm;
+  float rope_freq_base;
+  float rms_eps;
+};
+
+ArchInfo arch_info(std::string_view arch) {
+  // Values of the released models of each family (Llama 2 / Qwen2 / Qwen3).
+  if (arch == "llama") return {false, false, 10000.0f, 1e-5f};
+  if (arch == "qwen2") return {true, false, 1000000.0f, 1e-6f};
+  if (arch == "qwen3") return {false, true, 1000000.0f, 1e-6f};
+  fail("gen-model", "unknown arch '{}' (llama, qwen2, qwen3)", arch);
+}
+
+std::vector<TensorSpec> tensor_specs(const GenModelOptions& o, const GenModelShape& s) {
+  const ArchInfo a = arch_info(o.arch);
+  const int64_t head_dim = s.n_embd / s.n_head, n_embd_kv = head_dim * s.n_head_kv;
+  const int n_layer = static_cast<int>(s.n_layer);
+  std::vector<TensorSpec> out;
+  auto matrix = [&](const std::string& base, int layer, int64_t ne0, int64_t ne1) {
+    const std::string name = layer < 0 ? base : fmt::format("blk.{}.{}", layer, base);
+    out.push_back({name, gen_tensor_type(o.type, base, layer, n_layer, ne0, o.tied), {ne0, ne1}, Init::Matrix});
+  };
+  auto vec = [&](const std::string& base, int layer, int64_t n, Init init) {
+    const std::string name = layer < 0 ? base : fmt::format("blk.{}.{}", layer, base);
+    out.push_back({name, DType::F32, {n}, init});
+  };
+
+  matrix("token_embd.weight", -1, s.n_embd, s.n_vocab);  // (vocab, embd)
+  for (int l = 0; l < n_layer; ++l) {
+    vec("attn_norm.weight", l, s.n_embd, Init::Norm);
+    matrix("attn_q.weight", l, s.n_embd, s.n_embd);     // (embd -> heads*head_dim)
+    matrix("attn_k.weight", l, s.n_embd, n_embd_kv);    // (embd -> kv_heads*head_dim)
+    matrix("attn_v.weight", l, s.n_embd, n_embd_kv);
+    if (a.qkv_bias) {
+      vec("attn_q.bias", l, s.n_embd, Init::Bias);
+      vec("attn_k.bias", l, n_embd_kv, Init::Bias);
+      vec("attn_v.bias", l, n_embd_kv, Init::Bias);
+    }
+    if (a.qk_norm) {
+      vec("attn_q_norm.weight", l, head_dim, Init::Norm);  // shared by all heads
+      vec("attn_k_norm.weight", l, head_dim, Init::Norm);
+    }
+    matrix("attn_output.weight", l, s.n_embd, s.n_embd);
+    vec("ffn_norm.weight", l, s.n_embd, Init::Norm);
+    matrix("ffn_gate.weight", l, s.n_embd, s.n_ff);     // (embd -> ff)
+    matrix("ffn_up.weight", l, s.n_embd, s.n_ff);
+    matrix("ffn_down.weight", l, s.n_ff, s.n_embd);     // (ff -> embd)
+  }
+  vec("output_norm.weight", -1, s.n_embd, Init::Norm);
+  if (!o.tied) matrix("output.weight", -1, s.n_embd, s.n_vocab);
+  return out;
+}
+
+void add_metadata(gguf::Writer& w, const GenModelOptions& o, const GenModelShape& s) {
+  const ArchInfo a = arch_info(o.arch);
+  const std::string& p = o.arch;  // key prefix
+  const uint32_t head_dim = static_cast<uint32_t>(s.n_embd / s.n_head);
+  auto u32 = [](int64_t v) { return static_cast<uint32_t>(v); };
+
+  w.set_string("general.architecture", o.arch);
+  w.set_string("general.name", o.name.empty() ? fmt::format("weft-{}-{}-{}", o.preset, o.arch, o.type) : o.name);
+  w.set_u32("general.alignment", kAlignment);
+  w.set_u32("general.file_type", gen_file_type(o.type));
+  if (o.type != "f32" && o.type != "f16" && o.type != "bf16") w.set_u32("general.quantization_version", kQuantVersion);
+  w.set_u32(p + ".context_length", u32(s.n_ctx));
+  w.set_u32(p + ".embedding_length", u32(s.n_embd));
+  w.set_u32(p + ".block_count", u32(s.n_layer));
+  w.set_u32(p + ".feed_forward_length", u32(s.n_ff));
+  w.set_u32(p + ".attention.head_count", u32(s.n_head));
+  w.set_u32(p + ".attention.head_count_kv", u32(s.n_head_kv));
+  if (a.qk_norm) {  // qwen3 states its head size explicitly
+    w.set_u32(p + ".attention.key_length", head_dim);
+    w.set_u32(p + ".attention.value_length", head_dim);
+  }
+  w.set_u32(p + ".rope.dimension_count", head_dim);
+  w.set_f32(p + ".rope.freq_base", a.rope_freq_base);
+  w.set_f32(p + ".attention.layer_norm_rms_epsilon", a.rms_eps);
+  w.set_u32(p + ".vocab_size", u32(s.n_vocab));
+
+  GenVocab v = gen_vocab(s.n_vocab);
+  w.set_string("tokenizer.ggml.model", "llama");
+  w.set_string_array("tokenizer.ggml.tokens", v.tokens);
+  w.set_f32_array("tokenizer.ggml.scores", v.scores);
+  w.set_i32_array("tokenizer.ggml.token_type", v.types);
+  w.set_u32("tokenizer.ggml.bos_token_id", 1);
+  w.set_u32("tokenizer.ggml.eos_token_id", 2);
+  w.set_u32("tokenizer.ggml.unknown_token_id", 0);
+  w.set_bool("tokenizer.ggml.add_bos_token", true);
+  w.set_bool("tokenizer.ggml.add_eos_token", false);
+}
+
+// Builds the writer; tensors are filled lazily (during write) on `pool`, which must outlive it.
+gguf::Writer build_writer(const GenModelOptions& o, ThreadPool& pool) {
+  const GenModelShape s = gen_model_shape(o);
+  gguf::Writer w;
+  add_metadata(w, o, s);
+  const uint64_t base_seed = [&] {
+    uint64_t st = o.seed;
+    return splitmix64(st);
+  }();
+  for (TensorSpec& t : tensor_specs(o, s)) {
+    const uint64_t seed = base_seed ^ fnv1a64(t.name);
+    const int64_t ne0 = t.shape[0], n_rows = t.shape.size() > 1 ? t.shape[1] : 1;
+    const size_t row_bytes_t = row_bytes(t.type, ne0);
+    const DType type = t.type;
+    const Init init = t.init;
+    auto fill = [&pool, seed, ne0, n_rows, row_bytes_t, type, init](uint8_t* dst, size_t n_bytes) {
+      WEFT_ASSERT(n_bytes == row_bytes_t * static_cast<size_t>(n_rows));
+      pool.parallel_for(n_rows, 1, [&](int64_t b, int64_t e) {
+        std::vector<float> row(static_cast<size_t>(ne0));
+        for (int64_t r = b; r < e; ++r) {
+          gen_row(seed, r, init, row.data(), ne0);
+          encode_row(type, row.data(), dst + static_cast<size_t>(r) * row_bytes_t, ne0);
+        }
+      });
+    };
+    w.add_tensor(t.name, t.type, t.shape, gguf::Writer::Fill(fill));
+  }
+  return w;
+}
+
+int pool_threads(const GenModelOptions& o) { return o.n_threads > 0 ? o.n_threads : hardware_cores(); }
+
+}  // namespace
+
+GenModelShape gen_model_preset(std::string_view preset) {
+  // {n_embd, n_layer, n_ff, n_head, n_head_kv, n_vocab, n_ctx}
+  if (preset == "tiny") return {64, 2, 160, 4, 2, 320, 512};
+  if (preset == "500m") return {2048, 8, 5632, 32, 8, 32000, 2048};
+  if (preset == "1b") return {2048, 16, 8192, 32, 8, 32000, 4096};
+  if (preset == "8b-shape") return {4096, 32, 14336, 32, 8, 128256, 8192};  // Llama 3 8B's shape
+  fail("gen-model", "unknown preset '{}' (tiny, 500m, 1b, 8b-shape)", preset);
+}
+
+GenModelShape gen_model_shape(const GenModelOptions& o) {
+  GenModelShape s = gen_model_preset(o.preset);
+  const GenModelShape& v = o.overrides;
+  auto take = [](int64_t& dst, int64_t src) {
+    if (src != 0) dst = src;
+  };
+  take(s.n_embd, v.n_embd);
+  take(s.n_layer, v.n_layer);
+  take(s.n_ff, v.n_ff);
+  take(s.n_head, v.n_head);
+  take(s.n_head_kv, v.n_head_kv);
+  take(s.n_vocab, v.n_vocab);
+  take(s.n_ctx, v.n_ctx);
+  take(s.n_ctx, o.n_ctx);
+  if (s.n_embd <= 0 || s.n_layer <= 0 || s.n_ff <= 0 || s.n_head <= 0 || s.n_head_kv <= 0 || s.n_ctx <= 0)
+    fail("gen-model", "dimensions must be positive (embd {}, layers {}, ff {}, heads {}/{}, ctx {})", s.n_embd,
+         s.n_layer, s.n_ff, s.n_head, s.n_head_kv, s.n_ctx);
+  if (s.n_embd % s.n_head != 0) fail("gen-model", "n_embd {} is not a multiple of n_head {}", s.n_embd, s.n_head);
+  if (s.n_head % s.n_head_kv != 0) fail("gen-model", "n_head {} is not a multiple of n_head_kv {}", s.n_head, s.n_head_kv);
+  if ((s.n_embd / s.n_head) % 2 != 0) fail("gen-model", "head size {} must be even for RoPE", s.n_embd / s.n_head);
+  if (s.n_vocab < kMinVocab) fail("gen-model", "vocab {} is smaller than the {} special and byte tokens", s.n_vocab, kMinVocab);
+  if (s.n_vocab > INT32_MAX || s.n_embd > UINT32_MAX || s.n_ff > UINT32_MAX || s.n_ctx > UINT32_MAX)
+    fail("gen-model", "a dimension does not fit the GGUF u32 key");
+  return s;
+}
+
+uint32_t gen_file_type(std::string_view type) {
+  // llama_ftype numbers. The pure K types have no ftype of their own; they are recorded as the
+  // nearest "_S" mix (the types of the bulk of the weights).
+  struct Entry {
+    std::string_view name;
+    uint32_t ftype;
+  };
+  static constexpr Entry kTable[] = {
+      {"f32", 0},   {"f16", 1},   {"q4_0", 2},  {"q4_1", 3},    {"q8_0", 7},    {"q5_0", 8},   {"q5_1", 9},
+      {"q4_k", 14}, {"q5_k", 16}, {"q6_k", 18}, {"q4_k_m", 15}, {"q5_k_m", 17}, {"bf16", 32},
+  };
+  for (const auto& e : kTable)
+    if (e.name == type) return e.ftype;
+  fail("gen-model", "unknown type '{}' (f32 f16 bf16 q8_0 q4_0 q4_1 q5_0 q5_1 q4_k q5_k q6_k q4_k_m q5_k_m)", type);
+}
+
+DType gen_tensor_type(std::string_view type, std::string_view tensor, int layer, int n_layer, int64_t row_len,
+                      bool tied) {
+  gen_file_type(type);  // validates the name
+  const bool mix = type == "q4_k_m" || type == "q5_k_m";
+  DType t = type == "q4_k_m" ? DType::Q4_K : type == "q5_k_m" ? DType::Q5_K : *dtype_from_name(type);
+  if (mix) {
+    // llama_tensor_get_type for Q4_K_M / Q5_K_M; with tied embeddings token_embd is the output.
+    if (tensor == "output.weight" || (tied && tensor == "token_embd.weight")) t = DType::Q6_K;
+    else if ((tensor == "attn_v.weight" || tensor == "ffn_down.weight") && use_more_bits(layer, n_layer))
+      t = DType::Q6_K;
+  }
+  if (block_size(t) == kQkK && row_len % kQkK != 0) {
+    // llama.cpp's fallback for rows that do not fill a super-block: the legacy type of about
+    // the same size.
+    if (t == DType::Q4_K) t = DType::Q5_0;
+    else if (t == DType::Q5_K) t = DType::Q5_1;
+    else if (t == DType::Q6_K) t = DType::Q8_0;
+  }
+  if (row_len % block_size(t) != 0) t = DType::F16;
+  return t;
+}
+
+GenVocab gen_vocab(int64_t n_vocab) {
+  if (n_vocab < kMinVocab) fail("gen-model", "vocab {} is smaller than {}", n_vocab, kMinVocab);
+  GenVocab v;
+  auto add = [&](std::string tok, float score, int32_t type) {
+    v.tokens.push_back(std::move(tok));
+    v.scores.push_back(score);
+    v.types.push_back(type);
+  };
+  // llama_token_type: 1 normal, 2 unknown, 3 control, 6 byte.
+  add("<unk>", 0, 2);
+  add("<s>", 0, 3);
+  add("</s>", 0, 3);
+  for (int b = 0; b < 256; ++b) add(fmt::format("<0x{:02X}>", b), 0, 6);
+
+  // Pieces, most useful first: SPM merges prefer higher scores, and small vocabs keep a prefix.
+  const std::string sp = "\xE2\x96\x81";  // U+2581, SentencePiece's word-start marker
+  std::vector<std::string> pieces = {sp};
+  for (char c = 'a'; c <= 'z'; ++c) pieces.push_back(std::string(1, c));
+  for (char c = 'a'; c <= 'z'; ++c) pieces.push_back(sp + c);
+  for (std::string_view p : {".", ",", "'", "-", "!", "?", "0", "1", "2", "3", "4", "5", "6", "7", "8", "9"})
+    pieces.emplace_back(p);
+  for (char c = 'A'; c <= 'Z'; ++c) pieces.push_back(sp + c);
+  for (std::string_view bg : {"th", "he", "in", "er", "an", "re", "on", "at", "en", "nd", "ti", "es", "or", "te",
+                              "of", "ed", "is", "it", "al", "ar", "st", "to", "nt", "ng", "se", "ha", "as", "ou",
+                              "io", "le", "ve", "co", "me", "de", "hi", "ri", "ro", "ic", "ne", "ea", "ra", "ce"})
+    pieces.emplace_back(bg);
+  for (std::string_view w : {"the", "of", "and", "to", "in", "is", "it", "that", "was", "for", "on", "are", "as",
+                             "with", "his", "they", "at", "be", "this", "have", "from", "or", "one", "had", "by",
+                             "word", "but", "not", "what", "all", "were", "we", "when", "your", "can", "said",
+                             "there", "use", "an", "each", "which", "she", "do", "how", "their", "if", "will", "up",
+                             "other", "about", "out", "many", "then", "them", "these", "so", "some", "her", "would",
+                             "make", "like", "him", "into", "time", "has", "look", "two", "more", "write", "go",
+                             "see", "number", "no", "way", "could", "people", "my", "than", "first", "water",
+                             "been", "call", "who", "now", "find", "long", "down", "day", "did", "get", "come",
+                             "made", "may", "part", "hello", "world", "once", "upon", "story", "little"})
+    pieces.push_back(sp + std::string(w));
+
+  std::unordered_set<std::string> seen(pieces.begin(), pieces.end());
+  const size_t want = static_cast<size_t>(n_vocab) - v.tokens.size();
+  // Then every lowercase string of length 2, 3, ... (plain and word-initial) until the vocab is
+  // full: 4 letters already give ~950k pieces, far beyond any preset.
+  std::string s;
+  for (int len = 2; pieces.size() < want; ++len) {
+    std::vector<int> digits(len, 0);
+    for (bool more = true; more && pieces.size() < want;) {
+      s.assign(len, 'a');
+      for (int i = 0; i < len; ++i) s[i] = static_cast<char>('a' + digits[i]);
+      for (const std::string& cand : {s, sp + s})
+        if (pieces.size() < want && seen.insert(cand).second) pieces.push_back(cand);
+      int i = len - 1;
+      while (i >= 0 && ++digits[i] == 26) digits[i--] = 0;
+      more = i >= 0;
+    }
+  }
+  pieces.resize(want);
+  for (size_t i = 0; i < pieces.size(); ++i) add(pieces[i], -static_cast<float>(i), 1);
+  return v;
+}
+
+void generate_model(const GenModelOptions& o) {
+  if (o.path.empty()) fail("gen-model", "no output path");
+  ThreadPool pool(pool_threads(o), {}, /*spin=*/false);
+  build_writer(o, pool).write(o.path);
+}
+
+std::vector<uint8_t> generate_model_bytes(const GenModelOptions& o) {
+  ThreadPool pool(pool_threads(o), {}, /*spin=*/false);
+  return build_writer(o, pool).to_bytes();
+}
+
+}  // namespace weft::model

@@ -1,0 +1,68 @@
+// `weft gen-model`: writes a deterministic random-weight model as a GGUF file that llama.cpp
+// loads (llama / qwen2 / qwen3 keys and tensor names, an SPM "llama" vocab), so equality tests
+// and benchmarks never need a download. Same options -> same bytes, whatever the thread count.
+#pragma once
+
+#include "core/dtype.h"
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace weft::model {
+
+// Shape of a preset; fields of GenModelOptions override single values.
+struct GenModelShape {
+  int64_t n_embd = 0;
+  int64_t n_layer = 0;
+  int64_t n_ff = 0;
+  int64_t n_head = 0;
+  int64_t n_head_kv = 0;
+  int64_t n_vocab = 0;
+  int64_t n_ctx = 0;
+};
+
+struct GenModelOptions {
+  std::string path;               // output .gguf (generate_model only)
+  std::string preset = "tiny";    // tiny, 500m, 1b, 8b-shape
+  // f32 f16 bf16 q8_0 q4_0 q4_1 q5_0 q5_1 q4_k q5_k q6_k (every matrix in that type), or the
+  // llama.cpp mixes q4_k_m / q5_k_m. Norms and biases are always f32.
+  std::string type = "q8_0";
+  uint64_t seed = 42;
+  std::string arch = "llama";     // llama, qwen2 (q/k/v biases), qwen3 (q/k head norms)
+  bool tied = false;              // no output.weight: logits reuse token_embd.weight
+  int64_t n_ctx = 0;              // 0: the preset's context length
+  GenModelShape overrides;        // non-zero fields replace the preset's (tests, odd shapes)
+  int n_threads = 0;              // 0: all cores; the output does not depend on it
+  std::string name;               // general.name; empty: "weft-<preset>-<arch>-<type>"
+};
+
+// Preset shape; throws weft::Error("gen-model", ...) for an unknown name.
+GenModelShape gen_model_preset(std::string_view preset);
+// Preset + overrides + n_ctx, validated (vocab >= 259, heads divide n_embd, ...).
+GenModelShape gen_model_shape(const GenModelOptions& o);
+
+// Storage type of one 2-D weight as llama.cpp's quantizer would pick it: the mix rules of
+// q4_k_m / q5_k_m (attn_v and ffn_down of some layers and output in q6_k), then the fallback
+// for rows that do not fill a K-quant's 256-element block (q4_k -> q5_0, q5_k -> q5_1,
+// q6_k -> q8_0), then f16 for rows that do not fill any block. `tensor` is the name without
+// "blk.N." ("attn_v.weight"), layer its N (-1 for non-layer tensors).
+DType gen_tensor_type(std::string_view type, std::string_view tensor, int layer, int n_layer, int64_t row_len,
+                      bool tied);
+
+// llama_ftype number written as general.file_type for a type name (q4_k_m -> 15).
+uint32_t gen_file_type(std::string_view type);
+
+// SPM vocab: <unk>, <s>, </s>, 256 byte tokens <0x00>..<0xFF>, then deterministic pieces.
+struct GenVocab {
+  std::vector<std::string> tokens;
+  std::vector<float> scores;
+  std::vector<int32_t> types;  // llama_token_type: 1 normal, 2 unknown, 3 control, 6 byte
+};
+GenVocab gen_vocab(int64_t n_vocab);
+
+void generate_model(const GenModelOptions& o);             // writes o.path
+std::vector<uint8_t> generate_model_bytes(const GenModelOptions& o);  // same bytes, in memory
+
+}  // namespace weft::model

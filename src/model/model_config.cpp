@@ -1,0 +1,91 @@
+#include "model/model_config.h"
+
+#include "core/error.h"
+
+#include <cmath>
+#include <cstring>
+
+namespace weft::model {
+namespace {
+
+ArchTraits traits_of(const std::string& arch) {
+  if (arch == "llama") return {};
+  if (arch == "qwen2") return {.qkv_bias = true, .qk_norm = false, .rope_neox = true};
+  if (arch == "qwen3") return {.qkv_bias = false, .qk_norm = true, .rope_neox = true};
+  fail("model", "architecture '{}' is not supported (supported: llama, qwen2, qwen3)", arch);
+}
+
+int64_t positive(const gguf::File& f, const std::string& key, int64_t v, int64_t max) {
+  if (v <= 0 || v > max) fail("model", "{}: {} is out of range (1..{})", key, v, max);
+  return v;
+}
+
+}  // namespace
+
+ModelConfig read_config(const gguf::File& f) {
+  ModelConfig c;
+  c.arch = f.get_string("general.architecture");
+  c.traits = traits_of(c.arch);
+  const std::string p = c.arch + ".";
+  auto& d = c.dims;
+  constexpr int64_t kMaxDim = int64_t{1} << 20;
+  d.n_embd = positive(f, p + "embedding_length", f.get_int(p + "embedding_length"), kMaxDim);
+  d.n_layer = positive(f, p + "block_count", f.get_int(p + "block_count"), 4096);
+  d.n_ff = positive(f, p + "feed_forward_length", f.get_int(p + "feed_forward_length"), kMaxDim);
+  d.n_head = positive(f, p + "attention.head_count", f.get_int(p + "attention.head_count"), 4096);
+  d.n_head_kv = positive(f, p + "attention.head_count_kv",
+                         f.get_int_opt(p + "attention.head_count_kv").value_or(d.n_head), d.n_head);
+  if (d.n_head % d.n_head_kv != 0)
+    fail("model", "head_count {} is not a multiple of head_count_kv {}", d.n_head, d.n_head_kv);
+  const auto key_len = f.get_int_opt(p + "attention.key_length");
+  if (!key_len && d.n_embd % d.n_head != 0)
+    fail("model", "embedding_length {} is not a multiple of head_count {}", d.n_embd, d.n_head);
+  d.head_dim = positive(f, p + "attention.key_length", key_len.value_or(d.n_embd / d.n_head), 4096);
+  if (auto vl = f.get_int_opt(p + "attention.value_length"); vl && *vl != d.head_dim)
+    fail("model", "value_length {} != key_length {} is not supported", *vl, d.head_dim);
+  d.norm_eps = static_cast<float>(f.get_float_opt(p + "attention.layer_norm_rms_epsilon").value_or(1e-5));
+  if (!(d.norm_eps > 0 && d.norm_eps < 1)) fail("model", "layer_norm_rms_epsilon {} is out of range", d.norm_eps);
+  c.n_ctx_train = f.get_int_opt(p + "context_length").value_or(2048);
+
+  const auto& embd = f.tensor("token_embd.weight");
+  if (embd.shape.size() != 2 || embd.shape[0] != d.n_embd)
+    fail("model", "token_embd.weight must be [{}, n_vocab]", d.n_embd);
+  d.n_vocab = embd.shape[1];
+  c.tied_output = f.find_tensor("output.weight") == nullptr;
+
+  auto& r = d.rope;
+  r.n_rot = positive(f, p + "rope.dimension_count", f.get_int_opt(p + "rope.dimension_count").value_or(d.head_dim), d.head_dim);
+  if (r.n_rot % 2) fail("model", "rope.dimension_count {} is odd", r.n_rot);
+  r.freq_base = static_cast<float>(f.get_float_opt(p + "rope.freq_base").value_or(10000.0));
+  r.neox = c.traits.rope_neox;
+  const std::string scaling = f.get_string_opt(p + "rope.scaling.type").value_or("none");
+  const double factor = f.get_float_opt(p + "rope.scaling.factor").value_or(0.0);
+  if (scaling == "linear" && factor > 0) r.freq_scale = static_cast<float>(1.0 / factor);
+  else if (scaling == "llama3" && factor > 0) {
+    r.llama3_factor = static_cast<float>(factor);
+    r.llama3_low_freq_factor = static_cast<float>(f.get_float_opt(p + "rope.scaling.low_freq_factor").value_or(1.0));
+    r.llama3_high_freq_factor = static_cast<float>(f.get_float_opt(p + "rope.scaling.high_freq_factor").value_or(4.0));
+    r.llama3_original_ctx = static_cast<float>(f.get_int_opt(p + "rope.scaling.original_context_length").value_or(8192));
+  } else if (scaling != "none" && scaling != "linear" && scaling != "llama3") {
+    fail("model", "rope scaling '{}' is not supported", scaling);
+  }
+  if (const auto* ff = f.find_tensor("rope_freqs.weight")) {
+    if (ff->type != DType::F32 || ff->n_elements() != r.n_rot / 2)
+      fail("model", "rope_freqs.weight must be f32[{}]", r.n_rot / 2);
+    c.rope_freq_factors.resize(r.n_rot / 2);
+    std::memcpy(c.rope_freq_factors.data(), ff->data, ff->n_bytes);
+  }
+  return c;
+}
+
+parallel::WeightTable weight_table(const gguf::File& f) {
+  parallel::WeightTable t;
+  for (const auto& ti : f.tensors()) {
+    graph::WeightInfo w{ti.type, ti.shape.empty() ? 1 : ti.shape[0], 1};
+    for (size_t i = 1; i < ti.shape.size(); ++i) w.rows *= ti.shape[i];
+    t[ti.name] = w;
+  }
+  return t;
+}
+
+}  // namespace weft::model

@@ -1,0 +1,117 @@
+// Two-stage sampling: per-slice candidates on each device, one draw on the coordinator.
+// Candidates are always ordered by (logit desc, id asc). That total order is what makes the merged
+// top-k of any vocabulary split equal the top-k of the whole vocabulary, ties included.
+#include "model/sampling.h"
+
+#include "core/error.h"
+
+#include <algorithm>
+#include <cmath>
+
+namespace weft::model {
+
+namespace {
+
+bool better(const Candidate& a, const Candidate& b) {
+  return a.logit > b.logit || (a.logit == b.logit && a.id < b.id);
+}
+
+// llama.cpp's penalties sampler: each distinct id of the window is penalised once, however often
+// it occurs. Dividing a positive logit and multiplying a negative one both make the token less likely.
+void apply_repeat_penalty(std::vector<Candidate>& c, Token vocab_begin, const SamplingParams& p,
+                          std::span<const Token> recent) {
+  if (p.repeat_penalty == 1.0f || p.repeat_last_n == 0 || recent.empty()) return;
+  if (!(p.repeat_penalty > 0.f)) fail("sampling", "repeat_penalty {} must be positive", p.repeat_penalty);
+  // repeat_last_n < 0: the whole of `recent` (llama.cpp's -1, "the context size").
+  const size_t window = p.repeat_last_n < 0 ? recent.size() : std::min(recent.size(), size_t(p.repeat_last_n));
+  std::vector<Token> ids;
+  for (Token id : recent.subspan(recent.size() - window))
+    if (id >= vocab_begin && id - vocab_begin < Token(c.size())) ids.push_back(id);
+  std::sort(ids.begin(), ids.end());
+  ids.erase(std::unique(ids.begin(), ids.end()), ids.end());
+  for (Token id : ids) {
+    float& l = c[id - vocab_begin].logit;
+    l = l > 0.f ? l / p.repeat_penalty : l * p.repeat_penalty;
+  }
+}
+
+// Probabilities of sorted candidates at the given temperature, max-subtracted so large logits are safe.
+std::vector<double> softmax_of(const std::vector<Candidate>& c, double temp) {
+  std::vector<double> prob(c.size());
+  double sum = 0.0;
+  for (size_t i = 0; i < c.size(); ++i) sum += prob[i] = std::exp((double(c[i].logit) - c[0].logit) / temp);
+  for (double& x : prob) x /= sum;
+  return prob;
+}
+
+// Uniform in [0, 1) from the top 53 bits: spelled out so a seed draws the same token on every
+// standard library (std::uniform_real_distribution's algorithm is implementation-defined).
+double uniform01(std::mt19937_64& rng) { return double(rng() >> 11) * 0x1.0p-53; }
+
+}  // namespace
+
+int32_t candidates_needed(const SamplingParams& p, int32_t slice_size) {
+  WEFT_ASSERT(slice_size >= 0);
+  if (p.temp <= 0.f) return std::min(1, slice_size);
+  if (p.top_k > 0) return std::min(p.top_k, slice_size);
+  return slice_size;
+}
+
+LocalCandidates local_candidates(const float* logits, Token vocab_begin, int32_t n, const SamplingParams& p,
+                                 std::span<const Token> recent) {
+  WEFT_ASSERT(n >= 0 && vocab_begin >= 0);
+  std::vector<Candidate> c(n);
+  for (int32_t i = 0; i < n; ++i) {
+    // A NaN would break the ordering every device must agree on; it means the forward pass broke.
+    if (std::isnan(logits[i])) fail("sampling", "logit of token {} is NaN", vocab_begin + i);
+    c[i] = {vocab_begin + i, logits[i]};
+  }
+  apply_repeat_penalty(c, vocab_begin, p, recent);
+  const int32_t k = candidates_needed(p, n);
+  std::partial_sort(c.begin(), c.begin() + k, c.end(), better);
+  c.resize(k);
+  return {std::move(c)};
+}
+
+Token sample(std::vector<LocalCandidates> parts, const SamplingParams& p, std::mt19937_64& rng) {
+  std::vector<Candidate> c;
+  for (auto& part : parts) c.insert(c.end(), part.top.begin(), part.top.end());
+  if (c.empty()) fail("sampling", "no candidates to sample from");
+  std::sort(c.begin(), c.end(), better);
+  if (p.temp <= 0.f) return c[0].id;  // greedy: the argmax, lowest id among equal logits
+
+  // llama.cpp's default chain: top_k -> top_p -> min_p -> temperature -> softmax -> draw.
+  // Each filter keeps at least one candidate (llama.cpp's min_keep = 1).
+  if (p.top_k > 0 && size_t(p.top_k) < c.size()) c.resize(p.top_k);
+  if (p.top_p < 1.0f) {
+    // Smallest prefix whose probability (before temperature) reaches top_p.
+    const std::vector<double> prob = softmax_of(c, 1.0);
+    double cum = 0.0;
+    size_t keep = c.size();
+    for (size_t i = 0; i < c.size(); ++i) {
+      cum += prob[i];
+      if (cum >= p.top_p) {
+        keep = i + 1;
+        break;
+      }
+    }
+    c.resize(keep);
+  }
+  if (p.min_p > 0.f) {
+    // p_i >= min_p * p_max  <=>  logit_i >= logit_max + log(min_p), as llama.cpp tests it.
+    const float min_logit = c[0].logit + std::log(p.min_p);
+    size_t keep = 1;
+    while (keep < c.size() && c[keep].logit >= min_logit) ++keep;
+    c.resize(keep);
+  }
+  const std::vector<double> prob = softmax_of(c, p.temp);
+  const double u = uniform01(rng);
+  double cum = 0.0;
+  for (size_t i = 0; i < c.size(); ++i) {
+    cum += prob[i];
+    if (u < cum) return c[i].id;
+  }
+  return c.back().id;  // u within rounding of 1
+}
+
+}  // namespace weft::model

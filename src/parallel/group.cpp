@@ -1,0 +1,17 @@
+// Small helpers shared by every Group backend.
+#include "parallel/group.h"
+
+#include "core/error.h"
+
+namespace weft::parallel {
+
+std::string_view wire_type_name(WireType w) {
+  switch (w) {
+    case WireType::F32: return "f32";
+    case WireType::BF16: return "bf16";
+    case WireType::F16: return "f16";
+  }
+  fail("parallel", "unknown wire type {}", static_cast<int>(w));
+}
+
+}  // namespace weft::parallel

@@ -1,1 +1,0 @@
-// placeholder until the parallel layer lands

@@ -1,0 +1,57 @@
+#include "parallel/plan.h"
+
+#include "core/error.h"
+
+namespace weft::parallel {
+
+std::string_view split_mode_name(SplitMode m) {
+  switch (m) {
+    case SplitMode::None: return "none";
+    case SplitMode::Layer: return "layer";
+    case SplitMode::Tensor: return "tensor";
+  }
+  return "?";
+}
+
+std::string_view state_name(State s) {
+  switch (s) {
+    case State::Replicated: return "replicated";
+    case State::Split: return "split";
+    case State::Partial: return "partial";
+  }
+  return "?";
+}
+
+std::string_view local_op_name(LocalOp op) {
+  switch (op) {
+    case LocalOp::Input: return "input";
+    case LocalOp::AllReduce: return "all_reduce";
+    case LocalOp::AllGather: return "all_gather";
+    case LocalOp::Count: return "?";
+    default: return graph::op_name(static_cast<graph::OpKind>(op));
+  }
+}
+
+const Partition* Plan::partition(graph::Axis a) const {
+  for (const auto& p : partitions)
+    if (p.axis == a) return &p;
+  return nullptr;
+}
+
+int Plan::collectives_in_layer(int layer) const {
+  int n = 0;
+  for (const auto& c : collectives) n += c.layer == layer;
+  return n;
+}
+
+uint64_t slice_bytes(const graph::WeightInfo& w, const WeightSlice& s) {
+  switch (s.kind) {
+    case WeightSlice::Kind::None: return 0;
+    case WeightSlice::Kind::Whole: return row_bytes(w.type, w.cols) * static_cast<uint64_t>(w.rows);
+    case WeightSlice::Kind::Rows: return row_bytes(w.type, w.cols) * static_cast<uint64_t>(s.range.size());
+    case WeightSlice::Kind::Cols: return row_bytes(w.type, s.range.size()) * static_cast<uint64_t>(w.rows);
+  }
+  return 0;
+}
+
+}  // namespace weft::parallel

@@ -1,0 +1,109 @@
+// The split plan: what the planner (planner.h) produces and every device kind consumes.
+// A plan is plain data: per-device graphs, the weight slices each node reads, and the collectives
+// between devices. It holds no weights, threads or sockets, so it can be printed, tested and sent.
+#pragma once
+
+#include "graph/graph.h"
+
+#include <cstdint>
+#include <map>
+#include <string>
+#include <vector>
+
+namespace weft::parallel {
+
+inline constexpr int kMaxDevices = 16;
+
+enum class SplitMode : uint8_t { None, Layer, Tensor };
+std::string_view split_mode_name(SplitMode m);
+
+struct Range {
+  int64_t begin = 0, end = 0;
+  int64_t size() const { return end - begin; }
+  bool empty() const { return end <= begin; }
+  bool operator==(const Range&) const = default;
+};
+
+// Where a value lives across devices after the op that produced it.
+enum class State : uint8_t {
+  Replicated,  // every device holds all of it
+  Split,       // device d holds the features partition(axis).ranges[d]
+  Partial,     // every device holds a full-width addend; the value is their sum
+};
+std::string_view state_name(State s);
+
+// How one axis is cut: ranges of features per device, on multiples of `unit` features.
+// KvHeads ranges may overlap when there are more devices than KV heads (replicated KV heads).
+struct Partition {
+  graph::Axis axis = graph::Axis::Embd;
+  int64_t unit = 1;
+  std::vector<Range> ranges;  // one per device, in features
+};
+
+// The part of a GGUF tensor a node reads. Rows = ggml ne1 (outputs), cols = ne0 (inputs).
+struct WeightSlice {
+  enum class Kind : uint8_t { None, Whole, Rows, Cols };
+  std::string tensor;
+  Kind kind = Kind::None;
+  Range range;  // rows or cols taken, for Rows / Cols
+};
+
+enum class LocalOp : uint8_t {
+  Embed, RmsNorm, MatMul, HeadNorm, Rope, Attention, SwiGlu, Add,  // as graph::OpKind
+  Input,      // layer split: the residual stream handed over by the previous device
+  AllReduce,  // sum of the Partial value over the group, in place
+  AllGather,  // Split value -> Replicated
+  Count
+};
+std::string_view local_op_name(LocalOp op);
+
+struct LocalNode {
+  LocalOp op;
+  int source = -1;          // graph node it computes (-1 for collectives and Input)
+  std::vector<int> inputs;  // ids of earlier local nodes
+  int64_t width = 0;        // features per token this device holds
+  WeightSlice weight, bias;
+  int layer = -1;
+  std::string label;
+  Range q_heads, kv_heads;      // Attention, Rope, HeadNorm: global head indices held here
+  std::vector<Range> gather;    // AllGather: every device's feature range, in rank order
+};
+
+struct DeviceGraph {
+  int device = 0;
+  graph::Dims dims;
+  std::vector<LocalNode> nodes;
+  int output = -1;       // logits slice (tensor split, or last device of a layer split), or residual
+  Range vocab;           // vocabulary ids covered by this device's logits (empty if none)
+  bool has_logits = false;
+  uint64_t weight_bytes = 0;
+  uint64_t kv_bytes_per_token = 0;  // f32 K and V over this device's layers and heads
+};
+
+struct CollectiveInfo {
+  int layer = -1;
+  LocalOp op = LocalOp::AllReduce;
+  std::string after;          // label of the node whose value it combines
+  int64_t bytes_per_token = 0;  // f32 payload per rank
+};
+
+struct Plan {
+  SplitMode mode = SplitMode::None;
+  std::vector<double> ratios;      // normalised, one per device
+  std::vector<State> states;       // per graph node, as produced by its op
+  std::vector<Partition> partitions;
+  std::vector<DeviceGraph> devices;
+  std::vector<CollectiveInfo> collectives;
+  std::vector<std::string> fallbacks;  // ops without a split rule, run gathered + replicated
+  std::vector<Range> layers;           // layer split: layers of each device
+
+  const Partition* partition(graph::Axis a) const;
+  int collectives_in_layer(int layer) const;
+};
+
+// Facts about each weight tensor the planner reads: type (block alignment) and shape.
+using WeightTable = std::map<std::string, graph::WeightInfo>;
+
+uint64_t slice_bytes(const graph::WeightInfo& w, const WeightSlice& s);
+
+}  // namespace weft::parallel

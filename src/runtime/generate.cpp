@@ -1,0 +1,52 @@
+#include "runtime/generate.h"
+
+#include "core/error.h"
+
+#include <chrono>
+
+namespace weft::runtime {
+
+using Clock = std::chrono::steady_clock;
+
+uint64_t resolve_seed(uint64_t seed) {
+  if (seed != 0xFFFFFFFFull) return seed;
+  return std::random_device{}();
+}
+
+GenerateResult generate(Engine& engine, const model::Tokenizer* tok, const std::vector<model::Token>& prompt,
+                        int n_predict, const model::SamplingParams& p,
+                        const std::function<void(const std::string&)>& on_text) {
+  if (prompt.empty()) fail("run", "the prompt is empty (no tokens to start from)");
+  GenerateResult r;
+  r.prompt = prompt;
+  std::mt19937_64 rng(resolve_seed(p.seed));
+  std::vector<model::Token> history = prompt;
+  auto recent = [&] {
+    const size_t n = std::min<size_t>(history.size(), p.repeat_last_n > 0 ? p.repeat_last_n : 0);
+    return std::span<const model::Token>(history.data() + history.size() - n, n);
+  };
+  auto t0 = Clock::now();
+  std::span<const model::Token> feed(prompt);
+  model::Token next = -1;
+  for (int i = 0; i < n_predict; ++i) {
+    if (engine.n_past() + static_cast<int64_t>(feed.size()) > engine.n_ctx()) break;  // context full
+    next = engine.eval_and_sample(feed, p, recent(), rng);
+    if (i == 0) {
+      r.prompt_seconds = std::chrono::duration<double>(Clock::now() - t0).count();
+      t0 = Clock::now();
+    }
+    if (tok && tok->is_eog(next)) break;
+    r.generated.push_back(next);
+    history.push_back(next);
+    if (tok) {
+      std::string piece = tok->piece(next);
+      r.text += piece;
+      if (on_text) on_text(piece);
+    }
+    feed = std::span<const model::Token>(&r.generated.back(), 1);
+  }
+  if (!r.generated.empty()) r.gen_seconds = std::chrono::duration<double>(Clock::now() - t0).count();
+  return r;
+}
+
+}  // namespace weft::runtime

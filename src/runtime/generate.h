@@ -1,0 +1,30 @@
+// The generation loop shared by `weft run` and the tests: encode, prefill, sample until -n or EOS.
+#pragma once
+
+#include "model/sampling.h"
+#include "model/tokenizer.h"
+#include "runtime/engine.h"
+
+#include <functional>
+#include <string>
+#include <vector>
+
+namespace weft::runtime {
+
+struct GenerateResult {
+  std::vector<model::Token> prompt;
+  std::vector<model::Token> generated;
+  std::string text;           // generated text only
+  double prompt_seconds = 0;  // prefill, first token sampled included
+  double gen_seconds = 0;     // the remaining tokens
+};
+
+// on_text receives each generated piece as soon as it is sampled (streaming).
+GenerateResult generate(Engine& engine, const model::Tokenizer* tok, const std::vector<model::Token>& prompt,
+                        int n_predict, const model::SamplingParams& p,
+                        const std::function<void(const std::string&)>& on_text = {});
+
+// Seed for a run: llama.cpp's LLAMA_DEFAULT_SEED (0xFFFFFFFF) means a random one.
+uint64_t resolve_seed(uint64_t seed);
+
+}  // namespace weft::runtime

@@ -1,0 +1,360 @@
+// gen-model: every type round-trips through the GGUF reader with the expected tensor set,
+// shapes, types and keys; quantized data matches the f32 model of the same seed within each
+// type's error bound; output is byte-identical across runs and thread counts.
+#include "model/gen_model.h"
+
+#include "core/error.h"
+#include "core/fp16.h"
+#include "gguf/gguf_reader.h"
+#include "kernels/quants.h"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <fstream>
+#include <iterator>
+#include <map>
+#include <set>
+
+namespace weft::model {
+namespace {
+
+constexpr const char* kTypes[] = {"f32",  "f16",  "bf16", "q8_0", "q4_0",   "q4_1",  "q5_0",
+                                  "q5_1", "q4_k", "q5_k", "q6_k", "q4_k_m", "q5_k_m"};
+
+// Relative RMS error of a quantized tensor against the f32 original, per stored type. Bounds are
+// a little above what each format gives on bell-shaped data (q4_0 ~0.11, q8_0 ~0.004).
+double max_rel_rms(DType t) {
+  switch (t) {
+    case DType::F32: return 0;
+    case DType::F16: return 1e-3;
+    case DType::BF16: return 5e-3;
+    case DType::Q8_0: return 0.01;
+    case DType::Q6_K: return 0.03;
+    case DType::Q5_0:
+    case DType::Q5_1:
+    case DType::Q5_K: return 0.08;
+    case DType::Q4_0:
+    case DType::Q4_1:
+    case DType::Q4_K: return 0.16;
+    default: return 0;
+  }
+}
+
+struct Parsed {
+  std::vector<uint8_t> bytes;
+  std::unique_ptr<gguf::File> file;
+};
+
+Parsed make(GenModelOptions o) {
+  if (o.n_threads == 0) o.n_threads = 2;
+  Parsed p;
+  p.bytes = generate_model_bytes(o);
+  p.file = gguf::File::parse(p.bytes.data(), p.bytes.size(), "gen_model_test");
+  return p;
+}
+
+std::vector<float> dequant(const gguf::TensorInfo& t) {
+  std::vector<float> out(static_cast<size_t>(t.n_elements()));
+  const int64_t ne0 = t.shape[0], rows = t.n_elements() / ne0;
+  const size_t rb = row_bytes(t.type, ne0);
+  for (int64_t r = 0; r < rows; ++r) {
+    const uint8_t* src = t.data + r * rb;
+    float* dst = out.data() + r * ne0;
+    if (t.type == DType::F32) std::memcpy(dst, src, rb);
+    else if (t.type == DType::F16 || t.type == DType::BF16) {
+      for (int64_t i = 0; i < ne0; ++i) {
+        uint16_t h;
+        std::memcpy(&h, src + 2 * i, 2);
+        dst[i] = t.type == DType::F16 ? fp16_to_f32(h) : bf16_to_f32(h);
+      }
+    } else {
+      kernels::dequantize_row_ref(t.type, src, dst, ne0);
+    }
+  }
+  return out;
+}
+
+// Expected names -> shapes of a llama-family model, written out independently of the generator.
+std::map<std::string, std::vector<int64_t>> expected_tensors(const std::string& arch, const GenModelShape& s, bool tied) {
+  const int64_t hd = s.n_embd / s.n_head, kv = hd * s.n_head_kv;
+  std::map<std::string, std::vector<int64_t>> m;
+  m["token_embd.weight"] = {s.n_embd, s.n_vocab};
+  m["output_norm.weight"] = {s.n_embd};
+  if (!tied) m["output.weight"] = {s.n_embd, s.n_vocab};
+  for (int l = 0; l < s.n_layer; ++l) {
+    const std::string b = "blk." + std::to_string(l) + ".";
+    m[b + "attn_norm.weight"] = {s.n_embd};
+    m[b + "attn_q.weight"] = {s.n_embd, s.n_embd};
+    m[b + "attn_k.weight"] = {s.n_embd, kv};
+    m[b + "attn_v.weight"] = {s.n_embd, kv};
+    m[b + "attn_output.weight"] = {s.n_embd, s.n_embd};
+    m[b + "ffn_norm.weight"] = {s.n_embd};
+    m[b + "ffn_gate.weight"] = {s.n_embd, s.n_ff};
+    m[b + "ffn_up.weight"] = {s.n_embd, s.n_ff};
+    m[b + "ffn_down.weight"] = {s.n_ff, s.n_embd};
+    if (arch == "qwen2") {
+      m[b + "attn_q.bias"] = {s.n_embd};
+      m[b + "attn_k.bias"] = {kv};
+      m[b + "attn_v.bias"] = {kv};
+    }
+    if (arch == "qwen3") {
+      m[b + "attn_q_norm.weight"] = {hd};
+      m[b + "attn_k_norm.weight"] = {hd};
+    }
+  }
+  return m;
+}
+
+void expect_tensor_set(const gguf::File& f, const std::string& arch, const GenModelShape& s, bool tied) {
+  const auto want = expected_tensors(arch, s, tied);
+  EXPECT_EQ(f.tensors().size(), want.size());
+  for (const auto& [name, shape] : want) {
+    const gguf::TensorInfo* t = f.find_tensor(name);
+    ASSERT_NE(t, nullptr) << name;
+    EXPECT_EQ(t->shape, shape) << name;
+    if (shape.size() == 1) {
+      EXPECT_EQ(t->type, DType::F32) << name;
+    }
+  }
+}
+
+TEST(GenModel, TinyEveryTypeRoundTrips) {
+  GenModelOptions base;
+  base.type = "f32";
+  const Parsed ref = make(base);
+  const GenModelShape s = gen_model_preset("tiny");
+  for (const char* type : kTypes) {
+    SCOPED_TRACE(type);
+    GenModelOptions o;
+    o.type = type;
+    const Parsed p = make(o);
+    const gguf::File& f = *p.file;
+    EXPECT_EQ(f.get_string("general.architecture"), "llama");
+    EXPECT_EQ(f.get_int("general.file_type"), gen_file_type(type));
+    EXPECT_EQ(f.get_int("general.alignment"), 32);
+    EXPECT_EQ(f.get_int("llama.embedding_length"), 64);
+    EXPECT_EQ(f.get_int("llama.block_count"), 2);
+    EXPECT_EQ(f.get_int("llama.feed_forward_length"), 160);
+    EXPECT_EQ(f.get_int("llama.attention.head_count"), 4);
+    EXPECT_EQ(f.get_int("llama.attention.head_count_kv"), 2);
+    EXPECT_EQ(f.get_int("llama.rope.dimension_count"), 16);
+    EXPECT_EQ(f.get_int("llama.vocab_size"), 320);
+    EXPECT_EQ(f.get_int("llama.context_length"), 512);
+    EXPECT_NEAR(*f.get_float_opt("llama.rope.freq_base"), 10000.0, 1e-3);
+    EXPECT_NEAR(*f.get_float_opt("llama.attention.layer_norm_rms_epsilon"), 1e-5, 1e-9);
+    expect_tensor_set(f, "llama", s, false);
+
+    // Tiny rows (64, 160) never fill a 256 super-block: K types fall back as llama.cpp does.
+    const std::string ts = type;
+    const DType want = ts == "q4_k" || ts == "q4_k_m" ? DType::Q5_0
+                       : ts == "q5_k" || ts == "q5_k_m" ? DType::Q5_1
+                       : ts == "q6_k"                   ? DType::Q8_0
+                                                        : *dtype_from_name(ts);
+    for (const char* name : {"token_embd.weight", "blk.0.attn_q.weight", "blk.1.ffn_up.weight"})
+      EXPECT_EQ(f.tensor(name).type, want) << name;
+
+    // Same seed: the f32 model holds the exact values every other type quantized.
+    for (const auto& t : f.tensors()) {
+      const std::vector<float> got = dequant(t), orig = dequant(ref.file->tensor(t.name));
+      ASSERT_EQ(got.size(), orig.size());
+      double err = 0, norm = 0;
+      for (size_t i = 0; i < got.size(); ++i) {
+        err += (got[i] - orig[i]) * double(got[i] - orig[i]);
+        norm += orig[i] * double(orig[i]);
+      }
+      ASSERT_GT(norm, 0) << t.name;
+      EXPECT_LE(std::sqrt(err / norm), max_rel_rms(t.type)) << t.name << " " << dtype_name(t.type);
+    }
+  }
+}
+
+TEST(GenModel, WeightStatistics) {
+  GenModelOptions o;
+  o.type = "f32";
+  const Parsed p = make(o);
+  auto stats = [&](const std::string& name) {
+    const std::vector<float> v = dequant(p.file->tensor(name));
+    double sum = 0, sq = 0;
+    for (float x : v) sum += x;
+    const double mean = sum / v.size();
+    for (float x : v) sq += (x - mean) * (x - mean);
+    return std::pair{mean, std::sqrt(sq / v.size())};
+  };
+  // Matrices: mean 0, sd 1/sqrt(row length) (64 -> 0.125, 160 -> 0.079).
+  auto [m_q, sd_q] = stats("blk.0.attn_q.weight");
+  EXPECT_NEAR(m_q, 0.0, 0.01);
+  EXPECT_NEAR(sd_q, 0.125, 0.01);
+  auto [m_d, sd_d] = stats("blk.1.ffn_down.weight");
+  EXPECT_NEAR(m_d, 0.0, 0.01);
+  EXPECT_NEAR(sd_d, 1 / std::sqrt(160.0), 0.01);
+  // Norms near 1 but not all 1.
+  auto [m_n, sd_n] = stats("blk.1.ffn_norm.weight");
+  EXPECT_NEAR(m_n, 1.0, 0.05);
+  EXPECT_GT(sd_n, 0.03);
+  EXPECT_LT(sd_n, 0.2);
+  // Distinct tensors get distinct streams.
+  EXPECT_NE(dequant(p.file->tensor("blk.0.attn_q.weight")), dequant(p.file->tensor("blk.0.attn_output.weight")));
+}
+
+TEST(GenModel, DeterministicAcrossRunsAndThreads) {
+  GenModelOptions o;
+  o.type = "q4_0";
+  o.n_threads = 1;
+  const std::vector<uint8_t> a = generate_model_bytes(o);
+  const std::vector<uint8_t> b = generate_model_bytes(o);
+  o.n_threads = 3;
+  const std::vector<uint8_t> c = generate_model_bytes(o);
+  EXPECT_EQ(a, b);
+  EXPECT_EQ(a, c);
+  o.seed = 43;
+  EXPECT_NE(a, generate_model_bytes(o));
+
+  // The file path writes the same bytes.
+  o.seed = 42;
+  o.path = ::testing::TempDir() + "/weft_gen_model_test.gguf";
+  generate_model(o);
+  std::ifstream in(o.path, std::ios::binary);
+  const std::vector<uint8_t> d((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  EXPECT_EQ(a, d);
+  std::remove(o.path.c_str());
+}
+
+// llama.cpp's use_more_bits for 8 layers: first/last eighth (0, 7) and every third from 1 (3, 6).
+constexpr bool kMoreBits8[] = {true, false, false, true, false, false, true, true};
+
+TEST(GenModel, KQuantMixes) {
+  const std::pair<const char*, bool> cases[] = {{"q4_k_m", false}, {"q4_k_m", true}, {"q5_k_m", false}};
+  for (auto [type, tied] : cases) {
+    {
+      SCOPED_TRACE(std::string(type) + (tied ? " tied" : ""));
+      GenModelOptions o;
+      o.type = type;
+      o.tied = tied;
+      o.overrides = {256, 8, 256, 4, 2, 300, 0};  // rows fill whole super-blocks
+      const Parsed p = make(o);
+      const gguf::File& f = *p.file;
+      expect_tensor_set(f, "llama", gen_model_shape(o), tied);
+      const DType bulk = std::string(type) == "q4_k_m" ? DType::Q4_K : DType::Q5_K;
+      for (int l = 0; l < 8; ++l) {
+        const std::string b = "blk." + std::to_string(l) + ".";
+        const DType more = kMoreBits8[l] ? DType::Q6_K : bulk;
+        EXPECT_EQ(f.tensor(b + "attn_v.weight").type, more) << l;
+        EXPECT_EQ(f.tensor(b + "ffn_down.weight").type, more) << l;
+        for (const char* n : {"attn_q.weight", "attn_k.weight", "attn_output.weight", "ffn_gate.weight", "ffn_up.weight"})
+          EXPECT_EQ(f.tensor(b + n).type, bulk) << b << n;
+      }
+      if (tied) {
+        EXPECT_EQ(f.tensor("token_embd.weight").type, DType::Q6_K);
+      } else {
+        EXPECT_EQ(f.tensor("output.weight").type, DType::Q6_K);
+        EXPECT_EQ(f.tensor("token_embd.weight").type, bulk);
+      }
+    }
+  }
+  // Pure K type with full rows stays that type, and f16 is the last resort for odd rows.
+  EXPECT_EQ(gen_tensor_type("q4_k", "attn_q.weight", 0, 2, 256, false), DType::Q4_K);
+  EXPECT_EQ(gen_tensor_type("q6_k", "attn_q.weight", 0, 2, 96, false), DType::Q8_0);
+  EXPECT_EQ(gen_tensor_type("q4_0", "attn_q.weight", 0, 2, 48, false), DType::F16);
+}
+
+TEST(GenModel, Qwen2AndQwen3) {
+  for (const char* arch : {"qwen2", "qwen3"}) {
+    SCOPED_TRACE(arch);
+    GenModelOptions o;
+    o.arch = arch;
+    o.type = "q8_0";
+    o.n_ctx = 1024;
+    const Parsed p = make(o);
+    const gguf::File& f = *p.file;
+    const std::string a = arch;
+    EXPECT_EQ(f.get_string("general.architecture"), a);
+    EXPECT_EQ(f.get_int(a + ".block_count"), 2);
+    EXPECT_EQ(f.get_int(a + ".context_length"), 1024);
+    EXPECT_NEAR(*f.get_float_opt(a + ".rope.freq_base"), 1e6, 1);
+    EXPECT_FALSE(f.find("llama.block_count"));
+    expect_tensor_set(f, a, gen_model_preset("tiny"), false);
+    if (a == "qwen3") {
+      EXPECT_EQ(f.get_int("qwen3.attention.key_length"), 16);
+    }
+  }
+}
+
+TEST(GenModel, SpmVocab) {
+  for (int64_t n : {259, 320, 32000, 128256}) {
+    SCOPED_TRACE(n);
+    const GenVocab v = gen_vocab(n);
+    ASSERT_EQ(v.tokens.size(), static_cast<size_t>(n));
+    ASSERT_EQ(v.scores.size(), v.tokens.size());
+    ASSERT_EQ(v.types.size(), v.tokens.size());
+    EXPECT_EQ(std::set<std::string>(v.tokens.begin(), v.tokens.end()).size(), v.tokens.size());
+    EXPECT_EQ(v.tokens[0], "<unk>");
+    EXPECT_EQ(v.types[0], 2);
+    EXPECT_EQ(v.tokens[1], "<s>");
+    EXPECT_EQ(v.types[1], 3);
+    EXPECT_EQ(v.tokens[2], "</s>");
+    EXPECT_EQ(v.tokens[3], "<0x00>");
+    EXPECT_EQ(v.tokens[3 + 0x0A], "<0x0A>");
+    EXPECT_EQ(v.tokens[258], "<0xFF>");
+    for (int i = 3; i < 259; ++i) EXPECT_EQ(v.types[i], 6);
+    for (int64_t i = 259; i < n; ++i) {
+      ASSERT_EQ(v.types[i], 1);
+      ASSERT_FALSE(v.tokens[i].empty());
+      if (i > 259) {
+        ASSERT_LT(v.scores[i], v.scores[i - 1]);
+      }
+    }
+  }
+  const GenVocab v = gen_vocab(320);
+  EXPECT_EQ(v.tokens[259], "\xE2\x96\x81");  // the bare word-start piece comes first
+
+  GenModelOptions o;
+  const Parsed p = make(o);
+  EXPECT_EQ(p.file->get_string("tokenizer.ggml.model"), "llama");
+  EXPECT_EQ(p.file->get_string_array("tokenizer.ggml.tokens"), v.tokens);
+  EXPECT_EQ(p.file->get_float_array("tokenizer.ggml.scores"), v.scores);
+  EXPECT_EQ(p.file->get_int("tokenizer.ggml.bos_token_id"), 1);
+  EXPECT_EQ(p.file->get_int("tokenizer.ggml.eos_token_id"), 2);
+  EXPECT_EQ(p.file->get_int("tokenizer.ggml.unknown_token_id"), 0);
+  EXPECT_EQ(p.file->get_bool_opt("tokenizer.ggml.add_bos_token"), true);
+}
+
+TEST(GenModel, BadOptionsThrow) {
+  GenModelOptions o;
+  o.preset = "70b";
+  EXPECT_THROW(generate_model_bytes(o), Error);
+  o = {};
+  o.type = "q3_k";
+  EXPECT_THROW(generate_model_bytes(o), Error);
+  o = {};
+  o.arch = "gpt2";
+  EXPECT_THROW(generate_model_bytes(o), Error);
+  o = {};
+  o.overrides.n_vocab = 258;
+  EXPECT_THROW(generate_model_bytes(o), Error);
+  o = {};
+  o.overrides.n_head_kv = 3;
+  EXPECT_THROW(generate_model_bytes(o), Error);
+  o = {};
+  EXPECT_THROW(generate_model(o), Error);  // no path
+}
+
+TEST(GenModel, LargePresetShapes) {
+  // Shapes only: generating them is for the CLI, not a unit test.
+  GenModelOptions o;
+  o.preset = "8b-shape";
+  const GenModelShape s = gen_model_shape(o);
+  EXPECT_EQ(s.n_embd, 4096);
+  EXPECT_EQ(s.n_layer, 32);
+  EXPECT_EQ(s.n_ff, 14336);
+  EXPECT_EQ(s.n_vocab, 128256);
+  o.preset = "500m";
+  EXPECT_EQ(gen_model_shape(o).n_ff, 5632);
+  o.preset = "1b";
+  EXPECT_EQ(gen_model_shape(o).n_layer, 16);
+}
+
+}  // namespace
+}  // namespace weft::model

@@ -1,0 +1,223 @@
+// The split planner on synthetic llama-shaped graphs: no model file, no weights, no threads.
+#include "model/llama_graph.h"
+#include "parallel/planner.h"
+
+#include <gtest/gtest.h>
+
+#include "core/error.h"
+
+#include <fmt/format.h>
+
+#include <numeric>
+#include <set>
+
+namespace weft::parallel {
+namespace {
+
+using graph::Axis;
+
+struct Shape {
+  int64_t n_embd, n_layer, n_ff, n_head, n_head_kv, n_vocab;
+  DType type = DType::F32;
+  bool qwen3 = false;
+};
+
+model::ModelConfig config(const Shape& s) {
+  model::ModelConfig c;
+  c.arch = s.qwen3 ? "qwen3" : "llama";
+  c.traits.qk_norm = s.qwen3;
+  auto& d = c.dims;
+  d.n_embd = s.n_embd;
+  d.n_layer = s.n_layer;
+  d.n_ff = s.n_ff;
+  d.n_head = s.n_head;
+  d.n_head_kv = s.n_head_kv;
+  d.head_dim = s.n_embd / s.n_head;
+  d.n_vocab = s.n_vocab;
+  d.rope.n_rot = d.head_dim;
+  return c;
+}
+
+// Weight table for the graph: every matmul weight in `type`, vectors f32.
+WeightTable weights(const graph::Graph& g, DType type) {
+  WeightTable t;
+  for (const auto& n : g.nodes) {
+    if (n.weight.empty()) continue;
+    if (n.op == graph::OpKind::MatMul || n.op == graph::OpKind::Embed) {
+      const int64_t in = n.op == graph::OpKind::Embed ? g.dims.n_embd : g.nodes[n.inputs[0]].width;
+      const int64_t out = n.op == graph::OpKind::Embed ? g.dims.n_vocab : n.width;
+      t[n.weight] = {type, in, out};
+    } else {
+      t[n.weight] = {DType::F32, n.op == graph::OpKind::HeadNorm ? g.dims.head_dim : n.width, 1};
+    }
+  }
+  return t;
+}
+
+const Shape kStories{64, 5, 172, 8, 4, 512};         // stories260K: FFN 172 does not divide
+const Shape k500m{2048, 2, 5632, 32, 8, 32000, DType::Q4_0};
+const Shape kQ4K{2048, 2, 5632, 32, 8, 32000, DType::Q4_K};
+
+std::vector<std::vector<double>> ratio_sets() {
+  return {{1}, {1, 1}, {3, 1}, {1, 1, 1}, {1, 2, 3}, {1, 1, 1, 1}, {5, 1, 1, 1, 1},
+          {1, 1, 1, 1, 1, 1}, {1, 1, 1, 1, 1, 1, 1}, {1, 1, 1, 1, 1, 1, 1, 1}, {2, 0, 1}};
+}
+
+TEST(Planner, ProportionalRangesCoverAndFollowRatios) {
+  for (const auto& r : ratio_sets()) {
+    for (int64_t n : {0, 1, 7, 172, 5632}) {
+      const auto ranges = proportional_ranges(n, r);
+      ASSERT_EQ(ranges.size(), r.size());
+      const double total = std::accumulate(r.begin(), r.end(), 0.0);
+      int64_t at = 0;
+      for (size_t d = 0; d < r.size(); ++d) {
+        EXPECT_EQ(ranges[d].begin, at);
+        at = ranges[d].end;
+        EXPECT_LE(std::abs(ranges[d].size() - n * r[d] / total), 1.0) << "n=" << n << " device " << d;
+      }
+      EXPECT_EQ(at, n);
+    }
+  }
+}
+
+TEST(Planner, TwoAllReducesPerDenseLayer) {
+  for (const Shape& s : {kStories, k500m, kQ4K}) {
+    const auto g = model::build_llama_graph(config(s));
+    for (const auto& r : ratio_sets()) {
+      const auto p = plan_tensor(g, weights(g, s.type), r);
+      for (int l = 0; l < s.n_layer; ++l) {
+        const int expected = r.size() > 1 ? 2 : 0;
+        EXPECT_EQ(p.collectives_in_layer(l), expected) << "layer " << l << " devices " << r.size();
+        for (const auto& c : p.collectives)
+          if (c.layer == l) EXPECT_EQ(c.op, LocalOp::AllReduce);
+      }
+      EXPECT_EQ(p.collectives_in_layer(-1), 0) << "no logits gather";
+      EXPECT_TRUE(p.fallbacks.empty()) << p.fallbacks.front();
+    }
+  }
+}
+
+TEST(Planner, CollectivesLineUpAcrossDevices) {
+  const auto g = model::build_llama_graph(config(k500m));
+  const auto p = plan_tensor(g, weights(g, DType::Q4_0), {1, 2, 3});
+  for (const auto& dg : p.devices) {
+    std::vector<LocalOp> seq, ref;
+    for (const auto& n : dg.nodes)
+      if (n.op == LocalOp::AllReduce || n.op == LocalOp::AllGather) seq.push_back(n.op);
+    for (const auto& n : p.devices[0].nodes)
+      if (n.op == LocalOp::AllReduce || n.op == LocalOp::AllGather) ref.push_back(n.op);
+    EXPECT_EQ(seq, ref);
+  }
+}
+
+TEST(Planner, WeightBytesFollowRatiosWithinOneBlock) {
+  for (const Shape& s : {k500m, kQ4K, kStories}) {
+    const auto g = model::build_llama_graph(config(s));
+    const auto w = weights(g, s.type);
+    for (const auto& r : ratio_sets()) {
+      if (r.size() < 2) continue;
+      const auto p = plan_tensor(g, w, r);
+      const double total = std::accumulate(r.begin(), r.end(), 0.0);
+      for (const auto& [name, info] : w) {
+        if (info.rows == 1 || name == "token_embd.weight") continue;  // vectors and the embedding are replicated
+        const uint64_t whole = slice_bytes(info, {name, WeightSlice::Kind::Whole, {}});
+        uint64_t sum = 0;
+        for (size_t d = 0; d < p.devices.size(); ++d) {
+          uint64_t mine = 0;
+          for (const auto& n : p.devices[d].nodes)
+            if (n.weight.tensor == name && n.op == LocalOp::MatMul) mine += slice_bytes(info, n.weight);
+          sum += mine;
+          // One unit of the split may move: a GQA group of heads, a quant block of FFN, a vocab row.
+          const double unit_bytes = static_cast<double>(whole) / (name.find("attn") != std::string::npos ? s.n_head_kv : 1) +
+                                    (name.find("ffn") != std::string::npos ? whole * 256.0 / s.n_ff : 0) +
+                                    (name == "output.weight" ? whole / static_cast<double>(s.n_vocab) : 0);
+          const bool kv_replicated = (name.find("attn_k.") != std::string::npos || name.find("attn_v.") != std::string::npos) &&
+                                     static_cast<int64_t>(r.size()) > s.n_head_kv;
+          if (!kv_replicated) EXPECT_NEAR(static_cast<double>(mine), whole * r[d] / total, unit_bytes) << name << " device " << d;
+        }
+        const int active = static_cast<int>(std::count_if(r.begin(), r.end(), [](double x) { return x > 0; }));
+        const bool kv = name.find("attn_k.") != std::string::npos || name.find("attn_v.") != std::string::npos;
+        if (kv && active > s.n_head_kv) EXPECT_GE(sum, whole) << name << ": replicated kv heads";
+        else EXPECT_EQ(sum, whole) << name << ": slices add up to the whole";
+      }
+    }
+  }
+}
+
+TEST(Planner, HeadsCoverEveryHeadOnceOrReplicateKv) {
+  for (const Shape& s : {kStories, k500m}) {
+    const auto g = model::build_llama_graph(config(s));
+    for (const auto& r : ratio_sets()) {
+      const auto p = plan_tensor(g, weights(g, s.type), r);
+      std::vector<int> q_count(s.n_head, 0), kv_count(s.n_head_kv, 0);
+      for (const auto& dg : p.devices) {
+        for (const auto& n : dg.nodes) {
+          if (n.op != LocalOp::Attention || n.layer != 0) continue;
+          for (int64_t h = n.q_heads.begin; h < n.q_heads.end; ++h) {
+            q_count[h]++;
+            const int64_t kv = h / (s.n_head / s.n_head_kv);
+            EXPECT_TRUE(kv >= n.kv_heads.begin && kv < n.kv_heads.end) << "q head " << h << " needs its kv head";
+          }
+          for (int64_t h = n.kv_heads.begin; h < n.kv_heads.end; ++h) kv_count[h]++;
+        }
+      }
+      for (int c : q_count) EXPECT_EQ(c, 1);
+      const int active = static_cast<int>(std::count_if(r.begin(), r.end(), [](double x) { return x > 0; }));
+      for (int c : kv_count) {
+        if (active <= s.n_head_kv) EXPECT_EQ(c, 1) << "whole GQA groups: each kv head once";
+        else EXPECT_GE(c, 1) << "more devices than kv heads: replicated";
+      }
+    }
+  }
+}
+
+TEST(Planner, SplitsLandOnQuantBlocks) {
+  const auto g = model::build_llama_graph(config(kQ4K));
+  const auto p = plan_tensor(g, weights(g, DType::Q4_K), {1, 1, 1});
+  for (const auto& dg : p.devices)
+    for (const auto& n : dg.nodes)
+      if (n.weight.kind == WeightSlice::Kind::Cols) {
+        EXPECT_EQ(n.weight.range.begin % 256, 0) << n.label;
+        EXPECT_TRUE(n.weight.range.end % 256 == 0 || n.weight.range.end == g.nodes[n.source].width * 0 + n.weight.range.end);
+      }
+}
+
+TEST(Planner, DeviceWithZeroShareGetsNothingButStaysInTheGroup) {
+  const auto g = model::build_llama_graph(config(kStories));
+  const auto p = plan_tensor(g, weights(g, DType::F32), {1, 0, 1});
+  EXPECT_EQ(p.devices[1].kv_bytes_per_token, 0u);
+  EXPECT_FALSE(p.devices[1].has_logits);
+  EXPECT_EQ(p.collectives_in_layer(0), 2);
+  EXPECT_EQ(p.devices[1].nodes.size(), p.devices[0].nodes.size());
+}
+
+TEST(Planner, RejectsBadRatios) {
+  const auto g = model::build_llama_graph(config(kStories));
+  const auto w = weights(g, DType::F32);
+  EXPECT_THROW(plan_tensor(g, w, {}), Error);
+  EXPECT_THROW(plan_tensor(g, w, {0, 0}), Error);
+  EXPECT_THROW(plan_tensor(g, w, {1, -1}), Error);
+  EXPECT_THROW(plan_tensor(g, w, std::vector<double>(17, 1.0)), Error);
+}
+
+TEST(Planner, RejectsWeightsOfTheWrongShape) {
+  const auto g = model::build_llama_graph(config(kStories));
+  auto w = weights(g, DType::F32);
+  w["blk.0.ffn_down.weight"].cols = 100;
+  EXPECT_THROW(plan_tensor(g, w, {1, 1}), Error);
+}
+
+TEST(Planner, LayerSplitGivesWholeLayersInOrder) {
+  const auto g = model::build_llama_graph(config(kStories));
+  const auto p = plan_layers(g, weights(g, DType::F32), {2, 1, 2});
+  ASSERT_EQ(p.layers.size(), 3u);
+  EXPECT_EQ(p.layers[0].begin, 0);
+  EXPECT_EQ(p.layers.back().end, kStories.n_layer);
+  EXPECT_TRUE(p.collectives.empty());
+  EXPECT_TRUE(p.devices.back().has_logits);
+  EXPECT_FALSE(p.devices.front().has_logits);
+  EXPECT_EQ(p.devices[1].nodes.front().op, LocalOp::Input);
+}
+
+}  // namespace
+}  // namespace weft::parallel

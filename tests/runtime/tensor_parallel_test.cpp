@@ -1,0 +1,142 @@
+// Tensor parallel changes speed, never results: every split configuration must give the greedy
+// tokens of a single device, and logits within kLogitRelTol (f32 wire).
+#include "core/error.h"
+#include "gguf/gguf_reader.h"
+#include "model/gen_model.h"
+#include "model/tokenizer.h"
+#include "runtime/engine.h"
+#include "runtime/generate.h"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <filesystem>
+#include <fmt/format.h>
+
+namespace weft::runtime {
+namespace {
+
+// Relative to the largest logit magnitude: f32 partial sums are added in a different order.
+constexpr double kLogitRelTol = 1e-4;
+
+struct Config {
+  std::string name;
+  parallel::SplitMode mode;
+  std::vector<double> ratios;  // one CPU device (1 thread) per entry
+};
+
+std::vector<Config> configs() {
+  using parallel::SplitMode;
+  return {
+      {"tp2", SplitMode::Tensor, {1, 1}},
+      {"tp2_3to1", SplitMode::Tensor, {3, 1}},
+      {"tp3", SplitMode::Tensor, {1, 1, 1}},
+      {"tp3_uneven", SplitMode::Tensor, {1, 2, 3}},
+      {"tp4", SplitMode::Tensor, {1, 1, 1, 1}},
+      {"tp6", SplitMode::Tensor, {1, 1, 1, 1, 1, 1}},
+      {"tp8", SplitMode::Tensor, {1, 1, 1, 1, 1, 1, 1, 1}},
+      {"tp5_uneven", SplitMode::Tensor, {5, 1, 2, 1, 3}},
+      {"tp3_zero_share", SplitMode::Tensor, {2, 0, 1}},
+      {"layer2", SplitMode::Layer, {1, 1}},
+      {"layer3_uneven", SplitMode::Layer, {1, 3, 1}},
+  };
+}
+
+EngineOptions options(const Config& c) {
+  EngineOptions o;
+  o.mode = c.mode;
+  o.ratios = c.ratios;
+  for (size_t i = 0; i < c.ratios.size(); ++i) o.devices.push_back({device::DeviceSpec::Kind::Cpu, 1, -1, ""});
+  o.n_ctx = 256;
+  o.n_batch = 16;  // the prompt spans several steps
+  return o;
+}
+
+EngineOptions single() {
+  EngineOptions o;
+  o.mode = parallel::SplitMode::None;
+  o.devices.push_back({device::DeviceSpec::Kind::Cpu, 1, -1, ""});
+  o.n_ctx = 256;
+  o.n_batch = 16;
+  return o;
+}
+
+std::vector<model::Token> greedy(const gguf::File& f, EngineOptions o, const std::vector<model::Token>& prompt, int n) {
+  Engine e(f, std::move(o));
+  model::SamplingParams p;
+  p.temp = 0;
+  return runtime::generate(e, nullptr, prompt, n, p).generated;
+}
+
+double max_abs(const std::vector<float>& v) {
+  double m = 0;
+  for (float x : v) m = std::max(m, std::abs(static_cast<double>(x)));
+  return m;
+}
+
+void expect_logits_match(const gguf::File& f, const Config& c, const std::vector<model::Token>& prompt) {
+  Engine ref(f, single());
+  Engine tp(f, options(c));
+  // Prompt, then a few single-token steps, so the KV cache path is compared too.
+  std::vector<model::Token> feed = prompt;
+  for (int step = 0; step < 4; ++step) {
+    const auto a = ref.eval_logits(feed);
+    const auto b = tp.eval_logits(feed);
+    ASSERT_EQ(a.size(), b.size());
+    const double scale = std::max(max_abs(a), 1e-6);
+    double worst = 0;
+    for (size_t i = 0; i < a.size(); ++i) worst = std::max(worst, std::abs(double(a[i]) - b[i]) / scale);
+    EXPECT_LT(worst, kLogitRelTol) << c.name << " step " << step;
+    feed = {static_cast<model::Token>(std::max_element(a.begin(), a.end()) - a.begin())};
+  }
+}
+
+std::vector<model::Token> some_prompt(int64_t n_vocab, int n) {
+  std::vector<model::Token> p{1};
+  for (int i = 1; i < n; ++i) p.push_back(static_cast<model::Token>((i * 7919 + 13) % n_vocab));
+  return p;
+}
+
+const std::string kStories = std::string(WEFT_SHARED_DIR) + "/models/stories260K.gguf";
+
+TEST(TensorParallel, Stories260kGreedyTokensMatchEveryConfig) {
+  if (!std::filesystem::exists(kStories)) GTEST_SKIP() << "no " << kStories;
+  auto f = gguf::File::open(kStories);
+  auto tok = model::Tokenizer::from_gguf(*f);
+  const auto prompt = tok->encode("Once upon a time", true);
+  const auto ref = greedy(*f, single(), prompt, 80);
+  ASSERT_EQ(ref.size(), 80u);
+  for (const auto& c : configs()) EXPECT_EQ(greedy(*f, options(c), prompt, 80), ref) << c.name;
+}
+
+TEST(TensorParallel, Stories260kLogitsMatch) {
+  if (!std::filesystem::exists(kStories)) GTEST_SKIP() << "no " << kStories;
+  auto f = gguf::File::open(kStories);
+  const auto prompt = some_prompt(f->tensor("token_embd.weight").shape[1], 37);
+  for (const auto& c : configs()) expect_logits_match(*f, c, prompt);
+}
+
+class GeneratedModel : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(GeneratedModel, GreedyTokensAndLogitsMatchEveryConfig) {
+  model::GenModelOptions o;
+  o.preset = "tiny";
+  o.type = GetParam();
+  o.seed = 7;
+  const auto bytes = model::generate_model_bytes(o);
+  auto f = gguf::File::parse(bytes.data(), bytes.size(), "tiny-" + o.type);
+  const auto prompt = some_prompt(f->tensor("token_embd.weight").shape[1], 21);
+  const auto ref = greedy(*f, single(), prompt, 64);
+  ASSERT_EQ(ref.size(), 64u);
+  for (const auto& c : configs()) {
+    EXPECT_EQ(greedy(*f, options(c), prompt, 64), ref) << c.name;
+    expect_logits_match(*f, c, prompt);
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Types, GeneratedModel,
+                         ::testing::Values("f32", "f16", "bf16", "q8_0", "q4_0", "q4_1", "q5_0", "q5_1", "q4_k", "q5_k",
+                                           "q6_k", "q4_k_m"));
+
+}  // namespace
+}  // namespace weft::runtime
