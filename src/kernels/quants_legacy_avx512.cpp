@@ -77,32 +77,65 @@ WEFT_AVX512_INLINE __m512i idx_split(int i0, int i1) {
   return _mm512_setr_epi32(i0, i0, i0, i0, i1, i1, i1, i1, i0, i0, i0, i0, i1, i1, i1, i1);
 }
 
-// Each K: Act (activation block), W (weight block), Pair (activation data for two blocks, shared
-// by the rows of one pass), load(a) and accumulate(w, pair, acc, acc_m). acc_m gathers the
-// min terms of the _1 types in lanes 1 and 3.
+// Each K: A (activation block), W (weight block), kBlocks per step, Pair (activation data of one
+// step, shared by the rows of a pass), load(a) and accumulate(w, pair, acc, acc_m). acc_m gathers
+// the min terms of the _1 types in lanes 1 and 3.
+// Q4_0 takes four blocks (72 bytes) per step: one word permute gathers their 64 nibble bytes
+// into a register and another their four scales, so the per-block work is about half that of
+// the two-block layout below (decode of Q4_0 is otherwise compute bound, not memory bound).
 struct KQ4_0 {
+  static constexpr int kBlocks = 4;
   using W = BlockQ4_0;
   using A = BlockQ8_0;
   struct Pair {
-    __m512i q, neg_corr;
+    __m512i lo, hi, neg_corr;  // activation elements 0..15 / 16..31 of the four blocks
     __m128 d;
   };
   WEFT_AVX512_INLINE static Pair load(const A* a) {
-    const __m512i q = load_q8_split(a[0].qs, a[1].qs);
-    return {q, neg_offset_sum(q, 8), half2(a[0].d, a[1].d)};
+    const __m512i z01 = _mm512_inserti64x4(_mm512_castsi256_si512(load256(a[0].qs)), load256(a[1].qs), 1);
+    const __m512i z23 = _mm512_inserti64x4(_mm512_castsi256_si512(load256(a[2].qs)), load256(a[3].qs), 1);
+    const __m512i lo = _mm512_shuffle_i64x2(z01, z23, _MM_SHUFFLE(2, 0, 2, 0));
+    const __m512i hi = _mm512_shuffle_i64x2(z01, z23, _MM_SHUFFLE(3, 1, 3, 1));
+    const __m512i eight = _mm512_set1_epi8(8);
+    const __m512i corr = _mm512_dpbusd_epi32(_mm512_dpbusd_epi32(_mm512_setzero_si512(), eight, lo), eight, hi);
+    const __m128i d = _mm_setr_epi16(static_cast<short>(a[0].d), static_cast<short>(a[1].d), static_cast<short>(a[2].d),
+                                     static_cast<short>(a[3].d), 0, 0, 0, 0);
+    return {lo, hi, _mm512_sub_epi32(_mm512_setzero_si512(), corr), _mm_cvtph_ps(d)};
   }
   WEFT_AVX512_INLINE static void accumulate(const W* w, const Pair& p, __m512& acc, __m128&) {
-    const __m512i dot = _mm512_dpbusd_epi32(p.neg_corr, unpack_nibbles(w[0].qs, w[1].qs), p.q);
-    const __m128 s = _mm_mul_ps(half2(w[0].d, w[1].d), p.d);
-    acc = _mm512_fmadd_ps(_mm512_cvtepi32_ps(dot), _mm512_permutexvar_ps(idx_split(0, 1), _mm512_castps128_ps512(s)), acc);
+    // The 72 bytes as 36 words: block i's d is word 9i, its qs words 9i+1 .. 9i+8. Load words
+    // 0..31 and 4..35 and gather; permutex2var index bit 5 picks the second load.
+    const auto* base = reinterpret_cast<const uint8_t*>(w);
+    const __m512i first = _mm512_loadu_si512(base), second = _mm512_loadu_si512(base + 8);
+    alignas(64) static constexpr uint16_t kQsWords[32] = {1,  2,  3,  4,  5,  6,  7,  8,  10, 11, 12,
+                                                          13, 14, 15, 16, 17, 19, 20, 21, 22, 23, 24,
+                                                          25, 26, 28, 29, 30, 31, 60, 61, 62, 63};
+    alignas(64) static constexpr uint16_t kScaleWords[32] = {0, 9, 18, 27};
+    const __m512i qs_idx = _mm512_load_si512(kQsWords);
+    const __m512i qs = _mm512_permutex2var_epi16(first, qs_idx, second);
+    const __m512i d_idx = _mm512_load_si512(kScaleWords);
+    const __m128 dw = _mm_cvtph_ps(_mm512_castsi512_si128(_mm512_permutexvar_epi16(d_idx, first)));
+    const __m512i mask = _mm512_set1_epi8(0x0F);
+    __m512i dot = _mm512_dpbusd_epi32(p.neg_corr, _mm512_and_si512(qs, mask), p.lo);
+    dot = _mm512_dpbusd_epi32(dot, _mm512_and_si512(_mm512_srli_epi16(qs, 4), mask), p.hi);
+    const __m512i idx = _mm512_setr_epi32(0, 0, 0, 0, 1, 1, 1, 1, 2, 2, 2, 2, 3, 3, 3, 3);
+    const __m512 s = _mm512_permutexvar_ps(idx, _mm512_castps128_ps512(_mm_mul_ps(dw, p.d)));
+    acc = _mm512_fmadd_ps(_mm512_cvtepi32_ps(dot), s, acc);
   }
   static float tail(const W& w, const A& a) { return dot_block_q4_0(w, a); }
 };
 
+// Two-block step for the other types: the activation data of a block pair.
+struct PairQ8 {
+  __m512i q, neg_corr;
+  __m128 d;
+};
+
 struct KQ5_0 {
+  static constexpr int kBlocks = 2;
   using W = BlockQ5_0;
   using A = BlockQ8_0;
-  using Pair = KQ4_0::Pair;
+  using Pair = PairQ8;
   WEFT_AVX512_INLINE static Pair load(const A* a) {
     const __m512i q = load_q8_split(a[0].qs, a[1].qs);
     return {q, neg_offset_sum(q, 16), half2(a[0].d, a[1].d)};
@@ -118,9 +151,10 @@ struct KQ5_0 {
 };
 
 struct KQ8_0 {
+  static constexpr int kBlocks = 2;
   using W = BlockQ8_0;
   using A = BlockQ8_0;
-  using Pair = KQ4_0::Pair;
+  using Pair = PairQ8;
   WEFT_AVX512_INLINE static Pair load(const A* a) {
     const __m512i q = load_q8_pair(a[0].qs, a[1].qs);
     return {q, neg_offset_sum(q, static_cast<char>(0x80)), half2(a[0].d, a[1].d)};
@@ -148,6 +182,7 @@ WEFT_AVX512_INLINE void accumulate_1(__m512i dot, __m128 s, __m512& acc, __m128&
 }
 
 struct KQ4_1 {
+  static constexpr int kBlocks = 2;
   using W = BlockQ4_1;
   using A = BlockQ8_1;
   using Pair = Pair1;
@@ -160,6 +195,7 @@ struct KQ4_1 {
 };
 
 struct KQ5_1 {
+  static constexpr int kBlocks = 2;
   using W = BlockQ5_1;
   using A = BlockQ8_1;
   using Pair = Pair1;
@@ -173,8 +209,8 @@ struct KQ5_1 {
   static float tail(const W& w, const A& a) { return dot_block_q5_1(w, a); }
 };
 
-// R rows (stride bytes apart) against one activation row, two blocks per step, activation loads
-// and offset sums shared by the R rows.
+// R rows (stride bytes apart) against one activation row, K::kBlocks blocks per step, activation
+// loads and offset sums shared by the R rows; leftover blocks go through the scalar block dot.
 template <class K, int R>
 WEFT_AVX512 void dot_rows(int64_t n, const uint8_t* w, size_t stride, const void* act, float* out) {
   const int64_t nb = n / kQK;
@@ -189,7 +225,7 @@ WEFT_AVX512 void dot_rows(int64_t n, const uint8_t* w, size_t stride, const void
     acc_m[r] = _mm_setzero_ps();
   }
   int64_t b = 0;
-  for (; b + 2 <= nb; b += 2) {
+  for (; b + K::kBlocks <= nb; b += K::kBlocks) {
     const typename K::Pair p = K::load(a + b);
 #pragma GCC unroll 4
     for (int r = 0; r < R; ++r) K::accumulate(rows[r] + b, p, acc[r], acc_m[r]);
@@ -198,7 +234,7 @@ WEFT_AVX512 void dot_rows(int64_t n, const uint8_t* w, size_t stride, const void
     alignas(16) float m[4];
     _mm_store_ps(m, acc_m[r]);
     float s = _mm512_reduce_add_ps(acc[r]) + (m[1] + m[3]);
-    if (b < nb) s += K::tail(rows[r][b], a[b]);
+    for (int64_t i = b; i < nb; ++i) s += K::tail(rows[r][i], a[i]);
     out[r] = s;
   }
 }

@@ -17,6 +17,8 @@ GenerateResult generate(Engine& engine, const model::Tokenizer* tok, const std::
                         int n_predict, const model::SamplingParams& p,
                         const std::function<void(const std::string&)>& on_text) {
   if (prompt.empty()) fail("run", "the prompt is empty (no tokens to start from)");
+  if (engine.n_past() + static_cast<int64_t>(prompt.size()) > engine.n_ctx())
+    fail("run", "the prompt ({} tokens) does not fit the context (-c {})", prompt.size(), engine.n_ctx());
   GenerateResult r;
   r.prompt = prompt;
   std::mt19937_64 rng(resolve_seed(p.seed));

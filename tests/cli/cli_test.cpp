@@ -1,0 +1,95 @@
+// The `weft` binary end to end: exact text on the reference model, flags, and clear failures.
+#include <gtest/gtest.h>
+
+#include <array>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <string>
+#include <sys/wait.h>
+
+namespace {
+
+struct Result {
+  int code;
+  std::string out;  // stdout (stderr to /dev/null or merged when asked)
+};
+
+Result run(const std::string& args, bool merge_stderr = false) {
+  const std::string cmd = std::string(WEFT_BINARY) + " " + args + (merge_stderr ? " 2>&1" : " 2>/dev/null");
+  FILE* p = popen(cmd.c_str(), "r");
+  std::string out;
+  std::array<char, 4096> buf;
+  size_t n;
+  while ((n = fread(buf.data(), 1, buf.size(), p)) > 0) out.append(buf.data(), n);
+  const int status = pclose(p);
+  return {WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status), out};
+}
+
+const std::string kShared = WEFT_SHARED_DIR;
+const std::string kStories = kShared + "/models/stories260K.gguf";
+
+// From ../shared/models/SOURCES.txt: greedy 60 tokens after BOS + "Once upon a time".
+const std::string kReference =
+    "Once upon a time, there was a little girl named Lily. She loved to play outside in the park. One day, she saw a "
+    "big, red ball. She wanted to play with it, but it was too high.\nLily";
+
+TEST(Cli, RunPrintsTheReferenceTextOnEverySplit) {
+  if (!std::filesystem::exists(kStories)) GTEST_SKIP() << "no " << kStories;
+  for (const std::string devices : {"", "--devices cpu:1,cpu:1", "--devices cpu:1,cpu:1,cpu:1 -ts 3,1,2",
+                                    "--devices cpu:1,cpu:1 -sm layer"}) {
+    auto r = run("run -m " + kStories + " -p \"Once upon a time\" -n 60 --temp 0 " + devices);
+    EXPECT_EQ(r.code, 0) << devices;
+    EXPECT_EQ(r.out, kReference + "\n") << devices;
+  }
+}
+
+TEST(Cli, JsonHasIdsAndTimings) {
+  if (!std::filesystem::exists(kStories)) GTEST_SKIP();
+  auto r = run("run -m " + kStories + " -p \"Once upon a time\" -n 4 --temp 0 --json");
+  ASSERT_EQ(r.code, 0);
+  EXPECT_NE(r.out.find("\"prompt_ids\":[1,403,407,261,378]"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("\"generated_ids\":[432,383,"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("\"gen_tokens_per_s\""), std::string::npos);
+}
+
+TEST(Cli, TokenizePrintsIds) {
+  if (!std::filesystem::exists(kStories)) GTEST_SKIP();
+  auto r = run("tokenize -m " + kStories + " -p \"Once upon a time\"");
+  EXPECT_EQ(r.code, 0);
+  EXPECT_EQ(r.out, "[1, 403, 407, 261, 378]\n");
+}
+
+TEST(Cli, PlanShowsTwoAllReducesPerLayer) {
+  if (!std::filesystem::exists(kStories)) GTEST_SKIP();
+  auto r = run("plan -m " + kStories + " --devices cpu:1,cpu:1,cpu:1");
+  EXPECT_EQ(r.code, 0);
+  EXPECT_NE(r.out.find("layer 0: 2: all_reduce after attn_output"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("fallbacks (ops without a split rule, gathered and replicated): none"), std::string::npos) << r.out;
+}
+
+TEST(Cli, BadInputGivesAClearErrorAndNonZeroExit) {
+  const std::string missing = "run -m /nonexistent.gguf -p hi";
+  auto r = run(missing, true);
+  EXPECT_NE(r.code, 0);
+  EXPECT_NE(r.out.find("error"), std::string::npos) << r.out;
+
+  const auto bad = std::filesystem::temp_directory_path() / "weft_cli_bad.gguf";
+  std::ofstream(bad) << "GGUF this is not a model";
+  r = run("run -m " + bad.string() + " -p hi", true);
+  EXPECT_EQ(r.code, 1);
+  EXPECT_NE(r.out.find("[gguf]"), std::string::npos) << r.out;
+
+  if (std::filesystem::exists(kStories)) {
+    for (const std::string flags : {"--devices cpu:0", "--devices gpu:1", "--devices cpu:1,cpu:1 -ts 1", "-ts 1,x --devices cpu:1,cpu:1",
+                                    "-sm diagonal", "--devices cpu:1,cpu:1 -ts 0,0", "-c 4 -n 10"}) {
+      r = run("run -m " + kStories + " -p \"Once upon a time\" --temp 0 " + flags, true);
+      EXPECT_NE(r.code, 0) << flags << ": " << r.out;
+      EXPECT_LT(r.code, 128) << flags << " crashed: " << r.out;
+    }
+  }
+  r = run("frobnicate", true);
+  EXPECT_NE(r.code, 0);
+}
+
+}  // namespace
