@@ -74,7 +74,7 @@ std::string format_value(const Value& v, bool show_all) {
 }
 
 std::string describe(const File& f, bool show_all_values) {
-  std::string out = fmt::format("{}: GGUF v{}, {} metadata keys, {} tensors, alignment {}, data at byte {}, {} bytes\n",
+  std::string out = fmt::format("{}: GGUF v{}, {} metadata keys, {} tensors, alignment {}, data at byte {}, file {} bytes\n",
                                 f.path(), f.version(), f.key_order().size(), f.tensors().size(), f.alignment(),
                                 f.data_offset(), grouped(f.file_size()));
 

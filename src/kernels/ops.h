@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstdint>
+#include <vector>
 
 namespace weft::kernels {
 
@@ -23,10 +24,13 @@ struct RopeParams {
   float llama3_low_freq_factor = 1.f;
   float llama3_high_freq_factor = 4.f;
   float llama3_original_ctx = 8192.f;
+  // Per-pair frequency divisors [n_rot/2] as llama.cpp's rope_freqs tensor stores them (Llama 3.1
+  // GGUFs carry llama3 scaling this way). When set they replace the llama3_* parameters.
+  std::vector<float> freq_factors;
 };
 
-// Divisor that llama3 scaling applies to the frequency of rotation pair i (i < n_rot/2); 1 when
-// llama3 scaling is off. The same numbers llama.cpp stores in the rope_freqs tensor.
+// Divisor of the frequency of rotation pair i (i < n_rot/2): freq_factors[i] when given, else what
+// llama3 scaling computes (the numbers llama.cpp stores in rope_freqs), else 1.
 float rope_freq_factor(const RopeParams& p, int64_t i);
 
 // Rotates x in place: x is [n_tokens, n_heads, head_dim], token t at position pos[t].

@@ -18,6 +18,8 @@ void check_params(int64_t head_dim, const int32_t* pos, const RopeParams& p) {
   WEFT_ASSERT(pos != nullptr);
   if (p.n_rot <= 0 || p.n_rot % 2 != 0 || p.n_rot > head_dim)
     fail("kernels", "rope: n_rot {} must be even, positive and <= head_dim {}", p.n_rot, head_dim);
+  if (!p.freq_factors.empty() && int64_t(p.freq_factors.size()) != p.n_rot / 2)
+    fail("kernels", "rope: {} freq_factors for n_rot {} (want n_rot/2)", p.freq_factors.size(), p.n_rot);
 }
 
 // Base angle per position unit of pair i, llama3 scaling included.
@@ -47,8 +49,12 @@ inline void rotate_head(float* x, const float* cos_t, const float* sin_t, int64_
 }  // namespace
 
 float rope_freq_factor(const RopeParams& p, int64_t i) {
-  if (p.llama3_factor <= 0.f) return 1.0f;
   WEFT_ASSERT(p.n_rot > 0 && i >= 0 && 2 * i < p.n_rot);
+  if (!p.freq_factors.empty()) {
+    WEFT_ASSERT(int64_t(p.freq_factors.size()) == p.n_rot / 2);
+    return p.freq_factors[i];
+  }
+  if (p.llama3_factor <= 0.f) return 1.0f;
   if (p.llama3_high_freq_factor <= p.llama3_low_freq_factor)
     fail("kernels", "rope: llama3 high_freq_factor {} must exceed low_freq_factor {}", p.llama3_high_freq_factor,
          p.llama3_low_freq_factor);

@@ -23,7 +23,10 @@
 namespace weft::kernels::legacy {
 namespace {
 
-constexpr int kRowsPerPass = 4;  // rows sharing each activation load in rows_dot
+#ifndef WEFT_RPP
+#define WEFT_RPP 8
+#endif
+constexpr int kRowsPerPass = WEFT_RPP;  // rows sharing each activation load in rows_dot
 
 inline uint32_t load_u32(const void* p) {
   uint32_t v;
@@ -218,7 +221,7 @@ WEFT_AVX512 void dot_rows(int64_t n, const uint8_t* w, size_t stride, const void
   const typename K::W* rows[R];
   __m512 acc[R];
   __m128 acc_m[R];
-#pragma GCC unroll 4
+#pragma GCC unroll 8
   for (int r = 0; r < R; ++r) {
     rows[r] = reinterpret_cast<const typename K::W*>(w + r * stride);
     acc[r] = _mm512_setzero_ps();
@@ -227,7 +230,7 @@ WEFT_AVX512 void dot_rows(int64_t n, const uint8_t* w, size_t stride, const void
   int64_t b = 0;
   for (; b + K::kBlocks <= nb; b += K::kBlocks) {
     const typename K::Pair p = K::load(a + b);
-#pragma GCC unroll 4
+#pragma GCC unroll 8
     for (int r = 0; r < R; ++r) K::accumulate(rows[r] + b, p, acc[r], acc_m[r]);
   }
   for (int r = 0; r < R; ++r) {
@@ -265,7 +268,7 @@ WEFT_AVX512 void dot_rows_float(int64_t n, const uint8_t* w, size_t stride, cons
   const auto* x = static_cast<const float*>(act);
   const typename L::T* rows[R];
   __m512 acc[R];
-#pragma GCC unroll 4
+#pragma GCC unroll 8
   for (int r = 0; r < R; ++r) {
     rows[r] = reinterpret_cast<const typename L::T*>(w + r * stride);
     acc[r] = _mm512_setzero_ps();
@@ -273,7 +276,7 @@ WEFT_AVX512 void dot_rows_float(int64_t n, const uint8_t* w, size_t stride, cons
   int64_t i = 0;
   for (; i + 16 <= n; i += 16) {
     const __m512 xv = _mm512_loadu_ps(x + i);
-#pragma GCC unroll 4
+#pragma GCC unroll 8
     for (int r = 0; r < R; ++r) acc[r] = _mm512_fmadd_ps(L::load(rows[r] + i), xv, acc[r]);
   }
   if (i < n) {
@@ -286,11 +289,12 @@ WEFT_AVX512 void dot_rows_float(int64_t n, const uint8_t* w, size_t stride, cons
 
 using DotRowsFn = void (*)(int64_t n, const uint8_t* w, size_t stride, const void* act, float* out);
 
-template <DotRowsFn k4, DotRowsFn k3, DotRowsFn k2, DotRowsFn k1>
+template <DotRowsFn k4, DotRowsFn k3, DotRowsFn k2, DotRowsFn k1, DotRowsFn k8 = k4>
 void rows_dot(int64_t n, int64_t n_rows, const void* w, size_t stride, const void* act, float* out) {
   const auto* p = static_cast<const uint8_t*>(w);
   int64_t r = 0;
-  for (; r + kRowsPerPass <= n_rows; r += kRowsPerPass) k4(n, p + r * stride, stride, act, out + r);
+  for (; r + kRowsPerPass <= n_rows; r += kRowsPerPass) k8(n, p + r * stride, stride, act, out + r);
+  for (; r + 4 <= n_rows; r += 4) k4(n, p + r * stride, stride, act, out + r);
   switch (n_rows - r) {
     case 3: k3(n, p + r * stride, stride, act, out + r); break;
     case 2: k2(n, p + r * stride, stride, act, out + r); break;
@@ -307,7 +311,8 @@ float vec_dot(int64_t n, const void* w, const void* act) {
 }
 
 template <class K>
-constexpr RowsDotFn kRowsDotQ = rows_dot<dot_rows<K, 4>, dot_rows<K, 3>, dot_rows<K, 2>, dot_rows<K, 1>>;
+constexpr RowsDotFn kRowsDotQ =
+    rows_dot<dot_rows<K, 4>, dot_rows<K, 3>, dot_rows<K, 2>, dot_rows<K, 1>, dot_rows<K, kRowsPerPass>>;
 template <class K>
 constexpr VecDotFn kVecDotQ = vec_dot<dot_rows<K, 1>>;
 template <class L>

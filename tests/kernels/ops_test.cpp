@@ -86,6 +86,7 @@ double silu_d(double g) { return g / (1.0 + std::exp(-g)); }
 
 // llama3 frequency divisor written from Meta's reference independently of ops_rope.cpp.
 double llama3_div_d(const RopeParams& p, int64_t i) {
+  if (!p.freq_factors.empty()) return p.freq_factors[i];
   if (p.llama3_factor <= 0) return 1.0;
   const double freq = 1.0 / std::pow(double(p.freq_base), double(2 * i) / p.n_rot);
   const double wavelen = 2 * std::numbers::pi / freq;
@@ -429,6 +430,31 @@ TEST(Rope, FastMatchesRefAndRefMatchesDouble) {
     EXPECT_NEAR(sum_sq_d(fast.data(), int64_t(fast.size())), sum_sq_d(x.data(), int64_t(x.size())), 1e-3);
     EXPECT_NE(fast[3 * n_heads * c.head_dim], x[3 * n_heads * c.head_dim]);
   }
+}
+
+TEST(Rope, FreqFactorsTensorOverridesLlama3) {
+  // A rope_freqs tensor (here the llama3 divisors scaled by 1.5, so neither path can pass for
+  // the other) is what a converted Llama 3.1 GGUF carries.
+  RopeParams p;
+  p.n_rot = 32;
+  p.freq_base = 500000.f;
+  p.llama3_factor = 8.f;
+  p.llama3_original_ctx = 64.f;  // small context: the interpolated band falls inside 16 pairs
+  std::vector<float> ff(16);
+  for (int64_t i = 0; i < 16; ++i) ff[i] = 1.5f * rope_freq_factor(p, i);
+  EXPECT_GT(ff[15] / ff[0], 7.f);  // llama3 scaling is active in this configuration
+  p.freq_factors = ff;
+  for (int64_t i = 0; i < 16; ++i) EXPECT_EQ(rope_freq_factor(p, i), ff[i]);
+  const std::vector<int32_t> pos = {7, 300};
+  const auto x = random_vec(2 * 2 * 40, 111);
+  std::vector<float> fast = x, ref = x;
+  rope(fast.data(), 2, 2, 40, pos.data(), p);
+  rope_ref(ref.data(), 2, 2, 40, pos.data(), p);
+  const auto want = rope_d(x, 2, 2, 40, pos, p);
+  expect_near_all(fast, want, kRopeAbsTol, "rope freq_factors");
+  expect_near_all(ref, want, kRopeAbsTol, "rope_ref freq_factors");
+  p.freq_factors.resize(15);
+  EXPECT_THROW(rope(fast.data(), 2, 2, 40, pos.data(), p), Error);
 }
 
 TEST(Rope, RejectsBadNRot) {

@@ -12,6 +12,7 @@
 #include <gtest/gtest.h>
 
 #include <fstream>
+#include <random>
 #include <set>
 #include <sstream>
 
@@ -317,6 +318,26 @@ void check_vectors(const std::string& name, size_t want_cases) {
 
 TEST(Vectors, LlamaSpm) { check_vectors("ggml-vocab-llama-spm.gguf", 46); }
 TEST(Vectors, Gpt2) { check_vectors("ggml-vocab-gpt-2.gguf", 46); }
+
+// Byte-level BPE and SPM with byte fallback are lossless, even on invalid UTF-8.
+TEST(Vectors, RandomBytesRoundTrip) {
+  std::mt19937 rng(1234);
+  // Mostly ASCII letters and spaces, some high bytes so that invalid sequences occur.
+  const std::string alphabet = std::string("abc XYZ 019\n\t'!,") + "\xC3\xA9\xE2\x82\xAC\xF0\x9F\x80\xFF";
+  for (const char* name : {"ggml-vocab-llama-spm.gguf", "ggml-vocab-gpt-2.gguf"}) {
+    const auto tok = load(kVocabDir + name);
+    std::set<size_t> lengths;
+    for (int trial = 0; trial < 50; ++trial) {
+      std::string text(rng() % 64, ' ');
+      for (char& c : text) c = alphabet[rng() % alphabet.size()];
+      const std::vector<Token> ids = tok->encode(text, false);
+      lengths.insert(ids.size());
+      for (Token id : ids) ASSERT_TRUE(id >= 0 && id < tok->n_vocab());
+      ASSERT_EQ(tok->decode(ids), text) << name << " trial " << trial;
+    }
+    EXPECT_GT(lengths.size(), 10u);  // the inputs vary
+  }
+}
 
 TEST(Vocab, LlamaSpmSpecials) {
   const auto t = load(kVocabDir + "ggml-vocab-llama-spm.gguf");
