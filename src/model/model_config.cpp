@@ -72,8 +72,8 @@ ModelConfig read_config(const gguf::File& f) {
   if (const auto* ff = f.find_tensor("rope_freqs.weight")) {
     if (ff->type != DType::F32 || ff->n_elements() != r.n_rot / 2)
       fail("model", "rope_freqs.weight must be f32[{}]", r.n_rot / 2);
-    c.rope_freq_factors.resize(r.n_rot / 2);
-    std::memcpy(c.rope_freq_factors.data(), ff->data, ff->n_bytes);
+    r.freq_factors.resize(r.n_rot / 2);  // llama 3.1 scaling, precomputed by the converter
+    std::memcpy(r.freq_factors.data(), ff->data, ff->n_bytes);
   }
   return c;
 }

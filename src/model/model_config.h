@@ -23,7 +23,6 @@ struct ModelConfig {
   graph::Dims dims;
   int64_t n_ctx_train = 0;
   bool tied_output = false;         // no output.weight: logits use token_embd.weight
-  std::vector<float> rope_freq_factors;  // rope_freqs.weight (llama 3.1 scaling), empty if none
 };
 
 // Reads and validates the hyper-parameters; throws weft::Error("model", ...) naming the bad key.
