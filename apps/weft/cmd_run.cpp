@@ -67,10 +67,9 @@ int run(const RunArgs& a) {
     j["split_mode"] = parallel::split_mode_name(engine.plan().mode);
     j["devices"] = static_cast<int>(engine.devices().size());
     std::puts(j.dump().c_str());
-  } else {
-    std::fputc('\n', stdout);
   }
   std::fflush(stdout);
+  if (!a.json) std::fputc('\n', stderr);  // stdout holds exactly prompt + generation; end the line on the terminal
   std::fprintf(stderr, "load: %.3f s | %d devices, split %s\n", load_s, static_cast<int>(engine.devices().size()),
                std::string(parallel::split_mode_name(engine.plan().mode)).c_str());
   std::fprintf(stderr, "prompt: %zu tokens in %.3f s (%.2f t/s)\n", prompt.size(), r.prompt_seconds, pp);

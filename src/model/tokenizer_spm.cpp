@@ -40,11 +40,14 @@ class SpmSession {
   explicit SpmSession(const Vocab& vocab) : vocab_(vocab) {}
 
   void tokenize(const std::string& text, std::vector<Token>& out) {
-    for (size_t offs = 0; offs < text.size();) {
-      const size_t n = std::min(unicode::utf8_len(static_cast<uint8_t>(text[offs])), text.size() - offs);
-      const int index = static_cast<int>(symbols_.size());
-      offs += n;
-      symbols_.push_back({index - 1, offs == text.size() ? -1 : index + 1, text.data() + offs - n, n});
+    // One symbol per UTF-8 char. llama.cpp sizes a symbol by its lead byte alone, so an invalid
+    // lead swallows the bytes after it (even a following "▁"); decoding keeps such bytes apart,
+    // which gives the same symbols on valid text and a lossless round trip on invalid text.
+    const std::vector<unicode::CodePoint> chars = unicode::decode_utf8(text);
+    for (size_t i = 0; i < chars.size(); ++i) {
+      const int index = static_cast<int>(i);
+      symbols_.push_back({index - 1, i + 1 == chars.size() ? -1 : index + 1, text.data() + chars[i].offset,
+                          chars[i].n_bytes});
     }
     for (int i = 1; i < static_cast<int>(symbols_.size()); ++i) try_add_bigram(i - 1, i);
 

@@ -40,7 +40,7 @@ TEST(Cli, RunPrintsTheReferenceTextOnEverySplit) {
                                     "--devices cpu:1,cpu:1 -sm layer"}) {
     auto r = run("run -m " + kStories + " -p \"Once upon a time\" -n 60 --temp 0 " + devices);
     EXPECT_EQ(r.code, 0) << devices;
-    EXPECT_EQ(r.out, kReference + "\n") << devices;
+    EXPECT_EQ(r.out, kReference) << devices;
   }
 }
 

@@ -279,7 +279,7 @@ TEST(QuantsLegacy, VecDotRefAgreesWithDequantizedDot) {
 TEST(QuantsLegacy, SimdDotsMatchRef) {
   // Odd block counts exercise the one-block tails; 4096 is a real model row.
   for (int64_t n : {32, 96, 32 * 10, 4096}) {
-    constexpr int kRows = 7;  // one pass of 4 rows plus a tail of 3
+    constexpr int kRows = 15;  // an 8-row pass, a 4-row pass and a tail of 3
     std::vector<std::vector<float>> wf;
     for (int r = 0; r < kRows; ++r) wf.push_back(random_row(n, 100 + static_cast<uint32_t>(r * 7 + n)));
     const auto xf = random_row(n, 7 + static_cast<uint32_t>(n));
@@ -300,7 +300,7 @@ TEST(QuantsLegacy, SimdDotsMatchRef) {
         EXPECT_NEAR(c.k->vec_dot(n, q.data(), aq.data()), expect[r], tol[r]) << "row " << r;
       }
       ASSERT_NE(expect[0], expect[1]) << "rows do not vary";
-      for (int n_rows : {1, 2, 3, 4, 5, kRows}) {
+      for (int n_rows : {1, 2, 3, 4, 5, 8, 9, 12, kRows}) {
         std::vector<float> got(kRows + 1, 12345.f);
         c.k->rows_dot(n, n_rows, w.data(), stride, aq.data(), got.data());
         for (int r = 0; r < n_rows; ++r) EXPECT_NEAR(got[r], expect[r], tol[r]) << "rows " << n_rows << " row " << r;

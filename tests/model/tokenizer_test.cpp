@@ -168,6 +168,56 @@ TEST(PreTokenize, Qwen2SplitsDigitsOneByOne) {
   EXPECT_EQ(split(PreTokenizer::Qwen2, "I'M"), (Words{"I", "'M"}));
 }
 
+// Random strings over letters, digits, marks, ZWJ, NBSP, U+2028, \v, NEL, CR/LF and punctuation,
+// split by Python's `regex` module (regex.findall with each pattern written in tokenizer_pretok.h);
+// an independent engine with backtracking, so these check the hand-written matchers.
+TEST(PreTokenize, MatchesPythonRegexModule) {
+  struct Split {
+    PreTokenizer kind;
+    std::string text;
+    Words words;
+  };
+  const Split cases[] = {
+      {PreTokenizer::Gpt2, "\xC2\xA0.,\xD0\xB6\xE2\x82\xACvE\xD0\xB6\xC3\xA9\xE2\x80\x8D\xCC\x81""El",
+       {"\xC2\xA0", ".,", "\xD0\xB6", "\xE2\x82\xAC", "vE\xD0\xB6\xC3\xA9", "\xE2\x80\x8D\xCC\x81", "El"}},
+      {PreTokenizer::Gpt2, " RT\xD9\xA3\xE2\x80\x8Ds\xF0\x9F\xA6\x99\n,\xE2\x80\xA8\xCC\x81\xE2\x80\xA8""e",
+       {" RT", "\xD9\xA3", "\xE2\x80\x8D", "s", "\xF0\x9F\xA6\x99", "\n", ",", "\xE2\x80\xA8", "\xCC\x81", "\xE2\x80\xA8", "e"}},
+      {PreTokenizer::Gpt2, "a\xC2\xBDtSsvM\xF0\x9F\xA6\x99Z.9,\xE2\x82\xACv",
+       {"a", "\xC2\xBD", "tSsvM", "\xF0\x9F\xA6\x99", "Z", ".", "9", ",\xE2\x82\xAC", "v"}},
+      {PreTokenizer::Gpt2, "m\xE2\x80\x8D""1\xE4\xB8\xAD""a\x0BT.\xE2\x80\xA8""D\r\xC2\xA0Td",
+       {"m", "\xE2\x80\x8D", "1", "\xE4\xB8\xAD""a", "\x0B", "T", ".", "\xE2\x80\xA8", "D", "\r", "\xC2\xA0", "Td"}},
+      {PreTokenizer::Gpt2, "m\xD0\xB6""1Zt\xE3\x80\x80l\nl1\tt",
+       {"m\xD0\xB6", "1", "Zt", "\xE3\x80\x80", "l", "\n", "l", "1", "\t", "t"}},
+      {PreTokenizer::Gpt2, "\xC2\x85""aVVS\xC3\xA9\t\n\rt",
+       {"\xC2\x85", "aVVS\xC3\xA9", "\t\n", "\r", "t"}},
+      {PreTokenizer::Llama3, "\xE2\x80\x8Dv\xC2\x85""D'T 'a\rLrMl",
+       {"\xE2\x80\x8Dv", "\xC2\x85""D", "'T", " '", "a", "\r", "LrMl"}},
+      {PreTokenizer::Llama3, "S.\xE4\xB8\xAD""E\xC2\x85\xC2\xA0v,\xD0\xB6v",
+       {"S", ".\xE4\xB8\xAD""E", "\xC2\x85", "\xC2\xA0v", ",\xD0\xB6v"}},
+      {PreTokenizer::Llama3, "r\r\xE2\x80\xA8\tL\n\rVaD\xE2\x82\xAC ZVE",
+       {"r", "\r", "\xE2\x80\xA8", "\tL", "\n\r", "VaD", "\xE2\x82\xAC", " ZVE"}},
+      {PreTokenizer::Llama3, "\xF0\x9F\xA6\x99\xE2\x80\xA8\xE3\x80\x80lsRV,da\xCC\x81'1",
+       {"\xF0\x9F\xA6\x99", "\xE2\x80\xA8", "\xE3\x80\x80lsRV", ",da", "\xCC\x81'", "1"}},
+      {PreTokenizer::Llama3, "ttTV\xE2\x82\xAC\xE2\x80\x8DMa\xF0\x9F\xA6\x99  \xCC\x81.",
+       {"ttTV", "\xE2\x82\xAC\xE2\x80\x8D", "Ma", "\xF0\x9F\xA6\x99", " ", " \xCC\x81."}},
+      {PreTokenizer::Llama3, "\xE2\x82\xAC\xC3\xA9\xE3\x80\x80r\tE\xE2\x80\x8DR m\xCC\x81",
+       {"\xE2\x82\xAC\xC3\xA9", "\xE3\x80\x80r", "\tE", "\xE2\x80\x8DR", " m", "\xCC\x81"}},
+      {PreTokenizer::Qwen2, "ve\xE2\x80\x8D\xC2\xA0v\xC2\x85\t\xC3\xA9\xF0\x9F\xA6\x99T\r",
+       {"ve", "\xE2\x80\x8D", "\xC2\xA0v", "\xC2\x85", "\t\xC3\xA9", "\xF0\x9F\xA6\x99T", "\r"}},
+      {PreTokenizer::Qwen2, "lls\xD0\xB6""dM\nd\r\xF0\x9F\xA6\x99",
+       {"lls\xD0\xB6""dM", "\n", "d", "\r", "\xF0\x9F\xA6\x99"}},
+      {PreTokenizer::Qwen2, "1\xC2\xBD""Etrm\xC3\xA9\xC2\xA0\xE2\x80\xA8\xCC\x81\xCC\x81tD",
+       {"1", "\xC2\xBD", "Etrm\xC3\xA9", "\xC2\xA0", "\xE2\x80\xA8", "\xCC\x81\xCC\x81", "tD"}},
+      {PreTokenizer::Qwen2, "\xC2\xBD\xE3\x80\x80rT r,'\x0B\xC2\xBD\xE2\x82\xACr",
+       {"\xC2\xBD", "\xE3\x80\x80rT", " r", ",'", "\x0B", "\xC2\xBD", "\xE2\x82\xACr"}},
+      {PreTokenizer::Qwen2, "sZ\xC3\xA9  sZ\xF0\x9F\xA6\x99\xE2\x80\x8Dt\xC3\xA9t 9",
+       {"sZ\xC3\xA9", " ", " sZ", "\xF0\x9F\xA6\x99\xE2\x80\x8D", "t\xC3\xA9t", " ", "9"}},
+      {PreTokenizer::Qwen2, "tt,\xD9\xA3 sr' T\xC2\x85",
+       {"tt", ",", "\xD9\xA3", " sr", "'", " T", "\xC2\x85"}},
+  };
+  for (const Split& c : cases) EXPECT_EQ(split(c.kind, c.text), c.words) << c.text;
+}
+
 TEST(PreTokenize, NamesFromGguf) {
   EXPECT_EQ(detail::pre_tokenizer_from_name("gpt-2"), PreTokenizer::Gpt2);
   EXPECT_EQ(detail::pre_tokenizer_from_name("default"), PreTokenizer::Gpt2);

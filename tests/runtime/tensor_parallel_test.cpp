@@ -134,6 +134,24 @@ TEST_P(GeneratedModel, GreedyTokensAndLogitsMatchEveryConfig) {
   }
 }
 
+// Tiny rows are shorter than a K-quant block (256), so tiny K models hold only fallback types; this
+// shape keeps real Q4_K/Q6_K and forces head and FFN splits onto 256-wide blocks.
+TEST(TensorParallel, KQuantModelSplitsOnBlocks) {
+  model::GenModelOptions o;
+  o.preset = "tiny";
+  o.type = "q4_k_m";
+  o.overrides = {.n_embd = 512, .n_layer = 2, .n_ff = 1024, .n_head = 8, .n_head_kv = 4, .n_vocab = 320};
+  const auto bytes = model::generate_model_bytes(o);
+  auto f = gguf::File::parse(bytes.data(), bytes.size(), "kquant");
+  ASSERT_EQ(f->tensor("blk.0.attn_output.weight").type, DType::Q4_K);
+  const auto prompt = some_prompt(320, 19);
+  const auto ref = greedy(*f, single(), prompt, 48);
+  for (const auto& c : configs()) {
+    EXPECT_EQ(greedy(*f, options(c), prompt, 48), ref) << c.name;
+    expect_logits_match(*f, c, prompt);
+  }
+}
+
 INSTANTIATE_TEST_SUITE_P(Types, GeneratedModel,
                          ::testing::Values("f32", "f16", "bf16", "q8_0", "q4_0", "q4_1", "q5_0", "q5_1", "q4_k", "q5_k",
                                            "q6_k", "q4_k_m"));

@@ -1,0 +1,93 @@
+// Kernel microbenchmarks against the memory roofline. Decode is memory bound: a matvec must stream
+// its weights at close to the machine's copy bandwidth. Every benchmark reports bytes_per_second;
+// BM_memcpy is the roofline to divide by.
+//   build/bench/weft_microbench --benchmark_filter=. --benchmark_min_time=0.5s
+#include "core/thread_pool.h"
+#include "kernels/matmul.h"
+#include "kernels/quants.h"
+
+#include <benchmark/benchmark.h>
+
+#include <cstring>
+#include <random>
+#include <vector>
+
+namespace {
+
+using namespace weft;
+
+// Big enough to leave every cache (~64 MiB of f32 source).
+constexpr size_t kCopyBytes = size_t{64} << 20;
+
+void BM_memcpy(benchmark::State& state) {
+  const int threads = static_cast<int>(state.range(0));
+  std::vector<uint8_t> src(kCopyBytes, 1), dst(kCopyBytes);
+  ThreadPool pool(threads);
+  for (auto _ : state) {
+    pool.parallel_for(static_cast<int64_t>(kCopyBytes), 4096,
+                      [&](int64_t b, int64_t e) { std::memcpy(dst.data() + b, src.data() + b, e - b); });
+    benchmark::DoNotOptimize(dst.data());
+  }
+  // A copy reads and writes every byte.
+  state.SetBytesProcessed(static_cast<int64_t>(state.iterations()) * kCopyBytes * 2);
+}
+BENCHMARK(BM_memcpy)->Arg(1)->Arg(2)->UseRealTime();
+
+// Streaming read (what a matvec does with its weights): sum of every 64-bit word.
+void BM_read(benchmark::State& state) {
+  const int threads = static_cast<int>(state.range(0));
+  std::vector<uint64_t> src(kCopyBytes / 8, 3);
+  ThreadPool pool(threads);
+  std::vector<uint64_t> sums(threads * 8);
+  for (auto _ : state) {
+    pool.run([&](int ith, int nth) {
+      auto [b, e] = split_range(static_cast<int64_t>(src.size()), 512, ith, nth);
+      uint64_t s0 = 0, s1 = 0, s2 = 0, s3 = 0;
+      for (int64_t i = b; i + 3 < e; i += 4) s0 += src[i], s1 += src[i + 1], s2 += src[i + 2], s3 += src[i + 3];
+      sums[ith * 8] = s0 + s1 + s2 + s3;
+    });
+    benchmark::DoNotOptimize(sums.data());
+  }
+  state.SetBytesProcessed(static_cast<int64_t>(state.iterations()) * kCopyBytes);
+}
+BENCHMARK(BM_read)->Arg(1)->Arg(2)->UseRealTime();
+
+// y = W x for one token (decode) or a batch (prompt), W of the 500m preset's FFN shape (5632 x 2048).
+void matmul_bench(benchmark::State& state, DType type, int64_t n_tokens) {
+  const int threads = static_cast<int>(state.range(0));
+  const int64_t rows = 5632, cols = 2048;
+  std::mt19937 rng(42);
+  std::normal_distribution<float> nd(0.f, 1.f);
+  std::vector<float> row(cols), x(cols * n_tokens), y(rows * n_tokens);
+  const size_t rb = row_bytes(type, cols);
+  std::vector<uint8_t> w(rb * rows);
+  for (int64_t r = 0; r < rows; ++r) {
+    for (auto& v : row) v = nd(rng) * 0.02f;
+    kernels::quantize_row_ref(type, row.data(), w.data() + rb * r, cols);
+  }
+  for (auto& v : x) v = nd(rng);
+  kernels::WeightMatrix m{type, w.data(), rows, cols, rb};
+  ThreadPool pool(threads);
+  kernels::MatmulScratch scratch;
+  for (auto _ : state) {
+    kernels::matmul(m, x.data(), cols, n_tokens, y.data(), rows, pool, scratch);
+    benchmark::DoNotOptimize(y.data());
+  }
+  state.SetBytesProcessed(static_cast<int64_t>(state.iterations()) * static_cast<int64_t>(w.size()));
+  state.counters["tokens/s"] = benchmark::Counter(static_cast<double>(n_tokens) * state.iterations(), benchmark::Counter::kIsRate);
+  state.SetLabel(std::string(dtype_name(type)) + " " + kernels::kernels_for(type).isa);
+}
+
+#define WEFT_MATMUL_BENCH(T)                                                                          \
+  void BM_matvec_##T(benchmark::State& s) { matmul_bench(s, DType::T, 1); }                          \
+  BENCHMARK(BM_matvec_##T)->Arg(1)->Arg(2)->UseRealTime();                                           \
+  void BM_matmul32_##T(benchmark::State& s) { matmul_bench(s, DType::T, 32); }                       \
+  BENCHMARK(BM_matmul32_##T)->Arg(1)->Arg(2)->UseRealTime();
+
+WEFT_MATMUL_BENCH(Q4_0)
+WEFT_MATMUL_BENCH(Q8_0)
+WEFT_MATMUL_BENCH(Q4_K)
+WEFT_MATMUL_BENCH(Q6_K)
+WEFT_MATMUL_BENCH(F16)
+
+}  // namespace

@@ -1,0 +1,260 @@
+#include "device/remote/remote_messages.h"
+
+#include "core/error.h"
+
+namespace weft::device::remote {
+
+using net::ByteReader;
+using net::ByteWriter;
+
+namespace {
+
+template <typename E>
+E read_enum(ByteReader& r, const char* what, E count) {
+  const uint8_t v = r.u8(what);
+  if (v >= static_cast<uint8_t>(count)) fail("net", "{}: {} is out of range", what, v);
+  return static_cast<E>(v);
+}
+
+void write_range(ByteWriter& w, const parallel::Range& x) {
+  w.i64(x.begin);
+  w.i64(x.end);
+}
+parallel::Range read_range(ByteReader& r, const char* what) {
+  parallel::Range x{r.i64(what), r.i64(what)};
+  if (x.begin < 0 || x.end < x.begin) fail("net", "{}: bad range [{}, {})", what, x.begin, x.end);
+  return x;
+}
+
+void write_slice(ByteWriter& w, const parallel::WeightSlice& s) {
+  w.str(s.tensor);
+  w.u8(static_cast<uint8_t>(s.kind));
+  write_range(w, s.range);
+}
+parallel::WeightSlice read_slice(ByteReader& r) {
+  parallel::WeightSlice s;
+  s.tensor = r.str("weight name", kMaxNameBytes);
+  const uint8_t k = r.u8("slice kind");
+  if (k > static_cast<uint8_t>(parallel::WeightSlice::Kind::Cols)) fail("net", "slice kind {} is out of range", k);
+  s.kind = static_cast<parallel::WeightSlice::Kind>(k);
+  s.range = read_range(r, "slice range");
+  return s;
+}
+
+void write_dims(ByteWriter& w, const graph::Dims& d) {
+  for (int64_t v : {d.n_embd, d.n_head, d.n_head_kv, d.head_dim, d.n_ff, d.n_vocab, d.n_layer}) w.i64(v);
+  w.f32(d.norm_eps);
+  const auto& p = d.rope;
+  w.i64(p.n_rot);
+  for (float v : {p.freq_base, p.freq_scale, p.llama3_factor, p.llama3_low_freq_factor, p.llama3_high_freq_factor,
+                  p.llama3_original_ctx})
+    w.f32(v);
+  w.u8(p.neox);
+  w.f32s(p.freq_factors);
+}
+graph::Dims read_dims(ByteReader& r) {
+  graph::Dims d;
+  for (int64_t* v : {&d.n_embd, &d.n_head, &d.n_head_kv, &d.head_dim, &d.n_ff, &d.n_vocab, &d.n_layer}) {
+    *v = r.i64("dims");
+    if (*v < 0 || *v > (int64_t{1} << 32)) fail("net", "dims: {} is out of range", *v);
+  }
+  if (d.n_head_kv <= 0 || d.n_head % d.n_head_kv) fail("net", "dims: {} heads over {} kv heads", d.n_head, d.n_head_kv);
+  d.norm_eps = r.f32("norm eps");
+  auto& p = d.rope;
+  p.n_rot = r.i64("rope n_rot");
+  for (float* v : {&p.freq_base, &p.freq_scale, &p.llama3_factor, &p.llama3_low_freq_factor, &p.llama3_high_freq_factor,
+                   &p.llama3_original_ctx})
+    *v = r.f32("rope");
+  p.neox = r.boolean("rope neox");
+  p.freq_factors = r.f32s("rope freq factors", 1 << 16);
+  return d;
+}
+
+}  // namespace
+
+void write_group_setup(ByteWriter& w, const GroupSetup& g) {
+  w.str(g.store);
+  w.str(g.prefix);
+  w.i32(g.rank);
+  w.i32(g.size);
+  w.u8(static_cast<uint8_t>(g.wire));
+  w.i32(g.timeout_ms);
+}
+GroupSetup read_group_setup(ByteReader& r) {
+  GroupSetup g;
+  g.store = r.str("store address", kMaxNameBytes);
+  g.prefix = r.str("group prefix", kMaxNameBytes);
+  g.rank = r.i32("rank");
+  g.size = r.i32("group size");
+  if (g.size < 1 || g.size > parallel::kMaxDevices || g.rank < 0 || g.rank >= g.size)
+    fail("net", "group setup: rank {} of {} is invalid", g.rank, g.size);
+  g.wire = read_enum(r, "wire type", static_cast<parallel::WireType>(3));
+  g.timeout_ms = r.i32("group timeout");
+  if (g.timeout_ms <= 0) fail("net", "group setup: timeout {} ms", g.timeout_ms);
+  return g;
+}
+
+void write_graph(ByteWriter& w, const parallel::DeviceGraph& g) {
+  w.i32(g.device);
+  write_dims(w, g.dims);
+  w.u32(static_cast<uint32_t>(g.nodes.size()));
+  for (const auto& n : g.nodes) {
+    w.u8(static_cast<uint8_t>(n.op));
+    w.i32(n.source);
+    w.i32s(n.inputs);
+    w.i64(n.width);
+    write_slice(w, n.weight);
+    write_slice(w, n.bias);
+    w.i32(n.layer);
+    w.str(n.label);
+    write_range(w, n.q_heads);
+    write_range(w, n.kv_heads);
+    w.u32(static_cast<uint32_t>(n.gather.size()));
+    for (const auto& x : n.gather) write_range(w, x);
+  }
+  w.i32(g.output);
+  write_range(w, g.vocab);
+  w.u8(g.has_logits);
+  w.u64(g.weight_bytes);
+  w.u64(g.kv_bytes_per_token);
+}
+
+parallel::DeviceGraph read_graph(ByteReader& r) {
+  parallel::DeviceGraph g;
+  g.device = r.i32("device index");
+  g.dims = read_dims(r);
+  const uint32_t n = r.count("node count", kMaxNodes, 8);
+  g.nodes.resize(n);
+  for (uint32_t i = 0; i < n; ++i) {
+    auto& x = g.nodes[i];
+    x.op = read_enum(r, "local op", parallel::LocalOp::Count);
+    x.source = r.i32("node source");
+    x.inputs = r.i32s("node inputs", 16);
+    for (int in : x.inputs)  // graphs are topological: inputs must come first
+      if (in < 0 || static_cast<uint32_t>(in) >= i) fail("net", "node {}: input {} is not an earlier node", i, in);
+    x.width = r.i64("node width");
+    if (x.width < 0 || x.width > (int64_t{1} << 32)) fail("net", "node {}: width {}", i, x.width);
+    x.weight = read_slice(r);
+    x.bias = read_slice(r);
+    x.layer = r.i32("node layer");
+    x.label = r.str("node label", kMaxNameBytes);
+    x.q_heads = read_range(r, "q heads");
+    x.kv_heads = read_range(r, "kv heads");
+    const uint32_t ng = r.count("gather count", parallel::kMaxDevices, 16);
+    for (uint32_t k = 0; k < ng; ++k) x.gather.push_back(read_range(r, "gather range"));
+  }
+  g.output = r.i32("graph output");
+  if (g.output < -1 || g.output >= static_cast<int>(n)) fail("net", "graph output {} of {} nodes", g.output, n);
+  g.vocab = read_range(r, "vocab range");
+  g.has_logits = r.boolean("has logits");
+  g.weight_bytes = r.u64("weight bytes");
+  g.kv_bytes_per_token = r.u64("kv bytes");
+  return g;
+}
+
+void write_load_options(ByteWriter& w, const LoadOptions& o) {
+  w.i32(o.n_ctx);
+  w.i32(o.max_tokens);
+}
+LoadOptions read_load_options(ByteReader& r) {
+  LoadOptions o{r.i32("n_ctx"), r.i32("max tokens")};
+  if (o.n_ctx <= 0 || o.n_ctx > (1 << 24) || o.max_tokens <= 0 || o.max_tokens > static_cast<int32_t>(kMaxTokens))
+    fail("net", "load options: n_ctx {} / max tokens {} out of range", o.n_ctx, o.max_tokens);
+  return o;
+}
+
+void write_tensor_header(ByteWriter& w, const TensorHeader& t) {
+  w.str(t.name);
+  w.u32(static_cast<uint32_t>(t.type));
+  w.u32(static_cast<uint32_t>(t.shape.size()));
+  for (int64_t d : t.shape) w.i64(d);
+  w.u64(t.n_bytes);
+}
+TensorHeader read_tensor_header(ByteReader& r) {
+  TensorHeader t;
+  t.name = r.str("tensor name", kMaxNameBytes);
+  const uint32_t type = r.u32("tensor type");
+  if (!dtype_traits(type)) fail("net", "tensor '{}': unknown type id {}", t.name, type);
+  t.type = static_cast<DType>(type);
+  const uint32_t nd = r.count("tensor dims", 4, 8);
+  if (nd == 0) fail("net", "tensor '{}' has no dimensions", t.name);
+  for (uint32_t i = 0; i < nd; ++i) {
+    t.shape.push_back(r.i64("tensor dim"));
+    if (t.shape.back() <= 0 || t.shape.back() > (int64_t{1} << 32)) fail("net", "tensor '{}': dim {}", t.name, t.shape.back());
+  }
+  t.n_bytes = r.u64("tensor bytes");
+  return t;
+}
+
+void write_step(ByteWriter& w, const Step& s) {
+  w.i32s(s.tokens);
+  w.i32(s.pos0);
+  w.f32s(s.input);
+  w.u8(s.want_candidates);
+  w.u8(s.want_logits);
+  const auto& p = s.sampling;
+  w.f32(p.temp);
+  w.i32(p.top_k);
+  w.f32(p.top_p);
+  w.f32(p.min_p);
+  w.f32(p.repeat_penalty);
+  w.i32(p.repeat_last_n);
+  w.u64(p.seed);
+  w.i32s(s.recent);
+}
+Step read_step(ByteReader& r) {
+  Step s;
+  s.tokens = r.i32s("step tokens", kMaxTokens);
+  s.pos0 = r.i32("step pos0");
+  if (s.pos0 < 0) fail("net", "step: pos0 {}", s.pos0);
+  s.input = r.f32s("step input", kMaxFloats);
+  s.want_candidates = r.boolean("want candidates");
+  s.want_logits = r.boolean("want logits");
+  auto& p = s.sampling;
+  p.temp = r.f32("temp");
+  p.top_k = r.i32("top k");
+  p.top_p = r.f32("top p");
+  p.min_p = r.f32("min p");
+  p.repeat_penalty = r.f32("repeat penalty");
+  p.repeat_last_n = r.i32("repeat last n");
+  p.seed = r.u64("seed");
+  s.recent = r.i32s("recent tokens", kMaxTokens);
+  r.finish("step");
+  return s;
+}
+
+void write_step_result(ByteWriter& w, const StepResult& s, const DeviceStats& st) {
+  w.u32(static_cast<uint32_t>(s.candidates.top.size()));
+  for (const auto& c : s.candidates.top) {
+    w.i32(c.id);
+    w.f32(c.logit);
+  }
+  w.f32s(s.logits);
+  w.f32s(s.output);
+  w.u32(static_cast<uint32_t>(st.op_seconds.size()));
+  for (double v : st.op_seconds) w.f64(v);
+  w.f64(st.collective_seconds);
+  w.f64(st.step_seconds);
+  w.u64(st.steps);
+}
+StepResult read_step_result(ByteReader& r, DeviceStats& st) {
+  StepResult s;
+  const uint32_t n = r.count("candidate count", kMaxFloats, 8);
+  s.candidates.top.resize(n);
+  for (auto& c : s.candidates.top) {
+    c.id = r.i32("candidate id");
+    c.logit = r.f32("candidate logit");
+  }
+  s.logits = r.f32s("logits", kMaxFloats);
+  s.output = r.f32s("output", kMaxFloats);
+  const uint32_t nops = r.count("op stats", st.op_seconds.size(), 8);
+  if (nops != st.op_seconds.size()) fail("net", "step result: {} op stats, expected {}", nops, st.op_seconds.size());
+  for (double& v : st.op_seconds) v = r.f64("op seconds");
+  st.collective_seconds = r.f64("collective seconds");
+  st.step_seconds = r.f64("step seconds");
+  st.steps = r.u64("steps");
+  r.finish("step result");
+  return s;
+}
+
+}  // namespace weft::device::remote

@@ -1,0 +1,55 @@
+// The session messages between a coordinator and a worker, encoded field by field (net/wire.h).
+// Each family's writer and reader sit together in remote_messages.cpp; every count is checked
+// against the limits below before anything is allocated.
+#pragma once
+
+#include "device/device.h"
+#include "net/wire.h"
+#include "parallel/group.h"
+
+#include <string>
+
+namespace weft::device::remote {
+
+inline constexpr size_t kMaxNodes = 1 << 16;
+inline constexpr size_t kMaxNameBytes = 512;
+inline constexpr size_t kMaxTokens = 1 << 20;
+inline constexpr size_t kMaxFloats = 64u << 20;  // 256 MiB of f32: the frame limit of a step
+inline constexpr size_t kMaxTensors = 1 << 16;
+
+// Tells a worker which rank of the tensor-parallel group it is and where to rendezvous.
+struct GroupSetup {
+  std::string store;   // HOST:PORT of the coordinator's rendezvous store
+  std::string prefix;  // group keys
+  int32_t rank = 0, size = 1;
+  parallel::WireType wire = parallel::WireType::F32;
+  int32_t timeout_ms = 30000;
+};
+
+// Header of one weight slice the coordinator streams; TensorChunk frames with n_bytes follow.
+struct TensorHeader {
+  std::string name;   // the name the worker's graph uses for it (already rewritten)
+  DType type = DType::F32;
+  std::vector<int64_t> shape;  // ggml order
+  uint64_t n_bytes = 0;
+};
+
+void write_group_setup(net::ByteWriter& w, const GroupSetup& g);
+GroupSetup read_group_setup(net::ByteReader& r);
+
+void write_graph(net::ByteWriter& w, const parallel::DeviceGraph& g);
+parallel::DeviceGraph read_graph(net::ByteReader& r);
+
+void write_load_options(net::ByteWriter& w, const LoadOptions& o);
+LoadOptions read_load_options(net::ByteReader& r);
+
+void write_tensor_header(net::ByteWriter& w, const TensorHeader& t);
+TensorHeader read_tensor_header(net::ByteReader& r);
+
+void write_step(net::ByteWriter& w, const Step& s);
+Step read_step(net::ByteReader& r);
+
+void write_step_result(net::ByteWriter& w, const StepResult& s, const DeviceStats& stats);
+StepResult read_step_result(net::ByteReader& r, DeviceStats& stats);
+
+}  // namespace weft::device::remote

@@ -1,0 +1,84 @@
+#include "net/frame.h"
+
+#include "core/error.h"
+#include "net/wire.h"
+
+#include <array>
+
+namespace weft::net {
+
+std::string_view msg_type_name(MsgType t) {
+  static constexpr std::array<std::string_view, static_cast<size_t>(MsgType::Count)> names = {
+      "?",    "hello",   "challenge", "proof",  "welcome",   "error",  "group-setup", "group-ready", "load", "tensor",
+      "tensor-chunk", "loaded", "step", "step-result", "truncate", "truncated", "bye", "kv-set", "kv-get", "kv-value"};
+  const auto i = static_cast<size_t>(t);
+  return i < names.size() ? names[i] : "?";
+}
+
+size_t max_payload(MsgType t) {
+  constexpr size_t KiB = 1024, MiB = 1024 * KiB;
+  switch (t) {
+    case MsgType::Hello: case MsgType::Challenge: case MsgType::Proof: case MsgType::Welcome: return 256;
+    case MsgType::Error: return 4 * KiB;
+    case MsgType::GroupSetup: case MsgType::GroupReady: case MsgType::Loaded: return 4 * KiB;
+    case MsgType::Load: return 64 * MiB;         // a DeviceGraph: a few hundred bytes per node
+    case MsgType::Tensor: return 4 * KiB;
+    case MsgType::TensorChunk: return 16 * MiB;  // weights stream in chunks of at most this
+    // Steps carry tokens and, in a layer split, the residual stream [n_tokens, n_embd] f32.
+    case MsgType::Step: case MsgType::StepResult: return 256 * MiB;
+    case MsgType::Truncate: case MsgType::Truncated: case MsgType::Bye: return 64;
+    case MsgType::KvSet: case MsgType::KvValue: return 1 * MiB;
+    case MsgType::KvGet: return 4 * KiB;
+    case MsgType::Count: break;
+  }
+  return 0;
+}
+
+uint32_t parse_frame_header(std::span<const uint8_t, kFrameHeaderBytes> h, MsgType& type) {
+  ByteReader r(h);
+  const uint32_t word = r.u32("frame header"), len = r.u32("frame length");
+  if ((word >> 16) != kFrameMagic) fail("net", "bad frame magic {:#010x} (not a weft peer?)", word);
+  const uint32_t t = word & 0xffff;
+  if (t == 0 || t >= static_cast<uint32_t>(MsgType::Count)) fail("net", "unknown message type {}", t);
+  type = static_cast<MsgType>(t);
+  if (len > max_payload(type))
+    fail("net", "{} frame of {} bytes exceeds its limit of {}", msg_type_name(type), len, max_payload(type));
+  return len;
+}
+
+std::vector<uint8_t> encode_frame(MsgType t, std::span<const uint8_t> payload) {
+  WEFT_ASSERT(payload.size() <= max_payload(t));
+  ByteWriter w;
+  w.u32(kFrameMagic << 16 | static_cast<uint32_t>(t));
+  w.u32(static_cast<uint32_t>(payload.size()));
+  w.bytes(payload);
+  return std::move(w.data());
+}
+
+void send_frame(Socket& s, MsgType t, std::span<const uint8_t> payload, int timeout_ms) {
+  const auto f = encode_frame(t, payload);
+  s.send_all(f.data(), f.size(), timeout_ms);
+}
+
+Frame recv_frame(Socket& s, int header_timeout_ms, int body_timeout_ms) {
+  std::array<uint8_t, kFrameHeaderBytes> h;
+  s.recv_exact(h.data(), h.size(), header_timeout_ms);
+  Frame f;
+  const uint32_t len = parse_frame_header(h, f.type);
+  f.payload.resize(len);
+  s.recv_exact(f.payload.data(), len, body_timeout_ms);
+  return f;
+}
+
+Frame expect_frame(Socket& s, MsgType want, int header_timeout_ms, int body_timeout_ms) {
+  Frame f = recv_frame(s, header_timeout_ms, body_timeout_ms);
+  if (f.type == MsgType::Error) {
+    ByteReader r(f.payload);
+    fail("net", "{}: {}", s.peer(), r.str("error text", max_payload(MsgType::Error)));
+  }
+  if (f.type != want)
+    fail("net", "{}: expected a {} message, got {}", s.peer(), msg_type_name(want), msg_type_name(f.type));
+  return f;
+}
+
+}  // namespace weft::net

@@ -1,0 +1,60 @@
+// Frames: {u32 magic|type, u32 payload length, payload}, little-endian. The high 16 bits of the
+// first word are the magic 'WF' so a stray connection (HTTP, a port scanner) is rejected at its first
+// 8 bytes; every type has a hard payload limit checked before anything is allocated.
+#pragma once
+
+#include "net/socket.h"
+
+#include <cstdint>
+#include <span>
+#include <string_view>
+#include <vector>
+
+namespace weft::net {
+
+inline constexpr uint32_t kFrameMagic = 0x5746;  // "WF"
+inline constexpr size_t kFrameHeaderBytes = 8;
+
+enum class MsgType : uint16_t {
+  Hello = 1,     // coordinator -> worker: magic, version, nonce
+  Challenge,     // worker -> coordinator: version, whether a key is required, nonce
+  Proof,         // coordinator -> worker: HMAC over both nonces
+  Welcome,       // worker -> coordinator: its own HMAC (mutual authentication)
+  Error,         // either way: a message, then the sender closes the session
+  GroupSetup,    // coordinator -> worker: rendezvous address, rank, size
+  GroupReady,    // worker -> coordinator
+  Load,          // coordinator -> worker: DeviceGraph, LoadOptions, tensor count
+  Tensor,        // coordinator -> worker: one weight slice's header
+  TensorChunk,   // coordinator -> worker: bytes of the current slice
+  Loaded,        // worker -> coordinator
+  Step,          // coordinator -> worker
+  StepResult,    // worker -> coordinator
+  Truncate,      // coordinator -> worker
+  Truncated,     // worker -> coordinator
+  Bye,           // coordinator -> worker: end of session
+  KvSet,         // rendezvous store: key + value
+  KvGet,         // rendezvous store: key (the server replies when it exists)
+  KvValue,       // rendezvous store: value
+  Count
+};
+std::string_view msg_type_name(MsgType t);
+// Largest payload accepted for each type.
+size_t max_payload(MsgType t);
+
+struct Frame {
+  MsgType type = MsgType::Error;
+  std::vector<uint8_t> payload;
+};
+
+// Parses and validates a frame header; throws weft::Error("net", ...) on a bad magic, an unknown
+// type or a length over the type's limit. Returns the payload length.
+uint32_t parse_frame_header(std::span<const uint8_t, kFrameHeaderBytes> h, MsgType& type);
+std::vector<uint8_t> encode_frame(MsgType t, std::span<const uint8_t> payload);
+
+void send_frame(Socket& s, MsgType t, std::span<const uint8_t> payload, int timeout_ms);
+// header_timeout_ms bounds the wait for a frame to start (idle); body_timeout_ms the rest of it.
+Frame recv_frame(Socket& s, int header_timeout_ms, int body_timeout_ms);
+// recv_frame that also requires the type; an Error frame from the peer is rethrown with its text.
+Frame expect_frame(Socket& s, MsgType want, int header_timeout_ms, int body_timeout_ms = 30000);
+
+}  // namespace weft::net

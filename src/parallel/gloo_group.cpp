@@ -1,0 +1,152 @@
+#include "parallel/gloo_group.h"
+
+#include "core/error.h"
+#include "net/kv_store.h"
+
+#include <gloo/allgatherv.h>
+#include <gloo/allreduce.h>
+#include <gloo/barrier.h>
+#include <gloo/broadcast.h>
+#include <gloo/math.h>
+#include <gloo/rendezvous/context.h>
+#include <gloo/rendezvous/prefix_store.h>
+#include <gloo/rendezvous/store.h>
+#include <gloo/transport/tcp/device.h>
+
+#include <chrono>
+#include <numeric>
+
+namespace weft::parallel {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+// gloo::rendezvous::Store over the coordinator's KV store.
+class KvStore : public gloo::rendezvous::Store {
+ public:
+  KvStore(const std::string& addr, int timeout_ms) : kv_(net::parse_host_port(addr), timeout_ms), timeout_ms_(timeout_ms) {}
+  void set(const std::string& key, const std::vector<char>& data) override { kv_.set(key, data); }
+  std::vector<char> get(const std::string& key) override { return kv_.get(key); }
+  void wait(const std::vector<std::string>& keys) override { wait(keys, std::chrono::milliseconds(timeout_ms_)); }
+  void wait(const std::vector<std::string>& keys, const std::chrono::milliseconds& timeout) override {
+    for (const auto& k : keys) kv_.get(k, static_cast<int>(timeout.count()));
+  }
+
+ private:
+  net::KvClient kv_;
+  int timeout_ms_;
+};
+
+class GlooGroup : public Group {
+ public:
+  GlooGroup(int rank, int size, const GlooOptions& opt) : timeout_(opt.timeout_ms) {
+    try {
+      KvStore kv(opt.store, opt.timeout_ms);
+      gloo::rendezvous::PrefixStore store(opt.prefix, kv);
+      gloo::transport::tcp::attr attr;
+      attr.hostname = opt.hostname;
+      auto dev = gloo::transport::tcp::CreateDevice(attr);
+      auto ctx = std::make_shared<gloo::rendezvous::Context>(rank, size);
+      ctx->setTimeout(timeout_);
+      ctx->connectFullMesh(store, dev);
+      ctx_ = ctx;
+    } catch (const Error&) {
+      throw;
+    } catch (const std::exception& e) {
+      fail("gloo", "rank {} of {}: cannot connect the group: {}", rank, size, e.what());
+    }
+  }
+  int rank() const override { return ctx_->rank; }
+  int size() const override { return ctx_->size; }
+
+  void all_reduce_sum(float* data, size_t n) override {
+    Timer t(this, n * 4);
+    ++stats_.n_all_reduce;
+    run("all_reduce", [&] {
+      gloo::AllreduceOptions o(ctx_);
+      o.setInput(data, n);
+      o.setOutput(data, n);
+      o.setTag(tag_++);
+      o.setTimeout(timeout_);
+      o.setReduceFunction(static_cast<void (*)(void*, const void*, const void*, size_t)>(&gloo::sum<float>));
+      gloo::allreduce(o);
+    });
+  }
+  void all_gather(const float* mine, const std::vector<size_t>& counts, float* out) override {
+    WEFT_ASSERT(static_cast<int>(counts.size()) == size());
+    Timer t(this, 0);
+    run("all_gather", [&] {
+      gloo::AllgathervOptions o(ctx_);
+      o.setInput(const_cast<float*>(mine), counts[rank()]);
+      o.setOutput(out, counts);
+      o.setTag(tag_++);
+      o.setTimeout(timeout_);
+      gloo::allgatherv(o);
+    });
+  }
+  void broadcast(float* data, size_t n, int root) override {
+    Timer t(this, 0);
+    run("broadcast", [&] {
+      gloo::BroadcastOptions o(ctx_);
+      if (rank() == root) o.setInput(data, n);
+      o.setOutput(data, n);
+      o.setRoot(root);
+      o.setTag(tag_++);
+      o.setTimeout(timeout_);
+      gloo::broadcast(o);
+    });
+  }
+  // Sum of everything, then each rank keeps its segment: moves more bytes than a true reduce-scatter
+  // but is exact and simple; the runner's hot path uses all_reduce and all_gather only.
+  void reduce_scatter_sum(const float* data, const std::vector<size_t>& counts, float* out) override {
+    WEFT_ASSERT(static_cast<int>(counts.size()) == size());
+    const size_t n = std::accumulate(counts.begin(), counts.end(), size_t{0});
+    tmp_.assign(data, data + n);
+    all_reduce_sum(tmp_.data(), n);
+    const size_t off = std::accumulate(counts.begin(), counts.begin() + rank(), size_t{0});
+    std::copy(tmp_.begin() + off, tmp_.begin() + off + counts[rank()], out);
+  }
+  void barrier() override {
+    run("barrier", [&] {
+      gloo::BarrierOptions o(ctx_);
+      o.setTag(tag_++);
+      o.setTimeout(timeout_);
+      gloo::barrier(o);
+    });
+  }
+  const GroupStats& stats() const override { return stats_; }
+
+ private:
+  struct Timer {
+    Timer(GlooGroup* g, size_t bytes) : g(g), t0(Clock::now()) { g->stats_.bytes_all_reduce += bytes; }
+    ~Timer() { g->stats_.wait_s += std::chrono::duration<double>(Clock::now() - t0).count(); }
+    GlooGroup* g;
+    Clock::time_point t0;
+  };
+  // Gloo reports a dead peer or a timeout as gloo::IoException / EnforceNotMet.
+  template <typename F>
+  void run(const char* what, F&& f) {
+    try {
+      f();
+    } catch (const std::exception& e) {
+      fail("gloo", "rank {}: {} failed (a peer died or timed out): {}", rank(), what, e.what());
+    }
+  }
+
+  std::shared_ptr<gloo::Context> ctx_;
+  std::chrono::milliseconds timeout_;
+  uint32_t tag_ = 0;
+  std::vector<float> tmp_;
+  GroupStats stats_;
+};
+
+}  // namespace
+
+std::unique_ptr<Group> make_gloo_group(int rank, int size, WireType wire, const GlooOptions& opt) {
+  if (wire != WireType::F32)
+    fail("gloo", "wire type {} is not supported across processes; use f32", wire_type_name(wire));
+  if (rank < 0 || rank >= size) fail("gloo", "rank {} outside a group of {}", rank, size);
+  return std::make_unique<GlooGroup>(rank, size, opt);
+}
+
+}  // namespace weft::parallel
