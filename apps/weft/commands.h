@@ -16,5 +16,6 @@ Action add_plan(CLI::App& app);
 Action add_info(CLI::App& app);
 Action add_tokenize(CLI::App& app);
 Action add_gen_model(CLI::App& app);
+Action add_worker(CLI::App& app);
 
 }  // namespace weft::cli

@@ -15,7 +15,7 @@ int main(int argc, char** argv) {
   using Add = weft::cli::Action (*)(CLI::App&);
   std::vector<std::pair<CLI::App*, weft::cli::Action>> actions;
   for (Add add : {weft::cli::add_run, weft::cli::add_bench, weft::cli::add_plan, weft::cli::add_info,
-                  weft::cli::add_tokenize, weft::cli::add_gen_model}) {
+                  weft::cli::add_tokenize, weft::cli::add_gen_model, weft::cli::add_worker}) {
     const size_t before = app.get_subcommands({}).size();
     weft::cli::Action a = add(app);
     actions.emplace_back(app.get_subcommands({})[before], std::move(a));

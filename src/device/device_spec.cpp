@@ -3,6 +3,7 @@
 #include "core/error.h"
 #include "core/thread_pool.h"
 #include "device/cpu/cpu_device.h"
+#include "device/remote/remote_device.h"
 
 #include <fmt/format.h>
 #include <numa.h>
@@ -77,7 +78,10 @@ std::vector<std::unique_ptr<Device>> create_devices(const std::vector<DeviceSpec
   std::vector<std::unique_ptr<Device>> out;
   int next_core = 0, index = 0;
   for (const auto& s : specs) {
-    if (s.kind == DeviceSpec::Kind::Remote) fail("cli", "remote devices ({}) are not available in this build", describe(s));
+    if (s.kind == DeviceSpec::Kind::Remote) {
+      out.push_back(std::make_unique<remote::RemoteDevice>(s.address, s.threads, remote::coordinator_key()));
+      continue;
+    }
     CpuDeviceOptions o;
     o.index = index++;
     o.n_threads = s.threads;

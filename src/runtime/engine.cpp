@@ -2,6 +2,7 @@
 
 #include "core/error.h"
 #include "core/thread_pool.h"
+#include "device/remote/process_group.h"
 #include "model/llama_graph.h"
 #include "parallel/planner.h"
 
@@ -35,7 +36,8 @@ Engine::Engine(const gguf::File& file, EngineOptions opt) : file_(file), opt_(st
         fail("engine", "{} cannot run {} on {} weights ({})", devices_[dg.device]->name(), parallel::local_op_name(ln.op),
              dtype_name(t), ln.weight.tensor);
     }
-  if (plan_.mode == SplitMode::Tensor) {
+  // Devices in other processes need Gloo for every rank; otherwise shared memory.
+  if (plan_.mode == SplitMode::Tensor && !device::remote::attach_process_group(devices_, opt_.wire)) {
     auto group = parallel::make_shm_group(static_cast<int>(devices_.size()), opt_.wire,
                                           /*spin=*/[&] {
                                             int t = 0;

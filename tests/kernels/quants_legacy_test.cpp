@@ -143,9 +143,11 @@ TEST(QuantsLegacy, KnownDotQ8_0) {
   }
   ASSERT_NE(expect, 0);
   EXPECT_EQ(vec_dot_ref(DType::Q8_0, 32, w.data(), a.data()), 0.125f * static_cast<float>(expect));
-  for (const char* isa : kIsas)
-    if (const TypeKernels* k = kernels_for_isa(DType::Q8_0, isa))
+  for (const char* isa : kIsas) {
+    if (const TypeKernels* k = kernels_for_isa(DType::Q8_0, isa)) {
       EXPECT_EQ(k->vec_dot(32, w.data(), a.data()), 0.125f * static_cast<float>(expect)) << isa;
+    }
+  }
 }
 
 // ---- quantizers ----
@@ -185,7 +187,9 @@ TEST(QuantsLegacy, RoundTripWithinBound) {
       worst = std::max(worst, err / amax);
     }
     EXPECT_LE(worst, roundtrip_bound(t));
-    if (t != DType::F32) EXPECT_GT(worst, 0.0) << "lossy type reproduced its input exactly";
+    if (t != DType::F32) {
+      EXPECT_GT(worst, 0.0) << "lossy type reproduced its input exactly";
+    }
   }
 }
 

@@ -317,6 +317,17 @@ TEST(Bpe, LowestRankMergesFirst) {
   EXPECT_EQ(t->piece(7, true), "<|end|>");
 }
 
+TEST(Bpe, IgnoreMergesTakesWholeWordTokens) {
+  // Llama 3: a word that is itself a token is emitted whole, even with no merge path to it.
+  auto make = [](bool ignore_merges) {
+    Vocab v;
+    v.text = {"a", "b", "c", "abc"};
+    return detail::make_bpe_tokenizer(std::move(v), {}, PreTokenizer::Llama3, ignore_merges);
+  };
+  EXPECT_EQ(make(true)->encode("abc", false), (std::vector<Token>{3}));
+  EXPECT_EQ(make(false)->encode("abc", false), (std::vector<Token>{0, 1, 2}));
+}
+
 // ---------------------------------------------------------------------------------------------
 // llama.cpp's test vectors
 

@@ -82,10 +82,11 @@ void WorkerServer::serve(int max_sessions) {
 void WorkerServer::session(net::Socket& s) {
   using net::MsgType;
   net::server_handshake(s, opt_.key);
+  // Declared so that the device goes first: it may point into weights, which point into gguf_bytes.
   std::unique_ptr<parallel::Group> group;
-  std::unique_ptr<CpuDevice> dev;
-  std::vector<uint8_t> gguf_bytes;   // the in-memory GGUF that `weights` parses (outlives it)
+  std::vector<uint8_t> gguf_bytes;
   std::unique_ptr<gguf::File> weights;
+  std::unique_ptr<CpuDevice> dev;
   for (;;) {
     net::Frame f = net::recv_frame(s, opt_.idle_timeout_ms, kBodyTimeoutMs);
     net::ByteReader r(f.payload);

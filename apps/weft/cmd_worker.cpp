@@ -1,0 +1,41 @@
+// weft worker: serve one device of a tensor-parallel group to a coordinator (`weft run --devices
+// tcp://HOST:PORT,...`). Sessions run one at a time; the worker keeps serving after each ends.
+#include "apps/weft/commands.h"
+#include "core/error.h"
+#include "device/remote/worker_server.h"
+#include "net/handshake.h"
+
+#include <cstdio>
+#include <memory>
+
+namespace weft::cli {
+
+Action add_worker(CLI::App& app) {
+  struct Args {
+    std::string listen = "127.0.0.1:7070";
+    int threads = 1;
+    std::string key_file;
+  };
+  auto a = std::make_shared<Args>();
+  auto* cmd = app.add_subcommand("worker", "serve a device to a coordinator over TCP");
+  cmd->add_option("--listen", a->listen, "HOST:PORT to listen on (port 0: any free port)")->capture_default_str();
+  cmd->add_option("-t,--threads", a->threads, "compute threads")->capture_default_str();
+  cmd->add_option("--auth-key-file", a->key_file,
+                  "shared key (>= 16 bytes) the coordinator must prove; required beyond loopback. The coordinator "
+                  "reads the same file from $WEFT_AUTH_KEY_FILE");
+  return [a] {
+    device::remote::WorkerOptions o;
+    o.listen = net::parse_host_port(a->listen);
+    o.threads = a->threads;
+    if (!a->key_file.empty()) o.key = net::read_key_file(a->key_file);
+    device::remote::check_listen(o);
+    device::remote::WorkerServer server(o);
+    // Tests and scripts read the port from this line (with --listen HOST:0).
+    std::printf("weft worker listening on %s:%u\n", o.listen.host.c_str(), server.port());
+    std::fflush(stdout);
+    server.serve();
+    return 0;
+  };
+}
+
+}  // namespace weft::cli

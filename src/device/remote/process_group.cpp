@@ -1,0 +1,68 @@
+#include "device/remote/process_group.h"
+
+#include "core/error.h"
+#include "device/remote/remote_device.h"
+#include "net/kv_store.h"
+#include "parallel/gloo_group.h"
+
+#include <atomic>
+#include <exception>
+#include <thread>
+#include <unistd.h>
+
+namespace weft::device::remote {
+
+bool attach_process_group(const std::vector<std::unique_ptr<Device>>& devices, parallel::WireType wire,
+                          int timeout_ms) {
+  std::vector<RemoteDevice*> remote(devices.size(), nullptr);
+  std::string host;
+  for (size_t i = 0; i < devices.size(); ++i)
+    if ((remote[i] = dynamic_cast<RemoteDevice*>(devices[i].get())) && host.empty()) host = remote[i]->local_host();
+  if (host.empty()) return false;
+
+  // The interface that reaches the first worker serves the store and the local ranks.
+  net::KvServer store(host);
+  static std::atomic<int> groups{0};
+  GroupSetup g;
+  g.store = host + ":" + std::to_string(store.port());
+  g.prefix = "weft/" + std::to_string(::getpid()) + "/" + std::to_string(groups++);
+  g.size = static_cast<int>(devices.size());
+  g.wire = wire;
+  g.timeout_ms = timeout_ms;
+  for (size_t i = 0; i < devices.size(); ++i)
+    if (remote[i]) {
+      g.rank = static_cast<int>(i);
+      remote[i]->start_group(g);
+    }
+  // Local ranks connect concurrently: the mesh forms only once every rank has joined.
+  std::vector<std::unique_ptr<parallel::Group>> local(devices.size());
+  std::vector<std::exception_ptr> errors(devices.size());
+  std::vector<std::thread> threads;
+  for (size_t i = 0; i < devices.size(); ++i)
+    if (!remote[i])
+      threads.emplace_back([&, i] {
+        try {
+          local[i] = parallel::make_gloo_group(static_cast<int>(i), g.size, wire, {g.store, g.prefix, host, timeout_ms});
+        } catch (...) {
+          errors[i] = std::current_exception();
+        }
+      });
+  std::exception_ptr first;
+  for (size_t i = 0; i < devices.size(); ++i)
+    if (remote[i]) {
+      try {
+        remote[i]->finish_group();
+      } catch (...) {
+        if (!first) first = std::current_exception();
+      }
+    }
+  for (auto& t : threads) t.join();
+  for (auto& e : errors)
+    if (e && !first) first = e;
+  if (first) std::rethrow_exception(first);
+  for (size_t i = 0; i < devices.size(); ++i)
+    if (!remote[i]) devices[i]->attach_group(std::move(local[i]));
+  return true;
+}
+
+}  // namespace weft::device::remote
