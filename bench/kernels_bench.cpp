@@ -1,7 +1,7 @@
 // Kernel microbenchmarks against the memory roofline. Decode is memory bound: a matvec must stream
 // its weights at close to the machine's copy bandwidth. Every benchmark reports bytes_per_second;
 // BM_memcpy is the roofline to divide by.
-//   build/bench/weft_microbench --benchmark_filter=. --benchmark_min_time=0.5s
+//   build/bench/weft_microbench --benchmark_filter=. --benchmark_min_time=0.5
 #include "core/thread_pool.h"
 #include "kernels/matmul.h"
 #include "kernels/quants.h"

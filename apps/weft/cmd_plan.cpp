@@ -35,7 +35,7 @@ int plan(const ModelOptions& o) {
               cfg.arch.c_str(), (long long)cfg.dims.n_layer, (long long)cfg.dims.n_head, (long long)cfg.dims.n_head_kv,
               (long long)cfg.dims.n_ff, (long long)cfg.dims.n_vocab);
   std::printf("split mode: %s over %zu devices\n\n", std::string(parallel::split_mode_name(p.mode)).c_str(), p.devices.size());
-  std::printf("| device | share | weights | KV cache (%lld ctx) | q heads | kv heads | ffn | vocab | layers |\n", (long long)n_ctx);
+  std::printf("| device | share | weights (embedding replicated) | KV cache (%lld ctx) | q heads | kv heads | ffn | vocab | layers |\n", (long long)n_ctx);
   std::printf("|---|---|---|---|---|---|---|---|---|\n");
   for (size_t d = 0; d < p.devices.size(); ++d) {
     const auto& dg = p.devices[d];
@@ -48,7 +48,7 @@ int plan(const ModelOptions& o) {
     std::string layers = "all";
     if (p.mode == parallel::SplitMode::Layer)
       layers = p.layers[d].empty() ? "-" : fmt::format("{}..{}", p.layers[d].begin, p.layers[d].end - 1);
-    std::printf("| %s | %.3f | %s | %s | %s | %s | %s | %s | %s |\n", device::describe(eo.devices[d]).c_str(), p.ratios[d],
+    std::printf("| #%zu %s | %.3f | %s | %s | %s | %s | %s | %s | %s |\n", d, device::describe(eo.devices[d]).c_str(), p.ratios[d],
                 mib(dg.weight_bytes).c_str(), mib(dg.kv_bytes_per_token * n_ctx).c_str(),
                 range(graph::Axis::QHeads, cfg.dims.head_dim).c_str(), range(graph::Axis::KvHeads, cfg.dims.head_dim).c_str(),
                 range(graph::Axis::Ffn, 1).c_str(), range(graph::Axis::Vocab, 1).c_str(), layers.c_str());

@@ -108,9 +108,6 @@ struct KQ4_0 {
     // The 72 bytes as 36 words: block i's d is word 9i, its qs words 9i+1 .. 9i+8. Load words
     // 0..31 and 4..35 and gather; permutex2var index bit 5 picks the second load.
     const auto* base = reinterpret_cast<const uint8_t*>(w);
-#ifdef WEFT_PF
-    _mm_prefetch(reinterpret_cast<const char*>(base) + WEFT_PF, _MM_HINT_T0);
-#endif
     const __m512i first = _mm512_loadu_si512(base), second = _mm512_loadu_si512(base + 8);
     alignas(64) static constexpr uint16_t kQsWords[32] = {1,  2,  3,  4,  5,  6,  7,  8,  10, 11, 12,
                                                           13, 14, 15, 16, 17, 19, 20, 21, 22, 23, 24,

@@ -25,6 +25,9 @@ struct SliceTensor {
   const gguf::TensorInfo* src;
   Kind kind;
   parallel::Range range;
+  // An empty Rows/Cols slice (this device holds none of it) still needs a tensor of the right
+  // other dimension: one zero row ({cols, 1}) or one zero block per row ({block, rows}).
+  bool empty = false;
 };
 
 // Bytes of slice t, in the layout of the whole tensor it becomes; emitted in pieces to `out`.
@@ -33,7 +36,10 @@ void for_each_piece(const SliceTensor& t, Out&& out) {
   const auto& s = *t.src;
   const int64_t cols = s.shape[0], rows = s.n_elements() / cols;
   const size_t stride = row_bytes(s.type, cols);
-  if (t.kind == Kind::Rows) {
+  if (t.empty) {
+    const std::vector<uint8_t> zeros(t.kind == Kind::Rows ? stride : row_bytes(s.type, block_size(s.type)) * rows);
+    out(zeros.data(), zeros.size());
+  } else if (t.kind == Kind::Rows) {
     out(s.data + stride * t.range.begin, stride * t.range.size());
   } else if (t.kind == Kind::Cols) {
     const size_t off = row_bytes(s.type, t.range.begin), n = row_bytes(s.type, t.range.size());
@@ -116,12 +122,14 @@ void RemoteDevice::load(const parallel::DeviceGraph& graph, const gguf::File& we
       if (s.kind == Kind::None) return;
       const auto& info = weights.tensor(s.tensor);
       const bool matrix = info.shape.size() >= 2 && info.n_elements() != info.shape[0];
+      const bool empty = matrix && s.kind != Kind::Whole && s.range.empty();
       const Kind k = matrix ? s.kind : Kind::Whole;
       const auto key = std::make_tuple(s.tensor, k, k == Kind::Whole ? 0 : s.range.begin, k == Kind::Whole ? 0 : s.range.end);
       auto [it, fresh] = seen.emplace(key, "s" + std::to_string(tensors.size()));
-      if (fresh) tensors.push_back({it->second, &info, k, s.range});
+      if (fresh) tensors.push_back({it->second, &info, k, s.range, empty});
       s.tensor = it->second;
-      if (matrix) s.kind = Kind::Whole;
+      if (matrix && !empty) s.kind = Kind::Whole;
+      if (empty) s.range = {0, 0};  // its begin indexed the original tensor
     };
     for (auto& n : g.nodes) {
       rewrite(n.weight);
@@ -147,6 +155,8 @@ void RemoteDevice::load(const parallel::DeviceGraph& graph, const gguf::File& we
       if (t.kind == Kind::Rows) h.shape[1] = t.range.size();
       if (t.kind == Kind::Cols) h.shape[0] = t.range.size();
       if (t.kind == Kind::Whole) h.shape = t.src->shape;
+      if (t.empty && t.kind == Kind::Rows) h.shape = {t.src->shape[0], 1};
+      if (t.empty && t.kind == Kind::Cols) h.shape = {block_size(h.type), rows};
       h.n_bytes = t.kind == Kind::Whole ? t.src->n_bytes : row_bytes(h.type, h.shape[0]) * h.shape[1];
       net::ByteWriter hw;
       write_tensor_header(hw, h);

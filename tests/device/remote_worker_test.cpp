@@ -1,0 +1,226 @@
+// Remote workers end to end on loopback: `weft worker` processes serving a coordinator (`weft run`)
+// give the same greedy tokens as one local device; hostile or broken sessions (wrong key, wrong
+// protocol, garbage, truncated or oversized frames) end only that session; a worker killed
+// mid-generation makes the coordinator fail fast, naming the worker.
+#include "core/error.h"
+#include "device/remote/remote_device.h"
+#include "model/gen_model.h"
+#include "net/frame.h"
+#include "net/handshake.h"
+#include "net/wire.h"
+
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <csignal>
+#include <cstdio>
+#include <fstream>
+#include <string>
+#include <sys/wait.h>
+#include <thread>
+#include <unistd.h>
+
+namespace weft::device::remote {
+namespace {
+
+constexpr auto kKillDeadline = std::chrono::seconds(5);  // the task's bound for naming a dead worker
+
+// A `weft worker --listen 127.0.0.1:0` child; the port is read from its first line of output.
+class Worker {
+ public:
+  explicit Worker(const std::string& key_file = "") {
+    int fds[2];
+    WEFT_ASSERT(::pipe(fds) == 0);
+    pid_ = ::fork();
+    WEFT_ASSERT(pid_ >= 0);
+    if (pid_ == 0) {
+      ::dup2(fds[1], 1);
+      std::freopen("/dev/null", "w", stderr);
+      ::close(fds[0]);
+      if (key_file.empty())
+        ::execl(WEFT_BINARY, WEFT_BINARY, "worker", "--listen", "127.0.0.1:0", static_cast<char*>(nullptr));
+      else
+        ::execl(WEFT_BINARY, WEFT_BINARY, "worker", "--listen", "127.0.0.1:0", "--auth-key-file", key_file.c_str(),
+                static_cast<char*>(nullptr));
+      ::_exit(127);
+    }
+    ::close(fds[1]);
+    std::string line;
+    char c;
+    while (::read(fds[0], &c, 1) == 1 && c != '\n') line += c;
+    ::close(fds[0]);
+    const size_t colon = line.rfind(':');
+    WEFT_ASSERT(colon != std::string::npos);
+    port_ = std::stoi(line.substr(colon + 1));
+  }
+  ~Worker() { kill(SIGTERM); }
+  void kill(int sig) {
+    if (pid_ <= 0) return;
+    ::kill(pid_, sig);
+    ::waitpid(pid_, nullptr, 0);
+    pid_ = -1;
+  }
+  std::string address() const { return "127.0.0.1:" + std::to_string(port_); }
+  std::string url() const { return "tcp://" + address(); }
+
+ private:
+  pid_t pid_ = -1;
+  int port_ = 0;
+};
+
+std::string shell(const std::string& cmd) {
+  std::string out;
+  FILE* p = ::popen(cmd.c_str(), "r");
+  char buf[4096];
+  size_t n;
+  while ((n = std::fread(buf, 1, sizeof(buf), p)) > 0) out.append(buf, n);
+  ::pclose(p);
+  return out;
+}
+
+// Greedy generated ids from `weft run --json`, as the text of the JSON array.
+std::string greedy_ids(const std::string& model, const std::string& devices, const std::string& extra = "") {
+  const std::string out = shell(std::string(WEFT_BINARY) + " run --json --temp 0 -n 24 -p 'Once upon a time' -m " +
+                                model + " --devices " + devices + " " + extra + " 2>&1");
+  const size_t a = out.find("\"generated_ids\":[");
+  if (a == std::string::npos) return "ERROR: " + out;
+  return out.substr(a, out.find(']', a) - a);
+}
+
+// Greedy text from `weft run` (for generated vocabularies, whose pieces need not be UTF-8).
+std::string greedy_text(const std::string& model, const std::string& devices, const std::string& extra = "") {
+  return shell(std::string(WEFT_BINARY) + " run --temp 0 -n 24 -p 'Once upon a time' -m " + model + " --devices " +
+               devices + " " + extra + " 2>/dev/null; echo \"exit=$?\"");
+}
+
+std::string stories() { return std::string(WEFT_SHARED_DIR) + "/models/stories260K.gguf"; }
+
+TEST(RemoteWorker, StoriesGreedyTokensMatchOneLocalDevice) {
+  Worker w1, w2;
+  const std::string ref = greedy_ids(stories(), "cpu:1");
+  ASSERT_EQ(ref.find("ERROR"), std::string::npos) << ref;
+  ASSERT_GT(ref.size(), 40u);  // 24 ids were generated
+  EXPECT_EQ(greedy_ids(stories(), w1.url() + "," + w2.url(), "-ts 3,1"), ref);
+  EXPECT_EQ(greedy_ids(stories(), "cpu:1," + w1.url() + "," + w2.url(), "-ts 1,2,1"), ref);
+  EXPECT_EQ(greedy_ids(stories(), w1.url() + ",cpu:1", "-sm layer"), ref);
+}
+
+TEST(RemoteWorker, GeneratedModelGreedyTokensMatchOneLocalDevice) {
+  model::GenModelOptions o;
+  o.type = "q4_0";
+  o.seed = 7;
+  const auto bytes = model::generate_model_bytes(o);
+  const std::string path = testing::TempDir() + "/weft_remote_tiny.gguf";
+  std::ofstream(path, std::ios::binary).write(reinterpret_cast<const char*>(bytes.data()), bytes.size());
+  Worker w1, w2;
+  const std::string ref = greedy_text(path, "cpu:1");
+  ASSERT_NE(ref.find("exit=0"), std::string::npos) << ref;
+  ASSERT_GT(ref.size(), 30u);
+  EXPECT_EQ(greedy_text(path, w1.url() + "," + w2.url(), "-ts 1,2"), ref);
+  EXPECT_EQ(greedy_text(path, w1.url() + ",cpu:1," + w2.url(), "-ts 2,1,1"), ref);
+}
+
+// The worker still completes a handshake after whatever the previous session did.
+void expect_serving(const Worker& w) {
+  EXPECT_NO_THROW(RemoteDevice(w.address(), 1, {})) << "worker stopped serving";
+}
+
+TEST(RemoteWorker, BrokenSessionsEndOnlyThemselves) {
+  Worker w;
+  const net::HostPort hp = net::parse_host_port(w.address());
+  {  // garbage: an HTTP request
+    net::Socket s = net::connect_tcp(hp, 2000);
+    const std::string junk = "GET / HTTP/1.1\r\nHost: x\r\n\r\n";
+    s.send_all(junk.data(), junk.size(), 1000);
+    EXPECT_THROW(net::expect_frame(s, net::MsgType::Challenge, 3000), Error);  // closed without a reply frame
+  }
+  expect_serving(w);
+  {  // oversized: a Hello claiming 1 GiB
+    net::Socket s = net::connect_tcp(hp, 2000);
+    net::ByteWriter h;
+    h.u32(net::kFrameMagic << 16 | static_cast<uint32_t>(net::MsgType::Hello));
+    h.u32(1u << 30);
+    s.send_all(h.data().data(), h.data().size(), 1000);
+    EXPECT_THROW(net::expect_frame(s, net::MsgType::Challenge, 3000), Error);
+  }
+  expect_serving(w);
+  {  // truncated: the header promises more than arrives before the close
+    net::Socket s = net::connect_tcp(hp, 2000);
+    net::ByteWriter h;
+    h.u32(net::kFrameMagic << 16 | static_cast<uint32_t>(net::MsgType::Hello));
+    h.u32(44);
+    h.u32(net::kHelloMagic);
+    s.send_all(h.data().data(), h.data().size(), 1000);
+  }
+  expect_serving(w);
+  {  // a different protocol major
+    net::Socket s = net::connect_tcp(hp, 2000);
+    try {
+      net::client_handshake(s, {}, net::Version{static_cast<uint16_t>(net::kProtocolMajor + 1), 0});
+      FAIL() << "accepted protocol major " << net::kProtocolMajor + 1;
+    } catch (const Error& e) {
+      EXPECT_NE(std::string(e.what()).find("not supported"), std::string::npos) << e.what();
+    }
+  }
+  expect_serving(w);
+  {  // a message out of order after a good handshake: a step before load
+    net::Socket s = net::connect_tcp(hp, 2000);
+    net::client_handshake(s, {});
+    net::ByteWriter b;
+    b.u32(0);
+    net::send_frame(s, net::MsgType::Step, b.data(), 1000);
+    EXPECT_THROW(net::expect_frame(s, net::MsgType::StepResult, 3000), Error);
+  }
+  expect_serving(w);
+}
+
+TEST(RemoteWorker, WrongKeyIsRejectedNamingTheWorker) {
+  const std::string key_file = testing::TempDir() + "/weft_worker_key";
+  std::ofstream(key_file) << "correct horse battery staple\n";
+  Worker w(key_file);
+  try {
+    RemoteDevice d(w.address(), 1, std::vector<uint8_t>(20, 'x'));
+    FAIL() << "wrong key accepted";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find(w.url()), std::string::npos) << e.what();
+  }
+  EXPECT_THROW(RemoteDevice(w.address(), 1, {}), Error);  // no key at all
+  EXPECT_NO_THROW(RemoteDevice(w.address(), 1, net::read_key_file(key_file)));
+}
+
+TEST(RemoteWorker, KilledWorkerFailsTheCoordinatorQuicklyNamingIt) {
+  Worker w1, w2;
+  const std::string err = testing::TempDir() + "/weft_kill_stderr";
+  const pid_t pid = ::fork();
+  ASSERT_GE(pid, 0);
+  if (pid == 0) {
+    std::freopen("/dev/null", "w", stdout);
+    std::freopen(err.c_str(), "w", stderr);
+    const std::string devices = w1.url() + "," + w2.url();
+    ::execl(WEFT_BINARY, WEFT_BINARY, "run", "--temp", "0", "-n", "200000", "-c", "200001", "-p", "Once upon a time",
+            "-m", stories().c_str(), "--devices", devices.c_str(), static_cast<char*>(nullptr));
+    ::_exit(127);
+  }
+  std::this_thread::sleep_for(std::chrono::milliseconds(1500));  // loaded and generating
+  int status = 0;
+  ASSERT_EQ(::waitpid(pid, &status, WNOHANG), 0) << "coordinator ended before the kill";
+  const auto t0 = std::chrono::steady_clock::now();
+  w1.kill(SIGKILL);
+  pid_t done = 0;
+  while ((done = ::waitpid(pid, &status, WNOHANG)) == 0 && std::chrono::steady_clock::now() - t0 < kKillDeadline + std::chrono::seconds(5))
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  const auto took = std::chrono::steady_clock::now() - t0;
+  if (done == 0) {
+    ::kill(pid, SIGKILL);
+    ::waitpid(pid, &status, 0);
+    FAIL() << "coordinator still running after the worker died";
+  }
+  EXPECT_LT(took, kKillDeadline);
+  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) != 0);
+  std::ifstream in(err);
+  const std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  EXPECT_NE(text.find(w1.url()), std::string::npos) << text;
+}
+
+}  // namespace
+}  // namespace weft::device::remote
