@@ -66,7 +66,8 @@ int run(const RunArgs& a) {
                     {"gen_s", r.gen_seconds}, {"gen_tokens_per_s", tg}};
     j["split_mode"] = parallel::split_mode_name(engine.plan().mode);
     j["devices"] = static_cast<int>(engine.devices().size());
-    std::puts(j.dump().c_str());
+    // A piece may end mid UTF-8 sequence (byte tokens): replace invalid bytes rather than fail.
+    std::puts(j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace).c_str());
   }
   std::fflush(stdout);
   if (!a.json) std::fputc('\n', stderr);  // stdout holds exactly prompt + generation; end the line on the terminal
