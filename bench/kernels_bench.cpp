@@ -2,6 +2,7 @@
 // its weights at close to the machine's copy bandwidth. Every benchmark reports bytes_per_second;
 // BM_memcpy is the roofline to divide by.
 //   build/bench/weft_microbench --benchmark_filter=. --benchmark_min_time=0.5
+// Roofline of decode: BM_matvec_big_Q4_0 (a whole 500m q4_0 model's bytes) / BM_read.
 #include "core/thread_pool.h"
 #include "kernels/matmul.h"
 #include "kernels/quants.h"
@@ -52,6 +53,15 @@ void BM_read(benchmark::State& state) {
 }
 BENCHMARK(BM_read)->Arg(1)->Arg(2)->UseRealTime();
 
+// Per-call cost of waking the pool and joining it again: decode runs ~200 pool calls a token.
+void BM_pool_run(benchmark::State& state) {
+  ThreadPool pool(static_cast<int>(state.range(0)));
+  std::vector<int64_t> sink(64);
+  for (auto _ : state) pool.parallel_for(64, 16, [&](int64_t b, int64_t) { sink[b] += 1; });
+  benchmark::DoNotOptimize(sink.data());
+}
+BENCHMARK(BM_pool_run)->Arg(1)->Arg(2)->UseRealTime();
+
 // y = W x for one token (decode) or a batch (prompt), W of the 500m preset's FFN shape (5632 x 2048).
 void matmul_bench(benchmark::State& state, DType type, int64_t n_tokens) {
   const int threads = static_cast<int>(state.range(0));
@@ -78,11 +88,44 @@ void matmul_bench(benchmark::State& state, DType type, int64_t n_tokens) {
   state.SetLabel(std::string(dtype_name(type)) + " " + kernels::kernels_for(type).isa);
 }
 
+// A Q4_0 matrix as big as the 500m q4_0 model (264 MiB, 2048 columns): decode streams this
+// much per token from DRAM, so its bytes_per_second against BM_read is the decode roofline.
+void BM_matvec_big_Q4_0(benchmark::State& state) {
+  const int threads = static_cast<int>(state.range(0));
+  const int64_t cols = 2048, tile_rows = 256;
+  const size_t rb = row_bytes(DType::Q4_0, cols);
+  const int64_t rows = (int64_t{264} << 20) / static_cast<int64_t>(rb) / tile_rows * tile_rows;
+  // Quantize one tile of rows and repeat it: quantizing 240k rows would take seconds.
+  std::mt19937 rng(7);
+  std::normal_distribution<float> nd(0.f, 1.f);
+  std::vector<float> row(cols), x(cols), y(rows);
+  std::vector<uint8_t> w(rb * rows);
+  for (int64_t r = 0; r < tile_rows; ++r) {
+    for (auto& v : row) v = nd(rng) * 0.02f;
+    kernels::quantize_row_ref(DType::Q4_0, row.data(), w.data() + rb * r, cols);
+  }
+  for (int64_t r = tile_rows; r < rows; r += tile_rows) std::memcpy(w.data() + rb * r, w.data(), rb * tile_rows);
+  for (auto& v : x) v = nd(rng);
+  kernels::WeightMatrix m{DType::Q4_0, w.data(), rows, cols, rb};
+  ThreadPool pool(threads);
+  kernels::MatmulScratch scratch;
+  for (auto _ : state) {
+    kernels::matmul(m, x.data(), cols, 1, y.data(), rows, pool, scratch);
+    benchmark::DoNotOptimize(y.data());
+  }
+  state.SetBytesProcessed(static_cast<int64_t>(state.iterations()) * static_cast<int64_t>(w.size()));
+}
+BENCHMARK(BM_matvec_big_Q4_0)->Arg(1)->Arg(2)->UseRealTime();
+
 #define WEFT_MATMUL_BENCH(T)                                                                          \
   void BM_matvec_##T(benchmark::State& s) { matmul_bench(s, DType::T, 1); }                          \
   BENCHMARK(BM_matvec_##T)->Arg(1)->Arg(2)->UseRealTime();                                           \
   void BM_matmul32_##T(benchmark::State& s) { matmul_bench(s, DType::T, 32); }                       \
-  BENCHMARK(BM_matmul32_##T)->Arg(1)->Arg(2)->UseRealTime();
+  BENCHMARK(BM_matmul32_##T)->Arg(1)->Arg(2)->UseRealTime();                                           \
+  void BM_matmul128_##T(benchmark::State& s) { matmul_bench(s, DType::T, 128); }                     \
+  BENCHMARK(BM_matmul128_##T)->Arg(1)->Arg(2)->UseRealTime();                                         \
+  void BM_matmul4_##T(benchmark::State& s) { matmul_bench(s, DType::T, 4); }                         \
+  BENCHMARK(BM_matmul4_##T)->Arg(1)->UseRealTime();
 
 WEFT_MATMUL_BENCH(Q4_0)
 WEFT_MATMUL_BENCH(Q8_0)

@@ -2,6 +2,7 @@
 // bytes from the network. Any input must give a value or weft::Error, never a crash or huge allocation.
 #include "core/error.h"
 #include "device/remote/remote_messages.h"
+#include "device/remote/weight_slices.h"
 #include "net/frame.h"
 #include "net/wire.h"
 
@@ -21,7 +22,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   const std::span<const uint8_t> body(data + 1, size - 1);
   net::ByteReader r(body);
   try {
-    switch (data[0] % 6) {
+    switch (data[0] % 7) {
       case 0: device::remote::read_graph(r); device::remote::read_load_options(r); break;
       case 1: device::remote::read_step(r); break;
       case 2: {
@@ -31,6 +32,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
       }
       case 3: device::remote::read_tensor_header(r); break;
       case 4: device::remote::read_group_setup(r); break;
+      case 5: device::remote::read_model_id(r); device::remote::read_slices(r); break;
       default: r.str("text", 4096); r.f32s("floats", 1 << 20); r.finish("misc"); break;
     }
   } catch (const Error&) {

@@ -1,7 +1,9 @@
 // weft worker: serve one device of a tensor-parallel group to a coordinator (`weft run --devices
-// tcp://HOST:PORT,...`). Sessions run one at a time; the worker keeps serving after each ends.
+// tcp://HOST:PORT,...` or `--rpc HOST:PORT,...`). Sessions run one at a time; the worker keeps
+// serving after each ends, whether the coordinator said goodbye or died.
 #include "apps/weft/commands.h"
 #include "core/error.h"
+#include "device/remote/model_store.h"
 #include "device/remote/worker_server.h"
 #include "net/handshake.h"
 
@@ -15,6 +17,10 @@ Action add_worker(CLI::App& app) {
     std::string listen = "127.0.0.1:7070";
     int threads = 1;
     std::string key_file;
+    std::string model_dir;
+    std::string cache_dir = device::remote::default_cache_dir();
+    bool no_cache = false;
+    std::string net_poll = "auto";
   };
   auto a = std::make_shared<Args>();
   auto* cmd = app.add_subcommand("worker", "serve a device to a coordinator over TCP");
@@ -22,12 +28,24 @@ Action add_worker(CLI::App& app) {
   cmd->add_option("-t,--threads", a->threads, "compute threads")->capture_default_str();
   cmd->add_option("--auth-key-file", a->key_file,
                   "shared key (>= 16 bytes) the coordinator must prove; required beyond loopback. The coordinator "
-                  "reads the same file from $WEFT_AUTH_KEY_FILE");
+                  "takes the same file (--auth-key-file or $WEFT_AUTH_KEY_FILE)");
+  cmd->add_option("--model-dir", a->model_dir,
+                  "directory with a copy of the coordinator's GGUF (matched by size and SHA-256): slices are read "
+                  "from it instead of streamed");
+  cmd->add_option("--cache-dir", a->cache_dir, "where streamed weight shards are kept by content hash")
+      ->capture_default_str();
+  cmd->add_flag("--no-cache", a->no_cache, "do not cache streamed shards");
+  cmd->add_option("--net-poll", a->net_poll, "waiting in small all-reduces: auto | busy | block")
+      ->check(CLI::IsMember({"auto", "busy", "block"}))
+      ->capture_default_str();
   return [a] {
     device::remote::WorkerOptions o;
     o.listen = net::parse_host_port(a->listen);
     o.threads = a->threads;
     if (!a->key_file.empty()) o.key = net::read_key_file(a->key_file);
+    o.model_dir = a->model_dir;
+    o.cache_dir = a->no_cache ? "" : a->cache_dir;
+    o.net_poll = parallel::parse_net_poll(a->net_poll);
     device::remote::check_listen(o);
     device::remote::WorkerServer server(o);
     // Tests and scripts read the port from this line (with --listen HOST:0).

@@ -2,7 +2,9 @@
 
 #include "core/error.h"
 #include "core/thread_pool.h"
+#include "device/remote/remote_device.h"
 
+#include <algorithm>
 #include <cmath>
 
 namespace weft::cli {
@@ -17,6 +19,10 @@ void ModelOptions::add_to(CLI::App& cmd, bool with_ctx) {
   if (with_ctx) cmd.add_option("-c,--ctx-size", ctx, "context size (default: min(training context, 4096))")->check(CLI::Range(1, 1 << 20));
   cmd.add_option("-b,--batch-size", batch, "prompt tokens per step")->check(CLI::Range(1, 8192));
   cmd.add_option("--wire", wire, "element type of collectives: f32 | bf16 | f16")->check(CLI::IsMember({"f32", "bf16", "f16"}));
+  cmd.add_option("--rpc", rpc, "workers (weft worker) HOST:PORT,... appended after --devices (or after the default CPU device)");
+  cmd.add_option("--auth-key-file", auth_key_file, "shared key the workers require (default: $WEFT_AUTH_KEY_FILE)");
+  cmd.add_option("--net-poll", net_poll, "how this process's ranks wait in small all-reduces: auto | busy | block")
+      ->check(CLI::IsMember({"auto", "busy", "block"}));
 }
 
 std::vector<double> parse_ratios(const std::string& s) {
@@ -49,6 +55,20 @@ runtime::EngineOptions ModelOptions::engine_options() const {
   } else {
     o.devices.push_back({device::DeviceSpec::Kind::Cpu, threads > 0 ? threads : hardware_cores(), -1, ""});
   }
+  if (!rpc.empty()) {
+    std::string list;  // HOST:PORT,HOST:PORT -> tcp://HOST:PORT,...; parse_devices validates each
+    for (size_t start = 0; start <= rpc.size();) {
+      const size_t comma = std::min(rpc.find(',', start), rpc.size());
+      list += (list.empty() ? "tcp://" : ",tcp://") + rpc.substr(start, comma - start);
+      start = comma + 1;
+    }
+    for (auto& s : device::parse_devices(list)) o.devices.push_back(std::move(s));
+    if (o.devices.size() > 16) fail("cli", "--devices and --rpc: {} devices, at most 16", o.devices.size());
+  }
+  device::remote::CoordinatorConfig net;
+  net.key_file = auth_key_file;
+  net.net_poll = parallel::parse_net_poll(net_poll);
+  device::remote::set_coordinator_config(net);
   if (split_mode == "none") o.mode = parallel::SplitMode::None;
   else if (split_mode == "layer") o.mode = parallel::SplitMode::Layer;
   else o.mode = o.devices.size() > 1 ? parallel::SplitMode::Tensor : parallel::SplitMode::None;

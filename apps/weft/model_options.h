@@ -18,8 +18,12 @@ struct ModelOptions {
   int ctx = 0;                // -c
   int batch = 512;            // -b
   std::string wire = "f32";   // --wire f32|bf16|f16
+  std::string rpc;            // --rpc HOST:PORT,... : workers appended after --devices (llama.cpp's flag)
+  std::string auth_key_file;  // --auth-key-file (else $WEFT_AUTH_KEY_FILE)
+  std::string net_poll = "auto";  // --net-poll auto|busy|block, for this process's Gloo ranks
 
   void add_to(CLI::App& cmd, bool with_ctx = true);
+  // Also hands the network flags to the remote devices (device::remote::set_coordinator_config).
   runtime::EngineOptions engine_options() const;
 };
 

@@ -16,6 +16,31 @@ namespace {
 // ~50 us of pause loops: long enough to bridge the gap between two ops of one token,
 // short enough that an idle pool sleeps quickly.
 constexpr int kSpinIterations = 20000;
+
+// generation_ packs (job number << kSlotBits) | next unclaimed slot. A slot is one fn(ith, nth)
+// call; any thread may run any slot, claimed by a CAS on this word, so a caller whose workers
+// were descheduled (more runnable threads than cores) runs their slots itself instead of
+// waiting a scheduler time slice for them. The job number in the same word keeps a worker that
+// wakes late from claiming a slot of a later job.
+constexpr int kSlotBits = 16;
+constexpr uint64_t kSlotMask = (uint64_t{1} << kSlotBits) - 1;
+inline uint64_t job_of(uint64_t word) { return word >> kSlotBits; }
+
+// Claims and runs slots of job number `job` until none is left. *job_fn is read only after a
+// successful claim: the caller cannot return while a claimed slot is unfinished, so the
+// function it points to is still alive.
+void run_slots(std::atomic<uint64_t>& word_atomic, std::atomic<int>& pending,
+               const std::function<void(int, int)>* const& job_fn, int n_threads, uint64_t job) {
+  uint64_t word = word_atomic.load(std::memory_order_acquire);
+  while (job_of(word) == job && static_cast<int>(word & kSlotMask) < n_threads) {
+    if (!word_atomic.compare_exchange_weak(word, word + 1, std::memory_order_acq_rel, std::memory_order_acquire))
+      continue;
+    (*job_fn)(static_cast<int>(word & kSlotMask), n_threads);
+    if (pending.fetch_sub(1, std::memory_order_acq_rel) == 1) pending.notify_one();
+    word = word_atomic.load(std::memory_order_acquire);
+  }
+}
+
 }  // namespace
 
 bool pin_current_thread(int cpu) {
@@ -32,6 +57,7 @@ int hardware_cores() {
 
 ThreadPool::ThreadPool(int n_threads, Placement placement, bool spin)
     : n_threads_(n_threads < 1 ? 1 : n_threads), spin_(spin) {
+  if (n_threads_ > static_cast<int>(kSlotMask)) n_threads_ = static_cast<int>(kSlotMask);
   if (!placement.cpus.empty()) pin_current_thread(placement.cpus[0]);
   for (int i = 1; i < n_threads_; ++i) {
     workers_.emplace_back([this, i, placement] {
@@ -43,27 +69,26 @@ ThreadPool::ThreadPool(int n_threads, Placement placement, bool spin)
 
 ThreadPool::~ThreadPool() {
   stop_.store(true);
-  generation_.fetch_add(1);
+  generation_.fetch_add(uint64_t{1} << kSlotBits);
   generation_.notify_all();
   for (auto& t : workers_) t.join();
 }
 
-void ThreadPool::worker_loop(int ith) {
-  uint64_t seen = 0;
+void ThreadPool::worker_loop(int) {  // any thread runs any slot: ith is the slot, not the thread
+  uint64_t seen = 0;  // job numbers start at 1
   for (;;) {
-    uint64_t g = generation_.load(std::memory_order_acquire);
-    for (int i = 0; spin_ && g == seen && i < kSpinIterations; ++i) {
+    uint64_t word = generation_.load(std::memory_order_acquire);
+    for (int i = 0; spin_ && job_of(word) == seen && i < kSpinIterations; ++i) {
       WEFT_PAUSE();
-      g = generation_.load(std::memory_order_acquire);
+      word = generation_.load(std::memory_order_acquire);
     }
-    if (g == seen) {
-      generation_.wait(seen, std::memory_order_acquire);
+    if (job_of(word) == seen) {
+      generation_.wait(word, std::memory_order_acquire);  // claims also change the word: re-check
       continue;
     }
-    seen = g;
+    seen = job_of(word);
     if (stop_.load()) return;
-    (*job_)(ith, n_threads_);
-    if (pending_.fetch_sub(1, std::memory_order_acq_rel) == 1) pending_.notify_one();
+    run_slots(generation_, pending_, job_, n_threads_, seen);
   }
 }
 
@@ -73,10 +98,13 @@ void ThreadPool::run(const std::function<void(int, int)>& fn) {
     return;
   }
   job_ = &fn;
-  pending_.store(n_threads_ - 1, std::memory_order_relaxed);
-  generation_.fetch_add(1, std::memory_order_acq_rel);
+  pending_.store(n_threads_, std::memory_order_relaxed);
+  // Every slot of the previous job was claimed and finished, so the word is (job << bits) | n.
+  const uint64_t job = job_of(generation_.load(std::memory_order_relaxed)) + 1;
+  generation_.store(job << kSlotBits, std::memory_order_release);
   generation_.notify_all();
-  fn(0, n_threads_);
+  run_slots(generation_, pending_, job_, n_threads_, job);
+  // Slots other threads claimed may still run; they are running (or were preempted mid-slot).
   int left = pending_.load(std::memory_order_acquire);
   for (int i = 0; left != 0 && i < kSpinIterations; ++i) {
     WEFT_PAUSE();

@@ -28,7 +28,8 @@ class ThreadPool {
   ThreadPool& operator=(const ThreadPool&) = delete;
 
   int size() const { return n_threads_; }
-  // Runs fn(ith, nth) once on every thread (the caller is ith 0) and returns when all are done.
+  // Runs fn(ith, nth) once for every ith < nth = size() and returns when all are done. Any
+  // thread, the caller included, may run any ith (the caller takes those no worker has claimed).
   void run(const std::function<void(int ith, int nth)>& fn);
   // Splits [0, n) into contiguous chunks, one per thread, aligned to `align` items.
   void parallel_for(int64_t n, int64_t align, const std::function<void(int64_t begin, int64_t end)>& fn);

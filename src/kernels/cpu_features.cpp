@@ -1,22 +1,45 @@
 #include "kernels/cpu_features.h"
 
+#include <cstdint>
 #include <cstdlib>
 #include <cstring>
+
+#if defined(__x86_64__) || defined(__i386__)
+#include <cpuid.h>
+#endif
 
 namespace weft::kernels {
 namespace {
 
+#if defined(__x86_64__) || defined(__i386__)
+bool bit(uint32_t reg, int b) { return (reg >> b) & 1u; }
+#endif
+
+// Straight from cpuid and xgetbv (gcc's and clang's __builtin_cpu_supports know different
+// feature names): a feature counts only if the OS also saves its registers.
 CpuFeatures detect() {
   CpuFeatures f;
 #if defined(__x86_64__) || defined(__i386__)
-  __builtin_cpu_init();
-  f.avx2 = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && __builtin_cpu_supports("f16c");
-  f.avx512_vnni = __builtin_cpu_supports("avx512vnni");
-  f.avx_vnni = __builtin_cpu_supports("avxvnni");
+  unsigned a = 0, b = 0, c = 0, d = 0;
+  if (!__get_cpuid(1, &a, &b, &c, &d)) return f;
+  const bool fma = bit(c, 12), osxsave = bit(c, 27), avx = bit(c, 28), f16c = bit(c, 29);
+  uint64_t xcr0 = 0;
+  if (osxsave) {
+    uint32_t lo = 0, hi = 0;
+    __asm__ volatile("xgetbv" : "=a"(lo), "=d"(hi) : "c"(0));
+    xcr0 = (static_cast<uint64_t>(hi) << 32) | lo;
+  }
+  const bool ymm_saved = (xcr0 & 0x6) == 0x6, zmm_saved = (xcr0 & 0xe6) == 0xe6;
+  unsigned a7 = 0, b7 = 0, c7 = 0, d7 = 0, a71 = 0, b71 = 0, c71 = 0, d71 = 0;
+  __cpuid_count(7, 0, a7, b7, c7, d7);
+  __cpuid_count(7, 1, a71, b71, c71, d71);
+  f.avx2 = avx && ymm_saved && fma && f16c && bit(b7, 5);
+  f.avx512_vnni = zmm_saved && bit(c7, 11);
+  f.avx_vnni = ymm_saved && bit(a71, 4);
   // The avx512 kernels use dpbusd for every int8 dot, so VNNI is part of the level; a
   // Skylake-X (AVX-512 without VNNI) runs the avx2 kernels instead.
-  f.avx512 = f.avx2 && __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
-             __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512dq") && f.avx512_vnni;
+  f.avx512 = f.avx2 && zmm_saved && bit(b7, 16) /*F*/ && bit(b7, 17) /*DQ*/ && bit(b7, 30) /*BW*/ &&
+             bit(b7, 31) /*VL*/ && f.avx512_vnni;
 #endif
   if (const char* cap = std::getenv("WEFT_MAX_ISA")) {
     if (std::strcmp(cap, "avx2") == 0) {

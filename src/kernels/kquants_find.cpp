@@ -3,6 +3,7 @@
 #include "kernels/kquants.h"
 
 #include "core/error.h"
+#include "kernels/cpu_features.h"
 #include "kernels/kquants_impl.h"
 
 #include <array>
@@ -62,14 +63,8 @@ constexpr Table kAvx512 = {{
     {DType::Q8_K, DType::Q8_K, dequantize_row_q8_K_ref, quantize_row_q8_K_avx512, nullptr, nullptr, "avx512"},
 }};
 
-bool cpu_has_avx2() {
-  return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && __builtin_cpu_supports("f16c");
-}
-
-bool cpu_has_avx512() {
-  return cpu_has_avx2() && __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
-         __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512vnni");
-}
+bool cpu_has_avx2() { return cpu_features().avx2; }
+bool cpu_has_avx512() { return cpu_features().avx512; }
 
 }  // namespace
 

@@ -4,6 +4,7 @@
 #include "kernels/matmul.h"
 
 #include "core/error.h"
+#include "kernels/gemm_q8.h"
 #include "kernels/quants.h"
 #include "kernels/quants_legacy.h"
 
@@ -17,10 +18,14 @@ namespace {
 // Threads own row ranges aligned to 16 rows: 16 f32 outputs are one 64-byte line, so two threads
 // never write the same line of y (y from the allocator is at least 64-byte aligned).
 constexpr int64_t kRowAlign = 16;
+static_assert(kRowAlign % gemm::kPanelRows == 0, "GEMM row ranges start on a panel");
 // Prompt tiles: a weight tile of about this many bytes stays in L2 while every token of a token
 // tile passes over it; a token tile's activations (64 rows of ~1 KiB per 1024 columns) fit in L2 too.
 constexpr size_t kWeightTileBytes = 96 * 1024;
 constexpr int64_t kTokenTile = 64;
+// From this many tokens the blocked GEMM (gemm_q8.h) beats rows_dot per token, although it
+// unpacks each weight panel once per call: measured with BM_matmul*_Q4_0 (see kernels_bench).
+constexpr int64_t kGemmMinTokens = 4;
 
 void check_shapes(const WeightMatrix& w, int64_t ldx, int64_t n_tokens, int64_t ldy) {
   WEFT_ASSERT(w.rows >= 0 && w.cols >= 0 && n_tokens >= 0);
@@ -73,6 +78,32 @@ void prompt_block(const TypeKernels& k, legacy::TileFn tile, const WeightMatrix&
   for (; t < t1; ++t) k.rows_dot(w.cols, nr, w.data + r0 * ws, ws, act.data + t * act.stride, y + t * ldy + r0);
 }
 
+gemm::GemmFn gemm_kernel(const TypeKernels& k) {
+  if (std::strcmp(k.isa, "avx512") == 0) return gemm::find_avx512(k.type);
+  if (std::strcmp(k.isa, "avx2") == 0) return gemm::find_avx2(k.type);
+  return nullptr;
+}
+
+// Prompt through the blocked GEMM: activations quantized and laid out block-major once, then
+// each thread runs the GEMM over its rows (16-row aligned, as the panels are).
+void matmul_gemm(gemm::GemmFn gemm, const TypeKernels& k, const WeightMatrix& w, const float* x, int64_t ldx,
+                 int64_t n_tokens, float* y, int64_t ldy, ThreadPool& pool, MatmulScratch& scratch) {
+  const int64_t nb = w.cols / gemm::kQK;
+  const size_t act_bytes = sizeof(gemm::ActBlock) * nb * n_tokens;
+  if (scratch.act.size() < act_bytes) scratch.act.resize(act_bytes);
+  auto* act = reinterpret_cast<gemm::ActBlock*>(scratch.act.data());
+  const size_t row_bytes_act = row_bytes(k.act_type, w.cols);
+  pool.parallel_for(n_tokens, 1, [&](int64_t b, int64_t e) {
+    thread_local std::vector<uint8_t> row;  // one token in act_type, then spread into blocks
+    if (row.size() < row_bytes_act) row.resize(row_bytes_act);
+    for (int64_t t = b; t < e; ++t) {
+      k.quantize_act(x + t * ldx, row.data(), w.cols);
+      gemm::prepare_act_row(w.type, row.data(), w.cols, act + t, n_tokens);
+    }
+  });
+  pool.parallel_for(w.rows, kRowAlign, [&](int64_t b, int64_t e) { gemm(w, b, e, act, n_tokens, y, ldy); });
+}
+
 }  // namespace
 
 void matmul(const WeightMatrix& w, const float* x, int64_t ldx, int64_t n_tokens, float* y, int64_t ldy,
@@ -80,6 +111,9 @@ void matmul(const WeightMatrix& w, const float* x, int64_t ldx, int64_t n_tokens
   check_shapes(w, ldx, n_tokens, ldy);
   if (w.rows == 0 || n_tokens == 0) return;
   const TypeKernels& k = kernels_for(w.type);
+  if (n_tokens >= kGemmMinTokens) {
+    if (const gemm::GemmFn gemm = gemm_kernel(k)) return matmul_gemm(gemm, k, w, x, ldx, n_tokens, y, ldy, pool, scratch);
+  }
   const ActRows act = convert_activations(k, x, ldx, w.cols, n_tokens, pool, scratch);
   const int64_t n = w.cols;
   const size_t ws = w.row_stride;

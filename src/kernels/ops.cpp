@@ -1,6 +1,7 @@
 // The dispatching float ops (rms_norm, softmax, swiglu, add) and the choice of ISA table.
 // rope lives in ops_rope.cpp, attention in ops_attention.cpp, the tables in ops_{ref,avx2,avx512}.cpp.
 #include "core/error.h"
+#include "kernels/cpu_features.h"
 #include "kernels/ops.h"
 
 #include <atomic>
@@ -18,11 +19,10 @@ const OpsKernels& ops_kernels_avx512();
 
 namespace {
 
+// One detection for every kernel family (cpu_features), so WEFT_MAX_ISA caps these ops too.
 const OpsKernels* best_table() {
-  __builtin_cpu_init();
-  // avx512f alone is enough: the AVX-512 table uses no BW/VL/DQ instructions.
-  if (__builtin_cpu_supports("avx512f")) return &detail::ops_kernels_avx512();
-  if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")) return &detail::ops_kernels_avx2();
+  if (cpu_features().avx512) return &detail::ops_kernels_avx512();
+  if (cpu_features().avx2) return &detail::ops_kernels_avx2();
   return &detail::ops_kernels_ref();
 }
 
@@ -32,12 +32,9 @@ std::atomic<const OpsKernels*> g_active{nullptr};
 }  // namespace
 
 const OpsKernels* ops_kernels_for_isa(const char* isa) {
-  __builtin_cpu_init();
   if (std::strcmp(isa, "ref") == 0) return &detail::ops_kernels_ref();
-  if (std::strcmp(isa, "avx2") == 0)
-    return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") ? &detail::ops_kernels_avx2() : nullptr;
-  if (std::strcmp(isa, "avx512") == 0)
-    return __builtin_cpu_supports("avx512f") ? &detail::ops_kernels_avx512() : nullptr;
+  if (std::strcmp(isa, "avx2") == 0) return cpu_features().avx2 ? &detail::ops_kernels_avx2() : nullptr;
+  if (std::strcmp(isa, "avx512") == 0) return cpu_features().avx512 ? &detail::ops_kernels_avx512() : nullptr;
   return nullptr;
 }
 

@@ -227,10 +227,19 @@ WEFT_AVX512 void dot_rows(int64_t n, const uint8_t* w, size_t stride, const void
     acc_m[r] = _mm_setzero_ps();
   }
   int64_t b = 0;
+  // Decode streams the weights from DRAM in short runs (a row is ~1 KiB), too short for the
+  // hardware prefetcher to ramp up on; each row's step prefetches the same bytes of the row R
+  // rows on, which the next pass reads, so that pass finds its lines in flight or in L1.
+  const size_t ahead = static_cast<size_t>(R) * stride;
   for (; b + K::kBlocks <= nb; b += K::kBlocks) {
     const typename K::Pair p = K::load(a + b);
 #pragma GCC unroll 8
-    for (int r = 0; r < R; ++r) K::accumulate(rows[r] + b, p, acc[r], acc_m[r]);
+    for (int r = 0; r < R; ++r) {
+      const char* next = reinterpret_cast<const char*>(rows[r] + b) + ahead;
+      _mm_prefetch(next, _MM_HINT_T0);
+      if constexpr (sizeof(typename K::W) * K::kBlocks > 64) _mm_prefetch(next + 64, _MM_HINT_T0);
+      K::accumulate(rows[r] + b, p, acc[r], acc_m[r]);
+    }
   }
   for (int r = 0; r < R; ++r) {
     alignas(16) float m[4];

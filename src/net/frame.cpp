@@ -10,7 +10,8 @@ namespace weft::net {
 std::string_view msg_type_name(MsgType t) {
   static constexpr std::array<std::string_view, static_cast<size_t>(MsgType::Count)> names = {
       "?",    "hello",   "challenge", "proof",  "welcome",   "error",  "group-setup", "group-ready", "load", "tensor",
-      "tensor-chunk", "loaded", "step", "step-result", "truncate", "truncated", "bye", "kv-set", "kv-get", "kv-value"};
+      "tensor-chunk", "loaded", "step", "step-result", "truncate", "truncated", "bye", "kv-set", "kv-get", "kv-value",
+      "heartbeat", "load-source"};
   const auto i = static_cast<size_t>(t);
   return i < names.size() ? names[i] : "?";
 }
@@ -29,6 +30,8 @@ size_t max_payload(MsgType t) {
     case MsgType::Truncate: case MsgType::Truncated: case MsgType::Bye: return 64;
     case MsgType::KvSet: case MsgType::KvValue: return 1 * MiB;
     case MsgType::KvGet: return 4 * KiB;
+    case MsgType::Heartbeat: return 8;  // sent empty; room for a future field
+    case MsgType::LoadSource: return 64;
     case MsgType::Count: break;
   }
   return 0;

@@ -35,6 +35,8 @@ enum class MsgType : uint16_t {
   KvSet,         // rendezvous store: key + value
   KvGet,         // rendezvous store: key (the server replies when it exists)
   KvValue,       // rendezvous store: value
+  Heartbeat,     // worker -> coordinator: still working on the request (empty; see remote_device.h)
+  LoadSource,    // worker -> coordinator: where its weights come from (model dir, cache, or stream them)
   Count
 };
 std::string_view msg_type_name(MsgType t);

@@ -84,7 +84,7 @@ void client_handshake(Socket& s, const std::vector<uint8_t>& key, Version versio
   const std::vector<uint8_t> nw(nw_span.begin(), nw_span.end());
   if (major != version.major)
     fail("net", "{}: worker speaks protocol {}.{}, this coordinator {}.{}", s.peer(), major, minor, version.major, version.minor);
-  if (required && key.empty()) fail("net", "{}: worker requires an auth key (set WEFT_AUTH_KEY_FILE)", s.peer());
+  if (required && key.empty()) fail("net", "{}: worker requires an auth key (--auth-key-file or WEFT_AUTH_KEY_FILE)", s.peer());
   if (!required && !key.empty()) fail("net", "{}: worker does not authenticate but a key was given", s.peer());
 
   ByteWriter p;

@@ -124,6 +124,17 @@ bool Socket::readable(int timeout_ms) {
   return fd_ >= 0 && wait_fd(fd_, POLLIN, Clock::now() + std::chrono::milliseconds(timeout_ms));
 }
 
+size_t Socket::peek(void* data, size_t n) {
+  if (fd_ < 0) fail("net", "{}: peek on a closed connection", peer_);
+  for (;;) {
+    const ssize_t r = ::recv(fd_, data, n, MSG_PEEK | MSG_DONTWAIT);
+    if (r > 0) return static_cast<size_t>(r);
+    if (r == 0) fail("net", "{}: connection closed by peer", peer_);
+    if (errno == EAGAIN || errno == EWOULDBLOCK) return 0;
+    if (errno != EINTR) fail("net", "{}: connection lost ({})", peer_, std::strerror(errno));
+  }
+}
+
 std::string Socket::local_host() const {
   sockaddr_in a{};
   socklen_t len = sizeof(a);

@@ -38,6 +38,9 @@ class Socket {
   void recv_exact(void* data, size_t n, int timeout_ms);
   // Whether data (or EOF) is ready within timeout_ms.
   bool readable(int timeout_ms);
+  // Copies up to n buffered bytes without consuming them or waiting: returns the count (0: none
+  // yet); throws when the peer has closed or reset the connection.
+  size_t peek(void* data, size_t n);
   // The local address of this connection (the interface that reaches the peer).
   std::string local_host() const;
 

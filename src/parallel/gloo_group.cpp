@@ -5,6 +5,7 @@
 
 #include <gloo/allgatherv.h>
 #include <gloo/allreduce.h>
+#include <gloo/allreduce_ring.h>
 #include <gloo/barrier.h>
 #include <gloo/broadcast.h>
 #include <gloo/math.h>
@@ -13,7 +14,11 @@
 #include <gloo/rendezvous/store.h>
 #include <gloo/transport/tcp/device.h>
 
+#include <sched.h>
+
 #include <chrono>
+#include <algorithm>
+#include <list>
 #include <numeric>
 
 namespace weft::parallel {
@@ -37,19 +42,31 @@ class KvStore : public gloo::rendezvous::Store {
   int timeout_ms_;
 };
 
+// Why two contexts: Gloo's tcp pairs in sync mode leave the device's event loop and are read only
+// by the thread that waits (optionally busy-polling). Only the classic algorithm classes
+// (gloo::AllreduceRing, on pre-registered gloo::transport::Buffers) wait that way; the newer
+// gloo::allreduce(options) API receives into unbound buffers, which only the event loop fills, so
+// on a sync pair it would never see its bytes and time out. Small all-reduces therefore run
+// AllreduceRing on a second, sync-mode mesh; everything else stays on the asynchronous mesh.
 class GlooGroup : public Group {
  public:
-  GlooGroup(int rank, int size, const GlooOptions& opt) : timeout_(opt.timeout_ms) {
+  GlooGroup(int rank, int size, const GlooOptions& opt) : timeout_(opt.timeout_ms), sync_max_bytes_(opt.sync_max_bytes) {
     try {
       KvStore kv(opt.store, opt.timeout_ms);
-      gloo::rendezvous::PrefixStore store(opt.prefix, kv);
       gloo::transport::tcp::attr attr;
       attr.hostname = opt.hostname;
       auto dev = gloo::transport::tcp::CreateDevice(attr);
-      auto ctx = std::make_shared<gloo::rendezvous::Context>(rank, size);
-      ctx->setTimeout(timeout_);
-      ctx->connectFullMesh(store, dev);
-      ctx_ = ctx;
+      auto connect = [&](const std::string& prefix) {
+        gloo::rendezvous::PrefixStore store(prefix, kv);
+        auto ctx = std::make_shared<gloo::rendezvous::Context>(rank, size);
+        ctx->setTimeout(timeout_);
+        ctx->connectFullMesh(store, dev);
+        return ctx;
+      };
+      ctx_ = connect(opt.prefix);
+      sync_ctx_ = connect(opt.prefix + "/sync");
+      for (int r = 0; r < size; ++r)
+        if (r != rank) sync_ctx_->getPair(r)->setSync(true, opt.busy_poll);
     } catch (const Error&) {
       throw;
     } catch (const std::exception& e) {
@@ -63,6 +80,7 @@ class GlooGroup : public Group {
     Timer t(this, n * 4);
     ++stats_.n_all_reduce;
     run("all_reduce", [&] {
+      if (n * sizeof(float) <= sync_max_bytes_ && size() > 1) return sync_all_reduce(data, n);
       gloo::AllreduceOptions o(ctx_);
       o.setInput(data, n);
       o.setOutput(data, n);
@@ -133,14 +151,64 @@ class GlooGroup : public Group {
     }
   }
 
+  // One AllreduceRing per element count, on a buffer of its own (its transport buffers are
+  // registered once, at construction, under slots every rank draws in the same order). Keyed by
+  // count, never by the caller's pointer: counts are identical on every rank, pointers are not.
+  // Least recently used first out; every rank evicts the same entry, since all see the same calls.
+  struct SyncRing {
+    size_t n;
+    std::vector<float> buf;
+    std::unique_ptr<gloo::AllreduceRing<float>> algo;
+  };
+  static constexpr size_t kMaxSyncRings = 8;
+  void sync_all_reduce(float* data, size_t n) {
+    auto it = std::find_if(rings_.begin(), rings_.end(), [&](const SyncRing& r) { return r.n == n; });
+    if (it == rings_.end()) {
+      if (rings_.size() == kMaxSyncRings) rings_.pop_back();
+      rings_.push_front({n, std::vector<float>(n), nullptr});
+      auto& r = rings_.front();
+      r.algo = std::make_unique<gloo::AllreduceRing<float>>(sync_ctx_, std::vector<float*>{r.buf.data()}, static_cast<int>(n));
+    } else if (it != rings_.begin()) {
+      rings_.splice(rings_.begin(), rings_, it);
+    }
+    auto& r = rings_.front();
+    std::copy(data, data + n, r.buf.begin());
+    r.algo->run();
+    std::copy(r.buf.begin(), r.buf.end(), data);
+  }
+
   std::shared_ptr<gloo::Context> ctx_;
+  std::shared_ptr<gloo::Context> sync_ctx_;
+  std::list<SyncRing> rings_;  // destroyed before the contexts (declared after them)
   std::chrono::milliseconds timeout_;
+  size_t sync_max_bytes_;
   uint32_t tag_ = 0;
   std::vector<float> tmp_;
   GroupStats stats_;
 };
 
 }  // namespace
+
+NetPoll parse_net_poll(const std::string& text) {
+  if (text == "auto") return NetPoll::Auto;
+  if (text == "busy") return NetPoll::Busy;
+  if (text == "block") return NetPoll::Block;
+  fail("cli", "--net-poll: '{}' is not auto, busy or block", text);
+}
+
+int available_cores() {
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  if (::sched_getaffinity(0, sizeof(set), &set) != 0) return 1;
+  return std::max(1, CPU_COUNT(&set));
+}
+
+bool resolve_busy_poll(NetPoll poll, int process_threads) {
+  if (poll != NetPoll::Auto) return poll == NetPoll::Busy;
+  // The polling thread is one of the compute threads (it waits between ops), so a core per
+  // compute thread is a core per poller; with fewer cores, spinning would steal a peer's core.
+  return process_threads <= available_cores();
+}
 
 std::unique_ptr<Group> make_gloo_group(int rank, int size, WireType wire, const GlooOptions& opt) {
   if (wire != WireType::F32)

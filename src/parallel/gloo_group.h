@@ -11,11 +11,31 @@
 
 namespace weft::parallel {
 
+// How a rank waits for its peers' bytes in a small all-reduce (the per-token latency path):
+// Busy spins on recv() (lowest latency; burns the calling core), Block sleeps in recv(). Auto picks
+// Busy when the process's compute threads fit on the cores it may run on. Each rank chooses for
+// itself; the wire protocol is the same either way.
+enum class NetPoll { Auto, Busy, Block };
+NetPoll parse_net_poll(const std::string& text);  // "auto" | "busy" | "block"; throws weft::Error("cli")
+// Whether a rank of a process running `process_threads` compute threads busy-polls.
+bool resolve_busy_poll(NetPoll poll, int process_threads);
+// Cores this process may run on (its affinity mask), not the machine's.
+int available_cores();
+
+// All-reduces of at most this many bytes take the synchronous path: Gloo's ring algorithm over
+// pairs in sync mode, read by the calling thread itself (see gloo_group.cpp). Larger ones use the
+// asynchronous pairs: a sync-mode send blocks until the peer reads, and two ranks each sending more
+// than the socket buffers hold to the other would wait on each other until the timeout.
+inline constexpr size_t kSyncAllReduceMaxBytes = 64 * 1024;
+
 struct GlooOptions {
   std::string store;     // HOST:PORT of the coordinator's rendezvous store
   std::string prefix;    // keys of this group (one store may serve several groups)
   std::string hostname;  // address the other ranks reach this rank at
   int timeout_ms = 30000;  // connect and each collective: a dead or stuck peer becomes an error
+  bool busy_poll = false;  // see NetPoll
+  // All-reduces up to this many bytes take the sync path; must be equal on every rank (0: never).
+  size_t sync_max_bytes = kSyncAllReduceMaxBytes;
 };
 
 // Connects rank `rank` of `size` (blocks until every rank has joined, or the timeout).

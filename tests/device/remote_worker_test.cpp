@@ -8,6 +8,7 @@
 #include "net/frame.h"
 #include "net/handshake.h"
 #include "net/wire.h"
+#include "worker_process.h"
 
 #include <gtest/gtest.h>
 
@@ -25,75 +26,19 @@ namespace {
 
 constexpr auto kKillDeadline = std::chrono::seconds(5);  // the task's bound for naming a dead worker
 
-// A `weft worker --listen 127.0.0.1:0` child; the port is read from its first line of output.
-class Worker {
- public:
-  explicit Worker(const std::string& key_file = "") {
-    int fds[2];
-    WEFT_ASSERT(::pipe(fds) == 0);
-    pid_ = ::fork();
-    WEFT_ASSERT(pid_ >= 0);
-    if (pid_ == 0) {
-      ::dup2(fds[1], 1);
-      std::freopen("/dev/null", "w", stderr);
-      ::close(fds[0]);
-      if (key_file.empty())
-        ::execl(WEFT_BINARY, WEFT_BINARY, "worker", "--listen", "127.0.0.1:0", static_cast<char*>(nullptr));
-      else
-        ::execl(WEFT_BINARY, WEFT_BINARY, "worker", "--listen", "127.0.0.1:0", "--auth-key-file", key_file.c_str(),
-                static_cast<char*>(nullptr));
-      ::_exit(127);
-    }
-    ::close(fds[1]);
-    std::string line;
-    char c;
-    while (::read(fds[0], &c, 1) == 1 && c != '\n') line += c;
-    ::close(fds[0]);
-    const size_t colon = line.rfind(':');
-    WEFT_ASSERT(colon != std::string::npos);
-    port_ = std::stoi(line.substr(colon + 1));
-  }
-  ~Worker() { kill(SIGTERM); }
-  void kill(int sig) {
-    if (pid_ <= 0) return;
-    ::kill(pid_, sig);
-    ::waitpid(pid_, nullptr, 0);
-    pid_ = -1;
-  }
-  std::string address() const { return "127.0.0.1:" + std::to_string(port_); }
-  std::string url() const { return "tcp://" + address(); }
-
- private:
-  pid_t pid_ = -1;
-  int port_ = 0;
-};
-
-std::string shell(const std::string& cmd) {
-  std::string out;
-  FILE* p = ::popen(cmd.c_str(), "r");
-  char buf[4096];
-  size_t n;
-  while ((n = std::fread(buf, 1, sizeof(buf), p)) > 0) out.append(buf, n);
-  ::pclose(p);
-  return out;
-}
+using testing_support::greedy_text;
+using testing_support::shell;
+using testing_support::stories;
+using testing_support::Worker;
 
 // Greedy generated ids from `weft run --json`, as the text of the JSON array.
 std::string greedy_ids(const std::string& model, const std::string& devices, const std::string& extra = "") {
   const std::string out = shell(std::string(WEFT_BINARY) + " run --json --temp 0 -n 24 -p 'Once upon a time' -m " +
-                                model + " --devices " + devices + " " + extra + " 2>&1");
+                                model + " --devices " + devices + " --net-poll block " + extra + " 2>&1");
   const size_t a = out.find("\"generated_ids\":[");
   if (a == std::string::npos) return "ERROR: " + out;
   return out.substr(a, out.find(']', a) - a);
 }
-
-// Greedy text from `weft run` (for generated vocabularies, whose pieces need not be UTF-8).
-std::string greedy_text(const std::string& model, const std::string& devices, const std::string& extra = "") {
-  return shell(std::string(WEFT_BINARY) + " run --temp 0 -n 24 -p 'Once upon a time' -m " + model + " --devices " +
-               devices + " " + extra + " 2>/dev/null; echo \"exit=$?\"");
-}
-
-std::string stories() { return std::string(WEFT_SHARED_DIR) + "/models/stories260K.gguf"; }
 
 TEST(RemoteWorker, StoriesGreedyTokensMatchOneLocalDevice) {
   Worker w1, w2;
@@ -177,7 +122,7 @@ TEST(RemoteWorker, BrokenSessionsEndOnlyThemselves) {
 TEST(RemoteWorker, WrongKeyIsRejectedNamingTheWorker) {
   const std::string key_file = testing::TempDir() + "/weft_worker_key";
   std::ofstream(key_file) << "correct horse battery staple\n";
-  Worker w(key_file);
+  Worker w({"--auth-key-file", key_file});
   try {
     RemoteDevice d(w.address(), 1, std::vector<uint8_t>(20, 'x'));
     FAIL() << "wrong key accepted";
@@ -191,16 +136,7 @@ TEST(RemoteWorker, WrongKeyIsRejectedNamingTheWorker) {
 TEST(RemoteWorker, KilledWorkerFailsTheCoordinatorQuicklyNamingIt) {
   Worker w1, w2;
   const std::string err = testing::TempDir() + "/weft_kill_stderr";
-  const pid_t pid = ::fork();
-  ASSERT_GE(pid, 0);
-  if (pid == 0) {
-    std::freopen("/dev/null", "w", stdout);
-    std::freopen(err.c_str(), "w", stderr);
-    const std::string devices = w1.url() + "," + w2.url();
-    ::execl(WEFT_BINARY, WEFT_BINARY, "run", "--temp", "0", "-n", "200000", "-c", "200001", "-p", "Once upon a time",
-            "-m", stories().c_str(), "--devices", devices.c_str(), static_cast<char*>(nullptr));
-    ::_exit(127);
-  }
+  const pid_t pid = testing_support::start_long_run(w1.url() + "," + w2.url(), err);
   std::this_thread::sleep_for(std::chrono::milliseconds(1500));  // loaded and generating
   int status = 0;
   ASSERT_EQ(::waitpid(pid, &status, WNOHANG), 0) << "coordinator ended before the kill";

@@ -19,6 +19,14 @@ bool attach_process_group(const std::vector<std::unique_ptr<Device>>& devices, p
   for (size_t i = 0; i < devices.size(); ++i)
     if ((remote[i] = dynamic_cast<RemoteDevice*>(devices[i].get())) && host.empty()) host = remote[i]->local_host();
   if (host.empty()) return false;
+  auto watch = std::make_shared<GroupWatch>();
+  int local_threads = 0;
+  for (size_t i = 0; i < devices.size(); ++i) {
+    if (remote[i]) watch->members.push_back(remote[i]);
+    else local_threads += devices[i]->threads();
+  }
+  for (RemoteDevice* r : watch->members) r->set_watch(watch);
+  const bool busy = parallel::resolve_busy_poll(coordinator_config().net_poll, local_threads);
 
   // The interface that reaches the first worker serves the store and the local ranks.
   net::KvServer store(host);
@@ -42,7 +50,7 @@ bool attach_process_group(const std::vector<std::unique_ptr<Device>>& devices, p
     if (!remote[i])
       threads.emplace_back([&, i] {
         try {
-          local[i] = parallel::make_gloo_group(static_cast<int>(i), g.size, wire, {g.store, g.prefix, host, timeout_ms});
+          local[i] = parallel::make_gloo_group(static_cast<int>(i), g.size, wire, {g.store, g.prefix, host, timeout_ms, busy});
         } catch (...) {
           errors[i] = std::current_exception();
         }

@@ -2,56 +2,44 @@
 
 #include "core/error.h"
 #include "kernels/quants.h"
-#include "net/frame.h"
+#include "net/content_hash.h"
 #include "net/handshake.h"
 
+#include <unistd.h>
+
 #include <algorithm>
+#include <cstdio>
 #include <cstdlib>
-#include <map>
-#include <tuple>
+#include <filesystem>
 
 namespace weft::device::remote {
 namespace {
 
-using Kind = parallel::WeightSlice::Kind;
 using net::MsgType;
 
 constexpr size_t kChunkBytes = 8u << 20;  // weight bytes per TensorChunk frame (limit is 16 MiB)
-constexpr int kSendTimeoutMs = 60000;
+// A send must progress within this; a worker that stops reading (host down) fails the send.
+constexpr int kSendTimeoutMs = 15000;
+constexpr int kPollMs = 100;          // how often a wait looks at the group's other workers
+constexpr int kBodyTimeoutMs = 60000;  // once a frame has started, the rest must follow
 
-// One weight slice as the worker will hold it: a whole tensor of its own.
-struct SliceTensor {
-  std::string name;
-  const gguf::TensorInfo* src;
-  Kind kind;
-  parallel::Range range;
-  // An empty Rows/Cols slice (this device holds none of it) still needs a tensor of the right
-  // other dimension: one zero row ({cols, 1}) or one zero block per row ({block, rows}).
-  bool empty = false;
-};
+CoordinatorConfig& config() {
+  static CoordinatorConfig c;
+  return c;
+}
 
-// Bytes of slice t, in the layout of the whole tensor it becomes; emitted in pieces to `out`.
-template <typename Out>
-void for_each_piece(const SliceTensor& t, Out&& out) {
-  const auto& s = *t.src;
-  const int64_t cols = s.shape[0], rows = s.n_elements() / cols;
-  const size_t stride = row_bytes(s.type, cols);
-  if (t.empty) {
-    const std::vector<uint8_t> zeros(t.kind == Kind::Rows ? stride : row_bytes(s.type, block_size(s.type)) * rows);
-    out(zeros.data(), zeros.size());
-  } else if (t.kind == Kind::Rows) {
-    out(s.data + stride * t.range.begin, stride * t.range.size());
-  } else if (t.kind == Kind::Cols) {
-    const size_t off = row_bytes(s.type, t.range.begin), n = row_bytes(s.type, t.range.size());
-    for (int64_t r = 0; r < rows; ++r) out(s.data + stride * r + off, n);
-  } else {
-    out(s.data, s.n_bytes);
-  }
+ModelId model_id(const gguf::File& f) {
+  if (f.path().empty()) return {};  // parsed from memory: nothing a worker could have a copy of
+  return {f.file_size(), net::sha256_file_hex(f.path()), std::filesystem::path(f.path()).filename().string()};
 }
 
 }  // namespace
 
+void set_coordinator_config(const CoordinatorConfig& c) { config() = c; }
+const CoordinatorConfig& coordinator_config() { return config(); }
+
 std::vector<uint8_t> coordinator_key() {
+  if (!config().key_file.empty()) return net::read_key_file(config().key_file);
   const char* path = std::getenv("WEFT_AUTH_KEY_FILE");
   return path && *path ? net::read_key_file(path) : std::vector<uint8_t>{};
 }
@@ -78,10 +66,59 @@ auto RemoteDevice::guarded(const char* what, F&& f) -> decltype(f()) {
     return f();
   } catch (const Error& e) {
     sock_.close();
-    const std::string text = e.what();
-    if (text.find(name()) != std::string::npos) throw Error("net", text);
+    std::string text = e.what();
+    if (text.rfind("[" + e.origin() + "] ", 0) == 0) text.erase(0, e.origin().size() + 3);  // Error adds it again
+    if (watch_ && watch_->failed.empty()) watch_->failed = text.find(name()) == 0 ? text : name() + ": " + text;
+    if (text.rfind("tcp://", 0) == 0) throw Error("net", text);  // already names the worker at fault
     throw Error("net", fmt::format("{}: {}: {}", name(), what, text));
   }
+}
+
+void RemoteDevice::send(MsgType t, std::span<const uint8_t> payload) {
+  net::send_frame(sock_, t, payload, kSendTimeoutMs);
+  last_heard_ = Clock::now();  // the silence bound counts from the request
+}
+
+net::Frame RemoteDevice::await(MsgType want) {
+  for (;;) {
+    check_peers();
+    if (sock_.readable(kPollMs)) {
+      net::Frame f = net::recv_frame(sock_, kBodyTimeoutMs, kBodyTimeoutMs);
+      last_heard_ = Clock::now();
+      if (f.type == MsgType::Heartbeat) continue;
+      if (f.type == MsgType::Error) {
+        net::ByteReader r(f.payload);
+        fail("net", "{}: {}", name(), r.str("error text", net::max_payload(MsgType::Error)));
+      }
+      if (f.type != want)
+        fail("net", "{}: expected a {} message, got {}", name(), net::msg_type_name(want), net::msg_type_name(f.type));
+      return f;
+    }
+    const auto silent = std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - last_heard_).count();
+    if (silent > kPeerSilenceMs)
+      fail("net", "{}: no reply or heartbeat for {} ms: the worker or its host is down or hung", name(), silent);
+  }
+}
+
+void RemoteDevice::check_peers() {
+  if (!watch_) return;
+  if (!watch_->failed.empty()) fail("net", "{} (this group's step cannot finish)", watch_->failed);
+  for (RemoteDevice* p : watch_->members)
+    if (p != this && p->in_step_ && p->sock_.valid()) p->guarded("step", [&] { p->probe(); });
+}
+
+void RemoteDevice::probe() {
+  std::array<uint8_t, net::kFrameHeaderBytes> h;
+  while (sock_.peek(h.data(), h.size()) == h.size()) {
+    MsgType t;
+    const uint32_t len = net::parse_frame_header(h, t);
+    last_heard_ = Clock::now();
+    if (t != MsgType::Heartbeat || len != 0) return;  // its reply: read when the engine waits for it
+    sock_.recv_exact(h.data(), h.size(), 1000);
+  }
+  const auto silent = std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - last_heard_).count();
+  if (silent > kPeerSilenceMs)
+    fail("net", "{}: no reply or heartbeat for {} ms: the worker or its host is down or hung", name(), silent);
 }
 
 bool RemoteDevice::supports(parallel::LocalOp op, DType t) const {
@@ -103,77 +140,84 @@ void RemoteDevice::start_group(const GroupSetup& g) {
   guarded("group setup", [&] {
     net::ByteWriter w;
     write_group_setup(w, g);
-    net::send_frame(sock_, MsgType::GroupSetup, w.data(), kSendTimeoutMs);
+    send(MsgType::GroupSetup, w.data());
   });
 }
 
 void RemoteDevice::finish_group() {
-  guarded("group setup", [&] { net::expect_frame(sock_, MsgType::GroupReady, kLoadTimeoutMs); });
+  guarded("group setup", [&] { await(MsgType::GroupReady); });
 }
 
 void RemoteDevice::load(const parallel::DeviceGraph& graph, const gguf::File& weights, const LoadOptions& opt) {
   guarded("load", [&] {
-    // Every distinct slice becomes one tensor "s<i>"; 2-D slices are cut here (so only their bytes
-    // travel) and become Whole, 1-D ones (norms, biases) are small and keep their element range.
+    const auto t0 = Clock::now();
     parallel::DeviceGraph g = graph;
-    std::vector<SliceTensor> tensors;
-    std::map<std::tuple<std::string, Kind, int64_t, int64_t>, std::string> seen;
-    auto rewrite = [&](parallel::WeightSlice& s) {
-      if (s.kind == Kind::None) return;
-      const auto& info = weights.tensor(s.tensor);
-      const bool matrix = info.shape.size() >= 2 && info.n_elements() != info.shape[0];
-      const bool empty = matrix && s.kind != Kind::Whole && s.range.empty();
-      const Kind k = matrix ? s.kind : Kind::Whole;
-      const auto key = std::make_tuple(s.tensor, k, k == Kind::Whole ? 0 : s.range.begin, k == Kind::Whole ? 0 : s.range.end);
-      auto [it, fresh] = seen.emplace(key, "s" + std::to_string(tensors.size()));
-      if (fresh) tensors.push_back({it->second, &info, k, s.range, empty});
-      s.tensor = it->second;
-      if (matrix && !empty) s.kind = Kind::Whole;
-      if (empty) s.range = {0, 0};  // its begin indexed the original tensor
-    };
-    for (auto& n : g.nodes) {
-      rewrite(n.weight);
-      rewrite(n.bias);
-    }
+    const std::vector<SliceSpec> specs = plan_slices(g, weights);
     net::ByteWriter w;
     write_graph(w, g);
     write_load_options(w, opt);
-    w.u32(static_cast<uint32_t>(tensors.size()));
-    net::send_frame(sock_, MsgType::Load, w.data(), kSendTimeoutMs);
-
-    std::vector<uint8_t> chunk;
-    auto flush = [&] {
-      if (chunk.empty()) return;
-      net::send_frame(sock_, MsgType::TensorChunk, chunk, kSendTimeoutMs);
-      chunk.clear();
-    };
-    for (const auto& t : tensors) {
-      TensorHeader h{t.name, t.src->type, t.src->shape, 0};
-      const int64_t rows = t.src->n_elements() / t.src->shape[0];
-      h.shape.resize(2);
-      h.shape[1] = rows;
-      if (t.kind == Kind::Rows) h.shape[1] = t.range.size();
-      if (t.kind == Kind::Cols) h.shape[0] = t.range.size();
-      if (t.kind == Kind::Whole) h.shape = t.src->shape;
-      if (t.empty && t.kind == Kind::Rows) h.shape = {t.src->shape[0], 1};
-      if (t.empty && t.kind == Kind::Cols) h.shape = {block_size(h.type), rows};
-      h.n_bytes = t.kind == Kind::Whole ? t.src->n_bytes : row_bytes(h.type, h.shape[0]) * h.shape[1];
-      net::ByteWriter hw;
-      write_tensor_header(hw, h);
-      net::send_frame(sock_, MsgType::Tensor, hw.data(), kSendTimeoutMs);
-      for_each_piece(t, [&](const uint8_t* p, size_t n) {
-        while (n > 0) {
-          const size_t take = std::min(n, kChunkBytes - chunk.size());
-          chunk.insert(chunk.end(), p, p + take);
-          p += take;
-          n -= take;
-          if (chunk.size() == kChunkBytes) flush();
-        }
-      });
-      flush();  // chunks never span two tensors
-    }
-    net::expect_frame(sock_, MsgType::Loaded, kLoadTimeoutMs);
+    write_model_id(w, model_id(weights));
+    write_slices(w, specs);
+    send(MsgType::Load, w.data());
+    net::Frame f = await(MsgType::LoadSource);
+    net::ByteReader r(f.payload);
+    const uint8_t src = r.u8("load source");
+    r.finish("load source");
+    if (src >= static_cast<uint8_t>(LoadSource::Count)) fail("net", "load source {} is out of range", src);
+    load_report_ = {static_cast<LoadSource>(src), 0, 0};
+    if (load_report_.source == LoadSource::Stream) stream_weights(weights, specs);
+    await(MsgType::Loaded);
+    load_report_.seconds = std::chrono::duration<double>(Clock::now() - t0).count();
+    if (coordinator_config().progress && load_report_.source != LoadSource::Stream)
+      std::fprintf(stderr, "%s: weights from the worker's %s (nothing streamed)\n", name().c_str(),
+                   std::string(load_source_name(load_report_.source)).c_str());
   });
+}
+
+void RemoteDevice::stream_weights(const gguf::File& weights, const std::vector<SliceSpec>& specs) {
+  uint64_t total = 0;
+  for (const auto& s : specs) total += slice_header(s, weights.tensor(s.source)).n_bytes;
+  const bool tty = coordinator_config().progress && ::isatty(2);
+  const auto t0 = Clock::now();
+  auto last_shown = t0;
+  auto show = [&](bool done) {
+    const double mib = 1.0 / (1 << 20), s = std::chrono::duration<double>(Clock::now() - t0).count();
+    if (done && coordinator_config().progress)
+      std::fprintf(stderr, "%s%s: streamed %.1f MiB of weights in %.1f s\n", tty ? "\r\033[K" : "", name().c_str(),
+                   load_report_.bytes_streamed * mib, s);
+    else if (tty)
+      std::fprintf(stderr, "\r\033[K%s: streaming weights %3.0f%% (%.0f / %.0f MiB)", name().c_str(),
+                   100.0 * load_report_.bytes_streamed / std::max<uint64_t>(total, 1), load_report_.bytes_streamed * mib,
+                   total * mib);
+  };
+  std::vector<uint8_t> chunk;
+  auto flush = [&] {
+    if (chunk.empty()) return;
+    send(MsgType::TensorChunk, chunk);
+    load_report_.bytes_streamed += chunk.size();
+    chunk.clear();
+    if (Clock::now() - last_shown > std::chrono::milliseconds(200)) {
+      show(false);
+      last_shown = Clock::now();
+    }
+  };
+  for (const auto& s : specs) {
+    const auto& src = weights.tensor(s.source);
+    net::ByteWriter hw;
+    write_tensor_header(hw, slice_header(s, src));
+    send(MsgType::Tensor, hw.data());
+    for_each_piece(s, src, [&](const uint8_t* p, size_t n) {
+      while (n > 0) {
+        const size_t take = std::min(n, kChunkBytes - chunk.size());
+        chunk.insert(chunk.end(), p, p + take);
+        p += take;
+        n -= take;
+        if (chunk.size() == kChunkBytes) flush();
+      }
+    });
+    flush();  // chunks never span two tensors
+  }
+  show(true);
 }
 
 void RemoteDevice::submit(Step step) {
@@ -181,7 +225,7 @@ void RemoteDevice::submit(Step step) {
     if (in_step_) fail("net", "submit while a step is running");
     net::ByteWriter w;
     write_step(w, step);
-    net::send_frame(sock_, MsgType::Step, w.data(), kSendTimeoutMs);
+    send(MsgType::Step, w.data());
     in_step_ = true;
   });
 }
@@ -190,7 +234,7 @@ StepResult RemoteDevice::wait() {
   return guarded("step", [&] {
     if (!in_step_) fail("net", "wait without a step");
     in_step_ = false;
-    net::Frame f = net::expect_frame(sock_, MsgType::StepResult, kStepTimeoutMs, kStepTimeoutMs);
+    net::Frame f = await(MsgType::StepResult);
     net::ByteReader r(f.payload);
     return read_step_result(r, stats_);
   });
@@ -200,8 +244,8 @@ void RemoteDevice::truncate_cache(int32_t pos) {
   guarded("truncate", [&] {
     net::ByteWriter w;
     w.i32(pos);
-    net::send_frame(sock_, MsgType::Truncate, w.data(), kSendTimeoutMs);
-    net::expect_frame(sock_, MsgType::Truncated, kStepTimeoutMs);
+    send(MsgType::Truncate, w.data());
+    await(MsgType::Truncated);
   });
 }
 

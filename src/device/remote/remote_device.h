@@ -1,21 +1,55 @@
 // A device in another process (`weft worker`), reached over TCP. It runs the same per-device graph
-// as a CPU device: load streams exactly the weight slices the graph names, and each step sends only
+// as a CPU device: load names the weight slices the graph needs (the worker reads them from its
+// own copy of the model or its cache when it can, else they are streamed), and each step sends only
 // tokens, positions and sampling parameters; the reply is the device's candidates (or logits slice).
 // In a tensor split its collectives run on the worker, over Gloo (see process_group.h).
+//
+// Every wait is bounded: a worker that resets or closes the connection fails the current call at
+// once; one that goes silent (no reply and no heartbeat) fails it after kPeerSilenceMs; and while
+// waiting for one worker the coordinator also watches the other workers of its group, so a dead
+// peer is named even while this worker is still (heartbeating) stuck in a collective with it.
 #pragma once
 
 #include "device/device.h"
 #include "device/remote/remote_messages.h"
+#include "device/remote/weight_slices.h"
+#include "net/frame.h"
 #include "net/socket.h"
+#include "parallel/gloo_group.h"
 
+#include <chrono>
+#include <memory>
 #include <string>
 #include <vector>
 
 namespace weft::device::remote {
 
 inline constexpr int kConnectTimeoutMs = 5000;
-inline constexpr int kLoadTimeoutMs = 600 * 1000;  // the worker parses and repacks every slice
-inline constexpr int kStepTimeoutMs = 600 * 1000;  // a long prompt on a slow worker; a dead one fails at once
+
+// Coordinator-wide settings from the command line (run/bench/plan flags).
+struct CoordinatorConfig {
+  std::string key_file;  // --auth-key-file; empty: $WEFT_AUTH_KEY_FILE, else no key
+  parallel::NetPoll net_poll = parallel::NetPoll::Auto;  // for the coordinator's own Gloo ranks
+  bool progress = true;  // weight streaming progress on stderr
+};
+void set_coordinator_config(const CoordinatorConfig& c);
+const CoordinatorConfig& coordinator_config();
+// The shared key for workers: --auth-key-file, else the file named by $WEFT_AUTH_KEY_FILE, else empty.
+std::vector<uint8_t> coordinator_key();
+
+// What a load did, for reports and tests.
+struct LoadReport {
+  LoadSource source = LoadSource::Stream;
+  uint64_t bytes_streamed = 0;  // weight bytes sent (0 when the worker had them)
+  double seconds = 0;
+};
+
+class RemoteDevice;
+// The remote devices of one group, so that a wait on one can watch the others.
+struct GroupWatch {
+  std::vector<RemoteDevice*> members;
+  std::string failed;  // the first member's error, once one failed
+};
 
 class RemoteDevice : public Device {
  public:
@@ -39,20 +73,32 @@ class RemoteDevice : public Device {
   void finish_group();
   // The local address that reaches this worker (for the rendezvous store and local ranks).
   std::string local_host() const { return sock_.local_host(); }
+  void set_watch(std::shared_ptr<GroupWatch> w) { watch_ = std::move(w); }
+  const LoadReport& load_report() const { return load_report_; }
 
  private:
+  using Clock = std::chrono::steady_clock;
   // Runs f; a failure is rethrown naming this device, and the connection is closed.
   template <typename F>
   auto guarded(const char* what, F&& f) -> decltype(f());
+  void send(net::MsgType t, std::span<const uint8_t> payload);
+  // The reply to the last request, skipping heartbeats; bounded as the header comment says.
+  net::Frame await(net::MsgType want);
+  // Throws when another member of the group has failed or is found dead (see probe).
+  void check_peers();
+  // Without blocking: consumes the heartbeats that have arrived; throws when the connection is
+  // gone or the worker has been silent for kPeerSilenceMs during a step.
+  void probe();
+  void stream_weights(const gguf::File& weights, const std::vector<SliceSpec>& specs);
 
   std::string address_;
   int threads_;
   net::Socket sock_;
   bool in_step_ = false;
+  Clock::time_point last_heard_ = Clock::now();
   DeviceStats stats_;
+  LoadReport load_report_;
+  std::shared_ptr<GroupWatch> watch_;
 };
-
-// The shared key for workers: the file named by $WEFT_AUTH_KEY_FILE, or empty when unset.
-std::vector<uint8_t> coordinator_key();
 
 }  // namespace weft::device::remote

@@ -72,6 +72,16 @@ graph::Dims read_dims(ByteReader& r) {
 
 }  // namespace
 
+std::string_view load_source_name(LoadSource s) {
+  switch (s) {
+    case LoadSource::Stream: return "streamed";
+    case LoadSource::ModelDir: return "model dir";
+    case LoadSource::Cache: return "cache";
+    case LoadSource::Count: break;
+  }
+  return "?";
+}
+
 void write_group_setup(ByteWriter& w, const GroupSetup& g) {
   w.str(g.store);
   w.str(g.prefix);

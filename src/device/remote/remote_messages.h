@@ -8,6 +8,7 @@
 #include "parallel/group.h"
 
 #include <string>
+#include <string_view>
 
 namespace weft::device::remote {
 
@@ -16,6 +17,19 @@ inline constexpr size_t kMaxNameBytes = 512;
 inline constexpr size_t kMaxTokens = 1 << 20;
 inline constexpr size_t kMaxFloats = 64u << 20;  // 256 MiB of f32: the frame limit of a step
 inline constexpr size_t kMaxTensors = 1 << 16;
+
+// Liveness: while a worker works on a request (load, step, truncate, group setup) it sends a
+// Heartbeat frame every kHeartbeatIntervalMs; a coordinator waiting for a reply that hears nothing
+// for kPeerSilenceMs declares the worker dead. A killed worker process is seen at once (its kernel
+// resets the connection); this bounds the case where no reset ever comes: the worker's host lost
+// power or its network, or the process is stopped. 4 s of silence = 8 missed heartbeats, enough
+// slack for a loaded host's scheduler.
+inline constexpr int kHeartbeatIntervalMs = 500;
+inline constexpr int kPeerSilenceMs = 4000;
+
+// Where a worker's weights come from for one session (its reply to Load).
+enum class LoadSource : uint8_t { Stream, ModelDir, Cache, Count };
+std::string_view load_source_name(LoadSource s);
 
 // Tells a worker which rank of the tensor-parallel group it is and where to rendezvous.
 struct GroupSetup {

@@ -2,36 +2,91 @@
 
 #include "core/error.h"
 #include "device/cpu/cpu_device.h"
+#include "device/remote/model_store.h"
 #include "device/remote/remote_messages.h"
+#include "device/remote/weight_slices.h"
 #include "gguf/gguf_writer.h"
 #include "net/frame.h"
 #include "net/handshake.h"
 #include "parallel/gloo_group.h"
 
+#include <chrono>
+#include <condition_variable>
+#include <filesystem>
 #include <cstdio>
+#include <mutex>
+#include <thread>
 
 namespace weft::device::remote {
 namespace {
 
+using net::MsgType;
 constexpr int kBodyTimeoutMs = 60000;  // once a frame has started, the rest must follow
 
 void send_error(net::Socket& s, const std::string& text) {
   net::ByteWriter w;
   w.str(text.substr(0, 2000));
   try {
-    net::send_frame(s, net::MsgType::Error, w.data(), 1000);
+    net::send_frame(s, MsgType::Error, w.data(), 1000);
   } catch (const Error&) {  // the coordinator may be gone already
   }
 }
 
-// Receives the weight slices announced by a Load message into one in-memory GGUF.
-std::vector<uint8_t> receive_tensors(net::Socket& s, uint32_t n_tensors) {
+// Sends the session's frames, and heartbeats from a thread of its own while the worker is busy
+// with a request. Every send takes the one mutex, so frames never interleave on the socket.
+class Replier {
+ public:
+  explicit Replier(net::Socket& s) : s_(s), thread_([this] { loop(); }) {}
+  ~Replier() {
+    {
+      std::lock_guard lock(mu_);
+      stop_ = true;
+    }
+    cv_.notify_all();
+    thread_.join();
+  }
+  // From now until the next send(): heartbeats.
+  void busy() {
+    std::lock_guard lock(mu_);
+    busy_ = true;
+  }
+  // Ends the busy period with a reply.
+  void send(MsgType t, std::span<const uint8_t> payload) {
+    std::lock_guard lock(mu_);
+    busy_ = false;
+    net::send_frame(s_, t, payload, kBodyTimeoutMs);
+  }
+
+ private:
+  void loop() {
+    std::unique_lock lock(mu_);
+    while (!stop_) {
+      cv_.wait_for(lock, std::chrono::milliseconds(kHeartbeatIntervalMs));
+      if (stop_ || !busy_ || gone_) continue;
+      try {
+        net::send_frame(s_, MsgType::Heartbeat, {}, 1000);
+      } catch (const Error&) {
+        gone_ = true;  // the coordinator is gone; the session ends when the request's reply fails
+      }
+    }
+  }
+
+  net::Socket& s_;
+  std::mutex mu_;
+  std::condition_variable cv_;
+  bool stop_ = false, busy_ = false, gone_ = false;
+  std::thread thread_;  // last: starts after the members it uses
+};
+
+// Receives the streamed slices, in the order of specs, into one in-memory GGUF.
+std::vector<uint8_t> receive_tensors(net::Socket& s, const std::vector<SliceSpec>& specs) {
   gguf::Writer w;
-  for (uint32_t i = 0; i < n_tensors; ++i) {
-    net::Frame f = net::expect_frame(s, net::MsgType::Tensor, kBodyTimeoutMs, kBodyTimeoutMs);
+  for (const auto& spec : specs) {
+    net::Frame f = net::expect_frame(s, MsgType::Tensor, kBodyTimeoutMs, kBodyTimeoutMs);
     net::ByteReader r(f.payload);
     TensorHeader h = read_tensor_header(r);
     r.finish("tensor header");
+    if (h.name != spec.name) fail("net", "tensor '{}' arrived where slice {} was announced", h.name, spec.name);
     if (h.shape[0] % block_size(h.type)) fail("net", "tensor '{}': row of {} is not whole blocks", h.name, h.shape[0]);
     uint64_t rows = 1;
     for (size_t d = 1; d < h.shape.size(); ++d) {
@@ -43,7 +98,7 @@ std::vector<uint8_t> receive_tensors(net::Socket& s, uint32_t n_tensors) {
       fail("net", "tensor '{}': {} bytes do not match its shape and type {}", h.name, h.n_bytes, dtype_name(h.type));
     std::vector<uint8_t> data;  // grows only as bytes really arrive
     while (data.size() < h.n_bytes) {
-      net::Frame c = net::expect_frame(s, net::MsgType::TensorChunk, kBodyTimeoutMs, kBodyTimeoutMs);
+      net::Frame c = net::expect_frame(s, MsgType::TensorChunk, kBodyTimeoutMs, kBodyTimeoutMs);
       if (c.payload.empty() || data.size() + c.payload.size() > h.n_bytes)
         fail("net", "tensor '{}': chunk of {} bytes overruns its {} bytes", h.name, c.payload.size(), h.n_bytes);
       data.insert(data.end(), c.payload.begin(), c.payload.end());
@@ -52,6 +107,12 @@ std::vector<uint8_t> receive_tensors(net::Socket& s, uint32_t n_tensors) {
   }
   return w.to_bytes();
 }
+
+// The weights of one session and what they point into (declared so the device can go first).
+struct SessionWeights {
+  std::vector<uint8_t> bytes;
+  std::unique_ptr<gguf::File> file;
+};
 
 }  // namespace
 
@@ -80,13 +141,12 @@ void WorkerServer::serve(int max_sessions) {
 }
 
 void WorkerServer::session(net::Socket& s) {
-  using net::MsgType;
   net::server_handshake(s, opt_.key);
-  // Declared so that the device goes first: it may point into weights, which point into gguf_bytes.
+  // Declared so that the device goes first: it may point into the weights.
   std::unique_ptr<parallel::Group> group;
-  std::vector<uint8_t> gguf_bytes;
-  std::unique_ptr<gguf::File> weights;
+  SessionWeights weights;
   std::unique_ptr<CpuDevice> dev;
+  Replier reply(s);
   for (;;) {
     net::Frame f = net::recv_frame(s, opt_.idle_timeout_ms, kBodyTimeoutMs);
     net::ByteReader r(f.payload);
@@ -95,34 +155,64 @@ void WorkerServer::session(net::Socket& s) {
         if (dev) fail("net", "group setup after load");
         const GroupSetup g = read_group_setup(r);
         r.finish("group setup");
-        group = parallel::make_gloo_group(g.rank, g.size, g.wire, {g.store, g.prefix, s.local_host(), g.timeout_ms});
-        net::send_frame(s, MsgType::GroupReady, {}, kBodyTimeoutMs);
+        reply.busy();
+        group = parallel::make_gloo_group(g.rank, g.size, g.wire,
+                                          {g.store, g.prefix, s.local_host(), g.timeout_ms,
+                                           parallel::resolve_busy_poll(opt_.net_poll, opt_.threads)});
+        reply.send(MsgType::GroupReady, {});
         break;
       }
       case MsgType::Load: {
         if (dev) fail("net", "a session loads once");
         const parallel::DeviceGraph graph = read_graph(r);
         const LoadOptions lo = read_load_options(r);
-        const uint32_t n_tensors = r.count("tensor count", kMaxTensors, 0);
+        const ModelId model = read_model_id(r);
+        const std::vector<SliceSpec> specs = read_slices(r);
         r.finish("load");
-        gguf_bytes = receive_tensors(s, n_tensors);
-        weights = gguf::File::parse(gguf_bytes.data(), gguf_bytes.size(), "weights from " + s.peer());
+        reply.busy();  // hashing a local model file may take seconds
+        LoadSource source = LoadSource::Stream;
+        std::string path;
+        if (model.known() && !opt_.model_dir.empty())
+          if (auto p = find_model(opt_.model_dir, model)) source = LoadSource::ModelDir, path = *p;
+        const std::string key = model.known() ? slices_key(model, specs) : "";
+        if (source == LoadSource::Stream && !key.empty() && !opt_.cache_dir.empty() &&
+            std::filesystem::exists(cache_path(opt_.cache_dir, key)))
+          source = LoadSource::Cache, path = cache_path(opt_.cache_dir, key);
+        net::ByteWriter w;
+        w.u8(static_cast<uint8_t>(source));
+        reply.send(MsgType::LoadSource, w.data());
+        std::fprintf(stderr, "weft worker: weights of %s: %s%s%s\n", model.file_name.c_str(),
+                     std::string(load_source_name(source)).c_str(), path.empty() ? "" : " ", path.c_str());
+
+        if (source == LoadSource::Stream) {
+          weights.bytes = receive_tensors(s, specs);
+          reply.busy();
+          if (!key.empty() && !opt_.cache_dir.empty()) cache_store(opt_.cache_dir, key, weights.bytes);
+        } else if (source == LoadSource::ModelDir) {
+          weights.bytes = cut_slices(*gguf::File::open(path), specs);
+        }
+        weights.file = source == LoadSource::Cache
+                           ? gguf::File::open(path)
+                           : gguf::File::parse(weights.bytes.data(), weights.bytes.size(), "weights from " + s.peer());
+        for (const auto& spec : specs)  // a cache file is trusted only as far as it holds every slice
+          if (!weights.file->find_tensor(spec.name)) fail("net", "weights lack slice {} ({})", spec.name, spec.source);
         CpuDeviceOptions o;
         o.n_threads = opt_.threads;
         o.spin = false;  // the worker cannot know what else runs on its cores
         dev = std::make_unique<CpuDevice>(o);
         if (group) dev->attach_group(std::move(group));
-        dev->load(graph, *weights, lo);
-        net::send_frame(s, MsgType::Loaded, {}, kBodyTimeoutMs);
+        dev->load(graph, *weights.file, lo);
+        reply.send(MsgType::Loaded, {});
         break;
       }
       case MsgType::Step: {
         if (!dev) fail("net", "step before load");
+        reply.busy();
         dev->submit(read_step(r));
         StepResult res = dev->wait();
         net::ByteWriter w;
         write_step_result(w, res, dev->stats());
-        net::send_frame(s, MsgType::StepResult, w.data(), kBodyTimeoutMs);
+        reply.send(MsgType::StepResult, w.data());
         break;
       }
       case MsgType::Truncate: {
@@ -130,8 +220,9 @@ void WorkerServer::session(net::Socket& s) {
         const int32_t pos = r.i32("truncate position");
         r.finish("truncate");
         if (pos < 0) fail("net", "truncate at {}", pos);
+        reply.busy();
         dev->truncate_cache(pos);
-        net::send_frame(s, MsgType::Truncated, {}, kBodyTimeoutMs);
+        reply.send(MsgType::Truncated, {});
         break;
       }
       case MsgType::Bye:

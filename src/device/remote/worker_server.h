@@ -1,10 +1,12 @@
 // The worker side of `weft worker`: serves one coordinator at a time. A session is: handshake,
-// optional group setup (Gloo rendezvous), the device graph and its weight slices, then steps.
-// Whatever ends a session — a Bye, a dead coordinator, garbage, a failed step — the worker logs it
-// and accepts the next.
+// optional group setup (Gloo rendezvous), the device graph and its weights (from --model-dir, the
+// cache, or streamed), then steps. While it works on a request the worker sends heartbeats (see
+// remote_messages.h). Whatever ends a session — a Bye, a dead coordinator, garbage, a failed step —
+// the worker logs it and accepts the next.
 #pragma once
 
 #include "net/socket.h"
+#include "parallel/gloo_group.h"
 
 #include <atomic>
 #include <cstdint>
@@ -18,6 +20,9 @@ struct WorkerOptions {
   int threads = 1;
   std::vector<uint8_t> key;   // empty: no authentication (loopback only, see check_listen)
   int idle_timeout_ms = 3600 * 1000;  // a session with no message for this long is dropped
+  std::string model_dir;   // where to look for the coordinator's model file ("" : never)
+  std::string cache_dir;   // where streamed shards are kept ("" : no cache)
+  parallel::NetPoll net_poll = parallel::NetPoll::Auto;
 };
 
 // Throws weft::Error("cli", ...) when listening beyond loopback without a key.

@@ -1,0 +1,162 @@
+#include "device/remote/weight_slices.h"
+
+#include "core/error.h"
+#include "gguf/gguf_writer.h"
+#include "net/content_hash.h"
+
+#include <map>
+#include <tuple>
+
+namespace weft::device::remote {
+
+using Kind = parallel::WeightSlice::Kind;
+
+namespace {
+
+bool is_matrix(const gguf::TensorInfo& t) { return t.shape.size() >= 2 && t.n_elements() != t.shape[0]; }
+int64_t n_rows(const gguf::TensorInfo& t) { return t.n_elements() / t.shape[0]; }
+
+}  // namespace
+
+std::vector<SliceSpec> plan_slices(parallel::DeviceGraph& g, const gguf::File& weights) {
+  std::vector<SliceSpec> specs;
+  std::map<std::tuple<std::string, Kind, int64_t, int64_t>, std::string> seen;
+  auto rewrite = [&](parallel::WeightSlice& s) {
+    if (s.kind == Kind::None) return;
+    const auto& info = weights.tensor(s.tensor);
+    const bool matrix = is_matrix(info);
+    const bool empty = matrix && s.kind != Kind::Whole && s.range.empty();
+    const Kind k = matrix ? s.kind : Kind::Whole;
+    const auto key = std::make_tuple(s.tensor, k, k == Kind::Whole ? 0 : s.range.begin, k == Kind::Whole ? 0 : s.range.end);
+    auto [it, fresh] = seen.emplace(key, "s" + std::to_string(specs.size()));
+    if (fresh) specs.push_back({it->second, s.tensor, k, k == Kind::Whole ? parallel::Range{} : s.range, empty});
+    s.tensor = it->second;
+    if (matrix && !empty) s.kind = Kind::Whole;
+    if (empty) s.range = {0, 0};  // its begin indexed the original tensor
+  };
+  for (auto& n : g.nodes) {
+    rewrite(n.weight);
+    rewrite(n.bias);
+  }
+  return specs;
+}
+
+void check_slice(const SliceSpec& s, const gguf::TensorInfo& src) {
+  if (s.kind == Kind::Whole) {
+    if (s.empty) fail("net", "slice {} of '{}': a whole tensor cannot be empty", s.name, s.source);
+    return;
+  }
+  if (s.kind != Kind::Rows && s.kind != Kind::Cols) fail("net", "slice {} of '{}': bad kind", s.name, s.source);
+  if (!is_matrix(src)) fail("net", "slice {}: '{}' is not a matrix", s.name, s.source);
+  const int64_t dim = s.kind == Kind::Rows ? n_rows(src) : src.shape[0];
+  if (s.range.begin < 0 || s.range.end < s.range.begin || s.range.end > dim)
+    fail("net", "slice {} of '{}': range [{}, {}) outside 0..{}", s.name, s.source, s.range.begin, s.range.end, dim);
+  if (s.empty != s.range.empty()) fail("net", "slice {} of '{}': empty flag disagrees with its range", s.name, s.source);
+  const int64_t bs = block_size(src.type);
+  if (s.kind == Kind::Cols && (s.range.begin % bs || s.range.end % bs))
+    fail("net", "slice {} of '{}': columns [{}, {}) are not whole blocks of {}", s.name, s.source, s.range.begin,
+         s.range.end, bs);
+}
+
+TensorHeader slice_header(const SliceSpec& s, const gguf::TensorInfo& src) {
+  TensorHeader h{s.name, src.type, src.shape, src.n_bytes};
+  if (s.kind == Kind::Whole) return h;
+  const int64_t rows = n_rows(src);
+  h.shape = {src.shape[0], rows};
+  if (s.kind == Kind::Rows) h.shape[1] = s.empty ? 1 : s.range.size();
+  if (s.kind == Kind::Cols) h.shape[0] = s.empty ? block_size(src.type) : s.range.size();
+  h.n_bytes = row_bytes(h.type, h.shape[0]) * h.shape[1];
+  return h;
+}
+
+void for_each_piece(const SliceSpec& s, const gguf::TensorInfo& src,
+                    const std::function<void(const uint8_t* p, size_t n)>& out) {
+  const int64_t cols = src.shape[0], rows = n_rows(src);
+  const size_t stride = row_bytes(src.type, cols);
+  if (s.empty) {
+    const std::vector<uint8_t> zeros(s.kind == Kind::Rows ? stride : row_bytes(src.type, block_size(src.type)) * rows);
+    out(zeros.data(), zeros.size());
+  } else if (s.kind == Kind::Rows) {
+    out(src.data + stride * s.range.begin, stride * s.range.size());
+  } else if (s.kind == Kind::Cols) {
+    const size_t off = row_bytes(src.type, s.range.begin), n = row_bytes(src.type, s.range.size());
+    for (int64_t r = 0; r < rows; ++r) out(src.data + stride * r + off, n);
+  } else {
+    out(src.data, src.n_bytes);
+  }
+}
+
+std::vector<uint8_t> cut_slices(const gguf::File& model, const std::vector<SliceSpec>& specs) {
+  gguf::Writer w;
+  for (const auto& s : specs) {
+    const gguf::TensorInfo* src = model.find_tensor(s.source);
+    if (!src) fail("net", "slice {}: the model has no tensor '{}'", s.name, s.source);
+    check_slice(s, *src);
+    const TensorHeader h = slice_header(s, *src);
+    w.add_tensor(h.name, h.type, h.shape, [&s, src, n_bytes = h.n_bytes](uint8_t* dst, size_t n) {
+      WEFT_ASSERT(n == n_bytes);
+      size_t at = 0;
+      for_each_piece(s, *src, [&](const uint8_t* p, size_t k) {
+        WEFT_ASSERT(at + k <= n);
+        std::copy(p, p + k, dst + at);
+        at += k;
+      });
+      WEFT_ASSERT(at == n);
+    });
+  }
+  return w.to_bytes();
+}
+
+std::string slices_key(const ModelId& model, const std::vector<SliceSpec>& specs) {
+  net::ByteWriter w;
+  w.str("weft-slices/1");  // bump when the slice layout changes, so old cache entries stop matching
+  write_model_id(w, {model.size, model.sha256, ""});
+  write_slices(w, specs);
+  return net::sha256_hex(w.data());
+}
+
+void write_model_id(net::ByteWriter& w, const ModelId& m) {
+  w.u64(m.size);
+  w.str(m.sha256);
+  w.str(m.file_name);
+}
+
+ModelId read_model_id(net::ByteReader& r) {
+  ModelId m;
+  m.size = r.u64("model size");
+  m.sha256 = r.str("model hash", net::kSha256HexChars);
+  if (!m.sha256.empty() && (m.sha256.size() != net::kSha256HexChars ||
+                            m.sha256.find_first_not_of("0123456789abcdef") != std::string::npos))
+    fail("net", "model hash '{}' is not a SHA-256 in hex", m.sha256);
+  m.file_name = r.str("model file name", kMaxNameBytes);
+  return m;
+}
+
+void write_slices(net::ByteWriter& w, const std::vector<SliceSpec>& specs) {
+  w.u32(static_cast<uint32_t>(specs.size()));
+  for (const auto& s : specs) {
+    w.str(s.name);
+    w.str(s.source);
+    w.u8(static_cast<uint8_t>(s.kind));
+    w.i64(s.range.begin);
+    w.i64(s.range.end);
+    w.u8(s.empty);
+  }
+}
+
+std::vector<SliceSpec> read_slices(net::ByteReader& r) {
+  const uint32_t n = r.count("slice count", kMaxTensors, 4 + 4 + 1 + 16 + 1);
+  std::vector<SliceSpec> specs(n);
+  for (auto& s : specs) {
+    s.name = r.str("slice name", kMaxNameBytes);
+    s.source = r.str("slice source", kMaxNameBytes);
+    const uint8_t k = r.u8("slice kind");
+    if (k > static_cast<uint8_t>(Kind::Cols)) fail("net", "slice {}: kind {} is out of range", s.name, k);
+    s.kind = static_cast<Kind>(k);
+    s.range = {r.i64("slice begin"), r.i64("slice end")};
+    s.empty = r.boolean("slice empty");
+  }
+  return specs;
+}
+
+}  // namespace weft::device::remote

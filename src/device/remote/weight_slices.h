@@ -1,0 +1,61 @@
+// The weight slices one worker holds, described by name rather than by bytes: which model tensor,
+// whole or a row/column range. The coordinator derives them from the worker's device graph; a
+// worker with the same model file (same size and SHA-256) cuts them from its own mapping, one with
+// a cached copy reads that, and only otherwise are the bytes streamed. Both sides cut with the same
+// code (for_each_piece), so a slice read from disk is byte-identical to a streamed one.
+#pragma once
+
+#include "device/remote/remote_messages.h"
+#include "gguf/gguf_reader.h"
+#include "parallel/plan.h"
+
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <vector>
+
+namespace weft::device::remote {
+
+// A model file as named on the wire. sha256 empty: unknown (a model parsed from memory), so the
+// worker cannot use a copy of its own and the bytes are streamed.
+struct ModelId {
+  uint64_t size = 0;
+  std::string sha256;     // lower-case hex of the whole file
+  std::string file_name;  // for messages only; matching is by size and hash
+  bool known() const { return !sha256.empty(); }
+};
+
+struct SliceSpec {
+  std::string name;    // "s<i>": the tensor's name in the worker's graph
+  std::string source;  // the model tensor it is cut from
+  parallel::WeightSlice::Kind kind = parallel::WeightSlice::Kind::Whole;
+  parallel::Range range;  // rows (Rows) or columns (Cols) of source; unused for Whole
+  // This device holds none of a split matrix, yet its graph still names a tensor of the right
+  // other dimension: one zero row ({cols, 1}) or one zero block per row ({block, rows}).
+  bool empty = false;
+};
+
+// Rewrites g's weight references to the "s<i>" tensors and returns them: 2-D slices are cut (so
+// only their bytes exist on the worker) and become Whole; 1-D ones (norms, biases) are small and
+// travel whole, keeping their element range in the graph.
+std::vector<SliceSpec> plan_slices(parallel::DeviceGraph& g, const gguf::File& weights);
+
+// Validates a spec from the network against the local source tensor: kind, range inside the
+// shape, whole blocks for column ranges. Throws weft::Error("net", ...) naming the tensor.
+void check_slice(const SliceSpec& s, const gguf::TensorInfo& src);
+// The tensor the slice becomes (name, type, shape, byte count).
+TensorHeader slice_header(const SliceSpec& s, const gguf::TensorInfo& src);
+// The slice's bytes, in its own tensor's layout, emitted in order as pieces of the source mapping.
+void for_each_piece(const SliceSpec& s, const gguf::TensorInfo& src,
+                    const std::function<void(const uint8_t* p, size_t n)>& out);
+// Every slice cut from a local copy of the model, as one in-memory GGUF (what streaming builds too).
+std::vector<uint8_t> cut_slices(const gguf::File& model, const std::vector<SliceSpec>& specs);
+// Content key of a worker's weights: SHA-256 over the model hash and the slice list.
+std::string slices_key(const ModelId& model, const std::vector<SliceSpec>& specs);
+
+void write_model_id(net::ByteWriter& w, const ModelId& m);
+ModelId read_model_id(net::ByteReader& r);
+void write_slices(net::ByteWriter& w, const std::vector<SliceSpec>& specs);
+std::vector<SliceSpec> read_slices(net::ByteReader& r);
+
+}  // namespace weft::device::remote

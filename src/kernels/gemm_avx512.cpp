@@ -1,0 +1,320 @@
+// AVX-512 VNNI micro-kernel of the prompt GEMM (gemm_q8.h): 16 weight rows (one zmm lane each)
+// x up to 8 tokens. Per 32-value block and token: 8 vpdpbusd (each 16 rows x 4 values, the
+// token's 4 int8 values broadcast straight from memory), then one cvt + mul + fma; the weight
+// group vectors are loaded once per block and shared by the 8 tokens. Never AMX.
+#include "kernels/gemm_q8.h"
+
+#include "core/error.h"
+#include "core/fp16.h"
+#include "kernels/kquants_impl.h"
+#include "kernels/quants_legacy.h"
+
+// GCC 12's _mm512_undefined_* (self-initialised on purpose) warn once inlined into target-attribute
+// functions; the warnings are about the header, not this file.
+#pragma GCC diagnostic ignored "-Wuninitialized"
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#include <immintrin.h>
+
+#include <algorithm>
+#include <cstddef>
+#include <cstring>
+#include <vector>
+
+#define WEFT_GEMM_AVX512 __attribute__((target("avx512f,avx512bw,avx512vl,avx512dq,avx512vnni,avx2,fma,f16c")))
+
+namespace weft::kernels::gemm {
+namespace {
+
+// Tokens per pass over a panel: their activation blocks (48 bytes per 32 values) stay in L2
+// (128 tokens x 5632 columns ~ 1 MiB) while every panel of the thread's rows passes over them.
+constexpr int64_t kTokenChunk = 128;
+
+inline int32_t load_i32(const void* p) {
+  int32_t v;
+  std::memcpy(&v, p, 4);
+  return v;
+}
+
+// y[t * ldy + lane] for the rows in row_mask, t < T; act points at token 0 of block 0, blocks
+// act_stride (= total tokens) ActBlocks apart.
+template <int kScales, bool kMin, bool kCorr, int T>
+WEFT_GEMM_AVX512 void tile(const uint8_t* panel, size_t block_bytes, int64_t nb, const ActBlock* act,
+                           int64_t act_stride, float* y, int64_t ldy, __mmask16 row_mask) {
+  constexpr int kPerScale = kGroups / kScales;
+  __m512 acc[T];
+#pragma GCC unroll 8
+  for (int t = 0; t < T; ++t) acc[t] = _mm512_setzero_ps();
+  for (int64_t b = 0; b < nb; ++b, panel += block_bytes, act += act_stride) {
+    const auto* sc = reinterpret_cast<const float*>(panel + kGroups * 64);
+#pragma GCC unroll 2
+    for (int s = 0; s < kScales; ++s) {
+      __m512i sumi[T];
+#pragma GCC unroll 8
+      for (int t = 0; t < T; ++t)
+        sumi[t] = kCorr ? _mm512_set1_epi32(s == 0 ? act[t].c0 : act[t].c1) : _mm512_setzero_si512();
+#pragma GCC unroll 8
+      for (int g = s * kPerScale; g < (s + 1) * kPerScale; ++g) {
+        const __m512i w = _mm512_loadu_si512(panel + 64 * g);
+#pragma GCC unroll 8
+        for (int t = 0; t < T; ++t) sumi[t] = _mm512_dpbusd_epi32(sumi[t], w, _mm512_set1_epi32(load_i32(act[t].q + 4 * g)));
+      }
+      const __m512 scale = _mm512_loadu_ps(sc + 16 * s);
+#pragma GCC unroll 8
+      for (int t = 0; t < T; ++t)
+        acc[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(sumi[t]), _mm512_mul_ps(scale, _mm512_set1_ps(act[t].d)), acc[t]);
+    }
+    if constexpr (kMin) {
+      const __m512 mn = _mm512_loadu_ps(sc + 16 * kScales);
+#pragma GCC unroll 8
+      for (int t = 0; t < T; ++t) acc[t] = _mm512_fmadd_ps(mn, _mm512_set1_ps(act[t].s), acc[t]);
+    }
+  }
+#pragma GCC unroll 8
+  for (int t = 0; t < T; ++t) _mm512_mask_storeu_ps(y + t * ldy, row_mask, acc[t]);
+}
+
+using TileFn = void (*)(const uint8_t* panel, size_t block_bytes, int64_t nb, const ActBlock* act, int64_t act_stride,
+                        float* y, int64_t ldy, __mmask16 row_mask);
+
+// tiles[T - 1] handles T tokens.
+template <int kScales, bool kMin, bool kCorr>
+constexpr TileFn kTiles[kTileTokens] = {tile<kScales, kMin, kCorr, 1>, tile<kScales, kMin, kCorr, 2>,
+                                        tile<kScales, kMin, kCorr, 3>, tile<kScales, kMin, kCorr, 4>,
+                                        tile<kScales, kMin, kCorr, 5>, tile<kScales, kMin, kCorr, 6>,
+                                        tile<kScales, kMin, kCorr, 7>, tile<kScales, kMin, kCorr, 8>};
+
+const TileFn* tiles_for(const PanelFormat& f) {
+  if (f.n_scales == 2) return kTiles<2, false, true>;
+  return f.has_min ? kTiles<1, true, false> : kTiles<1, false, true>;
+}
+
+// ---- panel packing: the weights' packed bytes transposed so that lane r holds row r ----
+//
+// Unpacking is O(weights) per call against the kernel's O(weights x tokens), but done one value
+// at a time (pack_panel) it cost as much as the kernel at 32 tokens; these SIMD versions move
+// whole dwords: four or eight dwords of each of 16 rows become 4 / 8 vectors by an in-register
+// transpose, and the nibble / bit unpacking then runs on 16 rows at once.
+
+// Row pointers of a panel; rows past n_rows repeat the last one (their lanes are never stored).
+struct PanelRows {
+  const uint8_t* p[kPanelRows];
+  PanelRows(const WeightMatrix& w, int64_t r0, int n_rows) {
+    for (int r = 0; r < kPanelRows; ++r) p[r] = w.data + (r0 + std::min(r, n_rows - 1)) * w.row_stride;
+  }
+};
+
+WEFT_GEMM_AVX512 inline __m128i load128(const void* p) { return _mm_loadu_si128(static_cast<const __m128i*>(p)); }
+WEFT_GEMM_AVX512 inline __m256i load256(const void* p) { return _mm256_loadu_si256(static_cast<const __m256i*>(p)); }
+
+// out[g] lane r = dword g (g < 4) of the 16 bytes at rows.p[r] + off.
+WEFT_GEMM_AVX512 inline void transpose_16x4(const PanelRows& rows, size_t off, __m512i out[4]) {
+  __m512i in[4];  // in[k]: 128-bit lane i = row k + 4i
+#pragma GCC unroll 4
+  for (int k = 0; k < 4; ++k) {
+    __m512i v = _mm512_castsi128_si512(load128(rows.p[k] + off));
+    v = _mm512_inserti32x4(v, load128(rows.p[k + 4] + off), 1);
+    v = _mm512_inserti32x4(v, load128(rows.p[k + 8] + off), 2);
+    in[k] = _mm512_inserti32x4(v, load128(rows.p[k + 12] + off), 3);
+  }
+  // 4x4 dword transpose in every 128-bit lane: lane i of out[g] = dword g of rows 4i .. 4i + 3.
+  const __m512i t0 = _mm512_unpacklo_epi32(in[0], in[1]), t1 = _mm512_unpackhi_epi32(in[0], in[1]);
+  const __m512i t2 = _mm512_unpacklo_epi32(in[2], in[3]), t3 = _mm512_unpackhi_epi32(in[2], in[3]);
+  out[0] = _mm512_unpacklo_epi64(t0, t2);
+  out[1] = _mm512_unpackhi_epi64(t0, t2);
+  out[2] = _mm512_unpacklo_epi64(t1, t3);
+  out[3] = _mm512_unpackhi_epi64(t1, t3);
+}
+
+// out[g] lane r = dword g (g < 8) of the 32 bytes at rows.p[r] + off.
+WEFT_GEMM_AVX512 inline void transpose_16x8(const PanelRows& rows, size_t off, __m512i out[8]) {
+  __m512i in[8];  // in[k]: 256-bit half h = row k + 8h
+#pragma GCC unroll 8
+  for (int k = 0; k < 8; ++k)
+    in[k] = _mm512_inserti64x4(_mm512_castsi256_si512(load256(rows.p[k] + off)), load256(rows.p[k + 8] + off), 1);
+  __m512i t[8], u[8];
+#pragma GCC unroll 4
+  for (int k = 0; k < 4; ++k) {
+    t[2 * k] = _mm512_unpacklo_epi32(in[2 * k], in[2 * k + 1]);
+    t[2 * k + 1] = _mm512_unpackhi_epi32(in[2 * k], in[2 * k + 1]);
+  }
+  // u[q] (q < 4: rows 0..3 of each half, q >= 4: rows 4..7): 128-bit lane 2h + e holds
+  // dword (q % 4) + 4e of four rows of half h.
+#pragma GCC unroll 2
+  for (int k = 0; k < 2; ++k) {
+    u[4 * k + 0] = _mm512_unpacklo_epi64(t[4 * k], t[4 * k + 2]);
+    u[4 * k + 1] = _mm512_unpackhi_epi64(t[4 * k], t[4 * k + 2]);
+    u[4 * k + 2] = _mm512_unpacklo_epi64(t[4 * k + 1], t[4 * k + 3]);
+    u[4 * k + 3] = _mm512_unpackhi_epi64(t[4 * k + 1], t[4 * k + 3]);
+  }
+  // Dword g < 4: lanes 0 of u[g] and u[g + 4] per half; dword g + 4: lanes 1.
+  const __m512i lo_idx = _mm512_setr_epi64(0, 1, 8, 9, 4, 5, 12, 13);
+  const __m512i hi_idx = _mm512_setr_epi64(2, 3, 10, 11, 6, 7, 14, 15);
+#pragma GCC unroll 4
+  for (int g = 0; g < 4; ++g) {
+    out[g] = _mm512_permutex2var_epi64(u[g], lo_idx, u[g + 4]);
+    out[g + 4] = _mm512_permutex2var_epi64(u[g], hi_idx, u[g + 4]);
+  }
+}
+
+// The fp16 at rows.p[r] + off of each row, as 16 floats.
+WEFT_GEMM_AVX512 inline __m512 fp16_lanes(const PanelRows& rows, size_t off) {
+  alignas(32) uint16_t h[kPanelRows];
+  for (int r = 0; r < kPanelRows; ++r) std::memcpy(&h[r], rows.p[r] + off, 2);
+  return _mm512_cvtph_ps(_mm256_load_si256(reinterpret_cast<const __m256i*>(h)));
+}
+
+WEFT_GEMM_AVX512 inline void store_groups(uint8_t* pb, const __m512i q[kGroups]) {
+#pragma GCC unroll 8
+  for (int g = 0; g < kGroups; ++g) _mm512_store_si512(pb + 64 * g, q[g]);
+}
+
+WEFT_GEMM_AVX512 inline __m512i low_nibbles(__m512i v) { return _mm512_and_si512(v, _mm512_set1_epi8(0x0F)); }
+WEFT_GEMM_AVX512 inline __m512i high_nibbles(__m512i v) {
+  return _mm512_and_si512(_mm512_srli_epi16(v, 4), _mm512_set1_epi8(0x0F));
+}
+
+WEFT_GEMM_AVX512 void pack_q4_0(const PanelRows& rows, int64_t nb, size_t bb, uint8_t* panel) {
+  for (int64_t b = 0; b < nb; ++b) {
+    uint8_t* pb = panel + b * bb;
+    const size_t off = b * sizeof(legacy::BlockQ4_0);
+    __m512i qs[4], q[kGroups];
+    transpose_16x4(rows, off + 2, qs);  // values 4g..4g+3 low nibbles, 4g+16.. high
+#pragma GCC unroll 4
+    for (int g = 0; g < 4; ++g) {
+      q[g] = low_nibbles(qs[g]);
+      q[g + 4] = high_nibbles(qs[g]);
+    }
+    store_groups(pb, q);
+    _mm512_store_ps(pb + kGroups * 64, fp16_lanes(rows, off));
+  }
+}
+
+WEFT_GEMM_AVX512 void pack_q8_0(const PanelRows& rows, int64_t nb, size_t bb, uint8_t* panel) {
+  const __m512i bias = _mm512_set1_epi8(static_cast<char>(0x80));
+  for (int64_t b = 0; b < nb; ++b) {
+    uint8_t* pb = panel + b * bb;
+    const size_t off = b * sizeof(legacy::BlockQ8_0);
+    __m512i q[kGroups];
+    transpose_16x8(rows, off + 2, q);
+#pragma GCC unroll 8
+    for (int g = 0; g < kGroups; ++g) q[g] = _mm512_xor_si512(q[g], bias);  // q + 128
+    store_groups(pb, q);
+    _mm512_store_ps(pb + kGroups * 64, fp16_lanes(rows, off));
+  }
+}
+
+WEFT_GEMM_AVX512 void pack_q4_K(const PanelRows& rows, int64_t nb, size_t bb, uint8_t* panel) {
+  using kquants::BlockQ4K;
+  for (int64_t sb = 0; sb < nb / 8; ++sb) {
+    const size_t off = sb * sizeof(BlockQ4K);
+    for (int c = 0; c < 4; ++c) {  // chunk c: sub-blocks 2c (low nibbles), 2c + 1 (high)
+      __m512i qs[kGroups], q[kGroups];
+      transpose_16x8(rows, off + offsetof(BlockQ4K, qs) + 32 * c, qs);
+#pragma GCC unroll 8
+      for (int g = 0; g < kGroups; ++g) q[g] = low_nibbles(qs[g]);
+      store_groups(panel + (8 * sb + 2 * c) * bb, q);
+#pragma GCC unroll 8
+      for (int g = 0; g < kGroups; ++g) q[g] = high_nibbles(qs[g]);
+      store_groups(panel + (8 * sb + 2 * c + 1) * bb, q);
+    }
+    for (int r = 0; r < kPanelRows; ++r) {
+      const auto* blk = reinterpret_cast<const BlockQ4K*>(rows.p[r] + off);
+      uint8_t sc[8], m[8];
+      kquants::unpack_scales_mins(blk->scales, sc, m);
+      const float d = _cvtsh_ss(blk->d), dmin = _cvtsh_ss(blk->dmin);
+      for (int j = 0; j < 8; ++j) {
+        auto* f = reinterpret_cast<float*>(panel + (8 * sb + j) * bb + kGroups * 64);
+        f[r] = d * sc[j];
+        f[16 + r] = -dmin * m[j];
+      }
+    }
+  }
+}
+
+WEFT_GEMM_AVX512 void pack_q6_K(const PanelRows& rows, int64_t nb, size_t bb, uint8_t* panel) {
+  using kquants::BlockQ6K;
+  const __m512i bits45 = _mm512_set1_epi8(0x30);
+  for (int64_t sb = 0; sb < nb / 8; ++sb) {
+    const size_t off = sb * sizeof(BlockQ6K);
+    for (int h = 0; h < 2; ++h) {  // half h: sub-blocks 4h + p, p = 0..3 (see BlockQ6K)
+      __m512i a[kGroups], b[kGroups], qh[kGroups], q[kGroups];
+      transpose_16x8(rows, off + offsetof(BlockQ6K, ql) + 64 * h, a);
+      transpose_16x8(rows, off + offsetof(BlockQ6K, ql) + 64 * h + 32, b);
+      transpose_16x8(rows, off + offsetof(BlockQ6K, qh) + 32 * h, qh);
+      uint8_t* pb = panel + (8 * sb + 4 * h) * bb;
+      // Top bits 2p of qh go to bits 4..5: shift left by 4 - 2p (right by 2 for p = 3).
+#pragma GCC unroll 8
+      for (int g = 0; g < kGroups; ++g)
+        q[g] = _mm512_or_si512(low_nibbles(a[g]), _mm512_and_si512(_mm512_slli_epi16(qh[g], 4), bits45));
+      store_groups(pb, q);
+#pragma GCC unroll 8
+      for (int g = 0; g < kGroups; ++g)
+        q[g] = _mm512_or_si512(low_nibbles(b[g]), _mm512_and_si512(_mm512_slli_epi16(qh[g], 2), bits45));
+      store_groups(pb + bb, q);
+#pragma GCC unroll 8
+      for (int g = 0; g < kGroups; ++g) q[g] = _mm512_or_si512(high_nibbles(a[g]), _mm512_and_si512(qh[g], bits45));
+      store_groups(pb + 2 * bb, q);
+#pragma GCC unroll 8
+      for (int g = 0; g < kGroups; ++g)
+        q[g] = _mm512_or_si512(high_nibbles(b[g]), _mm512_and_si512(_mm512_srli_epi16(qh[g], 2), bits45));
+      store_groups(pb + 3 * bb, q);
+    }
+    for (int r = 0; r < kPanelRows; ++r) {
+      const auto* blk = reinterpret_cast<const BlockQ6K*>(rows.p[r] + off);
+      const float d = _cvtsh_ss(blk->d);
+      for (int j = 0; j < 8; ++j) {  // sub-block j: scales 2j (values 0..15) and 2j + 1
+        auto* f = reinterpret_cast<float*>(panel + (8 * sb + j) * bb + kGroups * 64);
+        f[r] = d * blk->scales[2 * j];
+        f[16 + r] = d * blk->scales[2 * j + 1];
+      }
+    }
+  }
+}
+
+// SIMD packing where written (the types of q4_0, q8_0 and q4_k_m files), pack_panel otherwise.
+void pack(const WeightMatrix& w, int64_t r0, int n_rows, uint8_t* panel, size_t bb) {
+  const int64_t nb = w.cols / kQK;
+  switch (w.type) {
+    case DType::Q4_0: return pack_q4_0(PanelRows(w, r0, n_rows), nb, bb, panel);
+    case DType::Q8_0: return pack_q8_0(PanelRows(w, r0, n_rows), nb, bb, panel);
+    case DType::Q4_K: return pack_q4_K(PanelRows(w, r0, n_rows), nb, bb, panel);
+    case DType::Q6_K: return pack_q6_K(PanelRows(w, r0, n_rows), nb, bb, panel);
+    default: return pack_panel(w, r0, n_rows, panel);
+  }
+}
+
+// The calling thread's panel, grown once and reused by every later call (64-byte aligned).
+uint8_t* panel_buffer(size_t n_bytes) {
+  thread_local std::vector<uint8_t> buf;
+  if (buf.size() < n_bytes + 64) buf.resize(n_bytes + 64);
+  const auto addr = reinterpret_cast<uintptr_t>(buf.data());
+  return buf.data() + ((64 - addr % 64) % 64);
+}
+
+void gemm_avx512(const WeightMatrix& w, int64_t r0, int64_t r1, const ActBlock* act, int64_t n_tokens, float* y,
+                 int64_t ldy) {
+  WEFT_ASSERT(r0 % kPanelRows == 0 && r0 <= r1 && r1 <= w.rows);
+  const PanelFormat f = panel_format(w.type);
+  const TileFn* tiles = tiles_for(f);
+  const int64_t nb = w.cols / kQK;
+  const size_t bb = f.block_bytes();
+  uint8_t* panel = panel_buffer(bb * nb);
+  for (int64_t c0 = 0; c0 < n_tokens; c0 += kTokenChunk) {
+    const int64_t c1 = std::min(n_tokens, c0 + kTokenChunk);
+    for (int64_t p = r0; p < r1; p += kPanelRows) {
+      const int n_rows = static_cast<int>(std::min<int64_t>(kPanelRows, r1 - p));
+      pack(w, p, n_rows, panel, bb);
+      const auto mask = static_cast<__mmask16>((1u << n_rows) - 1);
+      for (int64_t t = c0; t < c1; t += kTileTokens) {
+        const int64_t n_t = std::min<int64_t>(kTileTokens, c1 - t);
+        tiles[n_t - 1](panel, bb, nb, act + t, n_tokens, y + t * ldy + p, ldy, mask);
+      }
+    }
+  }
+}
+
+}  // namespace
+
+GemmFn find_avx512(DType t) { return has_panel(t) ? gemm_avx512 : nullptr; }
+
+}  // namespace weft::kernels::gemm

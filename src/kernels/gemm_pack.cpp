@@ -1,0 +1,269 @@
+// The ISA-independent half of the prompt GEMM (gemm_q8.h): panel formats, weight unpacking,
+// activation blocks, and the scalar reference micro-kernel.
+#include "kernels/gemm_q8.h"
+
+#include "core/error.h"
+#include "core/fp16.h"
+#include "kernels/kquants_impl.h"
+#include "kernels/quants_legacy.h"
+
+#include <algorithm>
+#include <cstring>
+#include <vector>
+
+namespace weft::kernels::gemm {
+namespace {
+
+using legacy::BlockQ4_0;
+using legacy::BlockQ4_1;
+using legacy::BlockQ5_0;
+using legacy::BlockQ5_1;
+using legacy::BlockQ8_0;
+using legacy::BlockQ8_1;
+using kquants::BlockQ4K;
+using kquants::BlockQ5K;
+using kquants::BlockQ6K;
+using kquants::BlockQ8K;
+
+// One row's block b unpacked: 32 unsigned levels and its sc[n_scales], mn.
+struct Unpacked {
+  uint8_t q[kQK];
+  float sc[2];
+  float mn;
+};
+
+inline uint32_t load_u32(const void* p) {
+  uint32_t v;
+  std::memcpy(&v, p, 4);
+  return v;
+}
+
+// Nibble j (low) and j + 16 (high) of the legacy 4-bit layouts.
+inline void unpack_nibbles(const uint8_t* qs, uint8_t* q) {
+  for (int j = 0; j < 16; ++j) {
+    q[j] = qs[j] & 0x0F;
+    q[j + 16] = qs[j] >> 4;
+  }
+}
+
+inline void add_fifth_bits(uint32_t qh, uint8_t* q) {
+  for (int j = 0; j < kQK; ++j) q[j] |= static_cast<uint8_t>(((qh >> j) & 1u) << 4);
+}
+
+void unpack_block(DType t, const uint8_t* row, int64_t b, Unpacked& u) {
+  switch (t) {
+    case DType::Q4_0: {
+      const auto& blk = reinterpret_cast<const BlockQ4_0*>(row)[b];
+      unpack_nibbles(blk.qs, u.q);
+      u.sc[0] = fp16_to_f32(blk.d);
+      return;
+    }
+    case DType::Q5_0: {
+      const auto& blk = reinterpret_cast<const BlockQ5_0*>(row)[b];
+      unpack_nibbles(blk.qs, u.q);
+      add_fifth_bits(load_u32(blk.qh), u.q);
+      u.sc[0] = fp16_to_f32(blk.d);
+      return;
+    }
+    case DType::Q8_0: {
+      const auto& blk = reinterpret_cast<const BlockQ8_0*>(row)[b];
+      for (int j = 0; j < kQK; ++j) u.q[j] = static_cast<uint8_t>(blk.qs[j] ^ 0x80);  // q + 128
+      u.sc[0] = fp16_to_f32(blk.d);
+      return;
+    }
+    case DType::Q4_1: {
+      const auto& blk = reinterpret_cast<const BlockQ4_1*>(row)[b];
+      unpack_nibbles(blk.qs, u.q);
+      u.sc[0] = fp16_to_f32(blk.d);
+      u.mn = fp16_to_f32(blk.m);
+      return;
+    }
+    case DType::Q5_1: {
+      const auto& blk = reinterpret_cast<const BlockQ5_1*>(row)[b];
+      unpack_nibbles(blk.qs, u.q);
+      add_fifth_bits(load_u32(blk.qh), u.q);
+      u.sc[0] = fp16_to_f32(blk.d);
+      u.mn = fp16_to_f32(blk.m);
+      return;
+    }
+    case DType::Q4_K:
+    case DType::Q5_K: {
+      // Sub-block j of super-block b / 8: chunk j / 2, low nibbles for even j, high for odd.
+      const int64_t sb = b / 8;
+      const int j = static_cast<int>(b % 8), c = j / 2, shift = 4 * (j & 1);
+      const bool five = t == DType::Q5_K;
+      const uint8_t* scales = five ? reinterpret_cast<const BlockQ5K*>(row)[sb].scales
+                                   : reinterpret_cast<const BlockQ4K*>(row)[sb].scales;
+      const uint8_t* qs = five ? reinterpret_cast<const BlockQ5K*>(row)[sb].qs : reinterpret_cast<const BlockQ4K*>(row)[sb].qs;
+      const uint16_t d = five ? reinterpret_cast<const BlockQ5K*>(row)[sb].d : reinterpret_cast<const BlockQ4K*>(row)[sb].d;
+      const uint16_t dmin = five ? reinterpret_cast<const BlockQ5K*>(row)[sb].dmin : reinterpret_cast<const BlockQ4K*>(row)[sb].dmin;
+      for (int l = 0; l < kQK; ++l) u.q[l] = (qs[32 * c + l] >> shift) & 0x0F;
+      if (five) {
+        const uint8_t* qh = reinterpret_cast<const BlockQ5K*>(row)[sb].qh;
+        for (int l = 0; l < kQK; ++l) u.q[l] |= static_cast<uint8_t>(((qh[l] >> j) & 1) << 4);
+      }
+      uint8_t sc[8], m[8];
+      kquants::unpack_scales_mins(scales, sc, m);
+      u.sc[0] = fp16_to_f32(d) * sc[j];
+      u.mn = -fp16_to_f32(dmin) * m[j];
+      return;
+    }
+    case DType::Q6_K: {
+      // Values 32p + l of half h (j = 4h + p); see BlockQ6K.
+      const auto& blk = reinterpret_cast<const BlockQ6K*>(row)[b / 8];
+      const int j = static_cast<int>(b % 8), h = j / 4, p = j % 4;
+      const uint8_t* ql = blk.ql + 64 * h + 32 * (p & 1);
+      const uint8_t* qh = blk.qh + 32 * h;
+      const int shift = p < 2 ? 0 : 4;
+      for (int l = 0; l < kQK; ++l)
+        u.q[l] = static_cast<uint8_t>(((ql[l] >> shift) & 0x0F) | (((qh[l] >> (2 * p)) & 3) << 4));
+      const float d = fp16_to_f32(blk.d);
+      u.sc[0] = d * blk.scales[8 * h + 2 * p];
+      u.sc[1] = d * blk.scales[8 * h + 2 * p + 1];
+      return;
+    }
+    default: fail("gemm", "no panel format for type {}", dtype_name(t));
+  }
+}
+
+inline int64_t sum_q(const int8_t* q, int n) {
+  int64_t s = 0;
+  for (int i = 0; i < n; ++i) s += q[i];
+  return s;
+}
+
+}  // namespace
+
+bool has_panel(DType t) {
+  switch (t) {
+    case DType::Q4_0:
+    case DType::Q5_0:
+    case DType::Q8_0:
+    case DType::Q4_1:
+    case DType::Q5_1:
+    case DType::Q4_K:
+    case DType::Q5_K:
+    case DType::Q6_K: return true;
+    default: return false;
+  }
+}
+
+PanelFormat panel_format(DType t) {
+  switch (t) {
+    case DType::Q4_0:
+    case DType::Q5_0:
+    case DType::Q8_0: return {1, false, true};
+    case DType::Q4_1:
+    case DType::Q5_1:
+    case DType::Q4_K:
+    case DType::Q5_K: return {1, true, false};
+    case DType::Q6_K: return {2, false, true};
+    default: fail("gemm", "no panel format for type {}", dtype_name(t));
+  }
+}
+
+void prepare_act_row(DType weight, const void* act_row, int64_t n, ActBlock* out, int64_t n_tokens) {
+  WEFT_ASSERT(n % kQK == 0);
+  const int64_t nb = n / kQK;
+  switch (weight) {
+    case DType::Q4_0:
+    case DType::Q5_0:
+    case DType::Q8_0: {
+      // The weights' levels carry +8 / +16 / +128; their sum over a block times sum(a) cancels it.
+      const int32_t offset = weight == DType::Q4_0 ? 8 : weight == DType::Q5_0 ? 16 : 128;
+      const auto* a = static_cast<const BlockQ8_0*>(act_row);
+      for (int64_t b = 0; b < nb; ++b) {
+        ActBlock& o = out[b * n_tokens];
+        std::memcpy(o.q, a[b].qs, kQK);
+        o.d = fp16_to_f32(a[b].d);
+        o.s = 0;
+        o.c0 = static_cast<int32_t>(-offset * sum_q(a[b].qs, kQK));
+        o.c1 = 0;
+      }
+      return;
+    }
+    case DType::Q4_1:
+    case DType::Q5_1: {
+      const auto* a = static_cast<const BlockQ8_1*>(act_row);
+      for (int64_t b = 0; b < nb; ++b) {
+        ActBlock& o = out[b * n_tokens];
+        std::memcpy(o.q, a[b].qs, kQK);
+        o.d = fp16_to_f32(a[b].d);
+        o.s = fp16_to_f32(a[b].s);  // as the Q8_1 block rounded it, so results match vec_dot
+        o.c0 = o.c1 = 0;
+      }
+      return;
+    }
+    case DType::Q4_K:
+    case DType::Q5_K:
+    case DType::Q6_K: {
+      const auto* a = static_cast<const BlockQ8K*>(act_row);
+      for (int64_t b = 0; b < nb; ++b) {
+        const BlockQ8K& sb = a[b / 8];
+        const int j = static_cast<int>(b % 8);
+        ActBlock& o = out[b * n_tokens];
+        std::memcpy(o.q, sb.qs + kQK * j, kQK);
+        o.d = sb.d;
+        const int32_t s0 = sb.bsums[2 * j], s1 = sb.bsums[2 * j + 1];
+        o.s = weight == DType::Q6_K ? 0.f : sb.d * static_cast<float>(s0 + s1);
+        o.c0 = weight == DType::Q6_K ? -32 * s0 : 0;
+        o.c1 = weight == DType::Q6_K ? -32 * s1 : 0;
+      }
+      return;
+    }
+    default: fail("gemm", "no panel format for type {}", dtype_name(weight));
+  }
+}
+
+void pack_panel(const WeightMatrix& w, int64_t r0, int n_rows, uint8_t* panel) {
+  WEFT_ASSERT(n_rows >= 1 && n_rows <= kPanelRows && r0 + n_rows <= w.rows);
+  const PanelFormat f = panel_format(w.type);
+  const int64_t nb = w.cols / kQK;
+  const size_t bb = f.block_bytes();
+  if (n_rows < kPanelRows) std::memset(panel, 0, bb * nb);  // absent rows: zero levels and scales
+  Unpacked u{};
+  for (int r = 0; r < n_rows; ++r) {
+    const uint8_t* row = w.data + (r0 + r) * w.row_stride;
+    for (int64_t b = 0; b < nb; ++b) {
+      unpack_block(w.type, row, b, u);
+      uint8_t* pb = panel + b * bb;
+      for (int g = 0; g < kGroups; ++g) std::memcpy(pb + 64 * g + 4 * r, u.q + 4 * g, 4);
+      auto* sc = reinterpret_cast<float*>(pb + kGroups * 64);
+      for (int s = 0; s < f.n_scales; ++s) sc[16 * s + r] = u.sc[s];
+      if (f.has_min) sc[16 * f.n_scales + r] = u.mn;
+    }
+  }
+}
+
+void gemm_ref(const WeightMatrix& w, int64_t r0, int64_t r1, const ActBlock* act, int64_t n_tokens, float* y,
+              int64_t ldy) {
+  WEFT_ASSERT(r0 % kPanelRows == 0 && r1 <= w.rows);
+  const PanelFormat f = panel_format(w.type);
+  const int64_t nb = w.cols / kQK;
+  const size_t bb = f.block_bytes();
+  std::vector<uint8_t> panel(bb * nb);
+  const int per_scale = kGroups / f.n_scales;
+  for (int64_t p = r0; p < r1; p += kPanelRows) {
+    const int n_rows = static_cast<int>(std::min<int64_t>(kPanelRows, r1 - p));
+    pack_panel(w, p, n_rows, panel.data());
+    for (int r = 0; r < n_rows; ++r)
+      for (int64_t t = 0; t < n_tokens; ++t) {
+        float acc = 0;
+        for (int64_t b = 0; b < nb; ++b) {
+          const uint8_t* pb = panel.data() + b * bb;
+          const auto* sc = reinterpret_cast<const float*>(pb + kGroups * 64);
+          const ActBlock& a = act[b * n_tokens + t];
+          for (int s = 0; s < f.n_scales; ++s) {
+            int32_t sumi = f.has_corr ? (s == 0 ? a.c0 : a.c1) : 0;
+            for (int g = s * per_scale; g < (s + 1) * per_scale; ++g)
+              for (int k = 0; k < 4; ++k) sumi += pb[64 * g + 4 * r + k] * a.q[4 * g + k];
+            acc += static_cast<float>(sumi) * (sc[16 * s + r] * a.d);
+          }
+          if (f.has_min) acc += sc[16 * f.n_scales + r] * a.s;
+        }
+        y[t * ldy + p + r] = acc;
+      }
+  }
+}
+
+}  // namespace weft::kernels::gemm

@@ -1,0 +1,233 @@
+// Remote sessions beyond the happy path: a coordinator killed mid-generation leaves its workers
+// serving the next one; a worker that stops answering without closing its connection (a dead
+// host, simulated by SIGSTOP) is named within the heartbeat silence bound; weights come from the
+// worker's model dir or its cache instead of the network (bytes streamed counted); --rpc and
+// --auth-key-file on the coordinator; workers in separate network namespaces when `ip netns` works.
+#include "core/error.h"
+#include "device/cpu/cpu_device.h"
+#include "device/remote/remote_device.h"
+#include "model/gen_model.h"
+#include "model/llama_graph.h"
+#include "model/model_config.h"
+#include "parallel/planner.h"
+#include "worker_process.h"
+
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <filesystem>
+#include <fstream>
+#include <thread>
+
+namespace weft::device::remote {
+namespace {
+
+using namespace testing_support;
+namespace fs = std::filesystem;
+using Clock = std::chrono::steady_clock;
+
+std::string read_all(const std::string& path) {
+  std::ifstream in(path);
+  return {(std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>()};
+}
+
+// Waits up to `limit` for pid to exit; returns its status, or -1 (after killing it) when it did not.
+int wait_exit(pid_t pid, std::chrono::milliseconds limit, Clock::duration* took) {
+  const auto t0 = Clock::now();
+  int status = 0;
+  while (::waitpid(pid, &status, WNOHANG) == 0) {
+    if (Clock::now() - t0 > limit) {
+      ::kill(pid, SIGKILL);
+      ::waitpid(pid, &status, 0);
+      return -1;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  *took = Clock::now() - t0;
+  return status;
+}
+
+TEST(RemoteSession, CoordinatorKilledMidGenerationLeavesWorkersServing) {
+  Worker w1, w2;
+  const std::string ref = greedy_text(stories(), "cpu:1");
+  ASSERT_NE(ref.find("exit=0"), std::string::npos) << ref;
+  const pid_t pid = start_long_run(w1.url() + "," + w2.url(), testing::TempDir() + "/weft_coord_kill_stderr");
+  std::this_thread::sleep_for(std::chrono::milliseconds(1500));  // loaded and generating
+  int status = 0;
+  ASSERT_EQ(::waitpid(pid, &status, WNOHANG), 0) << read_all(testing::TempDir() + "/weft_coord_kill_stderr");
+  ::kill(pid, SIGKILL);
+  ::waitpid(pid, &status, 0);
+  // The same workers serve a new session, with the right tokens, twice over.
+  EXPECT_EQ(greedy_text(stories(), w1.url() + "," + w2.url(), "-ts 1,3"), ref);
+  EXPECT_EQ(greedy_text(stories(), w2.url() + ",cpu:1," + w1.url()), ref);
+}
+
+TEST(RemoteSession, SilentWorkerIsNamedWithinTheHeartbeatBound) {
+  Worker w1, w2;
+  const std::string err = testing::TempDir() + "/weft_stop_stderr";
+  const pid_t pid = start_long_run(w1.url() + "," + w2.url(), err);
+  std::this_thread::sleep_for(std::chrono::milliseconds(1500));
+  int status = 0;
+  ASSERT_EQ(::waitpid(pid, &status, WNOHANG), 0) << read_all(err);
+  // SIGSTOP: the connection stays open and nothing is reset, as when the host loses power. The
+  // second worker is stopped, so the coordinator is typically waiting on the first one, which
+  // keeps sending heartbeats while stuck in an all-reduce with the stopped one.
+  w2.kill(SIGSTOP);
+  Clock::duration took{};
+  const auto bound = std::chrono::milliseconds(kPeerSilenceMs + 3000);
+  status = wait_exit(pid, bound, &took);
+  w2.kill(SIGCONT);
+  ASSERT_NE(status, -1) << "coordinator still running " << bound.count() << " ms after the worker stopped";
+  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) != 0);
+  const std::string text = read_all(err);
+  EXPECT_NE(text.find(w2.url()), std::string::npos) << text;
+  EXPECT_NE(text.find("heartbeat"), std::string::npos) << text;
+}
+
+// A generated model on disk, one device's graph, and the logits a local CPU device computes.
+struct Tiny {
+  std::string dir, path;
+  std::unique_ptr<gguf::File> file;
+  parallel::Plan plan;
+  Step step;
+  std::vector<float> ref_logits;
+
+  explicit Tiny(const std::string& name) {
+    dir = testing::TempDir() + "/" + name;
+    fs::remove_all(dir);
+    fs::create_directories(dir + "/models");
+    path = dir + "/models/tiny.gguf";
+    model::GenModelOptions o;
+    o.type = "q4_0";
+    o.seed = 11;
+    const auto bytes = model::generate_model_bytes(o);
+    std::ofstream(path, std::ios::binary).write(reinterpret_cast<const char*>(bytes.data()), bytes.size());
+    file = gguf::File::open(path);
+    const auto cfg = model::read_config(*file);
+    plan = parallel::make_plan(parallel::SplitMode::None, model::build_llama_graph(cfg), model::weight_table(*file), {1});
+    step.tokens = {1, 5, 9, 3};
+    step.want_candidates = false;
+    step.want_logits = true;
+    CpuDevice cpu({});
+    cpu.load(plan.devices[0], *file, {64, 8});
+    cpu.submit(step);
+    ref_logits = cpu.wait().logits;
+  }
+  uint64_t weight_bytes() const {
+    uint64_t n = 0;
+    for (const auto& t : file->tensors()) n += t.n_bytes;
+    return n;
+  }
+  // Loads onto the worker, checks the logits, returns how the weights got there.
+  LoadReport load_on(const Worker& w) {
+    RemoteDevice d(w.address(), 1, {});
+    d.load(plan.devices[0], *file, {64, 8});
+    d.submit(step);
+    EXPECT_EQ(d.wait().logits, ref_logits);
+    return d.load_report();
+  }
+};
+
+TEST(RemoteSession, WeightsComeFromModelDirOrCacheElseAreStreamedOnce) {
+  CoordinatorConfig quiet;
+  quiet.progress = false;
+  set_coordinator_config(quiet);
+  Tiny m("weft_weights_src");
+  ASSERT_GT(m.ref_logits.size(), 10u);
+  ASSERT_NE(m.ref_logits[0], m.ref_logits[1]);  // the logits vary: equality below means something
+  {  // the same file in the worker's --model-dir: nothing streamed
+    Worker w({"--model-dir", m.dir + "/models"});
+    const LoadReport r = m.load_on(w);
+    EXPECT_EQ(r.source, LoadSource::ModelDir);
+    EXPECT_EQ(r.bytes_streamed, 0u);
+  }
+  const std::string cache = m.dir + "/cache";
+  {  // no copy: streamed, exactly the slices' bytes (here the whole model), then cached
+    Worker w({"--cache-dir", cache});
+    const LoadReport r = m.load_on(w);
+    EXPECT_EQ(r.source, LoadSource::Stream);
+    EXPECT_EQ(r.bytes_streamed, m.weight_bytes());
+  }
+  {  // a restarted worker with that cache does not restream
+    Worker w({"--cache-dir", cache});
+    const LoadReport r = m.load_on(w);
+    EXPECT_EQ(r.source, LoadSource::Cache);
+    EXPECT_EQ(r.bytes_streamed, 0u);
+  }
+  {  // a file of the same size but other bytes is not the model: streamed
+    fs::create_directories(m.dir + "/other");
+    fs::copy_file(m.path, m.dir + "/other/tiny.gguf");
+    std::fstream f(m.dir + "/other/tiny.gguf", std::ios::in | std::ios::out | std::ios::binary);
+    f.seekp(-1, std::ios::end);
+    f.put('\x5a');
+    f.close();
+    Worker w({"--model-dir", m.dir + "/other"});
+    const LoadReport r = m.load_on(w);
+    EXPECT_EQ(r.source, LoadSource::Stream);
+    EXPECT_EQ(r.bytes_streamed, m.weight_bytes());
+  }
+}
+
+TEST(RemoteSession, TensorSplitFromModelDirWithRpcAndKeyFileMatchesOneDevice) {
+  Tiny m("weft_split_src");
+  const std::string key = m.dir + "/key";
+  std::ofstream(key) << "a shared key of some length\n";
+  Worker w1({"--model-dir", m.dir + "/models", "--auth-key-file", key});
+  Worker w2({"--model-dir", m.dir + "/models", "--auth-key-file", key});
+  const std::string ref = greedy_text(m.path, "cpu:1");
+  ASSERT_NE(ref.find("exit=0"), std::string::npos) << ref;
+  // --rpc appends the workers after --devices; the key comes from --auth-key-file.
+  EXPECT_EQ(greedy_text(m.path, "cpu:1", "--rpc " + w1.address() + "," + w2.address() + " -ts 1,2,1 --auth-key-file " + key), ref);
+  const std::string err = shell(std::string(WEFT_BINARY) + " run --temp 0 -n 4 -p hi -m " + m.path + " --devices " +
+                                w1.url() + "," + w2.url() + " --auth-key-file " + key + " 2>&1 >/dev/null");
+  EXPECT_NE(err.find(w1.url() + ": weights from the worker's model dir"), std::string::npos) << err;
+  // Without the key the workers refuse.
+  EXPECT_EQ(greedy_text(m.path, "cpu:1", "--rpc " + w1.address()).find("exit=0"), std::string::npos);
+}
+
+// Workers in two network namespaces joined by a bridge; the coordinator in the test's namespace.
+class Netns {
+ public:
+  Netns() {
+    tag_ = std::to_string(::getpid() % 100000);
+    br_ = "wbr" + tag_;
+    const std::string setup =
+        "set -e; ip link add " + br_ + " type bridge; ip addr add 10.213.0.1/24 dev " + br_ + "; ip link set " + br_ + " up;" +
+        ns_cmds(1) + ns_cmds(2);
+    ok_ = ::geteuid() == 0 && std::system(("(" + setup + ") >/dev/null 2>&1").c_str()) == 0;
+    if (!ok_) cleanup();
+  }
+  ~Netns() { cleanup(); }
+  bool ok() const { return ok_; }
+  std::string ns(int i) const { return "wns" + tag_ + "_" + std::to_string(i); }
+  std::string ip(int i) const { return "10.213.0." + std::to_string(i + 1); }
+
+ private:
+  std::string ns_cmds(int i) const {
+    const std::string n = ns(i), v = "wv" + tag_ + "_" + std::to_string(i);
+    return "ip netns add " + n + "; ip link add " + v + " type veth peer name " + v + "p; ip link set " + v + "p netns " + n +
+           "; ip link set " + v + " master " + br_ + " up; ip -n " + n + " addr add " + ip(i) + "/24 dev " + v + "p; ip -n " +
+           n + " link set " + v + "p up; ip -n " + n + " link set lo up;";
+  }
+  void cleanup() {
+    std::system(("(ip netns del " + ns(1) + "; ip netns del " + ns(2) + "; ip link del " + br_ + ") >/dev/null 2>&1").c_str());
+  }
+  std::string tag_, br_;
+  bool ok_ = false;
+};
+
+TEST(RemoteSession, WorkersInSeparateNetworkNamespaces) {
+  Netns net;
+  if (!net.ok()) GTEST_SKIP() << "ip netns / bridge setup not permitted here: loopback tests only";
+  const std::string key = testing::TempDir() + "/weft_netns_key";
+  std::ofstream(key) << "netns test key 0123456789\n";
+  Worker w1({"--auth-key-file", key}, net.ip(1), {"ip", "netns", "exec", net.ns(1)});
+  Worker w2({"--auth-key-file", key}, net.ip(2), {"ip", "netns", "exec", net.ns(2)});
+  const std::string ref = greedy_text(stories(), "cpu:1");
+  ASSERT_NE(ref.find("exit=0"), std::string::npos) << ref;
+  EXPECT_EQ(greedy_text(stories(), w1.url() + "," + w2.url(), "--auth-key-file " + key), ref);
+  EXPECT_EQ(greedy_text(stories(), "cpu:1," + w1.url() + "," + w2.url(), "--auth-key-file " + key), ref);
+}
+
+}  // namespace
+}  // namespace weft::device::remote

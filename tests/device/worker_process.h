@@ -1,0 +1,109 @@
+// Test helpers: `weft worker` child processes and `weft run` invocations.
+#pragma once
+
+#include "core/error.h"
+
+#include <csignal>
+#include <cstdio>
+#include <string>
+#include <sys/wait.h>
+#include <unistd.h>
+#include <vector>
+
+namespace weft::device::remote::testing_support {
+
+// A `weft worker --listen HOST:0` child (optionally run under `prefix`, e.g. ip netns exec NS);
+// the port is read from its first line of output. Workers in tests block rather than busy-poll
+// (several share a few cores with the test) and cache nowhere unless told.
+class Worker {
+ public:
+  explicit Worker(std::vector<std::string> extra = {}, std::string host = "127.0.0.1",
+                  std::vector<std::string> prefix = {})
+      : host_(std::move(host)) {
+    std::vector<std::string> args = std::move(prefix);
+    for (const char* a : {WEFT_BINARY, "worker", "--listen"}) args.push_back(a);
+    args.push_back(host_ + ":0");
+    bool has_cache = false, has_poll = false;
+    for (const auto& e : extra) {
+      has_cache |= e == "--cache-dir" || e == "--no-cache";
+      has_poll |= e == "--net-poll";
+    }
+    if (!has_cache) extra.push_back("--no-cache");
+    if (!has_poll) extra.insert(extra.end(), {"--net-poll", "block"});
+    args.insert(args.end(), extra.begin(), extra.end());
+    int fds[2];
+    WEFT_ASSERT(::pipe(fds) == 0);
+    pid_ = ::fork();
+    WEFT_ASSERT(pid_ >= 0);
+    if (pid_ == 0) {
+      ::dup2(fds[1], 1);
+      if (!std::getenv("WEFT_TEST_WORKER_LOG")) std::freopen("/dev/null", "w", stderr);
+      ::close(fds[0]);
+      std::vector<char*> argv;
+      for (auto& a : args) argv.push_back(a.data());
+      argv.push_back(nullptr);
+      ::execvp(argv[0], argv.data());
+      ::_exit(127);
+    }
+    ::close(fds[1]);
+    std::string line;
+    char c;
+    while (::read(fds[0], &c, 1) == 1 && c != '\n') line += c;
+    ::close(fds[0]);
+    const size_t colon = line.rfind(':');
+    if (colon == std::string::npos) fail("test", "worker did not start: '{}'", line);
+    port_ = std::stoi(line.substr(colon + 1));
+  }
+  ~Worker() { kill(SIGTERM); }
+  Worker(const Worker&) = delete;
+  Worker& operator=(const Worker&) = delete;
+  void kill(int sig) {
+    if (pid_ <= 0) return;
+    ::kill(pid_, sig);
+    if (sig == SIGSTOP || sig == SIGCONT) return;
+    ::waitpid(pid_, nullptr, 0);
+    pid_ = -1;
+  }
+  std::string address() const { return host_ + ":" + std::to_string(port_); }
+  std::string url() const { return "tcp://" + address(); }
+
+ private:
+  std::string host_;
+  pid_t pid_ = -1;
+  int port_ = 0;
+};
+
+inline std::string shell(const std::string& cmd) {
+  std::string out;
+  FILE* p = ::popen(cmd.c_str(), "r");
+  char buf[4096];
+  size_t n;
+  while ((n = std::fread(buf, 1, sizeof(buf), p)) > 0) out.append(buf, n);
+  ::pclose(p);
+  return out;
+}
+
+// Greedy text of `weft run` and its exit status (generated vocabularies need not be UTF-8).
+inline std::string greedy_text(const std::string& model, const std::string& devices, const std::string& extra = "") {
+  return shell(std::string(WEFT_BINARY) + " run --temp 0 -n 24 -p 'Once upon a time' -m " + model + " --devices " +
+               devices + " --net-poll block " + extra + " 2>/dev/null; echo \"exit=$?\"");
+}
+
+inline std::string stories() { return std::string(WEFT_SHARED_DIR) + "/models/stories260K.gguf"; }
+
+// Forks `weft run` generating "forever" on devices; stderr goes to err_path.
+inline pid_t start_long_run(const std::string& devices, const std::string& err_path) {
+  const pid_t pid = ::fork();
+  WEFT_ASSERT(pid >= 0);
+  if (pid == 0) {
+    std::freopen("/dev/null", "w", stdout);
+    std::freopen(err_path.c_str(), "w", stderr);
+    const std::string model = stories();
+    ::execl(WEFT_BINARY, WEFT_BINARY, "run", "--temp", "0", "-n", "200000", "-c", "200001", "-p", "Once upon a time",
+            "-m", model.c_str(), "--devices", devices.c_str(), "--net-poll", "block", static_cast<char*>(nullptr));
+    ::_exit(127);
+  }
+  return pid;
+}
+
+}  // namespace weft::device::remote::testing_support

@@ -1,0 +1,190 @@
+// Prompt GEMM (gemm_q8.h): the scalar panel reference and the AVX-512 micro-kernel against the
+// per-row scalar dot (vec_dot_ref on the same quantized activations) for every panel type, with
+// rows and tokens that leave partial panels, token tiles and chunks; and matmul end to end for
+// the K-quants (matmul_test covers the legacy types).
+#include "kernels/gemm_q8.h"
+
+#include "core/fp16.h"
+#include "kernels/cpu_features.h"
+#include "kernels/matmul.h"
+#include "kernels/quants.h"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <random>
+#include <set>
+#include <string>
+#include <vector>
+
+namespace weft::kernels::gemm {
+namespace {
+
+// The GEMM sums the same exact int32 block sums as vec_dot_ref; only the float accumulation of
+// the per-block terms differs in order (and the product sc * d_a is rounded once more). Bound
+// relative to sum |w_i a_i| of the dequantized values.
+constexpr double kGemmRelTol = 2e-5;
+// End to end (matmul vs matmul_ref with f32 activations): activation quantization error, ~1/254
+// per element of a Q8 block; 1% of sum |w_i x_i| holds for Gaussian inputs.
+constexpr double kActQuantRelTol = 1e-2;
+
+constexpr DType kPanelTypes[] = {DType::Q4_0, DType::Q5_0, DType::Q8_0, DType::Q4_1,
+                                 DType::Q5_1, DType::Q4_K, DType::Q5_K, DType::Q6_K};
+
+struct Case {
+  DType type;
+  int64_t rows, cols, n_tokens;
+  size_t row_stride;
+  std::vector<uint8_t> w;       // quantized rows
+  std::vector<uint8_t> act;     // activation rows in vec_dot_type, row_bytes apart
+  size_t act_row_bytes;
+  std::vector<ActBlock> blocks; // prepare_act_row of every token
+  std::vector<float> wf, af;    // dequantized weights and activations
+
+  WeightMatrix matrix() const { return {type, w.data(), rows, cols, row_stride}; }
+};
+
+Case make_case(DType t, int64_t rows, int64_t cols, int64_t n_tokens, uint32_t seed) {
+  Case c{t, rows, cols, n_tokens, row_bytes(t, cols) + 4, {}, {}, 0, {}, {}, {}};
+  std::mt19937 rng(seed);
+  std::normal_distribution<float> normal(0.f, 1.f);
+  std::vector<float> v(cols);
+  c.w.assign(c.row_stride * rows, 0);
+  c.wf.resize(rows * cols);
+  for (int64_t r = 0; r < rows; ++r) {
+    // Rows differ in scale and offset so the per-row scales, mins and corrections all matter.
+    const float shift = 0.3f * normal(rng), scale = 0.5f + 0.1f * static_cast<float>(r % 7);
+    for (auto& x : v) x = normal(rng) * scale + shift;
+    quantize_row_ref(t, v.data(), c.w.data() + r * c.row_stride, cols);
+    dequantize_row_ref(t, c.w.data() + r * c.row_stride, c.wf.data() + r * cols, cols);
+  }
+  const DType at = vec_dot_type(t);
+  c.act_row_bytes = row_bytes(at, cols);
+  c.act.resize(c.act_row_bytes * n_tokens);
+  c.af.resize(cols * n_tokens);
+  c.blocks.resize(cols / kQK * n_tokens);
+  for (int64_t k = 0; k < n_tokens; ++k) {
+    for (auto& x : v) x = normal(rng) + 0.2f;  // a nonzero mean exercises the offset terms
+    quantize_row_ref(at, v.data(), c.act.data() + k * c.act_row_bytes, cols);
+    dequantize_row_ref(at, c.act.data() + k * c.act_row_bytes, c.af.data() + k * cols, cols);
+    prepare_act_row(t, c.act.data() + k * c.act_row_bytes, cols, c.blocks.data() + k, n_tokens);
+  }
+  return c;
+}
+
+double abs_dot(const Case& c, int64_t r, int64_t k) {
+  double s = 0;
+  for (int64_t i = 0; i < c.cols; ++i) s += std::fabs(double(c.wf[r * c.cols + i]) * c.af[k * c.cols + i]);
+  return s;
+}
+
+// Runs gemm over rows [r0, r1) and checks every output against vec_dot_ref, and that rows
+// outside [r0, r1) and the ldy padding stay untouched.
+void check_gemm(GemmFn gemm, const Case& c, int64_t r0, int64_t r1, const std::string& name) {
+  SCOPED_TRACE(name + " " + std::string(dtype_name(c.type)) + " rows " + std::to_string(r0) + ".." +
+               std::to_string(r1) + " tokens=" + std::to_string(c.n_tokens));
+  const int64_t ldy = c.rows + 3;
+  const float sentinel = -777.f;
+  std::vector<float> y(ldy * c.n_tokens, sentinel);
+  gemm(c.matrix(), r0, r1, c.blocks.data(), c.n_tokens, y.data(), ldy);
+  int64_t failures = 0;
+  std::set<float> distinct;
+  for (int64_t k = 0; k < c.n_tokens; ++k)
+    for (int64_t r = 0; r < ldy; ++r) {
+      const float got = y[k * ldy + r];
+      if (r < r0 || r >= r1) {
+        failures += got != sentinel;
+        continue;
+      }
+      distinct.insert(got);
+      const double want = vec_dot_ref(c.type, c.cols, c.w.data() + r * c.row_stride, c.act.data() + k * c.act_row_bytes);
+      if (std::fabs(got - want) > kGemmRelTol * abs_dot(c, r, k) && failures++ < 5)
+        ADD_FAILURE() << "token " << k << " row " << r << ": got " << got << ", vec_dot_ref " << want;
+    }
+  EXPECT_EQ(failures, 0);
+  EXPECT_GT(distinct.size(), static_cast<size_t>((r1 - r0) * c.n_tokens / 2)) << "outputs do not vary";
+}
+
+TEST(Gemm, PanelFormatsMatchTheirTypes) {
+  for (DType t : kPanelTypes) EXPECT_TRUE(has_panel(t)) << dtype_name(t);
+  EXPECT_FALSE(has_panel(DType::F32));
+  EXPECT_FALSE(has_panel(DType::F16));
+  EXPECT_EQ(panel_format(DType::Q4_0).block_bytes(), 576u);
+  EXPECT_EQ(panel_format(DType::Q4_K).block_bytes(), 640u);
+  EXPECT_EQ(panel_format(DType::Q6_K).block_bytes(), 640u);
+}
+
+TEST(Gemm, ReferenceMatchesVecDot) {
+  for (DType t : kPanelTypes) {
+    // 21 rows: one full panel and one of 5; 11 tokens: a full tile of 8 and one of 3.
+    const Case c = make_case(t, 21, 512, 11, 11);
+    check_gemm(gemm_ref, c, 0, 21, "ref");
+    check_gemm(gemm_ref, c, 16, 21, "ref");
+  }
+}
+
+TEST(Gemm, Avx512MatchesVecDot) {
+  if (!cpu_features().avx512) GTEST_SKIP() << "no AVX-512 VNNI";
+  for (DType t : kPanelTypes) {
+    const GemmFn gemm = find_avx512(t);
+    ASSERT_NE(gemm, nullptr) << dtype_name(t);
+    // Every token-tile width 1..8 and a second 128-token chunk, over full and partial panels.
+    for (int64_t n_tokens : {1, 2, 3, 4, 5, 6, 7, 8, 13, 131}) {
+      const Case c = make_case(t, 37, 256, n_tokens, 100 + static_cast<uint32_t>(n_tokens));
+      check_gemm(gemm, c, 0, 37, "avx512");
+      check_gemm(gemm, c, 16, 32, "avx512");
+      check_gemm(gemm, c, 32, 37, "avx512");
+    }
+  }
+  EXPECT_EQ(find_avx512(DType::F16), nullptr);
+}
+
+TEST(Gemm, Avx2MatchesVecDot) {
+  if (!cpu_features().avx2) GTEST_SKIP() << "no AVX2";
+  for (DType t : kPanelTypes) {
+    const GemmFn gemm = find_avx2(t);
+    if (t == DType::Q8_0) {
+      EXPECT_EQ(gemm, nullptr) << "Q8_0 levels saturate vpmaddubsw";
+      continue;
+    }
+    ASSERT_NE(gemm, nullptr) << dtype_name(t);
+    for (int64_t n_tokens : {1, 2, 5, 131}) {
+      const Case c = make_case(t, 37, 256, n_tokens, 200 + static_cast<uint32_t>(n_tokens));
+      check_gemm(gemm, c, 0, 37, "avx2");
+      check_gemm(gemm, c, 32, 37, "avx2");
+    }
+  }
+}
+
+TEST(Gemm, MatmulOfKQuantsMatchesReferences) {
+  // matmul_test covers the legacy types through the same GEMM path; here the K-quants, with
+  // enough tokens to take the GEMM path (and 2 for the rows_dot one) and 3 threads.
+  ThreadPool pool(3, {}, /*spin=*/false);
+  MatmulScratch scratch;
+  for (DType t : {DType::Q4_K, DType::Q5_K, DType::Q6_K})
+    for (int64_t n_tokens : {2, 9}) {
+      const Case c = make_case(t, 50, 768, 1, 5);
+      std::mt19937 rng(9);
+      std::normal_distribution<float> normal(0.f, 1.f);
+      std::vector<float> x(c.cols * n_tokens);
+      for (auto& v : x) v = normal(rng);
+      const int64_t ldy = c.rows;
+      std::vector<float> y(ldy * n_tokens), y_ref(ldy * n_tokens);
+      matmul(c.matrix(), x.data(), c.cols, n_tokens, y.data(), ldy, pool, scratch);
+      matmul_ref(c.matrix(), x.data(), c.cols, n_tokens, y_ref.data(), ldy);
+      int64_t failures = 0;
+      for (int64_t k = 0; k < n_tokens; ++k)
+        for (int64_t r = 0; r < c.rows; ++r) {
+          double scale = 0;
+          for (int64_t i = 0; i < c.cols; ++i) scale += std::fabs(double(c.wf[r * c.cols + i]) * x[k * c.cols + i]);
+          if (std::fabs(y[k * ldy + r] - y_ref[k * ldy + r]) > kActQuantRelTol * scale && failures++ < 5)
+            ADD_FAILURE() << dtype_name(t) << " token " << k << " row " << r << ": " << y[k * ldy + r] << " vs "
+                          << y_ref[k * ldy + r];
+        }
+      EXPECT_EQ(failures, 0);
+      EXPECT_NE(y[0], y[1]);
+    }
+}
+
+}  // namespace
+}  // namespace weft::kernels::gemm
