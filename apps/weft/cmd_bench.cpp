@@ -1,5 +1,6 @@
 // weft bench: prompt processing and generation speed, printed as llama-bench prints it.
 #include "apps/weft/commands.h"
+#include "apps/weft/device_report.h"
 #include "apps/weft/model_options.h"
 #include "core/error.h"
 #include "runtime/engine.h"
@@ -70,7 +71,6 @@ int bench(const BenchArgs& a) {
   std::vector<TestResult> results;
   if (a.n_prompt > 0) results.push_back({fmt::format("pp{}", a.n_prompt), a.n_prompt, {}});
   if (a.n_gen > 0) results.push_back({fmt::format("tg{}", a.n_gen), a.n_gen, {}});
-  std::vector<double> coll_before, steps_before;
   for (auto& r : results) {
     const bool prompt = r.name[0] == 'p';
     time_run(engine, prompt ? r.n_tokens : std::min(r.n_tokens, 4), prompt, rng);  // warm-up
@@ -112,18 +112,7 @@ int bench(const BenchArgs& a) {
                   params / 1e6, devs.c_str(), threads, sm.c_str(), r.name.c_str(), r.mean_tps(), r.stddev_tps());
   }
   // Collective cost, averaged over every step run (warm-ups included).
-  for (const auto& d : engine.devices()) {
-    const auto s = d->stats();
-    if (s.steps == 0) continue;
-    std::fprintf(stderr, "%s: %llu steps, compute %.3f ms/step, collectives %.3f ms/step\n", d->name().c_str(),
-                 (unsigned long long)s.steps, (s.step_seconds - s.collective_seconds) * 1e3 / s.steps,
-                 s.collective_seconds * 1e3 / s.steps);
-    if (a.profile)
-      for (size_t op = 0; op < s.op_seconds.size(); ++op)
-        if (s.op_seconds[op] > 0)
-          std::fprintf(stderr, "  %-12s %8.3f ms/step\n", std::string(parallel::local_op_name(static_cast<parallel::LocalOp>(op))).c_str(),
-                       s.op_seconds[op] * 1e3 / s.steps);
-  }
+  print_device_report(engine, a.profile);
   return 0;
 }
 

@@ -1,5 +1,6 @@
 // weft run: generate text, streamed to stdout (prompt + generation); timings to stderr.
 #include "apps/weft/commands.h"
+#include "apps/weft/device_report.h"
 #include "apps/weft/model_options.h"
 #include "core/error.h"
 #include "runtime/generate.h"
@@ -22,18 +23,6 @@ struct RunArgs {
   bool json = false;
   bool profile = false;
 };
-
-void print_profile(const runtime::Engine& engine) {
-  for (const auto& d : engine.devices()) {
-    const auto s = d->stats();
-    std::fprintf(stderr, "profile %s: %llu steps, %.3f s", d->name().c_str(), static_cast<unsigned long long>(s.steps), s.step_seconds);
-    std::fprintf(stderr, " (compute %.3f s, collectives %.3f s)\n", s.step_seconds - s.collective_seconds, s.collective_seconds);
-    for (size_t op = 0; op < s.op_seconds.size(); ++op)
-      if (s.op_seconds[op] > 0)
-        std::fprintf(stderr, "  %-12s %8.3f ms  %5.1f%%\n", std::string(parallel::local_op_name(static_cast<parallel::LocalOp>(op))).c_str(),
-                     s.op_seconds[op] * 1e3, 100.0 * s.op_seconds[op] / std::max(s.step_seconds, 1e-12));
-  }
-}
 
 int run(const RunArgs& a) {
   using Clock = std::chrono::steady_clock;
@@ -76,7 +65,7 @@ int run(const RunArgs& a) {
   std::fprintf(stderr, "prompt: %zu tokens in %.3f s (%.2f t/s)\n", prompt.size(), r.prompt_seconds, pp);
   std::fprintf(stderr, "generation: %zu tokens, %zu decode steps in %.3f s (%.2f t/s)\n", r.generated.size(), n_decode,
                r.gen_seconds, tg);
-  if (a.profile) print_profile(engine);
+  if (a.profile) print_device_report(engine, true);
   return 0;
 }
 

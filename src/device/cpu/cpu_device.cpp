@@ -25,7 +25,9 @@ CpuDevice::~CpuDevice() {
 
 std::string CpuDevice::name() const { return fmt::format("cpu:{}", opt_.index); }
 
-bool CpuDevice::supports(parallel::LocalOp op, DType t) const {
+bool CpuDevice::supports(parallel::LocalOp op, DType t) const { return cpu_kernels_support(op, t); }
+
+bool cpu_kernels_support(parallel::LocalOp op, DType t) {
   if (op != parallel::LocalOp::MatMul && op != parallel::LocalOp::Embed) return op < parallel::LocalOp::Count;
   try {
     kernels::kernels_for(t);

@@ -23,6 +23,10 @@ struct CpuDeviceOptions {
 
 class CpuGraphRunner;
 
+// Whether this build's CPU kernels run `op` on weights of type t; shared by every device kind
+// that computes with them (CpuDevice, and RemoteDevice, whose worker runs a CpuDevice).
+bool cpu_kernels_support(parallel::LocalOp op, DType t);
+
 class CpuDevice : public Device {
  public:
   explicit CpuDevice(CpuDeviceOptions opt);

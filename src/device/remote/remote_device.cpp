@@ -1,5 +1,7 @@
 #include "device/remote/remote_device.h"
 
+#include "device/cpu/cpu_device.h"
+
 #include "core/error.h"
 #include "kernels/quants.h"
 #include "net/content_hash.h"
@@ -123,13 +125,7 @@ void RemoteDevice::probe() {
 
 bool RemoteDevice::supports(parallel::LocalOp op, DType t) const {
   // The worker is this same build running CpuDevice, so it has exactly this process's kernels.
-  if (op != parallel::LocalOp::MatMul && op != parallel::LocalOp::Embed) return op < parallel::LocalOp::Count;
-  try {
-    kernels::kernels_for(t);
-    return true;
-  } catch (const Error&) {
-    return false;
-  }
+  return cpu_kernels_support(op, t);
 }
 
 void RemoteDevice::attach_group(std::unique_ptr<parallel::Group>) {
