@@ -77,16 +77,21 @@ std::vector<device::StepResult> Engine::step(std::span<const model::Token> token
     }
   } else {
     for (auto& d : devices_) d->submit(s);
-    // Wait for all, even after a failure, so no device is left mid-step; report the first error.
-    std::exception_ptr first;
+    // Wait for all, even after a failure, so no device is left mid-step. A collective that failed
+    // is usually the echo of a peer that died: report the peer's own error when there is one.
+    std::exception_ptr cause, echo;
     for (size_t i = 0; i < devices_.size(); ++i) {
       try {
         results[i] = devices_[i]->wait();
+      } catch (const Error& e) {
+        auto& slot = e.origin() == "gloo" || e.origin() == "shm" ? echo : cause;
+        if (!slot) slot = std::current_exception();
       } catch (...) {
-        if (!first) first = std::current_exception();
+        if (!cause) cause = std::current_exception();
       }
     }
-    if (first) std::rethrow_exception(first);
+    if (cause) std::rethrow_exception(cause);
+    if (echo) std::rethrow_exception(echo);
   }
   n_past_ += static_cast<int32_t>(tokens.size());
   return results;
