@@ -39,6 +39,9 @@ class Group {
   // segment [offset_r, offset_r + counts[r]) written to out (counts[r] floats).
   virtual void reduce_scatter_sum(const float* data, const std::vector<size_t>& counts, float* out) = 0;
   virtual void barrier() = 0;
+  // Called by a rank that fails mid-step: peers waiting in (or later entering) a collective of
+  // this group get an error instead of waiting forever. Backends with timeouts may ignore it.
+  virtual void abort() {}
 
   virtual const GroupStats& stats() const = 0;
 };

@@ -4,6 +4,8 @@
 // with more threads than free cores does not burn the cores of the peers it is waiting for.
 #pragma once
 
+#include "core/error.h"
+
 #include <atomic>
 #include <chrono>
 #include <cstdint>
@@ -29,7 +31,26 @@ class ShmBarrier {
 
   ShmBarrier(int n, bool spin) : n_(n), spin_(spin) {}
 
+  // Wakes every waiter, now and later, with an error: a rank that failed mid-step will never
+  // arrive, and its peers must not wait for it forever.
+  void abort() {
+    aborted_.store(true, std::memory_order_seq_cst);
+    phase_.fetch_add(1, std::memory_order_seq_cst);
+    phase_.notify_all();
+  }
+
   void arrive_and_wait() {
+    check_aborted();
+    wait_phase();
+    check_aborted();
+  }
+
+ private:
+  void check_aborted() const {
+    if (aborted_.load(std::memory_order_acquire)) fail("shm", "a peer device failed during a collective");
+  }
+
+  void wait_phase() {
     // Read the phase before arriving: it cannot flip until this thread has arrived, so a waiter
     // never misses the release it is waiting for.
     const uint32_t phase = phase_.load(std::memory_order_acquire);
@@ -57,13 +78,13 @@ class ShmBarrier {
     sleepers_.fetch_sub(1, std::memory_order_relaxed);
   }
 
- private:
   const int n_;
   const bool spin_;
   // Separate cache lines: arrivals hammer arrived_, waiters poll phase_.
   alignas(64) std::atomic<int> arrived_{0};
   alignas(64) std::atomic<uint32_t> phase_{0};
   alignas(64) std::atomic<int> sleepers_{0};
+  std::atomic<bool> aborted_{false};
 };
 
 }  // namespace weft::parallel

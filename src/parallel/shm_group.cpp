@@ -82,6 +82,7 @@ class ShmGroup final : public Group {
   int rank() const override { return rank_; }
   int size() const override { return s_->n; }
   const GroupStats& stats() const override { return stats_; }
+  void abort() override { s_->barrier.abort(); }
 
   void all_reduce_sum(float* data, size_t n) override {
     Timer t(stats_);

@@ -277,3 +277,33 @@ TEST(ShmGroup, BadArgumentsThrow) {
 
 }  // namespace
 }  // namespace weft::parallel
+
+namespace weft::parallel {
+namespace {
+
+// A rank that fails mid-step aborts the group: peers blocked in a collective get an error, not a hang.
+TEST(ShmGroupAbort, PeersWaitingInACollectiveGetAnError) {
+  for (bool spin : {true, false}) {
+    auto group = make_shm_group(3, WireType::F32, spin);
+    std::atomic<int> errors{0};
+    std::vector<std::thread> peers;
+    for (int r = 0; r < 2; ++r)
+      peers.emplace_back([&, r] {
+        std::vector<float> v(64, 1.f);
+        try {
+          group[r]->all_reduce_sum(v.data(), v.size());
+        } catch (const Error&) {
+          errors++;
+        }
+      });
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    group[2]->abort();
+    for (auto& t : peers) t.join();
+    EXPECT_EQ(errors.load(), 2);
+    std::vector<float> v(4, 1.f);
+    EXPECT_THROW(group[0]->all_reduce_sum(v.data(), v.size()), Error) << "an aborted group stays aborted";
+  }
+}
+
+}  // namespace
+}  // namespace weft::parallel

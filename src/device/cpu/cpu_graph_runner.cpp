@@ -91,7 +91,12 @@ StepResult CpuGraphRunner::run(const Step& step) {
   for (int64_t t = 0; t < n_tokens; ++t) pos[t] = static_cast<int32_t>(step.pos0 + t);
   for (int i = 0; i < static_cast<int>(graph_.nodes.size()); ++i) {
     const auto ts = Clock::now();
-    exec(i, step, n_tokens, pos);
+    try {
+      exec(i, step, n_tokens, pos);
+    } catch (...) {
+      if (group_) group_->abort();  // peers must not wait for this device in a collective
+      throw;
+    }
     const double s = std::chrono::duration<double>(Clock::now() - ts).count();
     const LocalOp op = graph_.nodes[i].op;
     if (op == LocalOp::AllReduce || op == LocalOp::AllGather) stats_.collective_seconds += s;
