@@ -9,6 +9,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <type_traits>
 #include <vector>
 
 namespace weft::kernels::gemm {
@@ -50,6 +51,22 @@ inline void add_fifth_bits(uint32_t qh, uint8_t* q) {
   for (int j = 0; j < kQK; ++j) q[j] |= static_cast<uint8_t>(((qh >> j) & 1u) << 4);
 }
 
+// Q4_K / Q5_K: sub-block j of super-block b / 8 sits in chunk j / 2 of qs, low nibbles for even
+// j, high for odd; Q5_K's fifth bit of value l is bit j of qh[l].
+template <class Block>
+void unpack_q45_K(const Block* blocks, int64_t b, Unpacked& u) {
+  const Block& blk = blocks[b / 8];
+  const int j = static_cast<int>(b % 8), shift = 4 * (j & 1);
+  const uint8_t* qs = blk.qs + 32 * (j / 2);
+  for (int l = 0; l < kQK; ++l) u.q[l] = (qs[l] >> shift) & 0x0F;
+  if constexpr (std::is_same_v<Block, BlockQ5K>)
+    for (int l = 0; l < kQK; ++l) u.q[l] |= static_cast<uint8_t>(((blk.qh[l] >> j) & 1) << 4);
+  uint8_t sc[8], m[8];
+  kquants::unpack_scales_mins(blk.scales, sc, m);
+  u.sc[0] = fp16_to_f32(blk.d) * sc[j];
+  u.mn = -fp16_to_f32(blk.dmin) * m[j];
+}
+
 void unpack_block(DType t, const uint8_t* row, int64_t b, Unpacked& u) {
   switch (t) {
     case DType::Q4_0: {
@@ -86,28 +103,8 @@ void unpack_block(DType t, const uint8_t* row, int64_t b, Unpacked& u) {
       u.mn = fp16_to_f32(blk.m);
       return;
     }
-    case DType::Q4_K:
-    case DType::Q5_K: {
-      // Sub-block j of super-block b / 8: chunk j / 2, low nibbles for even j, high for odd.
-      const int64_t sb = b / 8;
-      const int j = static_cast<int>(b % 8), c = j / 2, shift = 4 * (j & 1);
-      const bool five = t == DType::Q5_K;
-      const uint8_t* scales = five ? reinterpret_cast<const BlockQ5K*>(row)[sb].scales
-                                   : reinterpret_cast<const BlockQ4K*>(row)[sb].scales;
-      const uint8_t* qs = five ? reinterpret_cast<const BlockQ5K*>(row)[sb].qs : reinterpret_cast<const BlockQ4K*>(row)[sb].qs;
-      const uint16_t d = five ? reinterpret_cast<const BlockQ5K*>(row)[sb].d : reinterpret_cast<const BlockQ4K*>(row)[sb].d;
-      const uint16_t dmin = five ? reinterpret_cast<const BlockQ5K*>(row)[sb].dmin : reinterpret_cast<const BlockQ4K*>(row)[sb].dmin;
-      for (int l = 0; l < kQK; ++l) u.q[l] = (qs[32 * c + l] >> shift) & 0x0F;
-      if (five) {
-        const uint8_t* qh = reinterpret_cast<const BlockQ5K*>(row)[sb].qh;
-        for (int l = 0; l < kQK; ++l) u.q[l] |= static_cast<uint8_t>(((qh[l] >> j) & 1) << 4);
-      }
-      uint8_t sc[8], m[8];
-      kquants::unpack_scales_mins(scales, sc, m);
-      u.sc[0] = fp16_to_f32(d) * sc[j];
-      u.mn = -fp16_to_f32(dmin) * m[j];
-      return;
-    }
+    case DType::Q4_K: return unpack_q45_K(reinterpret_cast<const BlockQ4K*>(row), b, u);
+    case DType::Q5_K: return unpack_q45_K(reinterpret_cast<const BlockQ5K*>(row), b, u);
     case DType::Q6_K: {
       // Values 32p + l of half h (j = 4h + p); see BlockQ6K.
       const auto& blk = reinterpret_cast<const BlockQ6K*>(row)[b / 8];

@@ -6,7 +6,6 @@
 #include "core/error.h"
 #include "kernels/gemm_q8.h"
 #include "kernels/quants.h"
-#include "kernels/quants_legacy.h"
 
 #include <algorithm>
 #include <cstring>
@@ -24,7 +23,8 @@ static_assert(kRowAlign % gemm::kPanelRows == 0, "GEMM row ranges start on a pan
 constexpr size_t kWeightTileBytes = 96 * 1024;
 constexpr int64_t kTokenTile = 64;
 // From this many tokens the blocked GEMM (gemm_q8.h) beats rows_dot per token, although it
-// unpacks each weight panel once per call: measured with BM_matmul*_Q4_0 (see kernels_bench).
+// unpacks each weight panel once per call: BM_matmul4_* (1 thread, 5632 x 2048) took 1.3 vs
+// 1.9 ms for Q4_0, 1.9 vs 2.5 ms for Q4_K, and about the same for Q8_0 and Q6_K.
 constexpr int64_t kGemmMinTokens = 4;
 
 void check_shapes(const WeightMatrix& w, int64_t ldx, int64_t n_tokens, int64_t ldy) {
@@ -56,26 +56,12 @@ ActRows convert_activations(const TypeKernels& k, const float* x, int64_t ldx, i
   return {act, stride};
 }
 
-legacy::TileFn tile_kernel(const TypeKernels& k) {
-  return std::strcmp(k.isa, "avx512") == 0 ? legacy::find_tile_avx512(k.type) : nullptr;
-}
-
-// Rows [r0, r0 + nr) x tokens [t0, t1): 4x4 tiles where a tile kernel exists, rows_dot for the rest.
-void prompt_block(const TypeKernels& k, legacy::TileFn tile, const WeightMatrix& w, const ActRows& act, int64_t r0,
-                  int64_t nr, int64_t t0, int64_t t1, float* y, int64_t ldy) {
+// Rows [r0, r0 + nr) x tokens [t0, t1) through rows_dot, one token at a time: the prompt path of
+// types without a GEMM panel (float weights, Q8_0 under AVX2, the ref level).
+void prompt_block(const TypeKernels& k, const WeightMatrix& w, const ActRows& act, int64_t r0, int64_t nr, int64_t t0,
+                  int64_t t1, float* y, int64_t ldy) {
   const size_t ws = w.row_stride;
-  int64_t t = t0;
-  if (tile) {
-    const int64_t nr_tiled = nr / legacy::kTileRows * legacy::kTileRows;
-    for (; t + legacy::kTileTokens <= t1; t += legacy::kTileTokens) {
-      for (int64_t r = r0; r < r0 + nr_tiled; r += legacy::kTileRows)
-        tile(w.cols, w.data + r * ws, ws, act.data + t * act.stride, act.stride, y + t * ldy + r, ldy);
-      for (int64_t u = t; u < t + legacy::kTileTokens && nr_tiled < nr; ++u)
-        k.rows_dot(w.cols, nr - nr_tiled, w.data + (r0 + nr_tiled) * ws, ws, act.data + u * act.stride,
-                   y + u * ldy + r0 + nr_tiled);
-    }
-  }
-  for (; t < t1; ++t) k.rows_dot(w.cols, nr, w.data + r0 * ws, ws, act.data + t * act.stride, y + t * ldy + r0);
+  for (int64_t t = t0; t < t1; ++t) k.rows_dot(w.cols, nr, w.data + r0 * ws, ws, act.data + t * act.stride, y + t * ldy + r0);
 }
 
 gemm::GemmFn gemm_kernel(const TypeKernels& k) {
@@ -129,11 +115,10 @@ void matmul(const WeightMatrix& w, const float* x, int64_t ldx, int64_t n_tokens
   // reused by every token of a token tile before moving on, so weights come from memory
   // n_tokens / kTokenTile times instead of n_tokens times.
   const int64_t tile_rows = std::max<int64_t>(4, static_cast<int64_t>(kWeightTileBytes / ws) / 4 * 4);
-  const legacy::TileFn tile = tile_kernel(k);
   pool.parallel_for(w.rows, kRowAlign, [&](int64_t b, int64_t e) {
     for (int64_t t0 = 0; t0 < n_tokens; t0 += kTokenTile) {
       const int64_t t1 = std::min(n_tokens, t0 + kTokenTile);
-      for (int64_t r0 = b; r0 < e; r0 += tile_rows) prompt_block(k, tile, w, act, r0, std::min(tile_rows, e - r0), t0, t1, y, ldy);
+      for (int64_t r0 = b; r0 < e; r0 += tile_rows) prompt_block(k, w, act, r0, std::min(tile_rows, e - r0), t0, t1, y, ldy);
     }
   });
 }

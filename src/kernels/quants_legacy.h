@@ -66,12 +66,4 @@ const TypeKernels* find_ref(DType t);
 const TypeKernels* find_avx2(DType t);
 const TypeKernels* find_avx512(DType t);
 
-// Prompt tile: y[t * ldy + r] = dot(row r, token t) for kTileRows rows (w_stride bytes apart) x
-// kTileTokens activation rows (act_stride bytes apart, already in act_type), any n.
-constexpr int kTileRows = 4, kTileTokens = 4;
-using TileFn = void (*)(int64_t n, const uint8_t* w, size_t w_stride, const uint8_t* act, size_t act_stride, float* y,
-                        int64_t ldy);
-// nullptr where the type has no tile kernel at that level (matmul then uses rows_dot per token).
-TileFn find_tile_avx512(DType t);
-
 }  // namespace weft::kernels::legacy

@@ -331,61 +331,6 @@ constexpr RowsDotFn kRowsDotF =
 template <class L>
 constexpr VecDotFn kVecDotF = vec_dot<dot_rows_float<L, 1>>;
 
-// ---- prompt tile: 4 Q4_0 rows x 4 tokens ----
-
-// Each weight row is unpacked once per 4-block step and used for 4 tokens, each token's
-// activation step once and used for 4 rows: about half the work per (row, token) of rows_dot.
-WEFT_AVX512 void tile_q4_0(int64_t n, const uint8_t* w, size_t w_stride, const uint8_t* act, size_t act_stride,
-                           float* y, int64_t ldy) {
-  constexpr int R = kTileRows, T = kTileTokens;
-  const int64_t nb = n / kQK;
-  __m512 acc[R][T];
-  for (auto& row : acc)
-    for (auto& v : row) v = _mm512_setzero_ps();
-  struct Act {
-    __m512i lo, hi, neg_corr;
-    __m512 d;  // the four blocks' scales, one per 4 dword lanes
-  } acts[T];
-  alignas(64) static constexpr uint16_t kQsWords[32] = {1,  2,  3,  4,  5,  6,  7,  8,  10, 11, 12,
-                                                        13, 14, 15, 16, 17, 19, 20, 21, 22, 23, 24,
-                                                        25, 26, 28, 29, 30, 31, 60, 61, 62, 63};
-  alignas(64) static constexpr uint16_t kScaleWords[32] = {0, 9, 18, 27};
-  const __m512i qs_idx = _mm512_load_si512(kQsWords), d_idx = _mm512_load_si512(kScaleWords);
-  const __m512i lane_block = _mm512_setr_epi32(0, 0, 0, 0, 1, 1, 1, 1, 2, 2, 2, 2, 3, 3, 3, 3);
-  const __m512i mask = _mm512_set1_epi8(0x0F);
-  int64_t b = 0;
-  for (; b + 4 <= nb; b += 4) {
-#pragma GCC unroll 4
-    for (int t = 0; t < T; ++t) {
-      const KQ4_0::Pair p = KQ4_0::load(reinterpret_cast<const BlockQ8_0*>(act + t * act_stride) + b);
-      acts[t] = {p.lo, p.hi, p.neg_corr, _mm512_permutexvar_ps(lane_block, _mm512_castps128_ps512(p.d))};
-    }
-#pragma GCC unroll 4
-    for (int r = 0; r < R; ++r) {
-      const uint8_t* base = w + r * w_stride + b * sizeof(BlockQ4_0);
-      const __m512i first = _mm512_loadu_si512(base), second = _mm512_loadu_si512(base + 8);
-      const __m512i qs = _mm512_permutex2var_epi16(first, qs_idx, second);
-      const __m512i lo = _mm512_and_si512(qs, mask), hi = _mm512_and_si512(_mm512_srli_epi16(qs, 4), mask);
-      const __m128 dw4 = _mm_cvtph_ps(_mm512_castsi512_si128(_mm512_permutexvar_epi16(d_idx, first)));
-      const __m512 dw = _mm512_permutexvar_ps(lane_block, _mm512_castps128_ps512(dw4));
-#pragma GCC unroll 4
-      for (int t = 0; t < T; ++t) {
-        const __m512i dot = _mm512_dpbusd_epi32(_mm512_dpbusd_epi32(acts[t].neg_corr, lo, acts[t].lo), hi, acts[t].hi);
-        acc[r][t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(dot), _mm512_mul_ps(dw, acts[t].d), acc[r][t]);
-      }
-    }
-  }
-  for (int r = 0; r < R; ++r) {
-    const auto* wr = reinterpret_cast<const BlockQ4_0*>(w + r * w_stride);
-    for (int t = 0; t < T; ++t) {
-      const auto* at = reinterpret_cast<const BlockQ8_0*>(act + t * act_stride);
-      float s = _mm512_reduce_add_ps(acc[r][t]);
-      for (int64_t i = b; i < nb; ++i) s += dot_block_q4_0(wr[i], at[i]);
-      y[t * ldy + r] = s;
-    }
-  }
-}
-
 // ---- activation quantizers: bit-identical to quantize_q8_{0,1} in quants_legacy_ref.cpp ----
 
 // roundf (half away from zero), exactly: v - trunc(v) is exact in float.
@@ -480,8 +425,6 @@ const TypeKernels kAvx512Table[] = {
 };
 
 }  // namespace
-
-TileFn find_tile_avx512(DType t) { return t == DType::Q4_0 ? tile_q4_0 : nullptr; }
 
 const TypeKernels* find_avx512(DType t) {
   for (const auto& k : kAvx512Table)
