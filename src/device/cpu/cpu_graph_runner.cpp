@@ -53,7 +53,16 @@ void CpuGraphRunner::load(const parallel::DeviceGraph& graph, const gguf::File& 
   n_cached_ = 0;
 }
 
-// Gives every node an output buffer, reusing a buffer once its last reader has run.
+namespace {
+// Ops that may write their output over their first input (elementwise, same width).
+bool runs_in_place(LocalOp op) {
+  return op == LocalOp::RmsNorm || op == LocalOp::HeadNorm || op == LocalOp::Rope || op == LocalOp::SwiGlu ||
+         op == LocalOp::Add || op == LocalOp::AllReduce;
+}
+}  // namespace
+
+// Gives every node an output buffer, reusing a buffer once its last reader has run. An elementwise
+// op that is the last reader of its first input writes over it: no copy, less memory traffic.
 void CpuGraphRunner::plan_buffers(int32_t max_tokens) {
   const int n = static_cast<int>(graph_.nodes.size());
   std::vector<int> last_use(n, -1);
@@ -63,17 +72,27 @@ void CpuGraphRunner::plan_buffers(int32_t max_tokens) {
   std::multimap<size_t, int> free;  // capacity -> buffer
   buffers_.clear();
   for (int i = 0; i < n; ++i) {
-    const size_t need = static_cast<size_t>(max_tokens) * std::max<int64_t>(graph_.nodes[i].width, 1);
+    const auto& node = graph_.nodes[i];
+    const int in0 = node.inputs.empty() ? -1 : node.inputs[0];
+    const bool in_place = in0 >= 0 && runs_in_place(node.op) && last_use[in0] == i &&
+                          graph_.nodes[in0].width == node.width;
+    const size_t need = static_cast<size_t>(max_tokens) * std::max<int64_t>(node.width, 1);
     auto it = free.lower_bound(need);
-    if (it != free.end()) {
+    if (in_place) {
+      nodes_[i].buffer = nodes_[in0].buffer;
+    } else if (it != free.end()) {
       nodes_[i].buffer = it->second;
       free.erase(it);
     } else {
       nodes_[i].buffer = static_cast<int>(buffers_.size());
       buffers_.emplace_back(need, 0.f);
     }
-    for (int in : graph_.nodes[i].inputs)
-      if (last_use[in] == i) free.emplace(buffers_[nodes_[in].buffer].size(), nodes_[in].buffer);
+    for (size_t k = 0; k < node.inputs.size(); ++k) {
+      const int in = node.inputs[k];
+      const bool released = last_use[in] == i && !(in_place && in == in0) &&
+                            std::find(node.inputs.begin(), node.inputs.begin() + k, in) == node.inputs.begin() + k;
+      if (released) free.emplace(buffers_[nodes_[in].buffer].size(), nodes_[in].buffer);
+    }
     if (last_use[i] < 0) free.emplace(buffers_[nodes_[i].buffer].size(), nodes_[i].buffer);
   }
 }
@@ -121,6 +140,11 @@ StepResult CpuGraphRunner::run(const Step& step) {
   return r;
 }
 
+// The input of an op that runs in place (see plan_buffers) already is its output.
+static void copy_input(float* y, const float* x, int64_t n) {
+  if (y != x) std::memcpy(y, x, static_cast<size_t>(n) * sizeof(float));
+}
+
 void CpuGraphRunner::exec(int i, const Step& step, int64_t n_tokens, std::vector<int32_t>& pos) {
   const auto& ln = graph_.nodes[i];
   NodeState& ns = nodes_[i];
@@ -164,11 +188,11 @@ void CpuGraphRunner::exec(int i, const Step& step, int64_t n_tokens, std::vector
       return;
     }
     case LocalOp::HeadNorm:
-      std::memcpy(y, in(0), n_tokens * w * sizeof(float));
+      copy_input(y, in(0), n_tokens * w);
       kernels::rms_norm_heads(y, ns.vec.data(), n_tokens, w / d.head_dim, d.head_dim, d.norm_eps);
       return;
     case LocalOp::Rope:
-      std::memcpy(y, in(0), n_tokens * w * sizeof(float));
+      copy_input(y, in(0), n_tokens * w);
       kernels::rope(y, n_tokens, w / d.head_dim, d.head_dim, pos.data(), d.rope);
       return;
     case LocalOp::Attention: {
@@ -198,11 +222,11 @@ void CpuGraphRunner::exec(int i, const Step& step, int64_t n_tokens, std::vector
       kernels::swiglu(in(0), in(1), y, n_tokens * w);
       return;
     case LocalOp::Add:
-      std::memcpy(y, in(0), n_tokens * w * sizeof(float));
+      copy_input(y, in(0), n_tokens * w);
       kernels::add_inplace(y, in(1), n_tokens * w);
       return;
     case LocalOp::AllReduce:
-      std::memcpy(y, in(0), n_tokens * w * sizeof(float));
+      copy_input(y, in(0), n_tokens * w);
       if (group_) group_->all_reduce_sum(y, n_tokens * w);
       return;
     case LocalOp::AllGather: {
