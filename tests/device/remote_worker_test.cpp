@@ -48,6 +48,9 @@ TEST(RemoteWorker, StoriesGreedyTokensMatchOneLocalDevice) {
   EXPECT_EQ(greedy_ids(stories(), w1.url() + "," + w2.url(), "-ts 3,1"), ref);
   EXPECT_EQ(greedy_ids(stories(), "cpu:1," + w1.url() + "," + w2.url(), "-ts 1,2,1"), ref);
   EXPECT_EQ(greedy_ids(stories(), w1.url() + ",cpu:1", "-sm layer"), ref);
+  Worker w3;  // three worker processes, and three plus a local device, uneven
+  EXPECT_EQ(greedy_ids(stories(), w1.url() + "," + w2.url() + "," + w3.url(), "-ts 1,1,2"), ref);
+  EXPECT_EQ(greedy_ids(stories(), w1.url() + ",cpu:1," + w2.url() + "," + w3.url(), "-ts 2,1,1,3"), ref);
 }
 
 TEST(RemoteWorker, GeneratedModelGreedyTokensMatchOneLocalDevice) {
@@ -63,6 +66,8 @@ TEST(RemoteWorker, GeneratedModelGreedyTokensMatchOneLocalDevice) {
   ASSERT_GT(ref.size(), 30u);
   EXPECT_EQ(greedy_text(path, w1.url() + "," + w2.url(), "-ts 1,2"), ref);
   EXPECT_EQ(greedy_text(path, w1.url() + ",cpu:1," + w2.url(), "-ts 2,1,1"), ref);
+  Worker w3;
+  EXPECT_EQ(greedy_text(path, w1.url() + "," + w2.url() + "," + w3.url(), "-ts 3,1,2"), ref);
 }
 
 // The worker still completes a handshake after whatever the previous session did.
