@@ -133,12 +133,17 @@ TEST(Planner, WeightBytesFollowRatiosWithinOneBlock) {
                                     (name == "output.weight" ? whole / static_cast<double>(s.n_vocab) : 0);
           const bool kv_replicated = (name.find("attn_k.") != std::string::npos || name.find("attn_v.") != std::string::npos) &&
                                      static_cast<int64_t>(r.size()) > s.n_head_kv;
-          if (!kv_replicated) EXPECT_NEAR(static_cast<double>(mine), whole * r[d] / total, unit_bytes) << name << " device " << d;
+          if (!kv_replicated) {
+            EXPECT_NEAR(static_cast<double>(mine), whole * r[d] / total, unit_bytes) << name << " device " << d;
+          }
         }
         const int active = static_cast<int>(std::count_if(r.begin(), r.end(), [](double x) { return x > 0; }));
         const bool kv = name.find("attn_k.") != std::string::npos || name.find("attn_v.") != std::string::npos;
-        if (kv && active > s.n_head_kv) EXPECT_GE(sum, whole) << name << ": replicated kv heads";
-        else EXPECT_EQ(sum, whole) << name << ": slices add up to the whole";
+        if (kv && active > s.n_head_kv) {
+          EXPECT_GE(sum, whole) << name << ": replicated kv heads";
+        } else {
+          EXPECT_EQ(sum, whole) << name << ": slices add up to the whole";
+        }
       }
     }
   }
@@ -178,7 +183,8 @@ TEST(Planner, SplitsLandOnQuantBlocks) {
     for (const auto& n : dg.nodes)
       if (n.weight.kind == WeightSlice::Kind::Cols) {
         EXPECT_EQ(n.weight.range.begin % 256, 0) << n.label;
-        EXPECT_TRUE(n.weight.range.end % 256 == 0 || n.weight.range.end == g.nodes[n.source].width * 0 + n.weight.range.end);
+        const int64_t cols = g.nodes[g.nodes[n.source].inputs[0]].width;  // the weight's full row length
+        EXPECT_TRUE(n.weight.range.end % 256 == 0 || n.weight.range.end == cols) << n.label;
       }
 }
 
