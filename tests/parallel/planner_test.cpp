@@ -88,8 +88,11 @@ TEST(Planner, TwoAllReducesPerDenseLayer) {
       for (int l = 0; l < s.n_layer; ++l) {
         const int expected = r.size() > 1 ? 2 : 0;
         EXPECT_EQ(p.collectives_in_layer(l), expected) << "layer " << l << " devices " << r.size();
-        for (const auto& c : p.collectives)
-          if (c.layer == l) EXPECT_EQ(c.op, LocalOp::AllReduce);
+        for (const auto& c : p.collectives) {
+          if (c.layer == l) {
+            EXPECT_EQ(c.op, LocalOp::AllReduce);
+          }
+        }
       }
       EXPECT_EQ(p.collectives_in_layer(-1), 0) << "no logits gather";
       EXPECT_TRUE(p.fallbacks.empty()) << p.fallbacks.front();
