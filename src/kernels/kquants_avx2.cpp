@@ -12,6 +12,7 @@
 
 #include <cstring>
 #include <type_traits>
+#include "kernels/simd_avx2.h"
 
 #define WEFT_KQ_AVX2 __attribute__((target("avx2,fma,f16c")))
 
@@ -19,26 +20,15 @@ namespace weft::kernels::kquants {
 
 namespace {
 
+using avx2::hmax;
+using avx2::hsum;
+
 // The `r` loops over a group's rows carry `#pragma GCC unroll`: unrolled, each row's state lives
 // in registers; left as loops (GCC does not unroll the setup ones by itself), it goes through the
 // stack and a 2-row pass ran slower than two 1-row passes.
 
 // Rows per rows_dot pass: AVX2 has 16 vector registers, which two rows' state fits.
 constexpr int kGroupRows = 2;
-
-WEFT_KQ_AVX2 inline float hsum(__m256 v) {
-  __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
-  s = _mm_add_ps(s, _mm_movehl_ps(s, s));
-  s = _mm_add_ss(s, _mm_movehdup_ps(s));
-  return _mm_cvtss_f32(s);
-}
-
-WEFT_KQ_AVX2 inline float hmax(__m256 v) {
-  __m128 s = _mm_max_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
-  s = _mm_max_ps(s, _mm_movehl_ps(s, s));
-  s = _mm_max_ss(s, _mm_movehdup_ps(s));
-  return _mm_cvtss_f32(s);
-}
 
 WEFT_KQ_AVX2 inline __m256i load256(const void* p) { return _mm256_loadu_si256(static_cast<const __m256i*>(p)); }
 

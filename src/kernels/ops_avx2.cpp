@@ -6,6 +6,7 @@
 #include <immintrin.h>
 
 #include <algorithm>
+#include "kernels/simd_avx2.h"
 
 #define WEFT_AVX2 __attribute__((target("avx2,fma")))
 
@@ -23,19 +24,8 @@ void add_ref(float* y, const float* x, int64_t n);
 
 namespace {
 
-WEFT_AVX2 inline float hsum(__m256 v) {
-  __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
-  s = _mm_add_ps(s, _mm_movehl_ps(s, s));
-  s = _mm_add_ss(s, _mm_movehdup_ps(s));
-  return _mm_cvtss_f32(s);
-}
-
-WEFT_AVX2 inline float hmax(__m256 v) {
-  __m128 s = _mm_max_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
-  s = _mm_max_ps(s, _mm_movehl_ps(s, s));
-  s = _mm_max_ss(s, _mm_movehdup_ps(s));
-  return _mm_cvtss_f32(s);
-}
+using avx2::hmax;
+using avx2::hsum;
 
 // exp(x) to ~2 ulp: x = n ln2 + r with |r| <= ln2/2, exp(r) by the Cephes expf polynomial,
 // then 2^n applied as two factors 2^(n/2) 2^(n - n/2) so that n up to +-150 neither wraps the

@@ -12,12 +12,15 @@
 #include <immintrin.h>
 
 #include <cstring>
+#include "kernels/simd_avx2.h"
 
 #define WEFT_AVX2 __attribute__((target("avx2,fma,f16c")))
 #define WEFT_AVX2_INLINE WEFT_AVX2 inline __attribute__((always_inline))
 
 namespace weft::kernels::legacy {
 namespace {
+
+using avx2::hsum;
 
 constexpr int kRowsPerPass = 4;  // rows sharing each activation load in rows_dot
 
@@ -119,13 +122,6 @@ struct KQ5_1 {
     acc_m += half(w.m) * b.s;
   }
 };
-
-WEFT_AVX2_INLINE float hsum(__m256 v) {
-  __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
-  s = _mm_add_ps(s, _mm_movehl_ps(s, s));
-  s = _mm_add_ss(s, _mm_movehdup_ps(s));
-  return _mm_cvtss_f32(s);
-}
 
 // R rows (stride bytes apart) against one activation row, block by block.
 template <class K, int R>
