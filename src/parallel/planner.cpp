@@ -128,34 +128,24 @@ class TensorPlanner {
     }
   }
 
-  void all_reduce(int i) {
+  // Inserts a collective that makes node i's value replicated on every device: an all-reduce of a
+  // partial sum, or an all-gather of a split value.
+  void collective(int i, LocalOp op) {
     const Node& n = g_.nodes[i];
-    emit(-1, LocalOp::AllReduce, {i}, [&](int, LocalNode& ln) {
+    emit(-1, op, {i}, [&](int, LocalNode& ln) {
       ln.width = n.width;
       ln.layer = n.layer;
-      ln.label = "all_reduce(" + n.label + ")";
+      ln.label = std::string(local_op_name(op)) + "(" + n.label + ")";
+      if (op == LocalOp::AllGather) ln.gather = part(n.axis)->ranges;
     });
     for (int d = 0; d < n_; ++d) local_[d][i] = static_cast<int>(plan_.devices[d].nodes.size()) - 1;
-    plan_.collectives.push_back({n.layer, LocalOp::AllReduce, n.label, n.width * 4});
-    cur_[i] = State::Replicated;
-  }
-
-  void all_gather(int i) {
-    const Node& n = g_.nodes[i];
-    emit(-1, LocalOp::AllGather, {i}, [&](int, LocalNode& ln) {
-      ln.width = n.width;
-      ln.layer = n.layer;
-      ln.label = "all_gather(" + n.label + ")";
-      ln.gather = part(n.axis)->ranges;
-    });
-    for (int d = 0; d < n_; ++d) local_[d][i] = static_cast<int>(plan_.devices[d].nodes.size()) - 1;
-    plan_.collectives.push_back({n.layer, LocalOp::AllGather, n.label, n.width * 4});
+    plan_.collectives.push_back({n.layer, op, n.label, n.width * 4});
     cur_[i] = State::Replicated;
   }
 
   void make_replicated(int i) {
-    if (cur_[i] == State::Partial) all_reduce(i);
-    if (cur_[i] == State::Split) all_gather(i);
+    if (cur_[i] == State::Partial) collective(i, LocalOp::AllReduce);
+    if (cur_[i] == State::Split) collective(i, LocalOp::AllGather);
   }
 
   // An op with no split rule for these inputs: gather them and compute it whole on every device.
@@ -191,7 +181,7 @@ class TensorPlanner {
         return replicate(i);
       case OpKind::MatMul: {
         const int in = n.inputs[0];
-        if (in_state(0) == State::Partial) all_reduce(in);
+        if (in_state(0) == State::Partial) collective(in, LocalOp::AllReduce);
         if (cur_[in] == State::Replicated && part(n.axis)) {  // column-parallel
           emit(i, LocalOp::MatMul, n.inputs, [&](int d, LocalNode& ln) {
             ln.width = range(n.axis, d).size();
@@ -241,7 +231,7 @@ class TensorPlanner {
       case OpKind::Add: {
         // A partial addend is completed first: the residual stream stays replicated (Megatron).
         for (int k = 0; k < 2; ++k)
-          if (in_state(k) == State::Partial) all_reduce(n.inputs[k]);
+          if (in_state(k) == State::Partial) collective(n.inputs[k], LocalOp::AllReduce);
         const bool both_split = in_state(0) == State::Split && in_state(1) == State::Split && in_axis(0) == in_axis(1);
         if (both_split) {
           emit(i, static_cast<LocalOp>(n.op), n.inputs, [&](int d, LocalNode& ln) { ln.width = range(in_axis(0), d).size(); });
