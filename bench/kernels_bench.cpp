@@ -9,13 +9,35 @@
 
 #include <benchmark/benchmark.h>
 
+#include <sys/mman.h>
+
 #include <cstring>
+#include <new>
 #include <random>
 #include <vector>
 
 namespace {
 
 using namespace weft;
+
+// An anonymous mapping, on 2 MiB pages when asked (madvise; the kernel may still refuse).
+class HugeBuffer {
+ public:
+  HugeBuffer(size_t n, bool huge) : n_((n + (size_t{2} << 20) - 1) & ~((size_t{2} << 20) - 1)) {
+    p_ = static_cast<uint8_t*>(::mmap(nullptr, n_, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0));
+    if (p_ == MAP_FAILED) throw std::bad_alloc();
+    ::madvise(p_, n_, huge ? MADV_HUGEPAGE : MADV_NOHUGEPAGE);
+  }
+  ~HugeBuffer() { ::munmap(p_, n_); }
+  HugeBuffer(const HugeBuffer&) = delete;
+  HugeBuffer& operator=(const HugeBuffer&) = delete;
+  uint8_t* data() { return p_; }
+  size_t size() const { return n_; }
+
+ private:
+  size_t n_;
+  uint8_t* p_;
+};
 
 // Big enough to leave every cache (~64 MiB of f32 source).
 constexpr size_t kCopyBytes = size_t{64} << 20;
@@ -92,6 +114,7 @@ void matmul_bench(benchmark::State& state, DType type, int64_t n_tokens) {
 // much per token from DRAM, so its bytes_per_second against BM_read is the decode roofline.
 void BM_matvec_big_Q4_0(benchmark::State& state) {
   const int threads = static_cast<int>(state.range(0));
+  const bool huge = state.range(1) != 0;
   const int64_t cols = 2048, tile_rows = 256;
   const size_t rb = row_bytes(DType::Q4_0, cols);
   const int64_t rows = (int64_t{264} << 20) / static_cast<int64_t>(rb) / tile_rows * tile_rows;
@@ -99,7 +122,7 @@ void BM_matvec_big_Q4_0(benchmark::State& state) {
   std::mt19937 rng(7);
   std::normal_distribution<float> nd(0.f, 1.f);
   std::vector<float> row(cols), x(cols), y(rows);
-  std::vector<uint8_t> w(rb * rows);
+  HugeBuffer w(rb * rows, huge);
   for (int64_t r = 0; r < tile_rows; ++r) {
     for (auto& v : row) v = nd(rng) * 0.02f;
     kernels::quantize_row_ref(DType::Q4_0, row.data(), w.data() + rb * r, cols);
@@ -113,9 +136,9 @@ void BM_matvec_big_Q4_0(benchmark::State& state) {
     kernels::matmul(m, x.data(), cols, 1, y.data(), rows, pool, scratch);
     benchmark::DoNotOptimize(y.data());
   }
-  state.SetBytesProcessed(static_cast<int64_t>(state.iterations()) * static_cast<int64_t>(w.size()));
+  state.SetBytesProcessed(static_cast<int64_t>(state.iterations()) * static_cast<int64_t>(rb * rows));
 }
-BENCHMARK(BM_matvec_big_Q4_0)->Arg(1)->Arg(2)->UseRealTime();
+BENCHMARK(BM_matvec_big_Q4_0)->ArgsProduct({{1, 2}, {0, 1}})->ArgNames({"threads", "huge"})->UseRealTime();
 
 #define WEFT_MATMUL_BENCH(T)                                                                          \
   void BM_matvec_##T(benchmark::State& s) { matmul_bench(s, DType::T, 1); }                          \

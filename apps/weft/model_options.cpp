@@ -23,6 +23,7 @@ void ModelOptions::add_to(CLI::App& cmd, bool with_ctx) {
   cmd.add_option("--auth-key-file", auth_key_file, "shared key the workers require (default: $WEFT_AUTH_KEY_FILE)");
   cmd.add_option("--net-poll", net_poll, "how this process's ranks wait in small all-reduces: auto | busy | block")
       ->check(CLI::IsMember({"auto", "busy", "block"}));
+  cmd.add_flag("--mmap", mmap, "CPU devices read weights from the file mapping (zero copy) instead of a copy on huge pages");
 }
 
 std::vector<double> parse_ratios(const std::string& s) {
@@ -75,6 +76,7 @@ runtime::EngineOptions ModelOptions::engine_options() const {
   if (!tensor_split.empty()) o.ratios = parse_ratios(tensor_split);
   o.n_ctx = ctx;
   o.n_batch = batch;
+  o.map_weights = mmap;
   o.wire = wire == "bf16" ? parallel::WireType::BF16 : wire == "f16" ? parallel::WireType::F16 : parallel::WireType::F32;
   return o;
 }

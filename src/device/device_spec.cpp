@@ -70,7 +70,7 @@ std::string describe(const DeviceSpec& s) {
   return s.numa_node >= 0 ? fmt::format("cpu:{}@{}", s.threads, s.numa_node) : fmt::format("cpu:{}", s.threads);
 }
 
-std::vector<std::unique_ptr<Device>> create_devices(const std::vector<DeviceSpec>& specs) {
+std::vector<std::unique_ptr<Device>> create_devices(const std::vector<DeviceSpec>& specs, bool map_weights) {
   const int cores = hardware_cores();
   int total_threads = 0;
   for (const auto& s : specs) total_threads += s.kind == DeviceSpec::Kind::Cpu ? s.threads : 0;
@@ -86,6 +86,7 @@ std::vector<std::unique_ptr<Device>> create_devices(const std::vector<DeviceSpec
     o.index = index++;
     o.n_threads = s.threads;
     o.spin = spin;
+    o.map_weights = map_weights;
     o.placement.numa_node = s.numa_node;
     if (s.numa_node >= 0) {
       o.placement.cpus = numa_cpus(s.numa_node);

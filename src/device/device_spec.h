@@ -24,7 +24,7 @@ std::vector<DeviceSpec> parse_devices(const std::string& list);
 std::string describe(const DeviceSpec& s);
 
 // Creates the devices; CPU devices get disjoint cores in order. Threads spin only when the
-// process's threads fit on the machine's cores.
-std::vector<std::unique_ptr<Device>> create_devices(const std::vector<DeviceSpec>& specs);
+// process's threads fit on the machine's cores. map_weights: see CpuDeviceOptions.
+std::vector<std::unique_ptr<Device>> create_devices(const std::vector<DeviceSpec>& specs, bool map_weights = false);
 
 }  // namespace weft::device

@@ -28,7 +28,7 @@ Engine::Engine(const gguf::File& file, EngineOptions opt) : file_(file), opt_(st
   if (opt_.n_batch <= 0) fail("cli", "--batch-size must be positive");
 
   plan_ = parallel::make_plan(opt_.mode, graph_, model::weight_table(file_), opt_.ratios);
-  devices_ = device::create_devices(opt_.devices);
+  devices_ = device::create_devices(opt_.devices, opt_.map_weights);
   for (const auto& dg : plan_.devices)
     for (const auto& ln : dg.nodes) {
       const DType t = ln.weight.kind != parallel::WeightSlice::Kind::None ? file_.tensor(ln.weight.tensor).type : DType::F32;

@@ -24,6 +24,7 @@ struct EngineOptions {
   int32_t n_ctx = 0;                        // 0: min(training context, 4096)
   int32_t n_batch = 512;                    // prompt tokens per step
   parallel::WireType wire = parallel::WireType::F32;
+  bool map_weights = false;                 // CPU devices read weights from the file mapping (--mmap)
 };
 
 class Engine {

@@ -36,8 +36,8 @@ const std::string kReference =
 
 TEST(Cli, RunPrintsTheReferenceTextOnEverySplit) {
   if (!std::filesystem::exists(kStories)) GTEST_SKIP() << "no " << kStories;
-  for (const std::string devices : {"", "--devices cpu:1,cpu:1", "--devices cpu:1,cpu:1,cpu:1 -ts 3,1,2",
-                                    "--devices cpu:1,cpu:1 -sm layer"}) {
+  for (const std::string devices : {"", "--mmap", "--devices cpu:1,cpu:1", "--devices cpu:1,cpu:1 --mmap",
+                                    "--devices cpu:1,cpu:1,cpu:1 -ts 3,1,2", "--devices cpu:1,cpu:1 -sm layer"}) {
     auto r = run("run -m " + kStories + " -p \"Once upon a time\" -n 60 --temp 0 " + devices);
     EXPECT_EQ(r.code, 0) << devices;
     EXPECT_EQ(r.out, kReference) << devices;

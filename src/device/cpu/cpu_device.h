@@ -19,6 +19,7 @@ struct CpuDeviceOptions {
   int n_threads = 1;
   Placement placement;      // cores to pin to, NUMA node
   bool spin = true;         // see ThreadPool: only when every thread in the process has a core
+  bool map_weights = false; // see WeightStore: zero copy from the GGUF mapping, not on huge pages
 };
 
 class CpuGraphRunner;

@@ -15,8 +15,9 @@ namespace weft::device {
 using parallel::LocalOp;
 using Clock = std::chrono::steady_clock;
 
-CpuGraphRunner::CpuGraphRunner(int n_threads, const Placement& placement, bool spin, parallel::Group* group)
-    : pool_(n_threads, placement, spin), group_(group), store_(placement.numa_node) {}
+CpuGraphRunner::CpuGraphRunner(int n_threads, const Placement& placement, bool spin, bool map_weights,
+                               parallel::Group* group)
+    : pool_(n_threads, placement, spin), group_(group), store_(placement.numa_node, map_weights) {}
 
 void CpuGraphRunner::load(const parallel::DeviceGraph& graph, const gguf::File& f, const LoadOptions& opt) {
   graph_ = graph;
@@ -29,7 +30,7 @@ void CpuGraphRunner::load(const parallel::DeviceGraph& graph, const gguf::File& 
     switch (ln.op) {
       case LocalOp::Embed:
       case LocalOp::MatMul:
-        ns.w = store_.matrix(f, ln.weight);
+        ns.w = store_.matrix(f, ln.weight, ln.op == LocalOp::MatMul);
         if (ln.bias.kind != parallel::WeightSlice::Kind::None) ns.bias = store_.vector(f, ln.bias);
         break;
       case LocalOp::RmsNorm:

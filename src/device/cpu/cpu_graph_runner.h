@@ -13,7 +13,7 @@ namespace weft::device {
 
 class CpuGraphRunner {
  public:
-  CpuGraphRunner(int n_threads, const Placement& placement, bool spin, parallel::Group* group);
+  CpuGraphRunner(int n_threads, const Placement& placement, bool spin, bool map_weights, parallel::Group* group);
   void load(const parallel::DeviceGraph& graph, const gguf::File& weights, const LoadOptions& opt);
   StepResult run(const Step& step);
   void truncate_cache(int32_t pos) { n_cached_ = std::min(n_cached_, pos); }

@@ -1,6 +1,7 @@
-// A CPU device's view of its weight slices. Whole tensors and row slices point straight into the
-// GGUF mapping (zero copy, shared by every in-process device); column slices and devices bound to a
-// NUMA node get their own copy, placed on that node.
+// A CPU device's view of its weight slices. Matrices that every step streams are copied onto 2 MiB
+// pages (on the device's NUMA node when it has one), placed by the device's own thread; with
+// map_weights, whole tensors and row slices point straight into the GGUF mapping instead (zero copy,
+// shared by every in-process device). Column slices are always copied: their rows are not contiguous.
 #pragma once
 
 #include "gguf/gguf_reader.h"
@@ -14,26 +15,27 @@ namespace weft::device {
 
 class WeightStore {
  public:
-  explicit WeightStore(int numa_node) : numa_node_(numa_node) {}
+  WeightStore(int numa_node, bool map_weights) : numa_node_(numa_node), map_weights_(map_weights) {}
   ~WeightStore();
   WeightStore(const WeightStore&) = delete;
   WeightStore& operator=(const WeightStore&) = delete;
 
-  // A matrix slice as the matmul kernels read it.
-  kernels::WeightMatrix matrix(const gguf::File& f, const parallel::WeightSlice& s);
+  // A matrix slice as the kernels read it; `streamed`: read whole every step (a matmul), not a
+  // lookup table (the embedding) that a copy would only duplicate.
+  kernels::WeightMatrix matrix(const gguf::File& f, const parallel::WeightSlice& s, bool streamed);
   // A vector (norm weight, bias) as f32, sliced by s.range for Rows slices.
   std::vector<float> vector(const gguf::File& f, const parallel::WeightSlice& s);
   uint64_t copied_bytes() const { return copied_; }
 
  private:
   uint8_t* allocate(size_t n);
-  struct Block {
+  struct Chunk {
     uint8_t* p;
-    size_t n;
-    bool numa;
+    size_t size, used;
   };
   int numa_node_;
-  std::vector<Block> blocks_;
+  bool map_weights_;
+  std::vector<Chunk> chunks_;
   uint64_t copied_ = 0;
 };
 

@@ -199,6 +199,7 @@ void WorkerServer::session(net::Socket& s) {
         CpuDeviceOptions o;
         o.n_threads = opt_.threads;
         o.spin = false;  // the worker cannot know what else runs on its cores
+        o.map_weights = source != LoadSource::Cache;  // the slices are already in this process's memory
         dev = std::make_unique<CpuDevice>(o);
         if (group) dev->attach_group(std::move(group));
         dev->load(graph, *weights.file, lo);

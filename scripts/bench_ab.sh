@@ -1,0 +1,26 @@
+#!/usr/bin/env bash
+# A/B of two `weft bench` configurations, interleaved so that drift of the machine hits both alike:
+# runs A then B, ROUNDS times, and prints each pair, the B/A ratio of each, and the median ratio.
+#   scripts/bench_ab.sh "-t 2" "--devices cpu:1,cpu:1"      (MODEL, ROUNDS=8, TEST="-p 0 -n 32 -r 3")
+set -euo pipefail
+cd "$(dirname "$0")/.."
+[ $# -eq 2 ] || { echo "usage: $0 'weft bench args A' 'weft bench args B'" >&2; exit 2; }
+MODEL=${MODEL:-models/weft-500m-q4_0.gguf}
+ROUNDS=${ROUNDS:-8}
+TEST=${TEST:-"-p 0 -n 32 -r 3"}
+WEFT=${WEFT:-build/weft}
+[ -x "$WEFT" ] || ./scripts/build.sh >/dev/null
+[ -f "$MODEL" ] || { echo "no $MODEL (weft gen-model --preset 500m --type q4_0 -o $MODEL)" >&2; exit 2; }
+tps() {  # mean t/s of the last test `weft bench` prints (one line per test in csv)
+  # shellcheck disable=SC2086
+  "$WEFT" bench -m "$MODEL" $TEST $1 -o csv 2>/dev/null | tail -n 1 | awk -F, '{print $(NF-1)}'
+}
+ratios=()
+for ((i = 1; i <= ROUNDS; ++i)); do
+  a=$(tps "$1")
+  b=$(tps "$2")
+  r=$(awk -v a="$a" -v b="$b" 'BEGIN { printf "%.3f", b / a }')
+  ratios+=("$r")
+  echo "round $i: A $a t/s  B $b t/s  B/A $r"
+done
+printf '%s\n' "${ratios[@]}" | sort -n | awk '{ v[NR] = $1 } END { m = NR % 2 ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2; printf "median B/A over %d rounds: %.3f (min %.3f, max %.3f)\n", NR, m, v[1], v[NR] }'
