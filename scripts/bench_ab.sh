@@ -2,6 +2,7 @@
 # A/B of two `weft bench` configurations, interleaved so that drift of the machine hits both alike:
 # runs A then B, ROUNDS times, and prints each pair, the B/A ratio of each, and the median ratio.
 #   scripts/bench_ab.sh "-t 2" "--devices cpu:1,cpu:1"      (MODEL, ROUNDS=8, TEST="-p 0 -n 32 -r 3")
+# WEFT_A / WEFT_B compare two builds (default: WEFT=build/weft for both).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 [ $# -eq 2 ] || { echo "usage: $0 'weft bench args A' 'weft bench args B'" >&2; exit 2; }
@@ -9,16 +10,18 @@ MODEL=${MODEL:-models/weft-500m-q4_0.gguf}
 ROUNDS=${ROUNDS:-8}
 TEST=${TEST:-"-p 0 -n 32 -r 3"}
 WEFT=${WEFT:-build/weft}
+WEFT_A=${WEFT_A:-$WEFT}
+WEFT_B=${WEFT_B:-$WEFT}
 [ -x "$WEFT" ] || ./scripts/build.sh >/dev/null
 [ -f "$MODEL" ] || { echo "no $MODEL (weft gen-model --preset 500m --type q4_0 -o $MODEL)" >&2; exit 2; }
 tps() {  # mean t/s of the last test `weft bench` prints (one line per test in csv)
   # shellcheck disable=SC2086
-  "$WEFT" bench -m "$MODEL" $TEST $1 -o csv 2>/dev/null | tail -n 1 | awk -F, '{print $(NF-1)}'
+  "$1" bench -m "$MODEL" $TEST $2 -o csv 2>/dev/null | tail -n 1 | awk -F, '{print $(NF-1)}'
 }
 ratios=()
 for ((i = 1; i <= ROUNDS; ++i)); do
-  a=$(tps "$1")
-  b=$(tps "$2")
+  a=$(tps "$WEFT_A" "$1")
+  b=$(tps "$WEFT_B" "$2")
   r=$(awk -v a="$a" -v b="$b" 'BEGIN { printf "%.3f", b / a }')
   ratios+=("$r")
   echo "round $i: A $a t/s  B $b t/s  B/A $r"

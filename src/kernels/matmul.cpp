@@ -40,22 +40,6 @@ struct ActRows {
   size_t stride;  // bytes between tokens
 };
 
-ActRows convert_activations(const TypeKernels& k, const float* x, int64_t ldx, int64_t n, int64_t n_tokens,
-                            ThreadPool& pool, MatmulScratch& scratch) {
-  if (k.act_type == DType::F32) return {reinterpret_cast<const uint8_t*>(x), static_cast<size_t>(ldx) * sizeof(float)};
-  const size_t stride = row_bytes(k.act_type, n);
-  if (scratch.act.size() < stride * n_tokens) scratch.act.resize(stride * n_tokens);
-  uint8_t* act = scratch.act.data();
-  if (n_tokens == 1) {
-    k.quantize_act(x, act, n);  // microseconds: not worth waking the pool twice per matmul
-  } else {
-    pool.parallel_for(n_tokens, 1, [&](int64_t b, int64_t e) {
-      for (int64_t t = b; t < e; ++t) k.quantize_act(x + t * ldx, act + t * stride, n);
-    });
-  }
-  return {act, stride};
-}
-
 // Rows [r0, r0 + nr) x tokens [t0, t1) through rows_dot, one token at a time: the prompt path of
 // types without a GEMM panel (float weights, Q8_0 under AVX2, the ref level).
 void prompt_block(const TypeKernels& k, const WeightMatrix& w, const ActRows& act, int64_t r0, int64_t nr, int64_t t0,
@@ -64,45 +48,82 @@ void prompt_block(const TypeKernels& k, const WeightMatrix& w, const ActRows& ac
   for (int64_t t = t0; t < t1; ++t) k.rows_dot(w.cols, nr, w.data + r0 * ws, ws, act.data + t * act.stride, y + t * ldy + r0);
 }
 
-gemm::GemmFn gemm_kernel(const TypeKernels& k) {
+gemm::GemmFn gemm_kernel(const TypeKernels& k, int64_t n_tokens) {
+  if (n_tokens < kGemmMinTokens) return nullptr;
   if (std::strcmp(k.isa, "avx512") == 0) return gemm::find_avx512(k.type);
   if (std::strcmp(k.isa, "avx2") == 0) return gemm::find_avx2(k.type);
   return nullptr;
 }
 
-// Prompt through the blocked GEMM: activations quantized and laid out block-major once, then
-// each thread runs the GEMM over its rows (16-row aligned, as the panels are).
-void matmul_gemm(gemm::GemmFn gemm, const TypeKernels& k, const WeightMatrix& w, const float* x, int64_t ldx,
-                 int64_t n_tokens, float* y, int64_t ldy, ThreadPool& pool, MatmulScratch& scratch) {
-  const int64_t nb = w.cols / gemm::kQK;
-  const size_t act_bytes = sizeof(gemm::ActBlock) * nb * n_tokens;
-  if (scratch.act.size() < act_bytes) scratch.act.resize(act_bytes);
-  auto* act = reinterpret_cast<gemm::ActBlock*>(scratch.act.data());
-  const size_t row_bytes_act = row_bytes(k.act_type, w.cols);
+// fn(t) for every token: inline for one token (microseconds: not worth waking the pool), else
+// spread over the pool.
+template <class Fn>
+void for_each_token(int64_t n_tokens, ThreadPool& pool, Fn&& fn) {
+  if (n_tokens == 1) return fn(0);
   pool.parallel_for(n_tokens, 1, [&](int64_t b, int64_t e) {
-    thread_local std::vector<uint8_t> row;  // one token in act_type, then spread into blocks
-    if (row.size() < row_bytes_act) row.resize(row_bytes_act);
-    for (int64_t t = b; t < e; ++t) {
-      k.quantize_act(x + t * ldx, row.data(), w.cols);
-      gemm::prepare_act_row(w.type, row.data(), w.cols, act + t, n_tokens);
-    }
+    for (int64_t t = b; t < e; ++t) fn(t);
   });
-  pool.parallel_for(w.rows, kRowAlign, [&](int64_t b, int64_t e) { gemm(w, b, e, act, n_tokens, y, ldy); });
 }
+
+// Layouts of converted activations: a row per token in act_type (rows_dot), or the GEMM's
+// block-major ActBlocks, whose offsets depend on the weight type.
+constexpr int kGemmLayouts = 1000;
 
 }  // namespace
 
-void matmul(const WeightMatrix& w, const float* x, int64_t ldx, int64_t n_tokens, float* y, int64_t ldy,
-            ThreadPool& pool, MatmulScratch& scratch) {
+int activation_layout(const WeightMatrix& w, int64_t n_tokens) {
+  const TypeKernels& k = kernels_for(w.type);
+  if (gemm_kernel(k, n_tokens)) return kGemmLayouts + static_cast<int>(w.type);
+  return static_cast<int>(k.act_type);
+}
+
+void prepare_activations(const WeightMatrix& w, const float* x, int64_t ldx, int64_t n_tokens, ThreadPool& pool,
+                         MatmulScratch& scratch, const RowProducer& produce) {
+  if (n_tokens <= 0) return;
+  const TypeKernels& k = kernels_for(w.type);
+  const int64_t n = w.cols;
+  if (gemm_kernel(k, n_tokens)) {  // quantized per token, then spread into blocks across tokens
+    const size_t act_bytes = sizeof(gemm::ActBlock) * (n / gemm::kQK) * n_tokens;
+    if (scratch.act.size() < act_bytes) scratch.act.resize(act_bytes);
+    auto* act = reinterpret_cast<gemm::ActBlock*>(scratch.act.data());
+    const size_t row_bytes_act = row_bytes(k.act_type, n);
+    for_each_token(n_tokens, pool, [&](int64_t t) {
+      thread_local std::vector<uint8_t> row;
+      if (row.size() < row_bytes_act) row.resize(row_bytes_act);
+      if (produce) produce(t);
+      k.quantize_act(x + t * ldx, row.data(), n);
+      gemm::prepare_act_row(w.type, row.data(), n, act + t, n_tokens);
+    });
+    return;
+  }
+  if (k.act_type == DType::F32) {  // read in place
+    if (produce) for_each_token(n_tokens, pool, produce);
+    return;
+  }
+  const size_t stride = row_bytes(k.act_type, n);
+  if (scratch.act.size() < stride * n_tokens) scratch.act.resize(stride * n_tokens);
+  uint8_t* act = scratch.act.data();
+  for_each_token(n_tokens, pool, [&](int64_t t) {
+    if (produce) produce(t);
+    k.quantize_act(x + t * ldx, act + t * stride, n);
+  });
+}
+
+void matmul_prepared(const WeightMatrix& w, const float* x, int64_t ldx, int64_t n_tokens, float* y, int64_t ldy,
+                     ThreadPool& pool, MatmulScratch& scratch) {
   check_shapes(w, ldx, n_tokens, ldy);
   if (w.rows == 0 || n_tokens == 0) return;
   const TypeKernels& k = kernels_for(w.type);
-  if (n_tokens >= kGemmMinTokens) {
-    if (const gemm::GemmFn gemm = gemm_kernel(k)) return matmul_gemm(gemm, k, w, x, ldx, n_tokens, y, ldy, pool, scratch);
+  if (const gemm::GemmFn gemm = gemm_kernel(k, n_tokens)) {  // each thread over its 16-row aligned panels
+    const auto* act = reinterpret_cast<const gemm::ActBlock*>(scratch.act.data());
+    pool.parallel_for(w.rows, kRowAlign, [&](int64_t b, int64_t e) { gemm(w, b, e, act, n_tokens, y, ldy); });
+    return;
   }
-  const ActRows act = convert_activations(k, x, ldx, w.cols, n_tokens, pool, scratch);
   const int64_t n = w.cols;
   const size_t ws = w.row_stride;
+  const ActRows act = k.act_type == DType::F32
+                          ? ActRows{reinterpret_cast<const uint8_t*>(x), static_cast<size_t>(ldx) * sizeof(float)}
+                          : ActRows{scratch.act.data(), row_bytes(k.act_type, n)};
 
   if (n_tokens == 1) {  // decode: each thread streams its rows once, several rows per pass
     pool.parallel_for(w.rows, kRowAlign, [&](int64_t b, int64_t e) {
@@ -121,6 +142,14 @@ void matmul(const WeightMatrix& w, const float* x, int64_t ldx, int64_t n_tokens
       for (int64_t r0 = b; r0 < e; r0 += tile_rows) prompt_block(k, w, act, r0, std::min(tile_rows, e - r0), t0, t1, y, ldy);
     }
   });
+}
+
+void matmul(const WeightMatrix& w, const float* x, int64_t ldx, int64_t n_tokens, float* y, int64_t ldy,
+            ThreadPool& pool, MatmulScratch& scratch) {
+  check_shapes(w, ldx, n_tokens, ldy);
+  if (w.rows == 0 || n_tokens == 0) return;
+  prepare_activations(w, x, ldx, n_tokens, pool, scratch);
+  matmul_prepared(w, x, ldx, n_tokens, y, ldy, pool, scratch);
 }
 
 void matmul_ref(const WeightMatrix& w, const float* x, int64_t ldx, int64_t n_tokens, float* y, int64_t ldy) {

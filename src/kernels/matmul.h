@@ -5,6 +5,7 @@
 #include "core/thread_pool.h"
 
 #include <cstdint>
+#include <functional>
 #include <vector>
 
 namespace weft::kernels {
@@ -26,8 +27,21 @@ struct MatmulScratch {
 
 // y[t * ldy + r] = sum_k W[r, k] * x[t * ldx + k]  for r < W.rows, t < n_tokens.
 // Decode (n_tokens == 1) streams each weight byte once; prompts use a tiled path.
+// Same as prepare_activations then matmul_prepared.
 void matmul(const WeightMatrix& w, const float* x, int64_t ldx, int64_t n_tokens, float* y, int64_t ldy,
             ThreadPool& pool, MatmulScratch& scratch);
+
+// The two halves of matmul, so that matmuls reading one input (Q, K and V; gate and up) convert it
+// once: matmuls whose activation_layout is equal for the same x and n_tokens can share one
+// prepare_activations, each then running matmul_prepared (x is still read when the layout is f32).
+int activation_layout(const WeightMatrix& w, int64_t n_tokens);
+// `produce(t)`, when given, first writes token t's row of x: a producer fused with the conversion
+// (RMSNorm), so each row is converted while it is still in L1 and the pool is woken once for both.
+using RowProducer = std::function<void(int64_t t)>;
+void prepare_activations(const WeightMatrix& w, const float* x, int64_t ldx, int64_t n_tokens, ThreadPool& pool,
+                         MatmulScratch& scratch, const RowProducer& produce = {});
+void matmul_prepared(const WeightMatrix& w, const float* x, int64_t ldx, int64_t n_tokens, float* y, int64_t ldy,
+                     ThreadPool& pool, MatmulScratch& scratch);
 
 // Scalar reference of the same product (dequantize rows, accumulate in double).
 void matmul_ref(const WeightMatrix& w, const float* x, int64_t ldx, int64_t n_tokens, float* y, int64_t ldy);

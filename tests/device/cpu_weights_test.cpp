@@ -60,8 +60,12 @@ TEST_P(WeightStoreTest, EverySliceKindHoldsItsPartOfTheTensor) {
   for (int64_t r = 0; r < kRows; ++r)
     for (int64_t c = 0; c < kCols; ++c) {
       ASSERT_EQ(at(all, r, c), at(full, r, c)) << r << "," << c;
-      if (r >= 8 && r < 29) ASSERT_EQ(at(rows, r - 8, c), at(full, r, c)) << r << "," << c;
-      if (c >= 32) ASSERT_EQ(at(cols, r, c - 32), at(full, r, c)) << r << "," << c;
+      if (r >= 8 && r < 29) {
+        ASSERT_EQ(at(rows, r - 8, c), at(full, r, c)) << r << "," << c;
+      }
+      if (c >= 32) {
+        ASSERT_EQ(at(cols, r, c - 32), at(full, r, c)) << r << "," << c;
+      }
     }
 }
 
@@ -73,7 +77,9 @@ TEST_P(WeightStoreTest, CopiesAreAlignedAndCounted) {
   EXPECT_EQ(reinterpret_cast<uintptr_t>(cols.data) % 64, 0u);
   const uint64_t col_bytes = row_bytes(DType::Q8_0, 64) * kRows;
   EXPECT_EQ(store.copied_bytes(), col_bytes + (GetParam() ? 0 : row_bytes(DType::Q8_0, kCols)));
-  if (!GetParam()) EXPECT_EQ(reinterpret_cast<uintptr_t>(rows.data) % 64, 0u);
+  if (!GetParam()) {
+    EXPECT_EQ(reinterpret_cast<uintptr_t>(rows.data) % 64, 0u);
+  }
 }
 
 TEST(WeightStore, ColumnSliceOffBlockBoundaryIsAnError) {

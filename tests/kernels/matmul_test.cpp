@@ -117,6 +117,33 @@ TEST(Matmul, PromptTilesCoverEveryRowAndToken) {
   check(make_problem(DType::F16, 37, 640, 70, 8), pool, scratch);
 }
 
+// One prepare_activations serves several matmul_prepared of one layout (Q, K, V), and a fused
+// producer writes x as it goes: both give exactly what matmul gives on the finished x.
+TEST(Matmul, PreparedOnceWithAProducerEqualsMatmul) {
+  ThreadPool pool(2, {}, /*spin=*/false);
+  for (DType t : {DType::Q4_0, DType::Q8_0, DType::F16})
+    for (int64_t n_tokens : {1, 9}) {
+      SCOPED_TRACE(std::string(dtype_name(t)) + " tokens=" + std::to_string(n_tokens));
+      const Problem a = make_problem(t, 40, 256, n_tokens, 11), b = make_problem(t, 24, 256, n_tokens, 12);
+      ASSERT_EQ(activation_layout(a.matrix(), n_tokens), activation_layout(b.matrix(), n_tokens));
+      MatmulScratch s1, s2;
+      std::vector<float> ya(a.ldy * n_tokens), yb(b.ldy * n_tokens), ya_ref(ya.size()), yb_ref(yb.size());
+      matmul(a.matrix(), a.x.data(), a.ldx, n_tokens, ya_ref.data(), a.ldy, pool, s1);
+      matmul(b.matrix(), a.x.data(), a.ldx, n_tokens, yb_ref.data(), b.ldy, pool, s1);
+
+      std::vector<float> x(a.x.size(), 0.f);  // written by the producer, row by row
+      prepare_activations(a.matrix(), x.data(), a.ldx, n_tokens, pool, s2, [&](int64_t tk) {
+        std::memcpy(x.data() + tk * a.ldx, a.x.data() + tk * a.ldx, a.cols * sizeof(float));
+      });
+      matmul_prepared(a.matrix(), x.data(), a.ldx, n_tokens, ya.data(), a.ldy, pool, s2);
+      matmul_prepared(b.matrix(), x.data(), a.ldx, n_tokens, yb.data(), b.ldy, pool, s2);
+      for (int64_t tk = 0; tk < n_tokens; ++tk) {
+        for (int64_t r = 0; r < a.rows; ++r) ASSERT_EQ(ya[tk * a.ldy + r], ya_ref[tk * a.ldy + r]) << tk << "," << r;
+        for (int64_t r = 0; r < b.rows; ++r) ASSERT_EQ(yb[tk * b.ldy + r], yb_ref[tk * b.ldy + r]) << tk << "," << r;
+      }
+    }
+}
+
 TEST(Matmul, EmptyAndInvalidShapes) {
   ThreadPool pool(2, {}, false);
   MatmulScratch scratch;

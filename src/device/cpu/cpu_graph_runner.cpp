@@ -49,6 +49,10 @@ void CpuGraphRunner::load(const parallel::DeviceGraph& graph, const gguf::File& 
         break;
     }
   }
+  readers_.assign(graph_.nodes.size(), {});
+  for (size_t i = 0; i < graph_.nodes.size(); ++i)
+    for (int in : graph_.nodes[i].inputs)
+      if (readers_[in].empty() || readers_[in].back() != static_cast<int>(i)) readers_[in].push_back(static_cast<int>(i));
   plan_buffers(opt.max_tokens);
   attn_scratch_.assign(static_cast<size_t>(pool_.size()) * (opt.n_ctx + 16), 0.f);
   n_cached_ = 0;
@@ -107,6 +111,7 @@ StepResult CpuGraphRunner::run(const Step& step) {
     fail("cpu", "step at position {} but the cache holds {} positions", step.pos0, n_cached_);
   if (step.pos0 + n_tokens > opt_.n_ctx)
     fail("cpu", "context full: {} + {} tokens exceed -c {}", step.pos0, n_tokens, opt_.n_ctx);
+  ++step_id_;
   std::vector<int32_t> pos(n_tokens);
   for (int64_t t = 0; t < n_tokens; ++t) pos[t] = static_cast<int32_t>(step.pos0 + t);
   for (int i = 0; i < static_cast<int>(graph_.nodes.size()); ++i) {
@@ -141,6 +146,21 @@ StepResult CpuGraphRunner::run(const Step& step) {
   return r;
 }
 
+// A matmul whose activation conversion serves every reader of `node` at this token count, when all
+// of them are matmuls over every token: then the producer can be fused with that conversion.
+const kernels::WeightMatrix* CpuGraphRunner::fusable_matmul(int node, int64_t n_tokens) const {
+  const auto& readers = readers_[node];
+  if (readers.empty()) return nullptr;
+  int layout = -1;
+  for (int r : readers) {
+    if (graph_.nodes[r].op != LocalOp::MatMul || (r == graph_.output && graph_.has_logits)) return nullptr;
+    const int l = kernels::activation_layout(nodes_[r].w, n_tokens);
+    if (layout >= 0 && l != layout) return nullptr;
+    layout = l;
+  }
+  return &nodes_[readers[0]].w;
+}
+
 // The input of an op that runs in place (see plan_buffers) already is its output.
 static void copy_input(float* y, const float* x, int64_t n) {
   if (y != x) std::memcpy(y, x, static_cast<size_t>(n) * sizeof(float));
@@ -169,9 +189,17 @@ void CpuGraphRunner::exec(int i, const Step& step, int64_t n_tokens, std::vector
       }
       return;
     }
-    case LocalOp::RmsNorm:
-      kernels::rms_norm(in(0), ns.vec.data(), y, n_tokens, w, d.norm_eps);
+    case LocalOp::RmsNorm: {
+      const float* x = in(0);
+      const kernels::WeightMatrix* m = fusable_matmul(i, n_tokens);
+      if (!m) return kernels::rms_norm(x, ns.vec.data(), y, n_tokens, w, d.norm_eps);
+      // RMSNorm + activation quantization in one pass over each row (its readers convert nothing).
+      kernels::prepare_activations(*m, y, w, n_tokens, pool_, scratch_, [&](int64_t t) {
+        kernels::rms_norm(x + t * w, ns.vec.data(), y + t * w, 1, w, d.norm_eps);
+      });
+      held_ = {i, step_id_, kernels::activation_layout(*m, n_tokens)};
       return;
+    }
     case LocalOp::MatMul: {
       // Logits are needed for the last token only.
       const bool last_only = i == graph_.output && graph_.has_logits;
@@ -183,7 +211,13 @@ void CpuGraphRunner::exec(int i, const Step& step, int64_t n_tokens, std::vector
         std::fill(y, y + rows * w, 0.f);
         return;
       }
-      kernels::matmul(ns.w, x, k, rows, y, w, pool_, scratch_);
+      // Q, K and V (gate and up) read one input: converted once, by the first of them or its producer.
+      const HeldActivations want{ln.inputs[0], step_id_, kernels::activation_layout(ns.w, rows)};
+      if (last_only || held_ != want) {
+        kernels::prepare_activations(ns.w, x, k, rows, pool_, scratch_);
+        held_ = last_only ? HeldActivations{} : want;
+      }
+      kernels::matmul_prepared(ns.w, x, k, rows, y, w, pool_, scratch_);
       if (!ns.bias.empty())
         for (int64_t t = 0; t < rows; ++t) kernels::add_inplace(y + t * w, ns.bias.data(), w);
       return;

@@ -30,6 +30,7 @@ class CpuGraphRunner {
   };
   float* out(int node) { return buffers_[nodes_[node].buffer].data(); }
   void plan_buffers(int32_t max_tokens);
+  const kernels::WeightMatrix* fusable_matmul(int node, int64_t n_tokens) const;
   void exec(int i, const Step& step, int64_t n_tokens, std::vector<int32_t>& pos);
 
   ThreadPool pool_;
@@ -39,6 +40,16 @@ class CpuGraphRunner {
   std::vector<NodeState> nodes_;
   std::vector<std::vector<float>> buffers_;
   kernels::MatmulScratch scratch_;
+  // What scratch_ holds: node `node`'s output of step `step`, converted to `layout`. A node's buffer
+  // is not reused before its last reader has run, so every matmul reading it until then may use them.
+  struct HeldActivations {
+    int node = -1;
+    uint64_t step = 0;
+    int layout = -1;
+    bool operator==(const HeldActivations&) const = default;
+  } held_;
+  uint64_t step_id_ = 0;
+  std::vector<std::vector<int>> readers_;  // nodes reading each node's output
   std::vector<float> gather_tmp_, attn_scratch_;
   LoadOptions opt_;
   int32_t n_cached_ = 0;  // positions [0, n_cached_) hold valid K/V
