@@ -1,0 +1,169 @@
+// The float ops' inner loops, written once against a vector type V of V::kLanes floats (the
+// Simd<T, N> idea of MLX): full vectors, then the scalar tail of ops_ref.cpp. ops_avx2.cpp and
+// ops_avx512.cpp each define their V and WEFT_SIMD_TARGET (the function attribute of their ISA)
+// before including this, so each instantiation is compiled for its own ISA while the binary runs
+// on CPUs without it.
+// V provides: load, store, set1, zero, + - * /, fmadd(a, b, c) = a*b + c, fnmadd = c - a*b,
+// min, max, round (to nearest), mul_pow2(p, n) = p * 2^n for integral n, reduce_add, reduce_max.
+#pragma once
+
+#include "kernels/ops.h"
+
+#include <algorithm>
+#include <cstdint>
+
+#ifndef WEFT_SIMD_TARGET
+#error "define WEFT_SIMD_TARGET (the ISA's target attribute) before including ops_simd.h"
+#endif
+
+namespace weft::kernels::detail {
+
+float sum_sq_ref(const float* x, int64_t n);
+void scale_mul_ref(const float* x, float s, const float* w, float* y, int64_t n);
+float dot_ref(const float* a, const float* b, int64_t n);
+void axpy_ref(float a, const float* x, float* y, int64_t n);
+float max_ref(const float* x, int64_t n);
+float exp_sum_ref(float* x, float m, int64_t n);
+void scale_ref(float* x, float s, int64_t n);
+void swiglu_ref(const float* gate, const float* up, float* out, int64_t n);
+void add_ref(float* y, const float* x, int64_t n);
+
+namespace simd {
+
+// exp(x) to ~2 ulp: x = n ln2 + r with |r| <= ln2/2, exp(r) by the Cephes expf polynomial, then
+// 2^n applied by mul_pow2 (as two factors, so that n up to +-150 neither wraps the exponent field
+// nor needs a special case): large x overflows to inf, very negative x to 0.
+template <class V>
+WEFT_SIMD_TARGET inline V exp(V x) {
+  x = min(max(x, V::set1(-104.0f)), V::set1(89.0f));
+  const V n = round(x * V::set1(1.44269504088896341f));
+  // ln2 split in a high part exact in float and a low correction (Cody-Waite).
+  V r = fnmadd(n, V::set1(0.693359375f), x);
+  r = fnmadd(n, V::set1(-2.12194440e-4f), r);
+  V p = V::set1(1.9875691500e-4f);
+  p = fmadd(p, r, V::set1(1.3981999507e-3f));
+  p = fmadd(p, r, V::set1(8.3334519073e-3f));
+  p = fmadd(p, r, V::set1(4.1665795894e-2f));
+  p = fmadd(p, r, V::set1(1.6666665459e-1f));
+  p = fmadd(p, r, V::set1(5.0000001201e-1f));
+  p = fmadd(p, r * r, r + V::set1(1.0f));
+  return mul_pow2(p, n);
+}
+
+template <class V>
+WEFT_SIMD_TARGET float sum_sq(const float* x, int64_t n) {
+  constexpr int64_t L = V::kLanes;
+  V a0 = V::zero(), a1 = V::zero();
+  int64_t i = 0;
+  for (; i + 2 * L <= n; i += 2 * L) {  // two accumulators hide the FMA latency
+    const V v0 = V::load(x + i), v1 = V::load(x + i + L);
+    a0 = fmadd(v0, v0, a0);
+    a1 = fmadd(v1, v1, a1);
+  }
+  for (; i + L <= n; i += L) {
+    const V v = V::load(x + i);
+    a0 = fmadd(v, v, a0);
+  }
+  return reduce_add(a0 + a1) + sum_sq_ref(x + i, n - i);
+}
+
+template <class V>
+WEFT_SIMD_TARGET void scale_mul(const float* x, float s, const float* w, float* y, int64_t n) {
+  constexpr int64_t L = V::kLanes;
+  const V vs = V::set1(s);
+  int64_t i = 0;
+  if (w) {
+    for (; i + L <= n; i += L) (V::load(x + i) * vs * V::load(w + i)).store(y + i);
+  } else {
+    for (; i + L <= n; i += L) (V::load(x + i) * vs).store(y + i);
+  }
+  scale_mul_ref(x + i, s, w ? w + i : nullptr, y + i, n - i);
+}
+
+template <class V>
+WEFT_SIMD_TARGET float dot(const float* a, const float* b, int64_t n) {
+  constexpr int64_t L = V::kLanes;
+  V a0 = V::zero(), a1 = V::zero();
+  int64_t i = 0;
+  for (; i + 2 * L <= n; i += 2 * L) {
+    a0 = fmadd(V::load(a + i), V::load(b + i), a0);
+    a1 = fmadd(V::load(a + i + L), V::load(b + i + L), a1);
+  }
+  for (; i + L <= n; i += L) a0 = fmadd(V::load(a + i), V::load(b + i), a0);
+  return reduce_add(a0 + a1) + dot_ref(a + i, b + i, n - i);
+}
+
+template <class V>
+WEFT_SIMD_TARGET void axpy(float a, const float* x, float* y, int64_t n) {
+  constexpr int64_t L = V::kLanes;
+  const V va = V::set1(a);
+  int64_t i = 0;
+  for (; i + L <= n; i += L) fmadd(va, V::load(x + i), V::load(y + i)).store(y + i);
+  axpy_ref(a, x + i, y + i, n - i);
+}
+
+template <class V>
+WEFT_SIMD_TARGET float max_of(const float* x, int64_t n) {
+  constexpr int64_t L = V::kLanes;
+  if (n < L) return max_ref(x, n);
+  V m = V::load(x);
+  int64_t i = L;
+  for (; i + L <= n; i += L) m = max(m, V::load(x + i));
+  const float hm = reduce_max(m);
+  return i < n ? std::max(hm, max_ref(x + i, n - i)) : hm;
+}
+
+template <class V>
+WEFT_SIMD_TARGET float exp_sum(float* x, float m, int64_t n) {
+  constexpr int64_t L = V::kLanes;
+  const V vm = V::set1(m);
+  V acc = V::zero();
+  int64_t i = 0;
+  for (; i + L <= n; i += L) {
+    const V e = exp(V::load(x + i) - vm);
+    e.store(x + i);
+    acc = acc + e;
+  }
+  return reduce_add(acc) + exp_sum_ref(x + i, m, n - i);
+}
+
+template <class V>
+WEFT_SIMD_TARGET void scale(float* x, float s, int64_t n) {
+  constexpr int64_t L = V::kLanes;
+  const V vs = V::set1(s);
+  int64_t i = 0;
+  for (; i + L <= n; i += L) (V::load(x + i) * vs).store(x + i);
+  scale_ref(x + i, s, n - i);
+}
+
+template <class V>
+WEFT_SIMD_TARGET void swiglu(const float* gate, const float* up, float* out, int64_t n) {
+  constexpr int64_t L = V::kLanes;
+  const V one = V::set1(1.0f);
+  int64_t i = 0;
+  for (; i + L <= n; i += L) {
+    const V g = V::load(gate + i);
+    // silu(g) = g / (1 + exp(-g)); exp overflowing to inf for g < -88 gives the right -0.
+    const V silu = g / (one + exp(V::zero() - g));
+    (silu * V::load(up + i)).store(out + i);
+  }
+  swiglu_ref(gate + i, up + i, out + i, n - i);
+}
+
+template <class V>
+WEFT_SIMD_TARGET void add(float* y, const float* x, int64_t n) {
+  constexpr int64_t L = V::kLanes;
+  int64_t i = 0;
+  for (; i + L <= n; i += L) (V::load(y + i) + V::load(x + i)).store(y + i);
+  add_ref(y + i, x + i, n - i);
+}
+
+template <class V>
+const OpsKernels& table(const char* isa) {  // only takes addresses: no ISA needed
+  static const OpsKernels k{sum_sq<V>, scale_mul<V>, dot<V>, axpy<V>, max_of<V>, exp_sum<V>,
+                            scale<V>,  swiglu<V>,    add<V>, isa};
+  return k;
+}
+
+}  // namespace simd
+}  // namespace weft::kernels::detail
