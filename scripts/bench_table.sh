@@ -1,14 +1,15 @@
 #!/usr/bin/env bash
 # Runs `weft bench` over the standard configurations (types x threads x devices x split modes) on
 # the generated 500m models and writes one markdown table (stdout, and bench/results.md).
-#   TYPES="q4_0 q8_0 q4_k_m"  REPS=3  PP=128  TG=32
+#   TYPES="q4_0 q8_0 q4_k_m"  REPS=3  PP=128  TG=32  WEFT=build/weft
 set -euo pipefail
 cd "$(dirname "$0")/.."
 TYPES=${TYPES:-"q4_0 q8_0 q4_k_m"}
 REPS=${REPS:-3}
 PP=${PP:-128}
 TG=${TG:-32}
-[ -x build/weft ] || ./scripts/build.sh >/dev/null
+WEFT=${WEFT:-build/weft}
+[ -x "$WEFT" ] || ./scripts/build.sh >/dev/null
 mkdir -p models bench
 CONFIGS=(
   "-t 1"
@@ -22,10 +23,10 @@ out=bench/results.md
   echo "| --- | ---: | ---: | --- | ---: | --- | ---: | ---: |"
   for type in $TYPES; do
     model=models/weft-500m-$type.gguf
-    [ -f "$model" ] || ./build/weft gen-model --preset 500m --type "$type" -o "$model" 2>/dev/null
+    [ -f "$model" ] || "$WEFT" gen-model --preset 500m --type "$type" -o "$model" 2>/dev/null
     for cfg in "${CONFIGS[@]}"; do
       # shellcheck disable=SC2086
-      ./build/weft bench -m "$model" -p "$PP" -n "$TG" -r "$REPS" $cfg 2>/dev/null | tail -n +3
+      "$WEFT" bench -m "$model" -p "$PP" -n "$TG" -r "$REPS" $cfg 2>/dev/null | tail -n +3
     done
   done
 } | tee "$out"

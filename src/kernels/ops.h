@@ -50,7 +50,6 @@ void add_inplace(float* y, const float* x, int64_t n);
 //   k_cache, v_cache: [n_ctx, n_kv_heads, head_dim]; rows 0..pos[t] are valid for token t
 //   kv_of_q[h]: the local kv head that q head h reads (GQA; computed by the caller)
 //   out: [n_tokens, n_q_heads, head_dim]
-//   scratch: at least (pos_max + 1) floats per thread (the current kernel tiles and needs none: may be null)
 struct AttentionShape {
   int64_t n_tokens, n_q_heads, n_kv_heads, head_dim;
   float scale;  // usually 1/sqrt(head_dim)
@@ -58,9 +57,24 @@ struct AttentionShape {
                                           // so threads can split the heads of one call
 };
 void attention(const AttentionShape& s, const float* q, const float* k_cache, const float* v_cache,
-               const int32_t* kv_of_q, const int32_t* pos, float* out, float* scratch);
+               const int32_t* kv_of_q, const int32_t* pos, float* out);
 void attention_ref(const AttentionShape& s, const float* q, const float* k_cache, const float* v_cache,
                    const int32_t* kv_of_q, const int32_t* pos, float* out);
+
+// Up to kMaxRows query rows that read one kv head: (token, q head) pairs. The attention kernels
+// compute one row per SIMD lane, so a key's scores for every row are one vector.
+struct AttentionRows {
+  static constexpr int kMaxRows = 16;
+  static constexpr int64_t kMaxHeadDim = 512;
+  const float* q[kMaxRows];   // each row's query [head_dim]
+  float* out[kMaxRows];       // each row's output [head_dim]
+  int32_t n_valid[kMaxRows];  // keys 0..n_valid-1 are visible to the row (causal: pos + 1)
+  int n_rows = 0;
+  const float* k = nullptr;   // key j of this kv head at k + j * kv_stride (likewise v)
+  const float* v = nullptr;
+  int64_t kv_stride = 0, head_dim = 0;
+  float scale = 1.f;
+};
 
 // Inner loops of the ops above, one table per ISA. The ops call the best table this CPU runs;
 // tests compare every table with the scalar one.
@@ -74,6 +88,8 @@ struct OpsKernels {
   void (*scale)(float* x, float s, int64_t n);                                // x *= s
   void (*swiglu)(const float* gate, const float* up, float* out, int64_t n);
   void (*add)(float* y, const float* x, int64_t n);
+  void (*attention_rows)(const AttentionRows& rows);                         // n_rows <= attention_lanes
+  int attention_lanes;
   const char* isa;                                                            // "ref", "avx2", "avx512"
 };
 

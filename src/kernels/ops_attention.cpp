@@ -2,7 +2,9 @@
 //   s_j = scale * q[t,h] . k[j, kv_of_q[h]]   for j in 0..pos[t]
 //   out[t,h] = sum_j softmax(s)_j v[j, kv_of_q[h]]
 // The softmax subtracts the row max first, so no score overflows exp() whatever its size.
+#define WEFT_SIMD_TARGET  // the scalar lanes below (F32x1) need no target attribute
 #include "core/error.h"
+#include "kernels/attention_simd.h"
 #include "kernels/ops.h"
 
 #include <algorithm>
@@ -30,56 +32,60 @@ std::pair<int64_t, int64_t> head_range(const AttentionShape& s, const int32_t* k
 
 }  // namespace
 
-// K/V rows per tile: the scores of a tile for a whole head group stay in L1.
-constexpr int64_t kTileRows = 64;
-// q heads that share one pass over their kv head's rows (GQA groups are 1 to 8 heads in practice).
-constexpr int64_t kMaxGroup = 8;
+// The scalar table's lanes: attention_simd.h over one float, so every ISA runs the same algorithm.
+namespace detail {
+namespace {
+struct F32x1 {
+  static constexpr int kLanes = 1;
+  float v;
+  static F32x1 load(const float* p) { return {*p}; }
+  static F32x1 set1(float s) { return {s}; }
+  static F32x1 zero() { return {0.f}; }
+  void store(float* p) const { *p = v; }
+  friend F32x1 operator+(F32x1 a, F32x1 b) { return {a.v + b.v}; }
+  friend F32x1 operator-(F32x1 a, F32x1 b) { return {a.v - b.v}; }
+  friend F32x1 operator*(F32x1 a, F32x1 b) { return {a.v * b.v}; }
+  friend F32x1 operator/(F32x1 a, F32x1 b) { return {a.v / b.v}; }
+  friend F32x1 fmadd(F32x1 a, F32x1 b, F32x1 c) { return {std::fma(a.v, b.v, c.v)}; }
+  friend F32x1 fnmadd(F32x1 a, F32x1 b, F32x1 c) { return {std::fma(-a.v, b.v, c.v)}; }
+  friend F32x1 min(F32x1 a, F32x1 b) { return {std::min(a.v, b.v)}; }
+  friend F32x1 max(F32x1 a, F32x1 b) { return {std::max(a.v, b.v)}; }
+  friend F32x1 round(F32x1 a) { return {std::nearbyint(a.v)}; }
+  friend F32x1 mul_pow2(F32x1 p, F32x1 n) { return {std::ldexp(p.v, static_cast<int>(n.v))}; }
+  friend F32x1 where_less(F32x1 a, F32x1 b, F32x1 x, F32x1 y) { return a.v < b.v ? x : y; }
+  friend float reduce_add(F32x1 a) { return a.v; }
+  friend float reduce_max(F32x1 a) { return a.v; }
+};
+}  // namespace
 
-// Decode is bound by reading the cache, so the q heads of a GQA group are computed together:
-// each K and V row is read from memory once per group instead of once per q head. The softmax
-// is the online (running max) form over tiles of rows, which needs no per-position scratch:
-// after each tile, sums and outputs accumulated under the old max are rescaled by
-// exp(old_max - new_max) <= 1, so nothing overflows.
+void attention_rows_scalar(const AttentionRows& rows) { simd::attention_rows<F32x1>(rows); }
+}  // namespace detail
+
+// Rows of one kv head go to the table's kernel a lane-full at a time: in decode the q heads of a
+// GQA group (each K/V row read once per group, not per head), in prompts also several tokens.
 void attention(const AttentionShape& s, const float* q, const float* k_cache, const float* v_cache,
-               const int32_t* kv_of_q, const int32_t* pos, float* out, float* /*scratch*/) {
+               const int32_t* kv_of_q, const int32_t* pos, float* out) {
   const auto [h_begin, h_end] = head_range(s, kv_of_q, pos);
-  const OpsKernels& k = ops_kernels();
   const int64_t hd = s.head_dim;
-  const int64_t kv_row = s.n_kv_heads * hd;  // floats per cache row (one position)
-  float scores[kMaxGroup][kTileRows];
-  float run_max[kMaxGroup], run_sum[kMaxGroup];
-  for (int64_t t = 0; t < s.n_tokens; ++t) {
-    const int64_t n_valid = int64_t{pos[t]} + 1;
-    for (int64_t h0 = h_begin; h0 < h_end;) {
-      // Group: consecutive q heads reading the same kv head.
-      const int32_t kv = kv_of_q[h0];
-      int64_t n_group = 1;
-      while (n_group < kMaxGroup && h0 + n_group < h_end && kv_of_q[h0 + n_group] == kv) ++n_group;
-      const float* qh = q + (t * s.n_q_heads + h0) * hd;  // [n_group, hd]
-      float* oh = out + (t * s.n_q_heads + h0) * hd;      // [n_group, hd]
-      for (int64_t i = 0; i < n_group * hd; ++i) oh[i] = 0.f;
-      for (int64_t g = 0; g < n_group; ++g) run_max[g] = -INFINITY, run_sum[g] = 0.f;
-      for (int64_t j0 = 0; j0 < n_valid; j0 += kTileRows) {
-        const int64_t nj = std::min(kTileRows, n_valid - j0);
-        for (int64_t j = 0; j < nj; ++j) {
-          const float* kr = k_cache + (j0 + j) * kv_row + kv * hd;
-          for (int64_t g = 0; g < n_group; ++g) scores[g][j] = k.dot(qh + g * hd, kr, hd) * s.scale;
-        }
-        for (int64_t g = 0; g < n_group; ++g) {
-          const float m = std::max(run_max[g], k.max(scores[g], nj));
-          const float rescale = std::exp(run_max[g] - m);  // 0 on the first tile (-inf - m)
-          run_sum[g] = run_sum[g] * rescale + k.exp_sum(scores[g], m, nj);
-          if (rescale != 1.0f) k.scale(oh + g * hd, rescale, hd);
-          run_max[g] = m;
-        }
-        for (int64_t j = 0; j < nj; ++j) {
-          const float* vr = v_cache + (j0 + j) * kv_row + kv * hd;
-          for (int64_t g = 0; g < n_group; ++g) k.axpy(scores[g][j], vr, oh + g * hd, hd);
-        }
+  if (hd > AttentionRows::kMaxHeadDim) fail("kernels", "attention: head_dim {} over {}", hd, AttentionRows::kMaxHeadDim);
+  const OpsKernels& k = ops_kernels();
+  AttentionRows b;
+  b.kv_stride = s.n_kv_heads * hd;
+  b.head_dim = hd;
+  b.scale = s.scale;
+  for (int64_t kv = 0; kv < s.n_kv_heads; ++kv) {
+    b.k = k_cache + kv * hd;
+    b.v = v_cache + kv * hd;
+    b.n_rows = 0;
+    for (int64_t t = 0; t < s.n_tokens; ++t)
+      for (int64_t h = h_begin; h < h_end; ++h) {
+        if (kv_of_q[h] != kv) continue;
+        b.q[b.n_rows] = q + (t * s.n_q_heads + h) * hd;
+        b.out[b.n_rows] = out + (t * s.n_q_heads + h) * hd;
+        b.n_valid[b.n_rows] = pos[t] + 1;
+        if (++b.n_rows == k.attention_lanes) k.attention_rows(b), b.n_rows = 0;
       }
-      for (int64_t g = 0; g < n_group; ++g) k.scale(oh + g * hd, 1.0f / run_sum[g], hd);
-      h0 += n_group;
-    }
+    if (b.n_rows > 0) k.attention_rows(b);
   }
 }
 

@@ -32,6 +32,9 @@ struct F32x8 {
     const __m256 s2 = _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_add_epi32(n2, bias), 23));
     return {_mm256_mul_ps(_mm256_mul_ps(p.v, s1), s2)};
   }
+  friend WEFT_SIMD_TARGET F32x8 where_less(F32x8 a, F32x8 b, F32x8 x, F32x8 y) {
+    return {_mm256_blendv_ps(y.v, x.v, _mm256_cmp_ps(a.v, b.v, _CMP_LT_OQ))};
+  }
   friend WEFT_SIMD_TARGET float reduce_add(F32x8 a) { return avx2::hsum(a.v); }
   friend WEFT_SIMD_TARGET float reduce_max(F32x8 a) { return avx2::hmax(a.v); }
 };
@@ -39,7 +42,7 @@ struct F32x8 {
 }  // namespace
 }  // namespace weft::kernels::detail
 
-#include "kernels/ops_simd.h"
+#include "kernels/ops_simd_table.h"
 
 namespace weft::kernels::detail {
 const OpsKernels& ops_kernels_avx2() { return simd::table<F32x8>("avx2"); }

@@ -37,6 +37,9 @@ struct F32x16 {
     const __m512 s2 = _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_add_epi32(n2, bias), 23));
     return {_mm512_mul_ps(_mm512_mul_ps(p.v, s1), s2)};
   }
+  friend WEFT_SIMD_TARGET F32x16 where_less(F32x16 a, F32x16 b, F32x16 x, F32x16 y) {
+    return {_mm512_mask_blend_ps(_mm512_cmp_ps_mask(a.v, b.v, _CMP_LT_OQ), y.v, x.v)};
+  }
   friend WEFT_SIMD_TARGET float reduce_add(F32x16 a) { return _mm512_reduce_add_ps(a.v); }
   friend WEFT_SIMD_TARGET float reduce_max(F32x16 a) { return _mm512_reduce_max_ps(a.v); }
 };
@@ -44,7 +47,7 @@ struct F32x16 {
 }  // namespace
 }  // namespace weft::kernels::detail
 
-#include "kernels/ops_simd.h"
+#include "kernels/ops_simd_table.h"
 
 namespace weft::kernels::detail {
 const OpsKernels& ops_kernels_avx512() { return simd::table<F32x16>("avx512"); }

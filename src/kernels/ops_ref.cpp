@@ -69,9 +69,11 @@ void add_ref(float* y, const float* x, int64_t n) {
   for (int64_t i = 0; i < n; ++i) y[i] += x[i];
 }
 
+void attention_rows_scalar(const AttentionRows& rows);  // ops_attention.cpp
+
 const OpsKernels& ops_kernels_ref() {
   static const OpsKernels k{sum_sq_ref, scale_mul_ref, dot_ref, axpy_ref, max_ref, exp_sum_ref,
-                            scale_ref,  swiglu_ref,    add_ref, "ref"};
+                            scale_ref,  swiglu_ref,    add_ref, attention_rows_scalar, 1, "ref"};
   return k;
 }
 

@@ -4,7 +4,8 @@
 // before including this, so each instantiation is compiled for its own ISA while the binary runs
 // on CPUs without it.
 // V provides: load, store, set1, zero, + - * /, fmadd(a, b, c) = a*b + c, fnmadd = c - a*b,
-// min, max, round (to nearest), mul_pow2(p, n) = p * 2^n for integral n, reduce_add, reduce_max.
+// min, max, round (to nearest), mul_pow2(p, n) = p * 2^n for integral n, reduce_add, reduce_max,
+// where_less(a, b, x, y) = a < b ? x : y per lane.
 #pragma once
 
 #include "kernels/ops.h"
@@ -156,13 +157,6 @@ WEFT_SIMD_TARGET void add(float* y, const float* x, int64_t n) {
   int64_t i = 0;
   for (; i + L <= n; i += L) (V::load(y + i) + V::load(x + i)).store(y + i);
   add_ref(y + i, x + i, n - i);
-}
-
-template <class V>
-const OpsKernels& table(const char* isa) {  // only takes addresses: no ISA needed
-  static const OpsKernels k{sum_sq<V>, scale_mul<V>, dot<V>, axpy<V>, max_of<V>, exp_sum<V>,
-                            scale<V>,  swiglu<V>,    add<V>, isa};
-  return k;
 }
 
 }  // namespace simd

@@ -54,7 +54,6 @@ void CpuGraphRunner::load(const parallel::DeviceGraph& graph, const gguf::File& 
     for (int in : graph_.nodes[i].inputs)
       if (readers_[in].empty() || readers_[in].back() != static_cast<int>(i)) readers_[in].push_back(static_cast<int>(i));
   plan_buffers(opt.max_tokens);
-  attn_scratch_.assign(static_cast<size_t>(pool_.size()) * (opt.n_ctx + 16), 0.f);
   n_cached_ = 0;
 }
 
@@ -241,15 +240,13 @@ void CpuGraphRunner::exec(int i, const Step& step, int64_t n_tokens, std::vector
       }
       kernels::AttentionShape s{n_tokens, ln.q_heads.size(), n_kv, d.head_dim, 1.f / std::sqrt(static_cast<float>(d.head_dim))};
       const float* q = in(0);
-      const size_t per_thread = opt_.n_ctx + 16;
       pool_.run([&](int ith, int nth) {
         auto [h0, h1] = split_range(s.n_q_heads, 1, ith, nth);
         if (h0 >= h1) return;
         kernels::AttentionShape part = s;
         part.head_begin = h0;
         part.head_end = h1;
-        kernels::attention(part, q, ns.k_cache.data(), ns.v_cache.data(), ns.kv_of_q.data(), pos.data(), y,
-                           attn_scratch_.data() + per_thread * ith);
+        kernels::attention(part, q, ns.k_cache.data(), ns.v_cache.data(), ns.kv_of_q.data(), pos.data(), y);
       });
       return;
     }

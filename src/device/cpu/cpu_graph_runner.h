@@ -50,7 +50,7 @@ class CpuGraphRunner {
   } held_;
   uint64_t step_id_ = 0;
   std::vector<std::vector<int>> readers_;  // nodes reading each node's output
-  std::vector<float> gather_tmp_, attn_scratch_;
+  std::vector<float> gather_tmp_;
   LoadOptions opt_;
   int32_t n_cached_ = 0;  // positions [0, n_cached_) hold valid K/V
   DeviceStats stats_;

@@ -1,0 +1,113 @@
+// Causal attention over a block of query rows that share a kv head, written once against the
+// vector type V of ops_simd.h, one row per lane (after the MLX Simd<T, N> idea; N = 1 is the scalar
+// table's kernel). With rows in lanes, a key's scores for the whole block are one vector, and the
+// online-softmax statistics (running max, running sum) are vectors too: no horizontal reductions.
+//   scores:  s[j] = scale * sum_d bcast(k_j[d]) * qt[d]      (qt: the block's queries, transposed)
+//   values:  acc[d] = acc[d] * rescale + sum_j bcast(v_j[d]) * p[j]
+// Each FMA reads one broadcast scalar and one vector already in L1; the kv cache is read once
+// per block. Lanes are independent, so a row's result does not depend on its neighbours.
+#pragma once
+
+#include "kernels/ops_simd.h"
+
+#include <cmath>
+
+namespace weft::kernels::detail::simd {
+
+constexpr int64_t kKeyTile = 64;  // keys per softmax update; their scores stay in L1
+
+// Scores of NK keys (rows of kb) against the block, masked to -inf where a key is not visible.
+template <class V, int NK>
+WEFT_SIMD_TARGET inline void score_keys(const float* const* kb, int64_t j, const float* qt, int64_t hd, V scale, V lim,
+                                        float* s, V& m) {
+  constexpr int L = V::kLanes;
+  V acc[NK];
+  for (int c = 0; c < NK; ++c) acc[c] = V::zero();
+  for (int64_t d = 0; d < hd; ++d) {
+    const V q = V::load(qt + d * L);
+    for (int c = 0; c < NK; ++c) acc[c] = fmadd(V::set1(kb[c][d]), q, acc[c]);
+  }
+  for (int c = 0; c < NK; ++c) {
+    const V sc = where_less(V::set1(static_cast<float>(j + c)), lim, acc[c] * scale, V::set1(-INFINITY));
+    sc.store(s + (j + c) * L);
+    m = max(m, sc);
+  }
+}
+
+// acc[d0 .. d0 + ND) = acc * rescale + sum over the tile's keys of bcast(v_j[d]) * p[j].
+template <class V, int ND>
+WEFT_SIMD_TARGET inline void accumulate_values(const float* v0, int64_t kv_stride, int64_t nj, const float* p,
+                                               int64_t d0, V rescale, float* acc) {
+  constexpr int L = V::kLanes;
+  V a[ND];
+  for (int c = 0; c < ND; ++c) a[c] = V::load(acc + (d0 + c) * L) * rescale;
+  for (int64_t j = 0; j < nj; ++j) {
+    const V pj = V::load(p + j * L);
+    const float* vr = v0 + j * kv_stride + d0;
+    for (int c = 0; c < ND; ++c) a[c] = fmadd(V::set1(vr[c]), pj, a[c]);
+  }
+  for (int c = 0; c < ND; ++c) a[c].store(acc + (d0 + c) * L);
+}
+
+template <class V>
+WEFT_SIMD_TARGET void attention_rows(const AttentionRows& b) {
+  constexpr int L = V::kLanes;
+  static_assert(L <= AttentionRows::kMaxRows);
+  constexpr int kKeys = 4, kDims = 8;  // register blocking: keys per score pass, dims per value pass
+  const int64_t hd = b.head_dim;
+  alignas(64) float qt[AttentionRows::kMaxHeadDim * L];
+  alignas(64) float acc[AttentionRows::kMaxHeadDim * L];
+  alignas(64) float s[kKeyTile * L];
+  alignas(64) float lim_rows[L];
+  // Absent lanes get zero queries and see every key: finite scores, outputs never stored.
+  int32_t n_keys = 0;
+  for (int i = 0; i < L; ++i) {
+    const bool live = i < b.n_rows;
+    if (live) n_keys = std::max(n_keys, b.n_valid[i]);
+    for (int64_t d = 0; d < hd; ++d) qt[d * L + i] = live ? b.q[i][d] : 0.f;
+  }
+  for (int i = 0; i < L; ++i) lim_rows[i] = static_cast<float>(i < b.n_rows ? b.n_valid[i] : n_keys);
+  for (int64_t i = 0; i < hd * L; ++i) acc[i] = 0.f;
+  const V lim = V::load(lim_rows), scale = V::set1(b.scale), zero = V::zero();
+  V run_max = V::set1(-INFINITY), run_sum = zero;
+
+  for (int64_t j0 = 0; j0 < n_keys; j0 += kKeyTile) {
+    const int64_t nj = std::min<int64_t>(kKeyTile, n_keys - j0);
+    const float* k0 = b.k + j0 * b.kv_stride;
+    const V tile_lim = lim - V::set1(static_cast<float>(j0));  // keys visible to each lane, from j0
+    V m = run_max;
+    int64_t j = 0;
+    for (; j + kKeys <= nj; j += kKeys) {
+      const float* kb[kKeys];
+      for (int c = 0; c < kKeys; ++c) kb[c] = k0 + (j + c) * b.kv_stride;
+      score_keys<V, kKeys>(kb, j, qt, hd, scale, tile_lim, s, m);
+    }
+    for (; j < nj; ++j) {
+      const float* kb[1] = {k0 + j * b.kv_stride};
+      score_keys<V, 1>(kb, j, qt, hd, scale, tile_lim, s, m);
+    }
+    // Every lane sees key 0, so m is finite from the first tile on; exp(-inf - m) = 0 rescales
+    // the empty accumulators of the first tile.
+    const V rescale = exp(run_max - m);
+    V sum = zero;
+    for (j = 0; j < nj; ++j) {  // probabilities over the scores; hidden keys exactly 0
+      const V p = where_less(V::set1(static_cast<float>(j)), tile_lim, exp(V::load(s + j * L) - m), zero);
+      p.store(s + j * L);
+      sum = sum + p;
+    }
+    run_sum = fmadd(run_sum, rescale, sum);
+    run_max = m;
+    int64_t d = 0;
+    for (; d + kDims <= hd; d += kDims) accumulate_values<V, kDims>(b.v + j0 * b.kv_stride, b.kv_stride, nj, s, d, rescale, acc);
+    for (; d < hd; ++d) accumulate_values<V, 1>(b.v + j0 * b.kv_stride, b.kv_stride, nj, s, d, rescale, acc);
+  }
+
+  const V inv = V::set1(1.f) / run_sum;
+  alignas(64) float row[L];
+  for (int64_t d = 0; d < hd; ++d) {
+    (V::load(acc + d * L) * inv).store(row);
+    for (int i = 0; i < b.n_rows; ++i) b.out[i][d] = row[i];
+  }
+}
+
+}  // namespace weft::kernels::detail::simd

@@ -1,0 +1,17 @@
+// The ops table of one vector type V: every loop of ops_simd.h and attention_simd.h, for the ISA
+// file that defines V and WEFT_SIMD_TARGET.
+#pragma once
+
+#include "kernels/attention_simd.h"
+#include "kernels/ops_simd.h"
+
+namespace weft::kernels::detail::simd {
+
+template <class V>
+const OpsKernels& table(const char* isa) {  // only takes addresses: no ISA needed
+  static const OpsKernels k{sum_sq<V>, scale_mul<V>, dot<V>,   axpy<V>, max_of<V>,         exp_sum<V>,
+                            scale<V>,  swiglu<V>,    add<V>,   attention_rows<V>, V::kLanes, isa};
+  return k;
+}
+
+}  // namespace weft::kernels::detail::simd
