@@ -82,6 +82,16 @@ TEST_P(WeightStoreTest, CopiesAreAlignedAndCounted) {
   }
 }
 
+TEST(WeightStore, WithoutRoomForCopiesRowsStayMappedAndColumnsAreStillCopied) {
+  const auto f = one_tensor_file();
+  WeightStore store(-1, false, /*reserve_bytes=*/uint64_t{1} << 62);  // more than any machine has
+  const auto rows = store.matrix(*f, {"w", Kind::Rows, {8, 29}}, true);
+  const auto cols = store.matrix(*f, {"w", Kind::Cols, {32, 96}}, true);
+  EXPECT_EQ(rows.data, f->tensor("w").data + 8 * row_bytes(DType::Q8_0, kCols));
+  EXPECT_NE(cols.data, nullptr);
+  EXPECT_EQ(store.copied_bytes(), row_bytes(DType::Q8_0, 64) * kRows);
+}
+
 TEST(WeightStore, ColumnSliceOffBlockBoundaryIsAnError) {
   const auto f = one_tensor_file();
   WeightStore store(-1, false);

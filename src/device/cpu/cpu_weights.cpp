@@ -1,8 +1,10 @@
 #include "device/cpu/cpu_weights.h"
 
 #include "core/error.h"
+#include "core/system_memory.h"
 #include "kernels/quants.h"
 
+#include <fmt/format.h>
 #include <numa.h>
 
 #include <sys/mman.h>
@@ -40,6 +42,18 @@ uint8_t* WeightStore::allocate(size_t n) {
   return p;
 }
 
+// A copy must leave the machine room: past that, the rest of the weights stay in the file mapping
+// (as with --mmap), so a model that only fits mapped still loads instead of being OOM-killed.
+bool WeightStore::room_for_copy(size_t n) {
+  if (out_of_room_) return false;
+  const auto avail = available_memory_bytes();
+  if (!avail || *avail >= n + reserve_) return true;
+  out_of_room_ = true;
+  fmt::print(stderr, "[cpu] note: {} MiB of memory left; the remaining weights are read from the file mapping (--mmap)\n",
+             *avail >> 20);
+  return false;
+}
+
 kernels::WeightMatrix WeightStore::matrix(const gguf::File& f, const parallel::WeightSlice& s, bool streamed) {
   const auto& t = f.tensor(s.tensor);
   kernels::WeightMatrix m;
@@ -65,7 +79,7 @@ kernels::WeightMatrix WeightStore::matrix(const gguf::File& f, const parallel::W
     m.row_stride = n;
     return m;
   }
-  if (numa_node_ >= 0 || (streamed && !map_weights_)) {
+  if (numa_node_ >= 0 || (streamed && !map_weights_ && room_for_copy(m.row_stride * m.rows))) {
     const size_t n = m.row_stride * m.rows;
     uint8_t* dst = allocate(n + 64);
     std::memcpy(dst, m.data, n);

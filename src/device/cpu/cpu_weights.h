@@ -1,7 +1,8 @@
 // A CPU device's view of its weight slices. Matrices that every step streams are copied onto 2 MiB
 // pages (on the device's NUMA node when it has one), placed by the device's own thread; with
 // map_weights, whole tensors and row slices point straight into the GGUF mapping instead (zero copy,
-// shared by every in-process device). Column slices are always copied: their rows are not contiguous.
+// shared by every in-process device), as they also do once copies would leave under 1 GiB of memory.
+// Column slices are always copied: their rows are not contiguous.
 #pragma once
 
 #include "gguf/gguf_reader.h"
@@ -15,7 +16,9 @@ namespace weft::device {
 
 class WeightStore {
  public:
-  WeightStore(int numa_node, bool map_weights) : numa_node_(numa_node), map_weights_(map_weights) {}
+  // reserve_bytes: the memory copies must leave free (tests raise it to see the fallback).
+  WeightStore(int numa_node, bool map_weights, uint64_t reserve_bytes = uint64_t{1} << 30)
+      : numa_node_(numa_node), map_weights_(map_weights), reserve_(reserve_bytes) {}
   ~WeightStore();
   WeightStore(const WeightStore&) = delete;
   WeightStore& operator=(const WeightStore&) = delete;
@@ -29,12 +32,15 @@ class WeightStore {
 
  private:
   uint8_t* allocate(size_t n);
+  bool room_for_copy(size_t n);
   struct Chunk {
     uint8_t* p;
     size_t size, used;
   };
   int numa_node_;
   bool map_weights_;
+  uint64_t reserve_;
+  bool out_of_room_ = false;
   std::vector<Chunk> chunks_;
   uint64_t copied_ = 0;
 };
