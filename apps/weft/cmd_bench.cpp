@@ -22,6 +22,7 @@ struct BenchArgs {
   int n_prompt = 128;
   int n_gen = 32;
   int reps = 5;
+  int depth = 0;  // tokens already in the KV cache when each test starts (llama-bench -d)
   std::string output = "md";
   bool profile = false;
 };
@@ -44,15 +45,20 @@ struct TestResult {
   }
 };
 
-// One timed run: a prompt of n tokens in batches, or n single-token steps, from an empty cache.
-double time_run(runtime::Engine& e, int n, bool prompt, std::mt19937_64& rng) {
-  e.reset();
-  model::SamplingParams greedy;
-  greedy.temp = 0;
-  const int32_t vocab = static_cast<int32_t>(e.config().dims.n_vocab);
-  std::uniform_int_distribution<int32_t> pick(0, vocab - 1);
+std::vector<model::Token> random_tokens(const runtime::Engine& e, int n, std::mt19937_64& rng) {
+  std::uniform_int_distribution<int32_t> pick(0, static_cast<int32_t>(e.config().dims.n_vocab) - 1);
   std::vector<model::Token> tokens(n);
   for (auto& t : tokens) t = pick(rng);
+  return tokens;
+}
+
+// One timed run: a prompt of n tokens in batches, or n single-token steps, after the first `depth`
+// positions of the cache (filled once, before the tests).
+double time_run(runtime::Engine& e, int depth, int n, bool prompt, std::mt19937_64& rng) {
+  e.truncate(depth);
+  model::SamplingParams greedy;
+  greedy.temp = 0;
+  const std::vector<model::Token> tokens = random_tokens(e, n, rng);
   const auto t0 = std::chrono::steady_clock::now();
   if (prompt) {
     e.eval_and_sample(tokens, greedy, {}, rng);
@@ -69,12 +75,19 @@ int bench(const BenchArgs& a) {
   const auto& cfg = engine.config();
   std::mt19937_64 rng(1234);
   std::vector<TestResult> results;
-  if (a.n_prompt > 0) results.push_back({fmt::format("pp{}", a.n_prompt), a.n_prompt, {}});
-  if (a.n_gen > 0) results.push_back({fmt::format("tg{}", a.n_gen), a.n_gen, {}});
+  const std::string at_depth = a.depth > 0 ? fmt::format(" @ d{}", a.depth) : "";
+  if (a.n_prompt > 0) results.push_back({fmt::format("pp{}{}", a.n_prompt, at_depth), a.n_prompt, {}});
+  if (a.n_gen > 0) results.push_back({fmt::format("tg{}{}", a.n_gen, at_depth), a.n_gen, {}});
+  if (a.depth > 0) {  // the context every run starts from; runs only cut the cache back to it
+    engine.reset();
+    model::SamplingParams greedy;
+    greedy.temp = 0;
+    engine.eval_and_sample(random_tokens(engine, a.depth, rng), greedy, {}, rng);
+  }
   for (auto& r : results) {
     const bool prompt = r.name[0] == 'p';
-    time_run(engine, prompt ? r.n_tokens : std::min(r.n_tokens, 4), prompt, rng);  // warm-up
-    for (int i = 0; i < a.reps; ++i) r.seconds.push_back(time_run(engine, r.n_tokens, prompt, rng));
+    time_run(engine, a.depth, prompt ? r.n_tokens : std::min(r.n_tokens, 4), prompt, rng);  // warm-up
+    for (int i = 0; i < a.reps; ++i) r.seconds.push_back(time_run(engine, a.depth, r.n_tokens, prompt, rng));
   }
 
   uint64_t params = 0, bytes = 0;
@@ -125,6 +138,7 @@ Action add_bench(CLI::App& app) {
   cmd->add_option("-p,--n-prompt", a->n_prompt, "prompt tokens (pp test; 0: skip)")->check(CLI::Range(0, 1 << 16));
   cmd->add_option("-n,--n-gen", a->n_gen, "generated tokens (tg test; 0: skip)")->check(CLI::Range(0, 1 << 16));
   cmd->add_option("-r,--repetitions", a->reps, "repetitions of each test")->check(CLI::Range(1, 1000));
+  cmd->add_option("-d,--n-depth", a->depth, "tokens already in the KV cache when each test starts")->check(CLI::Range(0, 1 << 20));
   cmd->add_option("-o,--output", a->output, "md | csv | json")->check(CLI::IsMember({"md", "csv", "json"}));
   cmd->add_flag("--profile", a->profile, "print time per op kind per device");
   return [a] { return bench(*a); };

@@ -49,7 +49,7 @@ int plan(const ModelOptions& o) {
     if (p.mode == parallel::SplitMode::Layer)
       layers = p.layers[d].empty() ? "-" : fmt::format("{}..{}", p.layers[d].begin, p.layers[d].end - 1);
     std::printf("| #%zu %s | %.3f | %s | %s | %s | %s | %s | %s | %s |\n", d, device::describe(eo.devices[d]).c_str(), p.ratios[d],
-                mib(dg.weight_bytes).c_str(), mib(dg.kv_bytes_per_token * n_ctx).c_str(),
+                mib(dg.weight_bytes).c_str(), mib(dg.kv_values_per_token / 2 * n_ctx * (row_bytes(eo.k_type, 1) + row_bytes(eo.v_type, 1))).c_str(),
                 range(graph::Axis::QHeads, cfg.dims.head_dim).c_str(), range(graph::Axis::KvHeads, cfg.dims.head_dim).c_str(),
                 range(graph::Axis::Ffn, 1).c_str(), range(graph::Axis::Vocab, 1).c_str(), layers.c_str());
   }

@@ -25,6 +25,8 @@ int main(int argc, char** argv) {
   for (auto& a : args) {
     if (a == "-sm") a = "--split-mode";
     else if (a == "-ts") a = "--tensor-split";
+    else if (a == "-ctk") a = "--cache-type-k";
+    else if (a == "-ctv") a = "--cache-type-v";
   }
   std::reverse(args.begin(), args.end());  // CLI11 takes a reversed vector
   try {

@@ -23,6 +23,8 @@ void ModelOptions::add_to(CLI::App& cmd, bool with_ctx) {
   cmd.add_option("--auth-key-file", auth_key_file, "shared key the workers require (default: $WEFT_AUTH_KEY_FILE)");
   cmd.add_option("--net-poll", net_poll, "how this process's ranks wait in small all-reduces: auto | busy | block")
       ->check(CLI::IsMember({"auto", "busy", "block"}));
+  cmd.add_option("--cache-type-k", cache_type_k, "(-ctk) KV cache type of K: f16 | f32")->check(CLI::IsMember({"f16", "f32"}));
+  cmd.add_option("--cache-type-v", cache_type_v, "(-ctv) KV cache type of V: f16 | f32")->check(CLI::IsMember({"f16", "f32"}));
   cmd.add_flag("--mmap", mmap, "CPU devices read weights from the file mapping (zero copy) instead of a copy on huge pages");
 }
 
@@ -77,6 +79,8 @@ runtime::EngineOptions ModelOptions::engine_options() const {
   o.n_ctx = ctx;
   o.n_batch = batch;
   o.map_weights = mmap;
+  o.k_type = cache_type_k == "f32" ? DType::F32 : DType::F16;
+  o.v_type = cache_type_v == "f32" ? DType::F32 : DType::F16;
   o.wire = wire == "bf16" ? parallel::WireType::BF16 : wire == "f16" ? parallel::WireType::F16 : parallel::WireType::F32;
   return o;
 }

@@ -22,6 +22,7 @@ struct ModelOptions {
   std::string auth_key_file;  // --auth-key-file (else $WEFT_AUTH_KEY_FILE)
   std::string net_poll = "auto";  // --net-poll auto|busy|block, for this process's Gloo ranks
   bool mmap = false;              // --mmap: CPU devices read weights from the file mapping
+  std::string cache_type_k = "f16", cache_type_v = "f16";  // -ctk / -ctv
 
   void add_to(CLI::App& cmd, bool with_ctx = true);
   // Also hands the network flags to the remote devices (device::remote::set_coordinator_config).

@@ -20,6 +20,7 @@ namespace weft::device {
 struct LoadOptions {
   int32_t n_ctx = 2048;     // KV cache positions
   int32_t max_tokens = 512; // most tokens in one step (prompt batch)
+  DType k_type = DType::F16, v_type = DType::F16;  // KV cache element types: F16 or F32 (-ctk / -ctv)
 };
 
 // One forward step: `tokens` at positions pos0, pos0+1, ...

@@ -49,6 +49,21 @@ WEFT_SIMD_TARGET inline void accumulate_values(const float* v0, int64_t kv_strid
   for (int c = 0; c < ND; ++c) a[c].store(acc + (d0 + c) * L);
 }
 
+// Rows [j0, j0 + nj) of a cache as f32: in place, or (f16 caches) converted into buf, a tile that
+// stays in L2 while every lane reads it. *stride: floats between rows of the result.
+template <class V>
+WEFT_SIMD_TARGET inline const float* cache_tile(const void* cache, bool f16, int64_t j0, int64_t nj, int64_t kv_stride,
+                                                int64_t hd, float* buf, int64_t* stride) {
+  if (!f16) {
+    *stride = kv_stride;
+    return static_cast<const float*>(cache) + j0 * kv_stride;
+  }
+  const uint16_t* src = static_cast<const uint16_t*>(cache) + j0 * kv_stride;
+  for (int64_t j = 0; j < nj; ++j) from_f16<V>(src + j * kv_stride, buf + j * hd, hd);
+  *stride = hd;
+  return buf;
+}
+
 template <class V>
 WEFT_SIMD_TARGET void attention_rows(const AttentionRows& b) {
   constexpr int L = V::kLanes;
@@ -58,6 +73,7 @@ WEFT_SIMD_TARGET void attention_rows(const AttentionRows& b) {
   alignas(64) float qt[AttentionRows::kMaxHeadDim * L];
   alignas(64) float acc[AttentionRows::kMaxHeadDim * L];
   alignas(64) float s[kKeyTile * L];
+  alignas(64) float k_buf[kKeyTile * AttentionRows::kMaxHeadDim], v_buf[kKeyTile * AttentionRows::kMaxHeadDim];
   alignas(64) float lim_rows[L];
   // Absent lanes get zero queries and see every key: finite scores, outputs never stored.
   int32_t n_keys = 0;
@@ -73,17 +89,19 @@ WEFT_SIMD_TARGET void attention_rows(const AttentionRows& b) {
 
   for (int64_t j0 = 0; j0 < n_keys; j0 += kKeyTile) {
     const int64_t nj = std::min<int64_t>(kKeyTile, n_keys - j0);
-    const float* k0 = b.k + j0 * b.kv_stride;
+    int64_t k_stride = 0, v_stride = 0;
+    const float* k0 = cache_tile<V>(b.k, b.k_f16, j0, nj, b.kv_stride, hd, k_buf, &k_stride);
+    const float* v0 = cache_tile<V>(b.v, b.v_f16, j0, nj, b.kv_stride, hd, v_buf, &v_stride);
     const V tile_lim = lim - V::set1(static_cast<float>(j0));  // keys visible to each lane, from j0
     V m = run_max;
     int64_t j = 0;
     for (; j + kKeys <= nj; j += kKeys) {
       const float* kb[kKeys];
-      for (int c = 0; c < kKeys; ++c) kb[c] = k0 + (j + c) * b.kv_stride;
+      for (int c = 0; c < kKeys; ++c) kb[c] = k0 + (j + c) * k_stride;
       score_keys<V, kKeys>(kb, j, qt, hd, scale, tile_lim, s, m);
     }
     for (; j < nj; ++j) {
-      const float* kb[1] = {k0 + j * b.kv_stride};
+      const float* kb[1] = {k0 + j * k_stride};
       score_keys<V, 1>(kb, j, qt, hd, scale, tile_lim, s, m);
     }
     // Every lane sees key 0, so m is finite from the first tile on; exp(-inf - m) = 0 rescales
@@ -98,8 +116,8 @@ WEFT_SIMD_TARGET void attention_rows(const AttentionRows& b) {
     run_sum = fmadd(run_sum, rescale, sum);
     run_max = m;
     int64_t d = 0;
-    for (; d + kDims <= hd; d += kDims) accumulate_values<V, kDims>(b.v + j0 * b.kv_stride, b.kv_stride, nj, s, d, rescale, acc);
-    for (; d < hd; ++d) accumulate_values<V, 1>(b.v + j0 * b.kv_stride, b.kv_stride, nj, s, d, rescale, acc);
+    for (; d + kDims <= hd; d += kDims) accumulate_values<V, kDims>(v0, v_stride, nj, s, d, rescale, acc);
+    for (; d < hd; ++d) accumulate_values<V, 1>(v0, v_stride, nj, s, d, rescale, acc);
   }
 
   const V inv = V::set1(1.f) / run_sum;

@@ -79,4 +79,6 @@ void swiglu(const float* gate, const float* up, float* out, int64_t n) { ops_ker
 
 void add_inplace(float* y, const float* x, int64_t n) { ops_kernels().add(y, x, n); }
 
+void f32_to_f16_row(const float* x, uint16_t* y, int64_t n) { ops_kernels().to_f16(x, y, n); }
+
 }  // namespace weft::kernels

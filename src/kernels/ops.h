@@ -2,6 +2,8 @@
 // Each op has a scalar reference (`*_ref`) beside the version the engine calls.
 #pragma once
 
+#include "core/dtype.h"
+
 #include <cstdint>
 #include <vector>
 
@@ -44,10 +46,13 @@ void softmax(float* x, int64_t n);
 void swiglu(const float* gate, const float* up, float* out, int64_t n);
 // y[i] += x[i]
 void add_inplace(float* y, const float* x, int64_t n);
+// y[i] = x[i] as IEEE half, rounded to nearest even (KV cache rows under -ctk/-ctv f16).
+void f32_to_f16_row(const float* x, uint16_t* y, int64_t n);
 
 // Causal attention of one layer over a KV cache, for one device's heads.
 //   q:  [n_tokens, n_q_heads, head_dim]   (already roped)
-//   k_cache, v_cache: [n_ctx, n_kv_heads, head_dim]; rows 0..pos[t] are valid for token t
+//   k_cache, v_cache: [n_ctx, n_kv_heads, head_dim] of k_type / v_type (F32 or F16); rows 0..pos[t]
+//                     are valid for token t
 //   kv_of_q[h]: the local kv head that q head h reads (GQA; computed by the caller)
 //   out: [n_tokens, n_q_heads, head_dim]
 struct AttentionShape {
@@ -55,23 +60,25 @@ struct AttentionShape {
   float scale;  // usually 1/sqrt(head_dim)
   int64_t head_begin = 0, head_end = -1;  // q heads to compute ([0, n_q_heads) when end < 0),
                                           // so threads can split the heads of one call
+  DType k_type = DType::F32, v_type = DType::F32;
 };
-void attention(const AttentionShape& s, const float* q, const float* k_cache, const float* v_cache,
+void attention(const AttentionShape& s, const float* q, const void* k_cache, const void* v_cache,
                const int32_t* kv_of_q, const int32_t* pos, float* out);
-void attention_ref(const AttentionShape& s, const float* q, const float* k_cache, const float* v_cache,
+void attention_ref(const AttentionShape& s, const float* q, const void* k_cache, const void* v_cache,
                    const int32_t* kv_of_q, const int32_t* pos, float* out);
 
 // Up to kMaxRows query rows that read one kv head: (token, q head) pairs. The attention kernels
 // compute one row per SIMD lane, so a key's scores for every row are one vector.
 struct AttentionRows {
   static constexpr int kMaxRows = 16;
-  static constexpr int64_t kMaxHeadDim = 512;
+  static constexpr int64_t kMaxHeadDim = 256;
   const float* q[kMaxRows];   // each row's query [head_dim]
   float* out[kMaxRows];       // each row's output [head_dim]
   int32_t n_valid[kMaxRows];  // keys 0..n_valid-1 are visible to the row (causal: pos + 1)
   int n_rows = 0;
-  const float* k = nullptr;   // key j of this kv head at k + j * kv_stride (likewise v)
-  const float* v = nullptr;
+  const void* k = nullptr;    // key j of this kv head at element j * kv_stride (likewise v)
+  const void* v = nullptr;
+  bool k_f16 = false, v_f16 = false;  // else f32
   int64_t kv_stride = 0, head_dim = 0;
   float scale = 1.f;
 };
@@ -88,6 +95,7 @@ struct OpsKernels {
   void (*scale)(float* x, float s, int64_t n);                                // x *= s
   void (*swiglu)(const float* gate, const float* up, float* out, int64_t n);
   void (*add)(float* y, const float* x, int64_t n);
+  void (*to_f16)(const float* x, uint16_t* y, int64_t n);                    // round to nearest even
   void (*attention_rows)(const AttentionRows& rows);                         // n_rows <= attention_lanes
   int attention_lanes;
   const char* isa;                                                            // "ref", "avx2", "avx512"

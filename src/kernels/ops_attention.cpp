@@ -4,6 +4,7 @@
 // The softmax subtracts the row max first, so no score overflows exp() whatever its size.
 #define WEFT_SIMD_TARGET  // the scalar lanes below (F32x1) need no target attribute
 #include "core/error.h"
+#include "core/fp16.h"
 #include "kernels/attention_simd.h"
 #include "kernels/ops.h"
 
@@ -27,7 +28,14 @@ std::pair<int64_t, int64_t> head_range(const AttentionShape& s, const int32_t* k
       fail("kernels", "attention: q head {} maps to kv head {} of {}", h, kv_of_q[h], s.n_kv_heads);
   for (int64_t t = 0; t < s.n_tokens; ++t)
     if (pos[t] < 0) fail("kernels", "attention: token {} has negative position {}", t, pos[t]);
+  for (DType c : {s.k_type, s.v_type})
+    if (c != DType::F32 && c != DType::F16) fail("kernels", "attention: cache type {} (f32 or f16)", dtype_name(c));
   return {begin, end};
+}
+
+// Element i of a cache of type t (F32 or F16).
+float cache_at(const void* cache, DType t, int64_t i) {
+  return t == DType::F16 ? fp16_to_f32(static_cast<const uint16_t*>(cache)[i]) : static_cast<const float*>(cache)[i];
 }
 
 }  // namespace
@@ -42,6 +50,8 @@ struct F32x1 {
   static F32x1 set1(float s) { return {s}; }
   static F32x1 zero() { return {0.f}; }
   void store(float* p) const { *p = v; }
+  static F32x1 load_f16(const uint16_t* p) { return {fp16_to_f32(*p)}; }
+  void store_f16(uint16_t* p) const { *p = f32_to_fp16(v); }
   friend F32x1 operator+(F32x1 a, F32x1 b) { return {a.v + b.v}; }
   friend F32x1 operator-(F32x1 a, F32x1 b) { return {a.v - b.v}; }
   friend F32x1 operator*(F32x1 a, F32x1 b) { return {a.v * b.v}; }
@@ -63,7 +73,7 @@ void attention_rows_scalar(const AttentionRows& rows) { simd::attention_rows<F32
 
 // Rows of one kv head go to the table's kernel a lane-full at a time: in decode the q heads of a
 // GQA group (each K/V row read once per group, not per head), in prompts also several tokens.
-void attention(const AttentionShape& s, const float* q, const float* k_cache, const float* v_cache,
+void attention(const AttentionShape& s, const float* q, const void* k_cache, const void* v_cache,
                const int32_t* kv_of_q, const int32_t* pos, float* out) {
   const auto [h_begin, h_end] = head_range(s, kv_of_q, pos);
   const int64_t hd = s.head_dim;
@@ -71,11 +81,14 @@ void attention(const AttentionShape& s, const float* q, const float* k_cache, co
   const OpsKernels& k = ops_kernels();
   AttentionRows b;
   b.kv_stride = s.n_kv_heads * hd;
+  b.k_f16 = s.k_type == DType::F16;
+  b.v_f16 = s.v_type == DType::F16;
+  const size_t k_size = b.k_f16 ? 2 : 4, v_size = b.v_f16 ? 2 : 4;
   b.head_dim = hd;
   b.scale = s.scale;
   for (int64_t kv = 0; kv < s.n_kv_heads; ++kv) {
-    b.k = k_cache + kv * hd;
-    b.v = v_cache + kv * hd;
+    b.k = static_cast<const uint8_t*>(k_cache) + kv * hd * k_size;
+    b.v = static_cast<const uint8_t*>(v_cache) + kv * hd * v_size;
     b.n_rows = 0;
     for (int64_t t = 0; t < s.n_tokens; ++t)
       for (int64_t h = h_begin; h < h_end; ++h) {
@@ -89,7 +102,7 @@ void attention(const AttentionShape& s, const float* q, const float* k_cache, co
   }
 }
 
-void attention_ref(const AttentionShape& s, const float* q, const float* k_cache, const float* v_cache,
+void attention_ref(const AttentionShape& s, const float* q, const void* k_cache, const void* v_cache,
                    const int32_t* kv_of_q, const int32_t* pos, float* out) {
   const auto [h_begin, h_end] = head_range(s, kv_of_q, pos);
   const int64_t hd = s.head_dim, nkv = s.n_kv_heads;
@@ -103,7 +116,7 @@ void attention_ref(const AttentionShape& s, const float* q, const float* k_cache
       float m = -INFINITY;
       for (int64_t j = 0; j < n_valid; ++j) {
         float dot = 0.f;
-        for (int64_t d = 0; d < hd; ++d) dot += qh[d] * k_cache[(j * nkv + kv) * hd + d];
+        for (int64_t d = 0; d < hd; ++d) dot += qh[d] * cache_at(k_cache, s.k_type, (j * nkv + kv) * hd + d);
         p[j] = dot * s.scale;
         m = std::max(m, p[j]);
       }
@@ -115,7 +128,7 @@ void attention_ref(const AttentionShape& s, const float* q, const float* k_cache
       float* oh = out + (t * s.n_q_heads + h) * hd;
       for (int64_t d = 0; d < hd; ++d) {
         float acc = 0.f;
-        for (int64_t j = 0; j < n_valid; ++j) acc += p[j] * v_cache[(j * nkv + kv) * hd + d];
+        for (int64_t j = 0; j < n_valid; ++j) acc += p[j] * cache_at(v_cache, s.v_type, (j * nkv + kv) * hd + d);
         oh[d] = acc / sum;
       }
     }

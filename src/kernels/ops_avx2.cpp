@@ -2,9 +2,11 @@
 // compiled for AVX2, so the binary still runs on CPUs without it (ops.cpp picks the table at run time).
 #include <immintrin.h>
 
+#include <cstdint>
+
 #include "kernels/simd_avx2.h"
 
-#define WEFT_SIMD_TARGET __attribute__((target("avx2,fma")))
+#define WEFT_SIMD_TARGET __attribute__((target("avx2,fma,f16c")))
 
 namespace weft::kernels::detail {
 namespace {
@@ -16,6 +18,12 @@ struct F32x8 {
   WEFT_SIMD_TARGET static F32x8 set1(float s) { return {_mm256_set1_ps(s)}; }
   WEFT_SIMD_TARGET static F32x8 zero() { return {_mm256_setzero_ps()}; }
   WEFT_SIMD_TARGET void store(float* p) const { _mm256_storeu_ps(p, v); }
+  WEFT_SIMD_TARGET static F32x8 load_f16(const uint16_t* p) {
+    return {_mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)))};
+  }
+  WEFT_SIMD_TARGET void store_f16(uint16_t* p) const {
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(p), _mm256_cvtps_ph(v, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
+  }
   friend WEFT_SIMD_TARGET F32x8 operator+(F32x8 a, F32x8 b) { return {_mm256_add_ps(a.v, b.v)}; }
   friend WEFT_SIMD_TARGET F32x8 operator-(F32x8 a, F32x8 b) { return {_mm256_sub_ps(a.v, b.v)}; }
   friend WEFT_SIMD_TARGET F32x8 operator*(F32x8 a, F32x8 b) { return {_mm256_mul_ps(a.v, b.v)}; }

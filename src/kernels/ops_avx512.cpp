@@ -9,6 +9,8 @@
 #include <immintrin.h>
 #pragma GCC diagnostic pop
 
+#include <cstdint>
+
 #define WEFT_SIMD_TARGET __attribute__((target("avx512f")))
 
 namespace weft::kernels::detail {
@@ -21,6 +23,12 @@ struct F32x16 {
   WEFT_SIMD_TARGET static F32x16 set1(float s) { return {_mm512_set1_ps(s)}; }
   WEFT_SIMD_TARGET static F32x16 zero() { return {_mm512_setzero_ps()}; }
   WEFT_SIMD_TARGET void store(float* p) const { _mm512_storeu_ps(p, v); }
+  WEFT_SIMD_TARGET static F32x16 load_f16(const uint16_t* p) {
+    return {_mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)))};
+  }
+  WEFT_SIMD_TARGET void store_f16(uint16_t* p) const {
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(p), _mm512_cvtps_ph(v, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
+  }
   friend WEFT_SIMD_TARGET F32x16 operator+(F32x16 a, F32x16 b) { return {_mm512_add_ps(a.v, b.v)}; }
   friend WEFT_SIMD_TARGET F32x16 operator-(F32x16 a, F32x16 b) { return {_mm512_sub_ps(a.v, b.v)}; }
   friend WEFT_SIMD_TARGET F32x16 operator*(F32x16 a, F32x16 b) { return {_mm512_mul_ps(a.v, b.v)}; }

@@ -1,6 +1,7 @@
 // Scalar references of the float ops: the definition of correct that the SIMD tables and the
 // dispatching ops are tested against. Plain loops, no tricks.
 #include "core/error.h"
+#include "core/fp16.h"
 #include "kernels/ops.h"
 
 #include <cmath>
@@ -69,11 +70,15 @@ void add_ref(float* y, const float* x, int64_t n) {
   for (int64_t i = 0; i < n; ++i) y[i] += x[i];
 }
 
+void to_f16_ref(const float* x, uint16_t* y, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) y[i] = f32_to_fp16(x[i]);
+}
+
 void attention_rows_scalar(const AttentionRows& rows);  // ops_attention.cpp
 
 const OpsKernels& ops_kernels_ref() {
   static const OpsKernels k{sum_sq_ref, scale_mul_ref, dot_ref, axpy_ref, max_ref, exp_sum_ref,
-                            scale_ref,  swiglu_ref,    add_ref, attention_rows_scalar, 1, "ref"};
+                            scale_ref,  swiglu_ref,    add_ref, to_f16_ref, attention_rows_scalar, 1, "ref"};
   return k;
 }
 

@@ -5,9 +5,10 @@
 // on CPUs without it.
 // V provides: load, store, set1, zero, + - * /, fmadd(a, b, c) = a*b + c, fnmadd = c - a*b,
 // min, max, round (to nearest), mul_pow2(p, n) = p * 2^n for integral n, reduce_add, reduce_max,
-// where_less(a, b, x, y) = a < b ? x : y per lane.
+// where_less(a, b, x, y) = a < b ? x : y per lane, load_f16 / store_f16 (IEEE half, nearest even).
 #pragma once
 
+#include "core/fp16.h"
 #include "kernels/ops.h"
 
 #include <algorithm>
@@ -28,6 +29,7 @@ float exp_sum_ref(float* x, float m, int64_t n);
 void scale_ref(float* x, float s, int64_t n);
 void swiglu_ref(const float* gate, const float* up, float* out, int64_t n);
 void add_ref(float* y, const float* x, int64_t n);
+void to_f16_ref(const float* x, uint16_t* y, int64_t n);
 
 namespace simd {
 
@@ -157,6 +159,22 @@ WEFT_SIMD_TARGET void add(float* y, const float* x, int64_t n) {
   int64_t i = 0;
   for (; i + L <= n; i += L) (V::load(y + i) + V::load(x + i)).store(y + i);
   add_ref(y + i, x + i, n - i);
+}
+
+template <class V>
+WEFT_SIMD_TARGET void to_f16(const float* x, uint16_t* y, int64_t n) {
+  constexpr int64_t L = V::kLanes;
+  int64_t i = 0;
+  for (; i + L <= n; i += L) V::load(x + i).store_f16(y + i);
+  to_f16_ref(x + i, y + i, n - i);
+}
+
+template <class V>
+WEFT_SIMD_TARGET void from_f16(const uint16_t* x, float* y, int64_t n) {
+  constexpr int64_t L = V::kLanes;
+  int64_t i = 0;
+  for (; i + L <= n; i += L) V::load_f16(x + i).store(y + i);
+  for (; i < n; ++i) y[i] = fp16_to_f32(x[i]);
 }
 
 }  // namespace simd

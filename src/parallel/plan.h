@@ -77,7 +77,7 @@ struct DeviceGraph {
   Range vocab;           // vocabulary ids covered by this device's logits (empty if none)
   bool has_logits = false;
   uint64_t weight_bytes = 0;
-  uint64_t kv_bytes_per_token = 0;  // f32 K and V over this device's layers and heads
+  uint64_t kv_values_per_token = 0;  // K and V values over this device's layers and heads
 };
 
 struct CollectiveInfo {

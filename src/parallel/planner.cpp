@@ -260,7 +260,7 @@ class TensorPlanner {
       for (const LocalNode& ln : dg.nodes) {
         if (ln.weight.kind != Kind::None) dg.weight_bytes += slice_bytes(weight_info(w_, ln.weight.tensor), ln.weight);
         if (ln.bias.kind != Kind::None) dg.weight_bytes += slice_bytes(weight_info(w_, ln.bias.tensor), ln.bias);
-        if (ln.op == LocalOp::Attention) dg.kv_bytes_per_token += 2 * ln.kv_heads.size() * g_.dims.head_dim * 4;
+        if (ln.op == LocalOp::Attention) dg.kv_values_per_token += 2 * ln.kv_heads.size() * g_.dims.head_dim;
       }
     }
   }
@@ -367,7 +367,7 @@ Plan plan_layers(const Graph& g, const WeightTable& weights, const std::vector<d
     for (const LocalNode& ln : dg.nodes) {
       if (ln.weight.kind != Kind::None) dg.weight_bytes += slice_bytes(weight_info(weights, ln.weight.tensor), ln.weight);
       if (ln.bias.kind != Kind::None) dg.weight_bytes += slice_bytes(weight_info(weights, ln.bias.tensor), ln.bias);
-      if (ln.op == LocalOp::Attention) dg.kv_bytes_per_token += 2 * g.dims.n_head_kv * g.dims.head_dim * 4;
+      if (ln.op == LocalOp::Attention) dg.kv_values_per_token += 2 * g.dims.n_head_kv * g.dims.head_dim;
     }
   }
   return plan;

@@ -46,15 +46,16 @@ Engine::Engine(const gguf::File& file, EngineOptions opt) : file_(file), opt_(st
                                           }());
     for (size_t i = 0; i < devices_.size(); ++i) devices_[i]->attach_group(std::move(group[i]));
   }
-  const device::LoadOptions lo{opt_.n_ctx, opt_.n_batch};
+  const device::LoadOptions lo{opt_.n_ctx, opt_.n_batch, opt_.k_type, opt_.v_type};
   for (size_t i = 0; i < devices_.size(); ++i) devices_[i]->load(plan_.devices[i], file_, lo);
 }
 
 Engine::~Engine() = default;
 
-void Engine::reset() {
-  for (auto& d : devices_) d->truncate_cache(0);
-  n_past_ = 0;
+void Engine::truncate(int32_t n_keep) {
+  if (n_keep < 0 || n_keep > n_past_) fail("engine", "truncate to {} positions, {} held", n_keep, n_past_);
+  for (auto& d : devices_) d->truncate_cache(n_keep);
+  n_past_ = n_keep;
 }
 
 std::vector<device::StepResult> Engine::step(std::span<const model::Token> tokens, bool last_chunk,

@@ -25,6 +25,7 @@ struct EngineOptions {
   int32_t n_batch = 512;                    // prompt tokens per step
   parallel::WireType wire = parallel::WireType::F32;
   bool map_weights = false;                 // CPU devices read weights from the file mapping (--mmap)
+  DType k_type = DType::F16, v_type = DType::F16;  // KV cache (-ctk / -ctv)
 };
 
 class Engine {
@@ -45,7 +46,9 @@ class Engine {
   // Feeds tokens and returns the full logits of the last one (gathered: for tests and tools).
   std::vector<float> eval_logits(std::span<const model::Token> tokens);
   // Starts a new sequence.
-  void reset();
+  void reset() { truncate(0); }
+  // Forgets every position from n_keep on (n_keep <= n_past): the next token goes at n_keep.
+  void truncate(int32_t n_keep);
 
  private:
   std::vector<device::StepResult> step(std::span<const model::Token> tokens, bool last_chunk,

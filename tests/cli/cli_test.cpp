@@ -36,7 +36,7 @@ const std::string kReference =
 
 TEST(Cli, RunPrintsTheReferenceTextOnEverySplit) {
   if (!std::filesystem::exists(kStories)) GTEST_SKIP() << "no " << kStories;
-  for (const std::string devices : {"", "--mmap", "--devices cpu:1,cpu:1", "--devices cpu:1,cpu:1 --mmap",
+  for (const std::string devices : {"", "--mmap", "-ctk f32 -ctv f32", "--devices cpu:1,cpu:1", "--devices cpu:1,cpu:1 --mmap",
                                     "--devices cpu:1,cpu:1,cpu:1 -ts 3,1,2", "--devices cpu:1,cpu:1 -sm layer"}) {
     auto r = run("run -m " + kStories + " -p \"Once upon a time\" -n 60 --temp 0 " + devices);
     EXPECT_EQ(r.code, 0) << devices;
@@ -82,7 +82,7 @@ TEST(Cli, BadInputGivesAClearErrorAndNonZeroExit) {
 
   if (std::filesystem::exists(kStories)) {
     for (const std::string flags : {"--devices cpu:0", "--devices gpu:1", "--devices cpu:1,cpu:1 -ts 1", "-ts 1,x --devices cpu:1,cpu:1",
-                                    "-sm diagonal", "--devices cpu:1,cpu:1 -ts 0,0", "-c 4 -n 10"}) {
+                                    "-sm diagonal", "--devices cpu:1,cpu:1 -ts 0,0", "-c 4 -n 10", "-ctk q8_0"}) {
       r = run("run -m " + kStories + " -p \"Once upon a time\" --temp 0 " + flags, true);
       EXPECT_NE(r.code, 0) << flags << ": " << r.out;
       EXPECT_LT(r.code, 128) << flags << " crashed: " << r.out;

@@ -1,8 +1,10 @@
 // Float ops: every ISA table against double implementations written here, every dispatching op
 // against its scalar reference, and the references themselves against double math.
 #include "core/error.h"
+#include "core/fp16.h"
 #include "kernels/ops.h"
 
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -497,6 +499,48 @@ TEST_F(OpsIsaTest, AttentionMatchesRefAndDouble) {
         expect_near_all(out, ref, kAttnAbsTol, std::string("attention ") + k->isa);
       }
     }
+  }
+}
+
+// f16 caches (llama.cpp's -ctk/-ctv f16), K and V each: every table reads the halves as the
+// reference does.
+TEST_F(OpsIsaTest, AttentionOverF16CachesMatchesRef) {
+  const AttnCase c = make_attn(8, 2, 64, {0, 3, 63, 64, 100}, 91);
+  std::vector<uint16_t> k16(c.k.size()), v16(c.v.size());
+  for (size_t i = 0; i < c.k.size(); ++i) k16[i] = f32_to_fp16(c.k[i]), v16[i] = f32_to_fp16(c.v[i]);
+  for (DType kt : {DType::F16, DType::F32})
+    for (DType vt : {DType::F16, DType::F32}) {
+      AttentionShape s = c.shape;
+      s.k_type = kt;
+      s.v_type = vt;
+      const void* k = kt == DType::F16 ? static_cast<const void*>(k16.data()) : c.k.data();
+      const void* v = vt == DType::F16 ? static_cast<const void*>(v16.data()) : c.v.data();
+      std::vector<float> ref(c.q.size()), f32(c.q.size());
+      attention_ref(s, c.q.data(), k, v, c.kv_of_q.data(), c.pos.data(), ref.data());
+      attention_ref(c.shape, c.q.data(), c.k.data(), c.v.data(), c.kv_of_q.data(), c.pos.data(), f32.data());
+      if (kt == DType::F16 || vt == DType::F16) EXPECT_NE(ref, f32) << "halves must change something";
+      for (const OpsKernels* t : available_tables()) {
+        force_ops_isa(t->isa);
+        std::vector<float> out(ref.size(), NAN);
+        attention(s, c.q.data(), k, v, c.kv_of_q.data(), c.pos.data(), out.data());
+        expect_near_all(out, ref, kAttnAbsTol, fmt::format("attention {} k {} v {}", t->isa, dtype_name(kt), dtype_name(vt)));
+      }
+    }
+  AttentionShape bad = c.shape;
+  bad.k_type = DType::Q8_0;
+  std::vector<float> out(c.q.size());
+  EXPECT_THROW(attention(bad, c.q.data(), c.k.data(), c.v.data(), c.kv_of_q.data(), c.pos.data(), out.data()), Error);
+}
+
+TEST_F(OpsIsaTest, F32ToF16RowRoundsAsTheScalarConversion) {
+  std::vector<float> x = random_vec(1000, 5, -70000.f, 70000.f);
+  for (float special : {0.f, -0.f, 1e-8f, -3e-5f, 6.1e-5f, 65504.f, 65520.f, 1e30f, -INFINITY, INFINITY}) x.push_back(special);
+  for (int i = 0; i < 100; ++i) x.push_back(std::ldexp(1.f + i / 100.f, -20 + i / 5));  // subnormal halves too
+  for (const OpsKernels* t : available_tables()) {
+    force_ops_isa(t->isa);
+    std::vector<uint16_t> y(x.size());
+    f32_to_f16_row(x.data(), y.data(), static_cast<int64_t>(x.size()));
+    for (size_t i = 0; i < x.size(); ++i) ASSERT_EQ(y[i], f32_to_fp16(x[i])) << t->isa << " x=" << x[i];
   }
 }
 

@@ -1,6 +1,7 @@
 // The engine's forward pass against a straightforward double-precision forward written here, read
 // top to bottom like llama2.c's run.c, on generated models of every type and architecture.
 #include "core/error.h"
+#include "core/fp16.h"
 #include "gguf/gguf_reader.h"
 #include "kernels/ops.h"
 #include "kernels/quants.h"
@@ -22,6 +23,7 @@ struct RefModel {
   const gguf::File& f;
   const ModelConfig& c;
   std::map<std::string, Vec> cache;
+  bool kv_f16 = false;  // round K and V to halves, as an f16 KV cache does
 
   const Vec& w(const std::string& name) {  // a whole tensor, dequantized by the scalar reference
     auto it = cache.find(name);
@@ -97,6 +99,9 @@ struct RefModel {
         }
         rope(q, d.n_head, static_cast<int>(pos));
         rope(k, d.n_head_kv, static_cast<int>(pos));
+        if (kv_f16)  // the cache holds K and V as IEEE halves
+          for (int64_t i = 0; i < kv_w; ++i)
+            k[i] = fp16_to_f32(f32_to_fp16(static_cast<float>(k[i]))), v[i] = fp16_to_f32(f32_to_fp16(static_cast<float>(v[i])));
         kc[l].push_back(k);
         vc[l].push_back(v);
         Vec att(q_w, 0.0);
@@ -134,6 +139,7 @@ struct Case {
   std::string type, arch;
   bool tied;
   double tol;  // max |logit error| relative to max |logit|
+  DType cache = DType::F32;  // F16: the reference rounds K and V to halves as the cache does
 };
 
 // Float weights keep f32 activations: only f32 rounding. Quantized weights multiply 8-bit
@@ -155,7 +161,7 @@ TEST_P(ReferenceForward, LogitsMatchDoublePrecision) {
   auto f = gguf::File::parse(bytes.data(), bytes.size(), "tiny");
   const auto cfg = read_config(*f);
   const std::vector<Token> tokens{1, 17, 250, 3, 99, 42, 7, 300, 5};
-  RefModel ref{*f, cfg, {}};
+  RefModel ref{*f, cfg, {}, k.cache == DType::F16};
   const Vec want = ref.forward(tokens);
 
   runtime::EngineOptions eo;
@@ -163,6 +169,7 @@ TEST_P(ReferenceForward, LogitsMatchDoublePrecision) {
   eo.mode = parallel::SplitMode::None;
   eo.n_ctx = 64;
   eo.n_batch = 4;  // prompt over several steps: the KV cache path too
+  eo.k_type = eo.v_type = k.cache;
   runtime::Engine e(*f, eo);
   const auto got = e.eval_logits(tokens);
   ASSERT_EQ(got.size(), want.size());
@@ -186,8 +193,13 @@ INSTANTIATE_TEST_SUITE_P(
                       Case{"q6_k", "llama", false, kQuantTol}, Case{"q4_k_m", "llama", false, kQuantTol},
                       Case{"f32", "llama", true, kFloatTol}, Case{"f32", "qwen2", false, kFloatTol},
                       Case{"f32", "qwen3", false, kFloatTol}, Case{"q8_0", "qwen2", true, kQuantTol},
-                      Case{"q8_0", "qwen3", false, kQuantTol}),
-    [](const auto& info) { return info.param.type + "_" + info.param.arch + (info.param.tied ? "_tied" : ""); });
+                      Case{"q8_0", "qwen3", false, kQuantTol}, Case{"f32", "llama", false, kFloatTol, DType::F16},
+                      Case{"f16", "qwen3", false, kFloatTol, DType::F16},
+                      Case{"q4_0", "llama", false, kQuantTol, DType::F16}),
+    [](const auto& info) {
+      return info.param.type + "_" + info.param.arch + (info.param.tied ? "_tied" : "") +
+             (info.param.cache == DType::F16 ? "_f16cache" : "");
+    });
 
 }  // namespace
 }  // namespace weft::model

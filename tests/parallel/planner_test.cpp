@@ -194,7 +194,7 @@ TEST(Planner, SplitsLandOnQuantBlocks) {
 TEST(Planner, DeviceWithZeroShareGetsNothingButStaysInTheGroup) {
   const auto g = model::build_llama_graph(config(kStories));
   const auto p = plan_tensor(g, weights(g, DType::F32), {1, 0, 1});
-  EXPECT_EQ(p.devices[1].kv_bytes_per_token, 0u);
+  EXPECT_EQ(p.devices[1].kv_values_per_token, 0u);
   EXPECT_FALSE(p.devices[1].has_logits);
   EXPECT_EQ(p.collectives_in_layer(0), 2);
   EXPECT_EQ(p.devices[1].nodes.size(), p.devices[0].nodes.size());

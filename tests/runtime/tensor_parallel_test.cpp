@@ -1,5 +1,6 @@
 // Tensor parallel changes speed, never results: every split configuration must give the greedy
-// tokens of a single device, and logits within kLogitRelTol (f32 wire).
+// tokens of a single device (with the default f16 KV cache), and logits within kLogitRelTol (f32
+// wire, f32 KV cache) or kLogitRelTolF16Cache (f16 KV cache).
 #include "core/error.h"
 #include "gguf/gguf_reader.h"
 #include "model/gen_model.h"
@@ -18,6 +19,10 @@ namespace {
 
 // Relative to the largest logit magnitude: f32 partial sums are added in a different order.
 constexpr double kLogitRelTol = 1e-4;
+// An f16 cache rounds K and V to 11 bits: a K value that differs in its last f32 bits between two
+// splits can round to the neighbouring half (5e-4 relative). Stated for stories260K, a trained
+// model; random generated models amplify such flips more and are checked with an f32 cache.
+constexpr double kLogitRelTolF16Cache = 1e-3;
 
 struct Config {
   std::string name;
@@ -42,8 +47,9 @@ std::vector<Config> configs() {
   };
 }
 
-EngineOptions options(const Config& c) {
+EngineOptions options(const Config& c, DType cache = DType::F16) {
   EngineOptions o;
+  o.k_type = o.v_type = cache;
   o.mode = c.mode;
   o.ratios = c.ratios;
   for (size_t i = 0; i < c.ratios.size(); ++i) o.devices.push_back({device::DeviceSpec::Kind::Cpu, 1, -1, ""});
@@ -52,8 +58,9 @@ EngineOptions options(const Config& c) {
   return o;
 }
 
-EngineOptions single() {
+EngineOptions single(DType cache = DType::F16) {
   EngineOptions o;
+  o.k_type = o.v_type = cache;
   o.mode = parallel::SplitMode::None;
   o.devices.push_back({device::DeviceSpec::Kind::Cpu, 1, -1, ""});
   o.n_ctx = 256;
@@ -74,9 +81,10 @@ double max_abs(const std::vector<float>& v) {
   return m;
 }
 
-void expect_logits_match(const gguf::File& f, const Config& c, const std::vector<model::Token>& prompt) {
-  Engine ref(f, single());
-  Engine tp(f, options(c));
+void expect_logits_match(const gguf::File& f, const Config& c, const std::vector<model::Token>& prompt,
+                         DType cache = DType::F32, double tol = kLogitRelTol) {
+  Engine ref(f, single(cache));
+  Engine tp(f, options(c, cache));
   // Prompt, then a few single-token steps, so the KV cache path is compared too.
   std::vector<model::Token> feed = prompt;
   for (int step = 0; step < 4; ++step) {
@@ -86,7 +94,7 @@ void expect_logits_match(const gguf::File& f, const Config& c, const std::vector
     const double scale = std::max(max_abs(a), 1e-6);
     double worst = 0;
     for (size_t i = 0; i < a.size(); ++i) worst = std::max(worst, std::abs(double(a[i]) - b[i]) / scale);
-    EXPECT_LT(worst, kLogitRelTol) << c.name << " step " << step;
+    EXPECT_LT(worst, tol) << c.name << " step " << step << " cache " << dtype_name(cache);
     feed = {static_cast<model::Token>(std::max_element(a.begin(), a.end()) - a.begin())};
   }
 }
@@ -113,7 +121,10 @@ TEST(TensorParallel, Stories260kLogitsMatch) {
   if (!std::filesystem::exists(kStories)) GTEST_SKIP() << "no " << kStories;
   auto f = gguf::File::open(kStories);
   const auto prompt = some_prompt(f->tensor("token_embd.weight").shape[1], 37);
-  for (const auto& c : configs()) expect_logits_match(*f, c, prompt);
+  for (const auto& c : configs()) {
+    expect_logits_match(*f, c, prompt);
+    expect_logits_match(*f, c, prompt, DType::F16, kLogitRelTolF16Cache);
+  }
 }
 
 class GeneratedModel : public ::testing::TestWithParam<std::string> {};

@@ -38,9 +38,11 @@ void CpuGraphRunner::load(const parallel::DeviceGraph& graph, const gguf::File& 
         ns.vec = store_.vector(f, ln.weight);
         break;
       case LocalOp::Attention: {
-        const size_t n = static_cast<size_t>(opt.n_ctx) * ln.kv_heads.size() * d.head_dim;
-        ns.k_cache.assign(n, 0.f);
-        ns.v_cache.assign(n, 0.f);
+        for (DType t : {opt.k_type, opt.v_type})
+          if (t != DType::F32 && t != DType::F16) fail("cpu", "KV cache type {}: f32 or f16", dtype_name(t));
+        const int64_t n = int64_t{opt.n_ctx} * ln.kv_heads.size() * d.head_dim;
+        ns.k_cache.assign(row_bytes(opt.k_type, n), 0);
+        ns.v_cache.assign(row_bytes(opt.v_type, n), 0);
         for (int64_t h = ln.q_heads.begin; h < ln.q_heads.end; ++h)
           ns.kv_of_q.push_back(static_cast<int32_t>(h / d.group() - ln.kv_heads.begin));
         break;
@@ -234,11 +236,19 @@ void CpuGraphRunner::exec(int i, const Step& step, int64_t n_tokens, std::vector
       if (w == 0) return;
       const float* k = in(1);
       const float* v = in(2);
-      for (int64_t t = 0; t < n_tokens; ++t) {
-        std::memcpy(ns.k_cache.data() + static_cast<size_t>(pos[t]) * kvw, k + t * kvw, kvw * sizeof(float));
-        std::memcpy(ns.v_cache.data() + static_cast<size_t>(pos[t]) * kvw, v + t * kvw, kvw * sizeof(float));
-      }
+      auto store = [&](std::vector<uint8_t>& cache, DType type, const float* rows) {
+        const size_t row = row_bytes(type, kvw);
+        for (int64_t t = 0; t < n_tokens; ++t) {
+          uint8_t* dst = cache.data() + static_cast<size_t>(pos[t]) * row;
+          if (type == DType::F16) kernels::f32_to_f16_row(rows + t * kvw, reinterpret_cast<uint16_t*>(dst), kvw);
+          else std::memcpy(dst, rows + t * kvw, row);
+        }
+      };
+      store(ns.k_cache, opt_.k_type, k);
+      store(ns.v_cache, opt_.v_type, v);
       kernels::AttentionShape s{n_tokens, ln.q_heads.size(), n_kv, d.head_dim, 1.f / std::sqrt(static_cast<float>(d.head_dim))};
+      s.k_type = opt_.k_type;
+      s.v_type = opt_.v_type;
       const float* q = in(0);
       pool_.run([&](int ith, int nth) {
         auto [h0, h1] = split_range(s.n_q_heads, 1, ith, nth);

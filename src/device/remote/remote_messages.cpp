@@ -126,7 +126,7 @@ void write_graph(ByteWriter& w, const parallel::DeviceGraph& g) {
   write_range(w, g.vocab);
   w.u8(g.has_logits);
   w.u64(g.weight_bytes);
-  w.u64(g.kv_bytes_per_token);
+  w.u64(g.kv_values_per_token);
 }
 
 parallel::DeviceGraph read_graph(ByteReader& r) {
@@ -158,18 +158,26 @@ parallel::DeviceGraph read_graph(ByteReader& r) {
   g.vocab = read_range(r, "vocab range");
   g.has_logits = r.boolean("has logits");
   g.weight_bytes = r.u64("weight bytes");
-  g.kv_bytes_per_token = r.u64("kv bytes");
+  g.kv_values_per_token = r.u64("kv values");
   return g;
 }
 
 void write_load_options(ByteWriter& w, const LoadOptions& o) {
   w.i32(o.n_ctx);
   w.i32(o.max_tokens);
+  w.u32(static_cast<uint32_t>(o.k_type));
+  w.u32(static_cast<uint32_t>(o.v_type));
 }
 LoadOptions read_load_options(ByteReader& r) {
   LoadOptions o{r.i32("n_ctx"), r.i32("max tokens")};
   if (o.n_ctx <= 0 || o.n_ctx > (1 << 24) || o.max_tokens <= 0 || o.max_tokens > static_cast<int32_t>(kMaxTokens))
     fail("net", "load options: n_ctx {} / max tokens {} out of range", o.n_ctx, o.max_tokens);
+  for (DType* t : {&o.k_type, &o.v_type}) {
+    const uint32_t v = r.u32("kv cache type");
+    if (v != static_cast<uint32_t>(DType::F32) && v != static_cast<uint32_t>(DType::F16))
+      fail("net", "load options: kv cache type {} (f32 or f16)", v);
+    *t = static_cast<DType>(v);
+  }
   return o;
 }
 
