@@ -128,4 +128,107 @@ WEFT_SIMD_TARGET void attention_rows(const AttentionRows& b) {
   }
 }
 
+// Decode: a token's few rows (the q heads of a GQA group) would leave most lanes of
+// attention_rows empty, so here the lanes hold head dims (scores) and keys (softmax) instead:
+//   scores of L keys for one row: sum_k = sum over d-vectors q[dv] * k_k[dv], then transpose_add
+//   puts the L sums in one vector;  values: out[dv] = out[dv] * rescale + sum_j bcast(p_j) * v_j[dv].
+// kDv = head_dim / L vectors per row, a compile-time count so the query and the output block
+// stay in registers.
+template <class V, int kDv>
+WEFT_SIMD_TARGET void attention_decode_dv(const AttentionRows& b) {
+  constexpr int L = V::kLanes;
+  constexpr int kOut = kDv < 8 ? kDv : 8;  // output vectors held across a tile's keys
+  constexpr int64_t hd = int64_t{kDv} * L;
+  alignas(64) float k_buf[kKeyTile * hd], v_buf[kKeyTile * hd];
+  alignas(64) float out[AttentionRows::kMaxRows * hd];
+  alignas(64) float p[kKeyTile + L];
+  alignas(64) float sums[L * L];
+  float run_max[AttentionRows::kMaxRows], run_sum[AttentionRows::kMaxRows];
+  int32_t n_keys = 0;
+  for (int i = 0; i < b.n_rows; ++i) {
+    n_keys = std::max(n_keys, b.n_valid[i]);
+    run_max[i] = -INFINITY;
+    run_sum[i] = 0.f;
+    for (int64_t d = 0; d < hd; ++d) out[i * hd + d] = 0.f;
+  }
+  const V neg_inf = V::set1(-INFINITY), zero = V::zero(), scale = V::set1(b.scale);
+  for (int64_t j0 = 0; j0 < n_keys; j0 += kKeyTile) {
+    const int64_t nj = std::min<int64_t>(kKeyTile, n_keys - j0);
+    int64_t k_stride = 0, v_stride = 0;
+    const float* k0 = cache_tile<V>(b.k, b.k_f16, j0, nj, b.kv_stride, hd, k_buf, &k_stride);
+    const float* v0 = cache_tile<V>(b.v, b.v_f16, j0, nj, b.kv_stride, hd, v_buf, &v_stride);
+    for (int i = 0; i < b.n_rows; ++i) {
+      const int64_t visible = std::min<int64_t>(nj, b.n_valid[i] - j0);  // keys of this tile the row sees
+      if (visible <= 0) continue;
+      V q[kDv];
+      for (int dv = 0; dv < kDv; ++dv) q[dv] = V::load(b.q[i] + dv * L);
+      const V n_visible = V::set1(static_cast<float>(visible));
+      V m = neg_inf;
+      for (int64_t kb = 0; kb < visible; kb += L) {
+        for (int c = 0; c < L; ++c) {  // keys past `visible` repeat the last one; masked below
+          const float* kr = k0 + std::min<int64_t>(kb + c, visible - 1) * k_stride;
+          V acc = zero;
+          for (int dv = 0; dv < kDv; ++dv) acc = fmadd(q[dv], V::load(kr + dv * L), acc);
+          acc.store(sums + c * L);
+        }
+        V t[L];
+        for (int c = 0; c < L; ++c) t[c] = V::load(sums + c * L);
+        const V lane = V::iota() + V::set1(static_cast<float>(kb));
+        const V sc = where_less(lane, n_visible, transpose_add(t) * scale, neg_inf);
+        sc.store(p + kb);
+        m = max(m, sc);
+      }
+      const float m_new = std::max(run_max[i], reduce_max(m));
+      const float rescale = std::exp(run_max[i] - m_new);  // 0 on the first tile
+      V sum = zero;
+      for (int64_t kb = 0; kb < visible; kb += L) {
+        const V lane = V::iota() + V::set1(static_cast<float>(kb));
+        const V e = where_less(lane, n_visible, exp(V::load(p + kb) - V::set1(m_new)), zero);
+        e.store(p + kb);
+        sum = sum + e;
+      }
+      run_sum[i] = run_sum[i] * rescale + reduce_add(sum);
+      run_max[i] = m_new;
+      float* o = out + i * hd;
+      for (int dv = 0; dv < kDv; dv += kOut) {
+        V a[kOut];
+        for (int c = 0; c < kOut; ++c) a[c] = V::load(o + (dv + c) * L) * V::set1(rescale);
+        for (int64_t j = 0; j < visible; ++j) {
+          const V pj = V::set1(p[j]);
+          const float* vr = v0 + j * v_stride + dv * L;
+          for (int c = 0; c < kOut; ++c) a[c] = fmadd(pj, V::load(vr + c * L), a[c]);
+        }
+        for (int c = 0; c < kOut; ++c) a[c].store(o + (dv + c) * L);
+      }
+    }
+  }
+  for (int i = 0; i < b.n_rows; ++i) {
+    const float inv = 1.f / run_sum[i];
+    for (int64_t d = 0; d < hd; ++d) b.out[i][d] = out[i * hd + d] * inv;
+  }
+}
+
+// Head dims that are not a whole number of vectors (of at most 32) go through attention_rows,
+// L rows at a time.
+template <class V>
+WEFT_SIMD_TARGET void attention_decode(const AttentionRows& b) {
+  constexpr int L = V::kLanes;
+  switch (b.head_dim % L == 0 ? b.head_dim / L : 0) {
+    case 1: return attention_decode_dv<V, 1>(b);
+    case 2: return attention_decode_dv<V, 2>(b);
+    case 4: return attention_decode_dv<V, 4>(b);
+    case 8: return attention_decode_dv<V, 8>(b);
+    case 16: return attention_decode_dv<V, 16>(b);
+    case 32: return attention_decode_dv<V, 32>(b);
+    default: break;
+  }
+  for (int r0 = 0; r0 < b.n_rows; r0 += L) {
+    AttentionRows part = b;
+    part.n_rows = std::min(L, b.n_rows - r0);
+    for (int i = 0; i < part.n_rows; ++i)
+      part.q[i] = b.q[r0 + i], part.out[i] = b.out[r0 + i], part.n_valid[i] = b.n_valid[r0 + i];
+    attention_rows<V>(part);
+  }
+}
+
 }  // namespace weft::kernels::detail::simd

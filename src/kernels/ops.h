@@ -96,7 +96,8 @@ struct OpsKernels {
   void (*swiglu)(const float* gate, const float* up, float* out, int64_t n);
   void (*add)(float* y, const float* x, int64_t n);
   void (*to_f16)(const float* x, uint16_t* y, int64_t n);                    // round to nearest even
-  void (*attention_rows)(const AttentionRows& rows);                         // n_rows <= attention_lanes
+  void (*attention_rows)(const AttentionRows& rows);    // prompts: one row per lane, n_rows <= attention_lanes
+  void (*attention_decode)(const AttentionRows& rows);  // one token: rows one at a time, any n_rows
   int attention_lanes;
   const char* isa;                                                            // "ref", "avx2", "avx512"
 };

@@ -63,22 +63,30 @@ struct F32x1 {
   friend F32x1 round(F32x1 a) { return {std::nearbyint(a.v)}; }
   friend F32x1 mul_pow2(F32x1 p, F32x1 n) { return {std::ldexp(p.v, static_cast<int>(n.v))}; }
   friend F32x1 where_less(F32x1 a, F32x1 b, F32x1 x, F32x1 y) { return a.v < b.v ? x : y; }
+  static F32x1 iota() { return {0.f}; }
+  friend F32x1 transpose_add(const F32x1* a) { return a[0]; }
   friend float reduce_add(F32x1 a) { return a.v; }
   friend float reduce_max(F32x1 a) { return a.v; }
 };
 }  // namespace
 
 void attention_rows_scalar(const AttentionRows& rows) { simd::attention_rows<F32x1>(rows); }
+void attention_decode_scalar(const AttentionRows& rows) { simd::attention_decode<F32x1>(rows); }
 }  // namespace detail
 
-// Rows of one kv head go to the table's kernel a lane-full at a time: in decode the q heads of a
-// GQA group (each K/V row read once per group, not per head), in prompts also several tokens.
+// Rows of one kv head share each pass over its K/V rows: in decode the q heads of a GQA group (each
+// K/V row read once per group, not per head) through attention_decode; in prompts a lane-full of
+// (token, head) rows at a time through attention_rows. The kernel depends only on the call's token
+// count, so a row's result does not depend on how heads are split between threads or devices.
 void attention(const AttentionShape& s, const float* q, const void* k_cache, const void* v_cache,
                const int32_t* kv_of_q, const int32_t* pos, float* out) {
   const auto [h_begin, h_end] = head_range(s, kv_of_q, pos);
   const int64_t hd = s.head_dim;
   if (hd > AttentionRows::kMaxHeadDim) fail("kernels", "attention: head_dim {} over {}", hd, AttentionRows::kMaxHeadDim);
   const OpsKernels& k = ops_kernels();
+  const bool decode = s.n_tokens == 1;
+  const auto run = decode ? k.attention_decode : k.attention_rows;
+  const int block = decode ? AttentionRows::kMaxRows : k.attention_lanes;
   AttentionRows b;
   b.kv_stride = s.n_kv_heads * hd;
   b.k_f16 = s.k_type == DType::F16;
@@ -96,9 +104,9 @@ void attention(const AttentionShape& s, const float* q, const void* k_cache, con
         b.q[b.n_rows] = q + (t * s.n_q_heads + h) * hd;
         b.out[b.n_rows] = out + (t * s.n_q_heads + h) * hd;
         b.n_valid[b.n_rows] = pos[t] + 1;
-        if (++b.n_rows == k.attention_lanes) k.attention_rows(b), b.n_rows = 0;
+        if (++b.n_rows == block) run(b), b.n_rows = 0;
       }
-    if (b.n_rows > 0) k.attention_rows(b);
+    if (b.n_rows > 0) run(b);
   }
 }
 

@@ -43,6 +43,8 @@ struct F32x8 {
   friend WEFT_SIMD_TARGET F32x8 where_less(F32x8 a, F32x8 b, F32x8 x, F32x8 y) {
     return {_mm256_blendv_ps(y.v, x.v, _mm256_cmp_ps(a.v, b.v, _CMP_LT_OQ))};
   }
+  WEFT_SIMD_TARGET static F32x8 iota() { return {_mm256_setr_ps(0, 1, 2, 3, 4, 5, 6, 7)}; }
+  friend WEFT_SIMD_TARGET F32x8 transpose_add(const F32x8* a) { return {avx2::transpose_add8(&a[0].v)}; }
   friend WEFT_SIMD_TARGET float reduce_add(F32x8 a) { return avx2::hsum(a.v); }
   friend WEFT_SIMD_TARGET float reduce_max(F32x8 a) { return avx2::hmax(a.v); }
 };

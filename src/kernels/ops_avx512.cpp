@@ -11,6 +11,8 @@
 
 #include <cstdint>
 
+#include "kernels/simd_avx2.h"
+
 #define WEFT_SIMD_TARGET __attribute__((target("avx512f")))
 
 namespace weft::kernels::detail {
@@ -47,6 +49,17 @@ struct F32x16 {
   }
   friend WEFT_SIMD_TARGET F32x16 where_less(F32x16 a, F32x16 b, F32x16 x, F32x16 y) {
     return {_mm512_mask_blend_ps(_mm512_cmp_ps_mask(a.v, b.v, _CMP_LT_OQ), y.v, x.v)};
+  }
+  WEFT_SIMD_TARGET static F32x16 iota() {
+    return {_mm512_setr_ps(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15)};
+  }
+  friend WEFT_SIMD_TARGET F32x16 transpose_add(const F32x16* a) {  // halves first, then two 8 x 8 trees
+    __m256 h[16];
+    for (int k = 0; k < 16; ++k)
+      h[k] = _mm256_add_ps(_mm512_castps512_ps256(a[k].v),
+                           _mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(a[k].v), 1)));
+    const __m256 lo = avx2::transpose_add8(h), hi = avx2::transpose_add8(h + 8);
+    return {_mm512_castpd_ps(_mm512_insertf64x4(_mm512_castpd256_pd512(_mm256_castps_pd(lo)), _mm256_castps_pd(hi), 1))};
   }
   friend WEFT_SIMD_TARGET float reduce_add(F32x16 a) { return _mm512_reduce_add_ps(a.v); }
   friend WEFT_SIMD_TARGET float reduce_max(F32x16 a) { return _mm512_reduce_max_ps(a.v); }

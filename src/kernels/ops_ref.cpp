@@ -75,10 +75,12 @@ void to_f16_ref(const float* x, uint16_t* y, int64_t n) {
 }
 
 void attention_rows_scalar(const AttentionRows& rows);  // ops_attention.cpp
+void attention_decode_scalar(const AttentionRows& rows);
 
 const OpsKernels& ops_kernels_ref() {
   static const OpsKernels k{sum_sq_ref, scale_mul_ref, dot_ref, axpy_ref, max_ref, exp_sum_ref,
-                            scale_ref,  swiglu_ref,    add_ref, to_f16_ref, attention_rows_scalar, 1, "ref"};
+                            scale_ref,  swiglu_ref,    add_ref, to_f16_ref, attention_rows_scalar,
+                            attention_decode_scalar, 1, "ref"};
   return k;
 }
 

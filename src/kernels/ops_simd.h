@@ -5,7 +5,8 @@
 // on CPUs without it.
 // V provides: load, store, set1, zero, + - * /, fmadd(a, b, c) = a*b + c, fnmadd = c - a*b,
 // min, max, round (to nearest), mul_pow2(p, n) = p * 2^n for integral n, reduce_add, reduce_max,
-// where_less(a, b, x, y) = a < b ? x : y per lane, load_f16 / store_f16 (IEEE half, nearest even).
+// where_less(a, b, x, y) = a < b ? x : y per lane, load_f16 / store_f16 (IEEE half, nearest even),
+// iota() = (0, 1, ..., kLanes - 1), transpose_add(a[kLanes]) = (reduce_add(a[0]), reduce_add(a[1]), ...).
 #pragma once
 
 #include "core/fp16.h"

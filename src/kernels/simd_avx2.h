@@ -22,4 +22,13 @@ __attribute__((target("avx2"), always_inline)) inline float hmax(__m256 v) {
   return _mm_cvtss_f32(s);
 }
 
+// Lane k of the result = sum of the 8 lanes of a[k] (eight horizontal sums at once: hadd tree).
+__attribute__((target("avx2"), always_inline)) inline __m256 transpose_add8(const __m256* a) {
+  const __m256 t0 = _mm256_hadd_ps(a[0], a[1]), t1 = _mm256_hadd_ps(a[2], a[3]);
+  const __m256 t2 = _mm256_hadd_ps(a[4], a[5]), t3 = _mm256_hadd_ps(a[6], a[7]);
+  // u0 lane i < 4: a[i] lanes 0..3 summed; lane 4 + i: a[i] lanes 4..7 (u1: a[4 + i]).
+  const __m256 u0 = _mm256_hadd_ps(t0, t1), u1 = _mm256_hadd_ps(t2, t3);
+  return _mm256_add_ps(_mm256_permute2f128_ps(u0, u1, 0x20), _mm256_permute2f128_ps(u0, u1, 0x31));
+}
+
 }  // namespace weft::kernels::avx2

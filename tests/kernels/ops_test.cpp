@@ -502,6 +502,35 @@ TEST_F(OpsIsaTest, AttentionMatchesRefAndDouble) {
   }
 }
 
+// One token (decode: its own kernel, keys across lanes) at positions around the lane width and the
+// 64-key tiles, GQA groups of 1 to 20 heads (more rows than one block), head dims with and without
+// a vector tail, f32 and f16 caches.
+TEST_F(OpsIsaTest, AttentionDecodeMatchesRef) {
+  const AttnConfig configs[] = {{8, 2, false}, {8, 8, false}, {8, 1, false}, {20, 1, false}, {8, 2, true}};
+  for (const AttnConfig& cfg : configs)
+    for (int64_t head_dim : {64, 128, 44})
+      for (int32_t pos : {0, 1, 7, 15, 16, 17, 63, 64, 65, 200})
+        for (DType cache : {DType::F32, DType::F16}) {
+          SCOPED_TRACE(fmt::format("n_q={} n_kv={} head_dim={} pos={} cache={}", cfg.n_q, cfg.n_kv, head_dim, pos,
+                                   dtype_name(cache)));
+          const AttnCase c = make_attn(cfg.n_q, cfg.n_kv, head_dim, {pos}, uint32_t(7 + pos + head_dim), cfg.interleaved);
+          std::vector<uint16_t> k16(c.k.size()), v16(c.v.size());
+          for (size_t i = 0; i < c.k.size(); ++i) k16[i] = f32_to_fp16(c.k[i]), v16[i] = f32_to_fp16(c.v[i]);
+          AttentionShape s = c.shape;
+          s.k_type = s.v_type = cache;
+          const void* k = cache == DType::F16 ? static_cast<const void*>(k16.data()) : c.k.data();
+          const void* v = cache == DType::F16 ? static_cast<const void*>(v16.data()) : c.v.data();
+          std::vector<float> ref(c.q.size());
+          attention_ref(s, c.q.data(), k, v, c.kv_of_q.data(), c.pos.data(), ref.data());
+          for (const OpsKernels* t : available_tables()) {
+            force_ops_isa(t->isa);
+            std::vector<float> out(ref.size(), NAN);
+            attention(s, c.q.data(), k, v, c.kv_of_q.data(), c.pos.data(), out.data());
+            expect_near_all(out, ref, kAttnAbsTol, std::string("attention ") + t->isa);
+          }
+        }
+}
+
 // f16 caches (llama.cpp's -ctk/-ctv f16), K and V each: every table reads the halves as the
 // reference does.
 TEST_F(OpsIsaTest, AttentionOverF16CachesMatchesRef) {
