@@ -1,11 +1,14 @@
 // Causal attention over a block of query rows that share a kv head, written once against the
-// vector type V of ops_simd.h, one row per lane (after the MLX Simd<T, N> idea; N = 1 is the scalar
-// table's kernel). With rows in lanes, a key's scores for the whole block are one vector, and the
-// online-softmax statistics (running max, running sum) are vectors too: no horizontal reductions.
-//   scores:  s[j] = scale * sum_d bcast(k_j[d]) * qt[d]      (qt: the block's queries, transposed)
-//   values:  acc[d] = acc[d] * rescale + sum_j bcast(v_j[d]) * p[j]
-// Each FMA reads one broadcast scalar and one vector already in L1; the kv cache is read once
-// per block. Lanes are independent, so a row's result does not depend on its neighbours.
+// vector type V of ops_simd.h (after the MLX Simd<T, N> idea; N = 1 is the scalar table's kernel).
+// Two kernels, picked by the call's token count (ops_attention.cpp):
+// - attention_rows (prompts): one row per lane. A key's scores for the whole block are one
+//   vector, and the online-softmax statistics (running max, running sum) are vectors too:
+//     scores:  s[j] = scale * sum_d bcast(k_j[d]) * qt[d]      (qt: the block's queries, transposed)
+//     values:  acc[d] = acc[d] * rescale + sum_j bcast(v_j[d]) * p[j]
+//   Each FMA reads one broadcast scalar and one vector already in L1; the kv cache is read once
+//   per block. Lanes are independent, so a row's result does not depend on its neighbours.
+// - attention_decode (one token): too few rows to fill the lanes, so lanes hold head dims and keys.
+// The kv cache is read once per block either way, converted tile by tile when it holds f16.
 #pragma once
 
 #include "kernels/ops_simd.h"
