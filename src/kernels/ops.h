@@ -88,8 +88,6 @@ struct AttentionRows {
 struct OpsKernels {
   float (*sum_sq)(const float* x, int64_t n);                                 // sum x[i]^2
   void (*scale_mul)(const float* x, float s, const float* w, float* y, int64_t n);  // y = x*s*w (w null: 1)
-  float (*dot)(const float* a, const float* b, int64_t n);
-  void (*axpy)(float a, const float* x, float* y, int64_t n);                 // y += a*x
   float (*max)(const float* x, int64_t n);                                    // n >= 1
   float (*exp_sum)(float* x, float m, int64_t n);                             // x = exp(x - m); returns sum
   void (*scale)(float* x, float s, int64_t n);                                // x *= s

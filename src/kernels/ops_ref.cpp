@@ -33,16 +33,6 @@ void scale_mul_ref(const float* x, float s, const float* w, float* y, int64_t n)
   for (int64_t i = 0; i < n; ++i) y[i] = x[i] * s * (w ? w[i] : 1.0f);
 }
 
-float dot_ref(const float* a, const float* b, int64_t n) {
-  float s = 0.f;
-  for (int64_t i = 0; i < n; ++i) s += a[i] * b[i];
-  return s;
-}
-
-void axpy_ref(float a, const float* x, float* y, int64_t n) {
-  for (int64_t i = 0; i < n; ++i) y[i] += a * x[i];
-}
-
 float max_ref(const float* x, int64_t n) {
   float m = x[0];
   for (int64_t i = 1; i < n; ++i) m = x[i] > m ? x[i] : m;
@@ -78,7 +68,7 @@ void attention_rows_scalar(const AttentionRows& rows);  // ops_attention.cpp
 void attention_decode_scalar(const AttentionRows& rows);
 
 const OpsKernels& ops_kernels_ref() {
-  static const OpsKernels k{sum_sq_ref, scale_mul_ref, dot_ref, axpy_ref, max_ref, exp_sum_ref,
+  static const OpsKernels k{sum_sq_ref, scale_mul_ref, max_ref, exp_sum_ref,
                             scale_ref,  swiglu_ref,    add_ref, to_f16_ref, attention_rows_scalar,
                             attention_decode_scalar, 1, "ref"};
   return k;

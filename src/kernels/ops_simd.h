@@ -23,8 +23,6 @@ namespace weft::kernels::detail {
 
 float sum_sq_ref(const float* x, int64_t n);
 void scale_mul_ref(const float* x, float s, const float* w, float* y, int64_t n);
-float dot_ref(const float* a, const float* b, int64_t n);
-void axpy_ref(float a, const float* x, float* y, int64_t n);
 float max_ref(const float* x, int64_t n);
 float exp_sum_ref(float* x, float m, int64_t n);
 void scale_ref(float* x, float s, int64_t n);
@@ -82,28 +80,6 @@ WEFT_SIMD_TARGET void scale_mul(const float* x, float s, const float* w, float* 
     for (; i + L <= n; i += L) (V::load(x + i) * vs).store(y + i);
   }
   scale_mul_ref(x + i, s, w ? w + i : nullptr, y + i, n - i);
-}
-
-template <class V>
-WEFT_SIMD_TARGET float dot(const float* a, const float* b, int64_t n) {
-  constexpr int64_t L = V::kLanes;
-  V a0 = V::zero(), a1 = V::zero();
-  int64_t i = 0;
-  for (; i + 2 * L <= n; i += 2 * L) {
-    a0 = fmadd(V::load(a + i), V::load(b + i), a0);
-    a1 = fmadd(V::load(a + i + L), V::load(b + i + L), a1);
-  }
-  for (; i + L <= n; i += L) a0 = fmadd(V::load(a + i), V::load(b + i), a0);
-  return reduce_add(a0 + a1) + dot_ref(a + i, b + i, n - i);
-}
-
-template <class V>
-WEFT_SIMD_TARGET void axpy(float a, const float* x, float* y, int64_t n) {
-  constexpr int64_t L = V::kLanes;
-  const V va = V::set1(a);
-  int64_t i = 0;
-  for (; i + L <= n; i += L) fmadd(va, V::load(x + i), V::load(y + i)).store(y + i);
-  axpy_ref(a, x + i, y + i, n - i);
 }
 
 template <class V>
