@@ -156,6 +156,8 @@ WEFT_MATMUL_BENCH(Q8_0)
 WEFT_MATMUL_BENCH(Q4_K)
 WEFT_MATMUL_BENCH(Q6_K)
 WEFT_MATMUL_BENCH(F16)
+WEFT_MATMUL_BENCH(Q5_K)
+WEFT_MATMUL_BENCH(Q5_0)
 
 // One layer's attention for one token (decode) at a deep context, the 500m preset's heads (32 q,
 // 8 kv, head_dim 64), one thread: decode reads the whole K/V cache, so bytes_per_second against

@@ -18,6 +18,7 @@
 #include <algorithm>
 #include <cstddef>
 #include <cstring>
+#include <type_traits>
 #include <vector>
 
 #define WEFT_GEMM_AVX512 __attribute__((target("avx512f,avx512bw,avx512vl,avx512dq,avx512vnni,avx2,fma,f16c")))
@@ -173,16 +174,38 @@ WEFT_GEMM_AVX512 inline __m512i high_nibbles(__m512i v) {
   return _mm512_and_si512(_mm512_srli_epi16(v, 4), _mm512_set1_epi8(0x0F));
 }
 
-WEFT_GEMM_AVX512 void pack_q4_0(const PanelRows& rows, int64_t nb, size_t bb, uint8_t* panel) {
+// The u32 at rows.p[r] + off of each row, as 16 lanes.
+WEFT_GEMM_AVX512 inline __m512i u32_lanes(const PanelRows& rows, size_t off) {
+  alignas(64) uint32_t v[kPanelRows];
+  for (int r = 0; r < kPanelRows; ++r) std::memcpy(&v[r], rows.p[r] + off, 4);
+  return _mm512_load_si512(v);
+}
+
+// Bits 0..3 of each dword to bit 4 of its bytes 0..3: the multiply puts bit k of copy k at bit 8k
+// (copies at shifts 0, 7, 14, 21 never overlap, so nothing carries).
+WEFT_GEMM_AVX512 inline __m512i spread_4_bits(__m512i v) {
+  const __m512i t = _mm512_mullo_epi32(_mm512_and_si512(v, _mm512_set1_epi32(0xF)), _mm512_set1_epi32(0x00204081));
+  return _mm512_slli_epi32(_mm512_and_si512(t, _mm512_set1_epi32(0x01010101)), 4);
+}
+
+// Q4_0, and Q5_0 whose fifth bit of value v is bit v of qh.
+template <class Block>
+WEFT_GEMM_AVX512 void pack_q4_5_0(const PanelRows& rows, int64_t nb, size_t bb, uint8_t* panel) {
   for (int64_t b = 0; b < nb; ++b) {
     uint8_t* pb = panel + b * bb;
-    const size_t off = b * sizeof(legacy::BlockQ4_0);
+    const size_t off = b * sizeof(Block);
     __m512i qs[4], q[kGroups];
-    transpose_16x4(rows, off + 2, qs);  // values 4g..4g+3 low nibbles, 4g+16.. high
+    transpose_16x4(rows, off + offsetof(Block, qs), qs);  // values 4g..4g+3 low nibbles, 4g+16.. high
 #pragma GCC unroll 4
     for (int g = 0; g < 4; ++g) {
       q[g] = low_nibbles(qs[g]);
       q[g + 4] = high_nibbles(qs[g]);
+    }
+    if constexpr (std::is_same_v<Block, legacy::BlockQ5_0>) {
+      const __m512i qh = u32_lanes(rows, off + offsetof(Block, qh));
+#pragma GCC unroll 8
+      for (int g = 0; g < kGroups; ++g)
+        q[g] = _mm512_or_si512(q[g], spread_4_bits(_mm512_srl_epi32(qh, _mm_cvtsi32_si128(4 * g))));
     }
     store_groups(pb, q);
     _mm512_store_ps(pb + kGroups * 64, fp16_lanes(rows, off));
@@ -203,22 +226,39 @@ WEFT_GEMM_AVX512 void pack_q8_0(const PanelRows& rows, int64_t nb, size_t bb, ui
   }
 }
 
-WEFT_GEMM_AVX512 void pack_q4_K(const PanelRows& rows, int64_t nb, size_t bb, uint8_t* panel) {
-  using kquants::BlockQ4K;
+// Bit j of each byte moved to bit 4 (Q5_K's fifth bit of sub-block j). 16-bit shifts move bits
+// across bytes, but bit 4 of either byte comes from its own byte for shifts up to 4 left, 3 right.
+WEFT_GEMM_AVX512 inline __m512i fifth_bit(__m512i qh, int j) {
+  const __m512i moved = j <= 4 ? _mm512_sll_epi16(qh, _mm_cvtsi32_si128(4 - j)) : _mm512_srl_epi16(qh, _mm_cvtsi32_si128(j - 4));
+  return _mm512_and_si512(moved, _mm512_set1_epi8(0x10));
+}
+
+// Q4_K, and Q5_K whose fifth bit of value l of sub-block j is bit j of qh[l].
+template <class Block>
+WEFT_GEMM_AVX512 void pack_q4_5_K(const PanelRows& rows, int64_t nb, size_t bb, uint8_t* panel) {
+  constexpr bool kQ5 = std::is_same_v<Block, kquants::BlockQ5K>;
   for (int64_t sb = 0; sb < nb / 8; ++sb) {
-    const size_t off = sb * sizeof(BlockQ4K);
+    const size_t off = sb * sizeof(Block);
+    __m512i qh[kGroups];
+    if constexpr (kQ5) transpose_16x8(rows, off + offsetof(Block, qh), qh);
     for (int c = 0; c < 4; ++c) {  // chunk c: sub-blocks 2c (low nibbles), 2c + 1 (high)
       __m512i qs[kGroups], q[kGroups];
-      transpose_16x8(rows, off + offsetof(BlockQ4K, qs) + 32 * c, qs);
+      transpose_16x8(rows, off + offsetof(Block, qs) + 32 * c, qs);
 #pragma GCC unroll 8
-      for (int g = 0; g < kGroups; ++g) q[g] = low_nibbles(qs[g]);
+      for (int g = 0; g < kGroups; ++g) {
+        q[g] = low_nibbles(qs[g]);
+        if constexpr (kQ5) q[g] = _mm512_or_si512(q[g], fifth_bit(qh[g], 2 * c));
+      }
       store_groups(panel + (8 * sb + 2 * c) * bb, q);
 #pragma GCC unroll 8
-      for (int g = 0; g < kGroups; ++g) q[g] = high_nibbles(qs[g]);
+      for (int g = 0; g < kGroups; ++g) {
+        q[g] = high_nibbles(qs[g]);
+        if constexpr (kQ5) q[g] = _mm512_or_si512(q[g], fifth_bit(qh[g], 2 * c + 1));
+      }
       store_groups(panel + (8 * sb + 2 * c + 1) * bb, q);
     }
     for (int r = 0; r < kPanelRows; ++r) {
-      const auto* blk = reinterpret_cast<const BlockQ4K*>(rows.p[r] + off);
+      const auto* blk = reinterpret_cast<const Block*>(rows.p[r] + off);
       uint8_t sc[8], m[8];
       kquants::unpack_scales_mins(blk->scales, sc, m);
       const float d = _cvtsh_ss(blk->d), dmin = _cvtsh_ss(blk->dmin);
@@ -271,13 +311,16 @@ WEFT_GEMM_AVX512 void pack_q6_K(const PanelRows& rows, int64_t nb, size_t bb, ui
   }
 }
 
-// SIMD packing where written (the types of q4_0, q8_0 and q4_k_m files), pack_panel otherwise.
+// SIMD packing where written (the types of q4_0, q5_0, q8_0, q4_k_m and q5_k_m files), pack_panel
+// otherwise.
 void pack(const WeightMatrix& w, int64_t r0, int n_rows, uint8_t* panel, size_t bb) {
   const int64_t nb = w.cols / kQK;
   switch (w.type) {
-    case DType::Q4_0: return pack_q4_0(PanelRows(w, r0, n_rows), nb, bb, panel);
+    case DType::Q4_0: return pack_q4_5_0<legacy::BlockQ4_0>(PanelRows(w, r0, n_rows), nb, bb, panel);
+    case DType::Q5_0: return pack_q4_5_0<legacy::BlockQ5_0>(PanelRows(w, r0, n_rows), nb, bb, panel);
     case DType::Q8_0: return pack_q8_0(PanelRows(w, r0, n_rows), nb, bb, panel);
-    case DType::Q4_K: return pack_q4_K(PanelRows(w, r0, n_rows), nb, bb, panel);
+    case DType::Q4_K: return pack_q4_5_K<kquants::BlockQ4K>(PanelRows(w, r0, n_rows), nb, bb, panel);
+    case DType::Q5_K: return pack_q4_5_K<kquants::BlockQ5K>(PanelRows(w, r0, n_rows), nb, bb, panel);
     case DType::Q6_K: return pack_q6_K(PanelRows(w, r0, n_rows), nb, bb, panel);
     default: return pack_panel(w, r0, n_rows, panel);
   }
