@@ -188,9 +188,12 @@ WEFT_GEMM_AVX512 inline __m512i spread_4_bits(__m512i v) {
   return _mm512_slli_epi32(_mm512_and_si512(t, _mm512_set1_epi32(0x01010101)), 4);
 }
 
-// Q4_0, and Q5_0 whose fifth bit of value v is bit v of qh.
+// The legacy 4- and 5-bit types: Q4_0 / Q4_1, and Q5_0 / Q5_1 whose fifth bit of value v is bit v
+// of qh; the _1 types add their min m after the scales.
 template <class Block>
-WEFT_GEMM_AVX512 void pack_q4_5_0(const PanelRows& rows, int64_t nb, size_t bb, uint8_t* panel) {
+WEFT_GEMM_AVX512 void pack_q4_5_legacy(const PanelRows& rows, int64_t nb, size_t bb, uint8_t* panel) {
+  constexpr bool kQ5 = std::is_same_v<Block, legacy::BlockQ5_0> || std::is_same_v<Block, legacy::BlockQ5_1>;
+  constexpr bool kMin = std::is_same_v<Block, legacy::BlockQ4_1> || std::is_same_v<Block, legacy::BlockQ5_1>;
   for (int64_t b = 0; b < nb; ++b) {
     uint8_t* pb = panel + b * bb;
     const size_t off = b * sizeof(Block);
@@ -201,14 +204,15 @@ WEFT_GEMM_AVX512 void pack_q4_5_0(const PanelRows& rows, int64_t nb, size_t bb, 
       q[g] = low_nibbles(qs[g]);
       q[g + 4] = high_nibbles(qs[g]);
     }
-    if constexpr (std::is_same_v<Block, legacy::BlockQ5_0>) {
+    if constexpr (kQ5) {
       const __m512i qh = u32_lanes(rows, off + offsetof(Block, qh));
 #pragma GCC unroll 8
       for (int g = 0; g < kGroups; ++g)
         q[g] = _mm512_or_si512(q[g], spread_4_bits(_mm512_srl_epi32(qh, _mm_cvtsi32_si128(4 * g))));
     }
     store_groups(pb, q);
-    _mm512_store_ps(pb + kGroups * 64, fp16_lanes(rows, off));
+    _mm512_store_ps(pb + kGroups * 64, fp16_lanes(rows, off + offsetof(Block, d)));
+    if constexpr (kMin) _mm512_store_ps(pb + kGroups * 64 + 64, fp16_lanes(rows, off + offsetof(Block, m)));
   }
 }
 
@@ -311,13 +315,14 @@ WEFT_GEMM_AVX512 void pack_q6_K(const PanelRows& rows, int64_t nb, size_t bb, ui
   }
 }
 
-// SIMD packing where written (the types of q4_0, q5_0, q8_0, q4_k_m and q5_k_m files), pack_panel
-// otherwise.
+// SIMD packing for every panel type; pack_panel (scalar) stays the reference.
 void pack(const WeightMatrix& w, int64_t r0, int n_rows, uint8_t* panel, size_t bb) {
   const int64_t nb = w.cols / kQK;
   switch (w.type) {
-    case DType::Q4_0: return pack_q4_5_0<legacy::BlockQ4_0>(PanelRows(w, r0, n_rows), nb, bb, panel);
-    case DType::Q5_0: return pack_q4_5_0<legacy::BlockQ5_0>(PanelRows(w, r0, n_rows), nb, bb, panel);
+    case DType::Q4_0: return pack_q4_5_legacy<legacy::BlockQ4_0>(PanelRows(w, r0, n_rows), nb, bb, panel);
+    case DType::Q4_1: return pack_q4_5_legacy<legacy::BlockQ4_1>(PanelRows(w, r0, n_rows), nb, bb, panel);
+    case DType::Q5_0: return pack_q4_5_legacy<legacy::BlockQ5_0>(PanelRows(w, r0, n_rows), nb, bb, panel);
+    case DType::Q5_1: return pack_q4_5_legacy<legacy::BlockQ5_1>(PanelRows(w, r0, n_rows), nb, bb, panel);
     case DType::Q8_0: return pack_q8_0(PanelRows(w, r0, n_rows), nb, bb, panel);
     case DType::Q4_K: return pack_q4_5_K<kquants::BlockQ4K>(PanelRows(w, r0, n_rows), nb, bb, panel);
     case DType::Q5_K: return pack_q4_5_K<kquants::BlockQ5K>(PanelRows(w, r0, n_rows), nb, bb, panel);
