@@ -159,32 +159,41 @@ WEFT_MATMUL_BENCH(F16)
 WEFT_MATMUL_BENCH(Q5_K)
 WEFT_MATMUL_BENCH(Q5_0)
 
-// One layer's attention for one token (decode) at a deep context, the 500m preset's heads (32 q,
-// 8 kv, head_dim 64), one thread: decode reads the whole K/V cache, so bytes_per_second against
-// BM_read/1 is its roofline. Args: positions in the cache, cache type (0 f32, 1 f16).
-void BM_attention_decode(benchmark::State& state) {
-  const int64_t n_pos = state.range(0), n_q = 32, n_kv = 8, hd = 64;
+// One layer's attention at a deep context, the 500m preset's heads (32 q, 8 kv, head_dim 64), one
+// thread. Decode (one token) reads the whole K/V cache, so its bytes_per_second against BM_read/1
+// is its roofline; a prompt chunk is compute bound (FLOP/s counter: 4 per q head, key and dim).
+// Args: positions in the cache, cache type (0 f32, 1 f16), tokens.
+void BM_attention(benchmark::State& state) {
+  const int64_t n_pos = state.range(0), n_tokens = state.range(2), n_q = 32, n_kv = 8, hd = 64;
   const DType cache = state.range(1) ? DType::F16 : DType::F32;
   std::mt19937 rng(5);
   std::normal_distribution<float> nd(0.f, 1.f);
-  std::vector<float> q(n_q * hd), out(n_q * hd), kv(n_pos * n_kv * hd);
+  std::vector<float> q(n_tokens * n_q * hd), out(q.size()), kv(n_pos * n_kv * hd);
   for (auto& v : q) v = nd(rng);
   for (auto& v : kv) v = nd(rng);
   std::vector<uint16_t> kv16(kv.size());
   kernels::f32_to_f16_row(kv.data(), kv16.data(), static_cast<int64_t>(kv.size()));
   const void* k = cache == DType::F16 ? static_cast<const void*>(kv16.data()) : kv.data();
-  std::vector<int32_t> kv_of_q(n_q);
+  std::vector<int32_t> kv_of_q(n_q), pos(n_tokens);
   for (int64_t h = 0; h < n_q; ++h) kv_of_q[h] = static_cast<int32_t>(h / (n_q / n_kv));
-  const int32_t pos = static_cast<int32_t>(n_pos - 1);
-  kernels::AttentionShape s{1, n_q, n_kv, hd, 0.125f};
+  for (int64_t t = 0; t < n_tokens; ++t) pos[t] = static_cast<int32_t>(n_pos - n_tokens + t);
+  kernels::AttentionShape s{n_tokens, n_q, n_kv, hd, 0.125f};
   s.k_type = s.v_type = cache;
   for (auto _ : state) {
-    kernels::attention(s, q.data(), k, k, kv_of_q.data(), &pos, out.data());  // V = K: same bytes read
+    kernels::attention(s, q.data(), k, k, kv_of_q.data(), pos.data(), out.data());  // V = K: same bytes read
     benchmark::DoNotOptimize(out.data());
   }
   state.SetBytesProcessed(static_cast<int64_t>(state.iterations()) * 2 * static_cast<int64_t>(row_bytes(cache, kv.size())));
+  double keys = 0;
+  for (int32_t p : pos) keys += p + 1;
+  state.counters["FLOP/s"] = benchmark::Counter(4.0 * keys * n_q * hd * state.iterations(), benchmark::Counter::kIsRate);
   state.SetLabel(std::string(dtype_name(cache)) + " cache, " + kernels::ops_kernels().isa);
 }
-BENCHMARK(BM_attention_decode)->ArgsProduct({{512, 4096}, {0, 1}})->ArgNames({"pos", "f16"})->UseRealTime();
+BENCHMARK(BM_attention)
+    ->ArgsProduct({{512, 4096}, {0, 1}, {1}})
+    ->Args({3200, 1, 128})
+    ->Args({3200, 0, 128})
+    ->ArgNames({"pos", "f16", "tokens"})
+    ->UseRealTime();
 
 }  // namespace

@@ -71,7 +71,7 @@ template <class V>
 WEFT_SIMD_TARGET void attention_rows(const AttentionRows& b) {
   constexpr int L = V::kLanes;
   static_assert(L <= AttentionRows::kMaxRows);
-  constexpr int kKeys = 4, kDims = 8;  // register blocking: keys per score pass, dims per value pass
+  constexpr int kKeys = 8, kDims = 8;  // register blocking: keys per score pass, dims per value pass
   const int64_t hd = b.head_dim;
   alignas(64) float qt[AttentionRows::kMaxHeadDim * L];
   alignas(64) float acc[AttentionRows::kMaxHeadDim * L];
