@@ -14,10 +14,12 @@
 #include "kernels/ops_simd.h"
 
 #include <cmath>
+#include <vector>
 
 namespace weft::kernels::detail::simd {
 
 constexpr int64_t kKeyTile = 64;  // keys per softmax update; their scores stay in L1
+constexpr int64_t kMaxDecodeRows = 16;  // rows attention_decode_dv keeps state for
 
 // Scores of NK keys (rows of kb) against the block, masked to -inf where a key is not visible.
 template <class V, int NK>
@@ -67,67 +69,90 @@ WEFT_SIMD_TARGET inline const float* cache_tile(const void* cache, bool f16, int
   return buf;
 }
 
+// Rows go in blocks of L (one row per lane); the key tiles are the outer loop, so each K/V tile is
+// read (and converted) once for every block, not once per block. A block's state between tiles:
+// its queries transposed (qt), output accumulators, and per-lane limit, running max and sum.
 template <class V>
 WEFT_SIMD_TARGET void attention_rows(const AttentionRows& b) {
   constexpr int L = V::kLanes;
-  static_assert(L <= AttentionRows::kMaxRows);
   constexpr int kKeys = 8, kDims = 8;  // register blocking: keys per score pass, dims per value pass
-  const int64_t hd = b.head_dim;
-  alignas(64) float qt[AttentionRows::kMaxHeadDim * L];
-  alignas(64) float acc[AttentionRows::kMaxHeadDim * L];
+  const int64_t hd = b.head_dim, n_blocks = (b.n_rows + L - 1) / L;
+  const int64_t per_block = 2 * hd * L + 3 * L;  // qt, acc, lim, max, sum
+  thread_local std::vector<float> state;
+  thread_local std::vector<int32_t> block_keys;  // keys any row of the block sees
+  if (state.size() < static_cast<size_t>(per_block * n_blocks)) state.resize(per_block * n_blocks);
+  block_keys.assign(n_blocks, 0);
   alignas(64) float s[kKeyTile * L];
   alignas(64) float k_buf[kKeyTile * AttentionRows::kMaxHeadDim], v_buf[kKeyTile * AttentionRows::kMaxHeadDim];
-  alignas(64) float lim_rows[L];
-  // Absent lanes get zero queries and see every key: finite scores, outputs never stored.
   int32_t n_keys = 0;
-  for (int i = 0; i < L; ++i) {
-    const bool live = i < b.n_rows;
-    if (live) n_keys = std::max(n_keys, b.n_valid[i]);
-    for (int64_t d = 0; d < hd; ++d) qt[d * L + i] = live ? b.q[i][d] : 0.f;
+  for (int64_t blk = 0; blk < n_blocks; ++blk) {
+    float* qt = state.data() + blk * per_block;
+    float* acc = qt + hd * L;
+    float* lim = acc + hd * L;
+    const int64_t r0 = blk * L, live = std::min<int64_t>(L, b.n_rows - r0);
+    for (int64_t i = 0; i < live; ++i) block_keys[blk] = std::max(block_keys[blk], b.n_valid[r0 + i]);
+    n_keys = std::max(n_keys, block_keys[blk]);
+    // Absent lanes get zero queries and see every key of the block: finite scores, never stored.
+    for (int i = 0; i < L; ++i) {
+      for (int64_t d = 0; d < hd; ++d) qt[d * L + i] = i < live ? b.q[r0 + i][d] : 0.f;
+      lim[i] = static_cast<float>(i < live ? b.n_valid[r0 + i] : block_keys[blk]);
+    }
+    for (int64_t i = 0; i < hd * L; ++i) acc[i] = 0.f;
+    V::set1(-INFINITY).store(lim + L);
+    V::zero().store(lim + 2 * L);
   }
-  for (int i = 0; i < L; ++i) lim_rows[i] = static_cast<float>(i < b.n_rows ? b.n_valid[i] : n_keys);
-  for (int64_t i = 0; i < hd * L; ++i) acc[i] = 0.f;
-  const V lim = V::load(lim_rows), scale = V::set1(b.scale), zero = V::zero();
-  V run_max = V::set1(-INFINITY), run_sum = zero;
+  const V scale = V::set1(b.scale), zero = V::zero();
 
   for (int64_t j0 = 0; j0 < n_keys; j0 += kKeyTile) {
-    const int64_t nj = std::min<int64_t>(kKeyTile, n_keys - j0);
+    const int64_t nj_all = std::min<int64_t>(kKeyTile, n_keys - j0);
     int64_t k_stride = 0, v_stride = 0;
-    const float* k0 = cache_tile<V>(b.k, b.k_f16, j0, nj, b.kv_stride, hd, k_buf, &k_stride);
-    const float* v0 = cache_tile<V>(b.v, b.v_f16, j0, nj, b.kv_stride, hd, v_buf, &v_stride);
-    const V tile_lim = lim - V::set1(static_cast<float>(j0));  // keys visible to each lane, from j0
-    V m = run_max;
-    int64_t j = 0;
-    for (; j + kKeys <= nj; j += kKeys) {
-      const float* kb[kKeys];
-      for (int c = 0; c < kKeys; ++c) kb[c] = k0 + (j + c) * k_stride;
-      score_keys<V, kKeys>(kb, j, qt, hd, scale, tile_lim, s, m);
+    const float* k0 = cache_tile<V>(b.k, b.k_f16, j0, nj_all, b.kv_stride, hd, k_buf, &k_stride);
+    const float* v0 = cache_tile<V>(b.v, b.v_f16, j0, nj_all, b.kv_stride, hd, v_buf, &v_stride);
+    for (int64_t blk = 0; blk < n_blocks; ++blk) {
+      if (block_keys[blk] <= j0) continue;  // causal: the block sees nothing from here on
+      const int64_t nj = std::min<int64_t>(nj_all, block_keys[blk] - j0);
+      const float* qt = state.data() + blk * per_block;
+      float* acc = state.data() + blk * per_block + hd * L;
+      float* lim_p = acc + hd * L;
+      const V tile_lim = V::load(lim_p) - V::set1(static_cast<float>(j0));  // keys visible to each lane, from j0
+      const V run_max = V::load(lim_p + L);
+      V m = run_max;
+      int64_t j = 0;
+      for (; j + kKeys <= nj; j += kKeys) {
+        const float* kb[kKeys];
+        for (int c = 0; c < kKeys; ++c) kb[c] = k0 + (j + c) * k_stride;
+        score_keys<V, kKeys>(kb, j, qt, hd, scale, tile_lim, s, m);
+      }
+      for (; j < nj; ++j) {
+        const float* kb[1] = {k0 + j * k_stride};
+        score_keys<V, 1>(kb, j, qt, hd, scale, tile_lim, s, m);
+      }
+      // Every lane sees key 0, so m is finite from the first tile on; exp(-inf - m) = 0 rescales
+      // the empty accumulators of the first tile.
+      const V rescale = exp(run_max - m);
+      V sum = zero;
+      for (j = 0; j < nj; ++j) {  // probabilities over the scores; hidden keys exactly 0
+        const V p = where_less(V::set1(static_cast<float>(j)), tile_lim, exp(V::load(s + j * L) - m), zero);
+        p.store(s + j * L);
+        sum = sum + p;
+      }
+      fmadd(V::load(lim_p + 2 * L), rescale, sum).store(lim_p + 2 * L);
+      m.store(lim_p + L);
+      int64_t d = 0;
+      for (; d + kDims <= hd; d += kDims) accumulate_values<V, kDims>(v0, v_stride, nj, s, d, rescale, acc);
+      for (; d < hd; ++d) accumulate_values<V, 1>(v0, v_stride, nj, s, d, rescale, acc);
     }
-    for (; j < nj; ++j) {
-      const float* kb[1] = {k0 + j * k_stride};
-      score_keys<V, 1>(kb, j, qt, hd, scale, tile_lim, s, m);
-    }
-    // Every lane sees key 0, so m is finite from the first tile on; exp(-inf - m) = 0 rescales
-    // the empty accumulators of the first tile.
-    const V rescale = exp(run_max - m);
-    V sum = zero;
-    for (j = 0; j < nj; ++j) {  // probabilities over the scores; hidden keys exactly 0
-      const V p = where_less(V::set1(static_cast<float>(j)), tile_lim, exp(V::load(s + j * L) - m), zero);
-      p.store(s + j * L);
-      sum = sum + p;
-    }
-    run_sum = fmadd(run_sum, rescale, sum);
-    run_max = m;
-    int64_t d = 0;
-    for (; d + kDims <= hd; d += kDims) accumulate_values<V, kDims>(v0, v_stride, nj, s, d, rescale, acc);
-    for (; d < hd; ++d) accumulate_values<V, 1>(v0, v_stride, nj, s, d, rescale, acc);
   }
 
-  const V inv = V::set1(1.f) / run_sum;
   alignas(64) float row[L];
-  for (int64_t d = 0; d < hd; ++d) {
-    (V::load(acc + d * L) * inv).store(row);
-    for (int i = 0; i < b.n_rows; ++i) b.out[i][d] = row[i];
+  for (int64_t blk = 0; blk < n_blocks; ++blk) {
+    const float* acc = state.data() + blk * per_block + hd * L;
+    const V inv = V::set1(1.f) / V::load(acc + hd * L + 2 * L);
+    const int64_t r0 = blk * L, live = std::min<int64_t>(L, b.n_rows - r0);
+    for (int64_t d = 0; d < hd; ++d) {
+      (V::load(acc + d * L) * inv).store(row);
+      for (int64_t i = 0; i < live; ++i) b.out[r0 + i][d] = row[i];
+    }
   }
 }
 
@@ -143,10 +168,10 @@ WEFT_SIMD_TARGET void attention_decode_dv(const AttentionRows& b) {
   constexpr int kOut = kDv < 8 ? kDv : 8;  // output vectors held across a tile's keys
   constexpr int64_t hd = int64_t{kDv} * L;
   alignas(64) float k_buf[kKeyTile * hd], v_buf[kKeyTile * hd];
-  alignas(64) float out[AttentionRows::kMaxRows * hd];
+  alignas(64) float out[kMaxDecodeRows * hd];
   alignas(64) float p[kKeyTile + L];
   alignas(64) float sums[L * L];
-  float run_max[AttentionRows::kMaxRows], run_sum[AttentionRows::kMaxRows];
+  float run_max[kMaxDecodeRows], run_sum[kMaxDecodeRows];
   int32_t n_keys = 0;
   for (int i = 0; i < b.n_rows; ++i) {
     n_keys = std::max(n_keys, b.n_valid[i]);
@@ -216,21 +241,23 @@ WEFT_SIMD_TARGET void attention_decode_dv(const AttentionRows& b) {
 template <class V>
 WEFT_SIMD_TARGET void attention_decode(const AttentionRows& b) {
   constexpr int L = V::kLanes;
+  void (*kernel)(const AttentionRows&) = nullptr;
   switch (b.head_dim % L == 0 ? b.head_dim / L : 0) {
-    case 1: return attention_decode_dv<V, 1>(b);
-    case 2: return attention_decode_dv<V, 2>(b);
-    case 4: return attention_decode_dv<V, 4>(b);
-    case 8: return attention_decode_dv<V, 8>(b);
-    case 16: return attention_decode_dv<V, 16>(b);
-    case 32: return attention_decode_dv<V, 32>(b);
-    default: break;
+    case 1: kernel = attention_decode_dv<V, 1>; break;
+    case 2: kernel = attention_decode_dv<V, 2>; break;
+    case 4: kernel = attention_decode_dv<V, 4>; break;
+    case 8: kernel = attention_decode_dv<V, 8>; break;
+    case 16: kernel = attention_decode_dv<V, 16>; break;
+    case 32: kernel = attention_decode_dv<V, 32>; break;
+    default: return attention_rows<V>(b);
   }
-  for (int r0 = 0; r0 < b.n_rows; r0 += L) {
+  for (int64_t r0 = 0; r0 < b.n_rows; r0 += kMaxDecodeRows) {  // its per-row state is on the stack
     AttentionRows part = b;
-    part.n_rows = std::min(L, b.n_rows - r0);
-    for (int i = 0; i < part.n_rows; ++i)
-      part.q[i] = b.q[r0 + i], part.out[i] = b.out[r0 + i], part.n_valid[i] = b.n_valid[r0 + i];
-    attention_rows<V>(part);
+    part.q += r0;
+    part.out += r0;
+    part.n_valid += r0;
+    part.n_rows = std::min<int64_t>(kMaxDecodeRows, b.n_rows - r0);
+    kernel(part);
   }
 }
 

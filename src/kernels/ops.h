@@ -67,15 +67,13 @@ void attention(const AttentionShape& s, const float* q, const void* k_cache, con
 void attention_ref(const AttentionShape& s, const float* q, const void* k_cache, const void* v_cache,
                    const int32_t* kv_of_q, const int32_t* pos, float* out);
 
-// Up to kMaxRows query rows that read one kv head: (token, q head) pairs. The attention kernels
-// compute one row per SIMD lane, so a key's scores for every row are one vector.
+// The query rows that read one kv head: (token, q head) pairs, n_rows of each array.
 struct AttentionRows {
-  static constexpr int kMaxRows = 16;
   static constexpr int64_t kMaxHeadDim = 256;
-  const float* q[kMaxRows];   // each row's query [head_dim]
-  float* out[kMaxRows];       // each row's output [head_dim]
-  int32_t n_valid[kMaxRows];  // keys 0..n_valid-1 are visible to the row (causal: pos + 1)
-  int n_rows = 0;
+  const float* const* q = nullptr;   // each row's query [head_dim]
+  float* const* out = nullptr;       // each row's output [head_dim]
+  const int32_t* n_valid = nullptr;  // keys 0..n_valid-1 are visible to the row (causal: pos + 1)
+  int64_t n_rows = 0;
   const void* k = nullptr;    // key j of this kv head at element j * kv_stride (likewise v)
   const void* v = nullptr;
   bool k_f16 = false, v_f16 = false;  // else f32
@@ -94,9 +92,8 @@ struct OpsKernels {
   void (*swiglu)(const float* gate, const float* up, float* out, int64_t n);
   void (*add)(float* y, const float* x, int64_t n);
   void (*to_f16)(const float* x, uint16_t* y, int64_t n);                    // round to nearest even
-  void (*attention_rows)(const AttentionRows& rows);    // prompts: one row per lane, n_rows <= attention_lanes
-  void (*attention_decode)(const AttentionRows& rows);  // one token: rows one at a time, any n_rows
-  int attention_lanes;
+  void (*attention_rows)(const AttentionRows& rows);    // prompts: one row per lane
+  void (*attention_decode)(const AttentionRows& rows);  // one token: rows one at a time
   const char* isa;                                                            // "ref", "avx2", "avx512"
 };
 

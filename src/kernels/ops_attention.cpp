@@ -84,29 +84,34 @@ void attention(const AttentionShape& s, const float* q, const void* k_cache, con
   const int64_t hd = s.head_dim;
   if (hd > AttentionRows::kMaxHeadDim) fail("kernels", "attention: head_dim {} over {}", hd, AttentionRows::kMaxHeadDim);
   const OpsKernels& k = ops_kernels();
-  const bool decode = s.n_tokens == 1;
-  const auto run = decode ? k.attention_decode : k.attention_rows;
-  const int block = decode ? AttentionRows::kMaxRows : k.attention_lanes;
+  const auto run = s.n_tokens == 1 ? k.attention_decode : k.attention_rows;
   AttentionRows b;
   b.kv_stride = s.n_kv_heads * hd;
+  b.head_dim = hd;
+  b.scale = s.scale;
   b.k_f16 = s.k_type == DType::F16;
   b.v_f16 = s.v_type == DType::F16;
   const size_t k_size = b.k_f16 ? 2 : 4, v_size = b.v_f16 ? 2 : 4;
-  b.head_dim = hd;
-  b.scale = s.scale;
+  thread_local std::vector<const float*> qs;
+  thread_local std::vector<float*> outs;
+  thread_local std::vector<int32_t> n_valid;
   for (int64_t kv = 0; kv < s.n_kv_heads; ++kv) {
-    b.k = static_cast<const uint8_t*>(k_cache) + kv * hd * k_size;
-    b.v = static_cast<const uint8_t*>(v_cache) + kv * hd * v_size;
-    b.n_rows = 0;
+    qs.clear(), outs.clear(), n_valid.clear();
     for (int64_t t = 0; t < s.n_tokens; ++t)
       for (int64_t h = h_begin; h < h_end; ++h) {
         if (kv_of_q[h] != kv) continue;
-        b.q[b.n_rows] = q + (t * s.n_q_heads + h) * hd;
-        b.out[b.n_rows] = out + (t * s.n_q_heads + h) * hd;
-        b.n_valid[b.n_rows] = pos[t] + 1;
-        if (++b.n_rows == block) run(b), b.n_rows = 0;
+        qs.push_back(q + (t * s.n_q_heads + h) * hd);
+        outs.push_back(out + (t * s.n_q_heads + h) * hd);
+        n_valid.push_back(pos[t] + 1);
       }
-    if (b.n_rows > 0) run(b);
+    if (qs.empty()) continue;
+    b.k = static_cast<const uint8_t*>(k_cache) + kv * hd * k_size;
+    b.v = static_cast<const uint8_t*>(v_cache) + kv * hd * v_size;
+    b.q = qs.data();
+    b.out = outs.data();
+    b.n_valid = n_valid.data();
+    b.n_rows = static_cast<int64_t>(qs.size());
+    run(b);
   }
 }
 

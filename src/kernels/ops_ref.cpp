@@ -70,7 +70,7 @@ void attention_decode_scalar(const AttentionRows& rows);
 const OpsKernels& ops_kernels_ref() {
   static const OpsKernels k{sum_sq_ref, scale_mul_ref, max_ref, exp_sum_ref,
                             scale_ref,  swiglu_ref,    add_ref, to_f16_ref, attention_rows_scalar,
-                            attention_decode_scalar, 1, "ref"};
+                            attention_decode_scalar, "ref"};
   return k;
 }
 
