@@ -161,14 +161,6 @@ WEFT_KQ_AVX2 void dot_rows_q6_K(int64_t nb, const uint8_t* w, size_t w_stride, c
   for (int r = 0; r < R; ++r) out[r] = hsum(acc[r]);
 }
 
-template <GroupDotFn kOne>
-float vec_dot_one(int64_t n, const void* w, const void* a) {
-  WEFT_ASSERT(n >= 0 && n % kQK == 0);
-  float out;
-  kOne(n / kQK, static_cast<const uint8_t*>(w), 0, static_cast<const BlockQ8K*>(a), &out);
-  return out;
-}
-
 }  // namespace
 
 // Same arithmetic as quantize_row_q8_K_ref (amax, 127 / amax, round to nearest even), so the

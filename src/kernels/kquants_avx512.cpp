@@ -169,14 +169,6 @@ WEFT_KQ_AVX512 void dot_rows_q6_K(int64_t nb, const uint8_t* w, size_t w_stride,
   for (int r = 0; r < R; ++r) out[r] = _mm512_reduce_add_ps(acc[r]);
 }
 
-template <GroupDotFn kOne>
-float vec_dot_one(int64_t n, const void* w, const void* a) {
-  WEFT_ASSERT(n >= 0 && n % kQK == 0);
-  float out;
-  kOne(n / kQK, static_cast<const uint8_t*>(w), 0, static_cast<const BlockQ8K*>(a), &out);
-  return out;
-}
-
 }  // namespace
 
 // Same arithmetic as quantize_row_q8_K_ref, so the output is bit-identical to it.

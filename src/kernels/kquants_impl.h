@@ -110,6 +110,15 @@ inline void rows_dot_in_groups(int group, GroupDotFn many, GroupDotFn one, int64
   for (; r < n_rows; ++r) one(nb, rows + r * w_stride, w_stride, y, out + r);
 }
 
+// vec_dot of one row through a GroupDotFn.
+template <GroupDotFn kOne>
+float vec_dot_one(int64_t n, const void* w, const void* a) {
+  WEFT_ASSERT(n >= 0 && n % kQK == 0);
+  float out;
+  kOne(n / kQK, static_cast<const uint8_t*>(w), 0, static_cast<const BlockQ8K*>(a), &out);
+  return out;
+}
+
 // Per-type scalar references (kquants_ref.cpp, kquants_quantize.cpp).
 void dequantize_row_q4_K_ref(const void* src, float* dst, int64_t n);
 void dequantize_row_q5_K_ref(const void* src, float* dst, int64_t n);

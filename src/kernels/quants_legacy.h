@@ -50,6 +50,12 @@ bool handles(DType t);
 bool has_kernels(DType t);
 
 void dequantize_ref(DType t, const void* src, float* dst, int64_t n);
+// dequantize_ref of one type, for the ISA tables of types without a SIMD dequantize (only the
+// embedding lookup dequantizes, a row per token).
+template <DType T>
+void dequantize_ref_of(const void* src, float* dst, int64_t n) {
+  dequantize_ref(T, src, dst, n);
+}
 void quantize_ref(DType t, const float* src, void* dst, int64_t n);
 float vec_dot_ref(DType weight, int64_t n, const void* w_row, const void* act_row);
 

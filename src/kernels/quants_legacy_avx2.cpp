@@ -313,18 +313,14 @@ WEFT_AVX2 void dequantize_float(const void* src, float* dst, int64_t n) {
   for (; i < n; ++i) dst[i] = L::one(p[i]);
 }
 
-void dequantize_q4_1(const void* s, float* d, int64_t n) { dequantize_ref(DType::Q4_1, s, d, n); }
-void dequantize_q5_0(const void* s, float* d, int64_t n) { dequantize_ref(DType::Q5_0, s, d, n); }
-void dequantize_q5_1(const void* s, float* d, int64_t n) { dequantize_ref(DType::Q5_1, s, d, n); }
-
 const TypeKernels kAvx2Table[] = {
     {DType::F32, DType::F32, dequantize_float<LF32>, copy_f32, kVecDotF<LF32>, kRowsDotF<LF32>, "avx2"},
     {DType::F16, DType::F32, dequantize_float<LF16>, copy_f32, kVecDotF<LF16>, kRowsDotF<LF16>, "avx2"},
     {DType::BF16, DType::F32, dequantize_float<LBF16>, copy_f32, kVecDotF<LBF16>, kRowsDotF<LBF16>, "avx2"},
     {DType::Q4_0, DType::Q8_0, dequantize_q4_0, quantize_act_q8_0, kVecDotQ<KQ4_0>, kRowsDotQ<KQ4_0>, "avx2"},
-    {DType::Q4_1, DType::Q8_1, dequantize_q4_1, quantize_act_q8_1, kVecDotQ<KQ4_1>, kRowsDotQ<KQ4_1>, "avx2"},
-    {DType::Q5_0, DType::Q8_0, dequantize_q5_0, quantize_act_q8_0, kVecDotQ<KQ5_0>, kRowsDotQ<KQ5_0>, "avx2"},
-    {DType::Q5_1, DType::Q8_1, dequantize_q5_1, quantize_act_q8_1, kVecDotQ<KQ5_1>, kRowsDotQ<KQ5_1>, "avx2"},
+    {DType::Q4_1, DType::Q8_1, dequantize_ref_of<DType::Q4_1>, quantize_act_q8_1, kVecDotQ<KQ4_1>, kRowsDotQ<KQ4_1>, "avx2"},
+    {DType::Q5_0, DType::Q8_0, dequantize_ref_of<DType::Q5_0>, quantize_act_q8_0, kVecDotQ<KQ5_0>, kRowsDotQ<KQ5_0>, "avx2"},
+    {DType::Q5_1, DType::Q8_1, dequantize_ref_of<DType::Q5_1>, quantize_act_q8_1, kVecDotQ<KQ5_1>, kRowsDotQ<KQ5_1>, "avx2"},
     {DType::Q8_0, DType::Q8_0, dequantize_q8_0, quantize_act_q8_0, kVecDotQ<KQ8_0>, kRowsDotQ<KQ8_0>, "avx2"},
 };
 
