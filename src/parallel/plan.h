@@ -76,6 +76,9 @@ struct DeviceGraph {
   int output = -1;       // logits slice (tensor split, or last device of a layer split), or residual
   Range vocab;           // vocabulary ids covered by this device's logits (empty if none)
   bool has_logits = false;
+  // Layer split, every device but the last: the output is the residual stream [n_tokens, n_embd]
+  // handed to the next device. Otherwise a device without logits returns nothing.
+  bool passes_residual = false;
   uint64_t weight_bytes = 0;
   uint64_t kv_values_per_token = 0;  // K and V values over this device's layers and heads
 };

@@ -362,6 +362,7 @@ Plan plan_layers(const Graph& g, const WeightTable& weights, const std::vector<d
       local[i] = static_cast<int>(dg.nodes.size()) - 1;
     }
     dg.has_logits = d == n - 1;
+    dg.passes_residual = !dg.has_logits;
     dg.output = static_cast<int>(dg.nodes.size()) - 1;
     if (dg.has_logits) dg.vocab = {0, g.dims.n_vocab};
     for (const LocalNode& ln : dg.nodes) {

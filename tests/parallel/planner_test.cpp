@@ -196,6 +196,7 @@ TEST(Planner, DeviceWithZeroShareGetsNothingButStaysInTheGroup) {
   const auto p = plan_tensor(g, weights(g, DType::F32), {1, 0, 1});
   EXPECT_EQ(p.devices[1].kv_values_per_token, 0u);
   EXPECT_FALSE(p.devices[1].has_logits);
+  EXPECT_FALSE(p.devices[1].passes_residual);  // returns nothing (its output node is 0 wide)
   EXPECT_EQ(p.collectives_in_layer(0), 2);
   EXPECT_EQ(p.devices[1].nodes.size(), p.devices[0].nodes.size());
 }
@@ -225,6 +226,8 @@ TEST(Planner, LayerSplitGivesWholeLayersInOrder) {
   EXPECT_TRUE(p.collectives.empty());
   EXPECT_TRUE(p.devices.back().has_logits);
   EXPECT_FALSE(p.devices.front().has_logits);
+  EXPECT_TRUE(p.devices.front().passes_residual);
+  EXPECT_FALSE(p.devices.back().passes_residual);
   EXPECT_EQ(p.devices[1].nodes.front().op, LocalOp::Input);
 }
 

@@ -139,9 +139,10 @@ StepResult CpuGraphRunner::run(const Step& step) {
       r.candidates = model::local_candidates(o, static_cast<model::Token>(graph_.vocab.begin), static_cast<int32_t>(nv),
                                              step.sampling, step.recent);
     if (step.want_logits) r.logits.assign(o, o + nv);
-  } else {  // layer split: the residual stream goes on to the next device
+  } else if (graph_.passes_residual) {  // layer split: the residual stream goes on to the next device
+    WEFT_ASSERT(graph_.nodes[graph_.output].width == graph_.dims.n_embd);
     r.output.assign(o, o + n_tokens * graph_.dims.n_embd);
-  }
+  }  // else a tensor-split device with no vocabulary share: nothing to return
   stats_.step_seconds += std::chrono::duration<double>(Clock::now() - t0).count();
   stats_.steps++;
   return r;

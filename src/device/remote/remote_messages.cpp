@@ -125,6 +125,7 @@ void write_graph(ByteWriter& w, const parallel::DeviceGraph& g) {
   w.i32(g.output);
   write_range(w, g.vocab);
   w.u8(g.has_logits);
+  w.u8(g.passes_residual);
   w.u64(g.weight_bytes);
   w.u64(g.kv_values_per_token);
 }
@@ -157,6 +158,7 @@ parallel::DeviceGraph read_graph(ByteReader& r) {
   if (g.output < -1 || g.output >= static_cast<int>(n)) fail("net", "graph output {} of {} nodes", g.output, n);
   g.vocab = read_range(r, "vocab range");
   g.has_logits = r.boolean("has logits");
+  g.passes_residual = r.boolean("passes residual");
   g.weight_bytes = r.u64("weight bytes");
   g.kv_values_per_token = r.u64("kv values");
   return g;
