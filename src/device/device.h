@@ -65,8 +65,16 @@ class Device {
   virtual void load(const parallel::DeviceGraph& graph, const gguf::File& weights, const LoadOptions& opt) = 0;
   // Starts a step and returns at once; devices of one group run their steps concurrently.
   virtual void submit(Step step) = 0;
+  // Waits up to timeout_ms for the submitted step: true when wait() will not block (also when no
+  // step runs). Throws weft::Error naming the device when it is known to have failed (a worker
+  // gone silent), so a caller polling several devices notices a dead one while others still run.
+  virtual bool poll(int timeout_ms) = 0;
   // Waits for the submitted step; rethrows its failure as weft::Error naming the device.
   virtual StepResult wait() = 0;
+  // A peer failed: end this device's running step promptly (a collective waiting for the peer
+  // fails instead of sitting out its timeout). Safe from another thread during a step; the device
+  // is unusable afterwards.
+  virtual void abort() = 0;
   // Forgets cached positions >= pos (a new conversation is truncate_cache(0)).
   virtual void truncate_cache(int32_t pos) = 0;
   virtual DeviceStats stats() const = 0;

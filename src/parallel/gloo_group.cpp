@@ -15,9 +15,14 @@
 #include <gloo/transport/tcp/device.h>
 
 #include <sched.h>
+#include <sys/socket.h>
 
-#include <chrono>
 #include <algorithm>
+#include <charconv>
+#include <chrono>
+#include <cstring>
+#include <filesystem>
+#include <optional>
 #include <list>
 #include <numeric>
 
@@ -42,6 +47,41 @@ class KvStore : public gloo::rendezvous::Store {
   int timeout_ms_;
 };
 
+// Gloo has no way to interrupt a rank blocked in a collective: its waits end only at the op
+// timeout, and its pair class (with the socket) is not in Debian's headers. Shutting the socket
+// down does it: the blocked read sees EOF at once and Gloo fails the op. So a group remembers the
+// connected sockets that appeared while it connected, and abort() shuts down those that are still
+// the same connection (same local and peer address), never a descriptor reused since.
+struct SocketId {
+  int fd;
+  sockaddr_storage local, peer;
+  bool operator==(const SocketId& o) const {
+    return fd == o.fd && std::memcmp(&local, &o.local, sizeof local) == 0 && std::memcmp(&peer, &o.peer, sizeof peer) == 0;
+  }
+};
+
+std::optional<SocketId> socket_id(int fd) {
+  SocketId id{fd, {}, {}};
+  socklen_t a = sizeof id.local, b = sizeof id.peer;
+  if (::getsockname(fd, reinterpret_cast<sockaddr*>(&id.local), &a) != 0 ||
+      ::getpeername(fd, reinterpret_cast<sockaddr*>(&id.peer), &b) != 0)
+    return std::nullopt;
+  if (id.local.ss_family != AF_INET && id.local.ss_family != AF_INET6) return std::nullopt;
+  return id;
+}
+
+std::vector<SocketId> connected_sockets() {
+  std::vector<SocketId> out;
+  std::error_code ec;
+  for (const auto& e : std::filesystem::directory_iterator("/proc/self/fd", ec)) {
+    int fd = -1;
+    const std::string name = e.path().filename().string();
+    if (std::from_chars(name.data(), name.data() + name.size(), fd).ec != std::errc{}) continue;
+    if (auto id = socket_id(fd)) out.push_back(*id);
+  }
+  return out;
+}
+
 // Why two contexts: Gloo's tcp pairs in sync mode leave the device's event loop and are read only
 // by the thread that waits (optionally busy-polling). Only the classic algorithm classes
 // (gloo::AllreduceRing, on pre-registered gloo::transport::Buffers) wait that way; the newer
@@ -51,6 +91,7 @@ class KvStore : public gloo::rendezvous::Store {
 class GlooGroup : public Group {
  public:
   GlooGroup(int rank, int size, const GlooOptions& opt) : timeout_(opt.timeout_ms), sync_max_bytes_(opt.sync_max_bytes) {
+    const std::vector<SocketId> before = connected_sockets();
     try {
       KvStore kv(opt.store, opt.timeout_ms);
       gloo::transport::tcp::attr attr;
@@ -72,6 +113,8 @@ class GlooGroup : public Group {
     } catch (const std::exception& e) {
       fail("gloo", "rank {} of {}: cannot connect the group: {}", rank, size, e.what());
     }
+    for (const SocketId& id : connected_sockets())
+      if (std::find(before.begin(), before.end(), id) == before.end()) sockets_.push_back(id);
   }
   int rank() const override { return ctx_->rank; }
   int size() const override { return ctx_->size; }
@@ -133,6 +176,12 @@ class GlooGroup : public Group {
     });
   }
   const GroupStats& stats() const override { return stats_; }
+  // Called from another thread while this rank may be blocked in a collective (see shutdown_pairs).
+  // The group is unusable afterwards.
+  void abort() override {
+    for (const SocketId& id : sockets_)
+      if (socket_id(id.fd) == id) ::shutdown(id.fd, SHUT_RDWR);
+  }
 
  private:
   struct Timer {
@@ -185,6 +234,7 @@ class GlooGroup : public Group {
   uint32_t tag_ = 0;
   std::vector<float> tmp_;
   GroupStats stats_;
+  std::vector<SocketId> sockets_;  // this group's connections (see abort)
 };
 
 }  // namespace

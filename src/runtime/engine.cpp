@@ -78,24 +78,60 @@ std::vector<device::StepResult> Engine::step(std::span<const model::Token> token
     }
   } else {
     for (auto& d : devices_) d->submit(s);
-    // Wait for all, even after a failure, so no device is left mid-step. A collective that failed
-    // is usually the echo of a peer that died: report the peer's own error when there is one.
-    std::exception_ptr cause, echo;
-    for (size_t i = 0; i < devices_.size(); ++i) {
-      try {
-        results[i] = devices_[i]->wait();
-      } catch (const Error& e) {
-        auto& slot = e.origin() == "gloo" || e.origin() == "shm" ? echo : cause;
-        if (!slot) slot = std::current_exception();
-      } catch (...) {
-        if (!cause) cause = std::current_exception();
-      }
-    }
-    if (cause) std::rethrow_exception(cause);
-    if (echo) std::rethrow_exception(echo);
+    wait_all(results);
   }
   n_past_ += static_cast<int32_t>(tokens.size());
   return results;
+}
+
+namespace {
+// How long a wait dwells on one device before looking at the others (a step that finishes returns
+// at once; this only bounds how late a silent worker elsewhere is noticed).
+constexpr int kPollMs = 50;
+// A collective that failed is usually the echo of a peer that died.
+bool is_echo(const Error& e) { return e.origin() == "gloo" || e.origin() == "shm"; }
+}  // namespace
+
+// Waits for every device's step, watching all of them: one that fails (or is found silent) aborts
+// the others' steps, so none sits in a collective with it until a timeout, whatever the mix of
+// local and remote devices. The failed device's own error is reported, not the echoes it caused.
+void Engine::wait_all(std::vector<device::StepResult>& results) {
+  const size_t n = devices_.size();
+  std::vector<bool> done(n, false), aborted(n, false);
+  std::exception_ptr cause, echo;
+  auto fail_device = [&](size_t i, std::exception_ptr e, bool echo_kind) {
+    if (echo_kind || aborted[i]) {  // the dead peer itself is still to be heard from
+      if (!echo) echo = e;
+      return;
+    }
+    if (!cause) cause = e;
+    for (size_t k = 0; k < n; ++k)
+      if (!done[k] && !aborted[k] && k != i) {
+        aborted[k] = true;
+        devices_[k]->abort();
+      }
+  };
+  for (size_t left = n; left > 0;) {
+    bool first = true;  // dwell on the first unfinished device, glance at the rest
+    for (size_t i = 0; i < n; ++i) {
+      if (done[i]) continue;
+      try {
+        if (!devices_[i]->poll(first ? kPollMs : 0)) {
+          first = false;
+          continue;
+        }
+        results[i] = devices_[i]->wait();
+      } catch (const Error& e) {
+        fail_device(i, std::current_exception(), is_echo(e));
+      } catch (...) {
+        fail_device(i, std::current_exception(), false);
+      }
+      done[i] = true;
+      --left;
+    }
+  }
+  if (cause) std::rethrow_exception(cause);
+  if (echo) std::rethrow_exception(echo);
 }
 
 std::vector<device::StepResult> Engine::eval(std::span<const model::Token> tokens, const model::SamplingParams& p,

@@ -53,6 +53,7 @@ class Engine {
  private:
   std::vector<device::StepResult> step(std::span<const model::Token> tokens, bool last_chunk,
                                        const model::SamplingParams& p, std::span<const model::Token> recent, bool logits);
+  void wait_all(std::vector<device::StepResult>& results);
   std::vector<device::StepResult> eval(std::span<const model::Token> tokens, const model::SamplingParams& p,
                                        std::span<const model::Token> recent, bool logits);
 

@@ -62,26 +62,38 @@ TEST(RemoteSession, CoordinatorKilledMidGenerationLeavesWorkersServing) {
   EXPECT_EQ(greedy_text(stories(), w2.url() + ",cpu:1," + w1.url()), ref);
 }
 
-TEST(RemoteSession, SilentWorkerIsNamedWithinTheHeartbeatBound) {
+// `devices` names the workers as {w1} and {w2} (w1 may be left out); w2 is stopped mid-generation.
+void expect_silent_worker_named(const std::string& devices, const std::string& tag) {
   Worker w1, w2;
-  const std::string err = testing::TempDir() + "/weft_stop_stderr";
-  const pid_t pid = start_long_run(w1.url() + "," + w2.url(), err);
+  std::string list = devices;
+  for (auto [tag, w] : {std::pair{"{w1}", &w1}, std::pair{"{w2}", &w2}})
+    if (const size_t at = list.find(tag); at != std::string::npos) list.replace(at, 4, w->url());
+  const std::string err = testing::TempDir() + "/weft_stop_stderr_" + tag;
+  const pid_t pid = start_long_run(list, err);
   std::this_thread::sleep_for(std::chrono::milliseconds(1500));
   int status = 0;
   ASSERT_EQ(::waitpid(pid, &status, WNOHANG), 0) << read_all(err);
   // SIGSTOP: the connection stays open and nothing is reset, as when the host loses power. The
-  // second worker is stopped, so the coordinator is typically waiting on the first one, which
-  // keeps sending heartbeats while stuck in an all-reduce with the stopped one.
+  // first worker keeps sending heartbeats while stuck in an all-reduce with the stopped one, and a
+  // local device (when there is one) sits in that all-reduce too.
   w2.kill(SIGSTOP);
   Clock::duration took{};
   const auto bound = std::chrono::milliseconds(kPeerSilenceMs + 3000);
   status = wait_exit(pid, bound, &took);
   w2.kill(SIGCONT);
-  ASSERT_NE(status, -1) << "coordinator still running " << bound.count() << " ms after the worker stopped";
+  ASSERT_NE(status, -1) << list << ": coordinator still running " << bound.count() << " ms after the worker stopped";
   EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) != 0);
   const std::string text = read_all(err);
   EXPECT_NE(text.find(w2.url()), std::string::npos) << text;
   EXPECT_NE(text.find("heartbeat"), std::string::npos) << text;
+}
+
+TEST(RemoteSession, SilentWorkerIsNamedWithinTheHeartbeatBound) { expect_silent_worker_named("{w1},{w2}", "remote"); }
+
+// The coordinator's own CPU device is a Gloo rank too: it must not sit out Gloo's timeout.
+TEST(RemoteSession, SilentWorkerIsNamedWithinTheHeartbeatBoundWithALocalDevice) {
+  expect_silent_worker_named("cpu:1,{w1},{w2}", "local_first");
+  expect_silent_worker_named("{w2},cpu:1", "local_only_peer");
 }
 
 // A generated model on disk, one device's graph, and the logits a local CPU device computes.

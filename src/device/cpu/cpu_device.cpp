@@ -6,6 +6,7 @@
 
 #include <fmt/format.h>
 
+#include <chrono>
 #include <utility>
 
 namespace weft::device {
@@ -89,6 +90,15 @@ void CpuDevice::submit(Step step) {
   job_ = [this] { result_ = runner_->run(step_); };
   job_done_ = false;
   cv_.notify_all();
+}
+
+bool CpuDevice::poll(int timeout_ms) {
+  std::unique_lock lock(mu_);
+  return cv_.wait_for(lock, std::chrono::milliseconds(timeout_ms), [&] { return job_done_; });
+}
+
+void CpuDevice::abort() {
+  if (group_) group_->abort();
 }
 
 StepResult CpuDevice::wait() {

@@ -39,7 +39,9 @@ class CpuDevice : public Device {
   void attach_group(std::unique_ptr<parallel::Group> group) override;
   void load(const parallel::DeviceGraph& graph, const gguf::File& weights, const LoadOptions& opt) override;
   void submit(Step step) override;
+  bool poll(int timeout_ms) override;
   StepResult wait() override;
+  void abort() override;
   void truncate_cache(int32_t pos) override;
   DeviceStats stats() const override;
 

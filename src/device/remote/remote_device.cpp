@@ -109,18 +109,19 @@ void RemoteDevice::check_peers() {
     if (p != this && p->in_step_ && p->sock_.valid()) p->guarded("step", [&] { p->probe(); });
 }
 
-void RemoteDevice::probe() {
+bool RemoteDevice::probe() {
   std::array<uint8_t, net::kFrameHeaderBytes> h;
   while (sock_.peek(h.data(), h.size()) == h.size()) {
     MsgType t;
     const uint32_t len = net::parse_frame_header(h, t);
     last_heard_ = Clock::now();
-    if (t != MsgType::Heartbeat || len != 0) return;  // its reply: read when the engine waits for it
+    if (t != MsgType::Heartbeat || len != 0) return true;  // its reply: read when the engine waits for it
     sock_.recv_exact(h.data(), h.size(), 1000);
   }
   const auto silent = std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - last_heard_).count();
   if (silent > kPeerSilenceMs)
     fail("net", "{}: no reply or heartbeat for {} ms: the worker or its host is down or hung", name(), silent);
+  return false;
 }
 
 bool RemoteDevice::supports(parallel::LocalOp op, DType t) const {
@@ -224,6 +225,21 @@ void RemoteDevice::submit(Step step) {
     send(MsgType::Step, w.data());
     in_step_ = true;
   });
+}
+
+bool RemoteDevice::poll(int timeout_ms) {
+  return guarded("step", [&] {
+    if (!in_step_) return true;
+    if (!sock_.valid()) fail("net", "the connection is closed");
+    if (probe()) return true;
+    return sock_.readable(timeout_ms) && probe();
+  });
+}
+
+// Ends the session: the worker may sit in a collective with a dead peer until its own timeout,
+// and nothing it computes now is wanted.
+void RemoteDevice::abort() {
+  sock_.close();
 }
 
 StepResult RemoteDevice::wait() {

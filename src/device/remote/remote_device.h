@@ -63,7 +63,9 @@ class RemoteDevice : public Device {
   void attach_group(std::unique_ptr<parallel::Group> group) override;
   void load(const parallel::DeviceGraph& graph, const gguf::File& weights, const LoadOptions& opt) override;
   void submit(Step step) override;
+  bool poll(int timeout_ms) override;
   StepResult wait() override;
+  void abort() override;
   void truncate_cache(int32_t pos) override;
   DeviceStats stats() const override { return stats_; }
 
@@ -86,9 +88,9 @@ class RemoteDevice : public Device {
   net::Frame await(net::MsgType want);
   // Throws when another member of the group has failed or is found dead (see probe).
   void check_peers();
-  // Without blocking: consumes the heartbeats that have arrived; throws when the connection is
-  // gone or the worker has been silent for kPeerSilenceMs during a step.
-  void probe();
+  // Without blocking: consumes the heartbeats that have arrived and says whether a reply is
+  // waiting; throws when the connection is gone or the worker has been silent for kPeerSilenceMs.
+  bool probe();
   void stream_weights(const gguf::File& weights, const std::vector<SliceSpec>& specs);
 
   std::string address_;
