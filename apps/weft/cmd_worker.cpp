@@ -21,6 +21,7 @@ Action add_worker(CLI::App& app) {
     std::string cache_dir = device::remote::default_cache_dir();
     bool no_cache = false;
     std::string net_poll = "auto";
+    int preload_timeout_s = 60;
   };
   auto a = std::make_shared<Args>();
   auto* cmd = app.add_subcommand("worker", "serve a device to a coordinator over TCP");
@@ -38,6 +39,10 @@ Action add_worker(CLI::App& app) {
   cmd->add_option("--net-poll", a->net_poll, "waiting in small all-reduces: auto | busy | block")
       ->check(CLI::IsMember({"auto", "busy", "block"}))
       ->capture_default_str();
+  cmd->add_option("--preload-timeout", a->preload_timeout_s,
+                  "seconds a coordinator may hold the worker between its handshake and its load")
+      ->check(CLI::Range(1, 24 * 3600))
+      ->capture_default_str();
   return [a] {
     device::remote::WorkerOptions o;
     o.listen = net::parse_host_port(a->listen);
@@ -46,6 +51,7 @@ Action add_worker(CLI::App& app) {
     o.model_dir = a->model_dir;
     o.cache_dir = a->no_cache ? "" : a->cache_dir;
     o.net_poll = parallel::parse_net_poll(a->net_poll);
+    o.preload_timeout_ms = a->preload_timeout_s * 1000;
     device::remote::check_listen(o);
     device::remote::WorkerServer server(o);
     // Tests and scripts read the port from this line (with --listen HOST:0).

@@ -13,8 +13,8 @@
 #include "device/device.h"
 #include "device/remote/remote_messages.h"
 #include "device/remote/weight_slices.h"
+#include "net/channel.h"
 #include "net/frame.h"
-#include "net/socket.h"
 #include "parallel/gloo_group.h"
 
 #include <chrono>
@@ -72,7 +72,9 @@ class RemoteDevice : public Device {
   // ... and waits until it has.
   void finish_group();
   // The local address that reaches this worker (for the rendezvous store and local ranks).
-  std::string local_host() const { return sock_.local_host(); }
+  std::string local_host() const { return ch_.socket().local_host(); }
+  // The shared key this device authenticated with (empty: none); the group's store key derives from it.
+  const std::vector<uint8_t>& key() const { return key_; }
   void set_watch(std::shared_ptr<GroupWatch> w) { watch_ = std::move(w); }
   const LoadReport& load_report() const { return load_report_; }
 
@@ -93,7 +95,8 @@ class RemoteDevice : public Device {
 
   std::string address_;
   int threads_;
-  net::Socket sock_;
+  std::vector<uint8_t> key_;
+  net::Channel ch_;  // every frame of the session goes through it (MACed with a key)
   bool in_step_ = false;
   Clock::time_point last_heard_ = Clock::now();
   DeviceStats stats_;
