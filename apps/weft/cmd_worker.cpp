@@ -28,8 +28,9 @@ Action add_worker(CLI::App& app) {
   cmd->add_option("--listen", a->listen, "HOST:PORT to listen on (port 0: any free port)")->capture_default_str();
   cmd->add_option("-t,--threads", a->threads, "compute threads")->capture_default_str();
   cmd->add_option("--auth-key-file", a->key_file,
-                  "shared key (>= 16 bytes) the coordinator must prove; required beyond loopback. The coordinator "
-                  "takes the same file (--auth-key-file or $WEFT_AUTH_KEY_FILE)");
+                  "shared key (>= 16 bytes, in a file only its owner can read: chmod 600) the coordinator must "
+                  "prove; required beyond loopback. The coordinator takes the same file (--auth-key-file or "
+                  "$WEFT_AUTH_KEY_FILE)");
   cmd->add_option("--model-dir", a->model_dir,
                   "directory with a copy of the coordinator's GGUF (matched by size and SHA-256): slices are read "
                   "from it instead of streamed");
