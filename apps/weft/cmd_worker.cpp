@@ -21,14 +21,16 @@ Action add_worker(CLI::App& app) {
     std::string cache_dir = device::remote::default_cache_dir();
     bool no_cache = false;
     std::string net_poll = "auto";
+    int preload_timeout_s = 60;
   };
   auto a = std::make_shared<Args>();
   auto* cmd = app.add_subcommand("worker", "serve a device to a coordinator over TCP");
   cmd->add_option("--listen", a->listen, "HOST:PORT to listen on (port 0: any free port)")->capture_default_str();
   cmd->add_option("-t,--threads", a->threads, "compute threads")->capture_default_str();
   cmd->add_option("--auth-key-file", a->key_file,
-                  "shared key (>= 16 bytes) the coordinator must prove; required beyond loopback. The coordinator "
-                  "takes the same file (--auth-key-file or $WEFT_AUTH_KEY_FILE)");
+                  "shared key (>= 16 bytes, in a file only its owner can read: chmod 600) the coordinator must "
+                  "prove; required beyond loopback. The coordinator takes the same file (--auth-key-file or "
+                  "$WEFT_AUTH_KEY_FILE)");
   cmd->add_option("--model-dir", a->model_dir,
                   "directory with a copy of the coordinator's GGUF (matched by size and SHA-256): slices are read "
                   "from it instead of streamed");
@@ -38,6 +40,10 @@ Action add_worker(CLI::App& app) {
   cmd->add_option("--net-poll", a->net_poll, "waiting in small all-reduces: auto | busy | block")
       ->check(CLI::IsMember({"auto", "busy", "block"}))
       ->capture_default_str();
+  cmd->add_option("--preload-timeout", a->preload_timeout_s,
+                  "seconds a coordinator may hold the worker between its handshake and its load")
+      ->check(CLI::Range(1, 24 * 3600))
+      ->capture_default_str();
   return [a] {
     device::remote::WorkerOptions o;
     o.listen = net::parse_host_port(a->listen);
@@ -46,6 +52,7 @@ Action add_worker(CLI::App& app) {
     o.model_dir = a->model_dir;
     o.cache_dir = a->no_cache ? "" : a->cache_dir;
     o.net_poll = parallel::parse_net_poll(a->net_poll);
+    o.preload_timeout_ms = a->preload_timeout_s * 1000;
     device::remote::check_listen(o);
     device::remote::WorkerServer server(o);
     // Tests and scripts read the port from this line (with --listen HOST:0).

@@ -20,7 +20,7 @@ void ModelOptions::add_to(CLI::App& cmd, bool with_ctx) {
   cmd.add_option("-b,--batch-size", batch, "prompt tokens per step")->check(CLI::Range(1, 8192));
   cmd.add_option("--wire", wire, "element type of collectives: f32 | bf16 | f16")->check(CLI::IsMember({"f32", "bf16", "f16"}));
   cmd.add_option("--rpc", rpc, "workers (weft worker) HOST:PORT,... appended after --devices (or after the default CPU device)");
-  cmd.add_option("--auth-key-file", auth_key_file, "shared key the workers require (default: $WEFT_AUTH_KEY_FILE)");
+  cmd.add_option("--auth-key-file", auth_key_file, "shared key the workers require, a file only its owner can read (default: $WEFT_AUTH_KEY_FILE)");
   cmd.add_option("--net-poll", net_poll, "how this process's ranks wait in small all-reduces: auto | busy | block")
       ->check(CLI::IsMember({"auto", "busy", "block"}));
   cmd.add_option("--cache-type-k", cache_type_k, "(-ctk) KV cache type of K: f16 | f32")->check(CLI::IsMember({"f16", "f32"}));

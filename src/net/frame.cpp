@@ -37,13 +37,23 @@ size_t max_payload(MsgType t) {
   return 0;
 }
 
-uint32_t parse_frame_header(std::span<const uint8_t, kFrameHeaderBytes> h, MsgType& type) {
+namespace {
+bool handshake_type(MsgType t) {
+  return t == MsgType::Hello || t == MsgType::Challenge || t == MsgType::Proof || t == MsgType::Welcome ||
+         t == MsgType::Error;
+}
+}  // namespace
+
+uint32_t parse_frame_header(std::span<const uint8_t, kFrameHeaderBytes> h, MsgType& type, Phase phase) {
   ByteReader r(h);
   const uint32_t word = r.u32("frame header"), len = r.u32("frame length");
   if ((word >> 16) != kFrameMagic) fail("net", "bad frame magic {:#010x} (not a weft peer?)", word);
   const uint32_t t = word & 0xffff;
   if (t == 0 || t >= static_cast<uint32_t>(MsgType::Count)) fail("net", "unknown message type {}", t);
   type = static_cast<MsgType>(t);
+  if (phase == Phase::Handshake && (!handshake_type(type) || len > kHandshakeMaxPayload))
+    fail("net", "{} frame of {} bytes refused before authentication (only hello, challenge, proof, welcome and "
+         "error of at most {} bytes)", msg_type_name(type), len, kHandshakeMaxPayload);
   if (len > max_payload(type))
     fail("net", "{} frame of {} bytes exceeds its limit of {}", msg_type_name(type), len, max_payload(type));
   return len;
@@ -63,24 +73,28 @@ void send_frame(Socket& s, MsgType t, std::span<const uint8_t> payload, int time
   s.send_all(f.data(), f.size(), timeout_ms);
 }
 
-Frame recv_frame(Socket& s, int header_timeout_ms, int body_timeout_ms) {
+Frame recv_frame(Socket& s, int header_timeout_ms, int body_timeout_ms, Phase phase) {
   std::array<uint8_t, kFrameHeaderBytes> h;
   s.recv_exact(h.data(), h.size(), header_timeout_ms);
   Frame f;
-  const uint32_t len = parse_frame_header(h, f.type);
+  const uint32_t len = parse_frame_header(h, f.type, phase);
   f.payload.resize(len);
   s.recv_exact(f.payload.data(), len, body_timeout_ms);
   return f;
 }
 
-Frame expect_frame(Socket& s, MsgType want, int header_timeout_ms, int body_timeout_ms) {
-  Frame f = recv_frame(s, header_timeout_ms, body_timeout_ms);
+void check_frame(const Frame& f, MsgType want, const std::string& peer) {
   if (f.type == MsgType::Error) {
     ByteReader r(f.payload);
-    fail("net", "{}: {}", s.peer(), r.str("error text", max_payload(MsgType::Error)));
+    fail("net", "{}: {}", peer, r.str("error text", max_payload(MsgType::Error)));
   }
   if (f.type != want)
-    fail("net", "{}: expected a {} message, got {}", s.peer(), msg_type_name(want), msg_type_name(f.type));
+    fail("net", "{}: expected a {} message, got {}", peer, msg_type_name(want), msg_type_name(f.type));
+}
+
+Frame expect_frame(Socket& s, MsgType want, int header_timeout_ms, int body_timeout_ms, Phase phase) {
+  Frame f = recv_frame(s, header_timeout_ms, body_timeout_ms, phase);
+  check_frame(f, want, s.peer());
   return f;
 }
 

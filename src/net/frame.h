@@ -1,6 +1,9 @@
 // Frames: {u32 magic|type, u32 payload length, payload}, little-endian. The high 16 bits of the
 // first word are the magic 'WF' so a stray connection (HTTP, a port scanner) is rejected at its first
-// 8 bytes; every type has a hard payload limit checked before anything is allocated.
+// 8 bytes; every type has a hard payload limit checked before anything is allocated. Before the
+// handshake has authenticated the peer (Phase::Handshake) only the handshake's own small messages
+// are accepted, so an unauthenticated peer cannot make the worker allocate more than 4 KiB.
+// After an authenticated handshake each frame also carries a MAC (see channel.h).
 #pragma once
 
 #include "net/socket.h"
@@ -43,20 +46,30 @@ std::string_view msg_type_name(MsgType t);
 // Largest payload accepted for each type.
 size_t max_payload(MsgType t);
 
+// What the receiver accepts: before authentication only hello/challenge/proof/welcome/error of at
+// most kHandshakeMaxPayload bytes; afterwards every type up to its own limit.
+enum class Phase { Handshake, Session };
+inline constexpr size_t kHandshakeMaxPayload = 4096;
+
 struct Frame {
   MsgType type = MsgType::Error;
   std::vector<uint8_t> payload;
 };
 
 // Parses and validates a frame header; throws weft::Error("net", ...) on a bad magic, an unknown
-// type or a length over the type's limit. Returns the payload length.
-uint32_t parse_frame_header(std::span<const uint8_t, kFrameHeaderBytes> h, MsgType& type);
+// type, a length over the type's limit, or a type or length the phase does not allow. Returns the
+// payload length.
+uint32_t parse_frame_header(std::span<const uint8_t, kFrameHeaderBytes> h, MsgType& type, Phase phase = Phase::Session);
 std::vector<uint8_t> encode_frame(MsgType t, std::span<const uint8_t> payload);
 
 void send_frame(Socket& s, MsgType t, std::span<const uint8_t> payload, int timeout_ms);
 // header_timeout_ms bounds the wait for a frame to start (idle); body_timeout_ms the rest of it.
-Frame recv_frame(Socket& s, int header_timeout_ms, int body_timeout_ms);
+Frame recv_frame(Socket& s, int header_timeout_ms, int body_timeout_ms, Phase phase = Phase::Session);
 // recv_frame that also requires the type; an Error frame from the peer is rethrown with its text.
-Frame expect_frame(Socket& s, MsgType want, int header_timeout_ms, int body_timeout_ms = 30000);
+Frame expect_frame(Socket& s, MsgType want, int header_timeout_ms, int body_timeout_ms = 30000,
+                   Phase phase = Phase::Session);
+// What expect_frame checks once a frame is in: throws for an Error frame (its text, naming peer)
+// or a type other than want.
+void check_frame(const Frame& f, MsgType want, const std::string& peer);
 
 }  // namespace weft::net

@@ -9,16 +9,21 @@
 #include <openssl/hmac.h>
 #include <openssl/rand.h>
 
+#include <sys/stat.h>
+
+#include <chrono>
 #include <fstream>
 #include <iterator>
 
 namespace weft::net {
 namespace {
 
-std::vector<uint8_t> nonce() {
-  std::vector<uint8_t> n(kNonceBytes);
-  if (RAND_bytes(n.data(), static_cast<int>(n.size())) != 1) fail("net", "RAND_bytes failed");
-  return n;
+std::vector<uint8_t> nonce() { return random_bytes(kNonceBytes); }
+
+using Clock = std::chrono::steady_clock;
+int ms_left(Clock::time_point deadline) {
+  const auto d = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now()).count();
+  return d < 1 ? 1 : static_cast<int>(d);
 }
 
 // HMAC over a role label and both nonces: the label keeps a worker's answer from being replayed
@@ -44,11 +49,59 @@ void send_error(Socket& s, const std::string& text) {
   }
 }
 
+// The worker side; throws after sending the coordinator one Error frame for what it detects.
+SessionMac serve_handshake(Socket& s, const std::vector<uint8_t>& key, Clock::time_point deadline,
+                           const std::function<std::string()>& admit, bool& error_sent) {
+  auto reject = [&](const std::string& msg) {
+    send_error(s, msg);
+    error_sent = true;
+    fail("net", "{}: {}", s.peer(), msg);
+  };
+  Frame f = expect_frame(s, MsgType::Hello, ms_left(deadline), ms_left(deadline), Phase::Handshake);
+  ByteReader r(f.payload);
+  if (r.u32("hello magic") != kHelloMagic) reject("bad hello magic");
+  const uint32_t major = r.u32("coordinator version"), minor = r.u32("coordinator version");
+  const auto nc_span = r.bytes("coordinator nonce", kNonceBytes);
+  r.finish("hello");
+  const std::vector<uint8_t> nc(nc_span.begin(), nc_span.end());
+  if (major != kProtocolMajor)
+    reject(fmt::format("protocol {}.{} is not supported (worker speaks {}.{})", major, minor, kProtocolMajor, kProtocolMinor));
+  const auto nw = nonce();
+  ByteWriter c;
+  c.u32(kProtocolMajor);
+  c.u32(kProtocolMinor);
+  c.u8(key.empty() ? 0 : 1);
+  c.bytes(nw);
+  send_frame(s, MsgType::Challenge, c.data(), ms_left(deadline));
+
+  Frame p = expect_frame(s, MsgType::Proof, ms_left(deadline), ms_left(deadline), Phase::Handshake);
+  // The nonces are fresh, so a proof recorded from an earlier session fails exactly as a wrong key.
+  if (!key.empty() && !same(proof(key, "weft-coordinator", nc, nw), p.payload))
+    reject("authentication failed: the proof does not match this session's challenge (wrong key or a replayed "
+           "handshake)");
+  if (admit)
+    if (std::string why = admit(); !why.empty()) reject(why);
+  ByteWriter w;
+  if (!key.empty()) w.bytes(proof(key, "weft-worker", nw, nc));
+  send_frame(s, MsgType::Welcome, w.data(), ms_left(deadline));
+  return key.empty() ? SessionMac() : SessionMac(key, nc, nw, Role::Worker);
+}
+
 }  // namespace
+
+std::vector<uint8_t> random_bytes(size_t n) {
+  std::vector<uint8_t> b(n);
+  if (RAND_bytes(b.data(), static_cast<int>(b.size())) != 1) fail("net", "RAND_bytes failed");
+  return b;
+}
 
 std::vector<uint8_t> read_key_file(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
   if (!in) fail("net", "cannot read auth key file '{}'", path);
+  struct stat st {};
+  if (::stat(path.c_str(), &st) != 0) fail("net", "cannot stat auth key file '{}'", path);
+  if (st.st_mode & 077)
+    fail("net", "auth key file '{}' is readable by others (mode {:04o}); chmod 600 it", path, st.st_mode & 07777);
   std::vector<uint8_t> key((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
   while (!key.empty() && (key.back() == '\n' || key.back() == '\r' || key.back() == ' ' || key.back() == '\t'))
     key.pop_back();
@@ -66,7 +119,7 @@ std::vector<uint8_t> hmac_sha256(const std::vector<uint8_t>& key, const std::vec
   return out;
 }
 
-void client_handshake(Socket& s, const std::vector<uint8_t>& key, Version version) {
+SessionMac client_handshake(Socket& s, const std::vector<uint8_t>& key, Version version) {
   const auto nc = nonce();
   ByteWriter hello;
   hello.u32(kHelloMagic);
@@ -75,7 +128,7 @@ void client_handshake(Socket& s, const std::vector<uint8_t>& key, Version versio
   hello.bytes(nc);
   send_frame(s, MsgType::Hello, hello.data(), kHandshakeTimeoutMs);
 
-  Frame f = expect_frame(s, MsgType::Challenge, kHandshakeTimeoutMs, kHandshakeTimeoutMs);
+  Frame f = expect_frame(s, MsgType::Challenge, kHandshakeTimeoutMs, kHandshakeTimeoutMs, Phase::Handshake);
   ByteReader r(f.payload);
   const uint32_t major = r.u32("worker version"), minor = r.u32("worker version");
   const bool required = r.boolean("auth flag");
@@ -90,41 +143,22 @@ void client_handshake(Socket& s, const std::vector<uint8_t>& key, Version versio
   ByteWriter p;
   if (!key.empty()) p.bytes(proof(key, "weft-coordinator", nc, nw));
   send_frame(s, MsgType::Proof, p.data(), kHandshakeTimeoutMs);
-  Frame welcome = expect_frame(s, MsgType::Welcome, kHandshakeTimeoutMs, kHandshakeTimeoutMs);
+  Frame welcome = expect_frame(s, MsgType::Welcome, kHandshakeTimeoutMs, kHandshakeTimeoutMs, Phase::Handshake);
   if (!key.empty() && !same(proof(key, "weft-worker", nw, nc), welcome.payload))
     fail("net", "{}: worker failed authentication (different key)", s.peer());
+  return key.empty() ? SessionMac() : SessionMac(key, nc, nw, Role::Coordinator);
 }
 
-void server_handshake(Socket& s, const std::vector<uint8_t>& key) {
-  Frame f = expect_frame(s, MsgType::Hello, kHandshakeTimeoutMs, kHandshakeTimeoutMs);
-  ByteReader r(f.payload);
-  if (r.u32("hello magic") != kHelloMagic) fail("net", "{}: bad hello magic", s.peer());
-  const uint32_t major = r.u32("coordinator version"), minor = r.u32("coordinator version");
-  const auto nc_span = r.bytes("coordinator nonce", kNonceBytes);
-  r.finish("hello");
-  const std::vector<uint8_t> nc(nc_span.begin(), nc_span.end());
-  if (major != kProtocolMajor) {
-    const std::string msg = fmt::format("protocol {}.{} is not supported (worker speaks {}.{})", major, minor,
-                                        kProtocolMajor, kProtocolMinor);
-    send_error(s, msg);
-    fail("net", "{}: {}", s.peer(), msg);
+SessionMac server_handshake(Socket& s, const std::vector<uint8_t>& key, int timeout_ms,
+                            const std::function<std::string()>& admit) {
+  bool error_sent = false;
+  try {
+    return serve_handshake(s, key, Clock::now() + std::chrono::milliseconds(timeout_ms), admit, error_sent);
+  } catch (const Error& e) {
+    // A refused header, a timeout or a malformed message: say so once (the peer may be gone).
+    if (!error_sent) send_error(s, fmt::format("handshake failed: {}", e.what()));
+    throw;
   }
-  const auto nw = nonce();
-  ByteWriter c;
-  c.u32(kProtocolMajor);
-  c.u32(kProtocolMinor);
-  c.u8(key.empty() ? 0 : 1);
-  c.bytes(nw);
-  send_frame(s, MsgType::Challenge, c.data(), kHandshakeTimeoutMs);
-
-  Frame p = expect_frame(s, MsgType::Proof, kHandshakeTimeoutMs, kHandshakeTimeoutMs);
-  if (!key.empty() && !same(proof(key, "weft-coordinator", nc, nw), p.payload)) {
-    send_error(s, "authentication failed (wrong key)");
-    fail("net", "{}: coordinator failed authentication", s.peer());
-  }
-  ByteWriter w;
-  if (!key.empty()) w.bytes(proof(key, "weft-worker", nw, nc));
-  send_frame(s, MsgType::Welcome, w.data(), kHandshakeTimeoutMs);
 }
 
 }  // namespace weft::net

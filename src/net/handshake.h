@@ -1,9 +1,14 @@
 // Session opening between a coordinator and a worker: magic + protocol version, then mutual
 // HMAC-SHA256 challenge-response over fresh nonces with a shared key (never sent). Majors must match;
-// a newer minor on either side is accepted (minors only add optional fields).
+// a newer minor on either side is accepted (minors only add optional fields). With a key, the
+// handshake yields the session's frame MAC (session_mac.h); every frame before it is limited to
+// the handshake's own small types (frame.h, Phase::Handshake).
 #pragma once
 
+#include "net/session_mac.h"
 #include "net/socket.h"
+
+#include <functional>
 
 #include <cstdint>
 #include <optional>
@@ -14,7 +19,8 @@ namespace weft::net {
 
 inline constexpr uint32_t kHelloMagic = 0x54464557;  // "WEFT" little-endian
 // 2: heartbeats while a request runs; Load names the model (size + SHA-256) and its slices.
-inline constexpr uint16_t kProtocolMajor = 3;  // 3: Load carries the KV cache types
+// 3: Load carries the KV cache types.
+inline constexpr uint16_t kProtocolMajor = 4;  // 4: session frames carry a MAC when a key is in use
 inline constexpr uint16_t kProtocolMinor = 0;
 inline constexpr size_t kNonceBytes = 32;
 inline constexpr size_t kMinKeyBytes = 16;
@@ -24,14 +30,21 @@ struct Version {
   uint16_t major = kProtocolMajor, minor = kProtocolMinor;
 };
 
-// The key file's bytes, trailing whitespace removed; at least kMinKeyBytes.
+// The key file's bytes, trailing whitespace removed; at least kMinKeyBytes. Like ssh, refuses a
+// file that group or others may read.
 std::vector<uint8_t> read_key_file(const std::string& path);
+std::vector<uint8_t> random_bytes(size_t n);
 std::vector<uint8_t> hmac_sha256(const std::vector<uint8_t>& key, const std::vector<uint8_t>& msg);
 
 // Coordinator side; key empty = no authentication (the worker must then not require one).
-// `version` is overridable for tests. Throws weft::Error("net", ...) naming the peer.
-void client_handshake(Socket& s, const std::vector<uint8_t>& key, Version version = {});
-// Worker side; key empty = accept any coordinator.
-void server_handshake(Socket& s, const std::vector<uint8_t>& key);
+// `version` is overridable for tests. Throws weft::Error("net", ...) naming the peer. Returns the
+// session's MAC (off without a key).
+SessionMac client_handshake(Socket& s, const std::vector<uint8_t>& key, Version version = {});
+// Worker side; key empty = accept any coordinator. The whole handshake must finish within
+// timeout_ms. admit runs once the coordinator is authenticated, before the Welcome: it returns ""
+// to accept, else the reason sent instead (e.g. busy). On any failure the coordinator gets exactly
+// one Error frame, then this throws.
+SessionMac server_handshake(Socket& s, const std::vector<uint8_t>& key, int timeout_ms = kHandshakeTimeoutMs,
+                            const std::function<std::string()>& admit = {});
 
 }  // namespace weft::net

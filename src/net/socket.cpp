@@ -19,6 +19,9 @@ namespace weft::net {
 namespace {
 
 using Clock = std::chrono::steady_clock;
+// Connections waiting for accept(): a burst of idle or hostile ones must not fill the queue before
+// the worker's accept loop (which hands each to a thread at once) gets to the real coordinator.
+constexpr int kListenBacklog = 128;
 
 int ms_left(Clock::time_point deadline) {
   const auto d = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now()).count();
@@ -170,7 +173,7 @@ Listener::Listener(const HostPort& hp) {
   if (fd_ < 0) fail("net", "socket: {}", std::strerror(errno));
   const int one = 1;
   ::setsockopt(fd_, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
-  if (::bind(fd_, reinterpret_cast<sockaddr*>(&a), sizeof(a)) != 0 || ::listen(fd_, 8) != 0) {
+  if (::bind(fd_, reinterpret_cast<sockaddr*>(&a), sizeof(a)) != 0 || ::listen(fd_, kListenBacklog) != 0) {
     const int e = errno;
     ::close(fd_);
     fd_ = -1;

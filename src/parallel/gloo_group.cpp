@@ -34,7 +34,8 @@ using Clock = std::chrono::steady_clock;
 // gloo::rendezvous::Store over the coordinator's KV store.
 class KvStore : public gloo::rendezvous::Store {
  public:
-  KvStore(const std::string& addr, int timeout_ms) : kv_(net::parse_host_port(addr), timeout_ms), timeout_ms_(timeout_ms) {}
+  KvStore(const std::string& addr, int timeout_ms, const std::vector<uint8_t>& key)
+      : kv_(net::parse_host_port(addr), timeout_ms, key), timeout_ms_(timeout_ms) {}
   void set(const std::string& key, const std::vector<char>& data) override { kv_.set(key, data); }
   std::vector<char> get(const std::string& key) override { return kv_.get(key); }
   void wait(const std::vector<std::string>& keys) override { wait(keys, std::chrono::milliseconds(timeout_ms_)); }
@@ -93,7 +94,7 @@ class GlooGroup : public Group {
   GlooGroup(int rank, int size, const GlooOptions& opt) : timeout_(opt.timeout_ms), sync_max_bytes_(opt.sync_max_bytes) {
     const std::vector<SocketId> before = connected_sockets();
     try {
-      KvStore kv(opt.store, opt.timeout_ms);
+      KvStore kv(opt.store, opt.timeout_ms, opt.store_key);
       gloo::transport::tcp::attr attr;
       attr.hostname = opt.hostname;
       auto dev = gloo::transport::tcp::CreateDevice(attr);

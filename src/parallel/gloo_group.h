@@ -36,6 +36,9 @@ struct GlooOptions {
   bool busy_poll = false;  // see NetPoll
   // All-reduces up to this many bytes take the sync path; must be equal on every rank (0: never).
   size_t sync_max_bytes = kSyncAllReduceMaxBytes;
+  // Tags and checks the store's entries (net::rendezvous_key; empty: untagged, no key in use).
+  // Only the rendezvous is authenticated: Gloo's own traffic is plain TCP (see net/kv_store.h).
+  std::vector<uint8_t> store_key;
 };
 
 // Connects rank `rank` of `size` (blocks until every rank has joined, or the timeout).

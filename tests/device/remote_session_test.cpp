@@ -183,7 +183,7 @@ TEST(RemoteSession, WeightsComeFromModelDirOrCacheElseAreStreamedOnce) {
 TEST(RemoteSession, TensorSplitFromModelDirWithRpcAndKeyFileMatchesOneDevice) {
   Tiny m("weft_split_src");
   const std::string key = m.dir + "/key";
-  std::ofstream(key) << "a shared key of some length\n";
+  write_key_file(key, "a shared key of some length\n");
   Worker w1({"--model-dir", m.dir + "/models", "--auth-key-file", key});
   Worker w2({"--model-dir", m.dir + "/models", "--auth-key-file", key});
   const std::string ref = greedy_text(m.path, "cpu:1");
@@ -232,7 +232,7 @@ TEST(RemoteSession, WorkersInSeparateNetworkNamespaces) {
   Netns net;
   if (!net.ok()) GTEST_SKIP() << "ip netns / bridge setup not permitted here: loopback tests only";
   const std::string key = testing::TempDir() + "/weft_netns_key";
-  std::ofstream(key) << "netns test key 0123456789\n";
+  write_key_file(key, "netns test key 0123456789\n");
   Worker w1({"--auth-key-file", key}, net.ip(1), {"ip", "netns", "exec", net.ns(1)});
   Worker w2({"--auth-key-file", key}, net.ip(2), {"ip", "netns", "exec", net.ns(2)});
   const std::string ref = greedy_text(stories(), "cpu:1");

@@ -5,6 +5,7 @@
 #include "core/error.h"
 #include "device/remote/remote_device.h"
 #include "model/gen_model.h"
+#include "net/channel.h"
 #include "net/frame.h"
 #include "net/handshake.h"
 #include "net/wire.h"
@@ -16,6 +17,8 @@
 #include <csignal>
 #include <cstdio>
 #include <fstream>
+#include <functional>
+#include <memory>
 #include <string>
 #include <sys/wait.h>
 #include <thread>
@@ -124,9 +127,113 @@ TEST(RemoteWorker, BrokenSessionsEndOnlyThemselves) {
   expect_serving(w);
 }
 
+std::string error_of(const std::function<void()>& f) {
+  try {
+    f();
+  } catch (const std::exception& e) {
+    return e.what();
+  }
+  return "";
+}
+
+double seconds_since(std::chrono::steady_clock::time_point t0) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+}
+
+// A wrong protocol major is answered with exactly one Error frame, then the close.
+TEST(RemoteWorker, WrongProtocolMajorGetsExactlyOneErrorFrame) {
+  Worker w;
+  net::Socket s = net::connect_tcp(net::parse_host_port(w.address()), 2000);
+  net::ByteWriter hello;
+  hello.u32(net::kHelloMagic);
+  hello.u32(net::kProtocolMajor + 1);
+  hello.u32(0);
+  hello.bytes(std::vector<uint8_t>(net::kNonceBytes, 1));
+  net::send_frame(s, net::MsgType::Hello, hello.data(), 1000);
+  net::Frame f = net::recv_frame(s, 3000, 3000);
+  EXPECT_EQ(f.type, net::MsgType::Error);
+  const std::string next = error_of([&] { net::recv_frame(s, 3000, 3000); });
+  EXPECT_NE(next.find("closed by peer"), std::string::npos) << "a second frame or no close: " << next;
+}
+
+// Idle connections that never say hello neither hold the session slot nor delay the coordinator.
+TEST(RemoteWorker, IdleConnectionsDoNotLockOutTheCoordinator) {
+  Worker w;
+  const net::HostPort hp = net::parse_host_port(w.address());
+  net::Socket idle1 = net::connect_tcp(hp, 2000), idle2 = net::connect_tcp(hp, 2000);
+  std::this_thread::sleep_for(std::chrono::milliseconds(200));  // both accepted and waiting in their handshakes
+  const auto t0 = std::chrono::steady_clock::now();
+  net::Socket s = net::connect_tcp(hp, 2000);
+  net::SessionMac mac = net::client_handshake(s, {});
+  net::Channel ch(std::move(s), std::move(mac));
+  net::ByteWriter b;
+  b.i32(0);
+  ch.send(net::MsgType::Truncate, b.data(), 1000);  // served: answered (an error, before any load)
+  const std::string e = error_of([&] { ch.expect(net::MsgType::Truncated, 3000, 3000); });
+  EXPECT_NE(e.find("truncate before load"), std::string::npos) << e;
+  EXPECT_LT(seconds_since(t0), 1.0);
+}
+
+// While a session is active a second coordinator is told the worker is busy, and by whom.
+TEST(RemoteWorker, SecondCoordinatorIsToldTheWorkerIsBusy) {
+  Worker w;
+  auto first = std::make_unique<RemoteDevice>(w.address(), 1, std::vector<uint8_t>{});
+  const auto t0 = std::chrono::steady_clock::now();
+  const std::string e = error_of([&] { RemoteDevice second(w.address(), 1, {}); });
+  EXPECT_NE(e.find(w.url() + ": worker busy: serving a session from tcp://127.0.0.1:"), std::string::npos) << e;
+  EXPECT_LT(seconds_since(t0), 1.0);
+  first.reset();  // its Bye frees the slot
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  expect_serving(w);
+}
+
+// A session that never loads is dropped after --preload-timeout, freeing the worker.
+TEST(RemoteWorker, SessionThatDoesNotLoadIsDropped) {
+  Worker w({"--preload-timeout", "1"});
+  RemoteDevice idle(w.address(), 1, {});
+  EXPECT_THROW(RemoteDevice(w.address(), 1, {}), Error);  // busy
+  std::this_thread::sleep_for(std::chrono::milliseconds(1500));
+  expect_serving(w);
+}
+
+// Before authentication a frame header announcing a large step is refused from its 8 bytes.
+TEST(RemoteWorker, LargeFrameBeforeAuthenticationIsRefusedFromItsHeader) {
+  const std::string key_file = testing::TempDir() + "/weft_preauth_key";
+  testing_support::write_key_file(key_file, "correct horse battery staple\n");
+  Worker w({"--auth-key-file", key_file});
+  net::Socket s = net::connect_tcp(net::parse_host_port(w.address()), 2000);
+  net::ByteWriter h;
+  h.u32(net::kFrameMagic << 16 | static_cast<uint32_t>(net::MsgType::Step));
+  h.u32(200u << 20);
+  s.send_all(h.data().data(), h.data().size(), 1000);
+  const auto t0 = std::chrono::steady_clock::now();
+  const std::string e = error_of([&] { net::expect_frame(s, net::MsgType::Challenge, 3000); });
+  EXPECT_NE(e.find("step frame of 209715200 bytes refused before authentication"), std::string::npos) << e;
+  EXPECT_NE(error_of([&] { net::recv_frame(s, 3000, 3000); }).find("closed by peer"), std::string::npos);
+  EXPECT_LT(seconds_since(t0), 1.0);
+}
+
+// After an authenticated handshake a frame with a bad MAC (forged or altered in flight) ends the session.
+TEST(RemoteWorker, FrameWithABadMacEndsTheSession) {
+  const std::string key_file = testing::TempDir() + "/weft_mac_key";
+  testing_support::write_key_file(key_file, "correct horse battery staple\n");
+  const auto key = net::read_key_file(key_file);
+  Worker w({"--auth-key-file", key_file});
+  net::Socket s = net::connect_tcp(net::parse_host_port(w.address()), 2000);
+  net::SessionMac mac = net::client_handshake(s, key);
+  net::ByteWriter f;  // a Bye with an all-zero tag
+  f.u32(net::kFrameMagic << 16 | static_cast<uint32_t>(net::MsgType::Bye));
+  f.u32(0);
+  f.bytes(std::vector<uint8_t>(net::kMacTagBytes, 0));
+  s.send_all(f.data().data(), f.data().size(), 1000);
+  net::Channel ch(std::move(s), std::move(mac));
+  const std::string e = error_of([&] { ch.expect(net::MsgType::Truncated, 3000, 3000); });
+  EXPECT_NE(e.find("bye frame #0 failed authentication"), std::string::npos) << e;
+}
+
 TEST(RemoteWorker, WrongKeyIsRejectedNamingTheWorker) {
   const std::string key_file = testing::TempDir() + "/weft_worker_key";
-  std::ofstream(key_file) << "correct horse battery staple\n";
+  testing_support::write_key_file(key_file, "correct horse battery staple\n");
   Worker w({"--auth-key-file", key_file});
   try {
     RemoteDevice d(w.address(), 1, std::vector<uint8_t>(20, 'x'));

@@ -5,6 +5,8 @@
 
 #include <csignal>
 #include <cstdio>
+#include <fstream>
+#include <sys/stat.h>
 #include <string>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -72,6 +74,12 @@ class Worker {
   pid_t pid_ = -1;
   int port_ = 0;
 };
+
+// A key file as a user would make it: the text, then chmod 600 (workers refuse wider modes).
+inline void write_key_file(const std::string& path, const std::string& text) {
+  std::ofstream(path) << text;
+  ::chmod(path.c_str(), 0600);
+}
 
 inline std::string shell(const std::string& cmd) {
   std::string out;

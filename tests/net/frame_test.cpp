@@ -84,6 +84,25 @@ TEST(Frame, HeaderChecksMagicTypeAndPerTypeLimit) {
     EXPECT_GT(max_payload(static_cast<MsgType>(i)), 0u) << msg_type_name(static_cast<MsgType>(i));
 }
 
+TEST(Frame, BeforeAuthenticationOnlySmallHandshakeFramesPass) {
+  MsgType t;
+  const auto word = [](MsgType m) { return kFrameMagic << 16 | static_cast<uint32_t>(m); };
+  // A step announcing 200 MiB is within the step limit, but refused from its header before the handshake.
+  EXPECT_NO_THROW(parse_frame_header(header(word(MsgType::Step), 200u << 20), t, Phase::Session));
+  try {
+    parse_frame_header(header(word(MsgType::Step), 200u << 20), t, Phase::Handshake);
+    FAIL() << "pre-auth step accepted";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("step frame of 209715200 bytes refused before authentication"), std::string::npos)
+        << e.what();
+  }
+  for (MsgType m : {MsgType::Hello, MsgType::Challenge, MsgType::Proof, MsgType::Welcome, MsgType::Error})
+    EXPECT_NO_THROW(parse_frame_header(header(word(m), 64), t, Phase::Handshake)) << msg_type_name(m);
+  EXPECT_THROW(parse_frame_header(header(word(MsgType::Error), kHandshakeMaxPayload + 1), t, Phase::Handshake), Error);
+  EXPECT_THROW(parse_frame_header(header(word(MsgType::KvSet), 16), t, Phase::Handshake), Error);
+  EXPECT_THROW(parse_frame_header(header(word(MsgType::Load), 16), t, Phase::Handshake), Error);
+}
+
 TEST(Frame, SendAndReceiveOverLoopbackWithTimeouts) {
   Listener l({"127.0.0.1", 0});
   Socket c = connect_tcp({"127.0.0.1", l.port()}, 2000);

@@ -1,9 +1,13 @@
 // Handshake: matching keys pass both ways; a wrong key, a missing key and a different protocol
 // major fail on both sides with errors that say why. HMAC checked against RFC 4231 test case 2.
 #include "core/error.h"
+#include "net/frame.h"
 #include "net/handshake.h"
+#include "net/wire.h"
 
 #include <gtest/gtest.h>
+
+#include <sys/stat.h>
 
 #include <future>
 
@@ -66,12 +70,83 @@ TEST(Handshake, DifferentProtocolMajorFails) {
   EXPECT_NE(ce.find("not supported"), std::string::npos) << ce;
 }
 
+void write_file(const std::string& path, const char* text, mode_t mode) {
+  FILE* f = std::fopen(path.c_str(), "w");
+  std::fputs(text, f);
+  std::fclose(f);
+  ::chmod(path.c_str(), mode);
+}
+
 TEST(Handshake, ShortKeyFileIsRejected) {
   const std::string path = testing::TempDir() + "/weft_short_key";
-  FILE* f = std::fopen(path.c_str(), "w");
-  std::fputs("short\n", f);
-  std::fclose(f);
+  write_file(path, "short\n", 0600);
   EXPECT_THROW(read_key_file(path), Error);
+}
+
+TEST(Handshake, KeyFileReadableByOthersIsRefused) {
+  const std::string path = testing::TempDir() + "/weft_open_key";
+  write_file(path, "0123456789abcdef-key\n", 0644);
+  try {
+    read_key_file(path);
+    FAIL() << "0644 key file accepted";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("is readable by others (mode 0644); chmod 600 it"), std::string::npos) << e.what();
+  }
+  ::chmod(path.c_str(), 0640);
+  EXPECT_THROW(read_key_file(path), Error);
+  ::chmod(path.c_str(), 0600);
+  EXPECT_EQ(read_key_file(path), bytes("0123456789abcdef-key"));
+}
+
+// A recorded proof replayed into a new session (its challenge nonce differs) is refused, and the
+// message says a replay is one of the two causes.
+TEST(Handshake, ReplayedProofIsRefusedSayingSo) {
+  const auto key = bytes("0123456789abcdef-key");
+  Listener l({"127.0.0.1", 0});
+  auto server = std::async(std::launch::async, [&] {
+    std::string errors;
+    for (int i = 0; i < 2; ++i) {
+      Socket s = l.accept(3000);
+      try {
+        server_handshake(s, key);
+      } catch (const Error& e) {
+        errors += e.what();
+      }
+    }
+    return errors;
+  });
+  const std::vector<uint8_t> nc(kNonceBytes, 5);
+  std::vector<uint8_t> recorded;
+  for (int i = 0; i < 2; ++i) {
+    Socket c = connect_tcp({"127.0.0.1", l.port()}, 3000);
+    ByteWriter hello;
+    hello.u32(kHelloMagic);
+    hello.u32(kProtocolMajor);
+    hello.u32(kProtocolMinor);
+    hello.bytes(nc);
+    send_frame(c, MsgType::Hello, hello.data(), 1000);
+    Frame ch = expect_frame(c, MsgType::Challenge, 3000);
+    const std::vector<uint8_t> nw(ch.payload.end() - kNonceBytes, ch.payload.end());
+    if (i == 0) {  // the legitimate session, as recorded by an eavesdropper
+      std::vector<uint8_t> msg = bytes("weft-coordinator");
+      msg.insert(msg.end(), nc.begin(), nc.end());
+      msg.insert(msg.end(), nw.begin(), nw.end());
+      recorded = hmac_sha256(key, msg);
+      send_frame(c, MsgType::Proof, recorded, 1000);
+      EXPECT_NO_THROW(expect_frame(c, MsgType::Welcome, 3000));
+    } else {
+      send_frame(c, MsgType::Proof, recorded, 1000);
+      try {
+        expect_frame(c, MsgType::Welcome, 3000);
+        FAIL() << "replayed proof accepted";
+      } catch (const Error& e) {
+        EXPECT_NE(std::string(e.what()).find("does not match this session's challenge (wrong key or a replayed handshake)"),
+                  std::string::npos)
+            << e.what();
+      }
+    }
+  }
+  EXPECT_NE(server.get().find("replayed handshake"), std::string::npos);
 }
 
 }  // namespace

@@ -2,6 +2,7 @@
 
 #include "core/error.h"
 #include "device/remote/remote_device.h"
+#include "net/handshake.h"
 #include "net/kv_store.h"
 #include "parallel/gloo_group.h"
 
@@ -33,7 +34,12 @@ bool attach_process_group(const std::vector<std::unique_ptr<Device>>& devices, p
   static std::atomic<int> groups{0};
   GroupSetup g;
   g.store = host + ":" + std::to_string(store.port());
-  g.prefix = "weft/" + std::to_string(::getpid()) + "/" + std::to_string(groups++);
+  // Fresh random bytes make every group's prefix, and so its store key, unique: entries from an
+  // earlier group cannot be replayed into this one.
+  std::string nonce;
+  for (uint8_t b : net::random_bytes(8)) nonce += fmt::format("{:02x}", b);
+  g.prefix = "weft/" + std::to_string(::getpid()) + "/" + std::to_string(groups++) + "/" + nonce;
+  const std::vector<uint8_t> store_key = net::rendezvous_key(watch->members.front()->key(), g.prefix);
   g.size = static_cast<int>(devices.size());
   g.wire = wire;
   g.timeout_ms = timeout_ms;
@@ -50,7 +56,7 @@ bool attach_process_group(const std::vector<std::unique_ptr<Device>>& devices, p
     if (!remote[i])
       threads.emplace_back([&, i] {
         try {
-          local[i] = parallel::make_gloo_group(static_cast<int>(i), g.size, wire, {g.store, g.prefix, host, timeout_ms, busy});
+          local[i] = parallel::make_gloo_group(static_cast<int>(i), g.size, wire, {g.store, g.prefix, host, timeout_ms, busy, parallel::kSyncAllReduceMaxBytes, store_key});
         } catch (...) {
           errors[i] = std::current_exception();
         }

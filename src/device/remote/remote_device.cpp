@@ -47,17 +47,18 @@ std::vector<uint8_t> coordinator_key() {
 }
 
 RemoteDevice::RemoteDevice(const std::string& address, int threads, const std::vector<uint8_t>& key)
-    : address_(address), threads_(threads) {
+    : address_(address), threads_(threads), key_(key) {
   guarded("connect", [&] {
-    sock_ = net::connect_tcp(net::parse_host_port(address), kConnectTimeoutMs);
-    net::client_handshake(sock_, key);
+    net::Socket s = net::connect_tcp(net::parse_host_port(address), kConnectTimeoutMs);
+    net::SessionMac mac = net::client_handshake(s, key);
+    ch_ = net::Channel(std::move(s), std::move(mac));
   });
 }
 
 RemoteDevice::~RemoteDevice() {
-  if (!sock_.valid()) return;
+  if (!ch_.valid()) return;
   try {
-    net::send_frame(sock_, MsgType::Bye, {}, 1000);
+    ch_.send(MsgType::Bye, {}, 1000);
   } catch (const Error&) {  // the worker is gone already; nothing to end
   }
 }
@@ -67,7 +68,7 @@ auto RemoteDevice::guarded(const char* what, F&& f) -> decltype(f()) {
   try {
     return f();
   } catch (const Error& e) {
-    sock_.close();
+    ch_.close();
     std::string text = e.what();
     if (text.rfind("[" + e.origin() + "] ", 0) == 0) text.erase(0, e.origin().size() + 3);  // Error adds it again
     if (watch_ && watch_->failed.empty()) watch_->failed = text.find(name()) == 0 ? text : name() + ": " + text;
@@ -77,15 +78,15 @@ auto RemoteDevice::guarded(const char* what, F&& f) -> decltype(f()) {
 }
 
 void RemoteDevice::send(MsgType t, std::span<const uint8_t> payload) {
-  net::send_frame(sock_, t, payload, kSendTimeoutMs);
+  ch_.send(t, payload, kSendTimeoutMs);
   last_heard_ = Clock::now();  // the silence bound counts from the request
 }
 
 net::Frame RemoteDevice::await(MsgType want) {
   for (;;) {
     check_peers();
-    if (sock_.readable(kPollMs)) {
-      net::Frame f = net::recv_frame(sock_, kBodyTimeoutMs, kBodyTimeoutMs);
+    if (ch_.socket().readable(kPollMs)) {
+      net::Frame f = ch_.recv(kBodyTimeoutMs, kBodyTimeoutMs);
       last_heard_ = Clock::now();
       if (f.type == MsgType::Heartbeat) continue;
       if (f.type == MsgType::Error) {
@@ -106,17 +107,17 @@ void RemoteDevice::check_peers() {
   if (!watch_) return;
   if (!watch_->failed.empty()) fail("net", "{} (this group's step cannot finish)", watch_->failed);
   for (RemoteDevice* p : watch_->members)
-    if (p != this && p->in_step_ && p->sock_.valid()) p->guarded("step", [&] { p->probe(); });
+    if (p != this && p->in_step_ && p->ch_.valid()) p->guarded("step", [&] { p->probe(); });
 }
 
 bool RemoteDevice::probe() {
   std::array<uint8_t, net::kFrameHeaderBytes> h;
-  while (sock_.peek(h.data(), h.size()) == h.size()) {
+  while (ch_.socket().peek(h.data(), h.size()) == h.size()) {
     MsgType t;
     const uint32_t len = net::parse_frame_header(h, t);
     last_heard_ = Clock::now();
     if (t != MsgType::Heartbeat || len != 0) return true;  // its reply: read when the engine waits for it
-    sock_.recv_exact(h.data(), h.size(), 1000);
+    ch_.recv(1000, 1000);  // the heartbeat (and its tag, checked) is consumed
   }
   const auto silent = std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - last_heard_).count();
   if (silent > kPeerSilenceMs)
@@ -230,16 +231,16 @@ void RemoteDevice::submit(Step step) {
 bool RemoteDevice::poll(int timeout_ms) {
   return guarded("step", [&] {
     if (!in_step_) return true;
-    if (!sock_.valid()) fail("net", "the connection is closed");
+    if (!ch_.valid()) fail("net", "the connection is closed");
     if (probe()) return true;
-    return sock_.readable(timeout_ms) && probe();
+    return ch_.socket().readable(timeout_ms) && probe();
   });
 }
 
 // Ends the session: the worker may sit in a collective with a dead peer until its own timeout,
 // and nothing it computes now is wanted.
 void RemoteDevice::abort() {
-  sock_.close();
+  ch_.close();
 }
 
 StepResult RemoteDevice::wait() {

@@ -2,7 +2,8 @@
 // as a CPU device: load names the weight slices the graph needs (the worker reads them from its
 // own copy of the model or its cache when it can, else they are streamed), and each step sends only
 // tokens, positions and sampling parameters; the reply is the device's candidates (or logits slice).
-// In a tensor split its collectives run on the worker, over Gloo (see process_group.h).
+// In a tensor split its collectives run on the worker, over Gloo (see process_group.h). With a key,
+// every frame of the session carries a MAC under keys derived from the handshake (net/channel.h).
 //
 // Every wait is bounded: a worker that resets or closes the connection fails the current call at
 // once; one that goes silent (no reply and no heartbeat) fails it after kPeerSilenceMs; and while
@@ -13,8 +14,8 @@
 #include "device/device.h"
 #include "device/remote/remote_messages.h"
 #include "device/remote/weight_slices.h"
+#include "net/channel.h"
 #include "net/frame.h"
-#include "net/socket.h"
 #include "parallel/gloo_group.h"
 
 #include <chrono>
@@ -74,7 +75,9 @@ class RemoteDevice : public Device {
   // ... and waits until it has.
   void finish_group();
   // The local address that reaches this worker (for the rendezvous store and local ranks).
-  std::string local_host() const { return sock_.local_host(); }
+  std::string local_host() const { return ch_.socket().local_host(); }
+  // The shared key this device authenticated with (empty: none); the group's store key derives from it.
+  const std::vector<uint8_t>& key() const { return key_; }
   void set_watch(std::shared_ptr<GroupWatch> w) { watch_ = std::move(w); }
   const LoadReport& load_report() const { return load_report_; }
 
@@ -95,7 +98,8 @@ class RemoteDevice : public Device {
 
   std::string address_;
   int threads_;
-  net::Socket sock_;
+  std::vector<uint8_t> key_;
+  net::Channel ch_;  // every frame of the session goes through it (MACed with a key)
   bool in_step_ = false;
   Clock::time_point last_heard_ = Clock::now();
   DeviceStats stats_;

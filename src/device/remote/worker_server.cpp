@@ -8,8 +8,10 @@
 #include "gguf/gguf_writer.h"
 #include "net/frame.h"
 #include "net/handshake.h"
+#include "net/kv_store.h"
 #include "parallel/gloo_group.h"
 
+#include <algorithm>
 #include <chrono>
 #include <condition_variable>
 #include <filesystem>
@@ -22,12 +24,13 @@ namespace {
 
 using net::MsgType;
 constexpr int kBodyTimeoutMs = 60000;  // once a frame has started, the rest must follow
+constexpr int kBusyGraceMs = 500;      // how long a new coordinator waits for an ending session's slot
 
-void send_error(net::Socket& s, const std::string& text) {
+void send_error(net::Channel& ch, const std::string& text) {
   net::ByteWriter w;
   w.str(text.substr(0, 2000));
   try {
-    net::send_frame(s, MsgType::Error, w.data(), 1000);
+    ch.send(MsgType::Error, w.data(), 1000);
   } catch (const Error&) {  // the coordinator may be gone already
   }
 }
@@ -36,7 +39,7 @@ void send_error(net::Socket& s, const std::string& text) {
 // with a request. Every send takes the one mutex, so frames never interleave on the socket.
 class Replier {
  public:
-  explicit Replier(net::Socket& s) : s_(s), thread_([this] { loop(); }) {}
+  explicit Replier(net::Channel& ch) : ch_(ch), thread_([this] { loop(); }) {}
   ~Replier() {
     {
       std::lock_guard lock(mu_);
@@ -54,7 +57,7 @@ class Replier {
   void send(MsgType t, std::span<const uint8_t> payload) {
     std::lock_guard lock(mu_);
     busy_ = false;
-    net::send_frame(s_, t, payload, kBodyTimeoutMs);
+    ch_.send(t, payload, kBodyTimeoutMs);
   }
 
  private:
@@ -64,14 +67,14 @@ class Replier {
       cv_.wait_for(lock, std::chrono::milliseconds(kHeartbeatIntervalMs));
       if (stop_ || !busy_ || gone_) continue;
       try {
-        net::send_frame(s_, MsgType::Heartbeat, {}, 1000);
+        ch_.send(MsgType::Heartbeat, {}, 1000);
       } catch (const Error&) {
         gone_ = true;  // the coordinator is gone; the session ends when the request's reply fails
       }
     }
   }
 
-  net::Socket& s_;
+  net::Channel& ch_;
   std::mutex mu_;
   std::condition_variable cv_;
   bool stop_ = false, busy_ = false, gone_ = false;
@@ -79,10 +82,10 @@ class Replier {
 };
 
 // Receives the streamed slices, in the order of specs, into one in-memory GGUF.
-std::vector<uint8_t> receive_tensors(net::Socket& s, const std::vector<SliceSpec>& specs) {
+std::vector<uint8_t> receive_tensors(net::Channel& s, const std::vector<SliceSpec>& specs) {
   gguf::Writer w;
   for (const auto& spec : specs) {
-    net::Frame f = net::expect_frame(s, MsgType::Tensor, kBodyTimeoutMs, kBodyTimeoutMs);
+    net::Frame f = s.expect(MsgType::Tensor, kBodyTimeoutMs, kBodyTimeoutMs);
     net::ByteReader r(f.payload);
     TensorHeader h = read_tensor_header(r);
     r.finish("tensor header");
@@ -98,7 +101,7 @@ std::vector<uint8_t> receive_tensors(net::Socket& s, const std::vector<SliceSpec
       fail("net", "tensor '{}': {} bytes do not match its shape and type {}", h.name, h.n_bytes, dtype_name(h.type));
     std::vector<uint8_t> data;  // grows only as bytes really arrive
     while (data.size() < h.n_bytes) {
-      net::Frame c = net::expect_frame(s, MsgType::TensorChunk, kBodyTimeoutMs, kBodyTimeoutMs);
+      net::Frame c = s.expect(MsgType::TensorChunk, kBodyTimeoutMs, kBodyTimeoutMs);
       if (c.payload.empty() || data.size() + c.payload.size() > h.n_bytes)
         fail("net", "tensor '{}': chunk of {} bytes overruns its {} bytes", h.name, c.payload.size(), h.n_bytes);
       data.insert(data.end(), c.payload.begin(), c.payload.end());
@@ -125,30 +128,87 @@ void check_listen(const WorkerOptions& opt) {
 WorkerServer::WorkerServer(WorkerOptions opt) : opt_(std::move(opt)), listener_(opt_.listen) { check_listen(opt_); }
 
 void WorkerServer::serve(int max_sessions) {
-  for (int n = 0; !stop_ && (max_sessions < 0 || n < max_sessions);) {
+  {
+    std::lock_guard lock(mu_);
+    max_sessions_ = max_sessions;
+  }
+  auto done = [&] { return stop_ || (max_sessions >= 0 && admitted_ >= max_sessions); };
+  for (;;) {
+    {
+      std::lock_guard lock(mu_);
+      if (done()) break;
+    }
     net::Socket s = listener_.accept(200);
     if (!s.valid()) continue;
-    ++n;
-    std::fprintf(stderr, "weft worker: session from %s\n", s.peer().c_str());
-    try {
-      session(s);
-      std::fprintf(stderr, "weft worker: session from %s ended\n", s.peer().c_str());
-    } catch (const std::exception& e) {
-      send_error(s, e.what());
-      std::fprintf(stderr, "weft worker: session from %s failed: %s\n", s.peer().c_str(), e.what());
-    }
+    std::lock_guard lock(mu_);
+    if (handshakes_ >= opt_.max_handshakes) continue;  // closed at once: a flood cannot queue up threads
+    ++threads_, ++handshakes_;
+    std::thread([this, s = std::move(s)]() mutable { connection(std::move(s)); }).detach();
   }
+  std::unique_lock lock(mu_);
+  cv_.wait(lock, [&] { return threads_ == 0; });  // the detached threads use this object
 }
 
-void WorkerServer::session(net::Socket& s) {
-  net::server_handshake(s, opt_.key);
+std::string WorkerServer::admit(const std::string& peer, bool& took) {
+  std::unique_lock lock(mu_);
+  // A coordinator that ran just before this one may have sent its Bye a moment ago: give its session
+  // time to end rather than calling the worker busy.
+  cv_.wait_for(lock, std::chrono::milliseconds(kBusyGraceMs), [&] { return holder_.empty(); });
+  if (stop_ || (max_sessions_ >= 0 && admitted_ >= max_sessions_)) return "worker is shutting down";
+  if (!holder_.empty())
+    return fmt::format("worker busy: serving a session from {} since {} s", holder_,
+                       std::chrono::duration_cast<std::chrono::seconds>(Clock::now() - held_since_).count());
+  holder_ = peer;
+  held_since_ = Clock::now();
+  ++admitted_;
+  took = true;
+  return "";
+}
+
+void WorkerServer::connection(net::Socket s) {
+  bool took = false, ok = false;
+  net::SessionMac mac;
+  try {
+    mac = net::server_handshake(s, opt_.key, opt_.handshake_timeout_ms, [&] { return admit(s.peer(), took); });
+    ok = true;
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "weft worker: handshake from %s failed: %s\n", s.peer().c_str(), e.what());
+  }
+  {
+    std::lock_guard lock(mu_);
+    --handshakes_;
+  }
+  if (ok && took) {
+    net::Channel ch(std::move(s), std::move(mac));
+    std::fprintf(stderr, "weft worker: session from %s\n", ch.peer().c_str());
+    try {
+      session(ch);
+      std::fprintf(stderr, "weft worker: session from %s ended\n", ch.peer().c_str());
+    } catch (const std::exception& e) {
+      send_error(ch, e.what());
+      std::fprintf(stderr, "weft worker: session from %s failed: %s\n", ch.peer().c_str(), e.what());
+    }
+  }
+  std::lock_guard lock(mu_);
+  if (took) holder_.clear();
+  --threads_;
+  cv_.notify_all();
+}
+
+void WorkerServer::session(net::Channel& s) {
+  const auto load_deadline = Clock::now() + std::chrono::milliseconds(opt_.preload_timeout_ms);
   // Declared so that the device goes first: it may point into the weights.
   std::unique_ptr<parallel::Group> group;
   SessionWeights weights;
   std::unique_ptr<CpuDevice> dev;
   Replier reply(s);
   for (;;) {
-    net::Frame f = net::recv_frame(s, opt_.idle_timeout_ms, kBodyTimeoutMs);
+    if (!dev) {  // not loaded yet: a session that only holds the slot is dropped soon
+      const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(load_deadline - Clock::now()).count();
+      if (!s.socket().readable(static_cast<int>(std::max<int64_t>(left, 0))))
+        fail("net", "no load within {} ms of the handshake; session dropped (--preload-timeout)", opt_.preload_timeout_ms);
+    }
+    net::Frame f = s.recv(opt_.idle_timeout_ms, kBodyTimeoutMs);
     net::ByteReader r(f.payload);
     switch (f.type) {
       case MsgType::GroupSetup: {
@@ -157,8 +217,9 @@ void WorkerServer::session(net::Socket& s) {
         r.finish("group setup");
         reply.busy();
         group = parallel::make_gloo_group(g.rank, g.size, g.wire,
-                                          {g.store, g.prefix, s.local_host(), g.timeout_ms,
-                                           parallel::resolve_busy_poll(opt_.net_poll, opt_.threads)});
+                                          {g.store, g.prefix, s.socket().local_host(), g.timeout_ms,
+                                           parallel::resolve_busy_poll(opt_.net_poll, opt_.threads),
+                                           parallel::kSyncAllReduceMaxBytes, net::rendezvous_key(opt_.key, g.prefix)});
         reply.send(MsgType::GroupReady, {});
         break;
       }

@@ -3,13 +3,25 @@
 // cache, or streamed), then steps. While it works on a request the worker sends heartbeats (see
 // remote_messages.h). Whatever ends a session — a Bye, a dead coordinator, garbage, a failed step —
 // the worker logs it and accepts the next.
+//
+// Against idle or hostile connections: every connection gets a thread of its own for its handshake
+// (at most max_handshakes at once; beyond that new ones are closed at once), which must finish
+// within handshake_timeout_ms. The session slot is taken only by a coordinator that has completed
+// the handshake (authenticated, with a key); while it is held, another such coordinator is told
+// "worker busy: serving a session from tcp://HOST:PORT since N s". A session that has not sent its
+// Load within preload_timeout_ms of the handshake is dropped; after the load the idle bound is long,
+// since a loaded chat session may legitimately wait for its user.
 #pragma once
 
+#include "net/channel.h"
 #include "net/socket.h"
 #include "parallel/gloo_group.h"
 
 #include <atomic>
+#include <chrono>
+#include <condition_variable>
 #include <cstdint>
+#include <mutex>
 #include <string>
 #include <vector>
 
@@ -19,7 +31,10 @@ struct WorkerOptions {
   net::HostPort listen{"127.0.0.1", 7070};
   int threads = 1;
   std::vector<uint8_t> key;   // empty: no authentication (loopback only, see check_listen)
-  int idle_timeout_ms = 3600 * 1000;  // a session with no message for this long is dropped
+  int idle_timeout_ms = 3600 * 1000;  // a loaded session with no message for this long is dropped
+  int preload_timeout_ms = 60 * 1000;  // from the handshake to the Load message (--preload-timeout)
+  int handshake_timeout_ms = 3000;     // the whole handshake, from accept to Welcome
+  int max_handshakes = 64;             // connections in their handshake at once; more are closed
   std::string model_dir;   // where to look for the coordinator's model file ("" : never)
   std::string cache_dir;   // where streamed shards are kept ("" : no cache)
   parallel::NetPoll net_poll = parallel::NetPoll::Auto;
@@ -32,16 +47,28 @@ class WorkerServer {
  public:
   explicit WorkerServer(WorkerOptions opt);
   uint16_t port() const { return listener_.port(); }
-  // Serves sessions until stop() (checked between sessions) or max_sessions (< 0: forever).
+  // Serves sessions until stop() or max_sessions sessions (< 0: forever) have been admitted; then
+  // waits for the running session and handshakes to end.
   void serve(int max_sessions = -1);
   void stop() { stop_ = true; }
 
  private:
-  void session(net::Socket& s);
+  using Clock = std::chrono::steady_clock;
+  // One accepted connection, on its own thread: the handshake, then the session if admitted.
+  void connection(net::Socket s);
+  // Takes the session slot for peer; returns "" or why not (busy, shutting down).
+  std::string admit(const std::string& peer, bool& took);
+  void session(net::Channel& ch);
 
   WorkerOptions opt_;
   net::Listener listener_;
   std::atomic<bool> stop_{false};
+  std::mutex mu_;
+  std::condition_variable cv_;  // a connection thread ended
+  int threads_ = 0, handshakes_ = 0;  // connection threads alive; of them, in their handshake
+  int admitted_ = 0, max_sessions_ = -1;
+  std::string holder_;  // the peer holding the session slot ("" : free)
+  Clock::time_point held_since_;
 };
 
 }  // namespace weft::device::remote
