@@ -1,8 +1,16 @@
-// In-process all-reduce latency: what tensor parallel pays twice per layer per token.
-//   build/bench/weft_microbench --benchmark_filter=shm
+// All-reduce latency: what tensor parallel pays twice per layer per token. In process (shared
+// memory) and between two processes over loopback (Gloo: sync busy-poll, sync blocking, async),
+// next to a raw TCP exchange of the same bytes, the floor any transport can reach.
+//   build/bench/weft_microbench --benchmark_filter='shm|gloo|raw_tcp'
+#include "net/kv_store.h"
+#include "net/socket.h"
+#include "parallel/gloo_group.h"
 #include "parallel/group.h"
 
 #include <benchmark/benchmark.h>
+
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include <memory>
 #include <mutex>
@@ -37,5 +45,80 @@ void BM_shm_all_reduce_spin(benchmark::State& s) { shm_all_reduce(s, true); }
 void BM_shm_all_reduce_sleep(benchmark::State& s) { shm_all_reduce(s, false); }
 BENCHMARK(BM_shm_all_reduce_spin)->Arg(2048)->Arg(4096)->Threads(2)->UseRealTime();
 BENCHMARK(BM_shm_all_reduce_sleep)->Arg(2048)->Arg(4096)->Threads(2)->UseRealTime();
+
+// Across processes the peer is a forked child making the same number of calls, so the count is
+// fixed (kCalls) rather than chosen by the benchmark library.
+constexpr int kCalls = 2000, kWarmup = 100;
+
+void wait_child(pid_t pid, benchmark::State& state) {
+  int status = 0;
+  ::waitpid(pid, &status, 0);
+  if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) state.SkipWithError("the peer process failed");
+}
+
+// Arg: floats per all-reduce. Gloo between this process (rank 0) and a forked rank 1.
+void gloo_all_reduce(benchmark::State& state, bool busy, size_t sync_max_bytes) {
+  const size_t n = static_cast<size_t>(state.range(0));
+  net::KvServer store("127.0.0.1");
+  const parallel::GlooOptions opt{"127.0.0.1:" + std::to_string(store.port()), "lat", "127.0.0.1", 5000, busy,
+                                  sync_max_bytes};
+  const pid_t pid = ::fork();
+  if (pid == 0) {
+    int rc = 0;
+    try {
+      auto g = parallel::make_gloo_group(1, 2, parallel::WireType::F32, opt);
+      std::vector<float> x(n, 1.0f);
+      for (int i = 0; i < kCalls + kWarmup; ++i) g->all_reduce_sum(x.data(), n);
+    } catch (...) {
+      rc = 1;
+    }
+    ::_exit(rc);
+  }
+  auto g = parallel::make_gloo_group(0, 2, parallel::WireType::F32, opt);
+  std::vector<float> x(n, 1.0f);
+  for (int i = 0; i < kWarmup; ++i) g->all_reduce_sum(x.data(), n);  // rings built
+  for (auto _ : state) g->all_reduce_sum(x.data(), n);
+  wait_child(pid, state);
+  state.SetBytesProcessed(static_cast<int64_t>(state.iterations()) * n * 4);
+}
+void BM_gloo_all_reduce_busy_poll(benchmark::State& s) { gloo_all_reduce(s, true, parallel::kSyncAllReduceMaxBytes); }
+void BM_gloo_all_reduce_blocking(benchmark::State& s) { gloo_all_reduce(s, false, parallel::kSyncAllReduceMaxBytes); }
+void BM_gloo_all_reduce_async(benchmark::State& s) { gloo_all_reduce(s, false, 0); }
+BENCHMARK(BM_gloo_all_reduce_busy_poll)->Arg(4096)->Iterations(kCalls)->UseRealTime();
+BENCHMARK(BM_gloo_all_reduce_blocking)->Arg(4096)->Iterations(kCalls)->UseRealTime();
+BENCHMARK(BM_gloo_all_reduce_async)->Arg(4096)->Iterations(kCalls)->UseRealTime();
+
+// What a two-rank ring all-reduce moves, over plain TCP_NODELAY sockets: both sides send the
+// bytes, then each reads the other's.
+void BM_raw_tcp_exchange(benchmark::State& state) {
+  const size_t bytes = static_cast<size_t>(state.range(0)) * 4;
+  net::Listener l({"127.0.0.1", 0});
+  const pid_t pid = ::fork();
+  if (pid == 0) {
+    int rc = 0;
+    try {
+      net::Socket s = net::connect_tcp({"127.0.0.1", l.port()}, 5000);
+      std::vector<uint8_t> in(bytes), out(bytes, 1);
+      for (int i = 0; i < kCalls + kWarmup; ++i) {
+        s.send_all(out.data(), bytes, 5000);
+        s.recv_exact(in.data(), bytes, 5000);
+      }
+    } catch (...) {
+      rc = 1;
+    }
+    ::_exit(rc);
+  }
+  net::Socket s = l.accept(5000);
+  std::vector<uint8_t> in(bytes), out(bytes, 2);
+  auto round = [&] {
+    s.send_all(out.data(), bytes, 5000);
+    s.recv_exact(in.data(), bytes, 5000);
+  };
+  for (int i = 0; i < kWarmup; ++i) round();
+  for (auto _ : state) round();
+  wait_child(pid, state);
+  state.SetBytesProcessed(static_cast<int64_t>(state.iterations()) * bytes);
+}
+BENCHMARK(BM_raw_tcp_exchange)->Arg(4096)->Iterations(kCalls)->UseRealTime();
 
 }  // namespace
