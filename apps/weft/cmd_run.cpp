@@ -53,6 +53,7 @@ int run(const RunArgs& a) {
     j["text"] = r.text;
     j["timings"] = {{"load_s", load_s}, {"prompt_s", r.prompt_seconds}, {"prompt_tokens_per_s", pp},
                     {"gen_s", r.gen_seconds}, {"gen_tokens_per_s", tg}};
+    j["stop"] = runtime::stop_reason_name(r.stop);
     j["split_mode"] = parallel::split_mode_name(engine.plan().mode);
     j["devices"] = static_cast<int>(engine.devices().size());
     // A piece may end mid UTF-8 sequence (byte tokens): replace invalid bytes rather than fail.
@@ -65,6 +66,9 @@ int run(const RunArgs& a) {
   std::fprintf(stderr, "prompt: %zu tokens in %.3f s (%.2f t/s)\n", prompt.size(), r.prompt_seconds, pp);
   std::fprintf(stderr, "generation: %zu tokens, %zu decode steps in %.3f s (%.2f t/s)\n", r.generated.size(), n_decode,
                r.gen_seconds, tg);
+  if (r.stop == runtime::StopReason::ContextFull)  // as llama.cpp does: never stop short silently
+    std::fprintf(stderr, "weft: context full (-c %d): stopped after %zu of the %d tokens asked for (-n)\n",
+                 engine.n_ctx(), r.generated.size(), a.n_predict);
   if (a.profile) print_device_report(engine, true);
   return 0;
 }

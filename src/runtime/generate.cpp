@@ -13,6 +13,15 @@ uint64_t resolve_seed(uint64_t seed) {
   return std::random_device{}();
 }
 
+std::string_view stop_reason_name(StopReason r) {
+  switch (r) {
+    case StopReason::Limit: return "limit";
+    case StopReason::EndOfGeneration: return "eog";
+    case StopReason::ContextFull: return "context_full";
+  }
+  return "?";
+}
+
 GenerateResult generate(Engine& engine, const model::Tokenizer* tok, const std::vector<model::Token>& prompt,
                         int n_predict, const model::SamplingParams& p,
                         const std::function<void(const std::string&)>& on_text) {
@@ -31,13 +40,19 @@ GenerateResult generate(Engine& engine, const model::Tokenizer* tok, const std::
   std::span<const model::Token> feed(prompt);
   model::Token next = -1;
   for (int i = 0; i < n_predict; ++i) {
-    if (engine.n_past() + static_cast<int64_t>(feed.size()) > engine.n_ctx()) break;  // context full
+    if (engine.n_past() + static_cast<int64_t>(feed.size()) > engine.n_ctx()) {
+      r.stop = StopReason::ContextFull;
+      break;
+    }
     next = engine.eval_and_sample(feed, p, recent(), rng);
     if (i == 0) {
       r.prompt_seconds = std::chrono::duration<double>(Clock::now() - t0).count();
       t0 = Clock::now();
     }
-    if (tok && tok->is_eog(next)) break;
+    if (tok && tok->is_eog(next)) {
+      r.stop = StopReason::EndOfGeneration;
+      break;
+    }
     r.generated.push_back(next);
     history.push_back(next);
     if (tok) {

@@ -7,9 +7,14 @@
 
 #include <functional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 namespace weft::runtime {
+
+// Why generation ended: -n reached, an end-of-generation token, or no room left in the context.
+enum class StopReason { Limit, EndOfGeneration, ContextFull };
+std::string_view stop_reason_name(StopReason r);  // "limit" | "eog" | "context_full"
 
 struct GenerateResult {
   std::vector<model::Token> prompt;
@@ -17,6 +22,7 @@ struct GenerateResult {
   std::string text;           // generated text only
   double prompt_seconds = 0;  // prefill, first token sampled included
   double gen_seconds = 0;     // the remaining tokens
+  StopReason stop = StopReason::Limit;
 };
 
 // on_text receives each generated piece as soon as it is sampled (streaming).

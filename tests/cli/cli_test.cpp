@@ -53,6 +53,27 @@ TEST(Cli, JsonHasIdsAndTimings) {
   EXPECT_NE(r.out.find("\"gen_tokens_per_s\""), std::string::npos);
 }
 
+// A generated model of the project's own (no ../shared needed).
+std::string tiny_model() {
+  static const std::string path = [] {
+    const std::string p = testing::TempDir() + "/weft_cli_tiny.gguf";
+    EXPECT_EQ(run("gen-model -o " + p + " --preset tiny --type q8_0").code, 0);
+    return p;
+  }();
+  return path;
+}
+
+TEST(Cli, ContextFullStopsSayingSo) {
+  // 4 prompt tokens and -n 100 in a context of 16: llama.cpp says why it stopped early; so must we.
+  auto r = run("run -m " + tiny_model() + " -p \"a b c\" -n 100 -c 16 --temp 0", true);
+  EXPECT_EQ(r.code, 0) << r.out;
+  EXPECT_NE(r.out.find("context full (-c 16)"), std::string::npos) << r.out;
+  auto j = run("run -m " + tiny_model() + " -p \"a b c\" -n 100 -c 16 --temp 0 --json");
+  EXPECT_NE(j.out.find("\"stop\":\"context_full\""), std::string::npos) << j.out;
+  auto ok = run("run -m " + tiny_model() + " -p \"a b c\" -n 2 -c 16 --temp 0", true);
+  EXPECT_EQ(ok.out.find("context full"), std::string::npos) << ok.out;
+}
+
 TEST(Cli, TokenizePrintsIds) {
   if (!std::filesystem::exists(kStories)) GTEST_SKIP();
   auto r = run("tokenize -m " + kStories + " -p \"Once upon a time\"");
