@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# The test suite: unit and equality tests (Release), the hostile-input tests again under
-# AddressSanitizer + UBSan, and bounded libFuzzer runs of the GGUF parser, the network frame decoders and the rendezvous store.
+# The test suite: unit and equality tests (Release), all of them again under AddressSanitizer +
+# UBSan, the threaded layers under ThreadSanitizer, and bounded libFuzzer runs of the GGUF parser, the network frame decoders and the rendezvous store.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ./scripts/setup.sh
@@ -9,10 +9,19 @@ JOBS=$(nproc)
 ./scripts/build.sh
 ctest --test-dir build --output-on-failure -j"$JOBS" --timeout 600
 
-# Malformed GGUF files, generated models and tokenizers under ASan/UBSan: any memory error fails.
-BUILD_DIR=build-asan CMAKE_ARGS="-DWEFT_SANITIZE=ON -DWEFT_BUILD_BENCH=OFF" TARGETS="gguf_tests model_tests" ./scripts/build.sh >/dev/null
-ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=halt_on_error=1 ./build-asan/tests/gguf_tests --gtest_brief=1
-ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=halt_on_error=1 ./build-asan/tests/model_tests --gtest_brief=1
+# Every test binary again under AddressSanitizer + UBSan: any memory error or undefined behaviour
+# fails, whichever layer it is in (the tensor-parallel equality tests read logits through the
+# same paths a user's run does).
+BUILD_DIR=build-asan CMAKE_ARGS="-DWEFT_SANITIZE=ON -DWEFT_BUILD_BENCH=OFF" ./scripts/build.sh >/dev/null
+ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 \
+  ctest --test-dir build-asan --output-on-failure -j"$JOBS" --timeout 900
+
+# The layers with threads (collectives, devices, the engine) under ThreadSanitizer.
+BUILD_DIR=build-tsan CMAKE_ARGS="-DWEFT_TSAN=ON -DWEFT_BUILD_BENCH=OFF" TARGETS="parallel_tests device_tests runtime_tests" \
+  ./scripts/build.sh >/dev/null
+for t in parallel_tests device_tests runtime_tests; do
+  TSAN_OPTIONS="halt_on_error=1 second_deadlock_stack=1" "./build-tsan/tests/$t" --gtest_brief=1
+done
 
 # libFuzzer, for a bounded time each (clang): fuzz TARGET names the target; its corpus and log
 # live in build-fuzz/TARGET-corpus and build-fuzz/TARGET.log.

@@ -293,7 +293,8 @@ TEST(QuantsLegacy, SimdDotsMatchRef) {
       const DType at = c.k->act_type;
       const auto aq = quantize(at, xf);
       const auto ad = dequantize(at, aq.data(), n);
-      const size_t rb = row_bytes(c.t, n), stride = rb + 6;  // rows need not be packed
+      // Rows need not be packed, but keep their element alignment (4: F32 rows hold floats).
+      const size_t rb = row_bytes(c.t, n), stride = rb + 8;
       std::vector<uint8_t> w(stride * kRows, 0);
       std::vector<float> expect(kRows), tol(kRows);
       for (int r = 0; r < kRows; ++r) {
