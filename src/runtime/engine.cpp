@@ -99,7 +99,7 @@ void Engine::wait_all(std::vector<device::StepResult>& results) {
   const size_t n = devices_.size();
   std::vector<bool> done(n, false), aborted(n, false);
   std::exception_ptr cause, echo;
-  auto fail_device = [&](size_t i, std::exception_ptr e, bool echo_kind) {
+  auto fail_device = [&](size_t i, const std::exception_ptr& e, bool echo_kind) {
     if (echo_kind || aborted[i]) {  // the dead peer itself is still to be heard from
       if (!echo) echo = e;
       return;
