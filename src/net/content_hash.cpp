@@ -8,6 +8,7 @@
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
+#include <future>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -42,6 +43,17 @@ class Sha256 {
   std::unique_ptr<EVP_MD_CTX, decltype(&EVP_MD_CTX_free)> ctx_;
 };
 
+std::string hash_file(const std::string& path) {
+  std::unique_ptr<FILE, decltype(&std::fclose)> f(std::fopen(path.c_str(), "rb"), &std::fclose);
+  if (!f) fail("net", "cannot open '{}': {}", path, std::strerror(errno));
+  Sha256 h;
+  std::vector<char> buf(4 << 20);
+  size_t n;
+  while ((n = std::fread(buf.data(), 1, buf.size(), f.get())) > 0) h.update(buf.data(), n);
+  if (std::ferror(f.get())) fail("net", "error reading '{}'", path);
+  return h.hex();
+}
+
 }  // namespace
 
 std::string sha256_hex(std::span<const uint8_t> bytes) {
@@ -54,25 +66,26 @@ std::string sha256_file_hex(const std::string& path) {
   struct stat st {};
   if (::stat(path.c_str(), &st) != 0) fail("net", "cannot stat '{}': {}", path, std::strerror(errno));
   // (path, size, mtime) -> digest: a file rewritten in place gets a new mtime and is hashed again.
+  // Concurrent callers for one file (devices loading in parallel) share a single read of it.
   using Key = std::tuple<std::string, int64_t, int64_t, int64_t>;
   static std::mutex mu;
-  static std::map<Key, std::string> memo;
+  static std::map<Key, std::shared_future<std::string>> memo;
   const Key key{path, st.st_size, st.st_mtim.tv_sec, st.st_mtim.tv_nsec};
+  std::promise<std::string> mine;
+  std::shared_future<std::string> result;
   {
     std::lock_guard lock(mu);
-    if (auto it = memo.find(key); it != memo.end()) return it->second;
+    if (auto it = memo.find(key); it != memo.end()) return it->second.get();
+    result = memo[key] = mine.get_future().share();
   }
-  std::unique_ptr<FILE, decltype(&std::fclose)> f(std::fopen(path.c_str(), "rb"), &std::fclose);
-  if (!f) fail("net", "cannot open '{}': {}", path, std::strerror(errno));
-  Sha256 h;
-  std::vector<char> buf(4 << 20);
-  size_t n;
-  while ((n = std::fread(buf.data(), 1, buf.size(), f.get())) > 0) h.update(buf.data(), n);
-  if (std::ferror(f.get())) fail("net", "error reading '{}'", path);
-  std::string hex = h.hex();
-  std::lock_guard lock(mu);
-  memo[key] = hex;
-  return hex;
+  try {
+    mine.set_value(hash_file(path));
+  } catch (...) {
+    mine.set_exception(std::current_exception());
+    std::lock_guard lock(mu);
+    memo.erase(key);  // a failed read is not remembered
+  }
+  return result.get();
 }
 
 }  // namespace weft::net

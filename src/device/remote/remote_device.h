@@ -17,8 +17,10 @@
 #include "net/socket.h"
 #include "parallel/gloo_group.h"
 
+#include <atomic>
 #include <chrono>
 #include <memory>
+#include <mutex>
 #include <string>
 #include <vector>
 
@@ -45,10 +47,19 @@ struct LoadReport {
 };
 
 class RemoteDevice;
-// The remote devices of one group, so that a wait on one can watch the others.
-struct GroupWatch {
+// The remote devices of one group, so that a wait on one can watch the others. Members load
+// concurrently (one thread each), so the first failure is kept under a mutex.
+class GroupWatch {
+ public:
   std::vector<RemoteDevice*> members;
-  std::string failed;  // the first member's error, once one failed
+  // Records text unless a member failed before.
+  void set_failed(const std::string& text);
+  // The first member's error; empty while none failed.
+  std::string failed() const;
+
+ private:
+  mutable std::mutex mu_;
+  std::string failed_;
 };
 
 class RemoteDevice : public Device {
@@ -86,15 +97,15 @@ class RemoteDevice : public Device {
   net::Frame await(net::MsgType want);
   // Throws when another member of the group has failed or is found dead (see probe).
   void check_peers();
-  // Without blocking: consumes the heartbeats that have arrived; throws when the connection is
-  // gone or the worker has been silent for kPeerSilenceMs during a step.
-  void probe();
+  // Without blocking: consumes the heartbeats that have arrived and returns whether a reply is
+  // waiting; throws when the connection is gone or the worker has been silent for kPeerSilenceMs.
+  bool probe();
   void stream_weights(const gguf::File& weights, const std::vector<SliceSpec>& specs);
 
   std::string address_;
   int threads_;
   net::Socket sock_;
-  bool in_step_ = false;
+  std::atomic<bool> in_step_{false};  // read by check_peers of the group's other members
   Clock::time_point last_heard_ = Clock::now();
   DeviceStats stats_;
   LoadReport load_report_;

@@ -40,7 +40,8 @@ struct GroupSetup {
   int32_t timeout_ms = 30000;
 };
 
-// Header of one weight slice the coordinator streams; TensorChunk frames with n_bytes follow.
+// Header of one weight slice the coordinator streams. The Tensor frame carries every slice's
+// header; TensorChunk frames then carry their bytes back to back, in that order.
 struct TensorHeader {
   std::string name;   // the name the worker's graph uses for it (already rewritten)
   DType type = DType::F32;
@@ -58,7 +59,10 @@ void write_load_options(net::ByteWriter& w, const LoadOptions& o);
 LoadOptions read_load_options(net::ByteReader& r);
 
 void write_tensor_header(net::ByteWriter& w, const TensorHeader& t);
+// Also checks that n_bytes is what the shape and type need.
 TensorHeader read_tensor_header(net::ByteReader& r);
+void write_tensor_headers(net::ByteWriter& w, const std::vector<TensorHeader>& ts);
+std::vector<TensorHeader> read_tensor_headers(net::ByteReader& r);
 
 void write_step(net::ByteWriter& w, const Step& s);
 Step read_step(net::ByteReader& r);

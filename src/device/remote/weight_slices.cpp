@@ -4,6 +4,11 @@
 #include "gguf/gguf_writer.h"
 #include "net/content_hash.h"
 
+#include <sys/mman.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
 #include <map>
 #include <tuple>
 
@@ -86,25 +91,44 @@ void for_each_piece(const SliceSpec& s, const gguf::TensorInfo& src,
   }
 }
 
-std::vector<uint8_t> cut_slices(const gguf::File& model, const std::vector<SliceSpec>& specs) {
+SliceImage::SliceImage(const std::vector<TensorHeader>& headers) {
   gguf::Writer w;
+  for (const auto& h : headers)  // the data is placed by the caller: layout() never fills
+    w.add_tensor(h.name, h.type, h.shape, [](uint8_t*, size_t) { WEFT_ASSERT(!"a slice image is never filled"); });
+  gguf::Writer::Layout l = w.layout();
+  size_ = l.size;
+  offsets_ = std::move(l.offsets);
+  void* p = ::mmap(nullptr, std::max<size_t>(size_, 1), PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+  if (p == MAP_FAILED) fail("net", "cannot allocate {} bytes for weights: {}", size_, std::strerror(errno));
+  ::madvise(p, size_, MADV_HUGEPAGE);  // the device reads the weights from here every step (advice only)
+  p_ = static_cast<uint8_t*>(p);
+  std::copy(l.head.begin(), l.head.end(), p_);
+}
+
+SliceImage::~SliceImage() { ::munmap(p_, std::max<size_t>(size_, 1)); }
+
+std::unique_ptr<SliceImage> cut_slices(const gguf::File& model, const std::vector<SliceSpec>& specs) {
+  std::vector<TensorHeader> headers;
+  std::vector<const gguf::TensorInfo*> sources;
   for (const auto& s : specs) {
     const gguf::TensorInfo* src = model.find_tensor(s.source);
     if (!src) fail("net", "slice {}: the model has no tensor '{}'", s.name, s.source);
     check_slice(s, *src);
-    const TensorHeader h = slice_header(s, *src);
-    w.add_tensor(h.name, h.type, h.shape, [&s, src, n_bytes = h.n_bytes](uint8_t* dst, size_t n) {
-      WEFT_ASSERT(n == n_bytes);
-      size_t at = 0;
-      for_each_piece(s, *src, [&](const uint8_t* p, size_t k) {
-        WEFT_ASSERT(at + k <= n);
-        std::copy(p, p + k, dst + at);
-        at += k;
-      });
-      WEFT_ASSERT(at == n);
-    });
+    headers.push_back(slice_header(s, *src));
+    sources.push_back(src);
   }
-  return w.to_bytes();
+  auto image = std::make_unique<SliceImage>(headers);
+  for (size_t i = 0; i < specs.size(); ++i) {
+    uint8_t* dst = image->tensor_data(i);
+    size_t at = 0;
+    for_each_piece(specs[i], *sources[i], [&](const uint8_t* p, size_t k) {
+      WEFT_ASSERT(at + k <= headers[i].n_bytes);
+      std::memcpy(dst + at, p, k);
+      at += k;
+    });
+    WEFT_ASSERT(at == headers[i].n_bytes);
+  }
+  return image;
 }
 
 std::string slices_key(const ModelId& model, const std::vector<SliceSpec>& specs) {

@@ -11,6 +11,8 @@
 
 #include <cstdint>
 #include <functional>
+#include <memory>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -48,8 +50,27 @@ TensorHeader slice_header(const SliceSpec& s, const gguf::TensorInfo& src);
 // The slice's bytes, in its own tensor's layout, emitted in order as pieces of the source mapping.
 void for_each_piece(const SliceSpec& s, const gguf::TensorInfo& src,
                     const std::function<void(const uint8_t* p, size_t n)>& out);
+// One worker's slices as an in-memory GGUF, laid out from their headers before any byte arrives,
+// so streamed or cut bytes are written once, straight to their place. Anonymous memory: the
+// padding is zero without a pass over it, and pages are backed only as they are written.
+class SliceImage {
+ public:
+  explicit SliceImage(const std::vector<TensorHeader>& headers);
+  ~SliceImage();
+  SliceImage(const SliceImage&) = delete;
+  SliceImage& operator=(const SliceImage&) = delete;
+  // Where tensor i's n_bytes go.
+  uint8_t* tensor_data(size_t i) { return p_ + offsets_[i]; }
+  std::span<const uint8_t> bytes() const { return {p_, size_}; }
+
+ private:
+  uint8_t* p_ = nullptr;
+  size_t size_ = 0;
+  std::vector<uint64_t> offsets_;
+};
+
 // Every slice cut from a local copy of the model, as one in-memory GGUF (what streaming builds too).
-std::vector<uint8_t> cut_slices(const gguf::File& model, const std::vector<SliceSpec>& specs);
+std::unique_ptr<SliceImage> cut_slices(const gguf::File& model, const std::vector<SliceSpec>& specs);
 // Content key of a worker's weights: SHA-256 over the model hash and the slice list.
 std::string slices_key(const ModelId& model, const std::vector<SliceSpec>& specs);
 

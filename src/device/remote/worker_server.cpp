@@ -56,6 +56,11 @@ class Replier {
     busy_ = false;
     net::send_frame(s_, t, payload, kBodyTimeoutMs);
   }
+  // A frame within the busy period (heartbeats go on after it).
+  void send_busy(MsgType t, std::span<const uint8_t> payload) {
+    std::lock_guard lock(mu_);
+    net::send_frame(s_, t, payload, kBodyTimeoutMs);
+  }
 
  private:
   void loop() {
@@ -78,39 +83,73 @@ class Replier {
   std::thread thread_;  // last: starts after the members it uses
 };
 
-// Receives the streamed slices, in the order of specs, into one in-memory GGUF.
-std::vector<uint8_t> receive_tensors(net::Socket& s, const std::vector<SliceSpec>& specs) {
-  gguf::Writer w;
-  for (const auto& spec : specs) {
-    net::Frame f = net::expect_frame(s, MsgType::Tensor, kBodyTimeoutMs, kBodyTimeoutMs);
-    net::ByteReader r(f.payload);
-    TensorHeader h = read_tensor_header(r);
-    r.finish("tensor header");
-    if (h.name != spec.name) fail("net", "tensor '{}' arrived where slice {} was announced", h.name, spec.name);
-    if (h.shape[0] % block_size(h.type)) fail("net", "tensor '{}': row of {} is not whole blocks", h.name, h.shape[0]);
-    uint64_t rows = 1;
-    for (size_t d = 1; d < h.shape.size(); ++d) {
-      if (rows > (uint64_t{1} << 40) / static_cast<uint64_t>(h.shape[d])) fail("net", "tensor '{}' is too large", h.name);
-      rows *= static_cast<uint64_t>(h.shape[d]);
-    }
-    const uint64_t row = row_bytes(h.type, h.shape[0]);
-    if (rows > (uint64_t{1} << 40) / row || row * rows != h.n_bytes)
-      fail("net", "tensor '{}': {} bytes do not match its shape and type {}", h.name, h.n_bytes, dtype_name(h.type));
-    std::vector<uint8_t> data;  // grows only as bytes really arrive
-    while (data.size() < h.n_bytes) {
-      net::Frame c = net::expect_frame(s, MsgType::TensorChunk, kBodyTimeoutMs, kBodyTimeoutMs);
-      if (c.payload.empty() || data.size() + c.payload.size() > h.n_bytes)
-        fail("net", "tensor '{}': chunk of {} bytes overruns its {} bytes", h.name, c.payload.size(), h.n_bytes);
-      data.insert(data.end(), c.payload.begin(), c.payload.end());
-    }
-    w.add_tensor(h.name, h.type, h.shape, std::move(data));
+// Receives the streamed slices: every header in one frame (checked against the announced specs,
+// so the image is laid out once), then their bytes back to back, straight into the image.
+std::unique_ptr<SliceImage> receive_slices(net::Socket& s, const std::vector<SliceSpec>& specs) {
+  net::Frame f = net::expect_frame(s, MsgType::Tensor, kBodyTimeoutMs, kBodyTimeoutMs);
+  net::ByteReader r(f.payload);
+  const std::vector<TensorHeader> headers = read_tensor_headers(r);
+  r.finish("tensor headers");
+  if (headers.size() != specs.size()) fail("net", "{} tensor headers for {} announced slices", headers.size(), specs.size());
+  uint64_t left = 0;  // bytes still to come
+  for (size_t i = 0; i < specs.size(); ++i) {
+    if (headers[i].name != specs[i].name)
+      fail("net", "tensor '{}' arrived where slice {} was announced", headers[i].name, specs[i].name);
+    left += headers[i].n_bytes;
   }
-  return w.to_bytes();
+  auto image = std::make_unique<SliceImage>(headers);
+  size_t i = 0;
+  uint64_t at = 0;  // bytes of tensor i received
+  while (left > 0) {
+    MsgType t;
+    uint64_t len = net::recv_frame_header(s, t, kBodyTimeoutMs);
+    if (t != MsgType::TensorChunk)
+      fail("net", "expected a {} message, got {}", net::msg_type_name(MsgType::TensorChunk), net::msg_type_name(t));
+    if (len == 0 || len > left) fail("net", "chunk of {} bytes where {} remain", len, left);
+    left -= len;
+    while (len > 0) {
+      const uint64_t take = std::min(len, headers[i].n_bytes - at);
+      s.recv_exact(image->tensor_data(i) + at, take, kBodyTimeoutMs);
+      len -= take;
+      if ((at += take) == headers[i].n_bytes) ++i, at = 0;
+    }
+  }
+  return image;
+}
+
+// Tells the coordinator where this session's weights come from and gets them into memory: the
+// image (streamed, or cut from --model-dir), or none with `cached` set (read from that file).
+std::unique_ptr<SliceImage> gather_weights(const WorkerOptions& opt, net::Socket& s, Replier& reply,
+                                           const ModelId& model, const std::vector<SliceSpec>& specs, std::string& cached) {
+  LoadSource source = LoadSource::Stream;
+  std::string path;
+  if (model.known() && !opt.model_dir.empty())
+    if (auto p = find_model(opt.model_dir, model)) source = LoadSource::ModelDir, path = *p;
+  const std::string key = model.known() && !opt.cache_dir.empty() ? slices_key(model, specs) : "";
+  if (source == LoadSource::Stream && !key.empty())
+    if (auto p = cache_find(opt.cache_dir, key)) source = LoadSource::Cache, path = *p;
+  net::ByteWriter w;
+  w.u8(static_cast<uint8_t>(source));
+  reply.send_busy(MsgType::LoadSource, w.data());
+  std::fprintf(stderr, "weft worker: weights of %s: %s%s%s\n", model.file_name.c_str(),
+               std::string(load_source_name(source)).c_str(), path.empty() ? "" : " ", path.c_str());
+  switch (source) {
+    case LoadSource::Cache:
+      cached = path;
+      return nullptr;
+    case LoadSource::ModelDir:
+      return cut_slices(*gguf::File::open(path), specs);
+    default: {
+      auto image = receive_slices(s, specs);
+      if (!key.empty()) cache_store(opt.cache_dir, key, image->bytes());
+      return image;
+    }
+  }
 }
 
 // The weights of one session and what they point into (declared so the device can go first).
 struct SessionWeights {
-  std::vector<uint8_t> bytes;
+  std::unique_ptr<SliceImage> image;
   std::unique_ptr<gguf::File> file;
 };
 
@@ -169,37 +208,19 @@ void WorkerServer::session(net::Socket& s) {
         const ModelId model = read_model_id(r);
         const std::vector<SliceSpec> specs = read_slices(r);
         r.finish("load");
-        reply.busy();  // hashing a local model file may take seconds
-        LoadSource source = LoadSource::Stream;
-        std::string path;
-        if (model.known() && !opt_.model_dir.empty())
-          if (auto p = find_model(opt_.model_dir, model)) source = LoadSource::ModelDir, path = *p;
-        const std::string key = model.known() ? slices_key(model, specs) : "";
-        if (source == LoadSource::Stream && !key.empty() && !opt_.cache_dir.empty() &&
-            std::filesystem::exists(cache_path(opt_.cache_dir, key)))
-          source = LoadSource::Cache, path = cache_path(opt_.cache_dir, key);
-        net::ByteWriter w;
-        w.u8(static_cast<uint8_t>(source));
-        reply.send(MsgType::LoadSource, w.data());
-        std::fprintf(stderr, "weft worker: weights of %s: %s%s%s\n", model.file_name.c_str(),
-                     std::string(load_source_name(source)).c_str(), path.empty() ? "" : " ", path.c_str());
-
-        if (source == LoadSource::Stream) {
-          weights.bytes = receive_tensors(s, specs);
-          reply.busy();
-          if (!key.empty() && !opt_.cache_dir.empty()) cache_store(opt_.cache_dir, key, weights.bytes);
-        } else if (source == LoadSource::ModelDir) {
-          weights.bytes = cut_slices(*gguf::File::open(path), specs);
-        }
-        weights.file = source == LoadSource::Cache
-                           ? gguf::File::open(path)
-                           : gguf::File::parse(weights.bytes.data(), weights.bytes.size(), "weights from " + s.peer());
+        reply.busy();  // until Loaded: hashing, receiving, copying and caching take seconds
+        std::string cached;
+        weights.image = gather_weights(opt_, s, reply, model, specs, cached);
+        if (opt_.load_delay_ms > 0) std::this_thread::sleep_for(std::chrono::milliseconds(opt_.load_delay_ms));
+        weights.file = weights.image ? gguf::File::parse(weights.image->bytes().data(), weights.image->bytes().size(),
+                                                         "weights from " + s.peer())
+                                     : gguf::File::open(cached);
         for (const auto& spec : specs)  // a cache file is trusted only as far as it holds every slice
           if (!weights.file->find_tensor(spec.name)) fail("net", "weights lack slice {} ({})", spec.name, spec.source);
         CpuDeviceOptions o;
         o.n_threads = opt_.threads;
         o.spin = false;  // the worker cannot know what else runs on its cores
-        o.map_weights = source != LoadSource::Cache;  // the slices are already in this process's memory
+        o.map_weights = weights.image != nullptr;  // the slices are already in this process's memory
         dev = std::make_unique<CpuDevice>(o);
         if (group) dev->attach_group(std::move(group));
         dev->load(graph, *weights.file, lo);

@@ -23,6 +23,7 @@ struct WorkerOptions {
   std::string model_dir;   // where to look for the coordinator's model file ("" : never)
   std::string cache_dir;   // where streamed shards are kept ("" : no cache)
   parallel::NetPoll net_poll = parallel::NetPoll::Auto;
+  int load_delay_ms = 0;   // tests: a load this much slower (heartbeats must carry the coordinator through)
 };
 
 // Throws weft::Error("cli", ...) when listening beyond loopback without a key.
