@@ -10,6 +10,7 @@
 #include "model/llama_graph.h"
 #include "model/model_config.h"
 #include "parallel/planner.h"
+#include "tiny_model.h"
 #include "worker_process.h"
 
 #include <gtest/gtest.h>
@@ -84,50 +85,6 @@ TEST(RemoteSession, SilentWorkerIsNamedWithinTheHeartbeatBound) {
   EXPECT_NE(text.find("heartbeat"), std::string::npos) << text;
 }
 
-// A generated model on disk, one device's graph, and the logits a local CPU device computes.
-struct Tiny {
-  std::string dir, path;
-  std::unique_ptr<gguf::File> file;
-  parallel::Plan plan;
-  Step step;
-  std::vector<float> ref_logits;
-
-  explicit Tiny(const std::string& name) {
-    dir = testing::TempDir() + "/" + name;
-    fs::remove_all(dir);
-    fs::create_directories(dir + "/models");
-    path = dir + "/models/tiny.gguf";
-    model::GenModelOptions o;
-    o.type = "q4_0";
-    o.seed = 11;
-    const auto bytes = model::generate_model_bytes(o);
-    std::ofstream(path, std::ios::binary).write(reinterpret_cast<const char*>(bytes.data()), bytes.size());
-    file = gguf::File::open(path);
-    const auto cfg = model::read_config(*file);
-    plan = parallel::make_plan(parallel::SplitMode::None, model::build_llama_graph(cfg), model::weight_table(*file), {1});
-    step.tokens = {1, 5, 9, 3};
-    step.want_candidates = false;
-    step.want_logits = true;
-    CpuDevice cpu({});
-    cpu.load(plan.devices[0], *file, {64, 8});
-    cpu.submit(step);
-    ref_logits = cpu.wait().logits;
-  }
-  uint64_t weight_bytes() const {
-    uint64_t n = 0;
-    for (const auto& t : file->tensors()) n += t.n_bytes;
-    return n;
-  }
-  // Loads onto the worker, checks the logits, returns how the weights got there.
-  LoadReport load_on(const Worker& w) {
-    RemoteDevice d(w.address(), 1, {});
-    d.load(plan.devices[0], *file, {64, 8});
-    d.submit(step);
-    EXPECT_EQ(d.wait().logits, ref_logits);
-    return d.load_report();
-  }
-};
-
 TEST(RemoteSession, WeightsComeFromModelDirOrCacheElseAreStreamedOnce) {
   CoordinatorConfig quiet;
   quiet.progress = false;
@@ -137,20 +94,20 @@ TEST(RemoteSession, WeightsComeFromModelDirOrCacheElseAreStreamedOnce) {
   ASSERT_NE(m.ref_logits[0], m.ref_logits[1]);  // the logits vary: equality below means something
   {  // the same file in the worker's --model-dir: nothing streamed
     Worker w({"--model-dir", m.dir + "/models"});
-    const LoadReport r = m.load_on(w);
+    const LoadReport r = m.load_on(w.address());
     EXPECT_EQ(r.source, LoadSource::ModelDir);
     EXPECT_EQ(r.bytes_streamed, 0u);
   }
   const std::string cache = m.dir + "/cache";
   {  // no copy: streamed, exactly the slices' bytes (here the whole model), then cached
     Worker w({"--cache-dir", cache});
-    const LoadReport r = m.load_on(w);
+    const LoadReport r = m.load_on(w.address());
     EXPECT_EQ(r.source, LoadSource::Stream);
     EXPECT_EQ(r.bytes_streamed, m.weight_bytes());
   }
   {  // a restarted worker with that cache does not restream
     Worker w({"--cache-dir", cache});
-    const LoadReport r = m.load_on(w);
+    const LoadReport r = m.load_on(w.address());
     EXPECT_EQ(r.source, LoadSource::Cache);
     EXPECT_EQ(r.bytes_streamed, 0u);
   }
@@ -162,7 +119,7 @@ TEST(RemoteSession, WeightsComeFromModelDirOrCacheElseAreStreamedOnce) {
     f.put('\x5a');
     f.close();
     Worker w({"--model-dir", m.dir + "/other"});
-    const LoadReport r = m.load_on(w);
+    const LoadReport r = m.load_on(w.address());
     EXPECT_EQ(r.source, LoadSource::Stream);
     EXPECT_EQ(r.bytes_streamed, m.weight_bytes());
   }
