@@ -270,8 +270,10 @@ void RemoteDevice::load(const parallel::DeviceGraph& graph, const gguf::File& we
     await(MsgType::Loaded);
     load_report_.seconds = std::chrono::duration<double>(Clock::now() - t0).count();
     if (coordinator_config().progress && load_report_.source != LoadSource::Stream)
-      std::fprintf(stderr, "%s: weights from the worker's %s (nothing streamed)\n", name().c_str(),
-                   std::string(load_source_name(load_report_.source)).c_str());
+      std::fprintf(stderr, "%s: weights from the worker's %s (nothing streamed), loaded in %.1f s\n", name().c_str(),
+                   std::string(load_source_name(load_report_.source)).c_str(), load_report_.seconds);
+    else if (coordinator_config().progress)
+      std::fprintf(stderr, "%s: loaded in %.1f s\n", name().c_str(), load_report_.seconds);
   });
 }
 

@@ -121,6 +121,7 @@ std::unique_ptr<SliceImage> receive_slices(net::Socket& s, const std::vector<Sli
 // image (streamed, or cut from --model-dir), or none with `cached` set (read from that file).
 std::unique_ptr<SliceImage> gather_weights(const WorkerOptions& opt, net::Socket& s, Replier& reply,
                                            const ModelId& model, const std::vector<SliceSpec>& specs, std::string& cached) {
+  const auto t0 = std::chrono::steady_clock::now();
   LoadSource source = LoadSource::Stream;
   std::string path;
   if (model.known() && !opt.model_dir.empty())
@@ -131,8 +132,9 @@ std::unique_ptr<SliceImage> gather_weights(const WorkerOptions& opt, net::Socket
   net::ByteWriter w;
   w.u8(static_cast<uint8_t>(source));
   reply.send_busy(MsgType::LoadSource, w.data());
-  std::fprintf(stderr, "weft worker: weights of %s: %s%s%s\n", model.file_name.c_str(),
-               std::string(load_source_name(source)).c_str(), path.empty() ? "" : " ", path.c_str());
+  std::fprintf(stderr, "weft worker: weights of %s: %s%s%s (found in %.1f s)\n", model.file_name.c_str(),
+               std::string(load_source_name(source)).c_str(), path.empty() ? "" : " ", path.c_str(),
+               std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
   switch (source) {
     case LoadSource::Cache:
       cached = path;
@@ -209,8 +211,11 @@ void WorkerServer::session(net::Socket& s) {
         const std::vector<SliceSpec> specs = read_slices(r);
         r.finish("load");
         reply.busy();  // until Loaded: hashing, receiving, copying and caching take seconds
+        const auto t0 = std::chrono::steady_clock::now();
+        auto secs = [&] { return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(); };
         std::string cached;
         weights.image = gather_weights(opt_, s, reply, model, specs, cached);
+        std::fprintf(stderr, "weft worker: weights in memory after %.1f s\n", secs());
         if (opt_.load_delay_ms > 0) std::this_thread::sleep_for(std::chrono::milliseconds(opt_.load_delay_ms));
         weights.file = weights.image ? gguf::File::parse(weights.image->bytes().data(), weights.image->bytes().size(),
                                                          "weights from " + s.peer())
@@ -224,6 +229,7 @@ void WorkerServer::session(net::Socket& s) {
         dev = std::make_unique<CpuDevice>(o);
         if (group) dev->attach_group(std::move(group));
         dev->load(graph, *weights.file, lo);
+        std::fprintf(stderr, "weft worker: device loaded after %.1f s\n", secs());
         reply.send(MsgType::Loaded, {});
         break;
       }
