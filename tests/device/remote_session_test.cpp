@@ -135,6 +135,8 @@ TEST(RemoteSession, TensorSplitFromModelDirWithRpcAndKeyFileMatchesOneDevice) {
   ASSERT_NE(ref.find("exit=0"), std::string::npos) << ref;
   // --rpc appends the workers after --devices; the key comes from --auth-key-file.
   EXPECT_EQ(greedy_text(m.path, "cpu:1", "--rpc " + w1.address() + "," + w2.address() + " -ts 1,2,1 --auth-key-file " + key), ref);
+  // A worker with a zero share reads its empty slices from the model too.
+  EXPECT_EQ(greedy_text(m.path, "cpu:1", "--rpc " + w1.address() + "," + w2.address() + " -ts 1,0,1 --auth-key-file " + key), ref);
   const std::string err = shell(std::string(WEFT_BINARY) + " run --temp 0 -n 4 -p hi -m " + m.path + " --devices " +
                                 w1.url() + "," + w2.url() + " --auth-key-file " + key + " 2>&1 >/dev/null");
   EXPECT_NE(err.find(w1.url() + ": weights from the worker's model dir"), std::string::npos) << err;

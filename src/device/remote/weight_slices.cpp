@@ -46,6 +46,28 @@ std::vector<SliceSpec> plan_slices(parallel::DeviceGraph& g, const gguf::File& w
   return specs;
 }
 
+void unplan_slices(parallel::DeviceGraph& g, const std::vector<SliceSpec>& specs, const gguf::File& model) {
+  std::map<std::string, const SliceSpec*> by_name;
+  for (const auto& s : specs) {
+    const gguf::TensorInfo* src = model.find_tensor(s.source);
+    if (!src) fail("net", "slice {}: the model has no tensor '{}'", s.name, s.source);
+    check_slice(s, *src);
+    by_name[s.name] = &s;
+  }
+  auto restore = [&](parallel::WeightSlice& w) {
+    if (w.kind == Kind::None) return;
+    const auto it = by_name.find(w.tensor);
+    if (it == by_name.end()) fail("net", "the graph reads weight '{}', which no slice provides", w.tensor);
+    const SliceSpec& s = *it->second;
+    w.tensor = s.source;
+    if (s.kind != Kind::Whole) w.kind = s.kind, w.range = s.range;  // a cut matrix: its range in the source
+  };
+  for (auto& n : g.nodes) {
+    restore(n.weight);
+    restore(n.bias);
+  }
+}
+
 void check_slice(const SliceSpec& s, const gguf::TensorInfo& src) {
   if (s.kind == Kind::Whole) {
     if (s.empty) fail("net", "slice {} of '{}': a whole tensor cannot be empty", s.name, s.source);
@@ -106,30 +128,6 @@ SliceImage::SliceImage(const std::vector<TensorHeader>& headers) {
 }
 
 SliceImage::~SliceImage() { ::munmap(p_, std::max<size_t>(size_, 1)); }
-
-std::unique_ptr<SliceImage> cut_slices(const gguf::File& model, const std::vector<SliceSpec>& specs) {
-  std::vector<TensorHeader> headers;
-  std::vector<const gguf::TensorInfo*> sources;
-  for (const auto& s : specs) {
-    const gguf::TensorInfo* src = model.find_tensor(s.source);
-    if (!src) fail("net", "slice {}: the model has no tensor '{}'", s.name, s.source);
-    check_slice(s, *src);
-    headers.push_back(slice_header(s, *src));
-    sources.push_back(src);
-  }
-  auto image = std::make_unique<SliceImage>(headers);
-  for (size_t i = 0; i < specs.size(); ++i) {
-    uint8_t* dst = image->tensor_data(i);
-    size_t at = 0;
-    for_each_piece(specs[i], *sources[i], [&](const uint8_t* p, size_t k) {
-      WEFT_ASSERT(at + k <= headers[i].n_bytes);
-      std::memcpy(dst + at, p, k);
-      at += k;
-    });
-    WEFT_ASSERT(at == headers[i].n_bytes);
-  }
-  return image;
-}
 
 std::string slices_key(const ModelId& model, const std::vector<SliceSpec>& specs) {
   net::ByteWriter w;

@@ -1,8 +1,8 @@
 // The weight slices one worker holds, described by name rather than by bytes: which model tensor,
 // whole or a row/column range. The coordinator derives them from the worker's device graph; a
-// worker with the same model file (same size and SHA-256) cuts them from its own mapping, one with
-// a cached copy reads that, and only otherwise are the bytes streamed. Both sides cut with the same
-// code (for_each_piece), so a slice read from disk is byte-identical to a streamed one.
+// worker with the same model file (same size and SHA-256) reads them from its own mapping, as a
+// local device would (unplan_slices), one with a cached copy reads that, and only otherwise are
+// the bytes streamed.
 #pragma once
 
 #include "device/remote/remote_messages.h"
@@ -42,6 +42,12 @@ struct SliceSpec {
 // travel whole, keeping their element range in the graph.
 std::vector<SliceSpec> plan_slices(parallel::DeviceGraph& g, const gguf::File& weights);
 
+// The inverse, for a worker with its own copy of the model: g's "s<i>" references name the model's
+// tensors again, with the slices' ranges, so the device reads whole and row slices straight from
+// the model's mapping instead of a cut copy. Every spec is checked against the model; a reference
+// no spec provides is an error.
+void unplan_slices(parallel::DeviceGraph& g, const std::vector<SliceSpec>& specs, const gguf::File& model);
+
 // Validates a spec from the network against the local source tensor: kind, range inside the
 // shape, whole blocks for column ranges. Throws weft::Error("net", ...) naming the tensor.
 void check_slice(const SliceSpec& s, const gguf::TensorInfo& src);
@@ -69,8 +75,6 @@ class SliceImage {
   std::vector<uint64_t> offsets_;
 };
 
-// Every slice cut from a local copy of the model, as one in-memory GGUF (what streaming builds too).
-std::unique_ptr<SliceImage> cut_slices(const gguf::File& model, const std::vector<SliceSpec>& specs);
 // Content key of a worker's weights: SHA-256 over the model hash and the slice list.
 std::string slices_key(const ModelId& model, const std::vector<SliceSpec>& specs);
 

@@ -117,13 +117,14 @@ std::unique_ptr<SliceImage> receive_slices(net::Socket& s, const std::vector<Sli
   return image;
 }
 
-// Tells the coordinator where this session's weights come from and gets them into memory: the
-// image (streamed, or cut from --model-dir), or none with `cached` set (read from that file).
+// Tells the coordinator where this session's weights come from and returns them: the streamed
+// slices in memory, or none with `path` set to the file to map (the model in --model-dir, whose
+// tensors the graph is then pointed at, or a cache entry).
 std::unique_ptr<SliceImage> gather_weights(const WorkerOptions& opt, net::Socket& s, Replier& reply,
-                                           const ModelId& model, const std::vector<SliceSpec>& specs, std::string& cached) {
+                                           const ModelId& model, const std::vector<SliceSpec>& specs,
+                                           LoadSource& source, std::string& path) {
   const auto t0 = std::chrono::steady_clock::now();
-  LoadSource source = LoadSource::Stream;
-  std::string path;
+  source = LoadSource::Stream;
   if (model.known() && !opt.model_dir.empty())
     if (auto p = find_model(opt.model_dir, model)) source = LoadSource::ModelDir, path = *p;
   const std::string key = model.known() && !opt.cache_dir.empty() ? slices_key(model, specs) : "";
@@ -135,18 +136,10 @@ std::unique_ptr<SliceImage> gather_weights(const WorkerOptions& opt, net::Socket
   std::fprintf(stderr, "weft worker: weights of %s: %s%s%s (found in %.1f s)\n", model.file_name.c_str(),
                std::string(load_source_name(source)).c_str(), path.empty() ? "" : " ", path.c_str(),
                std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
-  switch (source) {
-    case LoadSource::Cache:
-      cached = path;
-      return nullptr;
-    case LoadSource::ModelDir:
-      return cut_slices(*gguf::File::open(path), specs);
-    default: {
-      auto image = receive_slices(s, specs);
-      if (!key.empty()) cache_store(opt.cache_dir, key, image->bytes());
-      return image;
-    }
-  }
+  if (source != LoadSource::Stream) return nullptr;
+  auto image = receive_slices(s, specs);
+  if (!key.empty()) cache_store(opt.cache_dir, key, image->bytes());
+  return image;
 }
 
 // The weights of one session and what they point into (declared so the device can go first).
@@ -205,7 +198,7 @@ void WorkerServer::session(net::Socket& s) {
       }
       case MsgType::Load: {
         if (dev) fail("net", "a session loads once");
-        const parallel::DeviceGraph graph = read_graph(r);
+        parallel::DeviceGraph graph = read_graph(r);
         const LoadOptions lo = read_load_options(r);
         const ModelId model = read_model_id(r);
         const std::vector<SliceSpec> specs = read_slices(r);
@@ -213,19 +206,24 @@ void WorkerServer::session(net::Socket& s) {
         reply.busy();  // until Loaded: hashing, receiving, copying and caching take seconds
         const auto t0 = std::chrono::steady_clock::now();
         auto secs = [&] { return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(); };
-        std::string cached;
-        weights.image = gather_weights(opt_, s, reply, model, specs, cached);
-        std::fprintf(stderr, "weft worker: weights in memory after %.1f s\n", secs());
+        LoadSource source;
+        std::string path;
+        weights.image = gather_weights(opt_, s, reply, model, specs, source, path);
         if (opt_.load_delay_ms > 0) std::this_thread::sleep_for(std::chrono::milliseconds(opt_.load_delay_ms));
         weights.file = weights.image ? gguf::File::parse(weights.image->bytes().data(), weights.image->bytes().size(),
                                                          "weights from " + s.peer())
-                                     : gguf::File::open(cached);
-        for (const auto& spec : specs)  // a cache file is trusted only as far as it holds every slice
-          if (!weights.file->find_tensor(spec.name)) fail("net", "weights lack slice {} ({})", spec.name, spec.source);
+                                     : gguf::File::open(path);
+        if (source == LoadSource::ModelDir) unplan_slices(graph, specs, *weights.file);
+        else
+          for (const auto& spec : specs)  // a cache file is trusted only as far as it holds every slice
+            if (!weights.file->find_tensor(spec.name)) fail("net", "weights lack slice {} ({})", spec.name, spec.source);
+        std::fprintf(stderr, "weft worker: weights in memory after %.1f s\n", secs());
         CpuDeviceOptions o;
         o.n_threads = opt_.threads;
         o.spin = false;  // the worker cannot know what else runs on its cores
-        o.map_weights = weights.image != nullptr;  // the slices are already in this process's memory
+        // The slices are in this process's memory already, or in a file mapping to read as --mmap
+        // does (a copy would cost as long as the rest of the load; only column slices are copied).
+        o.map_weights = true;
         dev = std::make_unique<CpuDevice>(o);
         if (group) dev->attach_group(std::move(group));
         dev->load(graph, *weights.file, lo);
