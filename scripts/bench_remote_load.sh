@@ -23,10 +23,11 @@ ln -s "$(realpath "$MODEL")" "$WORK/models/$(basename "$MODEL")"
 
 # Starts a worker with extra flags; sets PORT.
 start_worker() {
-  "$WEFT" worker --listen 127.0.0.1:0 -t 1 --net-poll block "$@" >"$WORK/port" 2>>"$WORK/workers.log" &
+  local out="$WORK/port.${#PIDS[@]}"
+  "$WEFT" worker --listen 127.0.0.1:0 -t 1 --net-poll block "$@" >"$out" 2>>"$WORK/workers.log" &
   PIDS+=($!)
-  for _ in $(seq 100); do grep -q listening "$WORK/port" 2>/dev/null && break; sleep 0.05; done
-  PORT=$(sed 's/.*://' "$WORK/port")
+  for _ in $(seq 200); do grep -q listening "$out" 2>/dev/null && break; sleep 0.05; done
+  PORT=$(sed 's/.*://' "$out")
 }
 # Two fresh workers with the given flags, then weft bench on them; prints the load lines and the table.
 run() {

@@ -69,26 +69,17 @@ TEST(RemoteLoad, SlowLoadFromModelDirIsCarriedByHeartbeats) {
   EXPECT_EQ(r.bytes_streamed, 0u);
 }
 
-std::vector<fs::path> entries(const std::string& dir) {
-  std::vector<fs::path> out;
-  for (const auto& e : fs::directory_iterator(dir)) out.push_back(e.path());
-  return out;
-}
-
 // Damages the one cache entry in dir with `damage`, then checks that the next session streams
 // (with the same logits, checked by load_on) and the one after reads a good entry again.
 template <typename F>
 void expect_damage_restreamed(Tiny& m, const Worker& w, const std::string& cache, F damage) {
-  auto files = entries(cache);
-  ASSERT_EQ(files.size(), 1u);
-  const fs::path entry = files[0];
+  const std::string entry = wait_for_cache_entry(cache);
+  ASSERT_NE(entry, "");
   damage(entry);
   LoadReport r = m.load_on(w.address());
   EXPECT_EQ(r.source, LoadSource::Stream);
   EXPECT_EQ(r.bytes_streamed, m.weight_bytes());
-  files = entries(cache);
-  ASSERT_EQ(files.size(), 1u);
-  EXPECT_EQ(files[0], entry);  // rewritten under the same name: the same content as before
+  EXPECT_EQ(wait_for_cache_entry(cache), entry);  // rewritten under the same name: the same content as before
   r = m.load_on(w.address());
   EXPECT_EQ(r.source, LoadSource::Cache);
   EXPECT_EQ(r.bytes_streamed, 0u);
@@ -100,6 +91,7 @@ TEST(RemoteLoad, DamagedCacheEntryIsRemovedAndStreamedAgain) {
   const std::string cache = m.dir + "/cache";
   Worker w({"--cache-dir", cache});  // one worker process for every session: no restart needed
   ASSERT_EQ(m.load_on(w.address()).source, LoadSource::Stream);
+  ASSERT_NE(wait_for_cache_entry(cache), "");
   ASSERT_EQ(m.load_on(w.address()).source, LoadSource::Cache);
   expect_damage_restreamed(m, w, cache, [](const fs::path& p) { fs::resize_file(p, fs::file_size(p) / 2); });
   expect_damage_restreamed(m, w, cache, [](const fs::path& p) {  // one bit, in the tensor data
@@ -111,7 +103,7 @@ TEST(RemoteLoad, DamagedCacheEntryIsRemovedAndStreamedAgain) {
   });
   // A restarted worker verifies the entry it finds, too.
   Worker w2({"--cache-dir", cache});
-  fs::resize_file(entries(cache)[0], 100);
+  fs::resize_file(wait_for_cache_entry(cache), 100);
   EXPECT_EQ(m.load_on(w2.address()).source, LoadSource::Stream);
   EXPECT_EQ(m.load_on(w2.address()).source, LoadSource::Cache);
 }

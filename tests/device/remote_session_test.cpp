@@ -104,6 +104,7 @@ TEST(RemoteSession, WeightsComeFromModelDirOrCacheElseAreStreamedOnce) {
     const LoadReport r = m.load_on(w.address());
     EXPECT_EQ(r.source, LoadSource::Stream);
     EXPECT_EQ(r.bytes_streamed, m.weight_bytes());
+    ASSERT_NE(wait_for_cache_entry(cache), "");
   }
   {  // a restarted worker with that cache does not restream
     Worker w({"--cache-dir", cache});

@@ -14,6 +14,8 @@
 #include <filesystem>
 #include <fstream>
 #include <string>
+#include <thread>
+#include <chrono>
 
 namespace weft::device::remote::testing_support {
 
@@ -60,5 +62,18 @@ struct Tiny {
     return d.load_report();
   }
 };
+
+// A worker writes a streamed shard to its cache while the session goes on: waits (up to 60 s) until
+// dir holds exactly one entry and no temporary file, and returns it ("" on timeout).
+inline std::string wait_for_cache_entry(const std::string& dir) {
+  for (int i = 0; i < 600; ++i) {
+    std::vector<std::filesystem::path> files;
+    std::error_code ec;
+    for (const auto& e : std::filesystem::directory_iterator(dir, ec)) files.push_back(e.path());
+    if (files.size() == 1 && files[0].extension() == ".gguf") return files[0].string();
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+  return "";
+}
 
 }  // namespace weft::device::remote::testing_support

@@ -5,7 +5,6 @@
 #include "device/remote/model_store.h"
 #include "device/remote/remote_messages.h"
 #include "device/remote/weight_slices.h"
-#include "gguf/gguf_writer.h"
 #include "net/frame.h"
 #include "net/handshake.h"
 #include "parallel/gloo_group.h"
@@ -117,29 +116,36 @@ std::unique_ptr<SliceImage> receive_slices(net::Socket& s, const std::vector<Sli
   return image;
 }
 
-// Tells the coordinator where this session's weights come from and returns them: the streamed
-// slices in memory, or none with `path` set to the file to map (the model in --model-dir, whose
-// tensors the graph is then pointed at, or a cache entry).
-std::unique_ptr<SliceImage> gather_weights(const WorkerOptions& opt, net::Socket& s, Replier& reply,
-                                           const ModelId& model, const std::vector<SliceSpec>& specs,
-                                           LoadSource& source, std::string& path) {
+// Where one session's weights came from: the streamed slices in memory, or the file to map (the
+// model in --model-dir, whose tensors the graph is then pointed at, or a cache entry).
+struct Gathered {
+  LoadSource source = LoadSource::Stream;
+  std::string path;
+  std::string cache_key;  // streamed slices to cache under this key ("" : none)
+  std::unique_ptr<SliceImage> image;
+};
+
+// Tells the coordinator where this session's weights come from and gets them.
+Gathered gather_weights(const WorkerOptions& opt, net::Socket& s, Replier& reply, const ModelId& model,
+                        const std::vector<SliceSpec>& specs) {
   const auto t0 = std::chrono::steady_clock::now();
-  source = LoadSource::Stream;
+  Gathered g;
   if (model.known() && !opt.model_dir.empty())
-    if (auto p = find_model(opt.model_dir, model)) source = LoadSource::ModelDir, path = *p;
+    if (auto p = find_model(opt.model_dir, model)) g.source = LoadSource::ModelDir, g.path = *p;
   const std::string key = model.known() && !opt.cache_dir.empty() ? slices_key(model, specs) : "";
-  if (source == LoadSource::Stream && !key.empty())
-    if (auto p = cache_find(opt.cache_dir, key)) source = LoadSource::Cache, path = *p;
+  if (g.source == LoadSource::Stream && !key.empty())
+    if (auto p = cache_find(opt.cache_dir, key)) g.source = LoadSource::Cache, g.path = *p;
   net::ByteWriter w;
-  w.u8(static_cast<uint8_t>(source));
+  w.u8(static_cast<uint8_t>(g.source));
   reply.send_busy(MsgType::LoadSource, w.data());
   std::fprintf(stderr, "weft worker: weights of %s: %s%s%s (found in %.1f s)\n", model.file_name.c_str(),
-               std::string(load_source_name(source)).c_str(), path.empty() ? "" : " ", path.c_str(),
+               std::string(load_source_name(g.source)).c_str(), g.path.empty() ? "" : " ", g.path.c_str(),
                std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
-  if (source != LoadSource::Stream) return nullptr;
-  auto image = receive_slices(s, specs);
-  if (!key.empty()) cache_store(opt.cache_dir, key, image->bytes());
-  return image;
+  if (g.source == LoadSource::Stream) {
+    g.image = receive_slices(s, specs);
+    g.cache_key = key;
+  }
+  return g;
 }
 
 // The weights of one session and what they point into (declared so the device can go first).
@@ -179,6 +185,7 @@ void WorkerServer::session(net::Socket& s) {
   // Declared so that the device goes first: it may point into the weights.
   std::unique_ptr<parallel::Group> group;
   SessionWeights weights;
+  std::jthread cache_writer;  // reads the weights: declared after them, so joined before they go
   std::unique_ptr<CpuDevice> dev;
   Replier reply(s);
   for (;;) {
@@ -206,18 +213,27 @@ void WorkerServer::session(net::Socket& s) {
         reply.busy();  // until Loaded: hashing, receiving, copying and caching take seconds
         const auto t0 = std::chrono::steady_clock::now();
         auto secs = [&] { return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(); };
-        LoadSource source;
-        std::string path;
-        weights.image = gather_weights(opt_, s, reply, model, specs, source, path);
+        Gathered g = gather_weights(opt_, s, reply, model, specs);
+        weights.image = std::move(g.image);
         if (opt_.load_delay_ms > 0) std::this_thread::sleep_for(std::chrono::milliseconds(opt_.load_delay_ms));
         weights.file = weights.image ? gguf::File::parse(weights.image->bytes().data(), weights.image->bytes().size(),
                                                          "weights from " + s.peer())
-                                     : gguf::File::open(path);
-        if (source == LoadSource::ModelDir) unplan_slices(graph, specs, *weights.file);
+                                     : gguf::File::open(g.path);
+        if (g.source == LoadSource::ModelDir) unplan_slices(graph, specs, *weights.file);
         else
           for (const auto& spec : specs)  // a cache file is trusted only as far as it holds every slice
             if (!weights.file->find_tensor(spec.name)) fail("net", "weights lack slice {} ({})", spec.name, spec.source);
         std::fprintf(stderr, "weft worker: weights in memory after %.1f s\n", secs());
+        // Hashing and writing GiBs to disk (fsync) takes longer than the rest of the load: the
+        // entry is written while the session goes on, and finished before the next one starts.
+        if (!g.cache_key.empty())
+          cache_writer = std::jthread([&dir = opt_.cache_dir, key = g.cache_key, bytes = weights.image->bytes()] {
+            try {
+              cache_store(dir, key, bytes);
+            } catch (const std::exception& e) {
+              std::fprintf(stderr, "weft worker: could not cache weights: %s\n", e.what());
+            }
+          });
         CpuDeviceOptions o;
         o.n_threads = opt_.threads;
         o.spin = false;  // the worker cannot know what else runs on its cores
