@@ -3,7 +3,9 @@
 #include "core/error.h"
 
 #include <openssl/evp.h>
+#include <fmt/format.h>
 #include <sys/stat.h>
+#include <sys/xattr.h>
 
 #include <cerrno>
 #include <cstdio>
@@ -62,15 +64,15 @@ std::string sha256_hex(std::span<const uint8_t> bytes) {
   return h.hex();
 }
 
-std::string sha256_file_hex(const std::string& path) {
+std::string sha256_file_hex(const std::string& path, bool remember_in_file) {
   struct stat st {};
   if (::stat(path.c_str(), &st) != 0) fail("net", "cannot stat '{}': {}", path, std::strerror(errno));
   // (path, size, mtime) -> digest: a file rewritten in place gets a new mtime and is hashed again.
   // Concurrent callers for one file (devices loading in parallel) share a single read of it.
-  using Key = std::tuple<std::string, int64_t, int64_t, int64_t>;
+  using Key = std::tuple<std::string, int64_t, int64_t, int64_t, bool>;
   static std::mutex mu;
   static std::map<Key, std::shared_future<std::string>> memo;
-  const Key key{path, st.st_size, st.st_mtim.tv_sec, st.st_mtim.tv_nsec};
+  const Key key{path, st.st_size, st.st_mtim.tv_sec, st.st_mtim.tv_nsec, remember_in_file};
   std::promise<std::string> mine;
   std::shared_future<std::string> result;
   {
@@ -79,7 +81,21 @@ std::string sha256_file_hex(const std::string& path) {
     result = memo[key] = mine.get_future().share();
   }
   try {
-    mine.set_value(hash_file(path));
+    // The record in the file: "<size> <mtime s> <mtime ns> <digest>", valid while size and mtime are.
+    const std::string stamp = fmt::format("{} {} {} ", st.st_size, st.st_mtim.tv_sec, st.st_mtim.tv_nsec);
+    std::string hex;
+    if (remember_in_file) {
+      char buf[128];
+      const ssize_t n = ::getxattr(path.c_str(), kDigestXattr, buf, sizeof(buf));
+      const std::string rec = n > 0 ? std::string(buf, static_cast<size_t>(n)) : "";
+      if (rec.size() == stamp.size() + kSha256HexChars && rec.rfind(stamp, 0) == 0) hex = rec.substr(stamp.size());
+    }
+    if (hex.empty()) {
+      hex = hash_file(path);
+      // Best effort: a read-only file or a file system without user xattrs is hashed each time.
+      if (remember_in_file) ::setxattr(path.c_str(), kDigestXattr, (stamp + hex).data(), stamp.size() + hex.size(), 0);
+    }
+    mine.set_value(hex);
   } catch (...) {
     mine.set_exception(std::current_exception());
     std::lock_guard lock(mu);

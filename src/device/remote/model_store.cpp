@@ -35,7 +35,7 @@ std::optional<std::string> find_model(const std::string& dir, const ModelId& mod
   }
   if (ec) fail("worker", "--model-dir '{}': {}", dir, ec.message());
   for (const auto& path : candidates)
-    if (net::sha256_file_hex(path) == model.sha256) return path;
+    if (net::sha256_file_hex(path, /*remember_in_file=*/true) == model.sha256) return path;
   return std::nullopt;
 }
 

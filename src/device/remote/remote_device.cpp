@@ -35,7 +35,8 @@ CoordinatorConfig& config() {
 
 ModelId model_id(const gguf::File& f) {
   if (f.path().empty()) return {};  // parsed from memory: nothing a worker could have a copy of
-  return {f.file_size(), net::sha256_file_hex(f.path()), std::filesystem::path(f.path()).filename().string()};
+  return {f.file_size(), net::sha256_file_hex(f.path(), /*remember_in_file=*/true),
+          std::filesystem::path(f.path()).filename().string()};
 }
 
 // Gathers a stream of pieces into frames of kChunkBytes. Pieces of the model mapping are sent from

@@ -19,8 +19,10 @@ inline constexpr size_t kMaxFloats = 64u << 20;  // 256 MiB of f32: the frame li
 inline constexpr size_t kMaxTensors = 1 << 16;
 
 // Liveness: while a worker works on a request (load, step, truncate, group setup) it sends a
-// Heartbeat frame every kHeartbeatIntervalMs; a coordinator waiting for a reply that hears nothing
-// for kPeerSilenceMs declares the worker dead. A killed worker process is seen at once (its kernel
+// Heartbeat frame every kHeartbeatIntervalMs, from a thread of its own (so a load that hashes,
+// receives and copies GiBs for minutes still beats, and a stopped process does not); a
+// coordinator waiting for a reply (or streaming weights) that hears nothing for kPeerSilenceMs
+// declares the worker dead. A killed worker process is seen at once (its kernel
 // resets the connection); this bounds the case where no reset ever comes: the worker's host lost
 // power or its network, or the process is stopped. 4 s of silence = 8 missed heartbeats, enough
 // slack for a loaded host's scheduler.

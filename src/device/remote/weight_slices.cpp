@@ -33,7 +33,7 @@ std::vector<SliceSpec> plan_slices(parallel::DeviceGraph& g, const gguf::File& w
     const bool empty = matrix && s.kind != Kind::Whole && s.range.empty();
     const Kind k = matrix ? s.kind : Kind::Whole;
     const auto key = std::make_tuple(s.tensor, k, k == Kind::Whole ? 0 : s.range.begin, k == Kind::Whole ? 0 : s.range.end);
-    auto [it, fresh] = seen.emplace(key, "s" + std::to_string(specs.size()));
+    auto [it, fresh] = seen.emplace(key, fmt::format("s{}", specs.size()));
     if (fresh) specs.push_back({it->second, s.tensor, k, k == Kind::Whole ? parallel::Range{} : s.range, empty});
     s.tensor = it->second;
     if (matrix && !empty) s.kind = Kind::Whole;

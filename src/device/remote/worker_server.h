@@ -1,7 +1,7 @@
 // The worker side of `weft worker`: serves one coordinator at a time. A session is: handshake,
 // optional group setup (Gloo rendezvous), the device graph and its weights (from --model-dir, the
 // cache, or streamed), then steps. While it works on a request the worker sends heartbeats (see
-// remote_messages.h). Whatever ends a session — a Bye, a dead coordinator, garbage, a failed step —
+// remote_messages.h), from the moment a load arrives until it is done, streaming included. Whatever ends a session — a Bye, a dead coordinator, garbage, a failed step —
 // the worker logs it and accepts the next.
 #pragma once
 
