@@ -21,6 +21,7 @@ Action add_worker(CLI::App& app) {
     std::string cache_dir = device::remote::default_cache_dir();
     bool no_cache = false;
     std::string net_poll = "auto";
+    int load_delay_ms = 0;
   };
   auto a = std::make_shared<Args>();
   auto* cmd = app.add_subcommand("worker", "serve a device to a coordinator over TCP");
@@ -35,6 +36,8 @@ Action add_worker(CLI::App& app) {
   cmd->add_option("--cache-dir", a->cache_dir, "where streamed weight shards are kept by content hash")
       ->capture_default_str();
   cmd->add_flag("--no-cache", a->no_cache, "do not cache streamed shards");
+  // Hidden (no group): tests stop a worker while it is busy loading.
+  cmd->add_option("--test-load-delay-ms", a->load_delay_ms)->group("")->check(CLI::Range(0, 600000));
   cmd->add_option("--net-poll", a->net_poll, "waiting in small all-reduces: auto | busy | block")
       ->check(CLI::IsMember({"auto", "busy", "block"}))
       ->capture_default_str();
@@ -46,6 +49,7 @@ Action add_worker(CLI::App& app) {
     o.model_dir = a->model_dir;
     o.cache_dir = a->no_cache ? "" : a->cache_dir;
     o.net_poll = parallel::parse_net_poll(a->net_poll);
+    o.load_delay_ms = a->load_delay_ms;
     device::remote::check_listen(o);
     device::remote::WorkerServer server(o);
     // Tests and scripts read the port from this line (with --listen HOST:0).

@@ -9,6 +9,8 @@
 
 #include <gtest/gtest.h>
 
+#include <chrono>
+#include <csignal>
 #include <filesystem>
 #include <fstream>
 #include <thread>
@@ -67,6 +69,31 @@ TEST(RemoteLoad, SlowLoadFromModelDirIsCarriedByHeartbeats) {
   const LoadReport r = m.load_on(w.address());
   EXPECT_EQ(r.source, LoadSource::ModelDir);
   EXPECT_EQ(r.bytes_streamed, 0u);
+}
+
+// Heartbeats come from a thread of the worker process: one that is stopped (its host down, the
+// connection open) while busy loading goes silent and is named within the silence bound.
+TEST(RemoteLoad, WorkerStoppedWhileLoadingIsNamedWithinTheSilenceBound) {
+  quiet();
+  Tiny m("weft_stopped_load");
+  Worker w({"--test-load-delay-ms", "60000"});
+  std::string error;
+  std::thread coordinator([&] {
+    try {
+      m.load_on(w.address());
+    } catch (const Error& e) {
+      error = e.what();
+    }
+  });
+  std::this_thread::sleep_for(std::chrono::milliseconds(kPeerSilenceMs + 1000));  // beats carried it so far
+  const auto t0 = std::chrono::steady_clock::now();
+  w.kill(SIGSTOP);
+  coordinator.join();
+  const auto took = std::chrono::steady_clock::now() - t0;
+  w.kill(SIGCONT);
+  EXPECT_LT(took, std::chrono::milliseconds(kPeerSilenceMs + 3000));
+  EXPECT_NE(error.find(w.url()), std::string::npos) << error;
+  EXPECT_NE(error.find("heartbeat"), std::string::npos) << error;
 }
 
 // Damages the one cache entry in dir with `damage`, then checks that the next session streams
