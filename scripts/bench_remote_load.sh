@@ -55,4 +55,11 @@ done
 run "streamed, no cache" --no-cache
 run "from --model-dir" --no-cache --model-dir "$WORK/models"
 run "streamed into an empty cache" --cache-dir "$WORK/cache"
+# Workers write their entries in the background (hash, write, fsync); a killed worker leaves none.
+t0=$SECONDS
+until [ "$(find "$WORK/cache" -name '*.gguf' | wc -l)" -ge 2 ] && [ -z "$(find "$WORK/cache" -name '*.tmp*')" ]; do
+  [ $((SECONDS - t0)) -lt 300 ] || { echo "   cache entries not written in 300 s"; break; }
+  sleep 0.5
+done
+echo "   cache entries complete $((SECONDS - t0)) s after the run"
 run "from the cache" --cache-dir "$WORK/cache"

@@ -96,17 +96,20 @@ TEST(RemoteLoad, WorkerStoppedWhileLoadingIsNamedWithinTheSilenceBound) {
   EXPECT_NE(error.find("heartbeat"), std::string::npos) << error;
 }
 
-// Damages the one cache entry in dir with `damage`, then checks that the next session streams
-// (with the same logits, checked by load_on) and the one after reads a good entry again.
+// Damages the one cache entry in dir with `damage` (and leaves a stale temporary beside it), then
+// checks that the next session streams (with the same logits, checked by load_on) and the one
+// after reads a good entry again.
 template <typename F>
 void expect_damage_restreamed(Tiny& m, const Worker& w, const std::string& cache, F damage) {
   const std::string entry = wait_for_cache_entry(cache);
   ASSERT_NE(entry, "");
   damage(entry);
+  std::ofstream(entry + ".tmp99999") << "left by a writer killed mid-write";
   LoadReport r = m.load_on(w.address());
   EXPECT_EQ(r.source, LoadSource::Stream);
   EXPECT_EQ(r.bytes_streamed, m.weight_bytes());
-  EXPECT_EQ(wait_for_cache_entry(cache), entry);  // rewritten under the same name: the same content as before
+  // Rewritten under the same name (the same content as before); the leftover temporary is gone.
+  EXPECT_EQ(wait_for_cache_entry(cache), entry);
   r = m.load_on(w.address());
   EXPECT_EQ(r.source, LoadSource::Cache);
   EXPECT_EQ(r.bytes_streamed, 0u);

@@ -41,15 +41,16 @@ std::optional<std::string> find_model(const std::string& dir, const ModelId& mod
 
 namespace {
 
-// The entries for key in dir: <key>-<hash>.gguf (a leftover <key>-<hash>.gguf.tmp<pid> is not one).
-std::vector<fs::path> cache_entries(const std::string& dir, const std::string& key) {
+// The entries for key in dir: <key>-<hash>.gguf; with temporaries, also the <key>-<hash>.gguf.tmp<pid>
+// files that writers killed mid-write leave behind.
+std::vector<fs::path> cache_entries(const std::string& dir, const std::string& key, bool temporaries = false) {
   std::vector<fs::path> out;
   std::error_code ec;
+  const size_t n = key.size() + 1 + net::kSha256HexChars + 5;
   for (const auto& e : fs::directory_iterator(dir, ec)) {
     const std::string name = e.path().filename().string();
-    if (name.size() == key.size() + 1 + net::kSha256HexChars + 5 && name.rfind(key + "-", 0) == 0 &&
-        name.ends_with(".gguf"))
-      out.push_back(e.path());
+    if (name.rfind(key + "-", 0) != 0 || name.size() < n || name.compare(n - 5, 5, ".gguf") != 0) continue;
+    if (name.size() == n || (temporaries && name.compare(n, 4, ".tmp") == 0)) out.push_back(e.path());
   }
   return out;
 }
@@ -94,7 +95,7 @@ void cache_store(const std::string& dir, const std::string& key, std::span<const
   const std::string tmp = path + ".tmp" + std::to_string(::getpid());
   std::error_code ec;
   fs::create_directories(dir, ec);
-  for (const fs::path& old : cache_entries(dir, key))
+  for (const fs::path& old : cache_entries(dir, key, /*temporaries=*/true))
     if (old != path) fs::remove(old, ec);
   if (write_durably(tmp, bytes) && std::rename(tmp.c_str(), path.c_str()) == 0) return;
   fs::remove(tmp, ec);
