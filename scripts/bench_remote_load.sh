@@ -29,17 +29,22 @@ start_worker() {
   for _ in $(seq 200); do grep -q listening "$out" 2>/dev/null && break; sleep 0.05; done
   PORT=$(sed 's/.*://' "$out")
 }
-# Two fresh workers with the given flags, then weft bench on them; prints the load lines and the table.
+# Two fresh workers with the given flags (none: the last run's workers again), then weft bench on
+# them; prints the load lines, the table and the workers' timings.
+A= B=
 run() {
   local label=$1
   shift
-  for p in "${PIDS[@]}"; do kill "$p" 2>/dev/null || true; done
-  PIDS=()
-  start_worker "$@"
-  local a=$PORT
-  start_worker "$@"
-  local b=$PORT
-  echo "== $label (worker flags: $*)"
+  if [ $# -gt 0 ]; then
+    for p in "${PIDS[@]}"; do kill "$p" 2>/dev/null || true; done
+    PIDS=()
+    start_worker "$@"
+    A=$PORT
+    start_worker "$@"
+    B=$PORT
+  fi
+  local a=$A b=$B
+  echo "== $label (worker flags: ${*:-as before})"
   local t0=$SECONDS
   "$WEFT" bench -m "$MODEL" --devices "tcp://127.0.0.1:$a,tcp://127.0.0.1:$b" -p 16 -n 4 -r 1 --net-poll block 2>&1 |
     grep -E 'streamed|loaded|weights from|\|' || true
@@ -53,6 +58,9 @@ for i in 1 2; do
   /usr/bin/time -f "   cat > /dev/null, run $i: %e s" cat "$MODEL" >/dev/null
 done
 run "streamed, no cache" --no-cache
+# The same workers again: their memory has been touched once (a VM's first touch of fresh memory
+# can cost more than the network).
+run "streamed again to the same workers"
 run "from --model-dir" --no-cache --model-dir "$WORK/models"
 run "streamed into an empty cache" --cache-dir "$WORK/cache"
 # Workers write their entries in the background (hash, write, fsync); a killed worker leaves none.
