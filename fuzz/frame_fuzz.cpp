@@ -30,7 +30,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
         device::remote::read_step_result(r, st);
         break;
       }
-      case 3: device::remote::read_tensor_header(r); break;
+      case 3: device::remote::read_tensor_headers(r); break;  // the Tensor frame: every header
       case 4: device::remote::read_group_setup(r); break;
       case 5: device::remote::read_model_id(r); device::remote::read_slices(r); break;
       default: r.str("text", 4096); r.f32s("floats", 1 << 20); r.finish("misc"); break;

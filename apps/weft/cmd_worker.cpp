@@ -22,6 +22,7 @@ Action add_worker(CLI::App& app) {
     bool no_cache = false;
     std::string net_poll = "auto";
     int preload_timeout_s = 60;
+    int load_delay_ms = 0;
   };
   auto a = std::make_shared<Args>();
   auto* cmd = app.add_subcommand("worker", "serve a device to a coordinator over TCP");
@@ -37,6 +38,8 @@ Action add_worker(CLI::App& app) {
   cmd->add_option("--cache-dir", a->cache_dir, "where streamed weight shards are kept by content hash")
       ->capture_default_str();
   cmd->add_flag("--no-cache", a->no_cache, "do not cache streamed shards");
+  // Hidden (no group): tests stop a worker while it is busy loading.
+  cmd->add_option("--test-load-delay-ms", a->load_delay_ms)->group("")->check(CLI::Range(0, 600000));
   cmd->add_option("--net-poll", a->net_poll, "waiting in small all-reduces: auto | busy | block")
       ->check(CLI::IsMember({"auto", "busy", "block"}))
       ->capture_default_str();
@@ -53,6 +56,7 @@ Action add_worker(CLI::App& app) {
     o.cache_dir = a->no_cache ? "" : a->cache_dir;
     o.net_poll = parallel::parse_net_poll(a->net_poll);
     o.preload_timeout_ms = a->preload_timeout_s * 1000;
+    o.load_delay_ms = a->load_delay_ms;
     device::remote::check_listen(o);
     device::remote::WorkerServer server(o);
     // Tests and scripts read the port from this line (with --listen HOST:0).

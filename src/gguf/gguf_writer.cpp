@@ -200,10 +200,17 @@ void Writer::add_tensor(const std::string& name, DType type, std::vector<int64_t
 
 namespace {
 
-// Layout as in the header comment of gguf_reader.cpp. A template so it can take the Writer's
-// private Kv / Tensor lists without naming their types.
+// Where the data goes: each tensor's offset from the start of the file, and the file's size.
+struct Placement {
+  std::vector<uint64_t> offsets, sizes;
+  uint64_t end = 0;
+};
+
+// Layout as in the header comment of gguf_reader.cpp: everything before the data section
+// (metadata, tensor infos, padding). A template so it can take the Writer's private Kv / Tensor
+// lists without naming their types.
 template <typename Kvs, typename Tensors>
-void serialize(Sink& s, const Kvs& kvs, const Tensors& tensors) {
+Placement write_head(Sink& s, const Kvs& kvs, const Tensors& tensors) {
   uint64_t alignment = kDefaultAlignment;
   for (const auto& kv : kvs) {
     if (kv.key != "general.alignment") continue;
@@ -223,12 +230,12 @@ void serialize(Sink& s, const Kvs& kvs, const Tensors& tensors) {
     put_value(s, kv.value, kv.key, 0);
   }
 
-  std::vector<uint64_t> offsets, sizes;
+  Placement p;
   uint64_t running = 0;
   for (const auto& t : tensors) {
-    offsets.push_back(running);
-    sizes.push_back(tensor_bytes(t.name, t.type, t.shape));
-    running = align_up(running + sizes.back(), alignment);
+    p.offsets.push_back(running);
+    p.sizes.push_back(tensor_bytes(t.name, t.type, t.shape));
+    running = align_up(running + p.sizes.back(), alignment);
   }
   for (size_t i = 0; i < tensors.size(); ++i) {
     const auto& t = tensors[i];
@@ -236,35 +243,52 @@ void serialize(Sink& s, const Kvs& kvs, const Tensors& tensors) {
     s.put<uint32_t>(static_cast<uint32_t>(t.shape.size()));
     for (auto d : t.shape) s.put<int64_t>(d);
     s.put(static_cast<uint32_t>(t.type));
-    s.put<uint64_t>(offsets[i]);
+    s.put<uint64_t>(p.offsets[i]);
   }
 
   s.pad_to(align_up(s.pos(), alignment));
-  const uint64_t data_start = s.pos();
+  for (auto& o : p.offsets) o += s.pos();
+  p.end = s.pos() + running;
+  return p;
+}
+
+template <typename Kvs, typename Tensors>
+void serialize(Sink& s, const Kvs& kvs, const Tensors& tensors) {
+  const Placement p = write_head(s, kvs, tensors);
   // One scratch buffer, grown to the largest lazily filled tensor: memory stays at one tensor.
   std::vector<uint8_t> scratch;
   for (size_t i = 0; i < tensors.size(); ++i) {
     const auto& t = tensors[i];
-    s.pad_to(data_start + offsets[i]);
+    s.pad_to(p.offsets[i]);
     if (t.fill) {
-      scratch.assign(static_cast<size_t>(sizes[i]), 0);  // zeroed so an incomplete fill is deterministic
+      scratch.assign(static_cast<size_t>(p.sizes[i]), 0);  // zeroed so an incomplete fill is deterministic
       t.fill(scratch.data(), scratch.size());
       s.write(scratch.data(), scratch.size());
     } else {
-      WEFT_ASSERT(t.data.size() == sizes[i]);
+      WEFT_ASSERT(t.data.size() == p.sizes[i]);
       s.write(t.data.data(), t.data.size());
     }
   }
-  s.pad_to(data_start + running);
+  s.pad_to(p.end);
 }
 
 }  // namespace
 
 std::vector<uint8_t> Writer::to_bytes() const {
   std::vector<uint8_t> out;
+  out.reserve(layout().size);  // one allocation: no regrowth copies of a multi-GiB image
   VectorSink sink(out);
   serialize(sink, kvs_, tensors_);
   return out;
+}
+
+Writer::Layout Writer::layout() const {
+  Layout l;
+  VectorSink sink(l.head);
+  Placement p = write_head(sink, kvs_, tensors_);
+  l.offsets = std::move(p.offsets);
+  l.size = p.end;
+  return l;
 }
 
 void Writer::write(const std::string& path) const {

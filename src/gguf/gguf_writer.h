@@ -34,6 +34,16 @@ class Writer {
   void write(const std::string& path) const;
   std::vector<uint8_t> to_bytes() const;
 
+  // The file without its tensor data, for callers that place the data themselves (a worker
+  // receiving weights straight into their final place): the bytes before the data section, each
+  // tensor's data offset from the start of the file, and the file's size. Padding is zeros.
+  struct Layout {
+    std::vector<uint8_t> head;
+    std::vector<uint64_t> offsets;
+    uint64_t size = 0;
+  };
+  Layout layout() const;
+
  private:
   struct Kv {
     std::string key;

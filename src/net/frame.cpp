@@ -23,7 +23,7 @@ size_t max_payload(MsgType t) {
     case MsgType::Error: return 4 * KiB;
     case MsgType::GroupSetup: case MsgType::GroupReady: case MsgType::Loaded: return 4 * KiB;
     case MsgType::Load: return 64 * MiB;         // a DeviceGraph: a few hundred bytes per node
-    case MsgType::Tensor: return 4 * KiB;
+    case MsgType::Tensor: return 64 * MiB;       // every slice's header: under 600 bytes each
     case MsgType::TensorChunk: return 16 * MiB;  // weights stream in chunks of at most this
     // Steps carry tokens and, in a layer split, the residual stream [n_tokens, n_embd] f32.
     case MsgType::Step: case MsgType::StepResult: return 256 * MiB;
@@ -69,15 +69,30 @@ std::vector<uint8_t> encode_frame(MsgType t, std::span<const uint8_t> payload) {
 }
 
 void send_frame(Socket& s, MsgType t, std::span<const uint8_t> payload, int timeout_ms) {
-  const auto f = encode_frame(t, payload);
-  s.send_all(f.data(), f.size(), timeout_ms);
+  send_frame_parts(s, t, std::span(&payload, 1), timeout_ms);
+}
+
+void send_frame_parts(Socket& s, MsgType t, std::span<const std::span<const uint8_t>> parts, int timeout_ms) {
+  size_t n = 0;
+  for (const auto& p : parts) n += p.size();
+  WEFT_ASSERT(n <= max_payload(t));
+  ByteWriter h;
+  h.u32(kFrameMagic << 16 | static_cast<uint32_t>(t));
+  h.u32(static_cast<uint32_t>(n));
+  std::vector<std::span<const uint8_t>> all{h.data()};
+  all.insert(all.end(), parts.begin(), parts.end());
+  s.send_all(all, timeout_ms);
+}
+
+uint32_t recv_frame_header(Socket& s, MsgType& type, int timeout_ms, Phase phase) {
+  std::array<uint8_t, kFrameHeaderBytes> h;
+  s.recv_exact(h.data(), h.size(), timeout_ms);
+  return parse_frame_header(h, type, phase);
 }
 
 Frame recv_frame(Socket& s, int header_timeout_ms, int body_timeout_ms, Phase phase) {
-  std::array<uint8_t, kFrameHeaderBytes> h;
-  s.recv_exact(h.data(), h.size(), header_timeout_ms);
   Frame f;
-  const uint32_t len = parse_frame_header(h, f.type, phase);
+  const uint32_t len = recv_frame_header(s, f.type, header_timeout_ms, phase);
   f.payload.resize(len);
   s.recv_exact(f.payload.data(), len, body_timeout_ms);
   return f;

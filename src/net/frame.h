@@ -27,8 +27,8 @@ enum class MsgType : uint16_t {
   GroupSetup,    // coordinator -> worker: rendezvous address, rank, size
   GroupReady,    // worker -> coordinator
   Load,          // coordinator -> worker: DeviceGraph, LoadOptions, tensor count
-  Tensor,        // coordinator -> worker: one weight slice's header
-  TensorChunk,   // coordinator -> worker: bytes of the current slice
+  Tensor,        // coordinator -> worker: every streamed weight slice's header
+  TensorChunk,   // coordinator -> worker: the slices' bytes, back to back (a chunk may span slices)
   Loaded,        // worker -> coordinator
   Step,          // coordinator -> worker
   StepResult,    // worker -> coordinator
@@ -62,7 +62,14 @@ struct Frame {
 uint32_t parse_frame_header(std::span<const uint8_t, kFrameHeaderBytes> h, MsgType& type, Phase phase = Phase::Session);
 std::vector<uint8_t> encode_frame(MsgType t, std::span<const uint8_t> payload);
 
+// Plain frames, for the handshake and the rendezvous store; a session's frames go through
+// net::Channel (channel.h), which adds the MAC.
 void send_frame(Socket& s, MsgType t, std::span<const uint8_t> payload, int timeout_ms);
+// One frame whose payload is the concatenation of parts (weights sent from the model mapping).
+void send_frame_parts(Socket& s, MsgType t, std::span<const std::span<const uint8_t>> parts, int timeout_ms);
+// Receives and validates a frame header; the caller then receives exactly the returned payload
+// length itself (e.g. straight into its final place).
+uint32_t recv_frame_header(Socket& s, MsgType& type, int timeout_ms, Phase phase = Phase::Session);
 // header_timeout_ms bounds the wait for a frame to start (idle); body_timeout_ms the rest of it.
 Frame recv_frame(Socket& s, int header_timeout_ms, int body_timeout_ms, Phase phase = Phase::Session);
 // recv_frame that also requires the type; an Error frame from the peer is rethrown with its text.

@@ -33,6 +33,10 @@ struct MacCtxFree {
 }  // namespace
 
 MacTag mac_tag(const std::vector<uint8_t>& key, std::initializer_list<std::span<const uint8_t>> pieces) {
+  return mac_tag(key, std::span<const std::span<const uint8_t>>(pieces.begin(), pieces.size()));
+}
+
+MacTag mac_tag(const std::vector<uint8_t>& key, std::span<const std::span<const uint8_t>> pieces) {
   // Fetched once: the algorithm lookup costs more than a small frame's MAC.
   static EVP_MAC* const hmac = EVP_MAC_fetch(nullptr, "HMAC", nullptr);
   if (!hmac) fail("net", "HMAC is not available in this OpenSSL");
@@ -63,11 +67,27 @@ MacTag SessionMac::sign(std::span<const uint8_t, kFrameHeaderBytes> header, std:
   return mac_tag(send_key_, {seq, header, payload});
 }
 
+MacTag SessionMac::sign(std::span<const uint8_t, kFrameHeaderBytes> header,
+                        std::span<const std::span<const uint8_t>> parts) {
+  const auto seq = seq_bytes(send_seq_++);
+  std::vector<std::span<const uint8_t>> pieces{seq, header};
+  pieces.insert(pieces.end(), parts.begin(), parts.end());
+  return mac_tag(send_key_, pieces);
+}
+
 void SessionMac::verify(std::span<const uint8_t, kFrameHeaderBytes> header, std::span<const uint8_t> payload,
                         std::span<const uint8_t> tag, const std::string& peer) {
+  verify(header, std::span<const std::span<const uint8_t>>(&payload, 1), tag, peer);
+}
+
+void SessionMac::verify(std::span<const uint8_t, kFrameHeaderBytes> header,
+                        std::span<const std::span<const uint8_t>> parts, std::span<const uint8_t> tag,
+                        const std::string& peer) {
   const uint64_t seq = recv_seq_++;
   const auto s = seq_bytes(seq);
-  const MacTag want = mac_tag(recv_key_, {s, header, payload});
+  std::vector<std::span<const uint8_t>> pieces{s, header};
+  pieces.insert(pieces.end(), parts.begin(), parts.end());
+  const MacTag want = mac_tag(recv_key_, pieces);
   if (tag.size() != want.size() || CRYPTO_memcmp(want.data(), tag.data(), want.size()) != 0) {
     MsgType t;
     parse_frame_header(header, t);

@@ -34,8 +34,13 @@ class SessionMac {
   size_t tag_bytes() const { return enabled() ? kMacTagBytes : 0; }
   // The tag of the next frame this side sends (advances the send counter).
   MacTag sign(std::span<const uint8_t, kFrameHeaderBytes> header, std::span<const uint8_t> payload);
+  // The same for a payload given as consecutive parts (no joining copy).
+  MacTag sign(std::span<const uint8_t, kFrameHeaderBytes> header, std::span<const std::span<const uint8_t>> parts);
   // Checks the next received frame's tag (advances the receive counter); throws naming peer.
   void verify(std::span<const uint8_t, kFrameHeaderBytes> header, std::span<const uint8_t> payload,
+              std::span<const uint8_t> tag, const std::string& peer);
+  // The same for a payload received in consecutive parts.
+  void verify(std::span<const uint8_t, kFrameHeaderBytes> header, std::span<const std::span<const uint8_t>> parts,
               std::span<const uint8_t> tag, const std::string& peer);
 
  private:
@@ -44,6 +49,7 @@ class SessionMac {
 };
 
 // Truncated HMAC-SHA256 over several pieces (no concatenation copy).
+MacTag mac_tag(const std::vector<uint8_t>& key, std::span<const std::span<const uint8_t>> pieces);
 MacTag mac_tag(const std::vector<uint8_t>& key, std::initializer_list<std::span<const uint8_t>> pieces);
 
 }  // namespace weft::net

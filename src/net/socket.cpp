@@ -3,6 +3,7 @@
 #include "core/error.h"
 
 #include <arpa/inet.h>
+#include <array>
 #include <cerrno>
 #include <chrono>
 #include <cstring>
@@ -10,6 +11,7 @@
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <poll.h>
+#include <sys/uio.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -86,14 +88,38 @@ void Socket::close() {
 }
 
 void Socket::send_all(const void* data, size_t n, int timeout_ms) {
+  const std::span<const uint8_t> one(static_cast<const uint8_t*>(data), n);
+  send_all(std::span(&one, 1), timeout_ms);
+}
+
+void Socket::send_all(std::span<const std::span<const uint8_t>> parts, int timeout_ms) {
   if (fd_ < 0) fail("net", "{}: send on a closed connection", peer_);
-  const auto deadline = Clock::now() + std::chrono::milliseconds(timeout_ms);
-  const auto* p = static_cast<const uint8_t*>(data);
-  while (n > 0) {
-    const ssize_t r = ::send(fd_, p, n, MSG_NOSIGNAL | MSG_DONTWAIT);
+  constexpr size_t kMaxIov = 64;  // well under IOV_MAX; more parts go in further calls
+  std::array<iovec, kMaxIov> iov;
+  size_t next = 0, at = 0;  // parts[next] is sent up to byte `at`
+  auto deadline = Clock::now() + std::chrono::milliseconds(timeout_ms);
+  while (next < parts.size()) {
+    size_t n = 0;
+    for (size_t i = next; i < parts.size() && n < kMaxIov; ++i) {
+      const size_t skip = i == next ? at : 0;
+      if (parts[i].size() == skip) continue;
+      iov[n++] = {const_cast<uint8_t*>(parts[i].data()) + skip, parts[i].size() - skip};
+    }
+    if (n == 0) break;
+    msghdr m{};
+    m.msg_iov = iov.data();
+    m.msg_iovlen = n;
+    ssize_t r = ::sendmsg(fd_, &m, MSG_NOSIGNAL | MSG_DONTWAIT);
     if (r > 0) {
-      p += r;
-      n -= static_cast<size_t>(r);
+      deadline = Clock::now() + std::chrono::milliseconds(timeout_ms);  // the bound is on progress
+      for (; r > 0 && next < parts.size(); ++next, at = 0) {
+        const size_t left = parts[next].size() - at;
+        if (static_cast<size_t>(r) < left) {
+          at += static_cast<size_t>(r);
+          break;
+        }
+        r -= static_cast<ssize_t>(left);
+      }
       continue;
     }
     if (r < 0 && errno == EINTR) continue;

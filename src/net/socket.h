@@ -4,6 +4,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <span>
 #include <string>
 
 namespace weft::net {
@@ -34,6 +35,8 @@ class Socket {
 
   // Sends all bytes; throws if the peer is gone or the send does not progress in timeout_ms.
   void send_all(const void* data, size_t n, int timeout_ms);
+  // The same for several buffers in order, in as few system calls as they need (no concatenation).
+  void send_all(std::span<const std::span<const uint8_t>> parts, int timeout_ms);
   // Receives exactly n bytes within timeout_ms (whole transfer); throws on timeout or EOF.
   void recv_exact(void* data, size_t n, int timeout_ms);
   // Whether data (or EOF) is ready within timeout_ms.

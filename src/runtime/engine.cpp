@@ -47,7 +47,7 @@ Engine::Engine(const gguf::File& file, EngineOptions opt) : file_(file), opt_(st
     for (size_t i = 0; i < devices_.size(); ++i) devices_[i]->attach_group(std::move(group[i]));
   }
   const device::LoadOptions lo{opt_.n_ctx, opt_.n_batch, opt_.k_type, opt_.v_type};
-  for (size_t i = 0; i < devices_.size(); ++i) devices_[i]->load(plan_.devices[i], file_, lo);
+  device::remote::load_devices(devices_, plan_.devices, file_, lo);
 }
 
 Engine::~Engine() = default;

@@ -10,6 +10,7 @@
 #include "model/llama_graph.h"
 #include "model/model_config.h"
 #include "parallel/planner.h"
+#include "tiny_model.h"
 #include "worker_process.h"
 
 #include <gtest/gtest.h>
@@ -96,50 +97,6 @@ TEST(RemoteSession, SilentWorkerIsNamedWithinTheHeartbeatBoundWithALocalDevice) 
   expect_silent_worker_named("{w2},cpu:1", "local_only_peer");
 }
 
-// A generated model on disk, one device's graph, and the logits a local CPU device computes.
-struct Tiny {
-  std::string dir, path;
-  std::unique_ptr<gguf::File> file;
-  parallel::Plan plan;
-  Step step;
-  std::vector<float> ref_logits;
-
-  explicit Tiny(const std::string& name) {
-    dir = testing::TempDir() + "/" + name;
-    fs::remove_all(dir);
-    fs::create_directories(dir + "/models");
-    path = dir + "/models/tiny.gguf";
-    model::GenModelOptions o;
-    o.type = "q4_0";
-    o.seed = 11;
-    const auto bytes = model::generate_model_bytes(o);
-    std::ofstream(path, std::ios::binary).write(reinterpret_cast<const char*>(bytes.data()), bytes.size());
-    file = gguf::File::open(path);
-    const auto cfg = model::read_config(*file);
-    plan = parallel::make_plan(parallel::SplitMode::None, model::build_llama_graph(cfg), model::weight_table(*file), {1});
-    step.tokens = {1, 5, 9, 3};
-    step.want_candidates = false;
-    step.want_logits = true;
-    CpuDevice cpu({});
-    cpu.load(plan.devices[0], *file, {64, 8});
-    cpu.submit(step);
-    ref_logits = cpu.wait().logits;
-  }
-  uint64_t weight_bytes() const {
-    uint64_t n = 0;
-    for (const auto& t : file->tensors()) n += t.n_bytes;
-    return n;
-  }
-  // Loads onto the worker, checks the logits, returns how the weights got there.
-  LoadReport load_on(const Worker& w) {
-    RemoteDevice d(w.address(), 1, {});
-    d.load(plan.devices[0], *file, {64, 8});
-    d.submit(step);
-    EXPECT_EQ(d.wait().logits, ref_logits);
-    return d.load_report();
-  }
-};
-
 TEST(RemoteSession, WeightsComeFromModelDirOrCacheElseAreStreamedOnce) {
   CoordinatorConfig quiet;
   quiet.progress = false;
@@ -149,20 +106,21 @@ TEST(RemoteSession, WeightsComeFromModelDirOrCacheElseAreStreamedOnce) {
   ASSERT_NE(m.ref_logits[0], m.ref_logits[1]);  // the logits vary: equality below means something
   {  // the same file in the worker's --model-dir: nothing streamed
     Worker w({"--model-dir", m.dir + "/models"});
-    const LoadReport r = m.load_on(w);
+    const LoadReport r = m.load_on(w.address());
     EXPECT_EQ(r.source, LoadSource::ModelDir);
     EXPECT_EQ(r.bytes_streamed, 0u);
   }
   const std::string cache = m.dir + "/cache";
   {  // no copy: streamed, exactly the slices' bytes (here the whole model), then cached
     Worker w({"--cache-dir", cache});
-    const LoadReport r = m.load_on(w);
+    const LoadReport r = m.load_on(w.address());
     EXPECT_EQ(r.source, LoadSource::Stream);
     EXPECT_EQ(r.bytes_streamed, m.weight_bytes());
+    ASSERT_NE(wait_for_cache_entry(cache), "");
   }
   {  // a restarted worker with that cache does not restream
     Worker w({"--cache-dir", cache});
-    const LoadReport r = m.load_on(w);
+    const LoadReport r = m.load_on(w.address());
     EXPECT_EQ(r.source, LoadSource::Cache);
     EXPECT_EQ(r.bytes_streamed, 0u);
   }
@@ -174,7 +132,7 @@ TEST(RemoteSession, WeightsComeFromModelDirOrCacheElseAreStreamedOnce) {
     f.put('\x5a');
     f.close();
     Worker w({"--model-dir", m.dir + "/other"});
-    const LoadReport r = m.load_on(w);
+    const LoadReport r = m.load_on(w.address());
     EXPECT_EQ(r.source, LoadSource::Stream);
     EXPECT_EQ(r.bytes_streamed, m.weight_bytes());
   }
@@ -190,11 +148,25 @@ TEST(RemoteSession, TensorSplitFromModelDirWithRpcAndKeyFileMatchesOneDevice) {
   ASSERT_NE(ref.find("exit=0"), std::string::npos) << ref;
   // --rpc appends the workers after --devices; the key comes from --auth-key-file.
   EXPECT_EQ(greedy_text(m.path, "cpu:1", "--rpc " + w1.address() + "," + w2.address() + " -ts 1,2,1 --auth-key-file " + key), ref);
+  // A worker with a zero share reads its empty slices from the model too.
+  EXPECT_EQ(greedy_text(m.path, "cpu:1", "--rpc " + w1.address() + "," + w2.address() + " -ts 1,0,1 --auth-key-file " + key), ref);
   const std::string err = shell(std::string(WEFT_BINARY) + " run --temp 0 -n 4 -p hi -m " + m.path + " --devices " +
                                 w1.url() + "," + w2.url() + " --auth-key-file " + key + " 2>&1 >/dev/null");
   EXPECT_NE(err.find(w1.url() + ": weights from the worker's model dir"), std::string::npos) << err;
   // Without the key the workers refuse.
   EXPECT_EQ(greedy_text(m.path, "cpu:1", "--rpc " + w1.address()).find("exit=0"), std::string::npos);
+}
+
+// Streamed weights over MACed frames: chunks that span slices are received in pieces and their
+// tags still check (a wrong tag would end the session, so the tokens would not match).
+TEST(RemoteSession, StreamedWeightsWithAKeyMatchOneDevice) {
+  Tiny m("weft_split_stream_key");
+  const std::string key = m.dir + "/key";
+  write_key_file(key, "another shared key of some length\n");
+  Worker w1({"--auth-key-file", key}), w2({"--auth-key-file", key});
+  const std::string ref = greedy_text(m.path, "cpu:1");
+  ASSERT_NE(ref.find("exit=0"), std::string::npos) << ref;
+  EXPECT_EQ(greedy_text(m.path, w1.url() + ",cpu:1," + w2.url(), "-ts 2,1,1 --auth-key-file " + key), ref);
 }
 
 // Workers in two network namespaces joined by a bridge; the coordinator in the test's namespace.

@@ -260,3 +260,28 @@ TEST(GgufWriter, FailedWriteLeavesNoFile) {
 
 }  // namespace
 }  // namespace weft::gguf
+
+namespace weft::gguf {
+namespace {
+
+// A caller that places tensor data itself (a worker receiving weights) gets the same file.
+TEST(GgufWriter, LayoutPlacesDataWhereToBytesDoes) {
+  Writer w;
+  w.set_string("general.name", "layout");
+  const auto a = random_bytes(row_bytes(DType::Q4_0, 64) * 3, 1), b = random_bytes(4 * 5, 2);
+  w.add_tensor("a", DType::Q4_0, {64, 3}, a);
+  w.add_tensor("b", DType::F32, {5}, b);
+  const std::vector<uint8_t> ref = w.to_bytes();
+  const Writer::Layout l = w.layout();
+  ASSERT_EQ(l.size, ref.size());
+  ASSERT_EQ(l.offsets.size(), 2u);
+  std::vector<uint8_t> placed(l.size, 0);
+  std::copy(l.head.begin(), l.head.end(), placed.begin());
+  std::copy(a.begin(), a.end(), placed.begin() + l.offsets[0]);
+  std::copy(b.begin(), b.end(), placed.begin() + l.offsets[1]);
+  EXPECT_EQ(placed, ref);
+  EXPECT_GT(l.offsets[1], l.offsets[0] + a.size() - 1);
+}
+
+}  // namespace
+}  // namespace weft::gguf

@@ -3,12 +3,14 @@
 #include "core/error.h"
 #include "net/content_hash.h"
 
+#include <fcntl.h>
 #include <unistd.h>
+
+#include <cerrno>
 
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
-#include <fstream>
 
 namespace weft::device::remote {
 
@@ -33,24 +35,69 @@ std::optional<std::string> find_model(const std::string& dir, const ModelId& mod
   }
   if (ec) fail("worker", "--model-dir '{}': {}", dir, ec.message());
   for (const auto& path : candidates)
-    if (net::sha256_file_hex(path) == model.sha256) return path;
+    if (net::sha256_file_hex(path, /*remember_in_file=*/true) == model.sha256) return path;
   return std::nullopt;
 }
 
-std::string cache_path(const std::string& dir, const std::string& key) { return dir + "/" + key + ".gguf"; }
+namespace {
 
-void cache_store(const std::string& dir, const std::string& key, const std::vector<uint8_t>& bytes) {
-  const std::string path = cache_path(dir, key), tmp = path + ".tmp" + std::to_string(::getpid());
+// The entries for key in dir: <key>-<hash>.gguf; with temporaries, also the <key>-<hash>.gguf.tmp<pid>
+// files that writers killed mid-write leave behind.
+std::vector<fs::path> cache_entries(const std::string& dir, const std::string& key, bool temporaries = false) {
+  std::vector<fs::path> out;
+  std::error_code ec;
+  const size_t n = key.size() + 1 + net::kSha256HexChars + 5;
+  for (const auto& e : fs::directory_iterator(dir, ec)) {
+    const std::string name = e.path().filename().string();
+    if (name.rfind(key + "-", 0) != 0 || name.size() < n || name.compare(n - 5, 5, ".gguf") != 0) continue;
+    if (name.size() == n || (temporaries && name.compare(n, 4, ".tmp") == 0)) out.push_back(e.path());
+  }
+  return out;
+}
+
+// Writes all of bytes to path and flushes them to the disk.
+bool write_durably(const std::string& path, std::span<const uint8_t> bytes) {
+  const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  if (fd < 0) return false;
+  size_t at = 0;
+  while (at < bytes.size()) {
+    const ssize_t n = ::write(fd, bytes.data() + at, bytes.size() - at);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) break;
+    at += static_cast<size_t>(n);
+  }
+  const bool ok = at == bytes.size() && ::fsync(fd) == 0;
+  return ::close(fd) == 0 && ok;
+}
+
+}  // namespace
+
+std::optional<std::string> cache_find(const std::string& dir, const std::string& key) {
+  for (const fs::path& p : cache_entries(dir, key)) {
+    const std::string name = p.filename().string();
+    const std::string want = name.substr(key.size() + 1, net::kSha256HexChars);
+    std::string got;
+    try {
+      got = net::sha256_file_hex(p.string());
+    } catch (const Error&) {  // unreadable: as bad as damaged
+    }
+    if (got == want) return p.string();
+    std::error_code ec;
+    fs::remove(p, ec);
+    std::fprintf(stderr, "weft worker: cache entry %s is damaged (its bytes do not match its hash); removed\n",
+                 p.string().c_str());
+  }
+  return std::nullopt;
+}
+
+void cache_store(const std::string& dir, const std::string& key, std::span<const uint8_t> bytes) {
+  const std::string path = dir + "/" + key + "-" + net::sha256_hex(bytes) + ".gguf";
+  const std::string tmp = path + ".tmp" + std::to_string(::getpid());
   std::error_code ec;
   fs::create_directories(dir, ec);
-  {
-    std::ofstream out(tmp, std::ios::binary);
-    out.write(reinterpret_cast<const char*>(bytes.data()), static_cast<std::streamsize>(bytes.size()));
-    if (!ec && out.flush()) {
-      out.close();
-      if (std::rename(tmp.c_str(), path.c_str()) == 0) return;
-    }
-  }
+  for (const fs::path& old : cache_entries(dir, key, /*temporaries=*/true))
+    if (old != path) fs::remove(old, ec);
+  if (write_durably(tmp, bytes) && std::rename(tmp.c_str(), path.c_str()) == 0) return;
   fs::remove(tmp, ec);
   std::fprintf(stderr, "weft worker: could not cache weights in %s (continuing without)\n", dir.c_str());
 }

@@ -1,11 +1,16 @@
 // Where a worker finds weights without receiving them: a copy of the coordinator's model file in
 // --model-dir (matched by size and SHA-256, never by name alone), or a shard it cached after an
 // earlier session streamed it (--cache-dir, keyed by slices_key()).
+//
+// A cache entry is dir/<key>-<SHA-256 of its bytes>.gguf: its name records what it must hold, so
+// an entry truncated or damaged on disk is found when it is next used (hashed once per worker
+// process and file version, see net/content_hash.h), removed, and streamed again.
 #pragma once
 
 #include "device/remote/weight_slices.h"
 
 #include <optional>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -15,10 +20,12 @@ namespace weft::device::remote {
 std::string default_cache_dir();
 // A *.gguf file directly in dir with the model's size and hash (files of another size are not read).
 std::optional<std::string> find_model(const std::string& dir, const ModelId& model);
-// dir/<key>.gguf
-std::string cache_path(const std::string& dir, const std::string& key);
-// Writes bytes to cache_path atomically (temporary file + rename). A failure is reported on stderr
-// and otherwise ignored: the cache only saves a later session from streaming again.
-void cache_store(const std::string& dir, const std::string& key, const std::vector<uint8_t>& bytes);
+// The entry for key whose bytes match the hash in its name; entries that do not are removed
+// (reported on stderr). None when there is no good entry.
+std::optional<std::string> cache_find(const std::string& dir, const std::string& key);
+// Writes bytes as key's entry atomically (temporary file, fsync, rename) and removes older
+// entries for key. A failure is reported on stderr and otherwise ignored: the cache only saves a
+// later session from streaming again.
+void cache_store(const std::string& dir, const std::string& key, std::span<const uint8_t> bytes);
 
 }  // namespace weft::device::remote

@@ -79,4 +79,41 @@ bool attach_process_group(const std::vector<std::unique_ptr<Device>>& devices, p
   return true;
 }
 
+void load_devices(const std::vector<std::unique_ptr<Device>>& devices, const std::vector<parallel::DeviceGraph>& graphs,
+                  const gguf::File& weights, const LoadOptions& opt) {
+  WEFT_ASSERT(graphs.size() == devices.size());
+  std::vector<std::exception_ptr> errors(devices.size());
+  std::vector<std::thread> threads;
+  for (size_t i = 0; i < devices.size(); ++i)
+    if (dynamic_cast<RemoteDevice*>(devices[i].get()))
+      threads.emplace_back([&, i] {
+        try {
+          devices[i]->load(graphs[i], weights, opt);
+        } catch (...) {
+          errors[i] = std::current_exception();
+        }
+      });
+  for (size_t i = 0; i < devices.size(); ++i)
+    if (!dynamic_cast<RemoteDevice*>(devices[i].get())) {
+      try {
+        devices[i]->load(graphs[i], weights, opt);
+      } catch (...) {
+        errors[i] = std::current_exception();
+        break;  // the remote loads see no failure of a local device: let them finish
+      }
+    }
+  for (auto& t : threads) t.join();
+  std::exception_ptr echo;  // "this group cannot go on": a member that stopped because another failed
+  for (auto& e : errors) {
+    if (!e) continue;
+    try {
+      std::rethrow_exception(e);
+    } catch (const Error& err) {
+      if (std::string(err.what()).find("this group cannot go on") == std::string::npos) throw;
+      if (!echo) echo = e;
+    }
+  }
+  if (echo) std::rethrow_exception(echo);
+}
+
 }  // namespace weft::device::remote

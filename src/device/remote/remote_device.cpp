@@ -12,7 +12,10 @@
 #include <algorithm>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <filesystem>
+#include <functional>
+#include <mutex>
 
 namespace weft::device::remote {
 namespace {
@@ -32,8 +35,99 @@ CoordinatorConfig& config() {
 
 ModelId model_id(const gguf::File& f) {
   if (f.path().empty()) return {};  // parsed from memory: nothing a worker could have a copy of
-  return {f.file_size(), net::sha256_file_hex(f.path()), std::filesystem::path(f.path()).filename().string()};
+  return {f.file_size(), net::sha256_file_hex(f.path(), /*remember_in_file=*/true),
+          std::filesystem::path(f.path()).filename().string()};
 }
+
+// Gathers a stream of pieces into frames of kChunkBytes. Pieces of the model mapping are sent from
+// there (no copy); small ones, and ones that do not outlive the call (an empty slice's zeros), are
+// staged so that a frame is never a long list of tiny parts.
+class ChunkSender {
+ public:
+  using Send = std::function<void(std::span<const std::span<const uint8_t>> parts, size_t n_bytes)>;
+  explicit ChunkSender(Send send) : send_(std::move(send)), staging_(new uint8_t[kChunkBytes]) {}
+  void add(const uint8_t* p, size_t n, bool stable) {
+    while (n > 0) {
+      const size_t take = std::min(n, kChunkBytes - bytes_);
+      if (stable && take >= kStageBelow) {
+        parts_.emplace_back(p, take);
+      } else {
+        uint8_t* dst = staging_.get() + staged_;
+        std::memcpy(dst, p, take);
+        staged_ += take;
+        if (!parts_.empty() && parts_.back().data() + parts_.back().size() == dst)  // extends the staged run
+          parts_.back() = {parts_.back().data(), parts_.back().size() + take};
+        else
+          parts_.emplace_back(dst, take);
+      }
+      bytes_ += take;
+      p += take;
+      n -= take;
+      if (bytes_ == kChunkBytes || parts_.size() == kMaxParts) flush();
+    }
+  }
+  void flush() {
+    if (bytes_ > 0) send_(parts_, bytes_);
+    parts_.clear();
+    bytes_ = staged_ = 0;
+  }
+
+ private:
+  static constexpr size_t kStageBelow = 64u << 10, kMaxParts = 64;
+  Send send_;
+  std::unique_ptr<uint8_t[]> staging_;  // never reallocated: staged parts point into it
+  std::vector<std::span<const uint8_t>> parts_;
+  size_t bytes_ = 0, staged_ = 0;
+};
+
+// Streaming progress on a terminal, summed over the devices that stream at once.
+class StreamProgress {
+ public:
+  StreamProgress(std::string name, uint64_t total) : name_(std::move(name)), t0_(Clock::now()) {
+    std::lock_guard lock(mu());
+    state().total += total;
+  }
+  void add(uint64_t n) {
+    sent_ += n;
+    if (!coordinator_config().progress || !::isatty(2)) return;
+    std::lock_guard lock(mu());
+    State& s = state();
+    s.sent += n;
+    if (Clock::now() - s.last_shown < std::chrono::milliseconds(200)) return;
+    s.last_shown = Clock::now();
+    std::fprintf(stderr, "\r\033[Kstreaming weights %3.0f%% (%.0f / %.0f MiB)", 100.0 * s.sent / std::max<uint64_t>(s.total, 1),
+                 s.sent / kMiB, s.total / kMiB);
+  }
+  ~StreamProgress() {
+    std::lock_guard lock(mu());
+    State& s = state();
+    s.total -= std::min(s.total, sent_);  // what was not sent leaves the total too
+    s.sent -= std::min(s.sent, sent_);
+    if (!coordinator_config().progress) return;
+    const double secs = std::chrono::duration<double>(Clock::now() - t0_).count();
+    std::fprintf(stderr, "%s%s: streamed %.1f MiB of weights in %.1f s (%.0f MiB/s)\n", ::isatty(2) ? "\r\033[K" : "",
+                 name_.c_str(), sent_ / kMiB, secs, sent_ / kMiB / std::max(secs, 1e-9));
+  }
+
+ private:
+  using Clock = std::chrono::steady_clock;
+  static constexpr double kMiB = 1 << 20;
+  struct State {
+    uint64_t total = 0, sent = 0;
+    Clock::time_point last_shown;
+  };
+  static std::mutex& mu() {
+    static std::mutex m;
+    return m;
+  }
+  static State& state() {
+    static State s;
+    return s;
+  }
+  std::string name_;
+  Clock::time_point t0_;
+  uint64_t sent_ = 0;
+};
 
 }  // namespace
 
@@ -71,7 +165,7 @@ auto RemoteDevice::guarded(const char* what, F&& f) -> decltype(f()) {
     ch_.close();
     std::string text = e.what();
     if (text.rfind("[" + e.origin() + "] ", 0) == 0) text.erase(0, e.origin().size() + 3);  // Error adds it again
-    if (watch_ && watch_->failed.empty()) watch_->failed = text.find(name()) == 0 ? text : name() + ": " + text;
+    if (watch_) watch_->set_failed(text.find(name()) == 0 ? text : name() + ": " + text);
     if (text.rfind("tcp://", 0) == 0) throw Error("net", text);  // already names the worker at fault
     throw Error("net", fmt::format("{}: {}: {}", name(), what, text));
   }
@@ -103,9 +197,20 @@ net::Frame RemoteDevice::await(MsgType want) {
   }
 }
 
+void GroupWatch::set_failed(const std::string& text) {
+  std::lock_guard lock(mu_);
+  if (failed_.empty()) failed_ = text;
+}
+
+std::string GroupWatch::failed() const {
+  std::lock_guard lock(mu_);
+  return failed_;
+}
+
 void RemoteDevice::check_peers() {
   if (!watch_) return;
-  if (!watch_->failed.empty()) fail("net", "{} (this group's step cannot finish)", watch_->failed);
+  if (const std::string f = watch_->failed(); !f.empty()) fail("net", "{} (this group cannot go on)", f);
+  // Only members in a step are probed: during a load each member's own thread reads its socket.
   for (RemoteDevice* p : watch_->members)
     if (p != this && p->in_step_ && p->ch_.valid()) p->guarded("step", [&] { p->probe(); });
 }
@@ -167,55 +272,36 @@ void RemoteDevice::load(const parallel::DeviceGraph& graph, const gguf::File& we
     await(MsgType::Loaded);
     load_report_.seconds = std::chrono::duration<double>(Clock::now() - t0).count();
     if (coordinator_config().progress && load_report_.source != LoadSource::Stream)
-      std::fprintf(stderr, "%s: weights from the worker's %s (nothing streamed)\n", name().c_str(),
-                   std::string(load_source_name(load_report_.source)).c_str());
+      std::fprintf(stderr, "%s: weights from the worker's %s (nothing streamed), loaded in %.1f s\n", name().c_str(),
+                   std::string(load_source_name(load_report_.source)).c_str(), load_report_.seconds);
+    else if (coordinator_config().progress)
+      std::fprintf(stderr, "%s: loaded in %.1f s\n", name().c_str(), load_report_.seconds);
   });
 }
 
 void RemoteDevice::stream_weights(const gguf::File& weights, const std::vector<SliceSpec>& specs) {
+  std::vector<TensorHeader> headers;
   uint64_t total = 0;
-  for (const auto& s : specs) total += slice_header(s, weights.tensor(s.source)).n_bytes;
-  const bool tty = coordinator_config().progress && ::isatty(2);
-  const auto t0 = Clock::now();
-  auto last_shown = t0;
-  auto show = [&](bool done) {
-    const double mib = 1.0 / (1 << 20), s = std::chrono::duration<double>(Clock::now() - t0).count();
-    if (done && coordinator_config().progress)
-      std::fprintf(stderr, "%s%s: streamed %.1f MiB of weights in %.1f s\n", tty ? "\r\033[K" : "", name().c_str(),
-                   load_report_.bytes_streamed * mib, s);
-    else if (tty)
-      std::fprintf(stderr, "\r\033[K%s: streaming weights %3.0f%% (%.0f / %.0f MiB)", name().c_str(),
-                   100.0 * load_report_.bytes_streamed / std::max<uint64_t>(total, 1), load_report_.bytes_streamed * mib,
-                   total * mib);
-  };
-  std::vector<uint8_t> chunk;
-  auto flush = [&] {
-    if (chunk.empty()) return;
-    send(MsgType::TensorChunk, chunk);
-    load_report_.bytes_streamed += chunk.size();
-    chunk.clear();
-    if (Clock::now() - last_shown > std::chrono::milliseconds(200)) {
-      show(false);
-      last_shown = Clock::now();
-    }
-  };
-  for (const auto& s : specs) {
-    const auto& src = weights.tensor(s.source);
-    net::ByteWriter hw;
-    write_tensor_header(hw, slice_header(s, src));
-    send(MsgType::Tensor, hw.data());
-    for_each_piece(s, src, [&](const uint8_t* p, size_t n) {
-      while (n > 0) {
-        const size_t take = std::min(n, kChunkBytes - chunk.size());
-        chunk.insert(chunk.end(), p, p + take);
-        p += take;
-        n -= take;
-        if (chunk.size() == kChunkBytes) flush();
-      }
-    });
-    flush();  // chunks never span two tensors
-  }
-  show(true);
+  for (const auto& s : specs) total += headers.emplace_back(slice_header(s, weights.tensor(s.source))).n_bytes;
+  net::ByteWriter hw;
+  write_tensor_headers(hw, headers);
+  send(MsgType::Tensor, hw.data());
+  StreamProgress progress(name(), total);
+  // The worker heartbeats while it receives: a live one is heard between chunks, a stopped one
+  // stops reading (the send times out) and beating (probe fails). An early reply is its error.
+  bool replied = false;
+  ChunkSender out([&](std::span<const std::span<const uint8_t>> parts, size_t n) {
+    if (replied) return;
+    ch_.send_parts(MsgType::TensorChunk, parts, kPeerSilenceMs);
+    load_report_.bytes_streamed += n;
+    progress.add(n);
+    check_peers();
+    replied = probe();
+  });
+  for (size_t i = 0; i < specs.size() && !replied; ++i)
+    for_each_piece(specs[i], weights.tensor(specs[i].source),
+                   [&](const uint8_t* p, size_t n) { out.add(p, n, /*stable=*/!specs[i].empty); });
+  out.flush();
 }
 
 void RemoteDevice::submit(Step step) {

@@ -18,8 +18,10 @@
 #include "net/frame.h"
 #include "parallel/gloo_group.h"
 
+#include <atomic>
 #include <chrono>
 #include <memory>
+#include <mutex>
 #include <string>
 #include <vector>
 
@@ -46,10 +48,19 @@ struct LoadReport {
 };
 
 class RemoteDevice;
-// The remote devices of one group, so that a wait on one can watch the others.
-struct GroupWatch {
+// The remote devices of one group, so that a wait on one can watch the others. Members load
+// concurrently (one thread each), so the first failure is kept under a mutex.
+class GroupWatch {
+ public:
   std::vector<RemoteDevice*> members;
-  std::string failed;  // the first member's error, once one failed
+  // Records text unless a member failed before.
+  void set_failed(const std::string& text);
+  // The first member's error; empty while none failed.
+  std::string failed() const;
+
+ private:
+  mutable std::mutex mu_;
+  std::string failed_;
 };
 
 class RemoteDevice : public Device {
@@ -100,7 +111,7 @@ class RemoteDevice : public Device {
   int threads_;
   std::vector<uint8_t> key_;
   net::Channel ch_;  // every frame of the session goes through it (MACed with a key)
-  bool in_step_ = false;
+  std::atomic<bool> in_step_{false};  // read by check_peers of the group's other members
   Clock::time_point last_heard_ = Clock::now();
   DeviceStats stats_;
   LoadReport load_report_;

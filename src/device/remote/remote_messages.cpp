@@ -203,7 +203,28 @@ TensorHeader read_tensor_header(ByteReader& r) {
     if (t.shape.back() <= 0 || t.shape.back() > (int64_t{1} << 32)) fail("net", "tensor '{}': dim {}", t.name, t.shape.back());
   }
   t.n_bytes = r.u64("tensor bytes");
+  if (t.shape[0] % block_size(t.type)) fail("net", "tensor '{}': row of {} is not whole blocks", t.name, t.shape[0]);
+  uint64_t rows = 1;
+  for (size_t d = 1; d < t.shape.size(); ++d) {
+    if (rows > (uint64_t{1} << 40) / static_cast<uint64_t>(t.shape[d])) fail("net", "tensor '{}' is too large", t.name);
+    rows *= static_cast<uint64_t>(t.shape[d]);
+  }
+  const uint64_t row = row_bytes(t.type, t.shape[0]);
+  if (rows > (uint64_t{1} << 40) / row || row * rows != t.n_bytes)
+    fail("net", "tensor '{}': {} bytes do not match its shape and type {}", t.name, t.n_bytes, dtype_name(t.type));
   return t;
+}
+
+void write_tensor_headers(ByteWriter& w, const std::vector<TensorHeader>& ts) {
+  w.u32(static_cast<uint32_t>(ts.size()));
+  for (const auto& t : ts) write_tensor_header(w, t);
+}
+std::vector<TensorHeader> read_tensor_headers(ByteReader& r) {
+  const uint32_t n = r.count("tensor count", kMaxTensors, 4 + 4 + 4 + 8 + 8);
+  std::vector<TensorHeader> ts;
+  ts.reserve(n);
+  for (uint32_t i = 0; i < n; ++i) ts.push_back(read_tensor_header(r));
+  return ts;
 }
 
 void write_step(ByteWriter& w, const Step& s) {

@@ -19,8 +19,10 @@ inline constexpr size_t kMaxFloats = 64u << 20;  // 256 MiB of f32: the frame li
 inline constexpr size_t kMaxTensors = 1 << 16;
 
 // Liveness: while a worker works on a request (load, step, truncate, group setup) it sends a
-// Heartbeat frame every kHeartbeatIntervalMs; a coordinator waiting for a reply that hears nothing
-// for kPeerSilenceMs declares the worker dead. A killed worker process is seen at once (its kernel
+// Heartbeat frame every kHeartbeatIntervalMs, from a thread of its own (so a load that hashes,
+// receives and copies GiBs for minutes still beats, and a stopped process does not); a
+// coordinator waiting for a reply (or streaming weights) that hears nothing for kPeerSilenceMs
+// declares the worker dead. A killed worker process is seen at once (its kernel
 // resets the connection); this bounds the case where no reset ever comes: the worker's host lost
 // power or its network, or the process is stopped. 4 s of silence = 8 missed heartbeats, enough
 // slack for a loaded host's scheduler.
@@ -40,7 +42,8 @@ struct GroupSetup {
   int32_t timeout_ms = 30000;
 };
 
-// Header of one weight slice the coordinator streams; TensorChunk frames with n_bytes follow.
+// Header of one weight slice the coordinator streams. The Tensor frame carries every slice's
+// header; TensorChunk frames then carry their bytes back to back, in that order.
 struct TensorHeader {
   std::string name;   // the name the worker's graph uses for it (already rewritten)
   DType type = DType::F32;
@@ -58,7 +61,10 @@ void write_load_options(net::ByteWriter& w, const LoadOptions& o);
 LoadOptions read_load_options(net::ByteReader& r);
 
 void write_tensor_header(net::ByteWriter& w, const TensorHeader& t);
+// Also checks that n_bytes is what the shape and type need.
 TensorHeader read_tensor_header(net::ByteReader& r);
+void write_tensor_headers(net::ByteWriter& w, const std::vector<TensorHeader>& ts);
+std::vector<TensorHeader> read_tensor_headers(net::ByteReader& r);
 
 void write_step(net::ByteWriter& w, const Step& s);
 Step read_step(net::ByteReader& r);

@@ -4,6 +4,11 @@
 #include "gguf/gguf_writer.h"
 #include "net/content_hash.h"
 
+#include <sys/mman.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
 #include <map>
 #include <tuple>
 
@@ -28,7 +33,7 @@ std::vector<SliceSpec> plan_slices(parallel::DeviceGraph& g, const gguf::File& w
     const bool empty = matrix && s.kind != Kind::Whole && s.range.empty();
     const Kind k = matrix ? s.kind : Kind::Whole;
     const auto key = std::make_tuple(s.tensor, k, k == Kind::Whole ? 0 : s.range.begin, k == Kind::Whole ? 0 : s.range.end);
-    auto [it, fresh] = seen.emplace(key, "s" + std::to_string(specs.size()));
+    auto [it, fresh] = seen.emplace(key, fmt::format("s{}", specs.size()));
     if (fresh) specs.push_back({it->second, s.tensor, k, k == Kind::Whole ? parallel::Range{} : s.range, empty});
     s.tensor = it->second;
     if (matrix && !empty) s.kind = Kind::Whole;
@@ -39,6 +44,28 @@ std::vector<SliceSpec> plan_slices(parallel::DeviceGraph& g, const gguf::File& w
     rewrite(n.bias);
   }
   return specs;
+}
+
+void unplan_slices(parallel::DeviceGraph& g, const std::vector<SliceSpec>& specs, const gguf::File& model) {
+  std::map<std::string, const SliceSpec*> by_name;
+  for (const auto& s : specs) {
+    const gguf::TensorInfo* src = model.find_tensor(s.source);
+    if (!src) fail("net", "slice {}: the model has no tensor '{}'", s.name, s.source);
+    check_slice(s, *src);
+    by_name[s.name] = &s;
+  }
+  auto restore = [&](parallel::WeightSlice& w) {
+    if (w.kind == Kind::None) return;
+    const auto it = by_name.find(w.tensor);
+    if (it == by_name.end()) fail("net", "the graph reads weight '{}', which no slice provides", w.tensor);
+    const SliceSpec& s = *it->second;
+    w.tensor = s.source;
+    if (s.kind != Kind::Whole) w.kind = s.kind, w.range = s.range;  // a cut matrix: its range in the source
+  };
+  for (auto& n : g.nodes) {
+    restore(n.weight);
+    restore(n.bias);
+  }
 }
 
 void check_slice(const SliceSpec& s, const gguf::TensorInfo& src) {
@@ -86,26 +113,21 @@ void for_each_piece(const SliceSpec& s, const gguf::TensorInfo& src,
   }
 }
 
-std::vector<uint8_t> cut_slices(const gguf::File& model, const std::vector<SliceSpec>& specs) {
+SliceImage::SliceImage(const std::vector<TensorHeader>& headers) {
   gguf::Writer w;
-  for (const auto& s : specs) {
-    const gguf::TensorInfo* src = model.find_tensor(s.source);
-    if (!src) fail("net", "slice {}: the model has no tensor '{}'", s.name, s.source);
-    check_slice(s, *src);
-    const TensorHeader h = slice_header(s, *src);
-    w.add_tensor(h.name, h.type, h.shape, [&s, src, n_bytes = h.n_bytes](uint8_t* dst, size_t n) {
-      WEFT_ASSERT(n == n_bytes);
-      size_t at = 0;
-      for_each_piece(s, *src, [&](const uint8_t* p, size_t k) {
-        WEFT_ASSERT(at + k <= n);
-        std::copy(p, p + k, dst + at);
-        at += k;
-      });
-      WEFT_ASSERT(at == n);
-    });
-  }
-  return w.to_bytes();
+  for (const auto& h : headers)  // the data is placed by the caller: layout() never fills
+    w.add_tensor(h.name, h.type, h.shape, [](uint8_t*, size_t) { WEFT_ASSERT(!"a slice image is never filled"); });
+  gguf::Writer::Layout l = w.layout();
+  size_ = l.size;
+  offsets_ = std::move(l.offsets);
+  void* p = ::mmap(nullptr, std::max<size_t>(size_, 1), PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+  if (p == MAP_FAILED) fail("net", "cannot allocate {} bytes for weights: {}", size_, std::strerror(errno));
+  ::madvise(p, size_, MADV_HUGEPAGE);  // the device reads the weights from here every step (advice only)
+  p_ = static_cast<uint8_t*>(p);
+  std::copy(l.head.begin(), l.head.end(), p_);
 }
+
+SliceImage::~SliceImage() { ::munmap(p_, std::max<size_t>(size_, 1)); }
 
 std::string slices_key(const ModelId& model, const std::vector<SliceSpec>& specs) {
   net::ByteWriter w;

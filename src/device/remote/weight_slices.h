@@ -1,8 +1,8 @@
 // The weight slices one worker holds, described by name rather than by bytes: which model tensor,
 // whole or a row/column range. The coordinator derives them from the worker's device graph; a
-// worker with the same model file (same size and SHA-256) cuts them from its own mapping, one with
-// a cached copy reads that, and only otherwise are the bytes streamed. Both sides cut with the same
-// code (for_each_piece), so a slice read from disk is byte-identical to a streamed one.
+// worker with the same model file (same size and SHA-256) reads them from its own mapping, as a
+// local device would (unplan_slices), one with a cached copy reads that, and only otherwise are
+// the bytes streamed.
 #pragma once
 
 #include "device/remote/remote_messages.h"
@@ -11,6 +11,8 @@
 
 #include <cstdint>
 #include <functional>
+#include <memory>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -40,6 +42,12 @@ struct SliceSpec {
 // travel whole, keeping their element range in the graph.
 std::vector<SliceSpec> plan_slices(parallel::DeviceGraph& g, const gguf::File& weights);
 
+// The inverse, for a worker with its own copy of the model: g's "s<i>" references name the model's
+// tensors again, with the slices' ranges, so the device reads whole and row slices straight from
+// the model's mapping instead of a cut copy. Every spec is checked against the model; a reference
+// no spec provides is an error.
+void unplan_slices(parallel::DeviceGraph& g, const std::vector<SliceSpec>& specs, const gguf::File& model);
+
 // Validates a spec from the network against the local source tensor: kind, range inside the
 // shape, whole blocks for column ranges. Throws weft::Error("net", ...) naming the tensor.
 void check_slice(const SliceSpec& s, const gguf::TensorInfo& src);
@@ -48,8 +56,25 @@ TensorHeader slice_header(const SliceSpec& s, const gguf::TensorInfo& src);
 // The slice's bytes, in its own tensor's layout, emitted in order as pieces of the source mapping.
 void for_each_piece(const SliceSpec& s, const gguf::TensorInfo& src,
                     const std::function<void(const uint8_t* p, size_t n)>& out);
-// Every slice cut from a local copy of the model, as one in-memory GGUF (what streaming builds too).
-std::vector<uint8_t> cut_slices(const gguf::File& model, const std::vector<SliceSpec>& specs);
+// One worker's slices as an in-memory GGUF, laid out from their headers before any byte arrives,
+// so streamed or cut bytes are written once, straight to their place. Anonymous memory: the
+// padding is zero without a pass over it, and pages are backed only as they are written.
+class SliceImage {
+ public:
+  explicit SliceImage(const std::vector<TensorHeader>& headers);
+  ~SliceImage();
+  SliceImage(const SliceImage&) = delete;
+  SliceImage& operator=(const SliceImage&) = delete;
+  // Where tensor i's n_bytes go.
+  uint8_t* tensor_data(size_t i) { return p_ + offsets_[i]; }
+  std::span<const uint8_t> bytes() const { return {p_, size_}; }
+
+ private:
+  uint8_t* p_ = nullptr;
+  size_t size_ = 0;
+  std::vector<uint64_t> offsets_;
+};
+
 // Content key of a worker's weights: SHA-256 over the model hash and the slice list.
 std::string slices_key(const ModelId& model, const std::vector<SliceSpec>& specs);
 

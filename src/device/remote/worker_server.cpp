@@ -5,7 +5,6 @@
 #include "device/remote/model_store.h"
 #include "device/remote/remote_messages.h"
 #include "device/remote/weight_slices.h"
-#include "gguf/gguf_writer.h"
 #include "net/frame.h"
 #include "net/handshake.h"
 #include "net/kv_store.h"
@@ -59,6 +58,11 @@ class Replier {
     busy_ = false;
     ch_.send(t, payload, kBodyTimeoutMs);
   }
+  // A frame within the busy period (heartbeats go on after it).
+  void send_busy(MsgType t, std::span<const uint8_t> payload) {
+    std::lock_guard lock(mu_);
+    ch_.send(t, payload, kBodyTimeoutMs);
+  }
 
  private:
   void loop() {
@@ -81,39 +85,77 @@ class Replier {
   std::thread thread_;  // last: starts after the members it uses
 };
 
-// Receives the streamed slices, in the order of specs, into one in-memory GGUF.
-std::vector<uint8_t> receive_tensors(net::Channel& s, const std::vector<SliceSpec>& specs) {
-  gguf::Writer w;
-  for (const auto& spec : specs) {
-    net::Frame f = s.expect(MsgType::Tensor, kBodyTimeoutMs, kBodyTimeoutMs);
-    net::ByteReader r(f.payload);
-    TensorHeader h = read_tensor_header(r);
-    r.finish("tensor header");
-    if (h.name != spec.name) fail("net", "tensor '{}' arrived where slice {} was announced", h.name, spec.name);
-    if (h.shape[0] % block_size(h.type)) fail("net", "tensor '{}': row of {} is not whole blocks", h.name, h.shape[0]);
-    uint64_t rows = 1;
-    for (size_t d = 1; d < h.shape.size(); ++d) {
-      if (rows > (uint64_t{1} << 40) / static_cast<uint64_t>(h.shape[d])) fail("net", "tensor '{}' is too large", h.name);
-      rows *= static_cast<uint64_t>(h.shape[d]);
-    }
-    const uint64_t row = row_bytes(h.type, h.shape[0]);
-    if (rows > (uint64_t{1} << 40) / row || row * rows != h.n_bytes)
-      fail("net", "tensor '{}': {} bytes do not match its shape and type {}", h.name, h.n_bytes, dtype_name(h.type));
-    std::vector<uint8_t> data;  // grows only as bytes really arrive
-    while (data.size() < h.n_bytes) {
-      net::Frame c = s.expect(MsgType::TensorChunk, kBodyTimeoutMs, kBodyTimeoutMs);
-      if (c.payload.empty() || data.size() + c.payload.size() > h.n_bytes)
-        fail("net", "tensor '{}': chunk of {} bytes overruns its {} bytes", h.name, c.payload.size(), h.n_bytes);
-      data.insert(data.end(), c.payload.begin(), c.payload.end());
-    }
-    w.add_tensor(h.name, h.type, h.shape, std::move(data));
+// Receives the streamed slices: every header in one frame (checked against the announced specs,
+// so the image is laid out once), then their bytes back to back, straight into the image.
+std::unique_ptr<SliceImage> receive_slices(net::Channel& s, const std::vector<SliceSpec>& specs) {
+  net::Frame f = s.expect(MsgType::Tensor, kBodyTimeoutMs, kBodyTimeoutMs);
+  net::ByteReader r(f.payload);
+  const std::vector<TensorHeader> headers = read_tensor_headers(r);
+  r.finish("tensor headers");
+  if (headers.size() != specs.size()) fail("net", "{} tensor headers for {} announced slices", headers.size(), specs.size());
+  uint64_t left = 0;  // bytes still to come
+  for (size_t i = 0; i < specs.size(); ++i) {
+    if (headers[i].name != specs[i].name)
+      fail("net", "tensor '{}' arrived where slice {} was announced", headers[i].name, specs[i].name);
+    left += headers[i].n_bytes;
   }
-  return w.to_bytes();
+  auto image = std::make_unique<SliceImage>(headers);
+  size_t i = 0;
+  uint64_t at = 0;  // bytes of tensor i received
+  while (left > 0) {
+    MsgType t;
+    const uint64_t len = s.recv_header(t, kBodyTimeoutMs);
+    if (t != MsgType::TensorChunk)
+      fail("net", "expected a {} message, got {}", net::msg_type_name(MsgType::TensorChunk), net::msg_type_name(t));
+    if (len == 0 || len > left) fail("net", "chunk of {} bytes where {} remain", len, left);
+    left -= len;
+    std::vector<std::span<uint8_t>> parts;  // a chunk may span slices: one part per slice
+    for (uint64_t n = len; n > 0;) {
+      const uint64_t take = std::min(n, headers[i].n_bytes - at);
+      parts.emplace_back(image->tensor_data(i) + at, take);
+      n -= take;
+      if ((at += take) == headers[i].n_bytes) ++i, at = 0;
+    }
+    s.recv_payload_into(parts, kBodyTimeoutMs);
+  }
+  return image;
+}
+
+// Where one session's weights came from: the streamed slices in memory, or the file to map (the
+// model in --model-dir, whose tensors the graph is then pointed at, or a cache entry).
+struct Gathered {
+  LoadSource source = LoadSource::Stream;
+  std::string path;
+  std::string cache_key;  // streamed slices to cache under this key ("" : none)
+  std::unique_ptr<SliceImage> image;
+};
+
+// Tells the coordinator where this session's weights come from and gets them.
+Gathered gather_weights(const WorkerOptions& opt, net::Channel& s, Replier& reply, const ModelId& model,
+                        const std::vector<SliceSpec>& specs) {
+  const auto t0 = std::chrono::steady_clock::now();
+  Gathered g;
+  if (model.known() && !opt.model_dir.empty())
+    if (auto p = find_model(opt.model_dir, model)) g.source = LoadSource::ModelDir, g.path = *p;
+  const std::string key = model.known() && !opt.cache_dir.empty() ? slices_key(model, specs) : "";
+  if (g.source == LoadSource::Stream && !key.empty())
+    if (auto p = cache_find(opt.cache_dir, key)) g.source = LoadSource::Cache, g.path = *p;
+  net::ByteWriter w;
+  w.u8(static_cast<uint8_t>(g.source));
+  reply.send_busy(MsgType::LoadSource, w.data());
+  std::fprintf(stderr, "weft worker: weights of %s: %s%s%s (found in %.1f s)\n", model.file_name.c_str(),
+               std::string(load_source_name(g.source)).c_str(), g.path.empty() ? "" : " ", g.path.c_str(),
+               std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+  if (g.source == LoadSource::Stream) {
+    g.image = receive_slices(s, specs);
+    g.cache_key = key;
+  }
+  return g;
 }
 
 // The weights of one session and what they point into (declared so the device can go first).
 struct SessionWeights {
-  std::vector<uint8_t> bytes;
+  std::unique_ptr<SliceImage> image;
   std::unique_ptr<gguf::File> file;
 };
 
@@ -200,6 +242,7 @@ void WorkerServer::session(net::Channel& s) {
   // Declared so that the device goes first: it may point into the weights.
   std::unique_ptr<parallel::Group> group;
   SessionWeights weights;
+  std::jthread cache_writer;  // reads the weights: declared after them, so joined before they go
   std::unique_ptr<CpuDevice> dev;
   Replier reply(s);
   for (;;) {
@@ -225,45 +268,45 @@ void WorkerServer::session(net::Channel& s) {
       }
       case MsgType::Load: {
         if (dev) fail("net", "a session loads once");
-        const parallel::DeviceGraph graph = read_graph(r);
+        parallel::DeviceGraph graph = read_graph(r);
         const LoadOptions lo = read_load_options(r);
         const ModelId model = read_model_id(r);
         const std::vector<SliceSpec> specs = read_slices(r);
         r.finish("load");
-        reply.busy();  // hashing a local model file may take seconds
-        LoadSource source = LoadSource::Stream;
-        std::string path;
-        if (model.known() && !opt_.model_dir.empty())
-          if (auto p = find_model(opt_.model_dir, model)) source = LoadSource::ModelDir, path = *p;
-        const std::string key = model.known() ? slices_key(model, specs) : "";
-        if (source == LoadSource::Stream && !key.empty() && !opt_.cache_dir.empty() &&
-            std::filesystem::exists(cache_path(opt_.cache_dir, key)))
-          source = LoadSource::Cache, path = cache_path(opt_.cache_dir, key);
-        net::ByteWriter w;
-        w.u8(static_cast<uint8_t>(source));
-        reply.send(MsgType::LoadSource, w.data());
-        std::fprintf(stderr, "weft worker: weights of %s: %s%s%s\n", model.file_name.c_str(),
-                     std::string(load_source_name(source)).c_str(), path.empty() ? "" : " ", path.c_str());
-
-        if (source == LoadSource::Stream) {
-          weights.bytes = receive_tensors(s, specs);
-          reply.busy();
-          if (!key.empty() && !opt_.cache_dir.empty()) cache_store(opt_.cache_dir, key, weights.bytes);
-        } else if (source == LoadSource::ModelDir) {
-          weights.bytes = cut_slices(*gguf::File::open(path), specs);
-        }
-        weights.file = source == LoadSource::Cache
-                           ? gguf::File::open(path)
-                           : gguf::File::parse(weights.bytes.data(), weights.bytes.size(), "weights from " + s.peer());
-        for (const auto& spec : specs)  // a cache file is trusted only as far as it holds every slice
-          if (!weights.file->find_tensor(spec.name)) fail("net", "weights lack slice {} ({})", spec.name, spec.source);
+        reply.busy();  // until Loaded: hashing, receiving, copying and caching take seconds
+        const auto t0 = std::chrono::steady_clock::now();
+        auto secs = [&] { return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(); };
+        Gathered g = gather_weights(opt_, s, reply, model, specs);
+        weights.image = std::move(g.image);
+        if (opt_.load_delay_ms > 0) std::this_thread::sleep_for(std::chrono::milliseconds(opt_.load_delay_ms));
+        weights.file = weights.image ? gguf::File::parse(weights.image->bytes().data(), weights.image->bytes().size(),
+                                                         "weights from " + s.peer())
+                                     : gguf::File::open(g.path);
+        if (g.source == LoadSource::ModelDir) unplan_slices(graph, specs, *weights.file);
+        else
+          for (const auto& spec : specs)  // a cache file is trusted only as far as it holds every slice
+            if (!weights.file->find_tensor(spec.name)) fail("net", "weights lack slice {} ({})", spec.name, spec.source);
+        std::fprintf(stderr, "weft worker: weights in memory after %.1f s\n", secs());
+        // Hashing and writing GiBs to disk (fsync) takes longer than the rest of the load: the
+        // entry is written while the session goes on, and finished before the next one starts.
+        if (!g.cache_key.empty())
+          cache_writer = std::jthread([&dir = opt_.cache_dir, key = g.cache_key, bytes = weights.image->bytes()] {
+            try {
+              cache_store(dir, key, bytes);
+            } catch (const std::exception& e) {
+              std::fprintf(stderr, "weft worker: could not cache weights: %s\n", e.what());
+            }
+          });
         CpuDeviceOptions o;
         o.n_threads = opt_.threads;
         o.spin = false;  // the worker cannot know what else runs on its cores
-        o.map_weights = source != LoadSource::Cache;  // the slices are already in this process's memory
+        // The slices are in this process's memory already, or in a file mapping to read as --mmap
+        // does (a copy would cost as long as the rest of the load; only column slices are copied).
+        o.map_weights = true;
         dev = std::make_unique<CpuDevice>(o);
         if (group) dev->attach_group(std::move(group));
         dev->load(graph, *weights.file, lo);
+        std::fprintf(stderr, "weft worker: device loaded after %.1f s\n", secs());
         reply.send(MsgType::Loaded, {});
         break;
       }

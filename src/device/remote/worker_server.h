@@ -1,7 +1,7 @@
 // The worker side of `weft worker`: serves one coordinator at a time. A session is: handshake,
 // optional group setup (Gloo rendezvous), the device graph and its weights (from --model-dir, the
 // cache, or streamed), then steps. While it works on a request the worker sends heartbeats (see
-// remote_messages.h). Whatever ends a session — a Bye, a dead coordinator, garbage, a failed step —
+// remote_messages.h), from the moment a load arrives until it is done, streaming included. Whatever ends a session — a Bye, a dead coordinator, garbage, a failed step —
 // the worker logs it and accepts the next.
 //
 // Against idle or hostile connections: every connection gets a thread of its own for its handshake
@@ -38,6 +38,7 @@ struct WorkerOptions {
   std::string model_dir;   // where to look for the coordinator's model file ("" : never)
   std::string cache_dir;   // where streamed shards are kept ("" : no cache)
   parallel::NetPoll net_poll = parallel::NetPoll::Auto;
+  int load_delay_ms = 0;   // tests: a load this much slower (heartbeats must carry the coordinator through)
 };
 
 // Throws weft::Error("cli", ...) when listening beyond loopback without a key.
