@@ -41,6 +41,33 @@ struct StepResult {
   std::vector<float> output;    // layer split, not the last device: residual stream out
 };
 
+// A network group's meeting point: the coordinator's rendezvous store and what a rank in the
+// coordinator's process needs to connect (a worker decides those for itself).
+struct NetworkGroup {
+  std::string store;               // HOST:PORT of the rendezvous store
+  std::string prefix;              // this group's keys in it (unique per group)
+  std::vector<uint8_t> store_key;  // authenticates store entries (empty: none)
+  std::string host;                // the address peers reach a rank of this process at
+  bool busy_poll = false;          // see parallel::NetPoll
+  int timeout_ms = 30000;          // connecting, and each collective
+};
+
+// How a device joins a tensor-parallel group (see device_group.h, which fills it). A group whose
+// devices all live in this process shares memory; one that spans processes runs every rank on the
+// network, through the coordinator's rendezvous store.
+struct GroupJoin {
+  int rank = 0, size = 1;
+  parallel::WireType wire = parallel::WireType::F32;
+  std::unique_ptr<parallel::Group> shared;  // set: this rank's handle of an in-process group
+  NetworkGroup net;                         // otherwise
+};
+
+// Where a device computes, as far as group wiring cares.
+struct Reach {
+  bool in_process = true;  // shared-memory collectives can reach it
+  std::string local_host;  // not in process: the local address of the connection to it
+};
+
 struct DeviceStats {
   std::array<double, static_cast<size_t>(parallel::LocalOp::Count)> op_seconds{};  // compute per op kind
   double collective_seconds = 0;  // inside collectives, waiting for peers included
@@ -58,8 +85,12 @@ class Device {
   virtual bool supports(parallel::LocalOp op, DType t) const = 0;
   // Threads the device computes with (for the planner's default ratios and for reports).
   virtual int threads() const = 0;
-  // Collectives with the other devices of a tensor split; default: none (a lone device).
-  virtual void attach_group(std::unique_ptr<parallel::Group> group) {}
+  virtual Reach reach() const = 0;
+  // Joining the group of a tensor split, in two phases so that every rank connects at once (a
+  // network mesh forms only when all have joined): begin_join returns at once, finish_join waits
+  // until this device has joined. Without them a device runs alone.
+  virtual void begin_join(GroupJoin join) = 0;
+  virtual void finish_join() = 0;
   // Takes this device's graph, loads the weight slices it names from `weights` and allocates
   // activations and the KV cache. Called once, before any step.
   virtual void load(const parallel::DeviceGraph& graph, const gguf::File& weights, const LoadOptions& opt) = 0;

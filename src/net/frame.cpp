@@ -98,13 +98,28 @@ Frame recv_frame(Socket& s, int header_timeout_ms, int body_timeout_ms, Phase ph
   return f;
 }
 
+std::vector<uint8_t> error_payload(const Error& e) {
+  ByteWriter w;
+  w.str(e.origin().substr(0, 32));
+  w.u8(e.blame() == Blame::Peer);
+  // A device named by the sender (its own CPU device) adds nothing the receiver does not know.
+  w.str(e.message().substr(0, max_payload(MsgType::Error) - 64));
+  return std::move(w.data());
+}
+
+Error read_error_payload(std::span<const uint8_t> payload, const std::string& peer) {
+  ByteReader r(payload);
+  std::string origin = r.str("error origin", 32);
+  const bool by_peer = r.boolean("error blame");
+  std::string message = r.str("error text", max_payload(MsgType::Error));
+  r.finish("error");
+  return Error(origin.empty() ? "net" : std::move(origin), std::move(message), peer, by_peer ? Blame::Peer : Blame::Own);
+}
+
 void check_frame(const Frame& f, MsgType want, const std::string& peer) {
-  if (f.type == MsgType::Error) {
-    ByteReader r(f.payload);
-    fail("net", "{}: {}", peer, r.str("error text", max_payload(MsgType::Error)));
-  }
+  if (f.type == MsgType::Error) throw read_error_payload(f.payload, peer);
   if (f.type != want)
-    fail("net", "{}: expected a {} message, got {}", peer, msg_type_name(want), msg_type_name(f.type));
+    fail_on("net", peer, "expected a {} message, got {}", msg_type_name(want), msg_type_name(f.type));
 }
 
 Frame expect_frame(Socket& s, MsgType want, int header_timeout_ms, int body_timeout_ms, Phase phase) {

@@ -6,6 +6,7 @@
 // After an authenticated handshake each frame also carries a MAC (see channel.h).
 #pragma once
 
+#include "core/error.h"
 #include "net/socket.h"
 
 #include <cstdint>
@@ -75,6 +76,10 @@ Frame recv_frame(Socket& s, int header_timeout_ms, int body_timeout_ms, Phase ph
 // recv_frame that also requires the type; an Error frame from the peer is rethrown with its text.
 Frame expect_frame(Socket& s, MsgType want, int header_timeout_ms, int body_timeout_ms = 30000,
                    Phase phase = Phase::Session);
+// An Error frame carries an error's origin, blame and message; the receiver names the sender
+// (peer) as the device it happened on, so a worker's broken collective stays a Blame::Peer error.
+std::vector<uint8_t> error_payload(const Error& e);
+Error read_error_payload(std::span<const uint8_t> payload, const std::string& peer);
 // What expect_frame checks once a frame is in: throws for an Error frame (its text, naming peer)
 // or a type other than want.
 void check_frame(const Frame& f, MsgType want, const std::string& peer);

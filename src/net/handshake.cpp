@@ -41,10 +41,8 @@ bool same(const std::vector<uint8_t>& a, std::span<const uint8_t> b) {
 }
 
 void send_error(Socket& s, const std::string& text) {
-  ByteWriter w;
-  w.str(text.substr(0, 1000));
   try {
-    send_frame(s, MsgType::Error, w.data(), 1000);
+    send_frame(s, MsgType::Error, error_payload(Error("net", text)), 1000);
   } catch (const Error&) {  // the peer may already be gone; the caller reports the real cause
   }
 }

@@ -91,8 +91,7 @@ void SessionMac::verify(std::span<const uint8_t, kFrameHeaderBytes> header,
   if (tag.size() != want.size() || CRYPTO_memcmp(want.data(), tag.data(), want.size()) != 0) {
     MsgType t;
     parse_frame_header(header, t);
-    fail("net", "{}: {} frame #{} failed authentication (tampered, replayed, reordered or not from the "
-         "authenticated peer); connection closed", peer, msg_type_name(t), seq);
+    fail_on("net", peer, "{} frame #{} failed authentication (tampered, replayed, reordered or not from the " "authenticated peer); connection closed", msg_type_name(t), seq);
   }
 }
 

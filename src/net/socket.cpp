@@ -93,7 +93,7 @@ void Socket::send_all(const void* data, size_t n, int timeout_ms) {
 }
 
 void Socket::send_all(std::span<const std::span<const uint8_t>> parts, int timeout_ms) {
-  if (fd_ < 0) fail("net", "{}: send on a closed connection", peer_);
+  if (fd_ < 0) fail_on("net", peer_, "send on a closed connection");
   constexpr size_t kMaxIov = 64;  // well under IOV_MAX; more parts go in further calls
   std::array<iovec, kMaxIov> iov;
   size_t next = 0, at = 0;  // parts[next] is sent up to byte `at`
@@ -124,27 +124,27 @@ void Socket::send_all(std::span<const std::span<const uint8_t>> parts, int timeo
     }
     if (r < 0 && errno == EINTR) continue;
     if (r < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
-      if (!wait_fd(fd_, POLLOUT, deadline)) fail("net", "{}: send timed out after {} ms", peer_, timeout_ms);
+      if (!wait_fd(fd_, POLLOUT, deadline)) fail_on("net", peer_, "send timed out after {} ms", timeout_ms);
       continue;
     }
-    fail("net", "{}: connection lost while sending ({})", peer_, std::strerror(errno));
+    fail_on("net", peer_, "connection lost while sending ({})", std::strerror(errno));
   }
 }
 
 void Socket::recv_exact(void* data, size_t n, int timeout_ms) {
-  if (fd_ < 0) fail("net", "{}: receive on a closed connection", peer_);
+  if (fd_ < 0) fail_on("net", peer_, "receive on a closed connection");
   const auto deadline = Clock::now() + std::chrono::milliseconds(timeout_ms);
   auto* p = static_cast<uint8_t*>(data);
   while (n > 0) {
-    if (!wait_fd(fd_, POLLIN, deadline)) fail("net", "{}: no reply within {} ms", peer_, timeout_ms);
+    if (!wait_fd(fd_, POLLIN, deadline)) fail_on("net", peer_, "no reply within {} ms", timeout_ms);
     const ssize_t r = ::recv(fd_, p, n, MSG_DONTWAIT);
     if (r > 0) {
       p += r;
       n -= static_cast<size_t>(r);
     } else if (r == 0) {
-      fail("net", "{}: connection closed by peer", peer_);
+      fail_on("net", peer_, "connection closed by peer");
     } else if (errno != EINTR && errno != EAGAIN && errno != EWOULDBLOCK) {
-      fail("net", "{}: connection lost ({})", peer_, std::strerror(errno));
+      fail_on("net", peer_, "connection lost ({})", std::strerror(errno));
     }
   }
 }
@@ -154,13 +154,13 @@ bool Socket::readable(int timeout_ms) {
 }
 
 size_t Socket::peek(void* data, size_t n) {
-  if (fd_ < 0) fail("net", "{}: peek on a closed connection", peer_);
+  if (fd_ < 0) fail_on("net", peer_, "peek on a closed connection");
   for (;;) {
     const ssize_t r = ::recv(fd_, data, n, MSG_PEEK | MSG_DONTWAIT);
     if (r > 0) return static_cast<size_t>(r);
-    if (r == 0) fail("net", "{}: connection closed by peer", peer_);
+    if (r == 0) fail_on("net", peer_, "connection closed by peer");
     if (errno == EAGAIN || errno == EWOULDBLOCK) return 0;
-    if (errno != EINTR) fail("net", "{}: connection lost ({})", peer_, std::strerror(errno));
+    if (errno != EINTR) fail_on("net", peer_, "connection lost ({})", std::strerror(errno));
   }
 }
 
@@ -180,13 +180,13 @@ Socket connect_tcp(const HostPort& hp, int timeout_ms) {
   if (fd < 0) fail("net", "socket: {}", std::strerror(errno));
   Socket s(fd, name);
   if (::connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof(a)) != 0) {
-    if (errno != EINPROGRESS) fail("net", "{}: cannot connect ({})", name, std::strerror(errno));
+    if (errno != EINPROGRESS) fail_on("net", name, "cannot connect ({})", std::strerror(errno));
     if (!wait_fd(fd, POLLOUT, Clock::now() + std::chrono::milliseconds(timeout_ms)))
-      fail("net", "{}: connect timed out after {} ms", name, timeout_ms);
+      fail_on("net", name, "connect timed out after {} ms", timeout_ms);
     int err = 0;
     socklen_t len = sizeof(err);
     ::getsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &len);
-    if (err) fail("net", "{}: cannot connect ({})", name, std::strerror(err));
+    if (err) fail_on("net", name, "cannot connect ({})", std::strerror(err));
   }
   const int one = 1;
   ::setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));  // steps are small request/replies

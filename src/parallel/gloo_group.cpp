@@ -197,7 +197,7 @@ class GlooGroup : public Group {
     try {
       f();
     } catch (const std::exception& e) {
-      fail("gloo", "rank {}: {} failed (a peer died or timed out): {}", rank(), what, e.what());
+      fail_by_peer("gloo", "rank {}: {} failed (a peer died or timed out): {}", rank(), what, e.what());
     }
   }
 

@@ -47,7 +47,7 @@ class ShmBarrier {
 
  private:
   void check_aborted() const {
-    if (aborted_.load(std::memory_order_acquire)) fail("shm", "a peer device failed during a collective");
+    if (aborted_.load(std::memory_order_acquire)) fail_by_peer("shm", "a peer device failed during a collective");
   }
 
   void wait_phase() {

@@ -2,7 +2,7 @@
 
 #include "core/error.h"
 #include "core/thread_pool.h"
-#include "device/remote/process_group.h"
+#include "device/device_group.h"
 #include "model/llama_graph.h"
 #include "parallel/planner.h"
 
@@ -36,18 +36,9 @@ Engine::Engine(const gguf::File& file, EngineOptions opt) : file_(file), opt_(st
         fail("engine", "{} cannot run {} on {} weights ({})", devices_[dg.device]->name(), parallel::local_op_name(ln.op),
              dtype_name(t), ln.weight.tensor);
     }
-  // Devices in other processes need Gloo for every rank; otherwise shared memory.
-  if (plan_.mode == SplitMode::Tensor && !device::remote::attach_process_group(devices_, opt_.wire)) {
-    auto group = parallel::make_shm_group(static_cast<int>(devices_.size()), opt_.wire,
-                                          /*spin=*/[&] {
-                                            int t = 0;
-                                            for (const auto& d : devices_) t += d->threads();
-                                            return t <= hardware_cores();
-                                          }());
-    for (size_t i = 0; i < devices_.size(); ++i) devices_[i]->attach_group(std::move(group[i]));
-  }
+  if (plan_.mode == SplitMode::Tensor) device::connect_group(devices_, opt_.wire);
   const device::LoadOptions lo{opt_.n_ctx, opt_.n_batch, opt_.k_type, opt_.v_type};
-  device::remote::load_devices(devices_, plan_.devices, file_, lo);
+  device::load_devices(devices_, plan_.devices, file_, lo);
 }
 
 Engine::~Engine() = default;
@@ -88,8 +79,8 @@ namespace {
 // How long a wait dwells on one device before looking at the others (a step that finishes returns
 // at once; this only bounds how late a silent worker elsewhere is noticed).
 constexpr int kPollMs = 50;
-// A collective that failed is usually the echo of a peer that died.
-bool is_echo(const Error& e) { return e.origin() == "gloo" || e.origin() == "shm"; }
+// A collective that failed is usually the echo of a peer that died (see weft::Blame).
+bool is_echo(const Error& e) { return e.blame() == Blame::Peer; }
 }  // namespace
 
 // Waits for every device's step, watching all of them: one that fails (or is found silent) aborts

@@ -180,7 +180,7 @@ TEST(RemoteWorker, SecondCoordinatorIsToldTheWorkerIsBusy) {
   auto first = std::make_unique<RemoteDevice>(w.address(), 1, std::vector<uint8_t>{});
   const auto t0 = std::chrono::steady_clock::now();
   const std::string e = error_of([&] { RemoteDevice second(w.address(), 1, {}); });
-  EXPECT_NE(e.find(w.url() + ": worker busy: serving a session from tcp://127.0.0.1:"), std::string::npos) << e;
+  EXPECT_NE(e.find(w.url() + ": connect: worker busy: serving a session from tcp://127.0.0.1:"), std::string::npos) << e;
   EXPECT_LT(seconds_since(t0), 1.0);
   first.reset();  // its Bye frees the slot
   std::this_thread::sleep_for(std::chrono::milliseconds(300));

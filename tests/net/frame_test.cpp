@@ -103,6 +103,20 @@ TEST(Frame, BeforeAuthenticationOnlySmallHandshakeFramesPass) {
   EXPECT_THROW(parse_frame_header(header(word(MsgType::Load), 16), t, Phase::Handshake), Error);
 }
 
+// A worker's error arrives with its origin and blame, naming the worker: a broken collective
+// there stays a peer's echo for the coordinator's report.
+TEST(Frame, ErrorPayloadKeepsOriginAndBlame) {
+  const Error sent("gloo", "rank 2: all_reduce failed", "cpu:0", Blame::Peer);
+  const Error got = read_error_payload(error_payload(sent), "tcp://w:7");
+  EXPECT_EQ(got.origin(), "gloo");
+  EXPECT_EQ(got.message(), sent.message());
+  EXPECT_EQ(got.device(), "tcp://w:7");
+  EXPECT_EQ(got.blame(), Blame::Peer);
+  auto bytes = error_payload(Error("net", "x"));
+  bytes.push_back(0);  // trailing garbage
+  EXPECT_THROW(read_error_payload(bytes, "tcp://w:7"), Error);
+}
+
 TEST(Frame, SendAndReceiveOverLoopbackWithTimeouts) {
   Listener l({"127.0.0.1", 0});
   Socket c = connect_tcp({"127.0.0.1", l.port()}, 2000);

@@ -3,6 +3,7 @@
 #include "device/cpu/cpu_graph_runner.h"
 #include "core/error.h"
 #include "kernels/quants.h"
+#include "parallel/gloo_group.h"
 
 #include <fmt/format.h>
 
@@ -16,6 +17,7 @@ CpuDevice::CpuDevice(CpuDeviceOptions opt) : opt_(std::move(opt)) {
 }
 
 CpuDevice::~CpuDevice() {
+  if (joining_.joinable()) joining_.join();
   {
     std::lock_guard lock(mu_);
     stop_ = true;
@@ -39,6 +41,26 @@ bool cpu_kernels_support(parallel::LocalOp op, DType t) {
 }
 
 void CpuDevice::attach_group(std::unique_ptr<parallel::Group> group) { group_ = std::move(group); }
+
+void CpuDevice::begin_join(GroupJoin j) {
+  if (j.shared) return attach_group(std::move(j.shared));
+  // A network rank: connect on a thread of its own while the other ranks connect too.
+  joining_ = std::thread([this, j = std::move(j)] {
+    try {
+      const NetworkGroup& g = j.net;
+      group_ = parallel::make_gloo_group(j.rank, j.size, j.wire,
+                                         {g.store, g.prefix, g.host, g.timeout_ms, g.busy_poll,
+                                          parallel::kSyncAllReduceMaxBytes, g.store_key});
+    } catch (...) {
+      join_error_ = std::current_exception();
+    }
+  });
+}
+
+void CpuDevice::finish_join() {
+  if (joining_.joinable()) joining_.join();
+  if (join_error_) rethrow_named(std::exchange(join_error_, nullptr));
+}
 
 void CpuDevice::thread_main() {
   std::unique_lock lock(mu_);
@@ -72,7 +94,7 @@ void CpuDevice::call(std::function<void()> job) {
   cv_.notify_all();
   std::unique_lock lock(mu_);
   cv_.wait(lock, [&] { return job_done_; });
-  if (error_) std::rethrow_exception(std::exchange(error_, nullptr));
+  if (error_) rethrow_named(std::exchange(error_, nullptr));
 }
 
 void CpuDevice::load(const parallel::DeviceGraph& graph, const gguf::File& weights, const LoadOptions& opt) {
@@ -97,6 +119,14 @@ bool CpuDevice::poll(int timeout_ms) {
   return cv_.wait_for(lock, std::chrono::milliseconds(timeout_ms), [&] { return job_done_; });
 }
 
+void CpuDevice::rethrow_named(std::exception_ptr e) const {
+  try {
+    std::rethrow_exception(e);
+  } catch (const Error& err) {
+    throw err.on_device(name());
+  }
+}
+
 void CpuDevice::abort() {
   if (group_) group_->abort();
 }
@@ -104,14 +134,7 @@ void CpuDevice::abort() {
 StepResult CpuDevice::wait() {
   std::unique_lock lock(mu_);
   cv_.wait(lock, [&] { return job_done_; });
-  if (error_) {
-    auto e = std::exchange(error_, nullptr);
-    try {
-      std::rethrow_exception(e);
-    } catch (const Error& err) {
-      throw Error(err.origin(), name() + ": " + err.what());
-    }
-  }
+  if (error_) rethrow_named(std::exchange(error_, nullptr));
   return std::move(result_);
 }
 

@@ -36,7 +36,11 @@ class CpuDevice : public Device {
   std::string name() const override;
   bool supports(parallel::LocalOp op, DType t) const override;
   int threads() const override { return opt_.n_threads; }
-  void attach_group(std::unique_ptr<parallel::Group> group) override;
+  Reach reach() const override { return {}; }
+  void begin_join(GroupJoin join) override;
+  void finish_join() override;
+  // A group made elsewhere (a worker joins its coordinator's group before it has a device).
+  void attach_group(std::unique_ptr<parallel::Group> group);
   void load(const parallel::DeviceGraph& graph, const gguf::File& weights, const LoadOptions& opt) override;
   void submit(Step step) override;
   bool poll(int timeout_ms) override;
@@ -49,9 +53,12 @@ class CpuDevice : public Device {
   // All work runs on the device's own thread (thread 0 of its pool), pinned to its cores.
   void thread_main();
   void call(std::function<void()> job);  // runs job on the device thread and waits
+  [[noreturn]] void rethrow_named(std::exception_ptr e) const;  // a weft::Error gets this device's name
 
   CpuDeviceOptions opt_;
   std::unique_ptr<parallel::Group> group_;
+  std::thread joining_;  // a network join in progress (see begin_join)
+  std::exception_ptr join_error_;
   std::unique_ptr<CpuGraphRunner> runner_;
   std::thread thread_;
   std::mutex mu_;

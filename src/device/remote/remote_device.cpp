@@ -15,6 +15,7 @@
 #include <cstring>
 #include <filesystem>
 #include <functional>
+#include <map>
 #include <mutex>
 
 namespace weft::device::remote {
@@ -150,6 +151,7 @@ RemoteDevice::RemoteDevice(const std::string& address, int threads, const std::v
 }
 
 RemoteDevice::~RemoteDevice() {
+  if (watch_) std::erase(watch_->members, this);  // the group's others may outlive this device
   if (!ch_.valid()) return;
   try {
     ch_.send(MsgType::Bye, {}, 1000);
@@ -163,11 +165,12 @@ auto RemoteDevice::guarded(const char* what, F&& f) -> decltype(f()) {
     return f();
   } catch (const Error& e) {
     ch_.close();
-    std::string text = e.what();
-    if (text.rfind("[" + e.origin() + "] ", 0) == 0) text.erase(0, e.origin().size() + 3);  // Error adds it again
-    if (watch_) watch_->set_failed(text.find(name()) == 0 ? text : name() + ": " + text);
-    if (text.rfind("tcp://", 0) == 0) throw Error("net", text);  // already names the worker at fault
-    throw Error("net", fmt::format("{}: {}: {}", name(), what, text));
+    // An error naming another device (a peer found dead while this one waited) is passed on as it
+    // is; others happened here, in `what`.
+    const bool here = e.device().empty() || e.device() == name();
+    const Error named = here ? Error(e.origin(), fmt::format("{}: {}", what, e.message()), name(), e.blame()) : e;
+    if (watch_) watch_->set_failed(named);
+    throw named;
   }
 }
 
@@ -183,33 +186,29 @@ net::Frame RemoteDevice::await(MsgType want) {
       net::Frame f = ch_.recv(kBodyTimeoutMs, kBodyTimeoutMs);
       last_heard_ = Clock::now();
       if (f.type == MsgType::Heartbeat) continue;
-      if (f.type == MsgType::Error) {
-        net::ByteReader r(f.payload);
-        fail("net", "{}: {}", name(), r.str("error text", net::max_payload(MsgType::Error)));
-      }
-      if (f.type != want)
-        fail("net", "{}: expected a {} message, got {}", name(), net::msg_type_name(want), net::msg_type_name(f.type));
+      net::check_frame(f, want, name());
       return f;
     }
     const auto silent = std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - last_heard_).count();
     if (silent > kPeerSilenceMs)
-      fail("net", "{}: no reply or heartbeat for {} ms: the worker or its host is down or hung", name(), silent);
+      fail("net", "no reply or heartbeat for {} ms: the worker or its host is down or hung", silent);
   }
 }
 
-void GroupWatch::set_failed(const std::string& text) {
+void GroupWatch::set_failed(const Error& e) {
   std::lock_guard lock(mu_);
-  if (failed_.empty()) failed_ = text;
+  if (!failed_) failed_ = e;
 }
 
-std::string GroupWatch::failed() const {
+std::optional<Error> GroupWatch::failed() const {
   std::lock_guard lock(mu_);
   return failed_;
 }
 
 void RemoteDevice::check_peers() {
   if (!watch_) return;
-  if (const std::string f = watch_->failed(); !f.empty()) fail("net", "{} (this group cannot go on)", f);
+  if (const auto f = watch_->failed())
+    throw Error(f->origin(), fmt::format("{} (this group cannot go on)", f->what()), name(), Blame::Peer);
   // Only members in a step are probed: during a load each member's own thread reads its socket.
   for (RemoteDevice* p : watch_->members)
     if (p != this && p->in_step_ && p->ch_.valid()) p->guarded("step", [&] { p->probe(); });
@@ -226,7 +225,7 @@ bool RemoteDevice::probe() {
   }
   const auto silent = std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - last_heard_).count();
   if (silent > kPeerSilenceMs)
-    fail("net", "{}: no reply or heartbeat for {} ms: the worker or its host is down or hung", name(), silent);
+    fail("net", "no reply or heartbeat for {} ms: the worker or its host is down or hung", silent);
   return false;
 }
 
@@ -235,19 +234,32 @@ bool RemoteDevice::supports(parallel::LocalOp op, DType t) const {
   return cpu_kernels_support(op, t);
 }
 
-void RemoteDevice::attach_group(std::unique_ptr<parallel::Group>) {
-  fail("net", "{}: a remote device's group lives on the worker; use start_group", name());
+namespace {
+// The watch of each group being joined, by its store prefix (unique per group).
+std::shared_ptr<GroupWatch> watch_of(const std::string& prefix) {
+  static std::mutex mu;
+  static std::map<std::string, std::weak_ptr<GroupWatch>> watches;
+  std::lock_guard lock(mu);
+  std::erase_if(watches, [](const auto& w) { return w.second.expired(); });
+  auto& w = watches[prefix];
+  auto watch = w.lock();
+  if (!watch) w = watch = std::make_shared<GroupWatch>();
+  return watch;
 }
+}  // namespace
 
-void RemoteDevice::start_group(const GroupSetup& g) {
+void RemoteDevice::begin_join(GroupJoin j) {
   guarded("group setup", [&] {
+    if (j.shared) fail("net", "a worker in another process cannot join a shared-memory group");
+    watch_ = watch_of(j.net.prefix);
+    watch_->members.push_back(this);
     net::ByteWriter w;
-    write_group_setup(w, g);
+    write_group_setup(w, {j.net.store, j.net.prefix, j.rank, j.size, j.wire, j.net.timeout_ms});
     send(MsgType::GroupSetup, w.data());
   });
 }
 
-void RemoteDevice::finish_group() {
+void RemoteDevice::finish_join() {
   guarded("group setup", [&] { await(MsgType::GroupReady); });
 }
 
@@ -317,7 +329,7 @@ void RemoteDevice::submit(Step step) {
 bool RemoteDevice::poll(int timeout_ms) {
   return guarded("step", [&] {
     if (!in_step_) return true;
-    if (!ch_.valid()) fail("net", "the connection is closed");
+    if (!ch_.valid()) fail("net", "the connection is closed");  // after abort(), or an earlier failure
     if (probe()) return true;
     return ch_.socket().readable(timeout_ms) && probe();
   });

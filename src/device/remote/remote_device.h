@@ -21,6 +21,7 @@
 #include <atomic>
 #include <chrono>
 #include <memory>
+#include <optional>
 #include <mutex>
 #include <string>
 #include <vector>
@@ -48,19 +49,20 @@ struct LoadReport {
 };
 
 class RemoteDevice;
-// The remote devices of one group, so that a wait on one can watch the others. Members load
-// concurrently (one thread each), so the first failure is kept under a mutex.
+// The remote devices of one group, so that a wait on one can watch the others. Members join in
+// begin_join (one watch per group, found by its store prefix) and load concurrently (one thread
+// each), so the first failure is kept under a mutex.
 class GroupWatch {
  public:
   std::vector<RemoteDevice*> members;
-  // Records text unless a member failed before.
-  void set_failed(const std::string& text);
-  // The first member's error; empty while none failed.
-  std::string failed() const;
+  // Records e unless a member failed before.
+  void set_failed(const Error& e);
+  // The first member's error, if one failed.
+  std::optional<Error> failed() const;
 
  private:
   mutable std::mutex mu_;
-  std::string failed_;
+  std::optional<Error> failed_;
 };
 
 class RemoteDevice : public Device {
@@ -72,7 +74,10 @@ class RemoteDevice : public Device {
   std::string name() const override { return "tcp://" + address_; }
   bool supports(parallel::LocalOp op, DType t) const override;
   int threads() const override { return threads_; }
-  void attach_group(std::unique_ptr<parallel::Group> group) override;
+  Reach reach() const override { return {false, ch_.socket().local_host()}; }
+  // Asks the worker to join the network group (a remote device cannot share memory).
+  void begin_join(GroupJoin join) override;
+  void finish_join() override;
   void load(const parallel::DeviceGraph& graph, const gguf::File& weights, const LoadOptions& opt) override;
   void submit(Step step) override;
   bool poll(int timeout_ms) override;
@@ -81,15 +86,6 @@ class RemoteDevice : public Device {
   void truncate_cache(int32_t pos) override;
   DeviceStats stats() const override { return stats_; }
 
-  // Tensor split across processes: asks the worker to join the group (returns at once) ...
-  void start_group(const GroupSetup& g);
-  // ... and waits until it has.
-  void finish_group();
-  // The local address that reaches this worker (for the rendezvous store and local ranks).
-  std::string local_host() const { return ch_.socket().local_host(); }
-  // The shared key this device authenticated with (empty: none); the group's store key derives from it.
-  const std::vector<uint8_t>& key() const { return key_; }
-  void set_watch(std::shared_ptr<GroupWatch> w) { watch_ = std::move(w); }
   const LoadReport& load_report() const { return load_report_; }
 
  private:

@@ -25,11 +25,9 @@ using net::MsgType;
 constexpr int kBodyTimeoutMs = 60000;  // once a frame has started, the rest must follow
 constexpr int kBusyGraceMs = 500;      // how long a new coordinator waits for an ending session's slot
 
-void send_error(net::Channel& ch, const std::string& text) {
-  net::ByteWriter w;
-  w.str(text.substr(0, 2000));
+void send_error(net::Channel& ch, const Error& e) {
   try {
-    ch.send(MsgType::Error, w.data(), 1000);
+    ch.send(MsgType::Error, net::error_payload(e), 1000);
   } catch (const Error&) {  // the coordinator may be gone already
   }
 }
@@ -226,8 +224,11 @@ void WorkerServer::connection(net::Socket s) {
     try {
       session(ch);
       std::fprintf(stderr, "weft worker: session from %s ended\n", ch.peer().c_str());
+    } catch (const Error& e) {
+      send_error(ch, e);
+      std::fprintf(stderr, "weft worker: session from %s failed: %s\n", ch.peer().c_str(), e.what());
     } catch (const std::exception& e) {
-      send_error(ch, e.what());
+      send_error(ch, Error("worker", e.what()));
       std::fprintf(stderr, "weft worker: session from %s failed: %s\n", ch.peer().c_str(), e.what());
     }
   }

@@ -1,0 +1,107 @@
+#include "device/device_group.h"
+
+#include "core/error.h"
+#include "core/thread_pool.h"
+#include "device/remote/remote_device.h"
+#include "net/handshake.h"
+#include "net/kv_store.h"
+#include "parallel/gloo_group.h"
+
+#include <unistd.h>
+
+#include <atomic>
+#include <exception>
+#include <thread>
+
+namespace weft::device {
+namespace {
+
+// Among failures of one operation over several devices: the first one that is a device's own.
+void rethrow_cause(const std::vector<std::exception_ptr>& errors) {
+  std::exception_ptr echo;
+  for (const auto& e : errors) {
+    if (!e) continue;
+    try {
+      std::rethrow_exception(e);
+    } catch (const Error& err) {
+      if (err.blame() == Blame::Own) throw;
+      if (!echo) echo = e;
+    } catch (...) {
+      throw;
+    }
+  }
+  if (echo) std::rethrow_exception(echo);
+}
+
+// A group name no other group of any process shares: fresh random bytes also keep store entries
+// of an earlier group from being replayed into this one.
+std::string unique_prefix() {
+  static std::atomic<int> groups{0};
+  std::string nonce;
+  for (uint8_t b : net::random_bytes(8)) nonce += fmt::format("{:02x}", b);
+  return "weft/" + std::to_string(::getpid()) + "/" + std::to_string(groups++) + "/" + nonce;
+}
+
+}  // namespace
+
+void connect_group(const Devices& devices, parallel::WireType wire, int timeout_ms) {
+  const int n = static_cast<int>(devices.size());
+  std::string host;  // the interface that reaches the first device behind a connection
+  int local_threads = 0;
+  for (const auto& d : devices) {
+    const Reach r = d->reach();
+    if (r.in_process) local_threads += d->threads();
+    else if (host.empty()) host = r.local_host;
+  }
+  if (host.empty()) {  // all in this process
+    auto shared = parallel::make_shm_group(n, wire, /*spin=*/local_threads <= hardware_cores());
+    for (int i = 0; i < n; ++i) {
+      devices[i]->begin_join({i, n, wire, std::move(shared[i]), {}});
+      devices[i]->finish_join();
+    }
+    return;
+  }
+  net::KvServer store(host);  // serves while the ranks connect, then goes
+  const auto& config = remote::coordinator_config();
+  const std::vector<uint8_t> key = remote::coordinator_key();
+  NetworkGroup g;
+  g.store = host + ":" + std::to_string(store.port());
+  g.prefix = unique_prefix();
+  if (!key.empty()) g.store_key = net::rendezvous_key(key, g.prefix);
+  g.host = host;
+  g.busy_poll = parallel::resolve_busy_poll(config.net_poll, local_threads);
+  g.timeout_ms = timeout_ms;
+  for (int i = 0; i < n; ++i) devices[i]->begin_join({i, n, wire, nullptr, g});
+  // Every rank is connecting now; wait for all, even after a failure (none is left connecting).
+  std::vector<std::exception_ptr> errors(n);
+  for (int i = 0; i < n; ++i) {
+    try {
+      devices[i]->finish_join();
+    } catch (...) {
+      errors[i] = std::current_exception();
+    }
+  }
+  rethrow_cause(errors);
+}
+
+void load_devices(const Devices& devices, const std::vector<parallel::DeviceGraph>& graphs, const gguf::File& weights,
+                  const LoadOptions& opt) {
+  WEFT_ASSERT(graphs.size() == devices.size());
+  std::vector<std::exception_ptr> errors(devices.size());
+  auto load = [&](size_t i) {
+    try {
+      devices[i]->load(graphs[i], weights, opt);
+    } catch (...) {
+      errors[i] = std::current_exception();
+    }
+  };
+  std::vector<std::thread> threads;
+  for (size_t i = 0; i < devices.size(); ++i)
+    if (!devices[i]->reach().in_process) threads.emplace_back(load, i);
+  for (size_t i = 0; i < devices.size(); ++i)
+    if (devices[i]->reach().in_process && !errors[i]) load(i);
+  for (auto& t : threads) t.join();
+  rethrow_cause(errors);
+}
+
+}  // namespace weft::device
