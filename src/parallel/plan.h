@@ -6,7 +6,6 @@
 #include "graph/graph.h"
 
 #include <cstdint>
-#include <map>
 #include <string>
 #include <vector>
 
@@ -103,9 +102,6 @@ struct Plan {
   const Partition* partition(graph::Axis a) const;
   int collectives_in_layer(int layer) const;
 };
-
-// Facts about each weight tensor the planner reads: type (block alignment) and shape.
-using WeightTable = std::map<std::string, graph::WeightInfo>;
 
 uint64_t slice_bytes(const graph::WeightInfo& w, const WeightSlice& s);
 

@@ -15,6 +15,7 @@ using graph::Axis;
 using graph::Graph;
 using graph::Node;
 using graph::OpKind;
+using graph::WeightTable;
 using Kind = WeightSlice::Kind;
 
 std::vector<double> normalise(const std::vector<double>& ratios) {

@@ -39,8 +39,8 @@ model::ModelConfig config(const Shape& s) {
 }
 
 // Weight table for the graph: every matmul weight in `type`, vectors f32.
-WeightTable weights(const graph::Graph& g, DType type) {
-  WeightTable t;
+graph::WeightTable weights(const graph::Graph& g, DType type) {
+  graph::WeightTable t;
   for (const auto& n : g.nodes) {
     if (n.weight.empty()) continue;
     if (n.op == graph::OpKind::MatMul || n.op == graph::OpKind::Embed) {
