@@ -1,5 +1,4 @@
-// Small helpers shared by every Group backend.
-#include "parallel/group.h"
+#include "parallel/wire_type.h"
 
 #include "core/error.h"
 
