@@ -4,7 +4,7 @@
 #include "gguf/gguf_info.h"
 #include "model/gen_model.h"
 #include "model/model_config.h"
-#include "model/tokenizer.h"
+#include "tokenizer/tokenizer.h"
 
 #include <cstdio>
 #include <memory>

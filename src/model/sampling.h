@@ -4,7 +4,7 @@
 // With top_k > 0 (llama.cpp's default 40) the merged top-k is exact; greedy needs one candidate.
 #pragma once
 
-#include "model/tokenizer.h"
+#include "tokenizer/tokenizer.h"
 
 #include <cstdint>
 #include <random>

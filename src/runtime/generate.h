@@ -2,7 +2,7 @@
 #pragma once
 
 #include "model/sampling.h"
-#include "model/tokenizer.h"
+#include "tokenizer/tokenizer.h"
 #include "runtime/engine.h"
 
 #include <functional>

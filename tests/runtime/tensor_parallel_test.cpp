@@ -4,7 +4,7 @@
 #include "core/error.h"
 #include "gguf/gguf_reader.h"
 #include "model/gen_model.h"
-#include "model/tokenizer.h"
+#include "tokenizer/tokenizer.h"
 #include "runtime/engine.h"
 #include "runtime/generate.h"
 

@@ -1,4 +1,4 @@
-#include "model/unicode.h"
+#include "tokenizer/unicode.h"
 
 #include "core/error.h"
 

@@ -1,10 +1,10 @@
 // Byte-level BPE (tokenizer.ggml.model "gpt2"), as llama.cpp's llm_tokenizer_bpe: pre-tokenize
 // into words, map each word's bytes to GPT-2's printable symbols, then repeatedly merge the
 // adjacent pair with the lowest merge rank (tokenizer.ggml.merges index).
-#include "model/tokenizer_vocab.h"
+#include "tokenizer/tokenizer_vocab.h"
 
 #include "core/error.h"
-#include "model/unicode.h"
+#include "tokenizer/unicode.h"
 
 #include <algorithm>
 #include <cstdio>

@@ -1,9 +1,9 @@
 // Tokenizer::from_gguf: read tokenizer.ggml.* into a Vocab with llama.cpp's defaults and pick
 // the implementation; plus decode() and the no-vocabulary tokenizer.
-#include "model/tokenizer.h"
+#include "tokenizer/tokenizer.h"
 
 #include "core/error.h"
-#include "model/tokenizer_vocab.h"
+#include "tokenizer/tokenizer_vocab.h"
 
 #include <fmt/core.h>
 

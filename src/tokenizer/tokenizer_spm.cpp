@@ -1,10 +1,10 @@
 // SentencePiece (tokenizer.ggml.model "llama"), as llama.cpp's llm_tokenizer_spm: start from one
 // symbol per UTF-8 char, repeatedly merge the adjacent pair whose concatenation is the
 // highest-scoring token, then spell pieces that are no token as their byte tokens <0xXX>.
-#include "model/tokenizer_vocab.h"
+#include "tokenizer/tokenizer_vocab.h"
 
 #include "core/error.h"
-#include "model/unicode.h"
+#include "tokenizer/unicode.h"
 
 #include <algorithm>
 #include <cstdio>

@@ -1,6 +1,6 @@
-#include "model/tokenizer_pretok.h"
+#include "tokenizer/tokenizer_pretok.h"
 
-#include "model/unicode.h"
+#include "tokenizer/unicode.h"
 
 namespace weft::model::detail {
 

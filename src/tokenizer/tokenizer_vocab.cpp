@@ -1,4 +1,4 @@
-#include "model/tokenizer_vocab.h"
+#include "tokenizer/tokenizer_vocab.h"
 
 #include "core/error.h"
 

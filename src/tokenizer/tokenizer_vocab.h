@@ -3,8 +3,8 @@
 // build Vocab directly to exercise SPM / BPE on tiny hand-made vocabularies.
 #pragma once
 
-#include "model/tokenizer.h"
-#include "model/tokenizer_pretok.h"
+#include "tokenizer/tokenizer.h"
+#include "tokenizer/tokenizer_pretok.h"
 
 #include <memory>
 #include <string>
