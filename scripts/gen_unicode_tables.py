@@ -12,7 +12,7 @@ Usage: python3 scripts/gen_unicode_tables.py > src/tokenizer/unicode_tables.cpp
 import sys
 import unicodedata
 
-# Order must match weft::model::unicode::Category in src/tokenizer/unicode.h.
+# Order must match weft::tokenizer::unicode::Category in src/tokenizer/unicode.h.
 CLASSES = "LMNPSZC"
 NAMES = {"L": "Letter", "M": "Mark", "N": "Number", "P": "Punctuation", "S": "Symbol",
          "Z": "Separator", "C": "Other"}
@@ -31,7 +31,7 @@ def main():
               f"(Unicode {unicodedata.unidata_version}); do not edit.\n")
     out.write("// Ranges of code points sharing one major general category, sorted, no gaps.\n")
     out.write('#include "tokenizer/unicode.h"\n\n')
-    out.write("namespace weft::model::unicode {\n\n")
+    out.write("namespace weft::tokenizer::unicode {\n\n")
     out.write(f"const char* const kUnicodeVersion = \"{unicodedata.unidata_version}\";\n")
     out.write(f"const size_t kCategoryRangeCount = {len(ranges)};\n")
     out.write("// {first code point, category}; a range ends where the next begins.\n")
@@ -43,7 +43,7 @@ def main():
             out.write(line + "\n")
             line = "   "
         line += item
-    out.write(line + "\n};\n\n}  // namespace weft::model::unicode\n")
+    out.write(line + "\n};\n\n}  // namespace weft::tokenizer::unicode\n")
 
 
 if __name__ == "__main__":

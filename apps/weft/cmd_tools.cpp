@@ -39,7 +39,7 @@ Action add_tokenize(CLI::App& app) {
   cmd->add_flag("--no-bos", a->no_bos, "do not add BOS/EOS tokens");
   return [a] {
     auto f = gguf::File::open(a->model);
-    auto tok = model::Tokenizer::from_gguf(*f);
+    auto tok = tokenizer::Tokenizer::from_gguf(*f);
     const auto ids = tok->encode(a->prompt, !a->no_bos, true);
     std::string out = "[";
     for (size_t i = 0; i < ids.size(); ++i) out += (i ? ", " : "") + std::to_string(ids[i]);

@@ -7,7 +7,7 @@
 
 #include <fmt/core.h>
 
-namespace weft::model {
+namespace weft::tokenizer {
 namespace detail {
 namespace {
 
@@ -165,4 +165,4 @@ std::unique_ptr<Tokenizer> make_no_vocab_tokenizer(int32_t n_vocab) {
 }
 }  // namespace detail
 
-}  // namespace weft::model
+}  // namespace weft::tokenizer

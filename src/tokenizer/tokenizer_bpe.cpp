@@ -11,7 +11,7 @@
 #include <queue>
 #include <unordered_map>
 
-namespace weft::model::detail {
+namespace weft::tokenizer::detail {
 namespace {
 
 struct Symbol {
@@ -177,4 +177,4 @@ std::unique_ptr<Tokenizer> make_bpe_tokenizer(Vocab vocab, const std::vector<std
   return std::make_unique<BpeTokenizer>(std::move(vocab), merges, pre, ignore_merges);
 }
 
-}  // namespace weft::model::detail
+}  // namespace weft::tokenizer::detail

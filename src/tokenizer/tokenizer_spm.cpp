@@ -11,7 +11,7 @@
 #include <queue>
 #include <unordered_map>
 
-namespace weft::model::detail {
+namespace weft::tokenizer::detail {
 namespace {
 
 constexpr std::string_view kSpace = "\xE2\x96\x81";  // "▁" U+2581, SentencePiece's space
@@ -206,4 +206,4 @@ std::unique_ptr<Tokenizer> make_spm_tokenizer(Vocab vocab) {
   return std::make_unique<SpmTokenizer>(std::move(vocab));
 }
 
-}  // namespace weft::model::detail
+}  // namespace weft::tokenizer::detail

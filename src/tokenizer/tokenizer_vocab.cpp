@@ -5,7 +5,7 @@
 #include <algorithm>
 #include <array>
 
-namespace weft::model::detail {
+namespace weft::tokenizer::detail {
 
 Token Vocab::find(std::string_view s) const {
   auto it = id_of.find(s);
@@ -105,4 +105,4 @@ std::vector<Fragment> split_special(const Vocab& vocab, std::string_view text, b
   return frags;
 }
 
-}  // namespace weft::model::detail
+}  // namespace weft::tokenizer::detail

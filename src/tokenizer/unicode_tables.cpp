@@ -2,7 +2,7 @@
 // Ranges of code points sharing one major general category, sorted, no gaps.
 #include "tokenizer/unicode.h"
 
-namespace weft::model::unicode {
+namespace weft::tokenizer::unicode {
 
 const char* const kUnicodeVersion = "14.0.0";
 const size_t kCategoryRangeCount = 2213;
@@ -748,4 +748,4 @@ const CategoryRange kCategoryRanges[] = {
     {0xE0100, Category::Mark}, {0xE01F0, Category::Other},
 };
 
-}  // namespace weft::model::unicode
+}  // namespace weft::tokenizer::unicode

@@ -16,7 +16,7 @@
 #include <set>
 #include <sstream>
 
-namespace weft::model {
+namespace weft::tokenizer {
 namespace {
 
 using detail::PreTokenizer;
@@ -509,4 +509,4 @@ TEST(FromGguf, BadMetadataIsAnError) {
 }
 
 }  // namespace
-}  // namespace weft::model
+}  // namespace weft::tokenizer
