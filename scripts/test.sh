@@ -10,10 +10,11 @@ JOBS=$(nproc)
 ctest --test-dir build --output-on-failure -j"$JOBS" --timeout 600
 
 # Malformed GGUF files, generated models and tokenizers under ASan/UBSan: any memory error fails.
-BUILD_DIR=build-asan CMAKE_ARGS="-DWEFT_SANITIZE=ON -DWEFT_BUILD_BENCH=OFF" TARGETS="gguf_tests tokenizer_tests model_tests" ./scripts/build.sh >/dev/null
+BUILD_DIR=build-asan CMAKE_ARGS="-DWEFT_SANITIZE=ON -DWEFT_BUILD_BENCH=OFF" TARGETS="gguf_tests tokenizer_tests tools_tests model_tests" ./scripts/build.sh >/dev/null
 ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=halt_on_error=1 ./build-asan/tests/gguf_tests --gtest_brief=1
 ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=halt_on_error=1 ./build-asan/tests/model_tests --gtest_brief=1
 ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=halt_on_error=1 ./build-asan/tests/tokenizer_tests --gtest_brief=1
+ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=halt_on_error=1 ./build-asan/tests/tools_tests --gtest_brief=1
 
 # libFuzzer, for a bounded time each (clang): fuzz TARGET names the target; its corpus and log
 # live in build-fuzz/TARGET-corpus and build-fuzz/TARGET.log.

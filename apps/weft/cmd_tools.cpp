@@ -2,7 +2,7 @@
 #include "apps/weft/commands.h"
 #include "core/error.h"
 #include "gguf/gguf_info.h"
-#include "model/gen_model.h"
+#include "tools/gen_model.h"
 #include "model/model_config.h"
 #include "tokenizer/tokenizer.h"
 

@@ -4,7 +4,7 @@
 // mid-generation makes the coordinator fail fast, naming the worker.
 #include "core/error.h"
 #include "device/remote/remote_device.h"
-#include "model/gen_model.h"
+#include "tools/gen_model.h"
 #include "net/channel.h"
 #include "net/frame.h"
 #include "net/handshake.h"

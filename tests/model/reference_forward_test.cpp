@@ -5,7 +5,7 @@
 #include "gguf/gguf_reader.h"
 #include "kernels/ops.h"
 #include "kernels/quants.h"
-#include "model/gen_model.h"
+#include "tools/gen_model.h"
 #include "model/model_config.h"
 #include "runtime/engine.h"
 

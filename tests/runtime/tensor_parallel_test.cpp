@@ -3,7 +3,7 @@
 // wire, f32 KV cache) or kLogitRelTolF16Cache (f16 KV cache).
 #include "core/error.h"
 #include "gguf/gguf_reader.h"
-#include "model/gen_model.h"
+#include "tools/gen_model.h"
 #include "runtime/engine.h"
 #include "runtime/generate.h"
 #include "tokenizer/tokenizer.h"

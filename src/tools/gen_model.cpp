@@ -1,7 +1,7 @@
 // Random-weight GGUF generator (see gen_model.h). Every row of every tensor is drawn from its own
 // counter-based stream (seed, tensor name, row), so rows can be produced in any order on any
 // number of threads and the file is still byte-identical.
-#include "model/gen_model.h"
+#include "tools/gen_model.h"
 
 #include "core/error.h"
 #include "core/fp16.h"
