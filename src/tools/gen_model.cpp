@@ -14,7 +14,7 @@
 #include <memory>
 #include <unordered_set>
 
-namespace weft::model {
+namespace weft::tools {
 namespace {
 
 constexpr int64_t kMinVocab = 3 + 256;  // <unk> <s> </s> + byte tokens
@@ -379,4 +379,4 @@ std::vector<uint8_t> generate_model_bytes(const GenModelOptions& o) {
   return build_writer(o, pool).to_bytes();
 }
 
-}  // namespace weft::model
+}  // namespace weft::tools

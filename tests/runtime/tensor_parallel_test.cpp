@@ -3,10 +3,10 @@
 // wire, f32 KV cache) or kLogitRelTolF16Cache (f16 KV cache).
 #include "core/error.h"
 #include "gguf/gguf_reader.h"
-#include "tools/gen_model.h"
 #include "runtime/engine.h"
 #include "runtime/generate.h"
 #include "tokenizer/tokenizer.h"
+#include "tools/gen_model.h"
 
 #include <gtest/gtest.h>
 
@@ -130,11 +130,11 @@ TEST(TensorParallel, Stories260kLogitsMatch) {
 class GeneratedModel : public ::testing::TestWithParam<std::string> {};
 
 TEST_P(GeneratedModel, GreedyTokensAndLogitsMatchEveryConfig) {
-  model::GenModelOptions o;
+  tools::GenModelOptions o;
   o.preset = "tiny";
   o.type = GetParam();
   o.seed = 7;
-  const auto bytes = model::generate_model_bytes(o);
+  const auto bytes = tools::generate_model_bytes(o);
   auto f = gguf::File::parse(bytes.data(), bytes.size(), "tiny-" + o.type);
   const auto prompt = some_prompt(f->tensor("token_embd.weight").shape[1], 21);
   const auto ref = greedy(*f, single(), prompt, 64);
@@ -148,11 +148,11 @@ TEST_P(GeneratedModel, GreedyTokensAndLogitsMatchEveryConfig) {
 // Tiny rows are shorter than a K-quant block (256), so tiny K models hold only fallback types; this
 // shape keeps real Q4_K/Q6_K and forces head and FFN splits onto 256-wide blocks.
 TEST(TensorParallel, KQuantModelSplitsOnBlocks) {
-  model::GenModelOptions o;
+  tools::GenModelOptions o;
   o.preset = "tiny";
   o.type = "q4_k_m";
   o.overrides = {.n_embd = 512, .n_layer = 2, .n_ff = 1024, .n_head = 8, .n_head_kv = 4, .n_vocab = 320};
-  const auto bytes = model::generate_model_bytes(o);
+  const auto bytes = tools::generate_model_bytes(o);
   auto f = gguf::File::parse(bytes.data(), bytes.size(), "kquant");
   ASSERT_EQ(f->tensor("blk.0.attn_output.weight").type, DType::Q4_K);
   const auto prompt = some_prompt(320, 19);

@@ -18,7 +18,7 @@
 #include <map>
 #include <set>
 
-namespace weft::model {
+namespace weft::tools {
 namespace {
 
 constexpr const char* kTypes[] = {"f32",  "f16",  "bf16", "q8_0", "q4_0",   "q4_1",  "q5_0",
@@ -357,4 +357,4 @@ TEST(GenModel, LargePresetShapes) {
 }
 
 }  // namespace
-}  // namespace weft::model
+}  // namespace weft::tools
