@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
-# The test suite: unit and equality tests (Release), the hostile-input tests again under
+# The test suite: the layer check, unit and equality tests (Release), the hostile-input tests again under
 # AddressSanitizer + UBSan, and bounded libFuzzer runs of the GGUF parser, the network frame decoders and the rendezvous store.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ./scripts/setup.sh
+python3 scripts/check_layers.py  # every #include goes down the layer table (ARCHITECTURE.md)
 JOBS=$(nproc)
 
 ./scripts/build.sh
