@@ -45,9 +45,9 @@ struct TestResult {
   }
 };
 
-std::vector<model::Token> random_tokens(const runtime::Engine& e, int n, std::mt19937_64& rng) {
+std::vector<Token> random_tokens(const runtime::Engine& e, int n, std::mt19937_64& rng) {
   std::uniform_int_distribution<int32_t> pick(0, static_cast<int32_t>(e.config().dims.n_vocab) - 1);
-  std::vector<model::Token> tokens(n);
+  std::vector<Token> tokens(n);
   for (auto& t : tokens) t = pick(rng);
   return tokens;
 }
@@ -58,12 +58,12 @@ double time_run(runtime::Engine& e, int depth, int n, bool prompt, std::mt19937_
   e.truncate(depth);
   model::SamplingParams greedy;
   greedy.temp = 0;
-  const std::vector<model::Token> tokens = random_tokens(e, n, rng);
+  const std::vector<Token> tokens = random_tokens(e, n, rng);
   const auto t0 = std::chrono::steady_clock::now();
   if (prompt) {
     e.eval_and_sample(tokens, greedy, {}, rng);
   } else {
-    model::Token next = tokens[0];
+    Token next = tokens[0];
     for (int i = 0; i < n; ++i) next = e.eval_and_sample(std::span(&next, 1), greedy, {}, rng);
   }
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();

@@ -55,19 +55,20 @@ int plan(const ModelOptions& o) {
   }
   std::printf("\ncollectives per token:\n");
   std::map<int, std::vector<const parallel::CollectiveInfo*>> by_layer;
-  int64_t total = 0;
+  uint64_t total = 0;
   for (const auto& c : p.collectives) {
     by_layer[c.layer].push_back(&c);
-    total += c.bytes_per_token;
+    total += c.bytes_per_token(eo.wire);
   }
   if (by_layer.empty()) std::printf("  none\n");
   for (const auto& [layer, cs] : by_layer) {
     std::string line;
     for (const auto* c : cs)
-      line += fmt::format("{}{} after {} ({} B)", line.empty() ? "" : ", ", parallel::local_op_name(c->op), c->after, c->bytes_per_token);
+      line += fmt::format("{}{} after {} ({} B)", line.empty() ? "" : ", ", parallel::local_op_name(c->op), c->after, c->bytes_per_token(eo.wire));
     std::printf("  layer %d: %zu: %s\n", layer, cs.size(), line.c_str());
   }
-  std::printf("  total: %zu collectives, %lld bytes per rank per token (f32)\n", p.collectives.size(), (long long)total);
+  std::printf("  total: %zu collectives, %llu bytes per rank per token (%s)\n", p.collectives.size(), (unsigned long long)total,
+              std::string(parallel::wire_type_name(eo.wire)).c_str());
   if (p.mode == parallel::SplitMode::Tensor)
     std::printf("  sampling: each device returns its top candidates from its vocabulary slice (no logits gather)\n");
   if (p.mode == parallel::SplitMode::Layer)

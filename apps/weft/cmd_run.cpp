@@ -28,7 +28,7 @@ int run(const RunArgs& a) {
   using Clock = std::chrono::steady_clock;
   const auto t0 = Clock::now();
   auto file = gguf::File::open(a.model.model);
-  auto tok = model::Tokenizer::from_gguf(*file);
+  auto tok = tokenizer::Tokenizer::from_gguf(*file);
   runtime::Engine engine(*file, a.model.engine_options());
   const double load_s = std::chrono::duration<double>(Clock::now() - t0).count();
 

@@ -2,9 +2,9 @@
 #include "apps/weft/commands.h"
 #include "core/error.h"
 #include "gguf/gguf_info.h"
-#include "model/gen_model.h"
 #include "model/model_config.h"
-#include "model/tokenizer.h"
+#include "tokenizer/tokenizer.h"
+#include "tools/gen_model.h"
 
 #include <cstdio>
 #include <memory>
@@ -39,7 +39,7 @@ Action add_tokenize(CLI::App& app) {
   cmd->add_flag("--no-bos", a->no_bos, "do not add BOS/EOS tokens");
   return [a] {
     auto f = gguf::File::open(a->model);
-    auto tok = model::Tokenizer::from_gguf(*f);
+    auto tok = tokenizer::Tokenizer::from_gguf(*f);
     const auto ids = tok->encode(a->prompt, !a->no_bos, true);
     std::string out = "[";
     for (size_t i = 0; i < ids.size(); ++i) out += (i ? ", " : "") + std::to_string(ids[i]);
@@ -49,7 +49,7 @@ Action add_tokenize(CLI::App& app) {
 }
 
 Action add_gen_model(CLI::App& app) {
-  auto o = std::make_shared<model::GenModelOptions>();
+  auto o = std::make_shared<tools::GenModelOptions>();
   auto* cmd = app.add_subcommand("gen-model", "write a deterministic random-weight model (no download needed)");
   cmd->add_option("-o,--output", o->path, "output GGUF file")->required();
   cmd->add_option("--preset", o->preset, "tiny | 500m | 1b | 8b-shape");
@@ -65,7 +65,7 @@ Action add_gen_model(CLI::App& app) {
   cmd->add_option("--n-head-kv", o->overrides.n_head_kv, "override the preset's KV head count");
   cmd->add_option("--n-vocab", o->overrides.n_vocab, "override the preset's vocabulary size");
   return [o] {
-    model::generate_model(*o);
+    tools::generate_model(*o);
     std::fprintf(stderr, "wrote %s\n", o->path.c_str());
     return 0;
   };

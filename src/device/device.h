@@ -4,6 +4,7 @@
 #pragma once
 
 #include "core/dtype.h"
+#include "core/token.h"
 #include "gguf/gguf_reader.h"
 #include "model/sampling.h"
 #include "parallel/group.h"
@@ -25,14 +26,14 @@ struct LoadOptions {
 
 // One forward step: `tokens` at positions pos0, pos0+1, ...
 struct Step {
-  std::vector<model::Token> tokens;
+  std::vector<Token> tokens;
   int32_t pos0 = 0;
   std::vector<float> input;  // layer split, devices after the first: residual stream [n_tokens, n_embd]
   // What the device returns besides running the graph:
   bool want_candidates = true;   // sampling stage 1 on its logits slice (last token)
   bool want_logits = false;      // the logits slice of the last token (tests, --all-logits)
   model::SamplingParams sampling;
-  std::vector<model::Token> recent;  // for the repetition penalty
+  std::vector<Token> recent;  // for the repetition penalty
 };
 
 struct StepResult {

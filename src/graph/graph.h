@@ -4,9 +4,10 @@
 #pragma once
 
 #include "core/dtype.h"
-#include "kernels/ops.h"
+#include "core/rope_params.h"
 
 #include <cstdint>
+#include <map>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -52,7 +53,7 @@ struct Node {
 struct Dims {
   int64_t n_embd = 0, n_head = 0, n_head_kv = 0, head_dim = 0, n_ff = 0, n_vocab = 0, n_layer = 0;
   float norm_eps = 1e-5f;
-  kernels::RopeParams rope;
+  RopeParams rope;
   int64_t group() const { return n_head / n_head_kv; }  // q heads per kv head (GQA)
 };
 
@@ -70,5 +71,9 @@ struct WeightInfo {
   DType type = DType::F32;
   int64_t cols = 0, rows = 0;  // ggml ne0, ne1
 };
+
+// Facts about each weight tensor a graph reads, by tensor name: the planner's second input, which a
+// model fills from its file (model::weight_table).
+using WeightTable = std::map<std::string, WeightInfo>;
 
 }  // namespace weft::graph

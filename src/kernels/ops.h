@@ -3,6 +3,7 @@
 #pragma once
 
 #include "core/dtype.h"
+#include "core/rope_params.h"
 
 #include <cstdint>
 #include <vector>
@@ -16,20 +17,7 @@ void rms_norm_ref(const float* x, const float* w, float* y, int64_t n_tokens, in
 // Same, per head: x is [n_tokens, n_heads, head_dim], w is [head_dim] (qwen3's q_norm/k_norm).
 void rms_norm_heads(float* x, const float* w, int64_t n_tokens, int64_t n_heads, int64_t head_dim, float eps);
 
-struct RopeParams {
-  int64_t n_rot = 0;         // rotated dims per head (<= head_dim); the rest pass through
-  float freq_base = 10000.f;
-  float freq_scale = 1.f;    // linear scaling: positions multiplied by this
-  bool neox = false;         // NeoX style pairs (i, i + n_rot/2) instead of (2i, 2i+1)
-  // llama3 rope scaling (rope_type "llama3"); factor 0 means off.
-  float llama3_factor = 0.f;
-  float llama3_low_freq_factor = 1.f;
-  float llama3_high_freq_factor = 4.f;
-  float llama3_original_ctx = 8192.f;
-  // Per-pair frequency divisors [n_rot/2] as llama.cpp's rope_freqs tensor stores them (Llama 3.1
-  // GGUFs carry llama3 scaling this way). When set they replace the llama3_* parameters.
-  std::vector<float> freq_factors;
-};
+// RopeParams (core/rope_params.h): the rotation a model asks for.
 
 // Divisor of the frequency of rotation pair i (i < n_rot/2): freq_factors[i] when given, else what
 // llama3 scaling computes (the numbers llama.cpp stores in rope_freqs), else 1.

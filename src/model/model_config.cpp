@@ -78,8 +78,8 @@ ModelConfig read_config(const gguf::File& f) {
   return c;
 }
 
-parallel::WeightTable weight_table(const gguf::File& f) {
-  parallel::WeightTable t;
+graph::WeightTable weight_table(const gguf::File& f) {
+  graph::WeightTable t;
   for (const auto& ti : f.tensors()) {
     graph::WeightInfo w{ti.type, ti.shape.empty() ? 1 : ti.shape[0], 1};
     for (size_t i = 1; i < ti.shape.size(); ++i) w.rows *= ti.shape[i];

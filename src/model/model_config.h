@@ -4,7 +4,6 @@
 
 #include "gguf/gguf_reader.h"
 #include "graph/graph.h"
-#include "parallel/plan.h"
 
 #include <string>
 #include <vector>
@@ -29,6 +28,6 @@ struct ModelConfig {
 ModelConfig read_config(const gguf::File& f);
 
 // Types and shapes of every tensor, for the planner.
-parallel::WeightTable weight_table(const gguf::File& f);
+graph::WeightTable weight_table(const gguf::File& f);
 
 }  // namespace weft::model

@@ -4,7 +4,7 @@
 // With top_k > 0 (llama.cpp's default 40) the merged top-k is exact; greedy needs one candidate.
 #pragma once
 
-#include "model/tokenizer.h"
+#include "core/token.h"
 
 #include <cstdint>
 #include <random>
@@ -12,6 +12,9 @@
 #include <vector>
 
 namespace weft::model {
+
+// model::Token names weft::Token (core/token.h) for code that still spells it so (runtime/engine.cpp).
+using weft::Token;
 
 struct SamplingParams {
   float temp = 0.8f;          // <= 0: greedy

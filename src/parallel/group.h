@@ -3,6 +3,8 @@
 // Gloo for processes and hosts. Every call is collective: all ranks make it, in the same order.
 #pragma once
 
+#include "parallel/wire_type.h"
+
 #include <cstddef>
 #include <cstdint>
 #include <memory>
@@ -10,11 +12,6 @@
 #include <vector>
 
 namespace weft::parallel {
-
-// Element type on the wire. Reduction always accumulates in f32; bf16/f16 halve the bytes moved
-// at the cost of rounding each partial sum once.
-enum class WireType { F32, BF16, F16 };
-std::string_view wire_type_name(WireType w);
 
 struct GroupStats {
   uint64_t n_all_reduce = 0;

@@ -22,13 +22,23 @@ std::string_view state_name(State s) {
   return "?";
 }
 
+// LocalOp starts with graph::OpKind, number for number, and the split's own ops follow it.
+constexpr bool local_ops_mirror_graph_ops() {
+  for (int k = 0; k < static_cast<int>(graph::OpKind::Count); ++k)
+    if (static_cast<int>(local_op(static_cast<graph::OpKind>(k))) != k) return false;
+  return true;
+}
+static_assert(local_ops_mirror_graph_ops(), "LocalOp's first enumerators must be graph::OpKind's, in order");
+static_assert(static_cast<int>(LocalOp::Input) == static_cast<int>(graph::OpKind::Count),
+              "a graph::OpKind was added without its LocalOp (before LocalOp::Input)");
+
 std::string_view local_op_name(LocalOp op) {
   switch (op) {
     case LocalOp::Input: return "input";
     case LocalOp::AllReduce: return "all_reduce";
     case LocalOp::AllGather: return "all_gather";
     case LocalOp::Count: return "?";
-    default: return graph::op_name(static_cast<graph::OpKind>(op));
+    default: return graph::op_name(static_cast<graph::OpKind>(op));  // the mirrored ops (asserted above)
   }
 }
 

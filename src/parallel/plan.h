@@ -4,9 +4,9 @@
 #pragma once
 
 #include "graph/graph.h"
+#include "parallel/wire_type.h"
 
 #include <cstdint>
-#include <map>
 #include <string>
 #include <vector>
 
@@ -48,14 +48,34 @@ struct WeightSlice {
   Range range;  // rows or cols taken, for Rows / Cols
 };
 
+// What a device runs: every graph op (same names and numbers as graph::OpKind, so that a profile
+// indexed by LocalOp reads as graph ops; plan.cpp's static_asserts keep the two in step), then
+// the ops only a split adds.
 enum class LocalOp : uint8_t {
-  Embed, RmsNorm, MatMul, HeadNorm, Rope, Attention, SwiGlu, Add,  // as graph::OpKind
+  Embed, RmsNorm, MatMul, HeadNorm, Rope, Attention, SwiGlu, Add,  // graph::OpKind
   Input,      // layer split: the residual stream handed over by the previous device
   AllReduce,  // sum of the Partial value over the group, in place
   AllGather,  // Split value -> Replicated
   Count
 };
 std::string_view local_op_name(LocalOp op);
+
+// The local op that computes a graph op. A switch without default, so -Wswitch names an OpKind
+// added without its LocalOp.
+constexpr LocalOp local_op(graph::OpKind op) {
+  switch (op) {
+    case graph::OpKind::Embed: return LocalOp::Embed;
+    case graph::OpKind::RmsNorm: return LocalOp::RmsNorm;
+    case graph::OpKind::MatMul: return LocalOp::MatMul;
+    case graph::OpKind::HeadNorm: return LocalOp::HeadNorm;
+    case graph::OpKind::Rope: return LocalOp::Rope;
+    case graph::OpKind::Attention: return LocalOp::Attention;
+    case graph::OpKind::SwiGlu: return LocalOp::SwiGlu;
+    case graph::OpKind::Add: return LocalOp::Add;
+    case graph::OpKind::Count: break;
+  }
+  return LocalOp::Count;
+}
 
 struct LocalNode {
   LocalOp op;
@@ -86,8 +106,10 @@ struct DeviceGraph {
 struct CollectiveInfo {
   int layer = -1;
   LocalOp op = LocalOp::AllReduce;
-  std::string after;          // label of the node whose value it combines
-  int64_t bytes_per_token = 0;  // f32 payload per rank
+  std::string after;             // label of the node whose value it combines
+  int64_t values_per_token = 0;  // elements per rank (the value's full width)
+  // Payload per rank for one token; the wire type is the run's (--wire), not the plan's.
+  uint64_t bytes_per_token(WireType wire) const { return values_per_token * wire_type_bytes(wire); }
 };
 
 struct Plan {
@@ -103,9 +125,6 @@ struct Plan {
   const Partition* partition(graph::Axis a) const;
   int collectives_in_layer(int layer) const;
 };
-
-// Facts about each weight tensor the planner reads: type (block alignment) and shape.
-using WeightTable = std::map<std::string, graph::WeightInfo>;
 
 uint64_t slice_bytes(const graph::WeightInfo& w, const WeightSlice& s);
 

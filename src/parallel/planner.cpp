@@ -15,6 +15,7 @@ using graph::Axis;
 using graph::Graph;
 using graph::Node;
 using graph::OpKind;
+using graph::WeightTable;
 using Kind = WeightSlice::Kind;
 
 std::vector<double> normalise(const std::vector<double>& ratios) {
@@ -35,6 +36,26 @@ const graph::WeightInfo& weight_info(const WeightTable& w, const std::string& na
   auto it = w.find(name);
   if (it == w.end()) fail("plan", "graph reads tensor '{}' which the model does not have", name);
   return it->second;
+}
+
+// Makes ln compute graph node n whole, as on a lone device: full width, the whole weight and bias,
+// every head (Rope and HeadNorm see q or k alone, so their heads are that input's).
+void compute_whole(LocalNode& ln, const Node& n, const graph::Dims& d) {
+  ln.width = n.width;
+  if (!n.weight.empty()) ln.weight = {n.weight, Kind::Whole, {}};
+  if (!n.bias.empty()) ln.bias = {n.bias, Kind::Whole, {}};
+  ln.q_heads = {0, d.n_head};
+  ln.kv_heads = {0, d.n_head_kv};
+  if (n.op == OpKind::Rope || n.op == OpKind::HeadNorm) ln.q_heads = ln.kv_heads = {0, n.width / d.head_dim};
+}
+
+// Fills a finished device graph's weight bytes and KV values per token from its nodes.
+void account(DeviceGraph& dg, const WeightTable& w) {
+  for (const LocalNode& ln : dg.nodes) {
+    for (const WeightSlice* s : {&ln.weight, &ln.bias})
+      if (s->kind != Kind::None) dg.weight_bytes += slice_bytes(weight_info(w, s->tensor), *s);
+    if (ln.op == LocalOp::Attention) dg.kv_values_per_token += 2 * ln.kv_heads.size() * dg.dims.head_dim;
+  }
 }
 
 int64_t lcm(int64_t a, int64_t b) { return a / std::gcd(a, b) * b; }
@@ -115,7 +136,7 @@ class TensorPlanner {
   template <typename Fill>
   void emit(int source, LocalOp op, const std::vector<int>& inputs, Fill fill) {
     for (int d = 0; d < n_; ++d) {
-      LocalNode ln{op, source, {}, 0, {}, {}, -1, {}, {}, {}, {}};
+      LocalNode ln{.op = op, .source = source};
       if (source >= 0) {
         ln.layer = g_.nodes[source].layer;
         ln.label = g_.nodes[source].label;
@@ -139,7 +160,7 @@ class TensorPlanner {
       if (op == LocalOp::AllGather) ln.gather = part(n.axis)->ranges;
     });
     for (int d = 0; d < n_; ++d) local_[d][i] = static_cast<int>(plan_.devices[d].nodes.size()) - 1;
-    plan_.collectives.push_back({n.layer, op, n.label, n.width * 4});
+    plan_.collectives.push_back({.layer = n.layer, .op = op, .after = n.label, .values_per_token = n.width});
     cur_[i] = State::Replicated;
   }
 
@@ -159,15 +180,7 @@ class TensorPlanner {
   void replicate(int i) {
     const Node& n = g_.nodes[i];
     for (int in : n.inputs) make_replicated(in);
-    emit(i, static_cast<LocalOp>(n.op), n.inputs, [&](int, LocalNode& ln) {
-      ln.width = n.width;
-      if (!n.weight.empty()) ln.weight = {n.weight, Kind::Whole, {}};
-      if (!n.bias.empty()) ln.bias = {n.bias, Kind::Whole, {}};
-      ln.q_heads = {0, g_.dims.n_head};
-      ln.kv_heads = {0, g_.dims.n_head_kv};
-      if (n.op == OpKind::Rope || n.op == OpKind::HeadNorm)
-        ln.q_heads = ln.kv_heads = {0, n.width / g_.dims.head_dim};
-    });
+    emit(i, local_op(n.op), n.inputs, [&](int, LocalNode& ln) { compute_whole(ln, n, g_.dims); });
     cur_[i] = State::Replicated;
   }
 
@@ -206,7 +219,7 @@ class TensorPlanner {
       case OpKind::HeadNorm:
       case OpKind::Rope: {
         if (in_state(0) != State::Split) return fallback(i, "input is not split");
-        emit(i, static_cast<LocalOp>(n.op), n.inputs, [&](int d, LocalNode& ln) {
+        emit(i, local_op(n.op), n.inputs, [&](int d, LocalNode& ln) {
           ln.width = range(n.axis, d).size();
           if (!n.weight.empty()) ln.weight = {n.weight, Kind::Whole, {}};
           ln.q_heads = ln.kv_heads = heads(n.axis, d);
@@ -234,7 +247,7 @@ class TensorPlanner {
           if (in_state(k) == State::Partial) collective(n.inputs[k], LocalOp::AllReduce);
         const bool both_split = in_state(0) == State::Split && in_state(1) == State::Split && in_axis(0) == in_axis(1);
         if (both_split) {
-          emit(i, static_cast<LocalOp>(n.op), n.inputs, [&](int d, LocalNode& ln) { ln.width = range(in_axis(0), d).size(); });
+          emit(i, local_op(n.op), n.inputs, [&](int d, LocalNode& ln) { ln.width = range(in_axis(0), d).size(); });
           cur_[i] = State::Split;
           return;
         }
@@ -257,11 +270,7 @@ class TensorPlanner {
       // Replicated logits are sampled once, by device 0.
       dg.has_logits = split_logits ? !dg.vocab.empty() : d == 0;
       if (!dg.has_logits) dg.vocab = {};
-      for (const LocalNode& ln : dg.nodes) {
-        if (ln.weight.kind != Kind::None) dg.weight_bytes += slice_bytes(weight_info(w_, ln.weight.tensor), ln.weight);
-        if (ln.bias.kind != Kind::None) dg.weight_bytes += slice_bytes(weight_info(w_, ln.bias.tensor), ln.bias);
-        if (ln.op == LocalOp::Attention) dg.kv_values_per_token += 2 * ln.kv_heads.size() * g_.dims.head_dim;
-      }
+      account(dg, w_);
     }
   }
 
@@ -338,12 +347,12 @@ Plan plan_layers(const Graph& g, const WeightTable& weights, const std::vector<d
     std::vector<int> local(n_nodes, -1);
     int residual = -1;  // graph node carrying the residual stream into this device
     if (d > 0) {
-      dg.nodes.push_back(LocalNode{LocalOp::Input, -1, {}, g.dims.n_embd, {}, {}, -1, "input", {}, {}, {}});
+      dg.nodes.push_back(LocalNode{.op = LocalOp::Input, .width = g.dims.n_embd, .label = "input"});
     }
     for (int i = 0; i < n_nodes; ++i) {
       const Node& node = g.nodes[i];
       if (owner(node, i) != d) continue;
-      LocalNode ln{static_cast<LocalOp>(node.op), i, {}, node.width, {}, {}, node.layer, node.label, {}, {}, {}};
+      LocalNode ln{.op = local_op(node.op), .source = i, .layer = node.layer, .label = node.label};
       for (int in : node.inputs) {
         if (local[in] < 0) {  // produced on an earlier device: it is the residual stream handed over
           WEFT_ASSERT(d > 0 && g.nodes[in].axis == graph::Axis::Embd && (residual < 0 || residual == in));
@@ -353,11 +362,7 @@ Plan plan_layers(const Graph& g, const WeightTable& weights, const std::vector<d
           ln.inputs.push_back(local[in]);
         }
       }
-      if (!node.weight.empty()) ln.weight = {node.weight, Kind::Whole, {}};
-      if (!node.bias.empty()) ln.bias = {node.bias, Kind::Whole, {}};
-      ln.q_heads = {0, g.dims.n_head};
-      ln.kv_heads = {0, g.dims.n_head_kv};
-      if (node.op == OpKind::Rope || node.op == OpKind::HeadNorm) ln.q_heads = ln.kv_heads = {0, node.width / g.dims.head_dim};
+      compute_whole(ln, node, g.dims);
       dg.nodes.push_back(std::move(ln));
       local[i] = static_cast<int>(dg.nodes.size()) - 1;
     }
@@ -365,11 +370,7 @@ Plan plan_layers(const Graph& g, const WeightTable& weights, const std::vector<d
     dg.passes_residual = !dg.has_logits;
     dg.output = static_cast<int>(dg.nodes.size()) - 1;
     if (dg.has_logits) dg.vocab = {0, g.dims.n_vocab};
-    for (const LocalNode& ln : dg.nodes) {
-      if (ln.weight.kind != Kind::None) dg.weight_bytes += slice_bytes(weight_info(weights, ln.weight.tensor), ln.weight);
-      if (ln.bias.kind != Kind::None) dg.weight_bytes += slice_bytes(weight_info(weights, ln.bias.tensor), ln.bias);
-      if (ln.op == LocalOp::Attention) dg.kv_values_per_token += 2 * g.dims.n_head_kv * g.dims.head_dim;
-    }
+    account(dg, weights);
   }
   return plan;
 }

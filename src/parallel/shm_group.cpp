@@ -72,8 +72,6 @@ void sum_into(WireType w, const float* const* srcs, int n_src, float* const* dst
   }
 }
 
-size_t wire_bytes(WireType w) { return w == WireType::F32 ? 4 : 2; }
-
 class ShmGroup final : public Group {
  public:
   ShmGroup(std::shared_ptr<ShmState> s, int rank)
@@ -87,7 +85,7 @@ class ShmGroup final : public Group {
   void all_reduce_sum(float* data, size_t n) override {
     Timer t(stats_);
     ++stats_.n_all_reduce;
-    stats_.bytes_all_reduce += n * wire_bytes(s_->wire);
+    stats_.bytes_all_reduce += n * wire_type_bytes(s_->wire);
     publish(data, data, n, 0);
     const bool ok = same_n_everywhere();
     if (ok) {

@@ -41,21 +41,21 @@ class Engine {
   const std::vector<std::unique_ptr<device::Device>>& devices() const { return devices_; }
 
   // Feeds tokens at the current position (in n_batch chunks) and draws the next token.
-  model::Token eval_and_sample(std::span<const model::Token> tokens, const model::SamplingParams& p,
-                               std::span<const model::Token> recent, std::mt19937_64& rng);
+  Token eval_and_sample(std::span<const Token> tokens, const model::SamplingParams& p,
+                               std::span<const Token> recent, std::mt19937_64& rng);
   // Feeds tokens and returns the full logits of the last one (gathered: for tests and tools).
-  std::vector<float> eval_logits(std::span<const model::Token> tokens);
+  std::vector<float> eval_logits(std::span<const Token> tokens);
   // Starts a new sequence.
   void reset() { truncate(0); }
   // Forgets every position from n_keep on (n_keep <= n_past): the next token goes at n_keep.
   void truncate(int32_t n_keep);
 
  private:
-  std::vector<device::StepResult> step(std::span<const model::Token> tokens, bool last_chunk,
-                                       const model::SamplingParams& p, std::span<const model::Token> recent, bool logits);
+  std::vector<device::StepResult> step(std::span<const Token> tokens, bool last_chunk,
+                                       const model::SamplingParams& p, std::span<const Token> recent, bool logits);
   void wait_all(std::vector<device::StepResult>& results);
-  std::vector<device::StepResult> eval(std::span<const model::Token> tokens, const model::SamplingParams& p,
-                                       std::span<const model::Token> recent, bool logits);
+  std::vector<device::StepResult> eval(std::span<const Token> tokens, const model::SamplingParams& p,
+                                       std::span<const Token> recent, bool logits);
 
   const gguf::File& file_;
   EngineOptions opt_;

@@ -22,7 +22,7 @@ std::string_view stop_reason_name(StopReason r) {
   return "?";
 }
 
-GenerateResult generate(Engine& engine, const model::Tokenizer* tok, const std::vector<model::Token>& prompt,
+GenerateResult generate(Engine& engine, const tokenizer::Tokenizer* tok, const std::vector<Token>& prompt,
                         int n_predict, const model::SamplingParams& p,
                         const std::function<void(const std::string&)>& on_text) {
   if (prompt.empty()) fail("run", "the prompt is empty (no tokens to start from)");
@@ -31,14 +31,14 @@ GenerateResult generate(Engine& engine, const model::Tokenizer* tok, const std::
   GenerateResult r;
   r.prompt = prompt;
   std::mt19937_64 rng(resolve_seed(p.seed));
-  std::vector<model::Token> history = prompt;
+  std::vector<Token> history = prompt;
   auto recent = [&] {
     const size_t n = std::min<size_t>(history.size(), p.repeat_last_n > 0 ? p.repeat_last_n : 0);
-    return std::span<const model::Token>(history.data() + history.size() - n, n);
+    return std::span<const Token>(history.data() + history.size() - n, n);
   };
   auto t0 = Clock::now();
-  std::span<const model::Token> feed(prompt);
-  model::Token next = -1;
+  std::span<const Token> feed(prompt);
+  Token next = -1;
   for (int i = 0; i < n_predict; ++i) {
     if (engine.n_past() + static_cast<int64_t>(feed.size()) > engine.n_ctx()) {
       r.stop = StopReason::ContextFull;
@@ -60,7 +60,7 @@ GenerateResult generate(Engine& engine, const model::Tokenizer* tok, const std::
       r.text += piece;
       if (on_text) on_text(piece);
     }
-    feed = std::span<const model::Token>(&r.generated.back(), 1);
+    feed = std::span<const Token>(&r.generated.back(), 1);
   }
   if (!r.generated.empty()) r.gen_seconds = std::chrono::duration<double>(Clock::now() - t0).count();
   return r;

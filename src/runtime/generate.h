@@ -2,8 +2,8 @@
 #pragma once
 
 #include "model/sampling.h"
-#include "model/tokenizer.h"
 #include "runtime/engine.h"
+#include "tokenizer/tokenizer.h"
 
 #include <functional>
 #include <string>
@@ -17,8 +17,8 @@ enum class StopReason { Limit, EndOfGeneration, ContextFull };
 std::string_view stop_reason_name(StopReason r);  // "limit" | "eog" | "context_full"
 
 struct GenerateResult {
-  std::vector<model::Token> prompt;
-  std::vector<model::Token> generated;
+  std::vector<Token> prompt;
+  std::vector<Token> generated;
   std::string text;           // generated text only
   double prompt_seconds = 0;  // prefill, first token sampled included
   double gen_seconds = 0;     // the remaining tokens
@@ -26,7 +26,7 @@ struct GenerateResult {
 };
 
 // on_text receives each generated piece as soon as it is sampled (streaming).
-GenerateResult generate(Engine& engine, const model::Tokenizer* tok, const std::vector<model::Token>& prompt,
+GenerateResult generate(Engine& engine, const tokenizer::Tokenizer* tok, const std::vector<Token>& prompt,
                         int n_predict, const model::SamplingParams& p,
                         const std::function<void(const std::string&)>& on_text = {});
 

@@ -89,6 +89,17 @@ TEST(Cli, PlanShowsTwoAllReducesPerLayer) {
   EXPECT_NE(r.out.find("fallbacks (ops without a split rule, gathered and replicated): none"), std::string::npos) << r.out;
 }
 
+TEST(Cli, PlanSizesCollectivesInTheWireType) {
+  if (!std::filesystem::exists(kStories)) GTEST_SKIP();
+  // stories260K: n_embd 64, 5 layers, two all-reduces each.
+  auto f32 = run("plan -m " + kStories + " --devices cpu:1,cpu:1");
+  EXPECT_NE(f32.out.find("after attn_output (256 B)"), std::string::npos) << f32.out;
+  EXPECT_NE(f32.out.find("total: 10 collectives, 2560 bytes per rank per token (f32)"), std::string::npos) << f32.out;
+  auto bf16 = run("plan -m " + kStories + " --devices cpu:1,cpu:1 --wire bf16");
+  EXPECT_NE(bf16.out.find("after attn_output (128 B)"), std::string::npos) << bf16.out;
+  EXPECT_NE(bf16.out.find("total: 10 collectives, 1280 bytes per rank per token (bf16)"), std::string::npos) << bf16.out;
+}
+
 TEST(Cli, BadInputGivesAClearErrorAndNonZeroExit) {
   const std::string missing = "run -m /nonexistent.gguf -p hi";
   auto r = run(missing, true);

@@ -6,7 +6,6 @@
 #include "core/error.h"
 #include "device/cpu/cpu_device.h"
 #include "device/remote/remote_device.h"
-#include "model/gen_model.h"
 #include "model/llama_graph.h"
 #include "model/model_config.h"
 #include "parallel/planner.h"

@@ -4,11 +4,11 @@
 // mid-generation makes the coordinator fail fast, naming the worker.
 #include "core/error.h"
 #include "device/remote/remote_device.h"
-#include "model/gen_model.h"
 #include "net/channel.h"
 #include "net/frame.h"
 #include "net/handshake.h"
 #include "net/wire.h"
+#include "tools/gen_model.h"
 #include "worker_process.h"
 
 #include <gtest/gtest.h>
@@ -57,10 +57,10 @@ TEST(RemoteWorker, StoriesGreedyTokensMatchOneLocalDevice) {
 }
 
 TEST(RemoteWorker, GeneratedModelGreedyTokensMatchOneLocalDevice) {
-  model::GenModelOptions o;
+  tools::GenModelOptions o;
   o.type = "q4_0";
   o.seed = 7;
-  const auto bytes = model::generate_model_bytes(o);
+  const auto bytes = tools::generate_model_bytes(o);
   const std::string path = testing::TempDir() + "/weft_remote_tiny.gguf";
   std::ofstream(path, std::ios::binary).write(reinterpret_cast<const char*>(bytes.data()), bytes.size());
   Worker w1, w2;

@@ -4,7 +4,7 @@
 
 #include "device/cpu/cpu_device.h"
 #include "device/remote/remote_device.h"
-#include "model/gen_model.h"
+#include "tools/gen_model.h"
 #include "model/llama_graph.h"
 #include "model/model_config.h"
 #include "parallel/planner.h"
@@ -32,10 +32,10 @@ struct Tiny {
     std::filesystem::remove_all(dir);
     std::filesystem::create_directories(dir + "/models");
     path = dir + "/models/tiny.gguf";
-    model::GenModelOptions o;
+    tools::GenModelOptions o;
     o.type = "q4_0";
     o.seed = 11;
-    const auto bytes = model::generate_model_bytes(o);
+    const auto bytes = tools::generate_model_bytes(o);
     std::ofstream(path, std::ios::binary).write(reinterpret_cast<const char*>(bytes.data()), bytes.size());
     file = gguf::File::open(path);
     const auto cfg = model::read_config(*file);

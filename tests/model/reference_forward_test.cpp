@@ -5,9 +5,9 @@
 #include "gguf/gguf_reader.h"
 #include "kernels/ops.h"
 #include "kernels/quants.h"
-#include "model/gen_model.h"
 #include "model/model_config.h"
 #include "runtime/engine.h"
+#include "tools/gen_model.h"
 
 #include <gtest/gtest.h>
 
@@ -151,13 +151,13 @@ class ReferenceForward : public ::testing::TestWithParam<Case> {};
 
 TEST_P(ReferenceForward, LogitsMatchDoublePrecision) {
   const Case& k = GetParam();
-  GenModelOptions o;
+  tools::GenModelOptions o;
   o.preset = "tiny";
   o.type = k.type;
   o.arch = k.arch;
   o.tied = k.tied;
   o.seed = 11;
-  const auto bytes = generate_model_bytes(o);
+  const auto bytes = tools::generate_model_bytes(o);
   auto f = gguf::File::parse(bytes.data(), bytes.size(), "tiny");
   const auto cfg = read_config(*f);
   const std::vector<Token> tokens{1, 17, 250, 3, 99, 42, 7, 300, 5};

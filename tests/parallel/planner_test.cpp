@@ -39,8 +39,8 @@ model::ModelConfig config(const Shape& s) {
 }
 
 // Weight table for the graph: every matmul weight in `type`, vectors f32.
-WeightTable weights(const graph::Graph& g, DType type) {
-  WeightTable t;
+graph::WeightTable weights(const graph::Graph& g, DType type) {
+  graph::WeightTable t;
   for (const auto& n : g.nodes) {
     if (n.weight.empty()) continue;
     if (n.op == graph::OpKind::MatMul || n.op == graph::OpKind::Embed) {
@@ -98,6 +98,30 @@ TEST(Planner, TwoAllReducesPerDenseLayer) {
       EXPECT_TRUE(p.fallbacks.empty()) << p.fallbacks.front();
     }
   }
+}
+
+TEST(Planner, CollectiveBytesFollowTheWireType) {
+  const auto g = model::build_llama_graph(config(k500m));
+  const auto p = plan_tensor(g, weights(g, DType::Q4_0), {1, 1});
+  ASSERT_FALSE(p.collectives.empty());
+  for (const auto& c : p.collectives) {
+    EXPECT_EQ(c.values_per_token, k500m.n_embd) << c.after << ": the residual stream is what is all-reduced";
+    EXPECT_EQ(c.bytes_per_token(WireType::F32), 4u * k500m.n_embd);
+    EXPECT_EQ(c.bytes_per_token(WireType::BF16), 2u * k500m.n_embd);
+    EXPECT_EQ(c.bytes_per_token(WireType::F16), 2u * k500m.n_embd);
+  }
+}
+
+TEST(Planner, LocalOpsComputeTheirGraphOps) {
+  for (int k = 0; k < static_cast<int>(graph::OpKind::Count); ++k) {
+    const auto op = static_cast<graph::OpKind>(k);
+    EXPECT_EQ(local_op_name(local_op(op)), graph::op_name(op));
+  }
+  const auto g = model::build_llama_graph(config(kStories));
+  for (const auto& p : {plan_tensor(g, weights(g, DType::F32), {1, 2}), plan_layers(g, weights(g, DType::F32), {1, 2})})
+    for (const auto& dg : p.devices)
+      for (const auto& n : dg.nodes)
+        if (n.source >= 0) EXPECT_EQ(n.op, local_op(g.nodes[n.source].op)) << n.label;
 }
 
 TEST(Planner, CollectivesLineUpAcrossDevices) {

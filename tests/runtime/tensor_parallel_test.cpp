@@ -3,10 +3,10 @@
 // wire, f32 KV cache) or kLogitRelTolF16Cache (f16 KV cache).
 #include "core/error.h"
 #include "gguf/gguf_reader.h"
-#include "model/gen_model.h"
-#include "model/tokenizer.h"
 #include "runtime/engine.h"
 #include "runtime/generate.h"
+#include "tokenizer/tokenizer.h"
+#include "tools/gen_model.h"
 
 #include <gtest/gtest.h>
 
@@ -68,7 +68,7 @@ EngineOptions single(DType cache = DType::F16) {
   return o;
 }
 
-std::vector<model::Token> greedy(const gguf::File& f, EngineOptions o, const std::vector<model::Token>& prompt, int n) {
+std::vector<Token> greedy(const gguf::File& f, EngineOptions o, const std::vector<Token>& prompt, int n) {
   Engine e(f, std::move(o));
   model::SamplingParams p;
   p.temp = 0;
@@ -81,12 +81,12 @@ double max_abs(const std::vector<float>& v) {
   return m;
 }
 
-void expect_logits_match(const gguf::File& f, const Config& c, const std::vector<model::Token>& prompt,
+void expect_logits_match(const gguf::File& f, const Config& c, const std::vector<Token>& prompt,
                          DType cache = DType::F32, double tol = kLogitRelTol) {
   Engine ref(f, single(cache));
   Engine tp(f, options(c, cache));
   // Prompt, then a few single-token steps, so the KV cache path is compared too.
-  std::vector<model::Token> feed = prompt;
+  std::vector<Token> feed = prompt;
   for (int step = 0; step < 4; ++step) {
     const auto a = ref.eval_logits(feed);
     const auto b = tp.eval_logits(feed);
@@ -95,13 +95,13 @@ void expect_logits_match(const gguf::File& f, const Config& c, const std::vector
     double worst = 0;
     for (size_t i = 0; i < a.size(); ++i) worst = std::max(worst, std::abs(double(a[i]) - b[i]) / scale);
     EXPECT_LT(worst, tol) << c.name << " step " << step << " cache " << dtype_name(cache);
-    feed = {static_cast<model::Token>(std::max_element(a.begin(), a.end()) - a.begin())};
+    feed = {static_cast<Token>(std::max_element(a.begin(), a.end()) - a.begin())};
   }
 }
 
-std::vector<model::Token> some_prompt(int64_t n_vocab, int n) {
-  std::vector<model::Token> p{1};
-  for (int i = 1; i < n; ++i) p.push_back(static_cast<model::Token>((i * 7919 + 13) % n_vocab));
+std::vector<Token> some_prompt(int64_t n_vocab, int n) {
+  std::vector<Token> p{1};
+  for (int i = 1; i < n; ++i) p.push_back(static_cast<Token>((i * 7919 + 13) % n_vocab));
   return p;
 }
 
@@ -110,7 +110,7 @@ const std::string kStories = std::string(WEFT_SHARED_DIR) + "/models/stories260K
 TEST(TensorParallel, Stories260kGreedyTokensMatchEveryConfig) {
   if (!std::filesystem::exists(kStories)) GTEST_SKIP() << "no " << kStories;
   auto f = gguf::File::open(kStories);
-  auto tok = model::Tokenizer::from_gguf(*f);
+  auto tok = tokenizer::Tokenizer::from_gguf(*f);
   const auto prompt = tok->encode("Once upon a time", true);
   const auto ref = greedy(*f, single(), prompt, 80);
   ASSERT_EQ(ref.size(), 80u);
@@ -130,11 +130,11 @@ TEST(TensorParallel, Stories260kLogitsMatch) {
 class GeneratedModel : public ::testing::TestWithParam<std::string> {};
 
 TEST_P(GeneratedModel, GreedyTokensAndLogitsMatchEveryConfig) {
-  model::GenModelOptions o;
+  tools::GenModelOptions o;
   o.preset = "tiny";
   o.type = GetParam();
   o.seed = 7;
-  const auto bytes = model::generate_model_bytes(o);
+  const auto bytes = tools::generate_model_bytes(o);
   auto f = gguf::File::parse(bytes.data(), bytes.size(), "tiny-" + o.type);
   const auto prompt = some_prompt(f->tensor("token_embd.weight").shape[1], 21);
   const auto ref = greedy(*f, single(), prompt, 64);
@@ -148,11 +148,11 @@ TEST_P(GeneratedModel, GreedyTokensAndLogitsMatchEveryConfig) {
 // Tiny rows are shorter than a K-quant block (256), so tiny K models hold only fallback types; this
 // shape keeps real Q4_K/Q6_K and forces head and FFN splits onto 256-wide blocks.
 TEST(TensorParallel, KQuantModelSplitsOnBlocks) {
-  model::GenModelOptions o;
+  tools::GenModelOptions o;
   o.preset = "tiny";
   o.type = "q4_k_m";
   o.overrides = {.n_embd = 512, .n_layer = 2, .n_ff = 1024, .n_head = 8, .n_head_kv = 4, .n_vocab = 320};
-  const auto bytes = model::generate_model_bytes(o);
+  const auto bytes = tools::generate_model_bytes(o);
   auto f = gguf::File::parse(bytes.data(), bytes.size(), "kquant");
   ASSERT_EQ(f->tensor("blk.0.attn_output.weight").type, DType::Q4_K);
   const auto prompt = some_prompt(320, 19);

@@ -136,7 +136,7 @@ StepResult CpuGraphRunner::run(const Step& step) {
     // The output node computed only the last token's logits (see exec).
     const int64_t nv = graph_.vocab.size();
     if (step.want_candidates)
-      r.candidates = model::local_candidates(o, static_cast<model::Token>(graph_.vocab.begin), static_cast<int32_t>(nv),
+      r.candidates = model::local_candidates(o, static_cast<Token>(graph_.vocab.begin), static_cast<int32_t>(nv),
                                              step.sampling, step.recent);
     if (step.want_logits) r.logits.assign(o, o + nv);
   } else if (graph_.passes_residual) {  // layer split: the residual stream goes on to the next device

@@ -2,7 +2,7 @@
 // as a CPU device: load names the weight slices the graph needs (the worker reads them from its
 // own copy of the model or its cache when it can, else they are streamed), and each step sends only
 // tokens, positions and sampling parameters; the reply is the device's candidates (or logits slice).
-// In a tensor split its collectives run on the worker, over Gloo (see process_group.h). With a key,
+// In a tensor split its collectives run on the worker, over Gloo (see device_group.h). With a key,
 // every frame of the session carries a MAC under keys derived from the handshake (net/channel.h).
 //
 // Every wait is bounded: a worker that resets or closes the connection fails the current call at

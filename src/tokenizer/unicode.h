@@ -10,7 +10,7 @@
 #include <string_view>
 #include <vector>
 
-namespace weft::model::unicode {
+namespace weft::tokenizer::unicode {
 
 // Major general category: the first letter of Unicode's two-letter category (Lu, Nd, Zs ...).
 // Order matters: the generator names these enumerators.
@@ -57,4 +57,4 @@ std::string bytes_to_symbols(std::string_view text);
 // "[UNK_BYTE_0x..]" marker instead; keeping the text loses less).
 std::string symbols_to_bytes(std::string_view text);
 
-}  // namespace weft::model::unicode
+}  // namespace weft::tokenizer::unicode

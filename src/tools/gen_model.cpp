@@ -1,7 +1,7 @@
 // Random-weight GGUF generator (see gen_model.h). Every row of every tensor is drawn from its own
 // counter-based stream (seed, tensor name, row), so rows can be produced in any order on any
 // number of threads and the file is still byte-identical.
-#include "model/gen_model.h"
+#include "tools/gen_model.h"
 
 #include "core/error.h"
 #include "core/fp16.h"
@@ -14,7 +14,7 @@
 #include <memory>
 #include <unordered_set>
 
-namespace weft::model {
+namespace weft::tools {
 namespace {
 
 constexpr int64_t kMinVocab = 3 + 256;  // <unk> <s> </s> + byte tokens
@@ -379,4 +379,4 @@ std::vector<uint8_t> generate_model_bytes(const GenModelOptions& o) {
   return build_writer(o, pool).to_bytes();
 }
 
-}  // namespace weft::model
+}  // namespace weft::tools

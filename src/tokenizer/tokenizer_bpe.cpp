@@ -1,17 +1,17 @@
 // Byte-level BPE (tokenizer.ggml.model "gpt2"), as llama.cpp's llm_tokenizer_bpe: pre-tokenize
 // into words, map each word's bytes to GPT-2's printable symbols, then repeatedly merge the
 // adjacent pair with the lowest merge rank (tokenizer.ggml.merges index).
-#include "model/tokenizer_vocab.h"
+#include "tokenizer/tokenizer_vocab.h"
 
 #include "core/error.h"
-#include "model/unicode.h"
+#include "tokenizer/unicode.h"
 
 #include <algorithm>
 #include <cstdio>
 #include <queue>
 #include <unordered_map>
 
-namespace weft::model::detail {
+namespace weft::tokenizer::detail {
 namespace {
 
 struct Symbol {
@@ -177,4 +177,4 @@ std::unique_ptr<Tokenizer> make_bpe_tokenizer(Vocab vocab, const std::vector<std
   return std::make_unique<BpeTokenizer>(std::move(vocab), merges, pre, ignore_merges);
 }
 
-}  // namespace weft::model::detail
+}  // namespace weft::tokenizer::detail

@@ -1,11 +1,11 @@
-#include "model/tokenizer_vocab.h"
+#include "tokenizer/tokenizer_vocab.h"
 
 #include "core/error.h"
 
 #include <algorithm>
 #include <array>
 
-namespace weft::model::detail {
+namespace weft::tokenizer::detail {
 
 Token Vocab::find(std::string_view s) const {
   auto it = id_of.find(s);
@@ -105,4 +105,4 @@ std::vector<Fragment> split_special(const Vocab& vocab, std::string_view text, b
   return frags;
 }
 
-}  // namespace weft::model::detail
+}  // namespace weft::tokenizer::detail

@@ -3,6 +3,7 @@
 // and "no_vocab" files (ids only).
 #pragma once
 
+#include "core/token.h"
 #include "gguf/gguf_reader.h"
 
 #include <cstdint>
@@ -10,9 +11,7 @@
 #include <string>
 #include <vector>
 
-namespace weft::model {
-
-using Token = int32_t;
+namespace weft::tokenizer {
 
 class Tokenizer {
  public:
@@ -39,4 +38,4 @@ class Tokenizer {
   virtual bool strips_prefix_space() const { return false; }
 };
 
-}  // namespace weft::model
+}  // namespace weft::tokenizer

@@ -1,11 +1,11 @@
-#include "model/unicode.h"
+#include "tokenizer/unicode.h"
 
 #include "core/error.h"
 
 #include <algorithm>
 #include <array>
 
-namespace weft::model::unicode {
+namespace weft::tokenizer::unicode {
 
 Category category(uint32_t cp) {
   if (cp > kMaxCodePoint) return Category::Other;
@@ -144,4 +144,4 @@ std::string symbols_to_bytes(std::string_view text) {
   return out;
 }
 
-}  // namespace weft::model::unicode
+}  // namespace weft::tokenizer::unicode

@@ -1,7 +1,7 @@
 // gen-model: every type round-trips through the GGUF reader with the expected tensor set,
 // shapes, types and keys; quantized data matches the f32 model of the same seed within each
 // type's error bound; output is byte-identical across runs and thread counts.
-#include "model/gen_model.h"
+#include "tools/gen_model.h"
 
 #include "core/error.h"
 #include "core/fp16.h"
@@ -18,7 +18,7 @@
 #include <map>
 #include <set>
 
-namespace weft::model {
+namespace weft::tools {
 namespace {
 
 constexpr const char* kTypes[] = {"f32",  "f16",  "bf16", "q8_0", "q4_0",   "q4_1",  "q5_0",
@@ -357,4 +357,4 @@ TEST(GenModel, LargePresetShapes) {
 }
 
 }  // namespace
-}  // namespace weft::model
+}  // namespace weft::tools

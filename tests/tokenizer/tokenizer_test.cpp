@@ -1,10 +1,10 @@
 // Tokenizers against llama.cpp's own test vectors (test-tokenizer-0: add_special = false,
 // parse_special = false), stories260K's known prompt, and tiny in-memory vocabularies whose
 // expected ids are worked out by hand from the algorithms.
-#include "model/tokenizer.h"
-#include "model/tokenizer_pretok.h"
-#include "model/tokenizer_vocab.h"
-#include "model/unicode.h"
+#include "tokenizer/tokenizer.h"
+#include "tokenizer/tokenizer_pretok.h"
+#include "tokenizer/tokenizer_vocab.h"
+#include "tokenizer/unicode.h"
 
 #include "core/error.h"
 #include "gguf/gguf_writer.h"
@@ -16,7 +16,7 @@
 #include <set>
 #include <sstream>
 
-namespace weft::model {
+namespace weft::tokenizer {
 namespace {
 
 using detail::PreTokenizer;
@@ -509,4 +509,4 @@ TEST(FromGguf, BadMetadataIsAnError) {
 }
 
 }  // namespace
-}  // namespace weft::model
+}  // namespace weft::tokenizer

@@ -3,8 +3,8 @@
 // build Vocab directly to exercise SPM / BPE on tiny hand-made vocabularies.
 #pragma once
 
-#include "model/tokenizer.h"
-#include "model/tokenizer_pretok.h"
+#include "tokenizer/tokenizer.h"
+#include "tokenizer/tokenizer_pretok.h"
 
 #include <memory>
 #include <string>
@@ -12,7 +12,7 @@
 #include <unordered_map>
 #include <vector>
 
-namespace weft::model::detail {
+namespace weft::tokenizer::detail {
 
 // tokenizer.ggml.token_type values (llama.cpp's llama_token_type).
 enum class TokenType : int32_t {
@@ -63,4 +63,4 @@ std::unique_ptr<Tokenizer> make_bpe_tokenizer(Vocab vocab, const std::vector<std
                                               PreTokenizer pre, bool ignore_merges);
 std::unique_ptr<Tokenizer> make_no_vocab_tokenizer(int32_t n_vocab);
 
-}  // namespace weft::model::detail
+}  // namespace weft::tokenizer::detail

@@ -1,8 +1,8 @@
-#include "model/tokenizer_pretok.h"
+#include "tokenizer/tokenizer_pretok.h"
 
-#include "model/unicode.h"
+#include "tokenizer/unicode.h"
 
-namespace weft::model::detail {
+namespace weft::tokenizer::detail {
 
 std::optional<PreTokenizer> pre_tokenizer_from_name(std::string_view name) {
   // Names llama.cpp maps to these regexes (llama-vocab.cpp, load()). One exception: llama.cpp's
@@ -126,4 +126,4 @@ std::vector<std::string_view> pre_tokenize(PreTokenizer kind, std::string_view t
   return words;
 }
 
-}  // namespace weft::model::detail
+}  // namespace weft::tokenizer::detail

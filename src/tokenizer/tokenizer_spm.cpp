@@ -1,17 +1,17 @@
 // SentencePiece (tokenizer.ggml.model "llama"), as llama.cpp's llm_tokenizer_spm: start from one
 // symbol per UTF-8 char, repeatedly merge the adjacent pair whose concatenation is the
 // highest-scoring token, then spell pieces that are no token as their byte tokens <0xXX>.
-#include "model/tokenizer_vocab.h"
+#include "tokenizer/tokenizer_vocab.h"
 
 #include "core/error.h"
-#include "model/unicode.h"
+#include "tokenizer/unicode.h"
 
 #include <algorithm>
 #include <cstdio>
 #include <queue>
 #include <unordered_map>
 
-namespace weft::model::detail {
+namespace weft::tokenizer::detail {
 namespace {
 
 constexpr std::string_view kSpace = "\xE2\x96\x81";  // "▁" U+2581, SentencePiece's space
@@ -206,4 +206,4 @@ std::unique_ptr<Tokenizer> make_spm_tokenizer(Vocab vocab) {
   return std::make_unique<SpmTokenizer>(std::move(vocab));
 }
 
-}  // namespace weft::model::detail
+}  // namespace weft::tokenizer::detail

@@ -10,7 +10,7 @@
 #include <string_view>
 #include <vector>
 
-namespace weft::model {
+namespace weft::tools {
 
 // Shape of a preset; fields of GenModelOptions override single values.
 struct GenModelShape {
@@ -65,4 +65,4 @@ GenVocab gen_vocab(int64_t n_vocab);
 void generate_model(const GenModelOptions& o);             // writes o.path
 std::vector<uint8_t> generate_model_bytes(const GenModelOptions& o);  // same bytes, in memory
 
-}  // namespace weft::model
+}  // namespace weft::tools

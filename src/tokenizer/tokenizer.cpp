@@ -1,13 +1,13 @@
 // Tokenizer::from_gguf: read tokenizer.ggml.* into a Vocab with llama.cpp's defaults and pick
 // the implementation; plus decode() and the no-vocabulary tokenizer.
-#include "model/tokenizer.h"
+#include "tokenizer/tokenizer.h"
 
 #include "core/error.h"
-#include "model/tokenizer_vocab.h"
+#include "tokenizer/tokenizer_vocab.h"
 
 #include <fmt/core.h>
 
-namespace weft::model {
+namespace weft::tokenizer {
 namespace detail {
 namespace {
 
@@ -165,4 +165,4 @@ std::unique_ptr<Tokenizer> make_no_vocab_tokenizer(int32_t n_vocab) {
 }
 }  // namespace detail
 
-}  // namespace weft::model
+}  // namespace weft::tokenizer

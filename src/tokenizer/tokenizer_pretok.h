@@ -6,7 +6,7 @@
 #include <string_view>
 #include <vector>
 
-namespace weft::model::detail {
+namespace weft::tokenizer::detail {
 
 enum class PreTokenizer {
   Gpt2,    // 's|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+
@@ -23,4 +23,4 @@ std::optional<PreTokenizer> pre_tokenizer_from_name(std::string_view name);
 // Invalid UTF-8 bytes count as non-letter, non-number, non-space characters.
 std::vector<std::string_view> pre_tokenize(PreTokenizer kind, std::string_view text);
 
-}  // namespace weft::model::detail
+}  // namespace weft::tokenizer::detail
