@@ -1,4 +1,4 @@
-// Internal to the kquants_*.cpp files: ggml's K-quant block layouts and the per-ISA entry points.
+// Internal to the kquants_*.cpp files: ggml's K-quant block layouts, the scalar kernels and the SIMD table template.
 //
 // Layouts (ggml-common.h, QK_K = 256). A super-block of 256 values is cut into sub-blocks that
 // each get a small integer scale (and for Q4_K/Q5_K a min), themselves scaled by the fp16 d/dmin,

@@ -5,7 +5,7 @@
 #include "kernels/gemm_q8.h"
 
 #include "core/fp16.h"
-#include "kernels/cpu_features.h"
+#include "kernels/isa.h"
 #include "kernels/matmul.h"
 #include "kernels/quants.h"
 
@@ -124,7 +124,7 @@ TEST(Gemm, ReferenceMatchesVecDot) {
 }
 
 TEST(Gemm, Avx512MatchesVecDot) {
-  if (!cpu_features().avx512) GTEST_SKIP() << "no AVX-512 VNNI";
+  if (!isa_supported(Isa::Avx512)) GTEST_SKIP() << "no AVX-512 VNNI";
   for (DType t : kPanelTypes) {
     const GemmFn gemm = find(Isa::Avx512, t);
     ASSERT_NE(gemm, nullptr) << dtype_name(t);
@@ -140,7 +140,7 @@ TEST(Gemm, Avx512MatchesVecDot) {
 }
 
 TEST(Gemm, Avx2MatchesVecDot) {
-  if (!cpu_features().avx2) GTEST_SKIP() << "no AVX2";
+  if (!isa_supported(Isa::Avx2)) GTEST_SKIP() << "no AVX2";
   for (DType t : kPanelTypes) {
     const GemmFn gemm = find(Isa::Avx2, t);
     if (t == DType::Q8_0) {
