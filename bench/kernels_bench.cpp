@@ -108,7 +108,7 @@ void matmul_bench(benchmark::State& state, DType type, int64_t n_tokens) {
   }
   state.SetBytesProcessed(static_cast<int64_t>(state.iterations()) * static_cast<int64_t>(w.size()));
   state.counters["tokens/s"] = benchmark::Counter(static_cast<double>(n_tokens) * state.iterations(), benchmark::Counter::kIsRate);
-  state.SetLabel(std::string(dtype_name(type)) + " " + kernels::kernels_for(type).isa);
+  state.SetLabel(std::string(dtype_name(type)) + " " + kernels::isa_name(kernels::kernels_for(type).isa));
 }
 
 // A Q4_0 matrix as big as the 500m q4_0 model (264 MiB, 2048 columns): decode streams this
@@ -187,7 +187,7 @@ void BM_attention(benchmark::State& state) {
   double keys = 0;
   for (int32_t p : pos) keys += p + 1;
   state.counters["FLOP/s"] = benchmark::Counter(4.0 * keys * n_q * hd * state.iterations(), benchmark::Counter::kIsRate);
-  state.SetLabel(std::string(dtype_name(cache)) + " cache, " + kernels::ops_kernels().isa);
+  state.SetLabel(std::string(dtype_name(cache)) + " cache, " + kernels::isa_name(kernels::ops_kernels().isa));
 }
 BENCHMARK(BM_attention)
     ->ArgsProduct({{512, 4096}, {0, 1}, {1}})

@@ -69,40 +69,104 @@ WEFT_SIMD_TARGET inline const float* cache_tile(const void* cache, bool f16, int
   return buf;
 }
 
+// attention_rows keeps each block of L rows (one row per lane) in one float array between key
+// tiles: qt [hd][L] (its queries, transposed), acc [hd][L] (output accumulators), then one vector
+// each of per-lane key limit, running max and running sum.
+constexpr int64_t block_floats(int64_t hd, int lanes) { return 2 * hd * lanes + 3 * lanes; }
+
+// Fills block blk's state from its rows; returns the keys any of its rows sees.
+template <class V>
+WEFT_SIMD_TARGET inline int32_t start_block(const AttentionRows& b, int64_t blk, float* state) {
+  constexpr int L = V::kLanes;
+  const int64_t hd = b.head_dim, r0 = blk * L, live = std::min<int64_t>(L, b.n_rows - r0);
+  float* qt = state;
+  float* acc = qt + hd * L;
+  float* lim = acc + hd * L;
+  int32_t keys = 0;
+  for (int64_t i = 0; i < live; ++i) keys = std::max(keys, b.n_valid[r0 + i]);
+  // Absent lanes get zero queries and see every key of the block: finite scores, never stored.
+  for (int i = 0; i < L; ++i) {
+    for (int64_t d = 0; d < hd; ++d) qt[d * L + i] = i < live ? b.q[r0 + i][d] : 0.f;
+    lim[i] = static_cast<float>(i < live ? b.n_valid[r0 + i] : keys);
+  }
+  for (int64_t i = 0; i < hd * L; ++i) acc[i] = 0.f;
+  V::set1(-INFINITY).store(lim + L);
+  V::zero().store(lim + 2 * L);
+  return keys;
+}
+
+// One block against keys [j0, j0 + nj) (k0 / v0: the tile's rows from j0): scores into s, the
+// online-softmax update of the running max and sum, and the values into the accumulators.
+template <class V>
+WEFT_SIMD_TARGET inline void attend_tile(const float* k0, int64_t k_stride, const float* v0, int64_t v_stride,
+                                         int64_t j0, int64_t nj, int64_t hd, V scale, float* state, float* s) {
+  constexpr int L = V::kLanes;
+  constexpr int kKeys = 8, kDims = 8;  // register blocking: keys per score pass, dims per value pass
+  const V zero = V::zero();
+  const float* qt = state;
+  float* acc = state + hd * L;
+  float* lim_p = acc + hd * L;
+  const V tile_lim = V::load(lim_p) - V::set1(static_cast<float>(j0));  // keys visible to each lane, from j0
+  const V run_max = V::load(lim_p + L);
+  V m = run_max;
+  int64_t j = 0;
+  for (; j + kKeys <= nj; j += kKeys) {
+    const float* kb[kKeys];
+    for (int c = 0; c < kKeys; ++c) kb[c] = k0 + (j + c) * k_stride;
+    score_keys<V, kKeys>(kb, j, qt, hd, scale, tile_lim, s, m);
+  }
+  for (; j < nj; ++j) {
+    const float* kb[1] = {k0 + j * k_stride};
+    score_keys<V, 1>(kb, j, qt, hd, scale, tile_lim, s, m);
+  }
+  // Every lane sees key 0, so m is finite from the first tile on; exp(-inf - m) = 0 rescales
+  // the empty accumulators of the first tile.
+  const V rescale = exp(run_max - m);
+  V sum = zero;
+  for (j = 0; j < nj; ++j) {  // probabilities over the scores; hidden keys exactly 0
+    const V p = where_less(V::set1(static_cast<float>(j)), tile_lim, exp(V::load(s + j * L) - m), zero);
+    p.store(s + j * L);
+    sum = sum + p;
+  }
+  fmadd(V::load(lim_p + 2 * L), rescale, sum).store(lim_p + 2 * L);
+  m.store(lim_p + L);
+  int64_t d = 0;
+  for (; d + kDims <= hd; d += kDims) accumulate_values<V, kDims>(v0, v_stride, nj, s, d, rescale, acc);
+  for (; d < hd; ++d) accumulate_values<V, 1>(v0, v_stride, nj, s, d, rescale, acc);
+}
+
+// Divides block blk's accumulators by its running sums into its rows' outputs.
+template <class V>
+WEFT_SIMD_TARGET inline void finish_block(const AttentionRows& b, int64_t blk, const float* state) {
+  constexpr int L = V::kLanes;
+  const int64_t hd = b.head_dim, r0 = blk * L, live = std::min<int64_t>(L, b.n_rows - r0);
+  const float* acc = state + hd * L;
+  const V inv = V::set1(1.f) / V::load(acc + hd * L + 2 * L);
+  alignas(64) float row[L];
+  for (int64_t d = 0; d < hd; ++d) {
+    (V::load(acc + d * L) * inv).store(row);
+    for (int64_t i = 0; i < live; ++i) b.out[r0 + i][d] = row[i];
+  }
+}
+
 // Rows go in blocks of L (one row per lane); the key tiles are the outer loop, so each K/V tile is
-// read (and converted) once for every block, not once per block. A block's state between tiles:
-// its queries transposed (qt), output accumulators, and per-lane limit, running max and sum.
+// read (and converted) once for every block, not once per block.
 template <class V>
 WEFT_SIMD_TARGET void attention_rows(const AttentionRows& b) {
   constexpr int L = V::kLanes;
-  constexpr int kKeys = 8, kDims = 8;  // register blocking: keys per score pass, dims per value pass
-  const int64_t hd = b.head_dim, n_blocks = (b.n_rows + L - 1) / L;
-  const int64_t per_block = 2 * hd * L + 3 * L;  // qt, acc, lim, max, sum
+  const int64_t hd = b.head_dim, n_blocks = (b.n_rows + L - 1) / L, per_block = block_floats(hd, L);
   thread_local std::vector<float> state;
   thread_local std::vector<int32_t> block_keys;  // keys any row of the block sees
   if (state.size() < static_cast<size_t>(per_block * n_blocks)) state.resize(per_block * n_blocks);
   block_keys.assign(n_blocks, 0);
-  alignas(64) float s[kKeyTile * L];
-  alignas(64) float k_buf[kKeyTile * AttentionRows::kMaxHeadDim], v_buf[kKeyTile * AttentionRows::kMaxHeadDim];
   int32_t n_keys = 0;
   for (int64_t blk = 0; blk < n_blocks; ++blk) {
-    float* qt = state.data() + blk * per_block;
-    float* acc = qt + hd * L;
-    float* lim = acc + hd * L;
-    const int64_t r0 = blk * L, live = std::min<int64_t>(L, b.n_rows - r0);
-    for (int64_t i = 0; i < live; ++i) block_keys[blk] = std::max(block_keys[blk], b.n_valid[r0 + i]);
+    block_keys[blk] = start_block<V>(b, blk, state.data() + blk * per_block);
     n_keys = std::max(n_keys, block_keys[blk]);
-    // Absent lanes get zero queries and see every key of the block: finite scores, never stored.
-    for (int i = 0; i < L; ++i) {
-      for (int64_t d = 0; d < hd; ++d) qt[d * L + i] = i < live ? b.q[r0 + i][d] : 0.f;
-      lim[i] = static_cast<float>(i < live ? b.n_valid[r0 + i] : block_keys[blk]);
-    }
-    for (int64_t i = 0; i < hd * L; ++i) acc[i] = 0.f;
-    V::set1(-INFINITY).store(lim + L);
-    V::zero().store(lim + 2 * L);
   }
-  const V scale = V::set1(b.scale), zero = V::zero();
-
+  alignas(64) float s[kKeyTile * L];
+  alignas(64) float k_buf[kKeyTile * AttentionRows::kMaxHeadDim], v_buf[kKeyTile * AttentionRows::kMaxHeadDim];
+  const V scale = V::set1(b.scale);
   for (int64_t j0 = 0; j0 < n_keys; j0 += kKeyTile) {
     const int64_t nj_all = std::min<int64_t>(kKeyTile, n_keys - j0);
     int64_t k_stride = 0, v_stride = 0;
@@ -111,49 +175,10 @@ WEFT_SIMD_TARGET void attention_rows(const AttentionRows& b) {
     for (int64_t blk = 0; blk < n_blocks; ++blk) {
       if (block_keys[blk] <= j0) continue;  // causal: the block sees nothing from here on
       const int64_t nj = std::min<int64_t>(nj_all, block_keys[blk] - j0);
-      const float* qt = state.data() + blk * per_block;
-      float* acc = state.data() + blk * per_block + hd * L;
-      float* lim_p = acc + hd * L;
-      const V tile_lim = V::load(lim_p) - V::set1(static_cast<float>(j0));  // keys visible to each lane, from j0
-      const V run_max = V::load(lim_p + L);
-      V m = run_max;
-      int64_t j = 0;
-      for (; j + kKeys <= nj; j += kKeys) {
-        const float* kb[kKeys];
-        for (int c = 0; c < kKeys; ++c) kb[c] = k0 + (j + c) * k_stride;
-        score_keys<V, kKeys>(kb, j, qt, hd, scale, tile_lim, s, m);
-      }
-      for (; j < nj; ++j) {
-        const float* kb[1] = {k0 + j * k_stride};
-        score_keys<V, 1>(kb, j, qt, hd, scale, tile_lim, s, m);
-      }
-      // Every lane sees key 0, so m is finite from the first tile on; exp(-inf - m) = 0 rescales
-      // the empty accumulators of the first tile.
-      const V rescale = exp(run_max - m);
-      V sum = zero;
-      for (j = 0; j < nj; ++j) {  // probabilities over the scores; hidden keys exactly 0
-        const V p = where_less(V::set1(static_cast<float>(j)), tile_lim, exp(V::load(s + j * L) - m), zero);
-        p.store(s + j * L);
-        sum = sum + p;
-      }
-      fmadd(V::load(lim_p + 2 * L), rescale, sum).store(lim_p + 2 * L);
-      m.store(lim_p + L);
-      int64_t d = 0;
-      for (; d + kDims <= hd; d += kDims) accumulate_values<V, kDims>(v0, v_stride, nj, s, d, rescale, acc);
-      for (; d < hd; ++d) accumulate_values<V, 1>(v0, v_stride, nj, s, d, rescale, acc);
+      attend_tile<V>(k0, k_stride, v0, v_stride, j0, nj, hd, scale, state.data() + blk * per_block, s);
     }
   }
-
-  alignas(64) float row[L];
-  for (int64_t blk = 0; blk < n_blocks; ++blk) {
-    const float* acc = state.data() + blk * per_block + hd * L;
-    const V inv = V::set1(1.f) / V::load(acc + hd * L + 2 * L);
-    const int64_t r0 = blk * L, live = std::min<int64_t>(L, b.n_rows - r0);
-    for (int64_t d = 0; d < hd; ++d) {
-      (V::load(acc + d * L) * inv).store(row);
-      for (int64_t i = 0; i < live; ++i) b.out[r0 + i][d] = row[i];
-    }
-  }
+  for (int64_t blk = 0; blk < n_blocks; ++blk) finish_block<V>(b, blk, state.data() + blk * per_block);
 }
 
 // Decode: a token's few rows (the q heads of a GQA group) would leave most lanes of

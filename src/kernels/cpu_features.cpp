@@ -2,7 +2,7 @@
 
 #include <cstdint>
 #include <cstdlib>
-#include <cstring>
+#include <iterator>
 
 #if defined(__x86_64__) || defined(__i386__)
 #include <cpuid.h>
@@ -41,13 +41,11 @@ CpuFeatures detect() {
   f.avx512 = f.avx2 && zmm_saved && bit(b7, 16) /*F*/ && bit(b7, 17) /*DQ*/ && bit(b7, 30) /*BW*/ &&
              bit(b7, 31) /*VL*/ && f.avx512_vnni;
 #endif
+  // An unknown name caps nothing (as "avx512" does).
   if (const char* cap = std::getenv("WEFT_MAX_ISA")) {
-    if (std::strcmp(cap, "avx2") == 0) {
-      f.avx512 = false;
-    } else if (std::strcmp(cap, "ref") == 0) {
-      f.avx512 = false;
-      f.avx2 = false;
-    }
+    const std::optional<Isa> max = parse_isa(cap);
+    if (max && *max < Isa::Avx512) f.avx512 = false;
+    if (max && *max < Isa::Avx2) f.avx2 = false;
   }
   return f;
 }
@@ -59,11 +57,22 @@ const CpuFeatures& cpu_features() {
   return features;
 }
 
-bool isa_supported(const char* isa) {
-  if (std::strcmp(isa, "ref") == 0) return true;
-  if (std::strcmp(isa, "avx2") == 0) return cpu_features().avx2;
-  if (std::strcmp(isa, "avx512") == 0) return cpu_features().avx512;
-  return false;
+constexpr const char* kIsaNames[] = {"ref", "avx2", "avx512"};
+static_assert(std::size(kIsaNames) == kIsaCount);
+
+const char* isa_name(Isa isa) { return kIsaNames[static_cast<int>(isa)]; }
+
+std::optional<Isa> parse_isa(std::string_view name) {
+  for (int i = 0; i < kIsaCount; ++i)
+    if (name == kIsaNames[i]) return static_cast<Isa>(i);
+  return std::nullopt;
 }
+
+Isa detected_isa() {
+  static const Isa isa = cpu_features().avx512 ? Isa::Avx512 : cpu_features().avx2 ? Isa::Avx2 : Isa::Scalar;
+  return isa;
+}
+
+bool isa_supported(Isa isa) { return isa <= detected_isa(); }
 
 }  // namespace weft::kernels

@@ -6,31 +6,17 @@
 // keeps rows_dot here. Packing is the scalar pack_panel.
 #include "kernels/gemm_q8.h"
 
-#include "core/error.h"
+#include "kernels/isa.h"
 
 #include <immintrin.h>
 
-#include <algorithm>
 #include <cstring>
-#include <vector>
-
-#define WEFT_GEMM_AVX2 __attribute__((target("avx2,fma,f16c")))
 
 namespace weft::kernels::gemm {
 namespace {
 
-// 16 ymm registers: 2 tokens x (2 int32 + 2 float accumulators) plus four weight vectors.
-constexpr int kTokens = 2;
-constexpr int64_t kTokenChunk = 128;  // as the AVX-512 kernel: a chunk's activations stay in L2
-
-inline int32_t load_i32(const void* p) {
-  int32_t v;
-  std::memcpy(&v, p, 4);
-  return v;
-}
-
 template <int kScales, bool kMin, bool kCorr, int T>
-WEFT_GEMM_AVX2 void tile(const uint8_t* panel, size_t block_bytes, int64_t nb, const ActBlock* act, int64_t act_stride,
+WEFT_TARGET_AVX2 void tile(const uint8_t* panel, size_t block_bytes, int64_t nb, const ActBlock* act, int64_t act_stride,
                          float* y, int64_t ldy, int n_rows) {
   constexpr int kPerScale = kGroups / kScales;
   const __m256i ones = _mm256_set1_epi16(1);
@@ -85,41 +71,21 @@ WEFT_GEMM_AVX2 void tile(const uint8_t* panel, size_t block_bytes, int64_t nb, c
   }
 }
 
-using TileFn = void (*)(const uint8_t* panel, size_t block_bytes, int64_t nb, const ActBlock* act, int64_t act_stride,
-                        float* y, int64_t ldy, int n_rows);
-
-template <int kScales, bool kMin, bool kCorr>
-constexpr TileFn kTiles[kTokens] = {tile<kScales, kMin, kCorr, 1>, tile<kScales, kMin, kCorr, 2>};
-
-const TileFn* tiles_for(const PanelFormat& f) {
-  if (f.n_scales == 2) return kTiles<2, false, true>;
-  return f.has_min ? kTiles<1, true, false> : kTiles<1, false, true>;
-}
-
-void gemm_avx2(const WeightMatrix& w, int64_t r0, int64_t r1, const ActBlock* act, int64_t n_tokens, float* y,
-               int64_t ldy) {
-  WEFT_ASSERT(r0 % kPanelRows == 0 && r0 <= r1 && r1 <= w.rows);
-  const PanelFormat f = panel_format(w.type);
-  const TileFn* tiles = tiles_for(f);
-  const int64_t nb = w.cols / kQK;
-  const size_t bb = f.block_bytes();
-  thread_local std::vector<uint8_t> panel;  // grown once per thread
-  if (panel.size() < bb * nb) panel.resize(bb * nb);
-  for (int64_t c0 = 0; c0 < n_tokens; c0 += kTokenChunk) {
-    const int64_t c1 = std::min(n_tokens, c0 + kTokenChunk);
-    for (int64_t p = r0; p < r1; p += kPanelRows) {
-      const int n_rows = static_cast<int>(std::min<int64_t>(kPanelRows, r1 - p));
-      pack_panel(w, p, n_rows, panel.data());
-      for (int64_t t = c0; t < c1; t += kTokens) {
-        const int64_t n_t = std::min<int64_t>(kTokens, c1 - t);
-        tiles[n_t - 1](panel.data(), bb, nb, act + t, n_tokens, y + t * ldy + p, ldy, n_rows);
-      }
-    }
+struct Avx2Gemm {
+  // 16 ymm registers: 2 tokens x (2 int32 + 2 float accumulators) plus four weight vectors.
+  static constexpr int kTokens = 2;
+  template <int kScales, bool kMin, bool kCorr, int T>
+  static constexpr TileFn tile = gemm::tile<kScales, kMin, kCorr, T>;
+  static void pack(const WeightMatrix& w, int64_t r0, int n_rows, uint8_t* panel, size_t) {
+    pack_panel(w, r0, n_rows, panel);
   }
-}
+};
 
 }  // namespace
 
-GemmFn find_avx2(DType t) { return has_panel(t) && t != DType::Q8_0 ? gemm_avx2 : nullptr; }
+template <>
+GemmFn find<Isa::Avx2>(DType t) {
+  return has_panel(t) && t != DType::Q8_0 ? gemm_driver<Avx2Gemm> : nullptr;
+}
 
 }  // namespace weft::kernels::gemm

@@ -19,29 +19,19 @@
 #include <cstddef>
 #include <cstring>
 #include <type_traits>
-#include <vector>
 
-#define WEFT_GEMM_AVX512 __attribute__((target("avx512f,avx512bw,avx512vl,avx512dq,avx512vnni,avx2,fma,f16c")))
+#include "kernels/isa.h"
+#include "kernels/simd_avx2.h"
 
 namespace weft::kernels::gemm {
 namespace {
 
-// Tokens per pass over a panel: their activation blocks (48 bytes per 32 values) stay in L2
-// (128 tokens x 5632 columns ~ 1 MiB) while every panel of the thread's rows passes over them.
-constexpr int64_t kTokenChunk = 128;
-
-inline int32_t load_i32(const void* p) {
-  int32_t v;
-  std::memcpy(&v, p, 4);
-  return v;
-}
-
-// y[t * ldy + lane] for the rows in row_mask, t < T; act points at token 0 of block 0, blocks
-// act_stride (= total tokens) ActBlocks apart.
+// A TileFn (gemm_q8.h): the lanes of rows past n_rows are computed but not stored.
 template <int kScales, bool kMin, bool kCorr, int T>
-WEFT_GEMM_AVX512 void tile(const uint8_t* panel, size_t block_bytes, int64_t nb, const ActBlock* act,
-                           int64_t act_stride, float* y, int64_t ldy, __mmask16 row_mask) {
+WEFT_TARGET_AVX512 void tile(const uint8_t* panel, size_t block_bytes, int64_t nb, const ActBlock* act,
+                             int64_t act_stride, float* y, int64_t ldy, int n_rows) {
   constexpr int kPerScale = kGroups / kScales;
+  const auto row_mask = static_cast<__mmask16>((1u << n_rows) - 1);
   __m512 acc[T];
 #pragma GCC unroll 8
   for (int t = 0; t < T; ++t) acc[t] = _mm512_setzero_ps();
@@ -74,21 +64,6 @@ WEFT_GEMM_AVX512 void tile(const uint8_t* panel, size_t block_bytes, int64_t nb,
   for (int t = 0; t < T; ++t) _mm512_mask_storeu_ps(y + t * ldy, row_mask, acc[t]);
 }
 
-using TileFn = void (*)(const uint8_t* panel, size_t block_bytes, int64_t nb, const ActBlock* act, int64_t act_stride,
-                        float* y, int64_t ldy, __mmask16 row_mask);
-
-// tiles[T - 1] handles T tokens.
-template <int kScales, bool kMin, bool kCorr>
-constexpr TileFn kTiles[kTileTokens] = {tile<kScales, kMin, kCorr, 1>, tile<kScales, kMin, kCorr, 2>,
-                                        tile<kScales, kMin, kCorr, 3>, tile<kScales, kMin, kCorr, 4>,
-                                        tile<kScales, kMin, kCorr, 5>, tile<kScales, kMin, kCorr, 6>,
-                                        tile<kScales, kMin, kCorr, 7>, tile<kScales, kMin, kCorr, 8>};
-
-const TileFn* tiles_for(const PanelFormat& f) {
-  if (f.n_scales == 2) return kTiles<2, false, true>;
-  return f.has_min ? kTiles<1, true, false> : kTiles<1, false, true>;
-}
-
 // ---- panel packing: the weights' packed bytes transposed so that lane r holds row r ----
 //
 // Unpacking is O(weights) per call against the kernel's O(weights x tokens), but done one value
@@ -104,11 +79,11 @@ struct PanelRows {
   }
 };
 
-WEFT_GEMM_AVX512 inline __m128i load128(const void* p) { return _mm_loadu_si128(static_cast<const __m128i*>(p)); }
-WEFT_GEMM_AVX512 inline __m256i load256(const void* p) { return _mm256_loadu_si256(static_cast<const __m256i*>(p)); }
+using avx2::load128;
+using avx2::load256;
 
 // out[g] lane r = dword g (g < 4) of the 16 bytes at rows.p[r] + off.
-WEFT_GEMM_AVX512 inline void transpose_16x4(const PanelRows& rows, size_t off, __m512i out[4]) {
+WEFT_TARGET_AVX512 inline void transpose_16x4(const PanelRows& rows, size_t off, __m512i out[4]) {
   __m512i in[4];  // in[k]: 128-bit lane i = row k + 4i
 #pragma GCC unroll 4
   for (int k = 0; k < 4; ++k) {
@@ -127,7 +102,7 @@ WEFT_GEMM_AVX512 inline void transpose_16x4(const PanelRows& rows, size_t off, _
 }
 
 // out[g] lane r = dword g (g < 8) of the 32 bytes at rows.p[r] + off.
-WEFT_GEMM_AVX512 inline void transpose_16x8(const PanelRows& rows, size_t off, __m512i out[8]) {
+WEFT_TARGET_AVX512 inline void transpose_16x8(const PanelRows& rows, size_t off, __m512i out[8]) {
   __m512i in[8];  // in[k]: 256-bit half h = row k + 8h
 #pragma GCC unroll 8
   for (int k = 0; k < 8; ++k)
@@ -158,24 +133,24 @@ WEFT_GEMM_AVX512 inline void transpose_16x8(const PanelRows& rows, size_t off, _
 }
 
 // The fp16 at rows.p[r] + off of each row, as 16 floats.
-WEFT_GEMM_AVX512 inline __m512 fp16_lanes(const PanelRows& rows, size_t off) {
+WEFT_TARGET_AVX512 inline __m512 fp16_lanes(const PanelRows& rows, size_t off) {
   alignas(32) uint16_t h[kPanelRows];
   for (int r = 0; r < kPanelRows; ++r) std::memcpy(&h[r], rows.p[r] + off, 2);
   return _mm512_cvtph_ps(_mm256_load_si256(reinterpret_cast<const __m256i*>(h)));
 }
 
-WEFT_GEMM_AVX512 inline void store_groups(uint8_t* pb, const __m512i q[kGroups]) {
+WEFT_TARGET_AVX512 inline void store_groups(uint8_t* pb, const __m512i q[kGroups]) {
 #pragma GCC unroll 8
   for (int g = 0; g < kGroups; ++g) _mm512_store_si512(pb + 64 * g, q[g]);
 }
 
-WEFT_GEMM_AVX512 inline __m512i low_nibbles(__m512i v) { return _mm512_and_si512(v, _mm512_set1_epi8(0x0F)); }
-WEFT_GEMM_AVX512 inline __m512i high_nibbles(__m512i v) {
+WEFT_TARGET_AVX512 inline __m512i low_nibbles(__m512i v) { return _mm512_and_si512(v, _mm512_set1_epi8(0x0F)); }
+WEFT_TARGET_AVX512 inline __m512i high_nibbles(__m512i v) {
   return _mm512_and_si512(_mm512_srli_epi16(v, 4), _mm512_set1_epi8(0x0F));
 }
 
 // The u32 at rows.p[r] + off of each row, as 16 lanes.
-WEFT_GEMM_AVX512 inline __m512i u32_lanes(const PanelRows& rows, size_t off) {
+WEFT_TARGET_AVX512 inline __m512i u32_lanes(const PanelRows& rows, size_t off) {
   alignas(64) uint32_t v[kPanelRows];
   for (int r = 0; r < kPanelRows; ++r) std::memcpy(&v[r], rows.p[r] + off, 4);
   return _mm512_load_si512(v);
@@ -183,7 +158,7 @@ WEFT_GEMM_AVX512 inline __m512i u32_lanes(const PanelRows& rows, size_t off) {
 
 // Bits 0..3 of each dword to bit 4 of its bytes 0..3: the multiply puts bit k of copy k at bit 8k
 // (copies at shifts 0, 7, 14, 21 never overlap, so nothing carries).
-WEFT_GEMM_AVX512 inline __m512i spread_4_bits(__m512i v) {
+WEFT_TARGET_AVX512 inline __m512i spread_4_bits(__m512i v) {
   const __m512i t = _mm512_mullo_epi32(_mm512_and_si512(v, _mm512_set1_epi32(0xF)), _mm512_set1_epi32(0x00204081));
   return _mm512_slli_epi32(_mm512_and_si512(t, _mm512_set1_epi32(0x01010101)), 4);
 }
@@ -191,7 +166,7 @@ WEFT_GEMM_AVX512 inline __m512i spread_4_bits(__m512i v) {
 // The legacy 4- and 5-bit types: Q4_0 / Q4_1, and Q5_0 / Q5_1 whose fifth bit of value v is bit v
 // of qh; the _1 types add their min m after the scales.
 template <class Block>
-WEFT_GEMM_AVX512 void pack_q4_5_legacy(const PanelRows& rows, int64_t nb, size_t bb, uint8_t* panel) {
+WEFT_TARGET_AVX512 void pack_q4_5_legacy(const PanelRows& rows, int64_t nb, size_t bb, uint8_t* panel) {
   constexpr bool kQ5 = std::is_same_v<Block, legacy::BlockQ5_0> || std::is_same_v<Block, legacy::BlockQ5_1>;
   constexpr bool kMin = std::is_same_v<Block, legacy::BlockQ4_1> || std::is_same_v<Block, legacy::BlockQ5_1>;
   for (int64_t b = 0; b < nb; ++b) {
@@ -216,7 +191,7 @@ WEFT_GEMM_AVX512 void pack_q4_5_legacy(const PanelRows& rows, int64_t nb, size_t
   }
 }
 
-WEFT_GEMM_AVX512 void pack_q8_0(const PanelRows& rows, int64_t nb, size_t bb, uint8_t* panel) {
+WEFT_TARGET_AVX512 void pack_q8_0(const PanelRows& rows, int64_t nb, size_t bb, uint8_t* panel) {
   const __m512i bias = _mm512_set1_epi8(static_cast<char>(0x80));
   for (int64_t b = 0; b < nb; ++b) {
     uint8_t* pb = panel + b * bb;
@@ -232,14 +207,14 @@ WEFT_GEMM_AVX512 void pack_q8_0(const PanelRows& rows, int64_t nb, size_t bb, ui
 
 // Bit j of each byte moved to bit 4 (Q5_K's fifth bit of sub-block j). 16-bit shifts move bits
 // across bytes, but bit 4 of either byte comes from its own byte for shifts up to 4 left, 3 right.
-WEFT_GEMM_AVX512 inline __m512i fifth_bit(__m512i qh, int j) {
+WEFT_TARGET_AVX512 inline __m512i fifth_bit(__m512i qh, int j) {
   const __m512i moved = j <= 4 ? _mm512_sll_epi16(qh, _mm_cvtsi32_si128(4 - j)) : _mm512_srl_epi16(qh, _mm_cvtsi32_si128(j - 4));
   return _mm512_and_si512(moved, _mm512_set1_epi8(0x10));
 }
 
 // Q4_K, and Q5_K whose fifth bit of value l of sub-block j is bit j of qh[l].
 template <class Block>
-WEFT_GEMM_AVX512 void pack_q4_5_K(const PanelRows& rows, int64_t nb, size_t bb, uint8_t* panel) {
+WEFT_TARGET_AVX512 void pack_q4_5_K(const PanelRows& rows, int64_t nb, size_t bb, uint8_t* panel) {
   constexpr bool kQ5 = std::is_same_v<Block, kquants::BlockQ5K>;
   for (int64_t sb = 0; sb < nb / 8; ++sb) {
     const size_t off = sb * sizeof(Block);
@@ -275,7 +250,7 @@ WEFT_GEMM_AVX512 void pack_q4_5_K(const PanelRows& rows, int64_t nb, size_t bb, 
   }
 }
 
-WEFT_GEMM_AVX512 void pack_q6_K(const PanelRows& rows, int64_t nb, size_t bb, uint8_t* panel) {
+WEFT_TARGET_AVX512 void pack_q6_K(const PanelRows& rows, int64_t nb, size_t bb, uint8_t* panel) {
   using kquants::BlockQ6K;
   const __m512i bits45 = _mm512_set1_epi8(0x30);
   for (int64_t sb = 0; sb < nb / 8; ++sb) {
@@ -331,38 +306,20 @@ void pack(const WeightMatrix& w, int64_t r0, int n_rows, uint8_t* panel, size_t 
   }
 }
 
-// The calling thread's panel, grown once and reused by every later call (64-byte aligned).
-uint8_t* panel_buffer(size_t n_bytes) {
-  thread_local std::vector<uint8_t> buf;
-  if (buf.size() < n_bytes + 64) buf.resize(n_bytes + 64);
-  const auto addr = reinterpret_cast<uintptr_t>(buf.data());
-  return buf.data() + ((64 - addr % 64) % 64);
-}
-
-void gemm_avx512(const WeightMatrix& w, int64_t r0, int64_t r1, const ActBlock* act, int64_t n_tokens, float* y,
-                 int64_t ldy) {
-  WEFT_ASSERT(r0 % kPanelRows == 0 && r0 <= r1 && r1 <= w.rows);
-  const PanelFormat f = panel_format(w.type);
-  const TileFn* tiles = tiles_for(f);
-  const int64_t nb = w.cols / kQK;
-  const size_t bb = f.block_bytes();
-  uint8_t* panel = panel_buffer(bb * nb);
-  for (int64_t c0 = 0; c0 < n_tokens; c0 += kTokenChunk) {
-    const int64_t c1 = std::min(n_tokens, c0 + kTokenChunk);
-    for (int64_t p = r0; p < r1; p += kPanelRows) {
-      const int n_rows = static_cast<int>(std::min<int64_t>(kPanelRows, r1 - p));
-      pack(w, p, n_rows, panel, bb);
-      const auto mask = static_cast<__mmask16>((1u << n_rows) - 1);
-      for (int64_t t = c0; t < c1; t += kTileTokens) {
-        const int64_t n_t = std::min<int64_t>(kTileTokens, c1 - t);
-        tiles[n_t - 1](panel, bb, nb, act + t, n_tokens, y + t * ldy + p, ldy, mask);
-      }
-    }
+struct Avx512Gemm {
+  static constexpr int kTokens = kTileTokens;
+  template <int kScales, bool kMin, bool kCorr, int T>
+  static constexpr TileFn tile = gemm::tile<kScales, kMin, kCorr, T>;
+  static void pack(const WeightMatrix& w, int64_t r0, int n_rows, uint8_t* panel, size_t bb) {
+    gemm::pack(w, r0, n_rows, panel, bb);
   }
-}
+};
 
 }  // namespace
 
-GemmFn find_avx512(DType t) { return has_panel(t) ? gemm_avx512 : nullptr; }
+template <>
+GemmFn find<Isa::Avx512>(DType t) {
+  return has_panel(t) ? gemm_driver<Avx512Gemm> : nullptr;
+}
 
 }  // namespace weft::kernels::gemm

@@ -4,6 +4,7 @@
 
 #include "core/error.h"
 #include "core/fp16.h"
+#include "kernels/isa.h"
 #include "kernels/kquants_impl.h"
 #include "kernels/quants_legacy.h"
 
@@ -32,12 +33,6 @@ struct Unpacked {
   float sc[2];
   float mn;
 };
-
-inline uint32_t load_u32(const void* p) {
-  uint32_t v;
-  std::memcpy(&v, p, 4);
-  return v;
-}
 
 // Nibble j (low) and j + 16 (high) of the legacy 4-bit layouts.
 inline void unpack_nibbles(const uint8_t* qs, uint8_t* q) {
@@ -261,6 +256,24 @@ void gemm_ref(const WeightMatrix& w, int64_t r0, int64_t r1, const ActBlock* act
         y[t * ldy + p + r] = acc;
       }
   }
+}
+
+uint8_t* panel_buffer(size_t n_bytes) {
+  thread_local std::vector<uint8_t> buf;
+  if (buf.size() < n_bytes + 64) buf.resize(n_bytes + 64);
+  const auto addr = reinterpret_cast<uintptr_t>(buf.data());
+  return buf.data() + ((64 - addr % 64) % 64);
+}
+
+template <>
+GemmFn find<Isa::Scalar>(DType) {
+  return nullptr;  // the scalar level's prompts run rows_dot; gemm_ref is the tests' reference
+}
+
+GemmFn find(Isa isa, DType t) {
+  static constexpr std::array<GemmFn (*)(DType), kIsaCount> kFind = {find<Isa::Scalar>, find<Isa::Avx2>,
+                                                                       find<Isa::Avx512>};
+  return isa_supported(isa) ? kFind[static_cast<int>(isa)](t) : nullptr;
 }
 
 }  // namespace weft::kernels::gemm

@@ -17,10 +17,15 @@
 #pragma once
 
 #include "core/dtype.h"
+#include "core/error.h"
+#include "kernels/isa.h"
 #include "kernels/matmul.h"
 
+#include <algorithm>
+#include <array>
 #include <cstddef>
 #include <cstdint>
+#include <utility>
 
 namespace weft::kernels::gemm {
 
@@ -70,9 +75,73 @@ using GemmFn = void (*)(const WeightMatrix& w, int64_t r0, int64_t r1, const Act
 // Scalar reference over the same panels (the definition the SIMD kernels are checked against).
 void gemm_ref(const WeightMatrix& w, int64_t r0, int64_t r1, const ActBlock* act, int64_t n_tokens, float* y,
               int64_t ldy);
-// AVX-512 VNNI; only call when cpu_features().avx512. nullptr for a type without a panel.
-GemmFn find_avx512(DType t);
-// AVX2 + FMA; only call when cpu_features().avx2. nullptr also for Q8_0 (see gemm_avx2.cpp).
-GemmFn find_avx2(DType t);
+// The GEMM of weight type t at ISA level I (gemm_pack.cpp, gemm_avx2.cpp, gemm_avx512.cpp);
+// nullptr for a type without a panel, for Scalar (whose prompts run rows_dot), and for Q8_0
+// under Avx2 (see gemm_avx2.cpp). A SIMD level's kernel must only run where isa_supported().
+template <Isa I>
+GemmFn find(DType t);
+template <>
+GemmFn find<Isa::Scalar>(DType t);
+template <>
+GemmFn find<Isa::Avx2>(DType t);
+template <>
+GemmFn find<Isa::Avx512>(DType t);
+// The same for a level chosen at run time; nullptr too where this CPU cannot run `isa`.
+GemmFn find(Isa isa, DType t);
+
+// ---- the driver every ISA's GEMM runs, written once ----
+
+// Tokens per pass over a panel: their activation blocks (48 bytes per 32 values) stay in L2
+// (128 tokens x 5632 columns ~ 1 MiB) while every panel of the thread's rows passes over them.
+constexpr int64_t kTokenChunk = 128;
+
+// y[t * ldy + r] for rows r < n_rows of one packed panel and tokens t < T (T fixed per function);
+// act points at token 0 of block 0, blocks act_stride (= total tokens) ActBlocks apart.
+using TileFn = void (*)(const uint8_t* panel, size_t block_bytes, int64_t nb, const ActBlock* act, int64_t act_stride,
+                        float* y, int64_t ldy, int n_rows);
+
+// The calling thread's panel, grown once and reused by every later call (64-byte aligned).
+uint8_t* panel_buffer(size_t n_bytes);
+
+// G, an ISA's micro-kernel: kTokens (widest tile), tile<kScales, kMin, kCorr, T> (a TileFn for
+// T = 1..kTokens) and pack(w, r0, n_rows, panel, block_bytes) (pack_panel or a faster equal).
+template <class G, int kScales, bool kMin, bool kCorr, int... T>
+constexpr std::array<TileFn, sizeof...(T)> tiles_of(std::integer_sequence<int, T...>) {
+  return {G::template tile<kScales, kMin, kCorr, T + 1>...};
+}
+// tiles[T - 1] handles T tokens.
+template <class G, int kScales, bool kMin, bool kCorr>
+constexpr std::array<TileFn, G::kTokens> kTiles =
+    tiles_of<G, kScales, kMin, kCorr>(std::make_integer_sequence<int, G::kTokens>());
+
+template <class G>
+const TileFn* tiles_for(const PanelFormat& f) {
+  if (f.n_scales == 2) return kTiles<G, 2, false, true>.data();
+  return f.has_min ? kTiles<G, 1, true, false>.data() : kTiles<G, 1, false, true>.data();
+}
+
+// A GemmFn: chunks of kTokenChunk tokens; per chunk each panel of rows [r0, r1) is packed once
+// and every tile of the chunk's tokens passes over it.
+template <class G>
+void gemm_driver(const WeightMatrix& w, int64_t r0, int64_t r1, const ActBlock* act, int64_t n_tokens, float* y,
+                 int64_t ldy) {
+  WEFT_ASSERT(r0 % kPanelRows == 0 && r0 <= r1 && r1 <= w.rows);
+  const PanelFormat f = panel_format(w.type);
+  const TileFn* tiles = tiles_for<G>(f);
+  const int64_t nb = w.cols / kQK;
+  const size_t bb = f.block_bytes();
+  uint8_t* panel = panel_buffer(bb * nb);
+  for (int64_t c0 = 0; c0 < n_tokens; c0 += kTokenChunk) {
+    const int64_t c1 = std::min(n_tokens, c0 + kTokenChunk);
+    for (int64_t p = r0; p < r1; p += kPanelRows) {
+      const int n_rows = static_cast<int>(std::min<int64_t>(kPanelRows, r1 - p));
+      G::pack(w, p, n_rows, panel, bb);
+      for (int64_t t = c0; t < c1; t += G::kTokens) {
+        const int64_t n_t = std::min<int64_t>(G::kTokens, c1 - t);
+        tiles[n_t - 1](panel, bb, nb, act + t, n_tokens, y + t * ldy + p, ldy, n_rows);
+      }
+    }
+  }
+}
 
 }  // namespace weft::kernels::gemm

@@ -4,6 +4,7 @@
 #pragma once
 
 #include "core/dtype.h"
+#include "kernels/isa.h"
 #include "kernels/quants.h"
 
 #include <cstdint>
@@ -21,10 +22,16 @@ void quantize_ref(DType t, const float* src, void* dst, int64_t n);
 // w: a Q4_K/Q5_K/Q6_K row, a: a Q8_K row, both of n values.
 float vec_dot_ref(DType t, int64_t n, const void* w, const void* a);
 
-// Kernels of type t at ISA level isa ("ref" | "avx2" | "avx512"), or nullptr when this CPU
-// cannot run that level or there is none. "avx2" needs AVX2+FMA+F16C; "avx512" needs
-// AVX-512 F/BW/VL/VNNI (Cascade Lake, Ice Lake, Zen 4 and later; a Skylake-X falls to avx2).
-// For Q8_K the table has dequantize and quantize_act only (vec_dot and rows_dot null).
-const TypeKernels* find(DType t, const char* isa);
+// This family's kernels at one ISA level (kquants_find.cpp, kquants_avx2.cpp, kquants_avx512.cpp),
+// one entry per type above; a SIMD level's table must only be used where isa_supported().
+// For Q8_K an entry has dequantize and quantize_act only (vec_dot and rows_dot null).
+template <Isa I>
+TypeTable table();
+template <>
+TypeTable table<Isa::Scalar>();
+template <>
+TypeTable table<Isa::Avx2>();
+template <>
+TypeTable table<Isa::Avx512>();
 
 }  // namespace weft::kernels::kquants

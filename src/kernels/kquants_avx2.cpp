@@ -1,6 +1,6 @@
 // AVX2 + FMA + F16C K-quant kernels: Q4_K/Q5_K/Q6_K . Q8_K dot products and f32 -> Q8_K.
 // Only these functions carry the target attribute, so the binary still runs on older CPUs
-// (kquants_find.cpp offers this table only where the CPU has the features).
+// (quants.cpp offers this table only where isa_supported(Isa::Avx2)).
 //
 // Dot products: vpmaddubsw multiplies the unsigned weight levels (<= 63) by the signed q8 values
 // (|q8| <= 127) and adds pairs into int16 without saturating (2 * 63 * 127 < 32767), vpmaddwd
@@ -12,9 +12,9 @@
 
 #include <cstring>
 #include <type_traits>
-#include "kernels/simd_avx2.h"
 
-#define WEFT_KQ_AVX2 __attribute__((target("avx2,fma,f16c")))
+#include "kernels/isa.h"
+#include "kernels/simd_avx2.h"
 
 namespace weft::kernels::kquants {
 
@@ -22,6 +22,7 @@ namespace {
 
 using avx2::hmax;
 using avx2::hsum;
+using avx2::load256;
 
 // The `r` loops over a group's rows carry `#pragma GCC unroll`: unrolled, each row's state lives
 // in registers; left as loops (GCC does not unroll the setup ones by itself), it goes through the
@@ -30,10 +31,8 @@ using avx2::hsum;
 // Rows per rows_dot pass: AVX2 has 16 vector registers, which two rows' state fits.
 constexpr int kGroupRows = 2;
 
-WEFT_KQ_AVX2 inline __m256i load256(const void* p) { return _mm256_loadu_si256(static_cast<const __m256i*>(p)); }
-
 // vpshufb control that copies int16 lane `k` (of each 128-bit half) to every lane.
-WEFT_KQ_AVX2 inline __m256i word_broadcast_mask(int k) { return _mm256_set1_epi16(static_cast<short>(0x0100 + 0x0202 * k)); }
+WEFT_TARGET_AVX2 inline __m256i word_broadcast_mask(int k) { return _mm256_set1_epi16(static_cast<short>(0x0100 + 0x0202 * k)); }
 
 // Per-row state of a Q4_K/Q5_K block: its 8 scales as int16 in both 128-bit halves, and the min
 // term m[j] * (bsums[2j] + bsums[2j + 1]) as 8 int32.
@@ -42,7 +41,7 @@ struct ScaleMin {
   __m256i min_term;
 };
 
-WEFT_KQ_AVX2 inline ScaleMin scale_min_terms(const uint8_t* scales, __m256i bsums) {
+WEFT_TARGET_AVX2 inline ScaleMin scale_min_terms(const uint8_t* scales, __m256i bsums) {
   uint64_t sc, m;
   unpack_scales_mins_x8(scales, &sc, &m);
   const __m128i m8 = _mm_cvtsi64_si128(static_cast<long long>(m));
@@ -53,7 +52,10 @@ WEFT_KQ_AVX2 inline ScaleMin scale_min_terms(const uint8_t* scales, __m256i bsum
 
 // Q4_K (kHigh = false) and Q5_K (kHigh = true) share everything but the fifth bit.
 template <int R, bool kHigh>
-WEFT_KQ_AVX2 void dot_rows_q45_K(int64_t nb, const uint8_t* w, size_t w_stride, const BlockQ8K* y, float* out) {
+WEFT_TARGET_AVX2 void dot_rows_q45_K(int64_t n, const uint8_t* w, size_t w_stride, const void* act, float* out) {
+  WEFT_ASSERT(n >= 0 && n % kQK == 0);
+  const int64_t nb = n / kQK;
+  const auto* y = static_cast<const BlockQ8K*>(act);
   using Block = std::conditional_t<kHigh, BlockQ5K, BlockQ4K>;
   const __m256i low4 = _mm256_set1_epi8(0x0f);
   const __m256i bit4 = _mm256_set1_epi8(0x10);
@@ -106,7 +108,10 @@ WEFT_KQ_AVX2 void dot_rows_q45_K(int64_t nb, const uint8_t* w, size_t w_stride, 
 }
 
 template <int R>
-WEFT_KQ_AVX2 void dot_rows_q6_K(int64_t nb, const uint8_t* w, size_t w_stride, const BlockQ8K* y, float* out) {
+WEFT_TARGET_AVX2 void dot_rows_q6_K(int64_t n, const uint8_t* w, size_t w_stride, const void* act, float* out) {
+  WEFT_ASSERT(n >= 0 && n % kQK == 0);
+  const int64_t nb = n / kQK;
+  const auto* y = static_cast<const BlockQ8K*>(act);
   const __m256i low4 = _mm256_set1_epi8(0x0f);
   const __m256i bits45 = _mm256_set1_epi8(0x30);
   // Part p of a half: scale 2p in the low 128 bits (values 0..15), 2p + 1 in the high ones.
@@ -161,11 +166,9 @@ WEFT_KQ_AVX2 void dot_rows_q6_K(int64_t nb, const uint8_t* w, size_t w_stride, c
   for (int r = 0; r < R; ++r) out[r] = hsum(acc[r]);
 }
 
-}  // namespace
-
 // Same arithmetic as quantize_row_q8_K_ref (amax, 127 / amax, round to nearest even), so the
 // output is bit-identical to it.
-WEFT_KQ_AVX2 void quantize_row_q8_K_avx2(const float* src, void* dst, int64_t n) {
+WEFT_TARGET_AVX2 void quantize_row_q8_K_avx2(const float* src, void* dst, int64_t n) {
   WEFT_ASSERT(n >= 0 && n % kQK == 0);
   auto* y = static_cast<BlockQ8K*>(dst);
   const __m256 abs_mask = _mm256_castsi256_ps(_mm256_set1_epi32(0x7fffffff));
@@ -202,22 +205,22 @@ WEFT_KQ_AVX2 void quantize_row_q8_K_avx2(const float* src, void* dst, int64_t n)
   }
 }
 
-float vec_dot_q4_K_q8_K_avx2(int64_t n, const void* w, const void* a) {
-  return vec_dot_one<dot_rows_q45_K<1, false>>(n, w, a);
-}
-float vec_dot_q5_K_q8_K_avx2(int64_t n, const void* w, const void* a) {
-  return vec_dot_one<dot_rows_q45_K<1, true>>(n, w, a);
-}
-float vec_dot_q6_K_q8_K_avx2(int64_t n, const void* w, const void* a) { return vec_dot_one<dot_rows_q6_K<1>>(n, w, a); }
+// This file's kernels, as simd_table_of takes them.
+struct Avx2Kernels {
+  static constexpr Isa kIsa = Isa::Avx2;
+  static constexpr int kGroupRows = kquants::kGroupRows;
+  template <int R, bool kHigh>
+  static constexpr DotRowsFn dot_q45 = dot_rows_q45_K<R, kHigh>;
+  template <int R>
+  static constexpr DotRowsFn dot_q6 = dot_rows_q6_K<R>;
+  static constexpr QuantizeFn quantize_q8 = quantize_row_q8_K_avx2;
+};
 
-void rows_dot_q4_K_q8_K_avx2(int64_t n, int64_t n_rows, const void* w, size_t w_stride, const void* a, float* out) {
-  rows_dot_in_groups(kGroupRows, dot_rows_q45_K<kGroupRows, false>, dot_rows_q45_K<1, false>, n, n_rows, w, w_stride, a, out);
-}
-void rows_dot_q5_K_q8_K_avx2(int64_t n, int64_t n_rows, const void* w, size_t w_stride, const void* a, float* out) {
-  rows_dot_in_groups(kGroupRows, dot_rows_q45_K<kGroupRows, true>, dot_rows_q45_K<1, true>, n, n_rows, w, w_stride, a, out);
-}
-void rows_dot_q6_K_q8_K_avx2(int64_t n, int64_t n_rows, const void* w, size_t w_stride, const void* a, float* out) {
-  rows_dot_in_groups(kGroupRows, dot_rows_q6_K<kGroupRows>, dot_rows_q6_K<1>, n, n_rows, w, w_stride, a, out);
+}  // namespace
+
+template <>
+TypeTable table<Isa::Avx2>() {
+  return simd_table_of<Avx2Kernels>();
 }
 
 }  // namespace weft::kernels::kquants

@@ -1,6 +1,6 @@
 // AVX-512 (F/BW/VL + VNNI) K-quant kernels: Q4_K/Q5_K/Q6_K . Q8_K dot products and f32 -> Q8_K.
-// Only these functions carry the target attribute; kquants_find.cpp offers this table only on
-// CPUs with all four extensions. Never AMX.
+// Only these functions carry the target attribute; quants.cpp offers this table only where
+// isa_supported(Isa::Avx512). Never AMX.
 //
 // Same scheme as the AVX2 file on 64-byte vectors: vpmaddubsw (unsigned level x signed q8, pairs
 // to int16) then VNNI vpdpwssd, which applies the int16 sub-block scale, widens and accumulates
@@ -20,7 +20,8 @@
 #include <cstring>
 #include <type_traits>
 
-#define WEFT_KQ_AVX512 __attribute__((target("avx512f,avx512bw,avx512vl,avx512vnni,avx2,fma,f16c")))
+#include "kernels/isa.h"
+#include "kernels/simd_avx2.h"
 
 namespace weft::kernels::kquants {
 
@@ -33,21 +34,21 @@ namespace {
 // Rows per rows_dot pass: 32 vector registers hold four rows' state with the shared q8 vectors.
 constexpr int kGroupRows = 4;
 
-WEFT_KQ_AVX512 inline __m512i load512(const void* p) { return _mm512_loadu_si512(p); }
-WEFT_KQ_AVX512 inline __m256i load256(const void* p) { return _mm256_loadu_si256(static_cast<const __m256i*>(p)); }
+using avx2::load256;
+WEFT_TARGET_AVX512 inline __m512i load512(const void* p) { return _mm512_loadu_si512(p); }
 
 // [lo, hi] as one 512-bit vector.
-WEFT_KQ_AVX512 inline __m512i join(__m256i lo, __m256i hi) {
+WEFT_TARGET_AVX512 inline __m512i join(__m256i lo, __m256i hi) {
   return _mm512_inserti64x4(_mm512_castsi256_si512(lo), hi, 1);
 }
 
 // vpermw index: int16 lanes 0..15 take lane a, lanes 16..31 lane b.
-WEFT_KQ_AVX512 inline __m512i halves_index(int a, int b) {
+WEFT_TARGET_AVX512 inline __m512i halves_index(int a, int b) {
   return join(_mm256_set1_epi16(static_cast<short>(a)), _mm256_set1_epi16(static_cast<short>(b)));
 }
 
 // vpermw index: int16 lane L takes lane base + L / 8 (four scales of 16 values each).
-WEFT_KQ_AVX512 inline __m512i quarters_index(int base) {
+WEFT_TARGET_AVX512 inline __m512i quarters_index(int base) {
   return join(_mm256_set_m128i(_mm_set1_epi16(static_cast<short>(base + 1)), _mm_set1_epi16(static_cast<short>(base))),
               _mm256_set_m128i(_mm_set1_epi16(static_cast<short>(base + 3)), _mm_set1_epi16(static_cast<short>(base + 2))));
 }
@@ -59,13 +60,16 @@ inline void prefetch_block(const void* p) {
   for (size_t off = 0; off < kBytes; off += 64) _mm_prefetch(static_cast<const char*>(p) + off, _MM_HINT_T0);
 }
 
-WEFT_KQ_AVX512 inline __m512i widen(__m256i v) { return _mm512_inserti64x4(_mm512_setzero_si512(), v, 0); }
+WEFT_TARGET_AVX512 inline __m512i widen(__m256i v) { return _mm512_inserti64x4(_mm512_setzero_si512(), v, 0); }
 
 // Q4_K (kHigh = false) and Q5_K (kHigh = true). Vector k (k = 0, 1) covers qs[64k .. 64k + 63]:
 // its low nibbles are sub-blocks 4k (bytes 0..31) and 4k + 2 (bytes 32..63), its high nibbles
 // sub-blocks 4k + 1 and 4k + 3; the q8 vectors are assembled in that same order.
 template <int R, bool kHigh>
-WEFT_KQ_AVX512 void dot_rows_q45_K(int64_t nb, const uint8_t* w, size_t w_stride, const BlockQ8K* y, float* out) {
+WEFT_TARGET_AVX512 void dot_rows_q45_K(int64_t n, const uint8_t* w, size_t w_stride, const void* act, float* out) {
+  WEFT_ASSERT(n >= 0 && n % kQK == 0);
+  const int64_t nb = n / kQK;
+  const auto* y = static_cast<const BlockQ8K*>(act);
   using Block = std::conditional_t<kHigh, BlockQ5K, BlockQ4K>;
   const __m512i low4 = _mm512_set1_epi8(0x0f);
   const __m512i bit4 = _mm512_set1_epi8(0x10);
@@ -125,7 +129,10 @@ WEFT_KQ_AVX512 void dot_rows_q45_K(int64_t nb, const uint8_t* w, size_t w_stride
 // 2 (high, 0..31), 3 (high, 32..63); joining qh with qh >> 2 lines the top bits of parts 0/1 and
 // 2/3 up at the same positions. The q8 values of parts 0,1 and 2,3 are contiguous.
 template <int R>
-WEFT_KQ_AVX512 void dot_rows_q6_K(int64_t nb, const uint8_t* w, size_t w_stride, const BlockQ8K* y, float* out) {
+WEFT_TARGET_AVX512 void dot_rows_q6_K(int64_t n, const uint8_t* w, size_t w_stride, const void* act, float* out) {
+  WEFT_ASSERT(n >= 0 && n % kQK == 0);
+  const int64_t nb = n / kQK;
+  const auto* y = static_cast<const BlockQ8K*>(act);
   const __m512i low4 = _mm512_set1_epi8(0x0f);
   const __m512i bits45 = _mm512_set1_epi8(0x30);
   const __m512i sel[2][2] = {{quarters_index(0), quarters_index(4)}, {quarters_index(8), quarters_index(12)}};
@@ -169,10 +176,8 @@ WEFT_KQ_AVX512 void dot_rows_q6_K(int64_t nb, const uint8_t* w, size_t w_stride,
   for (int r = 0; r < R; ++r) out[r] = _mm512_reduce_add_ps(acc[r]);
 }
 
-}  // namespace
-
 // Same arithmetic as quantize_row_q8_K_ref, so the output is bit-identical to it.
-WEFT_KQ_AVX512 void quantize_row_q8_K_avx512(const float* src, void* dst, int64_t n) {
+WEFT_TARGET_AVX512 void quantize_row_q8_K_avx512(const float* src, void* dst, int64_t n) {
   WEFT_ASSERT(n >= 0 && n % kQK == 0);
   auto* y = static_cast<BlockQ8K*>(dst);
   for (int64_t i = 0; i < n / kQK; ++i) {
@@ -199,26 +204,22 @@ WEFT_KQ_AVX512 void quantize_row_q8_K_avx512(const float* src, void* dst, int64_
   }
 }
 
-float vec_dot_q4_K_q8_K_avx512(int64_t n, const void* w, const void* a) {
-  return vec_dot_one<dot_rows_q45_K<1, false>>(n, w, a);
-}
-float vec_dot_q5_K_q8_K_avx512(int64_t n, const void* w, const void* a) {
-  return vec_dot_one<dot_rows_q45_K<1, true>>(n, w, a);
-}
-float vec_dot_q6_K_q8_K_avx512(int64_t n, const void* w, const void* a) {
-  return vec_dot_one<dot_rows_q6_K<1>>(n, w, a);
-}
+// This file's kernels, as simd_table_of takes them.
+struct Avx512Kernels {
+  static constexpr Isa kIsa = Isa::Avx512;
+  static constexpr int kGroupRows = kquants::kGroupRows;
+  template <int R, bool kHigh>
+  static constexpr DotRowsFn dot_q45 = dot_rows_q45_K<R, kHigh>;
+  template <int R>
+  static constexpr DotRowsFn dot_q6 = dot_rows_q6_K<R>;
+  static constexpr QuantizeFn quantize_q8 = quantize_row_q8_K_avx512;
+};
 
-void rows_dot_q4_K_q8_K_avx512(int64_t n, int64_t n_rows, const void* w, size_t w_stride, const void* a, float* out) {
-  rows_dot_in_groups(kGroupRows, dot_rows_q45_K<kGroupRows, false>, dot_rows_q45_K<1, false>, n, n_rows, w, w_stride,
-                     a, out);
-}
-void rows_dot_q5_K_q8_K_avx512(int64_t n, int64_t n_rows, const void* w, size_t w_stride, const void* a, float* out) {
-  rows_dot_in_groups(kGroupRows, dot_rows_q45_K<kGroupRows, true>, dot_rows_q45_K<1, true>, n, n_rows, w, w_stride, a,
-                     out);
-}
-void rows_dot_q6_K_q8_K_avx512(int64_t n, int64_t n_rows, const void* w, size_t w_stride, const void* a, float* out) {
-  rows_dot_in_groups(kGroupRows, dot_rows_q6_K<kGroupRows>, dot_rows_q6_K<1>, n, n_rows, w, w_stride, a, out);
+}  // namespace
+
+template <>
+TypeTable table<Isa::Avx512>() {
+  return simd_table_of<Avx512Kernels>();
 }
 
 }  // namespace weft::kernels::kquants

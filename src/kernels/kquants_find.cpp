@@ -1,13 +1,12 @@
-// Entry points of kquants.h: per-type dispatch of the scalar references and the kernel tables
-// per ISA level, each offered only where this CPU can run it.
+// Entry points of kquants.h: per-type dispatch of the scalar references and the scalar table
+// (the SIMD ones live in kquants_avx2.cpp and kquants_avx512.cpp).
 #include "kernels/kquants.h"
 
 #include "core/error.h"
-#include "kernels/cpu_features.h"
 #include "kernels/kquants_impl.h"
+#include "kernels/rows_dot.h"
 
 #include <array>
-#include <cstring>
 
 namespace weft::kernels::kquants {
 
@@ -35,36 +34,13 @@ using Table = std::array<TypeKernels, kTypes>;
 
 constexpr Table kRef = {{
     {DType::Q4_K, DType::Q8_K, dequantize_row_q4_K_ref, quantize_row_q8_K_ref, vec_dot_q4_K_q8_K_ref,
-     rows_dot_q4_K_q8_K_ref, "ref"},
+     rows_dot_each<vec_dot_q4_K_q8_K_ref>, Isa::Scalar},
     {DType::Q5_K, DType::Q8_K, dequantize_row_q5_K_ref, quantize_row_q8_K_ref, vec_dot_q5_K_q8_K_ref,
-     rows_dot_q5_K_q8_K_ref, "ref"},
+     rows_dot_each<vec_dot_q5_K_q8_K_ref>, Isa::Scalar},
     {DType::Q6_K, DType::Q8_K, dequantize_row_q6_K_ref, quantize_row_q8_K_ref, vec_dot_q6_K_q8_K_ref,
-     rows_dot_q6_K_q8_K_ref, "ref"},
-    {DType::Q8_K, DType::Q8_K, dequantize_row_q8_K_ref, quantize_row_q8_K_ref, nullptr, nullptr, "ref"},
+     rows_dot_each<vec_dot_q6_K_q8_K_ref>, Isa::Scalar},
+    {DType::Q8_K, DType::Q8_K, dequantize_row_q8_K_ref, quantize_row_q8_K_ref, nullptr, nullptr, Isa::Scalar},
 }};
-
-constexpr Table kAvx2 = {{
-    {DType::Q4_K, DType::Q8_K, dequantize_row_q4_K_ref, quantize_row_q8_K_avx2, vec_dot_q4_K_q8_K_avx2,
-     rows_dot_q4_K_q8_K_avx2, "avx2"},
-    {DType::Q5_K, DType::Q8_K, dequantize_row_q5_K_ref, quantize_row_q8_K_avx2, vec_dot_q5_K_q8_K_avx2,
-     rows_dot_q5_K_q8_K_avx2, "avx2"},
-    {DType::Q6_K, DType::Q8_K, dequantize_row_q6_K_ref, quantize_row_q8_K_avx2, vec_dot_q6_K_q8_K_avx2,
-     rows_dot_q6_K_q8_K_avx2, "avx2"},
-    {DType::Q8_K, DType::Q8_K, dequantize_row_q8_K_ref, quantize_row_q8_K_avx2, nullptr, nullptr, "avx2"},
-}};
-
-constexpr Table kAvx512 = {{
-    {DType::Q4_K, DType::Q8_K, dequantize_row_q4_K_ref, quantize_row_q8_K_avx512, vec_dot_q4_K_q8_K_avx512,
-     rows_dot_q4_K_q8_K_avx512, "avx512"},
-    {DType::Q5_K, DType::Q8_K, dequantize_row_q5_K_ref, quantize_row_q8_K_avx512, vec_dot_q5_K_q8_K_avx512,
-     rows_dot_q5_K_q8_K_avx512, "avx512"},
-    {DType::Q6_K, DType::Q8_K, dequantize_row_q6_K_ref, quantize_row_q8_K_avx512, vec_dot_q6_K_q8_K_avx512,
-     rows_dot_q6_K_q8_K_avx512, "avx512"},
-    {DType::Q8_K, DType::Q8_K, dequantize_row_q8_K_ref, quantize_row_q8_K_avx512, nullptr, nullptr, "avx512"},
-}};
-
-bool cpu_has_avx2() { return cpu_features().avx2; }
-bool cpu_has_avx512() { return cpu_features().avx512; }
 
 }  // namespace
 
@@ -90,13 +66,9 @@ float vec_dot_ref(DType t, int64_t n, const void* w, const void* a) {
   return k.vec_dot(n, w, a);
 }
 
-const TypeKernels* find(DType t, const char* isa) {
-  const int i = type_index(t);
-  if (i < 0 || isa == nullptr) return nullptr;
-  if (std::strcmp(isa, "ref") == 0) return &kRef[i];
-  if (std::strcmp(isa, "avx2") == 0) return cpu_has_avx2() ? &kAvx2[i] : nullptr;
-  if (std::strcmp(isa, "avx512") == 0) return cpu_has_avx512() ? &kAvx512[i] : nullptr;
-  return nullptr;
+template <>
+TypeTable table<Isa::Scalar>() {
+  return kRef;
 }
 
 }  // namespace weft::kernels::kquants

@@ -1,4 +1,4 @@
-// Internal to the kquants_*.cpp files: ggml's K-quant block layouts and the per-ISA entry points.
+// Internal to the kquants_*.cpp files: ggml's K-quant block layouts, the scalar kernels and the SIMD table template.
 //
 // Layouts (ggml-common.h, QK_K = 256). A super-block of 256 values is cut into sub-blocks that
 // each get a small integer scale (and for Q4_K/Q5_K a min), themselves scaled by the fp16 d/dmin,
@@ -11,6 +11,8 @@
 
 #include "core/error.h"
 #include "core/fp16.h"
+#include "kernels/kquants.h"
+#include "kernels/rows_dot.h"
 
 #include <cstddef>
 #include <cstdint>
@@ -96,29 +98,6 @@ inline void unpack_scales_mins_x8(const uint8_t* q, uint64_t* sc, uint64_t* m) {
   *m = m_lo | (static_cast<uint64_t>(m_hi) << 32);
 }
 
-// SIMD rows_dot: `many` computes out[0..group) for `group` rows at once (sharing each activation
-// load among them), `one` a single row; rows left over after the full groups go one at a time.
-using GroupDotFn = void (*)(int64_t n_blocks, const uint8_t* w, size_t w_stride, const BlockQ8K* y, float* out);
-inline void rows_dot_in_groups(int group, GroupDotFn many, GroupDotFn one, int64_t n, int64_t n_rows,
-                               const void* w, size_t w_stride, const void* a, float* out) {
-  const auto* rows = static_cast<const uint8_t*>(w);
-  const auto* y = static_cast<const BlockQ8K*>(a);
-  WEFT_ASSERT(n >= 0 && n % kQK == 0 && n_rows >= 0);
-  const int64_t nb = n / kQK;
-  int64_t r = 0;
-  for (; r + group <= n_rows; r += group) many(nb, rows + r * w_stride, w_stride, y, out + r);
-  for (; r < n_rows; ++r) one(nb, rows + r * w_stride, w_stride, y, out + r);
-}
-
-// vec_dot of one row through a GroupDotFn.
-template <GroupDotFn kOne>
-float vec_dot_one(int64_t n, const void* w, const void* a) {
-  WEFT_ASSERT(n >= 0 && n % kQK == 0);
-  float out;
-  kOne(n / kQK, static_cast<const uint8_t*>(w), 0, static_cast<const BlockQ8K*>(a), &out);
-  return out;
-}
-
 // Per-type scalar references (kquants_ref.cpp, kquants_quantize.cpp).
 void dequantize_row_q4_K_ref(const void* src, float* dst, int64_t n);
 void dequantize_row_q5_K_ref(const void* src, float* dst, int64_t n);
@@ -131,26 +110,31 @@ void quantize_row_q8_K_ref(const float* src, void* dst, int64_t n);
 float vec_dot_q4_K_q8_K_ref(int64_t n, const void* w, const void* a);
 float vec_dot_q5_K_q8_K_ref(int64_t n, const void* w, const void* a);
 float vec_dot_q6_K_q8_K_ref(int64_t n, const void* w, const void* a);
-void rows_dot_q4_K_q8_K_ref(int64_t n, int64_t n_rows, const void* w, size_t w_stride, const void* a, float* out);
-void rows_dot_q5_K_q8_K_ref(int64_t n, int64_t n_rows, const void* w, size_t w_stride, const void* a, float* out);
-void rows_dot_q6_K_q8_K_ref(int64_t n, int64_t n_rows, const void* w, size_t w_stride, const void* a, float* out);
 
-// AVX2 + FMA + F16C (kquants_avx2.cpp). Dequantize stays scalar: it only runs off the hot path.
-void quantize_row_q8_K_avx2(const float* src, void* dst, int64_t n);
-float vec_dot_q4_K_q8_K_avx2(int64_t n, const void* w, const void* a);
-float vec_dot_q5_K_q8_K_avx2(int64_t n, const void* w, const void* a);
-float vec_dot_q6_K_q8_K_avx2(int64_t n, const void* w, const void* a);
-void rows_dot_q4_K_q8_K_avx2(int64_t n, int64_t n_rows, const void* w, size_t w_stride, const void* a, float* out);
-void rows_dot_q5_K_q8_K_avx2(int64_t n, int64_t n_rows, const void* w, size_t w_stride, const void* a, float* out);
-void rows_dot_q6_K_q8_K_avx2(int64_t n, int64_t n_rows, const void* w, size_t w_stride, const void* a, float* out);
+// The passes of a SIMD level's kernels (A, below) as rows_dot.h drives them.
+template <class A, int kType>  // kType: 4 (Q4_K), 5 (Q5_K), 6 (Q6_K)
+struct SimdDot {
+  static constexpr int kPass = A::kGroupRows;
+  template <int R>
+  static constexpr DotRowsFn rows = kType == 6 ? A::template dot_q6<R> : A::template dot_q45<R, kType == 5>;
+};
 
-// AVX-512 F/BW/VL + VNNI (kquants_avx512.cpp).
-void quantize_row_q8_K_avx512(const float* src, void* dst, int64_t n);
-float vec_dot_q4_K_q8_K_avx512(int64_t n, const void* w, const void* a);
-float vec_dot_q5_K_q8_K_avx512(int64_t n, const void* w, const void* a);
-float vec_dot_q6_K_q8_K_avx512(int64_t n, const void* w, const void* a);
-void rows_dot_q4_K_q8_K_avx512(int64_t n, int64_t n_rows, const void* w, size_t w_stride, const void* a, float* out);
-void rows_dot_q5_K_q8_K_avx512(int64_t n, int64_t n_rows, const void* w, size_t w_stride, const void* a, float* out);
-void rows_dot_q6_K_q8_K_avx512(int64_t n, int64_t n_rows, const void* w, size_t w_stride, const void* a, float* out);
+// The table of one SIMD level, written once. A (kquants_avx2.cpp, kquants_avx512.cpp) gives kIsa,
+// kGroupRows (rows sharing each q8 load), dot_q45<R, kHigh> (Q4_K, or Q5_K when kHigh) and
+// dot_q6<R> (DotRowsFn over R rows), and quantize_q8 (f32 -> Q8_K, bit-identical to the ref).
+// Dequantize stays scalar: it only runs off the hot path (the embedding lookup).
+template <class A>
+TypeTable simd_table_of() {
+  using Q4 = SimdDot<A, 4>;
+  using Q5 = SimdDot<A, 5>;
+  using Q6 = SimdDot<A, 6>;
+  static constexpr TypeKernels kTable[] = {
+      {DType::Q4_K, DType::Q8_K, dequantize_row_q4_K_ref, A::quantize_q8, vec_dot<Q4>, rows_dot<Q4>, A::kIsa},
+      {DType::Q5_K, DType::Q8_K, dequantize_row_q5_K_ref, A::quantize_q8, vec_dot<Q5>, rows_dot<Q5>, A::kIsa},
+      {DType::Q6_K, DType::Q8_K, dequantize_row_q6_K_ref, A::quantize_q8, vec_dot<Q6>, rows_dot<Q6>, A::kIsa},
+      {DType::Q8_K, DType::Q8_K, dequantize_row_q8_K_ref, A::quantize_q8, nullptr, nullptr, A::kIsa},
+  };
+  return kTable;
+}
 
 }  // namespace weft::kernels::kquants

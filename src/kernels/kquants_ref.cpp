@@ -174,23 +174,4 @@ float vec_dot_q6_K_q8_K_ref(int64_t n, const void* w, const void* a) {
   return sum;
 }
 
-namespace {
-
-void rows_dot_each(float (*dot)(int64_t, const void*, const void*), int64_t n, int64_t n_rows,
-                   const void* w, size_t w_stride, const void* a, float* out) {
-  for (int64_t r = 0; r < n_rows; ++r) out[r] = dot(n, static_cast<const uint8_t*>(w) + r * w_stride, a);
-}
-
-}  // namespace
-
-void rows_dot_q4_K_q8_K_ref(int64_t n, int64_t n_rows, const void* w, size_t w_stride, const void* a, float* out) {
-  rows_dot_each(vec_dot_q4_K_q8_K_ref, n, n_rows, w, w_stride, a, out);
-}
-void rows_dot_q5_K_q8_K_ref(int64_t n, int64_t n_rows, const void* w, size_t w_stride, const void* a, float* out) {
-  rows_dot_each(vec_dot_q5_K_q8_K_ref, n, n_rows, w, w_stride, a, out);
-}
-void rows_dot_q6_K_q8_K_ref(int64_t n, int64_t n_rows, const void* w, size_t w_stride, const void* a, float* out) {
-  rows_dot_each(vec_dot_q6_K_q8_K_ref, n, n_rows, w, w_stride, a, out);
-}
-
 }  // namespace weft::kernels::kquants

@@ -8,7 +8,6 @@
 #include "kernels/quants.h"
 
 #include <algorithm>
-#include <cstring>
 #include <vector>
 
 namespace weft::kernels {
@@ -49,10 +48,8 @@ void prompt_block(const TypeKernels& k, const WeightMatrix& w, const ActRows& ac
 }
 
 gemm::GemmFn gemm_kernel(const TypeKernels& k, int64_t n_tokens) {
-  if (n_tokens < kGemmMinTokens) return nullptr;
-  if (std::strcmp(k.isa, "avx512") == 0) return gemm::find_avx512(k.type);
-  if (std::strcmp(k.isa, "avx2") == 0) return gemm::find_avx2(k.type);
-  return nullptr;
+  // The GEMM of the level the activations are quantized at (k.quantize_act).
+  return n_tokens < kGemmMinTokens ? nullptr : gemm::find(k.isa, k.type);
 }
 
 // fn(t) for every token: inline for one token (microseconds: not worth waking the pool), else

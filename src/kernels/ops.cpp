@@ -1,55 +1,41 @@
 // The dispatching float ops (rms_norm, softmax, swiglu, add) and the choice of ISA table.
 // rope lives in ops_rope.cpp, attention in ops_attention.cpp, the tables in ops_{ref,avx2,avx512}.cpp.
 #include "core/error.h"
-#include "kernels/cpu_features.h"
+#include "kernels/isa.h"
 #include "kernels/ops.h"
 
+#include <array>
 #include <atomic>
 #include <cmath>
-#include <cstring>
 
 namespace weft::kernels {
 
-namespace detail {
-// Defined in ops_ref.cpp, ops_avx2.cpp, ops_avx512.cpp.
-const OpsKernels& ops_kernels_ref();
-const OpsKernels& ops_kernels_avx2();
-const OpsKernels& ops_kernels_avx512();
-}  // namespace detail
-
 namespace {
-
-// One detection for every kernel family (cpu_features), so WEFT_MAX_ISA caps these ops too.
-const OpsKernels* best_table() {
-  if (cpu_features().avx512) return &detail::ops_kernels_avx512();
-  if (cpu_features().avx2) return &detail::ops_kernels_avx2();
-  return &detail::ops_kernels_ref();
-}
 
 // Null until first use; force_ops_isa may replace it (tests), so it is atomic.
 std::atomic<const OpsKernels*> g_active{nullptr};
 
 }  // namespace
 
-const OpsKernels* ops_kernels_for_isa(const char* isa) {
-  if (std::strcmp(isa, "ref") == 0) return &detail::ops_kernels_ref();
-  if (std::strcmp(isa, "avx2") == 0) return cpu_features().avx2 ? &detail::ops_kernels_avx2() : nullptr;
-  if (std::strcmp(isa, "avx512") == 0) return cpu_features().avx512 ? &detail::ops_kernels_avx512() : nullptr;
-  return nullptr;
+const OpsKernels* ops_kernels_for_isa(Isa isa) {
+  static constexpr std::array<const OpsKernels& (*)(), kIsaCount> kTables = {
+      detail::ops_table<Isa::Scalar>, detail::ops_table<Isa::Avx2>, detail::ops_table<Isa::Avx512>};
+  return isa_supported(isa) ? &kTables[static_cast<int>(isa)]() : nullptr;
 }
 
 const OpsKernels& ops_kernels() {
   const OpsKernels* k = g_active.load(std::memory_order_acquire);
   if (!k) {
-    k = best_table();
+    // One detection for every kernel family (detected_isa), so WEFT_MAX_ISA caps these ops too.
+    k = find_best(ops_kernels_for_isa);
     g_active.store(k, std::memory_order_release);
   }
   return *k;
 }
 
-void force_ops_isa(const char* isa) {
+void force_ops_isa(Isa isa) {
   const OpsKernels* k = ops_kernels_for_isa(isa);
-  if (!k) fail("kernels", "ops ISA '{}' is unknown or not supported by this CPU", isa);
+  if (!k) fail("kernels", "ops ISA '{}' is not supported by this CPU", isa_name(isa));
   g_active.store(k, std::memory_order_release);
 }
 

@@ -4,6 +4,7 @@
 
 #include "core/dtype.h"
 #include "core/rope_params.h"
+#include "kernels/isa.h"
 
 #include <cstdint>
 #include <vector>
@@ -82,14 +83,27 @@ struct OpsKernels {
   void (*to_f16)(const float* x, uint16_t* y, int64_t n);                    // round to nearest even
   void (*attention_rows)(const AttentionRows& rows);    // prompts: one row per lane
   void (*attention_decode)(const AttentionRows& rows);  // one token: rows one at a time
-  const char* isa;                                                            // "ref", "avx2", "avx512"
+  Isa isa;                                              // the level this table needs
 };
 
-// The table the ops use: the best this CPU runs, unless forced.
+// The table the ops use: the best this CPU runs (detected_isa()), unless forced.
 const OpsKernels& ops_kernels();
-// The table of one ISA ("ref", "avx2", "avx512"); nullptr when this CPU cannot run it.
-const OpsKernels* ops_kernels_for_isa(const char* isa);
+// The table of one ISA level; nullptr when this CPU cannot run it.
+const OpsKernels* ops_kernels_for_isa(Isa isa);
 // Makes the ops use one ISA's table (tests, benchmarks); throws weft::Error when unavailable.
-void force_ops_isa(const char* isa);
+void force_ops_isa(Isa isa);
+
+namespace detail {
+// Each level's table, defined in ops_ref.cpp, ops_avx2.cpp, ops_avx512.cpp; only
+// ops_kernels_for_isa checks that this CPU runs it.
+template <Isa I>
+const OpsKernels& ops_table();
+template <>
+const OpsKernels& ops_table<Isa::Scalar>();
+template <>
+const OpsKernels& ops_table<Isa::Avx2>();
+template <>
+const OpsKernels& ops_table<Isa::Avx512>();
+}  // namespace detail
 
 }  // namespace weft::kernels

@@ -4,9 +4,10 @@
 
 #include <cstdint>
 
+#include "kernels/isa.h"
 #include "kernels/simd_avx2.h"
 
-#define WEFT_SIMD_TARGET __attribute__((target("avx2,fma,f16c")))
+#define WEFT_SIMD_TARGET WEFT_TARGET_AVX2
 
 namespace weft::kernels::detail {
 namespace {
@@ -55,7 +56,10 @@ struct F32x8 {
 #include "kernels/ops_simd_table.h"
 
 namespace weft::kernels::detail {
-const OpsKernels& ops_kernels_avx2() { return simd::table<F32x8>("avx2"); }
+template <>
+const OpsKernels& ops_table<Isa::Avx2>() {
+  return simd::table<F32x8>(Isa::Avx2);
+}
 }  // namespace weft::kernels::detail
 
 #undef WEFT_SIMD_TARGET

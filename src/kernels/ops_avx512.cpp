@@ -1,4 +1,4 @@
-// AVX-512F table of the float ops (ops_simd.h over 16 lanes). Only this file's functions are
+// AVX-512 table of the float ops (ops_simd.h over 16 lanes). Only this file's functions are
 // compiled for AVX-512, so the binary still runs on CPUs without it (ops.cpp picks the table at run time).
 
 // GCC 12's AVX-512 headers trip -Wuninitialized on their own _mm512_undefined_ps() (GCC PR105593,
@@ -11,9 +11,10 @@
 
 #include <cstdint>
 
+#include "kernels/isa.h"
 #include "kernels/simd_avx2.h"
 
-#define WEFT_SIMD_TARGET __attribute__((target("avx512f")))
+#define WEFT_SIMD_TARGET WEFT_TARGET_AVX512
 
 namespace weft::kernels::detail {
 namespace {
@@ -71,7 +72,10 @@ struct F32x16 {
 #include "kernels/ops_simd_table.h"
 
 namespace weft::kernels::detail {
-const OpsKernels& ops_kernels_avx512() { return simd::table<F32x16>("avx512"); }
+template <>
+const OpsKernels& ops_table<Isa::Avx512>() {
+  return simd::table<F32x16>(Isa::Avx512);
+}
 }  // namespace weft::kernels::detail
 
 #undef WEFT_SIMD_TARGET

@@ -67,10 +67,11 @@ void to_f16_ref(const float* x, uint16_t* y, int64_t n) {
 void attention_rows_scalar(const AttentionRows& rows);  // ops_attention.cpp
 void attention_decode_scalar(const AttentionRows& rows);
 
-const OpsKernels& ops_kernels_ref() {
+template <>
+const OpsKernels& ops_table<Isa::Scalar>() {
   static const OpsKernels k{sum_sq_ref, scale_mul_ref, max_ref, exp_sum_ref,
                             scale_ref,  swiglu_ref,    add_ref, to_f16_ref, attention_rows_scalar,
-                            attention_decode_scalar, "ref"};
+                            attention_decode_scalar, Isa::Scalar};
   return k;
 }
 

@@ -8,7 +8,7 @@
 namespace weft::kernels::detail::simd {
 
 template <class V>
-const OpsKernels& table(const char* isa) {  // only takes addresses: no ISA needed
+const OpsKernels& table(Isa isa) {  // only takes addresses: no ISA needed
   static const OpsKernels k{sum_sq<V>, scale_mul<V>, max_of<V>,         exp_sum<V>,          scale<V>,
                             swiglu<V>, add<V>,       to_f16<V>,         attention_rows<V>,   attention_decode<V>,
                             isa};

@@ -2,13 +2,15 @@
 // dequantize, quantize, and the dot product of a weight row with an activation row.
 //
 // Each kernel has a plain scalar `_ref` version (the definition of correct) and SIMD variants
-// in per-ISA files; `kernels_for()` picks the fastest one this CPU supports at run time.
+// in per-ISA files; `kernels_for()` picks the fastest one this CPU supports at run time (isa.h).
 #pragma once
 
 #include "core/dtype.h"
+#include "kernels/isa.h"
 
 #include <cstddef>
 #include <cstdint>
+#include <span>
 
 namespace weft::kernels {
 
@@ -36,14 +38,19 @@ struct TypeKernels {
   QuantizeFn quantize_act;      // f32 activation row -> act_type
   VecDotFn vec_dot;
   RowsDotFn rows_dot;
-  const char* isa;              // "ref", "avx2", "avx512"
+  Isa isa;                      // the level these kernels need
 };
 
-// Best kernels for weight type t on this CPU. Throws weft::Error for unsupported types.
+// A kernel family's kernels at one ISA level, one entry per type it has kernels for. Every
+// family (legacy + float types, K-quants) gives one per level; quants.cpp chooses between them.
+using TypeTable = std::span<const TypeKernels>;
+// The entry of type t in table, or nullptr.
+const TypeKernels* find_type(TypeTable table, DType t);
+
+// Best kernels for weight type t on this CPU: detected_isa(), else the next level down that has
+// kernels for t. Throws weft::Error for unsupported types.
 const TypeKernels& kernels_for(DType t);
-// Same, but restricted to an ISA level ("ref", "avx2", "avx512"); nullptr when not available.
-const TypeKernels* kernels_for_isa(DType t, const char* isa);
-// ISA levels this CPU can run, best first ("avx512", "avx2", "ref").
-const char* best_isa();
+// Same, but at one ISA level; nullptr when this CPU cannot run it or it has no kernels for t.
+const TypeKernels* kernels_for_isa(DType t, Isa isa);
 
 }  // namespace weft::kernels

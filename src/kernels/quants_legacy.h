@@ -3,6 +3,7 @@
 // quants.cpp picks a table; tests may reach a specific ISA's table through here.
 #pragma once
 
+#include "kernels/isa.h"
 #include "kernels/quants.h"
 
 #include <cstdint>
@@ -66,10 +67,15 @@ float dot_block_q5_0(const BlockQ5_0& w, const BlockQ8_0& a);
 float dot_block_q5_1(const BlockQ5_1& w, const BlockQ8_1& a);
 float dot_block_q8_0(const BlockQ8_0& w, const BlockQ8_0& a);
 
-// Kernel tables; nullptr for a type without kernels. The avx2/avx512 tables must only be
-// used when cpu_features() says the CPU runs them.
-const TypeKernels* find_ref(DType t);
-const TypeKernels* find_avx2(DType t);
-const TypeKernels* find_avx512(DType t);
+// This family's kernels at one ISA level, one entry per weight type with kernels; defined in
+// quants_legacy_{ref,avx2,avx512}.cpp. A SIMD level's table must only be used where isa_supported().
+template <Isa I>
+TypeTable table();
+template <>
+TypeTable table<Isa::Scalar>();
+template <>
+TypeTable table<Isa::Avx2>();
+template <>
+TypeTable table<Isa::Avx512>();
 
 }  // namespace weft::kernels::legacy

@@ -1,5 +1,5 @@
-// AVX2 + FMA + F16C kernels for the float and legacy quant types. Compiled with per-function
-// target attributes (no per-file flags), run only when cpu_features().avx2.
+// AVX2 + FMA + F16C kernels for the float and legacy quant types (Isa::Avx2). Compiled with
+// per-function target attributes (no per-file flags), run only where isa_supported(Isa::Avx2).
 //
 // Quant dots take one block per 256-bit register: maddubs (u8 x s8 -> s16 pairs) then madd by 1
 // (-> s32). Offsets (Q4_0: q - 8, Q5_0: q - 16) are removed in the s16 pairs by subtracting
@@ -8,31 +8,25 @@
 #include "kernels/quants_legacy.h"
 
 #include "core/fp16.h"
+#include "kernels/isa.h"
+#include "kernels/simd_avx2.h"
 
 #include <immintrin.h>
 
-#include <cstring>
-#include "kernels/simd_avx2.h"
-
-#define WEFT_AVX2 __attribute__((target("avx2,fma,f16c")))
-#define WEFT_AVX2_INLINE WEFT_AVX2 inline __attribute__((always_inline))
+#define WEFT_SIMD_TARGET WEFT_TARGET_AVX2
+#define WEFT_AVX2_INLINE WEFT_TARGET_AVX2 WEFT_ALWAYS_INLINE
+#include "kernels/quants_legacy_simd.h"
 
 namespace weft::kernels::legacy {
 namespace {
 
 using avx2::hsum;
+using avx2::load128;
+using avx2::load256;
 
 constexpr int kRowsPerPass = 4;  // rows sharing each activation load in rows_dot
 
-inline uint32_t load_u32(const void* p) {
-  uint32_t v;
-  std::memcpy(&v, p, 4);
-  return v;
-}
-
 WEFT_AVX2_INLINE float half(uint16_t h) { return _cvtsh_ss(h); }
-WEFT_AVX2_INLINE __m256i load256(const void* p) { return _mm256_loadu_si256(static_cast<const __m256i*>(p)); }
-WEFT_AVX2_INLINE __m128i load128(const void* p) { return _mm_loadu_si128(static_cast<const __m128i*>(p)); }
 
 // 16 bytes of nibbles -> 32 bytes in element order (low nibbles are elements 0..15).
 WEFT_AVX2_INLINE __m256i unpack_nibbles(const uint8_t* qs) {
@@ -125,7 +119,7 @@ struct KQ5_1 {
 
 // R rows (stride bytes apart) against one activation row, block by block.
 template <class K, int R>
-WEFT_AVX2 void dot_rows(int64_t n, const uint8_t* w, size_t stride, const void* act, float* out) {
+WEFT_TARGET_AVX2 void dot_rows(int64_t n, const uint8_t* w, size_t stride, const void* act, float* out) {
   const int64_t nb = n / kQK;
   const auto* a = static_cast<const typename K::A*>(act);
   const typename K::W* rows[R];
@@ -165,7 +159,7 @@ struct LBF16 {
 };
 
 template <class L, int R>
-WEFT_AVX2 void dot_rows_float(int64_t n, const uint8_t* w, size_t stride, const void* act, float* out) {
+WEFT_TARGET_AVX2 void dot_rows_float(int64_t n, const uint8_t* w, size_t stride, const void* act, float* out) {
   const auto* x = static_cast<const float*>(act);
   const typename L::T* rows[R];
   __m256 acc[R];
@@ -187,39 +181,7 @@ WEFT_AVX2 void dot_rows_float(int64_t n, const uint8_t* w, size_t stride, const 
   }
 }
 
-using DotRowsFn = void (*)(int64_t n, const uint8_t* w, size_t stride, const void* act, float* out);
-
-template <DotRowsFn k4, DotRowsFn k3, DotRowsFn k2, DotRowsFn k1>
-void rows_dot(int64_t n, int64_t n_rows, const void* w, size_t stride, const void* act, float* out) {
-  const auto* p = static_cast<const uint8_t*>(w);
-  int64_t r = 0;
-  for (; r + kRowsPerPass <= n_rows; r += kRowsPerPass) k4(n, p + r * stride, stride, act, out + r);
-  switch (n_rows - r) {
-    case 3: k3(n, p + r * stride, stride, act, out + r); break;
-    case 2: k2(n, p + r * stride, stride, act, out + r); break;
-    case 1: k1(n, p + r * stride, stride, act, out + r); break;
-    default: break;
-  }
-}
-
-template <DotRowsFn k1>
-float vec_dot(int64_t n, const void* w, const void* act) {
-  float out;
-  k1(n, static_cast<const uint8_t*>(w), 0, act, &out);
-  return out;
-}
-
-template <class K>
-constexpr RowsDotFn kRowsDotQ = rows_dot<dot_rows<K, 4>, dot_rows<K, 3>, dot_rows<K, 2>, dot_rows<K, 1>>;
-template <class K>
-constexpr VecDotFn kVecDotQ = vec_dot<dot_rows<K, 1>>;
-template <class L>
-constexpr RowsDotFn kRowsDotF =
-    rows_dot<dot_rows_float<L, 4>, dot_rows_float<L, 3>, dot_rows_float<L, 2>, dot_rows_float<L, 1>>;
-template <class L>
-constexpr VecDotFn kVecDotF = vec_dot<dot_rows_float<L, 1>>;
-
-// ---- activation quantizers: bit-identical to quantize_q8_{0,1} in quants_legacy_ref.cpp ----
+// ---- activation quantizers (quants_legacy_simd.h), bit-identical to the ref ----
 
 // roundf (half away from zero), exactly: v - trunc(v) is exact in float.
 WEFT_AVX2_INLINE __m256 round_half_away(__m256 v) {
@@ -230,8 +192,12 @@ WEFT_AVX2_INLINE __m256 round_half_away(__m256 v) {
   return _mm256_add_ps(t, _mm256_and_ps(up, one));
 }
 
-// Quantizes 32 floats to qs with d = amax / 127 (as ref); returns sum(qs) and d in f32.
-WEFT_AVX2_INLINE int quantize_block_q8(const float* x, uint16_t* d_out, int8_t* qs, float& d_f32) {
+struct QuantizeQ8 {
+  // Quantizes 32 floats to qs with d = amax / 127 (as ref); returns sum(qs) and d in f32.
+  WEFT_AVX2_INLINE static int block(const float* x, uint16_t* d_out, int8_t* qs, float& d_f32);
+};
+
+WEFT_AVX2_INLINE int QuantizeQ8::block(const float* x, uint16_t* d_out, int8_t* qs, float& d_f32) {
   const __m256 sign = _mm256_set1_ps(-0.f);
   __m256 v[4];
   __m256 m = _mm256_setzero_ps();
@@ -259,26 +225,9 @@ WEFT_AVX2_INLINE int quantize_block_q8(const float* x, uint16_t* d_out, int8_t* 
   return _mm_cvtsi128_si32(s);
 }
 
-WEFT_AVX2 void quantize_act_q8_0(const float* x, void* dst, int64_t n) {
-  auto* b = static_cast<BlockQ8_0*>(dst);
-  float d;
-  for (int64_t i = 0; i < n / kQK; ++i) quantize_block_q8(x + i * kQK, &b[i].d, b[i].qs, d);
-}
-
-WEFT_AVX2 void quantize_act_q8_1(const float* x, void* dst, int64_t n) {
-  auto* b = static_cast<BlockQ8_1*>(dst);
-  for (int64_t i = 0; i < n / kQK; ++i) {
-    float d;
-    const int sum = quantize_block_q8(x + i * kQK, &b[i].d, b[i].qs, d);
-    b[i].s = f32_to_fp16(static_cast<float>(sum) * d);
-  }
-}
-
-void copy_f32(const float* x, void* dst, int64_t n) { std::memcpy(dst, x, n * sizeof(float)); }
-
 // ---- dequantize (exactly the ref's products) ----
 
-WEFT_AVX2 void dequantize_q4_0(const void* src, float* dst, int64_t n) {
+WEFT_TARGET_AVX2 void dequantize_q4_0(const void* src, float* dst, int64_t n) {
   const auto* b = static_cast<const BlockQ4_0*>(src);
   const __m256i eight = _mm256_set1_epi32(8), low = _mm256_set1_epi32(0x0F);
   for (int64_t i = 0; i < n / kQK; ++i, dst += kQK) {
@@ -294,7 +243,7 @@ WEFT_AVX2 void dequantize_q4_0(const void* src, float* dst, int64_t n) {
   }
 }
 
-WEFT_AVX2 void dequantize_q8_0(const void* src, float* dst, int64_t n) {
+WEFT_TARGET_AVX2 void dequantize_q8_0(const void* src, float* dst, int64_t n) {
   const auto* b = static_cast<const BlockQ8_0*>(src);
   for (int64_t i = 0; i < n / kQK; ++i, dst += kQK) {
     const __m256 d = _mm256_set1_ps(half(b[i].d));
@@ -306,30 +255,44 @@ WEFT_AVX2 void dequantize_q8_0(const void* src, float* dst, int64_t n) {
 }
 
 template <class L>
-WEFT_AVX2 void dequantize_float(const void* src, float* dst, int64_t n) {
+WEFT_TARGET_AVX2 void dequantize_float(const void* src, float* dst, int64_t n) {
   const auto* p = static_cast<const typename L::T*>(src);
   int64_t i = 0;
   for (; i + 8 <= n; i += 8) _mm256_storeu_ps(dst + i, L::load(p + i));
   for (; i < n; ++i) dst[i] = L::one(p[i]);
 }
 
-const TypeKernels kAvx2Table[] = {
-    {DType::F32, DType::F32, dequantize_float<LF32>, copy_f32, kVecDotF<LF32>, kRowsDotF<LF32>, "avx2"},
-    {DType::F16, DType::F32, dequantize_float<LF16>, copy_f32, kVecDotF<LF16>, kRowsDotF<LF16>, "avx2"},
-    {DType::BF16, DType::F32, dequantize_float<LBF16>, copy_f32, kVecDotF<LBF16>, kRowsDotF<LBF16>, "avx2"},
-    {DType::Q4_0, DType::Q8_0, dequantize_q4_0, quantize_act_q8_0, kVecDotQ<KQ4_0>, kRowsDotQ<KQ4_0>, "avx2"},
-    {DType::Q4_1, DType::Q8_1, dequantize_ref_of<DType::Q4_1>, quantize_act_q8_1, kVecDotQ<KQ4_1>, kRowsDotQ<KQ4_1>, "avx2"},
-    {DType::Q5_0, DType::Q8_0, dequantize_ref_of<DType::Q5_0>, quantize_act_q8_0, kVecDotQ<KQ5_0>, kRowsDotQ<KQ5_0>, "avx2"},
-    {DType::Q5_1, DType::Q8_1, dequantize_ref_of<DType::Q5_1>, quantize_act_q8_1, kVecDotQ<KQ5_1>, kRowsDotQ<KQ5_1>, "avx2"},
-    {DType::Q8_0, DType::Q8_0, dequantize_q8_0, quantize_act_q8_0, kVecDotQ<KQ8_0>, kRowsDotQ<KQ8_0>, "avx2"},
+// This file's kernels, as simd::table_of takes them.
+struct Avx2Kernels {
+  static constexpr Isa kIsa = Isa::Avx2;
+  static constexpr int kRowsPerPass = legacy::kRowsPerPass;
+  using KQ4_0 = legacy::KQ4_0;
+  using KQ4_1 = legacy::KQ4_1;
+  using KQ5_0 = legacy::KQ5_0;
+  using KQ5_1 = legacy::KQ5_1;
+  using KQ8_0 = legacy::KQ8_0;
+  using LF32 = legacy::LF32;
+  using LF16 = legacy::LF16;
+  using LBF16 = legacy::LBF16;
+  using QuantizeQ8 = legacy::QuantizeQ8;
+  template <class K, int R>
+  static constexpr DotRowsFn dot = dot_rows<K, R>;
+  template <class L, int R>
+  static constexpr DotRowsFn dot_float = dot_rows_float<L, R>;
+  template <class L>
+  static constexpr DequantizeFn dequant_float = dequantize_float<L>;
+  static constexpr DequantizeFn dequant_q4_0 = dequantize_q4_0;
+  static constexpr DequantizeFn dequant_q8_0 = dequantize_q8_0;
 };
 
 }  // namespace
 
-const TypeKernels* find_avx2(DType t) {
-  for (const auto& k : kAvx2Table)
-    if (k.type == t) return &k;
-  return nullptr;
+template <>
+TypeTable table<Isa::Avx2>() {
+  return simd::table_of<Avx2Kernels>();
 }
 
 }  // namespace weft::kernels::legacy
+
+#undef WEFT_AVX2_INLINE
+#undef WEFT_SIMD_TARGET

@@ -1,5 +1,5 @@
-// AVX-512 (F/BW/VL/DQ + VNNI) kernels for the float and legacy quant types. Compiled with
-// per-function target attributes (no per-file flags), run only when cpu_features().avx512.
+// AVX-512 (F/BW/VL/DQ + VNNI) kernels for the float and legacy quant types (Isa::Avx512). Compiled
+// with per-function target attributes (no per-file flags), run only where isa_supported(Isa::Avx512).
 //
 // Quant dots work on two blocks per 512-bit register and dpbusd (u8 x s8 -> s32). Weights with
 // an offset (Q4_0: q - 8, Q5_0: q - 16, Q8_0 as q + 128 unsigned) are fed unsigned and the
@@ -8,6 +8,7 @@
 #include "kernels/quants_legacy.h"
 
 #include "core/fp16.h"
+#include "kernels/isa.h"
 
 // GCC 12's _mm512_undefined_* (self-initialised on purpose) warn once inlined into target-attribute
 // functions; the warnings are about the header, not this file.
@@ -15,23 +16,21 @@
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
 #include <immintrin.h>
 
-#include <cstring>
+#include "kernels/simd_avx2.h"
 
-#define WEFT_AVX512 __attribute__((target("avx512f,avx512bw,avx512vl,avx512dq,avx512vnni,avx2,fma,f16c")))
-#define WEFT_AVX512_INLINE WEFT_AVX512 inline __attribute__((always_inline))
+#define WEFT_SIMD_TARGET WEFT_TARGET_AVX512
+#define WEFT_AVX512_INLINE WEFT_TARGET_AVX512 WEFT_ALWAYS_INLINE
+#include "kernels/quants_legacy_simd.h"
 
 namespace weft::kernels::legacy {
 namespace {
 
+using avx2::load128;
+using avx2::load256;
+
 // Rows sharing each activation load in rows_dot: 8 rows amortise the activation shuffles and
 // offset sums (~15% faster than 4 in cache) and still fit their accumulators in 32 registers.
 constexpr int kRowsPerPass = 8;
-
-inline uint32_t load_u32(const void* p) {
-  uint32_t v;
-  std::memcpy(&v, p, 4);
-  return v;
-}
 
 // Two fp16 values (low half first) -> lanes 0, 1 of a float vector.
 WEFT_AVX512_INLINE __m128 half2(uint16_t a, uint16_t b) {
@@ -42,9 +41,6 @@ WEFT_AVX512_INLINE __m128 half4(const void* p0, const void* p1) {
   const uint64_t v = load_u32(p0) | (static_cast<uint64_t>(load_u32(p1)) << 32);
   return _mm_cvtph_ps(_mm_cvtsi64_si128(static_cast<long long>(v)));
 }
-
-WEFT_AVX512_INLINE __m256i load256(const void* p) { return _mm256_loadu_si256(static_cast<const __m256i*>(p)); }
-WEFT_AVX512_INLINE __m128i load128(const void* p) { return _mm_loadu_si128(static_cast<const __m128i*>(p)); }
 
 // Nibbles of two 4-bit blocks as 64 bytes [b0 0..15, b1 0..15, b0 16..31, b1 16..31]: the cheapest
 // order to unpack; activations are shuffled to match once per pair (see load_q8_split).
@@ -214,7 +210,7 @@ struct KQ5_1 {
 // R rows (stride bytes apart) against one activation row, K::kBlocks blocks per step, activation
 // loads and offset sums shared by the R rows; leftover blocks go through the scalar block dot.
 template <class K, int R>
-WEFT_AVX512 void dot_rows(int64_t n, const uint8_t* w, size_t stride, const void* act, float* out) {
+WEFT_TARGET_AVX512 void dot_rows(int64_t n, const uint8_t* w, size_t stride, const void* act, float* out) {
   const int64_t nb = n / kQK;
   const auto* a = static_cast<const typename K::A*>(act);
   const typename K::W* rows[R];
@@ -272,7 +268,7 @@ struct LBF16 {
 };
 
 template <class L, int R>
-WEFT_AVX512 void dot_rows_float(int64_t n, const uint8_t* w, size_t stride, const void* act, float* out) {
+WEFT_TARGET_AVX512 void dot_rows_float(int64_t n, const uint8_t* w, size_t stride, const void* act, float* out) {
   const auto* x = static_cast<const float*>(act);
   const typename L::T* rows[R];
   __m512 acc[R];
@@ -295,43 +291,7 @@ WEFT_AVX512 void dot_rows_float(int64_t n, const uint8_t* w, size_t stride, cons
   for (int r = 0; r < R; ++r) out[r] = _mm512_reduce_add_ps(acc[r]);
 }
 
-using DotRowsFn = void (*)(int64_t n, const uint8_t* w, size_t stride, const void* act, float* out);
-
-// kRowsPerPass rows at a time, then 4, then the last 1..3.
-template <DotRowsFn k8, DotRowsFn k4, DotRowsFn k3, DotRowsFn k2, DotRowsFn k1>
-void rows_dot(int64_t n, int64_t n_rows, const void* w, size_t stride, const void* act, float* out) {
-  const auto* p = static_cast<const uint8_t*>(w);
-  int64_t r = 0;
-  for (; r + kRowsPerPass <= n_rows; r += kRowsPerPass) k8(n, p + r * stride, stride, act, out + r);
-  for (; r + 4 <= n_rows; r += 4) k4(n, p + r * stride, stride, act, out + r);
-  switch (n_rows - r) {
-    case 3: k3(n, p + r * stride, stride, act, out + r); break;
-    case 2: k2(n, p + r * stride, stride, act, out + r); break;
-    case 1: k1(n, p + r * stride, stride, act, out + r); break;
-    default: break;
-  }
-}
-
-template <DotRowsFn k1>
-float vec_dot(int64_t n, const void* w, const void* act) {
-  float out;
-  k1(n, static_cast<const uint8_t*>(w), 0, act, &out);
-  return out;
-}
-
-template <class K>
-constexpr RowsDotFn kRowsDotQ =
-    rows_dot<dot_rows<K, kRowsPerPass>, dot_rows<K, 4>, dot_rows<K, 3>, dot_rows<K, 2>, dot_rows<K, 1>>;
-template <class K>
-constexpr VecDotFn kVecDotQ = vec_dot<dot_rows<K, 1>>;
-template <class L>
-constexpr RowsDotFn kRowsDotF =
-    rows_dot<dot_rows_float<L, kRowsPerPass>, dot_rows_float<L, 4>, dot_rows_float<L, 3>, dot_rows_float<L, 2>,
-             dot_rows_float<L, 1>>;
-template <class L>
-constexpr VecDotFn kVecDotF = vec_dot<dot_rows_float<L, 1>>;
-
-// ---- activation quantizers: bit-identical to quantize_q8_{0,1} in quants_legacy_ref.cpp ----
+// ---- activation quantizers (quants_legacy_simd.h), bit-identical to the ref ----
 
 // roundf (half away from zero), exactly: v - trunc(v) is exact in float.
 WEFT_AVX512_INLINE __m512 round_half_away(__m512 v) {
@@ -341,8 +301,12 @@ WEFT_AVX512_INLINE __m512 round_half_away(__m512 v) {
   return _mm512_mask_add_ps(t, up, t, one);
 }
 
-// Quantizes 32 floats to qs with scale d = amax / 127 (as ref); returns sum(qs) and d in f32.
-WEFT_AVX512_INLINE int quantize_block_q8(const float* x, uint16_t* d_out, int8_t* qs, float& d_f32) {
+struct QuantizeQ8 {
+  // Quantizes 32 floats to qs with scale d = amax / 127 (as ref); returns sum(qs) and d in f32.
+  WEFT_AVX512_INLINE static int block(const float* x, uint16_t* d_out, int8_t* qs, float& d_f32);
+};
+
+WEFT_AVX512_INLINE int QuantizeQ8::block(const float* x, uint16_t* d_out, int8_t* qs, float& d_f32) {
   const __m512 v0 = _mm512_loadu_ps(x), v1 = _mm512_loadu_ps(x + 16);
   const float amax = _mm512_reduce_max_ps(_mm512_max_ps(_mm512_abs_ps(v0), _mm512_abs_ps(v1)));
   const float d = amax / 127.f;
@@ -357,26 +321,9 @@ WEFT_AVX512_INLINE int quantize_block_q8(const float* x, uint16_t* d_out, int8_t
   return _mm512_reduce_add_epi32(_mm512_add_epi32(q0, q1));
 }
 
-WEFT_AVX512 void quantize_act_q8_0(const float* x, void* dst, int64_t n) {
-  auto* b = static_cast<BlockQ8_0*>(dst);
-  float d;
-  for (int64_t i = 0; i < n / kQK; ++i) quantize_block_q8(x + i * kQK, &b[i].d, b[i].qs, d);
-}
-
-WEFT_AVX512 void quantize_act_q8_1(const float* x, void* dst, int64_t n) {
-  auto* b = static_cast<BlockQ8_1*>(dst);
-  for (int64_t i = 0; i < n / kQK; ++i) {
-    float d;
-    const int sum = quantize_block_q8(x + i * kQK, &b[i].d, b[i].qs, d);
-    b[i].s = f32_to_fp16(static_cast<float>(sum) * d);
-  }
-}
-
-void copy_f32(const float* x, void* dst, int64_t n) { std::memcpy(dst, x, n * sizeof(float)); }
-
 // ---- dequantize (exactly the ref's products) ----
 
-WEFT_AVX512 void dequantize_q4_0(const void* src, float* dst, int64_t n) {
+WEFT_TARGET_AVX512 void dequantize_q4_0(const void* src, float* dst, int64_t n) {
   const auto* b = static_cast<const BlockQ4_0*>(src);
   for (int64_t i = 0; i < n / kQK; ++i, dst += kQK) {
     const __m512 d = _mm512_set1_ps(fp16_to_f32(b[i].d));
@@ -389,7 +336,7 @@ WEFT_AVX512 void dequantize_q4_0(const void* src, float* dst, int64_t n) {
   }
 }
 
-WEFT_AVX512 void dequantize_q8_0(const void* src, float* dst, int64_t n) {
+WEFT_TARGET_AVX512 void dequantize_q8_0(const void* src, float* dst, int64_t n) {
   const auto* b = static_cast<const BlockQ8_0*>(src);
   for (int64_t i = 0; i < n / kQK; ++i, dst += kQK) {
     const __m512 d = _mm512_set1_ps(fp16_to_f32(b[i].d));
@@ -399,7 +346,7 @@ WEFT_AVX512 void dequantize_q8_0(const void* src, float* dst, int64_t n) {
 }
 
 template <class L>
-WEFT_AVX512 void dequantize_float(const void* src, float* dst, int64_t n) {
+WEFT_TARGET_AVX512 void dequantize_float(const void* src, float* dst, int64_t n) {
   const auto* p = static_cast<const typename L::T*>(src);
   int64_t i = 0;
   for (; i + 16 <= n; i += 16) _mm512_storeu_ps(dst + i, L::load(p + i));
@@ -409,23 +356,37 @@ WEFT_AVX512 void dequantize_float(const void* src, float* dst, int64_t n) {
   }
 }
 
-const TypeKernels kAvx512Table[] = {
-    {DType::F32, DType::F32, dequantize_float<LF32>, copy_f32, kVecDotF<LF32>, kRowsDotF<LF32>, "avx512"},
-    {DType::F16, DType::F32, dequantize_float<LF16>, copy_f32, kVecDotF<LF16>, kRowsDotF<LF16>, "avx512"},
-    {DType::BF16, DType::F32, dequantize_float<LBF16>, copy_f32, kVecDotF<LBF16>, kRowsDotF<LBF16>, "avx512"},
-    {DType::Q4_0, DType::Q8_0, dequantize_q4_0, quantize_act_q8_0, kVecDotQ<KQ4_0>, kRowsDotQ<KQ4_0>, "avx512"},
-    {DType::Q4_1, DType::Q8_1, dequantize_ref_of<DType::Q4_1>, quantize_act_q8_1, kVecDotQ<KQ4_1>, kRowsDotQ<KQ4_1>, "avx512"},
-    {DType::Q5_0, DType::Q8_0, dequantize_ref_of<DType::Q5_0>, quantize_act_q8_0, kVecDotQ<KQ5_0>, kRowsDotQ<KQ5_0>, "avx512"},
-    {DType::Q5_1, DType::Q8_1, dequantize_ref_of<DType::Q5_1>, quantize_act_q8_1, kVecDotQ<KQ5_1>, kRowsDotQ<KQ5_1>, "avx512"},
-    {DType::Q8_0, DType::Q8_0, dequantize_q8_0, quantize_act_q8_0, kVecDotQ<KQ8_0>, kRowsDotQ<KQ8_0>, "avx512"},
+// This file's kernels, as simd::table_of takes them.
+struct Avx512Kernels {
+  static constexpr Isa kIsa = Isa::Avx512;
+  static constexpr int kRowsPerPass = legacy::kRowsPerPass;
+  using KQ4_0 = legacy::KQ4_0;
+  using KQ4_1 = legacy::KQ4_1;
+  using KQ5_0 = legacy::KQ5_0;
+  using KQ5_1 = legacy::KQ5_1;
+  using KQ8_0 = legacy::KQ8_0;
+  using LF32 = legacy::LF32;
+  using LF16 = legacy::LF16;
+  using LBF16 = legacy::LBF16;
+  using QuantizeQ8 = legacy::QuantizeQ8;
+  template <class K, int R>
+  static constexpr DotRowsFn dot = dot_rows<K, R>;
+  template <class L, int R>
+  static constexpr DotRowsFn dot_float = dot_rows_float<L, R>;
+  template <class L>
+  static constexpr DequantizeFn dequant_float = dequantize_float<L>;
+  static constexpr DequantizeFn dequant_q4_0 = dequantize_q4_0;
+  static constexpr DequantizeFn dequant_q8_0 = dequantize_q8_0;
 };
 
 }  // namespace
 
-const TypeKernels* find_avx512(DType t) {
-  for (const auto& k : kAvx512Table)
-    if (k.type == t) return &k;
-  return nullptr;
+template <>
+TypeTable table<Isa::Avx512>() {
+  return simd::table_of<Avx512Kernels>();
 }
 
 }  // namespace weft::kernels::legacy
+
+#undef WEFT_AVX512_INLINE
+#undef WEFT_SIMD_TARGET

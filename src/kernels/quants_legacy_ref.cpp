@@ -5,6 +5,8 @@
 
 #include "core/error.h"
 #include "core/fp16.h"
+#include "kernels/isa.h"
+#include "kernels/rows_dot.h"
 
 #include <cfloat>
 #include <cmath>
@@ -12,12 +14,6 @@
 
 namespace weft::kernels::legacy {
 namespace {
-
-uint32_t load_qh(const uint8_t* qh) {
-  uint32_t v;
-  std::memcpy(&v, qh, 4);
-  return v;
-}
 
 // ---- dequantize ----
 
@@ -65,7 +61,7 @@ void dequantize_q5_0(const void* src, float* dst, int64_t n) {
   const auto* b = static_cast<const BlockQ5_0*>(src);
   for (int64_t i = 0; i < n / kQK; ++i, dst += kQK) {
     const float d = fp16_to_f32(b[i].d);
-    const uint32_t qh = load_qh(b[i].qh);
+    const uint32_t qh = load_u32(b[i].qh);
     for (int j = 0; j < kQK; ++j) dst[j] = static_cast<float>(q5_value(b[i].qs, qh, j) - 16) * d;
   }
 }
@@ -74,7 +70,7 @@ void dequantize_q5_1(const void* src, float* dst, int64_t n) {
   const auto* b = static_cast<const BlockQ5_1*>(src);
   for (int64_t i = 0; i < n / kQK; ++i, dst += kQK) {
     const float d = fp16_to_f32(b[i].d), m = fp16_to_f32(b[i].m);
-    const uint32_t qh = load_qh(b[i].qh);
+    const uint32_t qh = load_u32(b[i].qh);
     for (int j = 0; j < kQK; ++j) dst[j] = static_cast<float>(q5_value(b[i].qs, qh, j)) * d + m;
   }
 }
@@ -267,27 +263,21 @@ float vec_dot_blocks(int64_t n, const void* w, const void* a) {
   return static_cast<float>(s);
 }
 
-template <VecDotFn kDot>
-void rows_dot_each(int64_t n, int64_t n_rows, const void* w, size_t w_stride, const void* a, float* out) {
-  const auto* p = static_cast<const uint8_t*>(w);
-  for (int64_t r = 0; r < n_rows; ++r) out[r] = kDot(n, p + r * w_stride, a);
-}
-
 constexpr auto kDotQ4_0 = vec_dot_blocks<BlockQ4_0, BlockQ8_0, dot_block_q4_0>;
 constexpr auto kDotQ4_1 = vec_dot_blocks<BlockQ4_1, BlockQ8_1, dot_block_q4_1>;
 constexpr auto kDotQ5_0 = vec_dot_blocks<BlockQ5_0, BlockQ8_0, dot_block_q5_0>;
 constexpr auto kDotQ5_1 = vec_dot_blocks<BlockQ5_1, BlockQ8_1, dot_block_q5_1>;
 constexpr auto kDotQ8_0 = vec_dot_blocks<BlockQ8_0, BlockQ8_0, dot_block_q8_0>;
 
-const TypeKernels kRefTable[] = {
-    {DType::F32, DType::F32, dequantize_f32, quantize_f32, vec_dot_f32, rows_dot_each<vec_dot_f32>, "ref"},
-    {DType::F16, DType::F32, dequantize_f16, quantize_f32, vec_dot_f16, rows_dot_each<vec_dot_f16>, "ref"},
-    {DType::BF16, DType::F32, dequantize_bf16, quantize_f32, vec_dot_bf16, rows_dot_each<vec_dot_bf16>, "ref"},
-    {DType::Q4_0, DType::Q8_0, dequantize_q4_0, quantize_q8_0, kDotQ4_0, rows_dot_each<kDotQ4_0>, "ref"},
-    {DType::Q4_1, DType::Q8_1, dequantize_q4_1, quantize_q8_1, kDotQ4_1, rows_dot_each<kDotQ4_1>, "ref"},
-    {DType::Q5_0, DType::Q8_0, dequantize_q5_0, quantize_q8_0, kDotQ5_0, rows_dot_each<kDotQ5_0>, "ref"},
-    {DType::Q5_1, DType::Q8_1, dequantize_q5_1, quantize_q8_1, kDotQ5_1, rows_dot_each<kDotQ5_1>, "ref"},
-    {DType::Q8_0, DType::Q8_0, dequantize_q8_0, quantize_q8_0, kDotQ8_0, rows_dot_each<kDotQ8_0>, "ref"},
+constexpr TypeKernels kRefTable[] = {
+    {DType::F32, DType::F32, dequantize_f32, quantize_f32, vec_dot_f32, rows_dot_each<vec_dot_f32>, Isa::Scalar},
+    {DType::F16, DType::F32, dequantize_f16, quantize_f32, vec_dot_f16, rows_dot_each<vec_dot_f16>, Isa::Scalar},
+    {DType::BF16, DType::F32, dequantize_bf16, quantize_f32, vec_dot_bf16, rows_dot_each<vec_dot_bf16>, Isa::Scalar},
+    {DType::Q4_0, DType::Q8_0, dequantize_q4_0, quantize_q8_0, kDotQ4_0, rows_dot_each<kDotQ4_0>, Isa::Scalar},
+    {DType::Q4_1, DType::Q8_1, dequantize_q4_1, quantize_q8_1, kDotQ4_1, rows_dot_each<kDotQ4_1>, Isa::Scalar},
+    {DType::Q5_0, DType::Q8_0, dequantize_q5_0, quantize_q8_0, kDotQ5_0, rows_dot_each<kDotQ5_0>, Isa::Scalar},
+    {DType::Q5_1, DType::Q8_1, dequantize_q5_1, quantize_q8_1, kDotQ5_1, rows_dot_each<kDotQ5_1>, Isa::Scalar},
+    {DType::Q8_0, DType::Q8_0, dequantize_q8_0, quantize_q8_0, kDotQ8_0, rows_dot_each<kDotQ8_0>, Isa::Scalar},
 };
 
 }  // namespace
@@ -306,14 +296,14 @@ float dot_block_q4_1(const BlockQ4_1& w, const BlockQ8_1& a) {
 }
 
 float dot_block_q5_0(const BlockQ5_0& w, const BlockQ8_0& a) {
-  const uint32_t qh = load_qh(w.qh);
+  const uint32_t qh = load_u32(w.qh);
   int sumi = 0;
   for (int j = 0; j < kQK; ++j) sumi += (q5_value(w.qs, qh, j) - 16) * a.qs[j];
   return static_cast<float>(sumi) * (fp16_to_f32(w.d) * fp16_to_f32(a.d));
 }
 
 float dot_block_q5_1(const BlockQ5_1& w, const BlockQ8_1& a) {
-  const uint32_t qh = load_qh(w.qh);
+  const uint32_t qh = load_u32(w.qh);
   int sumi = 0;
   for (int j = 0; j < kQK; ++j) sumi += q5_value(w.qs, qh, j) * a.qs[j];
   return static_cast<float>(sumi) * (fp16_to_f32(w.d) * fp16_to_f32(a.d)) + fp16_to_f32(w.m) * fp16_to_f32(a.s);
@@ -327,17 +317,16 @@ float dot_block_q8_0(const BlockQ8_0& w, const BlockQ8_0& a) {
 
 bool handles(DType t) { return has_kernels(t) || t == DType::Q8_1; }
 
-bool has_kernels(DType t) { return find_ref(t) != nullptr; }
+bool has_kernels(DType t) { return find_type(kRefTable, t) != nullptr; }
 
-const TypeKernels* find_ref(DType t) {
-  for (const auto& k : kRefTable)
-    if (k.type == t) return &k;
-  return nullptr;
+template <>
+TypeTable table<Isa::Scalar>() {
+  return kRefTable;
 }
 
 void dequantize_ref(DType t, const void* src, float* dst, int64_t n) {
   if (t == DType::Q8_1) return dequantize_q8_1(src, dst, n);
-  const TypeKernels* k = find_ref(t);
+  const TypeKernels* k = find_type(kRefTable, t);
   if (!k) fail("kernels", "no dequantize for type {}", dtype_name(t));
   k->dequantize(src, dst, n);
 }
@@ -358,7 +347,7 @@ void quantize_ref(DType t, const float* src, void* dst, int64_t n) {
 }
 
 float vec_dot_ref(DType weight, int64_t n, const void* w_row, const void* act_row) {
-  const TypeKernels* k = find_ref(weight);
+  const TypeKernels* k = find_type(kRefTable, weight);
   if (!k) fail("kernels", "no vec_dot for weight type {}", dtype_name(weight));
   return k->vec_dot(n, w_row, act_row);
 }

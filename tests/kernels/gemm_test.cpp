@@ -5,7 +5,7 @@
 #include "kernels/gemm_q8.h"
 
 #include "core/fp16.h"
-#include "kernels/cpu_features.h"
+#include "kernels/isa.h"
 #include "kernels/matmul.h"
 #include "kernels/quants.h"
 
@@ -124,9 +124,9 @@ TEST(Gemm, ReferenceMatchesVecDot) {
 }
 
 TEST(Gemm, Avx512MatchesVecDot) {
-  if (!cpu_features().avx512) GTEST_SKIP() << "no AVX-512 VNNI";
+  if (!isa_supported(Isa::Avx512)) GTEST_SKIP() << "no AVX-512 VNNI";
   for (DType t : kPanelTypes) {
-    const GemmFn gemm = find_avx512(t);
+    const GemmFn gemm = find(Isa::Avx512, t);
     ASSERT_NE(gemm, nullptr) << dtype_name(t);
     // Every token-tile width 1..8 and a second 128-token chunk, over full and partial panels.
     for (int64_t n_tokens : {1, 2, 3, 4, 5, 6, 7, 8, 13, 131}) {
@@ -136,13 +136,13 @@ TEST(Gemm, Avx512MatchesVecDot) {
       check_gemm(gemm, c, 32, 37, "avx512");
     }
   }
-  EXPECT_EQ(find_avx512(DType::F16), nullptr);
+  EXPECT_EQ(find(Isa::Avx512, DType::F16), nullptr);
 }
 
 TEST(Gemm, Avx2MatchesVecDot) {
-  if (!cpu_features().avx2) GTEST_SKIP() << "no AVX2";
+  if (!isa_supported(Isa::Avx2)) GTEST_SKIP() << "no AVX2";
   for (DType t : kPanelTypes) {
-    const GemmFn gemm = find_avx2(t);
+    const GemmFn gemm = find(Isa::Avx2, t);
     if (t == DType::Q8_0) {
       EXPECT_EQ(gemm, nullptr) << "Q8_0 levels saturate vpmaddubsw";
       continue;

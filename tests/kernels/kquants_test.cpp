@@ -34,7 +34,7 @@ constexpr double kRefDotRelTol = 1e-5;
 constexpr double kEndToEndRelTol = 0.03;
 
 const DType kWeightTypes[] = {DType::Q4_K, DType::Q5_K, DType::Q6_K};
-const char* const kSimdIsas[] = {"avx2", "avx512"};
+const Isa kSimdIsas[] = {Isa::Avx2, Isa::Avx512};
 
 std::vector<float> gaussian(int64_t n, uint32_t seed, float sigma = 1.0f) {
   std::mt19937 rng(seed);
@@ -282,31 +282,30 @@ TEST(KQuants, RefDotMatchesDoubleDotOfDequantized) {
 TEST(KQuants, FindContract) {
   EXPECT_TRUE(handles(DType::Q4_K) && handles(DType::Q5_K) && handles(DType::Q6_K) && handles(DType::Q8_K));
   EXPECT_FALSE(handles(DType::Q4_0) || handles(DType::F32) || handles(DType::Q3_K));
-  EXPECT_EQ(find(DType::Q4_0, "ref"), nullptr);
-  EXPECT_EQ(find(DType::Q4_K, "neon"), nullptr);
+  EXPECT_EQ(find_type(table<Isa::Scalar>(), DType::Q4_0), nullptr);
   EXPECT_THROW(dequantize_ref(DType::Q8_0, nullptr, nullptr, 0), Error);
   EXPECT_THROW(vec_dot_ref(DType::Q8_K, 0, nullptr, nullptr), Error);
-  for (const char* isa : {"ref", "avx2", "avx512"}) {
+  for (Isa isa : {Isa::Scalar, Isa::Avx2, Isa::Avx512}) {
     for (DType t : kWeightTypes) {
-      const TypeKernels* k = find(t, isa);
+      const TypeKernels* k = kernels_for_isa(t, isa);
       if (!k) continue;
       EXPECT_EQ(k->type, t);
       EXPECT_EQ(k->act_type, DType::Q8_K);
-      EXPECT_STREQ(k->isa, isa);
+      EXPECT_EQ(k->isa, isa);
       EXPECT_TRUE(k->dequantize && k->quantize_act && k->vec_dot && k->rows_dot);
     }
-    if (const TypeKernels* k = find(DType::Q8_K, isa)) {
+    if (const TypeKernels* k = kernels_for_isa(DType::Q8_K, isa)) {
       EXPECT_TRUE(k->dequantize && k->quantize_act);
       EXPECT_EQ(k->vec_dot, nullptr);
     }
   }
-  ASSERT_NE(find(DType::Q4_K, "ref"), nullptr);
+  ASSERT_NE(kernels_for_isa(DType::Q4_K, Isa::Scalar), nullptr);
 }
 
-class KQuantsSimd : public ::testing::TestWithParam<const char*> {
+class KQuantsSimd : public ::testing::TestWithParam<Isa> {
  protected:
   void SetUp() override {
-    if (!find(DType::Q8_K, GetParam())) GTEST_SKIP() << GetParam() << " not supported on this CPU";
+    if (!kernels_for_isa(DType::Q8_K, GetParam())) GTEST_SKIP() << isa_name(GetParam()) << " not supported on this CPU";
   }
 };
 
@@ -318,7 +317,7 @@ TEST_P(KQuantsSimd, QuantizeActIsBitIdenticalToRef) {
   expect_varied(x);
   const auto expect = quantize(DType::Q8_K, x);
   for (DType t : {DType::Q8_K, DType::Q4_K, DType::Q5_K, DType::Q6_K}) {
-    const TypeKernels* k = find(t, GetParam());
+    const TypeKernels* k = kernels_for_isa(t, GetParam());
     ASSERT_NE(k, nullptr);
     std::vector<uint8_t> got(expect.size(), 0xcd);
     k->quantize_act(x.data(), got.data(), n);
@@ -333,7 +332,7 @@ TEST_P(KQuantsSimd, DequantizeMatchesRef) {
     const auto q = quantize(t, x);
     const auto expect = dequantize(t, q, n);
     std::vector<float> got(n);
-    find(t, GetParam())->dequantize(q.data(), got.data(), n);
+    kernels_for_isa(t, GetParam())->dequantize(q.data(), got.data(), n);
     EXPECT_EQ(0, std::memcmp(got.data(), expect.data(), n * sizeof(float))) << dtype_name(t);
   }
 }
@@ -347,7 +346,7 @@ TEST_P(KQuantsSimd, VecDotMatchesRef) {
       const auto qw = quantize(t, w);
       const double abs_sum = abs_and_dot(dequantize(t, qw, n), da).first;
       const float expect = vec_dot_ref(t, n, qw.data(), qa.data());
-      const float got = find(t, GetParam())->vec_dot(n, qw.data(), qa.data());
+      const float got = kernels_for_isa(t, GetParam())->vec_dot(n, qw.data(), qa.data());
       EXPECT_NEAR(got, expect, kSimdDotRelTol * abs_sum) << dtype_name(t) << " n=" << n;
     }
   }
@@ -391,7 +390,7 @@ TEST_P(KQuantsSimd, VecDotMatchesRefOnRandomBlocks) {
     const auto [abs_sum, exact] = abs_and_dot(dw, da);
     const float expect = vec_dot_ref(t, n, w.data(), a.data());
     EXPECT_NEAR(expect, exact, kRefDotRelTol * abs_sum) << dtype_name(t);
-    const float got = find(t, GetParam())->vec_dot(n, w.data(), a.data());
+    const float got = kernels_for_isa(t, GetParam())->vec_dot(n, w.data(), a.data());
     EXPECT_NEAR(got, expect, kSimdDotRelTol * abs_sum) << dtype_name(t);
   }
 }
@@ -412,7 +411,7 @@ TEST_P(KQuantsSimd, RowsDotMatchesRefPerRow) {
     }
     for (int n_rows = 1; n_rows <= max_rows; ++n_rows) {
       std::vector<float> got(n_rows + 1, -7.0f);
-      find(t, GetParam())->rows_dot(n, n_rows, rows.data(), stride, qa.data(), got.data());
+      kernels_for_isa(t, GetParam())->rows_dot(n, n_rows, rows.data(), stride, qa.data(), got.data());
       EXPECT_EQ(got[n_rows], -7.0f) << "wrote past n_rows";
       std::set<float> distinct;
       for (int r = 0; r < n_rows; ++r) {
@@ -429,7 +428,7 @@ TEST_P(KQuantsSimd, RowsDotMatchesRefPerRow) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Isa, KQuantsSimd, ::testing::ValuesIn(kSimdIsas),
-                         [](const auto& info) { return std::string(info.param); });
+                         [](const auto& info) { return std::string(isa_name(info.param)); });
 
 }  // namespace
 }  // namespace weft::kernels::kquants

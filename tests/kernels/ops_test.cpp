@@ -45,8 +45,8 @@ void expect_varies(const std::vector<float>& v) {
 
 std::vector<const OpsKernels*> available_tables() {
   std::vector<const OpsKernels*> out;
-  for (const char* isa : {"ref", "avx2", "avx512"})
-    if (const OpsKernels* k = ops_kernels_for_isa(isa)) out.push_back(k);
+  for (int i = 0; i < kIsaCount; ++i)
+    if (const OpsKernels* k = ops_kernels_for_isa(static_cast<Isa>(i))) out.push_back(k);
   return out;
 }
 
@@ -54,8 +54,8 @@ std::vector<const OpsKernels*> available_tables() {
 class OpsIsaTest : public ::testing::Test {
  protected:
   void SetUp() override { best_ = ops_kernels().isa; }
-  void TearDown() override { force_ops_isa(best_.c_str()); }
-  std::string best_;
+  void TearDown() override { force_ops_isa(best_); }
+  Isa best_ = Isa::Scalar;
 };
 
 // ---------------------------------------------------------------- double implementations
@@ -182,7 +182,7 @@ TEST(OpsTables, ReductionsMatchDouble) {
   ASSERT_GE(available_tables().size(), 1u);
   for (const OpsKernels* k : available_tables()) {
     for (int64_t n : kSizes) {
-      SCOPED_TRACE(std::string(k->isa) + " n=" + std::to_string(n));
+      SCOPED_TRACE(std::string(isa_name(k->isa)) + " n=" + std::to_string(n));
       const auto a = random_vec(n, 1000 + n);
       if (n > 1) expect_varies(a);
       const double ss = sum_sq_d(a.data(), n);
@@ -202,7 +202,7 @@ TEST(OpsTables, ReductionsMatchDouble) {
 TEST(OpsTables, ElementwiseMatchDouble) {
   for (const OpsKernels* k : available_tables()) {
     for (int64_t n : kSizes) {
-      SCOPED_TRACE(std::string(k->isa) + " n=" + std::to_string(n));
+      SCOPED_TRACE(std::string(isa_name(k->isa)) + " n=" + std::to_string(n));
       const auto x = random_vec(n, 3000 + n, -3.f, 3.f), w = random_vec(n, 4000 + n);
       const auto y0 = random_vec(n, 5000 + n);
       std::vector<float> y = y0;
@@ -227,7 +227,7 @@ TEST(OpsTables, ExpAccurateOverFloatRange) {
   std::vector<float> xs;
   for (double x = -87.0; x <= 88.0; x += 0.0137) xs.push_back(float(x));
   for (const OpsKernels* k : available_tables()) {
-    SCOPED_TRACE(k->isa);
+    SCOPED_TRACE(isa_name(k->isa));
     std::vector<float> e = xs;
     k->exp_sum(e.data(), 0.f, int64_t(e.size()));
     for (size_t i = 0; i < xs.size(); ++i) {
@@ -251,11 +251,14 @@ TEST(OpsTables, SwigluSaturatesLikeSilu) {
   for (int i = 0; i < 32; ++i) g[i] = (i % 2 ? 100.f : -100.f) * (1 + i / 16);
   for (const OpsKernels* k : available_tables()) {
     k->swiglu(g.data(), u.data(), out.data(), 32);
-    for (int i = 0; i < 32; ++i) EXPECT_NEAR(out[i], g[i] > 0 ? 2 * g[i] : 0.f, 1e-6) << k->isa << " " << i;
+    for (int i = 0; i < 32; ++i) EXPECT_NEAR(out[i], g[i] > 0 ? 2 * g[i] : 0.f, 1e-6) << isa_name(k->isa) << " " << i;
   }
 }
 
-TEST(OpsTables, ForceUnknownIsaThrows) { EXPECT_THROW(force_ops_isa("sse9"), Error); }
+TEST(OpsTables, BestIsTheDetectedLevel) {
+  EXPECT_EQ(ops_kernels_for_isa(Isa::Scalar)->isa, Isa::Scalar);
+  EXPECT_EQ(find_best(ops_kernels_for_isa)->isa, detected_isa());
+}
 
 // ---------------------------------------------------------------- rms_norm
 
@@ -281,7 +284,7 @@ TEST_F(OpsIsaTest, RmsNormMatchesRefOnEveryIsa) {
     force_ops_isa(k->isa);
     std::vector<float> y = x;  // in place: y aliases x
     rms_norm(y.data(), w.data(), y.data(), n_tokens, n, 1e-6f);
-    expect_near_all(y, want, kOpAbsTol, std::string("rms_norm ") + k->isa);
+    expect_near_all(y, want, kOpAbsTol, std::string("rms_norm ") + isa_name(k->isa));
   }
 }
 
@@ -296,7 +299,7 @@ TEST_F(OpsIsaTest, RmsNormHeadsNormalisesEachHead) {
     force_ops_isa(k->isa);
     std::vector<float> y = x;
     rms_norm_heads(y.data(), w.data(), n_tokens, n_heads, head_dim, 1e-6f);
-    expect_near_all(y, want, kOpAbsTol, std::string("rms_norm_heads ") + k->isa);
+    expect_near_all(y, want, kOpAbsTol, std::string("rms_norm_heads ") + isa_name(k->isa));
   }
 }
 
@@ -310,7 +313,7 @@ TEST_F(OpsIsaTest, SoftmaxMatchesDoubleAndIsStable) {
       auto x = random_vec(n, 41 + n, -1000.f, 1000.f);
       const auto want = softmax_d(x);
       softmax(x.data(), n);
-      expect_near_all(x, want, kOpAbsTol, std::string("softmax ") + k->isa);
+      expect_near_all(x, want, kOpAbsTol, std::string("softmax ") + isa_name(k->isa));
       double s = 0;
       for (float v : x) s += v;
       EXPECT_NEAR(s, 1.0, 1e-5);
@@ -321,7 +324,7 @@ TEST_F(OpsIsaTest, SoftmaxMatchesDoubleAndIsStable) {
 TEST_F(OpsIsaTest, SwigluAndAddMatchRef) {
   const int64_t n = 1031;
   const auto g = random_vec(n, 51, -8.f, 8.f), u = random_vec(n, 52), y0 = random_vec(n, 53);
-  const OpsKernels& ref = *ops_kernels_for_isa("ref");
+  const OpsKernels& ref = *ops_kernels_for_isa(Isa::Scalar);
   std::vector<float> want_sw(n), want_add = y0;
   ref.swiglu(g.data(), u.data(), want_sw.data(), n);
   ref.add(want_add.data(), g.data(), n);
@@ -331,8 +334,8 @@ TEST_F(OpsIsaTest, SwigluAndAddMatchRef) {
     std::vector<float> sw(n), add = y0;
     swiglu(g.data(), u.data(), sw.data(), n);
     add_inplace(add.data(), g.data(), n);
-    expect_near_all(sw, want_sw, kOpAbsTol, std::string("swiglu ") + k->isa);
-    expect_near_all(add, want_add, 0.0, std::string("add ") + k->isa);  // one rounding: exact
+    expect_near_all(sw, want_sw, kOpAbsTol, std::string("swiglu ") + isa_name(k->isa));
+    expect_near_all(add, want_add, 0.0, std::string("add ") + isa_name(k->isa));  // one rounding: exact
   }
 }
 
@@ -490,7 +493,7 @@ TEST_F(OpsIsaTest, AttentionMatchesRefAndDouble) {
         force_ops_isa(k->isa);
         std::vector<float> out(want.size(), NAN);
         attention(c.shape, c.q.data(), c.k.data(), c.v.data(), c.kv_of_q.data(), c.pos.data(), out.data());
-        expect_near_all(out, ref, kAttnAbsTol, std::string("attention ") + k->isa);
+        expect_near_all(out, ref, kAttnAbsTol, std::string("attention ") + isa_name(k->isa));
       }
     }
   }
@@ -520,7 +523,7 @@ TEST_F(OpsIsaTest, AttentionDecodeMatchesRef) {
             force_ops_isa(t->isa);
             std::vector<float> out(ref.size(), NAN);
             attention(s, c.q.data(), k, v, c.kv_of_q.data(), c.pos.data(), out.data());
-            expect_near_all(out, ref, kAttnAbsTol, std::string("attention ") + t->isa);
+            expect_near_all(out, ref, kAttnAbsTol, std::string("attention ") + isa_name(t->isa));
           }
         }
 }
@@ -546,7 +549,7 @@ TEST_F(OpsIsaTest, AttentionOverF16CachesMatchesRef) {
         force_ops_isa(t->isa);
         std::vector<float> out(ref.size(), NAN);
         attention(s, c.q.data(), k, v, c.kv_of_q.data(), c.pos.data(), out.data());
-        expect_near_all(out, ref, kAttnAbsTol, fmt::format("attention {} k {} v {}", t->isa, dtype_name(kt), dtype_name(vt)));
+        expect_near_all(out, ref, kAttnAbsTol, fmt::format("attention {} k {} v {}", isa_name(t->isa), dtype_name(kt), dtype_name(vt)));
       }
     }
   AttentionShape bad = c.shape;
@@ -563,7 +566,7 @@ TEST_F(OpsIsaTest, F32ToF16RowRoundsAsTheScalarConversion) {
     force_ops_isa(t->isa);
     std::vector<uint16_t> y(x.size());
     f32_to_f16_row(x.data(), y.data(), static_cast<int64_t>(x.size()));
-    for (size_t i = 0; i < x.size(); ++i) ASSERT_EQ(y[i], f32_to_fp16(x[i])) << t->isa << " x=" << x[i];
+    for (size_t i = 0; i < x.size(); ++i) ASSERT_EQ(y[i], f32_to_fp16(x[i])) << isa_name(t->isa) << " x=" << x[i];
   }
 }
 

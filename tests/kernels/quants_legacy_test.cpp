@@ -17,7 +17,7 @@ namespace {
 
 constexpr DType kWeightTypes[] = {DType::F32,  DType::F16,  DType::BF16, DType::Q4_0,
                                   DType::Q4_1, DType::Q5_0, DType::Q5_1, DType::Q8_0};
-constexpr const char* kIsas[] = {"ref", "avx2", "avx512"};
+constexpr Isa kIsas[] = {Isa::Scalar, Isa::Avx2, Isa::Avx512};
 
 // SIMD dots differ from the double-accumulating reference only by f32 summation order.
 constexpr double kDotRelTol = 2e-5;  // of sum |w_i a_i|
@@ -143,9 +143,9 @@ TEST(QuantsLegacy, KnownDotQ8_0) {
   }
   ASSERT_NE(expect, 0);
   EXPECT_EQ(vec_dot_ref(DType::Q8_0, 32, w.data(), a.data()), 0.125f * static_cast<float>(expect));
-  for (const char* isa : kIsas) {
+  for (Isa isa : kIsas) {
     if (const TypeKernels* k = kernels_for_isa(DType::Q8_0, isa)) {
-      EXPECT_EQ(k->vec_dot(32, w.data(), a.data()), 0.125f * static_cast<float>(expect)) << isa;
+      EXPECT_EQ(k->vec_dot(32, w.data(), a.data()), 0.125f * static_cast<float>(expect)) << isa_name(isa);
     }
   }
 }
@@ -200,10 +200,10 @@ TEST(QuantsLegacy, ActivationQuantizersMatchRefBitForBit) {
     const DType act = vec_dot_type(t);
     if (act == DType::F32) continue;
     const auto expect = quantize(act, x);
-    for (const char* isa : kIsas) {
+    for (Isa isa : kIsas) {
       const TypeKernels* k = kernels_for_isa(t, isa);
       if (!k) continue;
-      SCOPED_TRACE(std::string(dtype_name(t)) + " " + isa);
+      SCOPED_TRACE(std::string(dtype_name(t)) + " " + isa_name(isa));
       std::vector<uint8_t> got(expect.size(), 0xAB);
       k->quantize_act(x.data(), got.data(), n);
       EXPECT_EQ(got, expect);
@@ -226,23 +226,33 @@ struct Case {
 std::vector<Case> all_cases() {
   std::vector<Case> cases;
   for (DType t : kWeightTypes)
-    for (const char* isa : kIsas)
-      if (const TypeKernels* k = kernels_for_isa(t, isa)) cases.push_back({t, k, std::string(dtype_name(t)) + "/" + isa});
+    for (Isa isa : kIsas)
+      if (const TypeKernels* k = kernels_for_isa(t, isa)) cases.push_back({t, k, std::string(dtype_name(t)) + "/" + isa_name(isa)});
   return cases;
+}
+
+TEST(IsaLevels, NamesRoundTripAndDetectedMatchesCpuFeatures) {
+  for (int i = 0; i < kIsaCount; ++i) EXPECT_EQ(parse_isa(isa_name(static_cast<Isa>(i))), static_cast<Isa>(i));
+  EXPECT_STREQ(isa_name(Isa::Scalar), "ref");
+  EXPECT_STREQ(isa_name(Isa::Avx2), "avx2");
+  EXPECT_STREQ(isa_name(Isa::Avx512), "avx512");
+  const auto& f = cpu_features();
+  EXPECT_EQ(detected_isa(), f.avx512 ? Isa::Avx512 : f.avx2 ? Isa::Avx2 : Isa::Scalar);
+  EXPECT_TRUE(isa_supported(Isa::Scalar));
 }
 
 TEST(QuantsLegacy, EveryIsaThisCpuRunsIsOffered) {
   const auto& f = cpu_features();
   for (DType t : kWeightTypes) {
-    ASSERT_NE(kernels_for_isa(t, "ref"), nullptr);
-    EXPECT_EQ(kernels_for_isa(t, "avx2") != nullptr, f.avx2);
-    EXPECT_EQ(kernels_for_isa(t, "avx512") != nullptr, f.avx512);
+    ASSERT_NE(kernels_for_isa(t, Isa::Scalar), nullptr);
+    EXPECT_EQ(kernels_for_isa(t, Isa::Avx2) != nullptr, f.avx2);
+    EXPECT_EQ(kernels_for_isa(t, Isa::Avx512) != nullptr, f.avx512);
     const TypeKernels& best = kernels_for(t);
-    EXPECT_STREQ(best.isa, best_isa());
+    EXPECT_EQ(best.isa, detected_isa());
     EXPECT_EQ(best.type, t);
     EXPECT_EQ(best.act_type, vec_dot_type(t));
   }
-  EXPECT_EQ(kernels_for_isa(DType::Q4_0, "sse9"), nullptr);
+  EXPECT_FALSE(parse_isa("sse9").has_value());
   EXPECT_THROW(kernels_for(DType::I32), Error);
   EXPECT_THROW(vec_dot_type(DType::Q8_1), Error);
   EXPECT_THROW(dequantize_row_ref(DType::I16, nullptr, nullptr, 0), Error);
