@@ -60,8 +60,8 @@ void wait_child(pid_t pid, benchmark::State& state) {
 void gloo_all_reduce(benchmark::State& state, bool busy, size_t sync_max_bytes) {
   const size_t n = static_cast<size_t>(state.range(0));
   net::KvServer store("127.0.0.1");
-  const parallel::GlooOptions opt{"127.0.0.1:" + std::to_string(store.port()), "lat", "127.0.0.1", 5000, busy,
-                                  sync_max_bytes};
+  const parallel::GlooOptions opt{
+      "127.0.0.1:" + std::to_string(store.port()), "lat", "127.0.0.1", 5000, busy, sync_max_bytes};
   const pid_t pid = ::fork();
   if (pid == 0) {
     int rc = 0;

@@ -107,7 +107,8 @@ void matmul_bench(benchmark::State& state, DType type, int64_t n_tokens) {
     benchmark::DoNotOptimize(y.data());
   }
   state.SetBytesProcessed(static_cast<int64_t>(state.iterations()) * static_cast<int64_t>(w.size()));
-  state.counters["tokens/s"] = benchmark::Counter(static_cast<double>(n_tokens) * state.iterations(), benchmark::Counter::kIsRate);
+  state.counters["tokens/s"] =
+      benchmark::Counter(static_cast<double>(n_tokens) * state.iterations(), benchmark::Counter::kIsRate);
   state.SetLabel(std::string(dtype_name(type)) + " " + kernels::isa_name(kernels::kernels_for(type).isa));
 }
 
@@ -141,14 +142,14 @@ void BM_matvec_big_Q4_0(benchmark::State& state) {
 }
 BENCHMARK(BM_matvec_big_Q4_0)->ArgsProduct({{1, 2}, {0, 1}})->ArgNames({"threads", "huge"})->UseRealTime();
 
-#define WEFT_MATMUL_BENCH(T)                                                                          \
-  void BM_matvec_##T(benchmark::State& s) { matmul_bench(s, DType::T, 1); }                          \
-  BENCHMARK(BM_matvec_##T)->Arg(1)->Arg(2)->UseRealTime();                                           \
-  void BM_matmul32_##T(benchmark::State& s) { matmul_bench(s, DType::T, 32); }                       \
-  BENCHMARK(BM_matmul32_##T)->Arg(1)->Arg(2)->UseRealTime();                                           \
-  void BM_matmul128_##T(benchmark::State& s) { matmul_bench(s, DType::T, 128); }                     \
-  BENCHMARK(BM_matmul128_##T)->Arg(1)->Arg(2)->UseRealTime();                                         \
-  void BM_matmul4_##T(benchmark::State& s) { matmul_bench(s, DType::T, 4); }                         \
+#define WEFT_MATMUL_BENCH(T)                                                     \
+  void BM_matvec_##T(benchmark::State& s) { matmul_bench(s, DType::T, 1); }      \
+  BENCHMARK(BM_matvec_##T)->Arg(1)->Arg(2)->UseRealTime();                       \
+  void BM_matmul32_##T(benchmark::State& s) { matmul_bench(s, DType::T, 32); }   \
+  BENCHMARK(BM_matmul32_##T)->Arg(1)->Arg(2)->UseRealTime();                     \
+  void BM_matmul128_##T(benchmark::State& s) { matmul_bench(s, DType::T, 128); } \
+  BENCHMARK(BM_matmul128_##T)->Arg(1)->Arg(2)->UseRealTime();                    \
+  void BM_matmul4_##T(benchmark::State& s) { matmul_bench(s, DType::T, 4); }     \
   BENCHMARK(BM_matmul4_##T)->Arg(1)->UseRealTime();
 
 WEFT_MATMUL_BENCH(Q4_0)
@@ -183,10 +184,12 @@ void BM_attention(benchmark::State& state) {
     kernels::attention(s, q.data(), k, k, kv_of_q.data(), pos.data(), out.data());  // V = K: same bytes read
     benchmark::DoNotOptimize(out.data());
   }
-  state.SetBytesProcessed(static_cast<int64_t>(state.iterations()) * 2 * static_cast<int64_t>(row_bytes(cache, kv.size())));
+  state.SetBytesProcessed(static_cast<int64_t>(state.iterations()) * 2 *
+                          static_cast<int64_t>(row_bytes(cache, kv.size())));
   double keys = 0;
   for (int32_t p : pos) keys += p + 1;
-  state.counters["FLOP/s"] = benchmark::Counter(4.0 * keys * n_q * hd * state.iterations(), benchmark::Counter::kIsRate);
+  state.counters["FLOP/s"] =
+      benchmark::Counter(4.0 * keys * n_q * hd * state.iterations(), benchmark::Counter::kIsRate);
   state.SetLabel(std::string(dtype_name(cache)) + " cache, " + kernels::isa_name(kernels::ops_kernels().isa));
 }
 BENCHMARK(BM_attention)

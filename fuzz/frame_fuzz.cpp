@@ -23,7 +23,10 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   net::ByteReader r(body);
   try {
     switch (data[0] % 7) {
-      case 0: device::remote::read_graph(r); device::remote::read_load_options(r); break;
+      case 0:
+        device::remote::read_graph(r);
+        device::remote::read_load_options(r);
+        break;
       case 1: device::remote::read_step(r); break;
       case 2: {
         device::DeviceStats st;
@@ -32,8 +35,15 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
       }
       case 3: device::remote::read_tensor_headers(r); break;  // the Tensor frame: every header
       case 4: device::remote::read_group_setup(r); break;
-      case 5: device::remote::read_model_id(r); device::remote::read_slices(r); break;
-      default: r.str("text", 4096); r.f32s("floats", 1 << 20); r.finish("misc"); break;
+      case 5:
+        device::remote::read_model_id(r);
+        device::remote::read_slices(r);
+        break;
+      default:
+        r.str("text", 4096);
+        r.f32s("floats", 1 << 20);
+        r.finish("misc");
+        break;
     }
   } catch (const Error&) {
   }

@@ -109,20 +109,30 @@ int bench(const BenchArgs& a) {
   if (a.output == "json") {
     nlohmann::json j = nlohmann::json::array();
     for (const auto& r : results)
-      j.push_back({{"model", model_name}, {"size_bytes", bytes}, {"params", params}, {"devices", devs}, {"threads", threads},
-                   {"split_mode", sm}, {"test", r.name}, {"samples_s", r.seconds}, {"avg_ts", r.mean_tps()}, {"stddev_ts", r.stddev_tps()}});
+      j.push_back({{"model", model_name},
+                   {"size_bytes", bytes},
+                   {"params", params},
+                   {"devices", devs},
+                   {"threads", threads},
+                   {"split_mode", sm},
+                   {"test", r.name},
+                   {"samples_s", r.seconds},
+                   {"avg_ts", r.mean_tps()},
+                   {"stddev_ts", r.stddev_tps()}});
     std::puts(j.dump(2).c_str());
   } else if (a.output == "csv") {
     std::puts("model,size_bytes,params,devices,threads,split_mode,test,avg_ts,stddev_ts");
     for (const auto& r : results)
       std::printf("\"%s\",%llu,%llu,\"%s\",%d,%s,%s,%.3f,%.3f\n", model_name.c_str(), (unsigned long long)bytes,
-                  (unsigned long long)params, devs.c_str(), threads, sm.c_str(), r.name.c_str(), r.mean_tps(), r.stddev_tps());
+                  (unsigned long long)params, devs.c_str(), threads, sm.c_str(), r.name.c_str(), r.mean_tps(),
+                  r.stddev_tps());
   } else {
     std::puts("| model | size | params | devices | threads | sm | test | t/s |");
     std::puts("| --- | ---: | ---: | --- | ---: | --- | ---: | ---: |");
     for (const auto& r : results)
-      std::printf("| %s | %.2f MiB | %.2f M | %s | %d | %s | %s | %.2f ± %.2f |\n", model_name.c_str(), bytes / 1048576.0,
-                  params / 1e6, devs.c_str(), threads, sm.c_str(), r.name.c_str(), r.mean_tps(), r.stddev_tps());
+      std::printf("| %s | %.2f MiB | %.2f M | %s | %d | %s | %s | %.2f ± %.2f |\n", model_name.c_str(),
+                  bytes / 1048576.0, params / 1e6, devs.c_str(), threads, sm.c_str(), r.name.c_str(), r.mean_tps(),
+                  r.stddev_tps());
   }
   // Collective cost, averaged over every step run (warm-ups included).
   print_device_report(engine, a.profile);
@@ -138,7 +148,8 @@ Action add_bench(CLI::App& app) {
   cmd->add_option("-p,--n-prompt", a->n_prompt, "prompt tokens (pp test; 0: skip)")->check(CLI::Range(0, 1 << 16));
   cmd->add_option("-n,--n-gen", a->n_gen, "generated tokens (tg test; 0: skip)")->check(CLI::Range(0, 1 << 16));
   cmd->add_option("-r,--repetitions", a->reps, "repetitions of each test")->check(CLI::Range(1, 1000));
-  cmd->add_option("-d,--n-depth", a->depth, "tokens already in the KV cache when each test starts")->check(CLI::Range(0, 1 << 20));
+  cmd->add_option("-d,--n-depth", a->depth, "tokens already in the KV cache when each test starts")
+      ->check(CLI::Range(0, 1 << 20));
   cmd->add_option("-o,--output", a->output, "md | csv | json")->check(CLI::IsMember({"md", "csv", "json"}));
   cmd->add_flag("--profile", a->profile, "print time per op kind per device");
   return [a] { return bench(*a); };

@@ -34,8 +34,12 @@ int plan(const ModelOptions& o) {
   std::printf("model: %s (%s), %lld layers, %lld heads / %lld kv heads, ffn %lld, vocab %lld\n", o.model.c_str(),
               cfg.arch.c_str(), (long long)cfg.dims.n_layer, (long long)cfg.dims.n_head, (long long)cfg.dims.n_head_kv,
               (long long)cfg.dims.n_ff, (long long)cfg.dims.n_vocab);
-  std::printf("split mode: %s over %zu devices\n\n", std::string(parallel::split_mode_name(p.mode)).c_str(), p.devices.size());
-  std::printf("| device | share | weights (embedding replicated) | KV cache (%lld ctx) | q heads | kv heads | ffn | vocab | layers |\n", (long long)n_ctx);
+  std::printf("split mode: %s over %zu devices\n\n", std::string(parallel::split_mode_name(p.mode)).c_str(),
+              p.devices.size());
+  std::printf(
+      "| device | share | weights (embedding replicated) | KV cache (%lld ctx) | q heads | kv heads | ffn | vocab | "
+      "layers |\n",
+      (long long)n_ctx);
   std::printf("|---|---|---|---|---|---|---|---|---|\n");
   for (size_t d = 0; d < p.devices.size(); ++d) {
     const auto& dg = p.devices[d];
@@ -48,10 +52,12 @@ int plan(const ModelOptions& o) {
     std::string layers = "all";
     if (p.mode == parallel::SplitMode::Layer)
       layers = p.layers[d].empty() ? "-" : fmt::format("{}..{}", p.layers[d].begin, p.layers[d].end - 1);
-    std::printf("| #%zu %s | %.3f | %s | %s | %s | %s | %s | %s | %s |\n", d, device::describe(eo.devices[d]).c_str(), p.ratios[d],
-                mib(dg.weight_bytes).c_str(), mib(dg.kv_values_per_token / 2 * n_ctx * (row_bytes(eo.k_type, 1) + row_bytes(eo.v_type, 1))).c_str(),
-                range(graph::Axis::QHeads, cfg.dims.head_dim).c_str(), range(graph::Axis::KvHeads, cfg.dims.head_dim).c_str(),
-                range(graph::Axis::Ffn, 1).c_str(), range(graph::Axis::Vocab, 1).c_str(), layers.c_str());
+    std::printf("| #%zu %s | %.3f | %s | %s | %s | %s | %s | %s | %s |\n", d, device::describe(eo.devices[d]).c_str(),
+                p.ratios[d], mib(dg.weight_bytes).c_str(),
+                mib(dg.kv_values_per_token / 2 * n_ctx * (row_bytes(eo.k_type, 1) + row_bytes(eo.v_type, 1))).c_str(),
+                range(graph::Axis::QHeads, cfg.dims.head_dim).c_str(),
+                range(graph::Axis::KvHeads, cfg.dims.head_dim).c_str(), range(graph::Axis::Ffn, 1).c_str(),
+                range(graph::Axis::Vocab, 1).c_str(), layers.c_str());
   }
   std::printf("\ncollectives per token:\n");
   std::map<int, std::vector<const parallel::CollectiveInfo*>> by_layer;
@@ -64,17 +70,19 @@ int plan(const ModelOptions& o) {
   for (const auto& [layer, cs] : by_layer) {
     std::string line;
     for (const auto* c : cs)
-      line += fmt::format("{}{} after {} ({} B)", line.empty() ? "" : ", ", parallel::local_op_name(c->op), c->after, c->bytes_per_token(eo.wire));
+      line += fmt::format("{}{} after {} ({} B)", line.empty() ? "" : ", ", parallel::local_op_name(c->op), c->after,
+                          c->bytes_per_token(eo.wire));
     std::printf("  layer %d: %zu: %s\n", layer, cs.size(), line.c_str());
   }
-  std::printf("  total: %zu collectives, %llu bytes per rank per token (%s)\n", p.collectives.size(), (unsigned long long)total,
-              std::string(parallel::wire_type_name(eo.wire)).c_str());
+  std::printf("  total: %zu collectives, %llu bytes per rank per token (%s)\n", p.collectives.size(),
+              (unsigned long long)total, std::string(parallel::wire_type_name(eo.wire)).c_str());
   if (p.mode == parallel::SplitMode::Tensor)
     std::printf("  sampling: each device returns its top candidates from its vocabulary slice (no logits gather)\n");
   if (p.mode == parallel::SplitMode::Layer)
     std::printf("  layer split: the residual stream (%lld B per token) is handed from each device to the next\n",
                 (long long)cfg.dims.n_embd * 4);
-  std::printf("\nfallbacks (ops without a split rule, gathered and replicated): %s\n", p.fallbacks.empty() ? "none" : "");
+  std::printf("\nfallbacks (ops without a split rule, gathered and replicated): %s\n",
+              p.fallbacks.empty() ? "none" : "");
   for (const auto& f : p.fallbacks) std::printf("  %s\n", f.c_str());
   return 0;
 }

@@ -51,8 +51,11 @@ int run(const RunArgs& a) {
     j["prompt_ids"] = r.prompt;
     j["generated_ids"] = r.generated;
     j["text"] = r.text;
-    j["timings"] = {{"load_s", load_s}, {"prompt_s", r.prompt_seconds}, {"prompt_tokens_per_s", pp},
-                    {"gen_s", r.gen_seconds}, {"gen_tokens_per_s", tg}};
+    j["timings"] = {{"load_s", load_s},
+                    {"prompt_s", r.prompt_seconds},
+                    {"prompt_tokens_per_s", pp},
+                    {"gen_s", r.gen_seconds},
+                    {"gen_tokens_per_s", tg}};
     j["stop"] = runtime::stop_reason_name(r.stop);
     j["split_mode"] = parallel::split_mode_name(engine.plan().mode);
     j["devices"] = static_cast<int>(engine.devices().size());

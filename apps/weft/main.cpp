@@ -23,10 +23,14 @@ int main(int argc, char** argv) {
   // llama.cpp's two-letter short flags, which CLI11 cannot name directly.
   std::vector<std::string> args(argv + 1, argv + argc);
   for (auto& a : args) {
-    if (a == "-sm") a = "--split-mode";
-    else if (a == "-ts") a = "--tensor-split";
-    else if (a == "-ctk") a = "--cache-type-k";
-    else if (a == "-ctv") a = "--cache-type-v";
+    if (a == "-sm")
+      a = "--split-mode";
+    else if (a == "-ts")
+      a = "--tensor-split";
+    else if (a == "-ctk")
+      a = "--cache-type-k";
+    else if (a == "-ctv")
+      a = "--cache-type-v";
   }
   std::reverse(args.begin(), args.end());  // CLI11 takes a reversed vector
   try {

@@ -11,21 +11,30 @@ namespace weft::cli {
 
 void ModelOptions::add_to(CLI::App& cmd, bool with_ctx) {
   cmd.add_option("-m,--model", model, "GGUF model file")->required();
-  cmd.add_option("-t,--threads", threads, "threads of the single CPU device (default: all cores)")->check(CLI::Range(1, 1024));
+  cmd.add_option("-t,--threads", threads, "threads of the single CPU device (default: all cores)")
+      ->check(CLI::Range(1, 1024));
   cmd.add_option("--devices", devices, "devices to split across, e.g. cpu:1,cpu:1 or cpu:2@0,cpu:2@1");
   cmd.add_option("--split-mode", split_mode, "(-sm) none | layer | tensor (default: tensor with several devices)")
       ->check(CLI::IsMember({"none", "layer", "tensor"}));
   cmd.add_option("--tensor-split", tensor_split, "(-ts) share of each device, e.g. 3,1 (default: by threads)");
-  if (with_ctx) cmd.add_option("-c,--ctx-size", ctx, "context size (default: min(training context, 4096))")->check(CLI::Range(1, 1 << 20));
+  if (with_ctx)
+    cmd.add_option("-c,--ctx-size", ctx, "context size (default: min(training context, 4096))")
+        ->check(CLI::Range(1, 1 << 20));
   cmd.add_option("-b,--batch-size", batch, "prompt tokens per step")->check(CLI::Range(1, 8192));
-  cmd.add_option("--wire", wire, "element type of collectives: f32 | bf16 | f16")->check(CLI::IsMember({"f32", "bf16", "f16"}));
-  cmd.add_option("--rpc", rpc, "workers (weft worker) HOST:PORT,... appended after --devices (or after the default CPU device)");
-  cmd.add_option("--auth-key-file", auth_key_file, "shared key the workers require, a file only its owner can read (default: $WEFT_AUTH_KEY_FILE)");
+  cmd.add_option("--wire", wire, "element type of collectives: f32 | bf16 | f16")
+      ->check(CLI::IsMember({"f32", "bf16", "f16"}));
+  cmd.add_option("--rpc", rpc,
+                 "workers (weft worker) HOST:PORT,... appended after --devices (or after the default CPU device)");
+  cmd.add_option("--auth-key-file", auth_key_file,
+                 "shared key the workers require, a file only its owner can read (default: $WEFT_AUTH_KEY_FILE)");
   cmd.add_option("--net-poll", net_poll, "how this process's ranks wait in small all-reduces: auto | busy | block")
       ->check(CLI::IsMember({"auto", "busy", "block"}));
-  cmd.add_option("--cache-type-k", cache_type_k, "(-ctk) KV cache type of K: f16 | f32")->check(CLI::IsMember({"f16", "f32"}));
-  cmd.add_option("--cache-type-v", cache_type_v, "(-ctv) KV cache type of V: f16 | f32")->check(CLI::IsMember({"f16", "f32"}));
-  cmd.add_flag("--mmap", mmap, "CPU devices read weights from the file mapping (zero copy) instead of a copy on huge pages");
+  cmd.add_option("--cache-type-k", cache_type_k, "(-ctk) KV cache type of K: f16 | f32")
+      ->check(CLI::IsMember({"f16", "f32"}));
+  cmd.add_option("--cache-type-v", cache_type_v, "(-ctv) KV cache type of V: f16 | f32")
+      ->check(CLI::IsMember({"f16", "f32"}));
+  cmd.add_flag("--mmap", mmap,
+               "CPU devices read weights from the file mapping (zero copy) instead of a copy on huge pages");
 }
 
 std::vector<double> parse_ratios(const std::string& s) {
@@ -72,16 +81,21 @@ runtime::EngineOptions ModelOptions::engine_options() const {
   net.key_file = auth_key_file;
   net.net_poll = parallel::parse_net_poll(net_poll);
   device::remote::set_coordinator_config(net);
-  if (split_mode == "none") o.mode = parallel::SplitMode::None;
-  else if (split_mode == "layer") o.mode = parallel::SplitMode::Layer;
-  else o.mode = o.devices.size() > 1 ? parallel::SplitMode::Tensor : parallel::SplitMode::None;
+  if (split_mode == "none")
+    o.mode = parallel::SplitMode::None;
+  else if (split_mode == "layer")
+    o.mode = parallel::SplitMode::Layer;
+  else
+    o.mode = o.devices.size() > 1 ? parallel::SplitMode::Tensor : parallel::SplitMode::None;
   if (!tensor_split.empty()) o.ratios = parse_ratios(tensor_split);
   o.n_ctx = ctx;
   o.n_batch = batch;
   o.map_weights = mmap;
   o.k_type = cache_type_k == "f32" ? DType::F32 : DType::F16;
   o.v_type = cache_type_v == "f32" ? DType::F32 : DType::F16;
-  o.wire = wire == "bf16" ? parallel::WireType::BF16 : wire == "f16" ? parallel::WireType::F16 : parallel::WireType::F32;
+  o.wire = wire == "bf16"  ? parallel::WireType::BF16
+           : wire == "f16" ? parallel::WireType::F16
+                           : parallel::WireType::F32;
   return o;
 }
 

@@ -47,7 +47,8 @@ template <typename... Args>
 
 // A failure that happened on `device` (a connection's peer, a device).
 template <typename... Args>
-[[noreturn]] void fail_on(const char* origin, const std::string& device, fmt::format_string<Args...> f, Args&&... args) {
+[[noreturn]] void fail_on(const char* origin, const std::string& device, fmt::format_string<Args...> f,
+                          Args&&... args) {
   throw Error(origin, fmt::format(f, std::forward<Args>(args)...), device);
 }
 
@@ -60,7 +61,7 @@ template <typename... Args>
 }  // namespace weft
 
 // Invariant check that stays on in release builds: a broken invariant is a bug, reported, not UB.
-#define WEFT_ASSERT(cond)                                                                  \
-  do {                                                                                     \
-    if (!(cond)) ::weft::fail("assert", "{}:{}: {} failed", __FILE__, __LINE__, #cond);    \
+#define WEFT_ASSERT(cond)                                                               \
+  do {                                                                                  \
+    if (!(cond)) ::weft::fail("assert", "{}:{}: {} failed", __FILE__, __LINE__, #cond); \
   } while (0)

@@ -2,8 +2,8 @@
 #pragma once
 
 #include <bit>
-#include <cstdint>
 #include <cmath>
+#include <cstdint>
 #include <cstring>
 
 namespace weft {
@@ -35,7 +35,7 @@ inline uint16_t f32_to_fp16(float f) {
   const uint32_t abs = x & 0x7fffffffu;
   if (abs >= 0x7f800000u) return static_cast<uint16_t>(sign | 0x7c00u | (abs > 0x7f800000u ? 0x200u : 0));
   if (abs >= 0x477ff000u) return static_cast<uint16_t>(sign | 0x7c00u);  // overflow -> inf
-  if (abs < 0x38800000u) {  // subnormal or zero in half
+  if (abs < 0x38800000u) {                                               // subnormal or zero in half
     const float a = std::bit_cast<float>(abs);
     const uint32_t v = static_cast<uint32_t>(std::nearbyint(a * 16777216.0f));
     return static_cast<uint16_t>(sign | v);

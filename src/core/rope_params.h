@@ -9,10 +9,10 @@
 namespace weft {
 
 struct RopeParams {
-  int64_t n_rot = 0;         // rotated dims per head (<= head_dim); the rest pass through
+  int64_t n_rot = 0;  // rotated dims per head (<= head_dim); the rest pass through
   float freq_base = 10000.f;
-  float freq_scale = 1.f;    // linear scaling: positions multiplied by this
-  bool neox = false;         // NeoX style pairs (i, i + n_rot/2) instead of (2i, 2i+1)
+  float freq_scale = 1.f;  // linear scaling: positions multiplied by this
+  bool neox = false;       // NeoX style pairs (i, i + n_rot/2) instead of (2i, 2i+1)
   // llama3 rope scaling (rope_type "llama3"); factor 0 means off.
   float llama3_factor = 0.f;
   float llama3_low_freq_factor = 1.f;

@@ -76,7 +76,7 @@ ThreadPool::~ThreadPool() {
 }
 
 void ThreadPool::worker_loop(int) {  // any thread runs any slot: ith is the slot, not the thread
-  uint64_t seen = 0;  // job numbers start at 1
+  uint64_t seen = 0;                 // job numbers start at 1
   for (;;) {
     uint64_t word = generation_.load(std::memory_order_acquire);
     for (int i = 0; spin_ && job_of(word) == seen && i < kSpinIterations; ++i) {

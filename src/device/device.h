@@ -19,8 +19,8 @@
 namespace weft::device {
 
 struct LoadOptions {
-  int32_t n_ctx = 2048;     // KV cache positions
-  int32_t max_tokens = 512; // most tokens in one step (prompt batch)
+  int32_t n_ctx = 2048;                            // KV cache positions
+  int32_t max_tokens = 512;                        // most tokens in one step (prompt batch)
   DType k_type = DType::F16, v_type = DType::F16;  // KV cache element types: F16 or F32 (-ctk / -ctv)
 };
 
@@ -30,16 +30,16 @@ struct Step {
   int32_t pos0 = 0;
   std::vector<float> input;  // layer split, devices after the first: residual stream [n_tokens, n_embd]
   // What the device returns besides running the graph:
-  bool want_candidates = true;   // sampling stage 1 on its logits slice (last token)
-  bool want_logits = false;      // the logits slice of the last token (tests, --all-logits)
+  bool want_candidates = true;  // sampling stage 1 on its logits slice (last token)
+  bool want_logits = false;     // the logits slice of the last token (tests, --all-logits)
   model::SamplingParams sampling;
   std::vector<Token> recent;  // for the repetition penalty
 };
 
 struct StepResult {
   model::LocalCandidates candidates;
-  std::vector<float> logits;    // want_logits: this device's vocab slice, last token
-  std::vector<float> output;    // layer split, not the last device: residual stream out
+  std::vector<float> logits;  // want_logits: this device's vocab slice, last token
+  std::vector<float> output;  // layer split, not the last device: residual stream out
 };
 
 // A network group's meeting point: the coordinator's rendezvous store and what a rank in the

@@ -50,8 +50,10 @@ void connect_group(const Devices& devices, parallel::WireType wire, int timeout_
   int local_threads = 0;
   for (const auto& d : devices) {
     const Reach r = d->reach();
-    if (r.in_process) local_threads += d->threads();
-    else if (host.empty()) host = r.local_host;
+    if (r.in_process)
+      local_threads += d->threads();
+    else if (host.empty())
+      host = r.local_host;
   }
   if (host.empty()) {  // all in this process
     auto shared = parallel::make_shm_group(n, wire, /*spin=*/local_threads <= hardware_cores());

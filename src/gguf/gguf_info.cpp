@@ -23,8 +23,10 @@ std::string quote(const std::string& s, bool show_all) {
       case '\t': out += "\\t"; break;
       case '\r': out += "\\r"; break;
       default:
-        if (c < 0x20 || c == 0x7f) out += fmt::format("\\x{:02x}", c);
-        else out += static_cast<char>(c);  // UTF-8 passes through
+        if (c < 0x20 || c == 0x7f)
+          out += fmt::format("\\x{:02x}", c);
+        else
+          out += static_cast<char>(c);  // UTF-8 passes through
     }
   }
   out += "\"";
@@ -74,9 +76,9 @@ std::string format_value(const Value& v, bool show_all) {
 }
 
 std::string describe(const File& f, bool show_all_values) {
-  std::string out = fmt::format("{}: GGUF v{}, {} metadata keys, {} tensors, alignment {}, data at byte {}, file {} bytes\n",
-                                f.path(), f.version(), f.key_order().size(), f.tensors().size(), f.alignment(),
-                                f.data_offset(), grouped(f.file_size()));
+  std::string out = fmt::format(
+      "{}: GGUF v{}, {} metadata keys, {} tensors, alignment {}, data at byte {}, file {} bytes\n", f.path(),
+      f.version(), f.key_order().size(), f.tensors().size(), f.alignment(), f.data_offset(), grouped(f.file_size()));
 
   out += "metadata:\n";
   size_t key_w = 0, type_w = 0;
@@ -98,8 +100,8 @@ std::string describe(const File& f, bool show_all_values) {
   out += fmt::format("  {:<{}}  {:<5}  {:<{}}  {:>14}\n", "name", name_w, "type", "shape", shape_w, "bytes");
   uint64_t params = 0, bytes = 0;
   for (const auto& t : f.tensors()) {
-    out += fmt::format("  {:<{}}  {:<5}  {:<{}}  {:>14}\n", t.name, name_w, dtype_name(t.type), shape_str(t.shape), shape_w,
-                       grouped(t.n_bytes));
+    out += fmt::format("  {:<{}}  {:<5}  {:<{}}  {:>14}\n", t.name, name_w, dtype_name(t.type), shape_str(t.shape),
+                       shape_w, grouped(t.n_bytes));
     params += static_cast<uint64_t>(t.n_elements());
     bytes += t.n_bytes;
   }

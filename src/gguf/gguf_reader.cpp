@@ -45,10 +45,18 @@ constexpr uint64_t kMaxArrayCount = uint64_t{1} << 26;
 // Smallest encoding of one value of type t (a string is its length, an array its header).
 uint64_t min_value_bytes(ValueType t) {
   switch (t) {
-    case ValueType::U8: case ValueType::I8: case ValueType::Bool: return 1;
-    case ValueType::U16: case ValueType::I16: return 2;
-    case ValueType::U32: case ValueType::I32: case ValueType::F32: return 4;
-    case ValueType::U64: case ValueType::I64: case ValueType::F64: case ValueType::String: return 8;
+    case ValueType::U8:
+    case ValueType::I8:
+    case ValueType::Bool: return 1;
+    case ValueType::U16:
+    case ValueType::I16: return 2;
+    case ValueType::U32:
+    case ValueType::I32:
+    case ValueType::F32: return 4;
+    case ValueType::U64:
+    case ValueType::I64:
+    case ValueType::F64:
+    case ValueType::String: return 8;
     case ValueType::Array: return 4 + 8;
   }
   return 1;
@@ -229,7 +237,8 @@ void File::parse_all(const uint8_t* data, size_t size) {
   const auto n_tensors = c.read<uint64_t>("tensor count");
   const auto n_kv = c.read<uint64_t>("kv count");
   if (n_kv > c.left() / kMinKvBytes) c.bad("kv count {} is absurd for a file of {} bytes", n_kv, size);
-  if (n_tensors > c.left() / kMinTensorInfoBytes) c.bad("tensor count {} is absurd for a file of {} bytes", n_tensors, size);
+  if (n_tensors > c.left() / kMinTensorInfoBytes)
+    c.bad("tensor count {} is absurd for a file of {} bytes", n_tensors, size);
   if (n_kv * kMinKvBytes + n_tensors * kMinTensorInfoBytes > c.left())
     c.bad("{} kv pairs and {} tensors cannot fit in a file of {} bytes", n_kv, n_tensors, size);
 
@@ -266,7 +275,8 @@ void File::parse_all(const uint8_t* data, size_t size) {
     const uint64_t begin = checked_add(c, data_offset_, t.offset, "tensor '" + t.name + "' offset");
     const uint64_t end = checked_add(c, begin, t.n_bytes, "tensor '" + t.name + "' end");
     if (end > size)
-      c.bad("tensor '{}' data [{}, {}) ({} bytes) lies outside the file ({} bytes)", t.name, begin, end, t.n_bytes, size);
+      c.bad("tensor '{}' data [{}, {}) ({} bytes) lies outside the file ({} bytes)", t.name, begin, end, t.n_bytes,
+            size);
     t.data = data + begin;
   }
 

@@ -62,7 +62,8 @@ class FileSink final : public Sink {
  public:
   FileSink(std::FILE* f, const std::string& path) : f_(f), path_(path) {}
   void write(const void* p, size_t n) override {
-    if (n > 0 && std::fwrite(p, 1, n, f_) != n) fail("gguf", "{}: write failed at byte {}: {}", path_, pos_, std::strerror(errno));
+    if (n > 0 && std::fwrite(p, 1, n, f_) != n)
+      fail("gguf", "{}: write failed at byte {}: {}", path_, pos_, std::strerror(errno));
     pos_ += n;
   }
 
@@ -79,7 +80,8 @@ void put_checked(Sink& s, const Value& v, const std::string& key) {
   const auto* x = std::get_if<Stored>(&v.v);
   if (!x) fail("gguf", "writer: key '{}' of type {} holds a value of another kind", key, value_type_name(v.type));
   if constexpr (std::is_integral_v<Wire>) {
-    if (*x < static_cast<Stored>(std::numeric_limits<Wire>::min()) || *x > static_cast<Stored>(std::numeric_limits<Wire>::max()))
+    if (*x < static_cast<Stored>(std::numeric_limits<Wire>::min()) ||
+        *x > static_cast<Stored>(std::numeric_limits<Wire>::max()))
       fail("gguf", "writer: key '{}' value {} does not fit in {}", key, *x, value_type_name(v.type));
   }
   s.put(static_cast<Wire>(*x));
@@ -136,7 +138,8 @@ Value array_of(ValueType elem, const std::vector<T>& xs, F to_value) {
 // Bytes of a tensor, validating the shape like the reader does so we never write an unreadable file.
 uint64_t tensor_bytes(const std::string& name, DType type, const std::vector<int64_t>& shape) {
   if (name.empty()) fail("gguf", "writer: empty tensor name");
-  if (shape.empty() || shape.size() > 4) fail("gguf", "writer: tensor '{}' has {} dims (must be 1..4)", name, shape.size());
+  if (shape.empty() || shape.size() > 4)
+    fail("gguf", "writer: tensor '{}' has {} dims (must be 1..4)", name, shape.size());
   int64_t n = 1;
   for (auto d : shape) {
     if (d < 0 || __builtin_mul_overflow(n, d, &n)) fail("gguf", "writer: tensor '{}' has bad dim {}", name, d);
@@ -147,7 +150,8 @@ uint64_t tensor_bytes(const std::string& name, DType type, const std::vector<int
          tr.block_size);
   if (shape[0] == 0) return 0;
   uint64_t bytes;
-  if (__builtin_mul_overflow(static_cast<uint64_t>(row_bytes(type, shape[0])), static_cast<uint64_t>(n / shape[0]), &bytes))
+  if (__builtin_mul_overflow(static_cast<uint64_t>(row_bytes(type, shape[0])), static_cast<uint64_t>(n / shape[0]),
+                             &bytes))
     fail("gguf", "writer: tensor '{}' byte size overflows", name);
   return bytes;
 }
@@ -184,7 +188,8 @@ void Writer::set_i32_array(const std::string& key, const std::vector<int32_t>& v
 
 void Writer::add_tensor(const std::string& name, DType type, std::vector<int64_t> shape, std::vector<uint8_t> data) {
   const uint64_t n = tensor_bytes(name, type, shape);
-  if (data.size() != n) fail("gguf", "writer: tensor '{}' has {} bytes of data, its shape needs {}", name, data.size(), n);
+  if (data.size() != n)
+    fail("gguf", "writer: tensor '{}' has {} bytes of data, its shape needs {}", name, data.size(), n);
   for (const auto& t : tensors_)
     if (t.name == name) fail("gguf", "writer: duplicate tensor name '{}'", name);
   tensors_.push_back({name, type, std::move(shape), std::move(data), Fill{}});

@@ -40,13 +40,13 @@ std::string_view op_name(OpKind op);
 
 struct Node {
   OpKind op;
-  std::vector<int> inputs;   // ids of earlier nodes (topological order); Embed has none
-  Axis axis;                 // meaning of this node's output features
-  int64_t width = 0;         // features per token of the output
-  std::string weight;        // tensor read by Embed, RmsNorm, MatMul, HeadNorm; else empty
-  std::string bias;          // MatMul only, optional
-  int layer = -1;            // block index; -1 outside the blocks
-  std::string label;         // for plans and profiles: "attn_q", "ffn_down"
+  std::vector<int> inputs;  // ids of earlier nodes (topological order); Embed has none
+  Axis axis;                // meaning of this node's output features
+  int64_t width = 0;        // features per token of the output
+  std::string weight;       // tensor read by Embed, RmsNorm, MatMul, HeadNorm; else empty
+  std::string bias;         // MatMul only, optional
+  int layer = -1;           // block index; -1 outside the blocks
+  std::string label;        // for plans and profiles: "attn_q", "ffn_down"
 };
 
 // Shape facts the ops and the planner need beyond single nodes.
@@ -62,7 +62,7 @@ struct Graph {
   std::vector<Node> nodes;
   int output = -1;  // the logits node (Axis::Vocab)
 
-  int add(Node n);  // appends, checks inputs precede it, returns the id
+  int add(Node n);                 // appends, checks inputs precede it, returns the id
   int64_t width_of(Axis a) const;  // full width of an axis
 };
 

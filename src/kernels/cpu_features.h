@@ -6,8 +6,8 @@
 namespace weft::kernels {
 
 struct CpuFeatures {
-  bool avx2 = false;        // with FMA and F16C: Isa::Avx2
-  bool avx512 = false;      // F, BW, VL, DQ and VNNI: Isa::Avx512
+  bool avx2 = false;    // with FMA and F16C: Isa::Avx2
+  bool avx512 = false;  // F, BW, VL, DQ and VNNI: Isa::Avx512
   bool avx512_vnni = false;
   bool avx_vnni = false;
 };

@@ -47,7 +47,8 @@ WEFT_TARGET_AVX512 void tile(const uint8_t* panel, size_t block_bytes, int64_t n
       for (int g = s * kPerScale; g < (s + 1) * kPerScale; ++g) {
         const __m512i w = _mm512_loadu_si512(panel + 64 * g);
 #pragma GCC unroll 8
-        for (int t = 0; t < T; ++t) sumi[t] = _mm512_dpbusd_epi32(sumi[t], w, _mm512_set1_epi32(load_i32(act[t].q + 4 * g)));
+        for (int t = 0; t < T; ++t)
+          sumi[t] = _mm512_dpbusd_epi32(sumi[t], w, _mm512_set1_epi32(load_i32(act[t].q + 4 * g)));
       }
       const __m512 scale = _mm512_loadu_ps(sc + 16 * s);
 #pragma GCC unroll 8
@@ -208,7 +209,8 @@ WEFT_TARGET_AVX512 void pack_q8_0(const PanelRows& rows, int64_t nb, size_t bb, 
 // Bit j of each byte moved to bit 4 (Q5_K's fifth bit of sub-block j). 16-bit shifts move bits
 // across bytes, but bit 4 of either byte comes from its own byte for shifts up to 4 left, 3 right.
 WEFT_TARGET_AVX512 inline __m512i fifth_bit(__m512i qh, int j) {
-  const __m512i moved = j <= 4 ? _mm512_sll_epi16(qh, _mm_cvtsi32_si128(4 - j)) : _mm512_srl_epi16(qh, _mm_cvtsi32_si128(j - 4));
+  const __m512i moved =
+      j <= 4 ? _mm512_sll_epi16(qh, _mm_cvtsi32_si128(4 - j)) : _mm512_srl_epi16(qh, _mm_cvtsi32_si128(j - 4));
   return _mm512_and_si512(moved, _mm512_set1_epi8(0x10));
 }
 

@@ -16,16 +16,16 @@
 namespace weft::kernels::gemm {
 namespace {
 
+using kquants::BlockQ4K;
+using kquants::BlockQ5K;
+using kquants::BlockQ6K;
+using kquants::BlockQ8K;
 using legacy::BlockQ4_0;
 using legacy::BlockQ4_1;
 using legacy::BlockQ5_0;
 using legacy::BlockQ5_1;
 using legacy::BlockQ8_0;
 using legacy::BlockQ8_1;
-using kquants::BlockQ4K;
-using kquants::BlockQ5K;
-using kquants::BlockQ6K;
-using kquants::BlockQ8K;
 
 // One row's block b unpacked: 32 unsigned levels and its sc[n_scales], mn.
 struct Unpacked {
@@ -272,7 +272,7 @@ GemmFn find<Isa::Scalar>(DType) {
 
 GemmFn find(Isa isa, DType t) {
   static constexpr std::array<GemmFn (*)(DType), kIsaCount> kFind = {find<Isa::Scalar>, find<Isa::Avx2>,
-                                                                       find<Isa::Avx512>};
+                                                                     find<Isa::Avx512>};
   return isa_supported(isa) ? kFind[static_cast<int>(isa)](t) : nullptr;
 }
 

@@ -37,9 +37,9 @@ constexpr int kTileTokens = 8;
 
 // How a weight type's blocks are stored in a panel.
 struct PanelFormat {
-  int n_scales = 1;      // 1: one scale per 32 values; 2: one per 16 (Q6_K)
-  bool has_min = false;  // a float mn per block (the _1 types and Q4_K/Q5_K)
-  bool has_corr = false; // the int offset term corr of the activation block applies
+  int n_scales = 1;       // 1: one scale per 32 values; 2: one per 16 (Q6_K)
+  bool has_min = false;   // a float mn per block (the _1 types and Q4_K/Q5_K)
+  bool has_corr = false;  // the int offset term corr of the activation block applies
   // Per block: kGroups x 64 bytes of q (group g, lane r = values 4g..4g+3 of row r), then
   // n_scales x 16 floats of sc, then 16 floats of mn when has_min.
   size_t block_bytes() const { return kGroups * 64 + 64 * static_cast<size_t>(n_scales + (has_min ? 1 : 0)); }

@@ -56,7 +56,6 @@ inline int32_t load_i32(const void* p) {
 // only used where isa_supported(). The Avx2 set is a subset of the Avx512 one, so helpers marked
 // WEFT_TARGET_AVX2 inline into both.
 #define WEFT_TARGET_AVX2 __attribute__((target("avx2,fma,f16c")))
-#define WEFT_TARGET_AVX512 \
-  __attribute__((target("avx512f,avx512bw,avx512vl,avx512dq,avx512vnni,avx2,fma,f16c")))
+#define WEFT_TARGET_AVX512 __attribute__((target("avx512f,avx512bw,avx512vl,avx512dq,avx512vnni,avx2,fma,f16c")))
 // For small helpers that must inline into their callers (one instruction or a few).
 #define WEFT_ALWAYS_INLINE inline __attribute__((always_inline))

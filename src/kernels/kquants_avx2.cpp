@@ -32,7 +32,9 @@ using avx2::load256;
 constexpr int kGroupRows = 2;
 
 // vpshufb control that copies int16 lane `k` (of each 128-bit half) to every lane.
-WEFT_TARGET_AVX2 inline __m256i word_broadcast_mask(int k) { return _mm256_set1_epi16(static_cast<short>(0x0100 + 0x0202 * k)); }
+WEFT_TARGET_AVX2 inline __m256i word_broadcast_mask(int k) {
+  return _mm256_set1_epi16(static_cast<short>(0x0100 + 0x0202 * k));
+}
 
 // Per-row state of a Q4_K/Q5_K block: its 8 scales as int16 in both 128-bit halves, and the min
 // term m[j] * (bsums[2j] + bsums[2j + 1]) as 8 int32.
@@ -60,14 +62,14 @@ WEFT_TARGET_AVX2 void dot_rows_q45_K(int64_t n, const uint8_t* w, size_t w_strid
   const __m256i low4 = _mm256_set1_epi8(0x0f);
   const __m256i bit4 = _mm256_set1_epi8(0x10);
   __m256 acc[R];
-  #pragma GCC unroll 4
+#pragma GCC unroll 4
   for (int r = 0; r < R; ++r) acc[r] = _mm256_setzero_ps();
   for (int64_t i = 0; i < nb; ++i) {
     const Block* x[R];
     ScaleMin sm[R];
     __m256i sumi[R], qh[R];
     const __m256i bsums = load256(y[i].bsums);
-    #pragma GCC unroll 4
+#pragma GCC unroll 4
     for (int r = 0; r < R; ++r) {
       x[r] = reinterpret_cast<const Block*>(w + r * w_stride) + i;
       sm[r] = scale_min_terms(x[r]->scales, bsums);
@@ -80,7 +82,7 @@ WEFT_TARGET_AVX2 void dot_rows_q45_K(int64_t n, const uint8_t* w, size_t w_strid
       const __m256i q8_lo = load256(y[i].qs + 64 * c);
       const __m256i q8_hi = load256(y[i].qs + 64 * c + 32);
       const __m256i sel_lo = word_broadcast_mask(2 * c), sel_hi = word_broadcast_mask(2 * c + 1);
-      #pragma GCC unroll 4
+#pragma GCC unroll 4
       for (int r = 0; r < R; ++r) {
         const __m256i q = load256(x[r]->qs + 32 * c);
         __m256i lo = _mm256_and_si256(q, low4);
@@ -91,19 +93,21 @@ WEFT_TARGET_AVX2 void dot_rows_q45_K(int64_t n, const uint8_t* w, size_t w_strid
           lo = _mm256_or_si256(lo, _mm256_and_si256(_mm256_slli_epi16(_mm256_srli_epi16(qh[r], 2 * c), 4), bit4));
           hi = _mm256_or_si256(hi, _mm256_and_si256(_mm256_slli_epi16(_mm256_srli_epi16(qh[r], 2 * c + 1), 4), bit4));
         }
-        const __m256i p_lo = _mm256_madd_epi16(_mm256_maddubs_epi16(lo, q8_lo), _mm256_shuffle_epi8(sm[r].sc16, sel_lo));
-        const __m256i p_hi = _mm256_madd_epi16(_mm256_maddubs_epi16(hi, q8_hi), _mm256_shuffle_epi8(sm[r].sc16, sel_hi));
+        const __m256i p_lo =
+            _mm256_madd_epi16(_mm256_maddubs_epi16(lo, q8_lo), _mm256_shuffle_epi8(sm[r].sc16, sel_lo));
+        const __m256i p_hi =
+            _mm256_madd_epi16(_mm256_maddubs_epi16(hi, q8_hi), _mm256_shuffle_epi8(sm[r].sc16, sel_hi));
         sumi[r] = _mm256_add_epi32(sumi[r], _mm256_add_epi32(p_lo, p_hi));
       }
     }
-    #pragma GCC unroll 4
+#pragma GCC unroll 4
     for (int r = 0; r < R; ++r) {
       const float d = y[i].d * _cvtsh_ss(x[r]->d), dmin = y[i].d * _cvtsh_ss(x[r]->dmin);
       acc[r] = _mm256_fmadd_ps(_mm256_set1_ps(d), _mm256_cvtepi32_ps(sumi[r]), acc[r]);
       acc[r] = _mm256_fnmadd_ps(_mm256_set1_ps(dmin), _mm256_cvtepi32_ps(sm[r].min_term), acc[r]);
     }
   }
-  #pragma GCC unroll 4
+#pragma GCC unroll 4
   for (int r = 0; r < R; ++r) out[r] = hsum(acc[r]);
 }
 
@@ -120,13 +124,13 @@ WEFT_TARGET_AVX2 void dot_rows_q6_K(int64_t n, const uint8_t* w, size_t w_stride
     sel[p] = _mm256_set_m128i(_mm_set1_epi16(static_cast<short>(0x0100 + 0x0202 * (2 * p + 1))),
                               _mm_set1_epi16(static_cast<short>(0x0100 + 0x0202 * (2 * p))));
   __m256 acc[R];
-  #pragma GCC unroll 4
+#pragma GCC unroll 4
   for (int r = 0; r < R; ++r) acc[r] = _mm256_setzero_ps();
   for (int64_t i = 0; i < nb; ++i) {
     const BlockQ6K* x[R];
     __m256i sc16[R], sumi[R];
     const __m256i bsums = load256(y[i].bsums);
-    #pragma GCC unroll 4
+#pragma GCC unroll 4
     for (int r = 0; r < R; ++r) {
       x[r] = reinterpret_cast<const BlockQ6K*>(w + r * w_stride) + i;
       sc16[r] = _mm256_cvtepi8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(x[r]->scales)));
@@ -136,14 +140,17 @@ WEFT_TARGET_AVX2 void dot_rows_q6_K(int64_t n, const uint8_t* w, size_t w_stride
     for (int h = 0; h < 2; ++h) {
       const int8_t* q8 = y[i].qs + 128 * h;
       const __m256i q8_0 = load256(q8), q8_1 = load256(q8 + 32), q8_2 = load256(q8 + 64), q8_3 = load256(q8 + 96);
-      #pragma GCC unroll 4
+#pragma GCC unroll 4
       for (int r = 0; r < R; ++r) {
         const __m256i ql0 = load256(x[r]->ql + 64 * h), ql1 = load256(x[r]->ql + 64 * h + 32);
         const __m256i qh = load256(x[r]->qh + 32 * h);
         // Part p takes ql's low (p < 2) or high nibble and bits 2p..2p+1 of qh as bits 4..5.
-        const __m256i q0 = _mm256_or_si256(_mm256_and_si256(ql0, low4), _mm256_and_si256(_mm256_slli_epi16(qh, 4), bits45));
-        const __m256i q1 = _mm256_or_si256(_mm256_and_si256(ql1, low4), _mm256_and_si256(_mm256_slli_epi16(qh, 2), bits45));
-        const __m256i q2 = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(ql0, 4), low4), _mm256_and_si256(qh, bits45));
+        const __m256i q0 =
+            _mm256_or_si256(_mm256_and_si256(ql0, low4), _mm256_and_si256(_mm256_slli_epi16(qh, 4), bits45));
+        const __m256i q1 =
+            _mm256_or_si256(_mm256_and_si256(ql1, low4), _mm256_and_si256(_mm256_slli_epi16(qh, 2), bits45));
+        const __m256i q2 =
+            _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(ql0, 4), low4), _mm256_and_si256(qh, bits45));
         const __m256i q3 = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(ql1, 4), low4),
                                            _mm256_and_si256(_mm256_srli_epi16(qh, 2), bits45));
         // This half's 8 scales in both 128-bit lanes, then one per (part, 16 values).
@@ -156,13 +163,13 @@ WEFT_TARGET_AVX2 void dot_rows_q6_K(int64_t n, const uint8_t* w, size_t w_stride
         sumi[r] = _mm256_add_epi32(sumi[r], _mm256_add_epi32(_mm256_add_epi32(p0, p1), _mm256_add_epi32(p2, p3)));
       }
     }
-    #pragma GCC unroll 4
+#pragma GCC unroll 4
     for (int r = 0; r < R; ++r) {
       const float d = y[i].d * _cvtsh_ss(x[r]->d);
       acc[r] = _mm256_fmadd_ps(_mm256_set1_ps(d), _mm256_cvtepi32_ps(sumi[r]), acc[r]);
     }
   }
-  #pragma GCC unroll 4
+#pragma GCC unroll 4
   for (int r = 0; r < R; ++r) out[r] = hsum(acc[r]);
 }
 
@@ -197,7 +204,8 @@ WEFT_TARGET_AVX2 void quantize_row_q8_K_avx2(const float* src, void* dst, int64_
       _mm256_storeu_si256(reinterpret_cast<__m256i*>(y[i].qs + k), q);
       // Sums of 16: vpsadbw adds 8 bytes of q + 128 at a time, so each half-sum carries 8 * 128.
       alignas(32) uint64_t s[4];
-      _mm256_store_si256(reinterpret_cast<__m256i*>(s), _mm256_sad_epu8(_mm256_xor_si256(q, flip), _mm256_setzero_si256()));
+      _mm256_store_si256(reinterpret_cast<__m256i*>(s),
+                         _mm256_sad_epu8(_mm256_xor_si256(q, flip), _mm256_setzero_si256()));
       y[i].bsums[k / 16] = static_cast<int16_t>(static_cast<int>(s[0] + s[1]) - 2048);
       y[i].bsums[k / 16 + 1] = static_cast<int16_t>(static_cast<int>(s[2] + s[3]) - 2048);
     }

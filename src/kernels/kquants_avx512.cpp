@@ -49,8 +49,9 @@ WEFT_TARGET_AVX512 inline __m512i halves_index(int a, int b) {
 
 // vpermw index: int16 lane L takes lane base + L / 8 (four scales of 16 values each).
 WEFT_TARGET_AVX512 inline __m512i quarters_index(int base) {
-  return join(_mm256_set_m128i(_mm_set1_epi16(static_cast<short>(base + 1)), _mm_set1_epi16(static_cast<short>(base))),
-              _mm256_set_m128i(_mm_set1_epi16(static_cast<short>(base + 3)), _mm_set1_epi16(static_cast<short>(base + 2))));
+  return join(
+      _mm256_set_m128i(_mm_set1_epi16(static_cast<short>(base + 1)), _mm_set1_epi16(static_cast<short>(base))),
+      _mm256_set_m128i(_mm_set1_epi16(static_cast<short>(base + 3)), _mm_set1_epi16(static_cast<short>(base + 2))));
 }
 
 // Decode streams the weights from DRAM in runs of one row (~1 KiB), too short for the hardware
@@ -75,13 +76,13 @@ WEFT_TARGET_AVX512 void dot_rows_q45_K(int64_t n, const uint8_t* w, size_t w_str
   const __m512i bit4 = _mm512_set1_epi8(0x10);
   const __m512i sel[2][2] = {{halves_index(0, 2), halves_index(1, 3)}, {halves_index(4, 6), halves_index(5, 7)}};
   __m512 acc[R];
-  #pragma GCC unroll 4
+#pragma GCC unroll 4
   for (int r = 0; r < R; ++r) acc[r] = _mm512_setzero_ps();
   for (int64_t i = 0; i < nb; ++i) {
     const Block* x[R];
     __m512i sc[R], sumi[R], qh[R], min_term[R];
     const __m256i bsums = load256(y[i].bsums);
-    #pragma GCC unroll 4
+#pragma GCC unroll 4
     for (int r = 0; r < R; ++r) {
       x[r] = reinterpret_cast<const Block*>(w + r * w_stride) + i;
       prefetch_block<sizeof(Block)>(reinterpret_cast<const uint8_t*>(x[r]) + R * w_stride);
@@ -101,27 +102,31 @@ WEFT_TARGET_AVX512 void dot_rows_q45_K(int64_t n, const uint8_t* w, size_t w_str
       const int8_t* q8 = y[i].qs + 128 * k;
       const __m512i q8_lo = join(load256(q8), load256(q8 + 64));
       const __m512i q8_hi = join(load256(q8 + 32), load256(q8 + 96));
-      #pragma GCC unroll 4
+#pragma GCC unroll 4
       for (int r = 0; r < R; ++r) {
         const __m512i q = load512(x[r]->qs + 64 * k);
         __m512i lo = _mm512_and_si512(q, low4);
         __m512i hi = _mm512_and_si512(_mm512_srli_epi16(q, 4), low4);
         if constexpr (kHigh) {
-          lo = _mm512_mask_add_epi8(lo, _mm512_test_epi8_mask(qh[r], _mm512_set1_epi8(static_cast<char>(1 << (4 * k)))), lo, bit4);
-          hi = _mm512_mask_add_epi8(hi, _mm512_test_epi8_mask(qh[r], _mm512_set1_epi8(static_cast<char>(2 << (4 * k)))), hi, bit4);
+          lo = _mm512_mask_add_epi8(lo, _mm512_test_epi8_mask(qh[r], _mm512_set1_epi8(static_cast<char>(1 << (4 * k)))),
+                                    lo, bit4);
+          hi = _mm512_mask_add_epi8(hi, _mm512_test_epi8_mask(qh[r], _mm512_set1_epi8(static_cast<char>(2 << (4 * k)))),
+                                    hi, bit4);
         }
-        sumi[r] = _mm512_dpwssd_epi32(sumi[r], _mm512_maddubs_epi16(lo, q8_lo), _mm512_permutexvar_epi16(sel[k][0], sc[r]));
-        sumi[r] = _mm512_dpwssd_epi32(sumi[r], _mm512_maddubs_epi16(hi, q8_hi), _mm512_permutexvar_epi16(sel[k][1], sc[r]));
+        sumi[r] =
+            _mm512_dpwssd_epi32(sumi[r], _mm512_maddubs_epi16(lo, q8_lo), _mm512_permutexvar_epi16(sel[k][0], sc[r]));
+        sumi[r] =
+            _mm512_dpwssd_epi32(sumi[r], _mm512_maddubs_epi16(hi, q8_hi), _mm512_permutexvar_epi16(sel[k][1], sc[r]));
       }
     }
-    #pragma GCC unroll 4
+#pragma GCC unroll 4
     for (int r = 0; r < R; ++r) {
       const float d = y[i].d * _cvtsh_ss(x[r]->d), dmin = y[i].d * _cvtsh_ss(x[r]->dmin);
       acc[r] = _mm512_fmadd_ps(_mm512_set1_ps(d), _mm512_cvtepi32_ps(sumi[r]), acc[r]);
       acc[r] = _mm512_fnmadd_ps(_mm512_set1_ps(dmin), _mm512_cvtepi32_ps(min_term[r]), acc[r]);
     }
   }
-  #pragma GCC unroll 4
+#pragma GCC unroll 4
   for (int r = 0; r < R; ++r) out[r] = _mm512_reduce_add_ps(acc[r]);
 }
 
@@ -137,13 +142,13 @@ WEFT_TARGET_AVX512 void dot_rows_q6_K(int64_t n, const uint8_t* w, size_t w_stri
   const __m512i bits45 = _mm512_set1_epi8(0x30);
   const __m512i sel[2][2] = {{quarters_index(0), quarters_index(4)}, {quarters_index(8), quarters_index(12)}};
   __m512 acc[R];
-  #pragma GCC unroll 4
+#pragma GCC unroll 4
   for (int r = 0; r < R; ++r) acc[r] = _mm512_setzero_ps();
   for (int64_t i = 0; i < nb; ++i) {
     const BlockQ6K* x[R];
     __m512i sc[R], sumi[R];
     const __m256i bsums = load256(y[i].bsums);
-    #pragma GCC unroll 4
+#pragma GCC unroll 4
     for (int r = 0; r < R; ++r) {
       x[r] = reinterpret_cast<const BlockQ6K*>(w + r * w_stride) + i;
       prefetch_block<sizeof(BlockQ6K)>(reinterpret_cast<const uint8_t*>(x[r]) + R * w_stride);
@@ -155,24 +160,28 @@ WEFT_TARGET_AVX512 void dot_rows_q6_K(int64_t n, const uint8_t* w, size_t w_stri
     for (int h = 0; h < 2; ++h) {
       const __m512i q8_lo = load512(y[i].qs + 128 * h);
       const __m512i q8_hi = load512(y[i].qs + 128 * h + 64);
-      #pragma GCC unroll 4
+#pragma GCC unroll 4
       for (int r = 0; r < R; ++r) {
         const __m512i ql = load512(x[r]->ql + 64 * h);
         const __m256i qh256 = load256(x[r]->qh + 32 * h);
         const __m512i qh = join(qh256, _mm256_srli_epi16(qh256, 2));
-        const __m512i lo = _mm512_or_si512(_mm512_and_si512(ql, low4), _mm512_and_si512(_mm512_slli_epi16(qh, 4), bits45));
-        const __m512i hi = _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi16(ql, 4), low4), _mm512_and_si512(qh, bits45));
-        sumi[r] = _mm512_dpwssd_epi32(sumi[r], _mm512_maddubs_epi16(lo, q8_lo), _mm512_permutexvar_epi16(sel[h][0], sc[r]));
-        sumi[r] = _mm512_dpwssd_epi32(sumi[r], _mm512_maddubs_epi16(hi, q8_hi), _mm512_permutexvar_epi16(sel[h][1], sc[r]));
+        const __m512i lo =
+            _mm512_or_si512(_mm512_and_si512(ql, low4), _mm512_and_si512(_mm512_slli_epi16(qh, 4), bits45));
+        const __m512i hi =
+            _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi16(ql, 4), low4), _mm512_and_si512(qh, bits45));
+        sumi[r] =
+            _mm512_dpwssd_epi32(sumi[r], _mm512_maddubs_epi16(lo, q8_lo), _mm512_permutexvar_epi16(sel[h][0], sc[r]));
+        sumi[r] =
+            _mm512_dpwssd_epi32(sumi[r], _mm512_maddubs_epi16(hi, q8_hi), _mm512_permutexvar_epi16(sel[h][1], sc[r]));
       }
     }
-    #pragma GCC unroll 4
+#pragma GCC unroll 4
     for (int r = 0; r < R; ++r) {
       const float d = y[i].d * _cvtsh_ss(x[r]->d);
       acc[r] = _mm512_fmadd_ps(_mm512_set1_ps(d), _mm512_cvtepi32_ps(sumi[r]), acc[r]);
     }
   }
-  #pragma GCC unroll 4
+#pragma GCC unroll 4
   for (int r = 0; r < R; ++r) out[r] = _mm512_reduce_add_ps(acc[r]);
 }
 

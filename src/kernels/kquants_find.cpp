@@ -46,9 +46,7 @@ constexpr Table kRef = {{
 
 bool handles(DType t) { return type_index(t) >= 0; }
 
-void dequantize_ref(DType t, const void* src, float* dst, int64_t n) {
-  kRef[checked_index(t)].dequantize(src, dst, n);
-}
+void dequantize_ref(DType t, const void* src, float* dst, int64_t n) { kRef[checked_index(t)].dequantize(src, dst, n); }
 
 void quantize_ref(DType t, const float* src, void* dst, int64_t n) {
   switch (t) {

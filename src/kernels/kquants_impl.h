@@ -26,9 +26,9 @@ constexpr int kScaleBytes = 12;  // 8 six-bit scales + 8 six-bit mins (K_SCALE_S
 // Element order of Q4_K/Q5_K qs: each 32 bytes hold 64 values, the low nibbles are values
 // 0..31 of that chunk (sub-block 2c), the high nibbles values 32..63 (sub-block 2c + 1).
 struct BlockQ4K {
-  uint16_t d;                  // fp16 super-scale of the sub-block scales
-  uint16_t dmin;               // fp16 super-scale of the sub-block mins
-  uint8_t scales[kScaleBytes]; // packed as unpack_scales_mins() reads them
+  uint16_t d;                   // fp16 super-scale of the sub-block scales
+  uint16_t dmin;                // fp16 super-scale of the sub-block mins
+  uint8_t scales[kScaleBytes];  // packed as unpack_scales_mins() reads them
   uint8_t qs[kQK / 2];
 };
 

@@ -119,8 +119,8 @@ void fit_weights(const float* x, int n_block, float* w) {
 
 // Shared by Q4_K and Q5_K: 8 sub-blocks of 32 with levels [0, nmax]; writes d, dmin, scales and
 // the final levels L[256].
-void quantize_block_scale_min(const float* x, int nmax, uint16_t* d_out, uint16_t* dmin_out,
-                              uint8_t* scales_out, uint8_t* L) {
+void quantize_block_scale_min(const float* x, int nmax, uint16_t* d_out, uint16_t* dmin_out, uint8_t* scales_out,
+                              uint8_t* L) {
   float w[kQK], scale[8], offset[8];
   fit_weights(x, kQK, w);
   float max_scale = 0.0f, max_offset = 0.0f;

@@ -76,8 +76,7 @@ void dequantize_row_q6_K_ref(const void* src, float* dst, int64_t n) {
   const auto* x = static_cast<const BlockQ6K*>(src);
   for (int64_t i = 0; i < n_blocks(n); ++i) {
     const float d = fp16_to_f32(x[i].d);
-    for (int e = 0; e < kQK; ++e)
-      dst[i * kQK + e] = d * x[i].scales[q6_scale_index(e)] * (q6_at(x[i], e) - 32);
+    for (int e = 0; e < kQK; ++e) dst[i * kQK + e] = d * x[i].scales[q6_scale_index(e)] * (q6_at(x[i], e) - 32);
   }
 }
 

@@ -44,7 +44,8 @@ struct ActRows {
 void prompt_block(const TypeKernels& k, const WeightMatrix& w, const ActRows& act, int64_t r0, int64_t nr, int64_t t0,
                   int64_t t1, float* y, int64_t ldy) {
   const size_t ws = w.row_stride;
-  for (int64_t t = t0; t < t1; ++t) k.rows_dot(w.cols, nr, w.data + r0 * ws, ws, act.data + t * act.stride, y + t * ldy + r0);
+  for (int64_t t = t0; t < t1; ++t)
+    k.rows_dot(w.cols, nr, w.data + r0 * ws, ws, act.data + t * act.stride, y + t * ldy + r0);
 }
 
 gemm::GemmFn gemm_kernel(const TypeKernels& k, int64_t n_tokens) {
@@ -123,9 +124,8 @@ void matmul_prepared(const WeightMatrix& w, const float* x, int64_t ldx, int64_t
                           : ActRows{scratch.act.data(), row_bytes(k.act_type, n)};
 
   if (n_tokens == 1) {  // decode: each thread streams its rows once, several rows per pass
-    pool.parallel_for(w.rows, kRowAlign, [&](int64_t b, int64_t e) {
-      k.rows_dot(n, e - b, w.data + b * ws, ws, act.data, y + b);
-    });
+    pool.parallel_for(w.rows, kRowAlign,
+                      [&](int64_t b, int64_t e) { k.rows_dot(n, e - b, w.data + b * ws, ws, act.data, y + b); });
     return;
   }
 
@@ -136,7 +136,8 @@ void matmul_prepared(const WeightMatrix& w, const float* x, int64_t ldx, int64_t
   pool.parallel_for(w.rows, kRowAlign, [&](int64_t b, int64_t e) {
     for (int64_t t0 = 0; t0 < n_tokens; t0 += kTokenTile) {
       const int64_t t1 = std::min(n_tokens, t0 + kTokenTile);
-      for (int64_t r0 = b; r0 < e; r0 += tile_rows) prompt_block(k, w, act, r0, std::min(tile_rows, e - r0), t0, t1, y, ldy);
+      for (int64_t r0 = b; r0 < e; r0 += tile_rows)
+        prompt_block(k, w, act, r0, std::min(tile_rows, e - r0), t0, t1, y, ldy);
     }
   });
 }

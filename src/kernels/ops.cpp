@@ -1,8 +1,8 @@
 // The dispatching float ops (rms_norm, softmax, swiglu, add) and the choice of ISA table.
 // rope lives in ops_rope.cpp, attention in ops_attention.cpp, the tables in ops_{ref,avx2,avx512}.cpp.
+#include "kernels/ops.h"
 #include "core/error.h"
 #include "kernels/isa.h"
-#include "kernels/ops.h"
 
 #include <array>
 #include <atomic>

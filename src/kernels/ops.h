@@ -46,7 +46,7 @@ void f32_to_f16_row(const float* x, uint16_t* y, int64_t n);
 //   out: [n_tokens, n_q_heads, head_dim]
 struct AttentionShape {
   int64_t n_tokens, n_q_heads, n_kv_heads, head_dim;
-  float scale;  // usually 1/sqrt(head_dim)
+  float scale;                            // usually 1/sqrt(head_dim)
   int64_t head_begin = 0, head_end = -1;  // q heads to compute ([0, n_q_heads) when end < 0),
                                           // so threads can split the heads of one call
   DType k_type = DType::F32, v_type = DType::F32;
@@ -63,7 +63,7 @@ struct AttentionRows {
   float* const* out = nullptr;       // each row's output [head_dim]
   const int32_t* n_valid = nullptr;  // keys 0..n_valid-1 are visible to the row (causal: pos + 1)
   int64_t n_rows = 0;
-  const void* k = nullptr;    // key j of this kv head at element j * kv_stride (likewise v)
+  const void* k = nullptr;  // key j of this kv head at element j * kv_stride (likewise v)
   const void* v = nullptr;
   bool k_f16 = false, v_f16 = false;  // else f32
   int64_t kv_stride = 0, head_dim = 0;
@@ -73,17 +73,17 @@ struct AttentionRows {
 // Inner loops of the ops above, one table per ISA. The ops call the best table this CPU runs;
 // tests compare every table with the scalar one.
 struct OpsKernels {
-  float (*sum_sq)(const float* x, int64_t n);                                 // sum x[i]^2
+  float (*sum_sq)(const float* x, int64_t n);                                       // sum x[i]^2
   void (*scale_mul)(const float* x, float s, const float* w, float* y, int64_t n);  // y = x*s*w (w null: 1)
-  float (*max)(const float* x, int64_t n);                                    // n >= 1
-  float (*exp_sum)(float* x, float m, int64_t n);                             // x = exp(x - m); returns sum
-  void (*scale)(float* x, float s, int64_t n);                                // x *= s
+  float (*max)(const float* x, int64_t n);                                          // n >= 1
+  float (*exp_sum)(float* x, float m, int64_t n);                                   // x = exp(x - m); returns sum
+  void (*scale)(float* x, float s, int64_t n);                                      // x *= s
   void (*swiglu)(const float* gate, const float* up, float* out, int64_t n);
   void (*add)(float* y, const float* x, int64_t n);
-  void (*to_f16)(const float* x, uint16_t* y, int64_t n);                    // round to nearest even
-  void (*attention_rows)(const AttentionRows& rows);    // prompts: one row per lane
-  void (*attention_decode)(const AttentionRows& rows);  // one token: rows one at a time
-  Isa isa;                                              // the level this table needs
+  void (*to_f16)(const float* x, uint16_t* y, int64_t n);  // round to nearest even
+  void (*attention_rows)(const AttentionRows& rows);       // prompts: one row per lane
+  void (*attention_decode)(const AttentionRows& rows);     // one token: rows one at a time
+  Isa isa;                                                 // the level this table needs
 };
 
 // The table the ops use: the best this CPU runs (detected_isa()), unless forced.

@@ -82,7 +82,8 @@ void attention(const AttentionShape& s, const float* q, const void* k_cache, con
                const int32_t* kv_of_q, const int32_t* pos, float* out) {
   const auto [h_begin, h_end] = head_range(s, kv_of_q, pos);
   const int64_t hd = s.head_dim;
-  if (hd > AttentionRows::kMaxHeadDim) fail("kernels", "attention: head_dim {} over {}", hd, AttentionRows::kMaxHeadDim);
+  if (hd > AttentionRows::kMaxHeadDim)
+    fail("kernels", "attention: head_dim {} over {}", hd, AttentionRows::kMaxHeadDim);
   const OpsKernels& k = ops_kernels();
   const auto run = s.n_tokens == 1 ? k.attention_decode : k.attention_rows;
   AttentionRows b;

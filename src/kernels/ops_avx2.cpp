@@ -33,7 +33,9 @@ struct F32x8 {
   friend WEFT_SIMD_TARGET F32x8 fnmadd(F32x8 a, F32x8 b, F32x8 c) { return {_mm256_fnmadd_ps(a.v, b.v, c.v)}; }
   friend WEFT_SIMD_TARGET F32x8 min(F32x8 a, F32x8 b) { return {_mm256_min_ps(a.v, b.v)}; }
   friend WEFT_SIMD_TARGET F32x8 max(F32x8 a, F32x8 b) { return {_mm256_max_ps(a.v, b.v)}; }
-  friend WEFT_SIMD_TARGET F32x8 round(F32x8 a) { return {_mm256_round_ps(a.v, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC)}; }
+  friend WEFT_SIMD_TARGET F32x8 round(F32x8 a) {
+    return {_mm256_round_ps(a.v, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC)};
+  }
   friend WEFT_SIMD_TARGET F32x8 mul_pow2(F32x8 p, F32x8 n) {  // p * 2^(n/2) * 2^(n - n/2)
     const __m256i ni = _mm256_cvtps_epi32(n.v), n1 = _mm256_srai_epi32(ni, 1), n2 = _mm256_sub_epi32(ni, n1);
     const __m256i bias = _mm256_set1_epi32(127);

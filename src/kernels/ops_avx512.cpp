@@ -30,7 +30,8 @@ struct F32x16 {
     return {_mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)))};
   }
   WEFT_SIMD_TARGET void store_f16(uint16_t* p) const {
-    _mm256_storeu_si256(reinterpret_cast<__m256i*>(p), _mm512_cvtps_ph(v, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(p),
+                        _mm512_cvtps_ph(v, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
   }
   friend WEFT_SIMD_TARGET F32x16 operator+(F32x16 a, F32x16 b) { return {_mm512_add_ps(a.v, b.v)}; }
   friend WEFT_SIMD_TARGET F32x16 operator-(F32x16 a, F32x16 b) { return {_mm512_sub_ps(a.v, b.v)}; }
@@ -40,7 +41,9 @@ struct F32x16 {
   friend WEFT_SIMD_TARGET F32x16 fnmadd(F32x16 a, F32x16 b, F32x16 c) { return {_mm512_fnmadd_ps(a.v, b.v, c.v)}; }
   friend WEFT_SIMD_TARGET F32x16 min(F32x16 a, F32x16 b) { return {_mm512_min_ps(a.v, b.v)}; }
   friend WEFT_SIMD_TARGET F32x16 max(F32x16 a, F32x16 b) { return {_mm512_max_ps(a.v, b.v)}; }
-  friend WEFT_SIMD_TARGET F32x16 round(F32x16 a) { return {_mm512_roundscale_ps(a.v, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC)}; }
+  friend WEFT_SIMD_TARGET F32x16 round(F32x16 a) {
+    return {_mm512_roundscale_ps(a.v, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC)};
+  }
   friend WEFT_SIMD_TARGET F32x16 mul_pow2(F32x16 p, F32x16 n) {  // p * 2^(n/2) * 2^(n - n/2)
     const __m512i ni = _mm512_cvtps_epi32(n.v), n1 = _mm512_srai_epi32(ni, 1), n2 = _mm512_sub_epi32(ni, n1);
     const __m512i bias = _mm512_set1_epi32(127);
@@ -60,7 +63,8 @@ struct F32x16 {
       h[k] = _mm256_add_ps(_mm512_castps512_ps256(a[k].v),
                            _mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(a[k].v), 1)));
     const __m256 lo = avx2::transpose_add8(h), hi = avx2::transpose_add8(h + 8);
-    return {_mm512_castpd_ps(_mm512_insertf64x4(_mm512_castpd256_pd512(_mm256_castps_pd(lo)), _mm256_castps_pd(hi), 1))};
+    return {
+        _mm512_castpd_ps(_mm512_insertf64x4(_mm512_castpd256_pd512(_mm256_castps_pd(lo)), _mm256_castps_pd(hi), 1))};
   }
   friend WEFT_SIMD_TARGET float reduce_add(F32x16 a) { return _mm512_reduce_add_ps(a.v); }
   friend WEFT_SIMD_TARGET float reduce_max(F32x16 a) { return _mm512_reduce_max_ps(a.v); }

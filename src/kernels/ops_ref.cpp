@@ -69,9 +69,9 @@ void attention_decode_scalar(const AttentionRows& rows);
 
 template <>
 const OpsKernels& ops_table<Isa::Scalar>() {
-  static const OpsKernels k{sum_sq_ref, scale_mul_ref, max_ref, exp_sum_ref,
-                            scale_ref,  swiglu_ref,    add_ref, to_f16_ref, attention_rows_scalar,
-                            attention_decode_scalar, Isa::Scalar};
+  static const OpsKernels k{sum_sq_ref, scale_mul_ref, max_ref,    exp_sum_ref,           scale_ref,
+                            swiglu_ref, add_ref,       to_f16_ref, attention_rows_scalar, attention_decode_scalar,
+                            Isa::Scalar};
   return k;
 }
 

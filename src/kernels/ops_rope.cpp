@@ -94,8 +94,7 @@ void rope(float* x, int64_t n_tokens, int64_t n_heads, int64_t head_dim, const i
   }
 }
 
-void rope_ref(float* x, int64_t n_tokens, int64_t n_heads, int64_t head_dim, const int32_t* pos,
-              const RopeParams& p) {
+void rope_ref(float* x, int64_t n_tokens, int64_t n_heads, int64_t head_dim, const int32_t* pos, const RopeParams& p) {
   check_params(head_dim, pos, p);
   const int64_t half = p.n_rot / 2;
   for (int64_t t = 0; t < n_tokens; ++t) {

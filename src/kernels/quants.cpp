@@ -15,8 +15,7 @@ namespace {
 // A family's table at each level, indexed by Isa.
 using FamilyTables = std::array<TypeTable (*)(), kIsaCount>;
 constexpr FamilyTables kLegacy = {legacy::table<Isa::Scalar>, legacy::table<Isa::Avx2>, legacy::table<Isa::Avx512>};
-constexpr FamilyTables kKQuants = {kquants::table<Isa::Scalar>, kquants::table<Isa::Avx2>,
-                                   kquants::table<Isa::Avx512>};
+constexpr FamilyTables kKQuants = {kquants::table<Isa::Scalar>, kquants::table<Isa::Avx2>, kquants::table<Isa::Avx512>};
 
 [[noreturn]] void unsupported(const char* what, DType t) {
   fail("kernels", "{}: type {} is not supported", what, dtype_name(t));

@@ -33,12 +33,12 @@ using RowsDotFn = void (*)(int64_t n, int64_t n_rows, const void* w, size_t w_st
 
 struct TypeKernels {
   DType type;
-  DType act_type;               // vec_dot_type(type)
-  DequantizeFn dequantize;      // weight row -> f32
-  QuantizeFn quantize_act;      // f32 activation row -> act_type
+  DType act_type;           // vec_dot_type(type)
+  DequantizeFn dequantize;  // weight row -> f32
+  QuantizeFn quantize_act;  // f32 activation row -> act_type
   VecDotFn vec_dot;
   RowsDotFn rows_dot;
-  Isa isa;                      // the level these kernels need
+  Isa isa;  // the level these kernels need
 };
 
 // A kernel family's kernels at one ISA level, one entry per type it has kernels for. Every

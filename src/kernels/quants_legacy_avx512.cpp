@@ -143,7 +143,8 @@ struct KQ5_0 {
     const __m512i q5 = _mm512_mask_add_epi8(lo, q5_mask_split(w[0].qh, w[1].qh), lo, _mm512_set1_epi8(16));
     const __m512i dot = _mm512_dpbusd_epi32(p.neg_corr, q5, p.q);
     const __m128 s = _mm_mul_ps(half2(w[0].d, w[1].d), p.d);
-    acc = _mm512_fmadd_ps(_mm512_cvtepi32_ps(dot), _mm512_permutexvar_ps(idx_split(0, 1), _mm512_castps128_ps512(s)), acc);
+    acc = _mm512_fmadd_ps(_mm512_cvtepi32_ps(dot), _mm512_permutexvar_ps(idx_split(0, 1), _mm512_castps128_ps512(s)),
+                          acc);
   }
   static float tail(const W& w, const A& a) { return dot_block_q5_0(w, a); }
 };
@@ -175,7 +176,8 @@ struct Pair1 {
 
 // s = [d_w0 d_a0, m_w0 s_a0, d_w1 d_a1, m_w1 s_a1]: lanes 0/2 scale the int dots, 1/3 go to acc_m.
 WEFT_AVX512_INLINE void accumulate_1(__m512i dot, __m128 s, __m512& acc, __m128& acc_m) {
-  acc = _mm512_fmadd_ps(_mm512_cvtepi32_ps(dot), _mm512_permutexvar_ps(idx_split(0, 2), _mm512_castps128_ps512(s)), acc);
+  acc =
+      _mm512_fmadd_ps(_mm512_cvtepi32_ps(dot), _mm512_permutexvar_ps(idx_split(0, 2), _mm512_castps128_ps512(s)), acc);
   acc_m = _mm_add_ps(acc_m, s);
 }
 
@@ -256,7 +258,9 @@ struct LF32 {
 struct LF16 {
   using T = uint16_t;
   WEFT_AVX512_INLINE static __m512 load(const T* p) { return _mm512_cvtph_ps(load256(p)); }
-  WEFT_AVX512_INLINE static __m512 load_tail(const T* p, __mmask16 m) { return _mm512_cvtph_ps(_mm256_maskz_loadu_epi16(m, p)); }
+  WEFT_AVX512_INLINE static __m512 load_tail(const T* p, __mmask16 m) {
+    return _mm512_cvtph_ps(_mm256_maskz_loadu_epi16(m, p));
+  }
 };
 struct LBF16 {
   using T = uint16_t;

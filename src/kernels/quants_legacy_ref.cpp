@@ -284,8 +284,7 @@ constexpr TypeKernels kRefTable[] = {
 
 float dot_block_q4_0(const BlockQ4_0& w, const BlockQ8_0& a) {
   int sumi = 0;
-  for (int j = 0; j < kQK / 2; ++j)
-    sumi += ((w.qs[j] & 0x0F) - 8) * a.qs[j] + ((w.qs[j] >> 4) - 8) * a.qs[j + 16];
+  for (int j = 0; j < kQK / 2; ++j) sumi += ((w.qs[j] & 0x0F) - 8) * a.qs[j] + ((w.qs[j] >> 4) - 8) * a.qs[j + 16];
   return static_cast<float>(sumi) * (fp16_to_f32(w.d) * fp16_to_f32(a.d));
 }
 

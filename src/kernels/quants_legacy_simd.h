@@ -73,7 +73,8 @@ TypeTable table_of() {
   static constexpr TypeKernels kTable[] = {
       {DType::F32, DType::F32, A::template dequant_float<typename A::LF32>, copy_f32, vec_dot<F32>, rows_dot<F32>, isa},
       {DType::F16, DType::F32, A::template dequant_float<typename A::LF16>, copy_f32, vec_dot<F16>, rows_dot<F16>, isa},
-      {DType::BF16, DType::F32, A::template dequant_float<typename A::LBF16>, copy_f32, vec_dot<BF16>, rows_dot<BF16>, isa},
+      {DType::BF16, DType::F32, A::template dequant_float<typename A::LBF16>, copy_f32, vec_dot<BF16>, rows_dot<BF16>,
+       isa},
       {DType::Q4_0, DType::Q8_0, A::dequant_q4_0, q8_0, vec_dot<Q4_0>, rows_dot<Q4_0>, isa},
       {DType::Q4_1, DType::Q8_1, dequantize_ref_of<DType::Q4_1>, q8_1, vec_dot<Q4_1>, rows_dot<Q4_1>, isa},
       {DType::Q5_0, DType::Q8_0, dequantize_ref_of<DType::Q5_0>, q8_0, vec_dot<Q5_0>, rows_dot<Q5_0>, isa},

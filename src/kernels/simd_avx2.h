@@ -8,7 +8,9 @@
 
 namespace weft::kernels::avx2 {
 
-WEFT_TARGET_AVX2 WEFT_ALWAYS_INLINE __m128i load128(const void* p) { return _mm_loadu_si128(static_cast<const __m128i*>(p)); }
+WEFT_TARGET_AVX2 WEFT_ALWAYS_INLINE __m128i load128(const void* p) {
+  return _mm_loadu_si128(static_cast<const __m128i*>(p));
+}
 WEFT_TARGET_AVX2 WEFT_ALWAYS_INLINE __m256i load256(const void* p) {
   return _mm256_loadu_si256(static_cast<const __m256i*>(p));
 }

@@ -12,7 +12,7 @@ graph::Graph build_llama_graph(const ModelConfig& c) {
   graph::Graph g;
   g.dims = c.dims;
   const auto& d = c.dims;
-  const int64_t q_width = d.n_head * d.head_dim;    // (n_head, head_dim)
+  const int64_t q_width = d.n_head * d.head_dim;      // (n_head, head_dim)
   const int64_t kv_width = d.n_head_kv * d.head_dim;  // (n_head_kv, head_dim)
 
   // x: the residual stream (n_embd), token embeddings to start with.
@@ -21,8 +21,8 @@ graph::Graph build_llama_graph(const ModelConfig& c) {
     const std::string blk = fmt::format("blk.{}.", l);
     auto node = [&](OpKind op, std::vector<int> in, Axis axis, int64_t width, std::string weight, std::string label,
                     std::string bias = "") {
-      return g.add({op, std::move(in), axis, width, weight.empty() ? "" : blk + weight,
-                    bias.empty() ? "" : blk + bias, l, std::move(label)});
+      return g.add({op, std::move(in), axis, width, weight.empty() ? "" : blk + weight, bias.empty() ? "" : blk + bias,
+                    l, std::move(label)});
     };
     // Attention: h = norm(x); q, k, v projections (column-parallel); RoPE; attend; project back.
     int h = node(OpKind::RmsNorm, {x}, Axis::Embd, d.n_embd, "attn_norm.weight", "attn_norm");

@@ -54,18 +54,21 @@ ModelConfig read_config(const gguf::File& f) {
   c.tied_output = f.find_tensor("output.weight") == nullptr;
 
   auto& r = d.rope;
-  r.n_rot = positive(f, p + "rope.dimension_count", f.get_int_opt(p + "rope.dimension_count").value_or(d.head_dim), d.head_dim);
+  r.n_rot = positive(f, p + "rope.dimension_count", f.get_int_opt(p + "rope.dimension_count").value_or(d.head_dim),
+                     d.head_dim);
   if (r.n_rot % 2) fail("model", "rope.dimension_count {} is odd", r.n_rot);
   r.freq_base = static_cast<float>(f.get_float_opt(p + "rope.freq_base").value_or(10000.0));
   r.neox = c.traits.rope_neox;
   const std::string scaling = f.get_string_opt(p + "rope.scaling.type").value_or("none");
   const double factor = f.get_float_opt(p + "rope.scaling.factor").value_or(0.0);
-  if (scaling == "linear" && factor > 0) r.freq_scale = static_cast<float>(1.0 / factor);
+  if (scaling == "linear" && factor > 0)
+    r.freq_scale = static_cast<float>(1.0 / factor);
   else if (scaling == "llama3" && factor > 0) {
     r.llama3_factor = static_cast<float>(factor);
     r.llama3_low_freq_factor = static_cast<float>(f.get_float_opt(p + "rope.scaling.low_freq_factor").value_or(1.0));
     r.llama3_high_freq_factor = static_cast<float>(f.get_float_opt(p + "rope.scaling.high_freq_factor").value_or(4.0));
-    r.llama3_original_ctx = static_cast<float>(f.get_int_opt(p + "rope.scaling.original_context_length").value_or(8192));
+    r.llama3_original_ctx =
+        static_cast<float>(f.get_int_opt(p + "rope.scaling.original_context_length").value_or(8192));
   } else if (scaling != "none" && scaling != "linear" && scaling != "llama3") {
     fail("model", "rope scaling '{}' is not supported", scaling);
   }

@@ -11,9 +11,9 @@
 namespace weft::model {
 
 struct ArchTraits {
-  bool qkv_bias = false;  // qwen2: attn_q/k/v carry biases
-  bool qk_norm = false;   // qwen3: per-head RMSNorm on q and k before RoPE
-  bool rope_neox = false; // qwen2/qwen3 rotate (i, i + n_rot/2) pairs
+  bool qkv_bias = false;   // qwen2: attn_q/k/v carry biases
+  bool qk_norm = false;    // qwen3: per-head RMSNorm on q and k before RoPE
+  bool rope_neox = false;  // qwen2/qwen3 rotate (i, i + n_rot/2) pairs
 };
 
 struct ModelConfig {
@@ -21,7 +21,7 @@ struct ModelConfig {
   ArchTraits traits;
   graph::Dims dims;
   int64_t n_ctx_train = 0;
-  bool tied_output = false;         // no output.weight: logits use token_embd.weight
+  bool tied_output = false;  // no output.weight: logits use token_embd.weight
 };
 
 // Reads and validates the hyper-parameters; throws weft::Error("model", ...) naming the bad key.

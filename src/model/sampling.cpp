@@ -12,9 +12,7 @@ namespace weft::model {
 
 namespace {
 
-bool better(const Candidate& a, const Candidate& b) {
-  return a.logit > b.logit || (a.logit == b.logit && a.id < b.id);
-}
+bool better(const Candidate& a, const Candidate& b) { return a.logit > b.logit || (a.logit == b.logit && a.id < b.id); }
 
 // llama.cpp's penalties sampler: each distinct id of the window is penalised once, however often
 // it occurs. Dividing a positive logit and multiplying a negative one both make the token less likely.

@@ -81,8 +81,8 @@ Frame Channel::recv(int header_timeout_ms, int body_timeout_ms) {
   f.payload.resize(len + tag_bytes);  // the tag is read with the payload, then cut off (no reallocation)
   s_.recv_exact(f.payload.data(), f.payload.size(), body_timeout_ms);
   if (tag_bytes) {
-    mac_.verify(h, std::span<const uint8_t>(f.payload.data(), len), std::span<const uint8_t>(f.payload.data() + len, tag_bytes),
-                s_.peer());
+    mac_.verify(h, std::span<const uint8_t>(f.payload.data(), len),
+                std::span<const uint8_t>(f.payload.data() + len, tag_bytes), s_.peer());
     f.payload.resize(len);
   }
   return f;

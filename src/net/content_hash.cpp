@@ -2,8 +2,8 @@
 
 #include "core/error.h"
 
-#include <openssl/evp.h>
 #include <fmt/format.h>
+#include <openssl/evp.h>
 #include <sys/stat.h>
 #include <sys/xattr.h>
 

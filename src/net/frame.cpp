@@ -9,9 +9,9 @@ namespace weft::net {
 
 std::string_view msg_type_name(MsgType t) {
   static constexpr std::array<std::string_view, static_cast<size_t>(MsgType::Count)> names = {
-      "?",    "hello",   "challenge", "proof",  "welcome",   "error",  "group-setup", "group-ready", "load", "tensor",
-      "tensor-chunk", "loaded", "step", "step-result", "truncate", "truncated", "bye", "kv-set", "kv-get", "kv-value",
-      "heartbeat", "load-source"};
+      "?",    "hello",  "challenge",    "proof",    "welcome",   "error",       "group-setup", "group-ready",
+      "load", "tensor", "tensor-chunk", "loaded",   "step",      "step-result", "truncate",    "truncated",
+      "bye",  "kv-set", "kv-get",       "kv-value", "heartbeat", "load-source"};
   const auto i = static_cast<size_t>(t);
   return i < names.size() ? names[i] : "?";
 }
@@ -19,16 +19,26 @@ std::string_view msg_type_name(MsgType t) {
 size_t max_payload(MsgType t) {
   constexpr size_t KiB = 1024, MiB = 1024 * KiB;
   switch (t) {
-    case MsgType::Hello: case MsgType::Challenge: case MsgType::Proof: case MsgType::Welcome: return 256;
+    case MsgType::Hello:
+    case MsgType::Challenge:
+    case MsgType::Proof:
+    case MsgType::Welcome: return 256;
     case MsgType::Error: return 4 * KiB;
-    case MsgType::GroupSetup: case MsgType::GroupReady: case MsgType::Loaded: return 4 * KiB;
-    case MsgType::Load: return 64 * MiB;         // a DeviceGraph: a few hundred bytes per node
-    case MsgType::Tensor: return 64 * MiB;       // every slice's header: under 600 bytes each
-    case MsgType::TensorChunk: return 16 * MiB;  // weights stream in chunks of at most this
+    case MsgType::GroupSetup:
+    case MsgType::GroupReady:
+    case MsgType::Loaded: return 4 * KiB;
+    case MsgType::Load: return 64 * MiB;    // a DeviceGraph: a few hundred bytes per node
+    case MsgType::Tensor: return 64 * MiB;  // every slice's header: under 600 bytes each
+    case MsgType::TensorChunk:
+      return 16 * MiB;  // weights stream in chunks of at most this
     // Steps carry tokens and, in a layer split, the residual stream [n_tokens, n_embd] f32.
-    case MsgType::Step: case MsgType::StepResult: return 256 * MiB;
-    case MsgType::Truncate: case MsgType::Truncated: case MsgType::Bye: return 64;
-    case MsgType::KvSet: case MsgType::KvValue: return 1 * MiB;
+    case MsgType::Step:
+    case MsgType::StepResult: return 256 * MiB;
+    case MsgType::Truncate:
+    case MsgType::Truncated:
+    case MsgType::Bye: return 64;
+    case MsgType::KvSet:
+    case MsgType::KvValue: return 1 * MiB;
     case MsgType::KvGet: return 4 * KiB;
     case MsgType::Heartbeat: return 8;  // sent empty; room for a future field
     case MsgType::LoadSource: return 64;
@@ -52,8 +62,10 @@ uint32_t parse_frame_header(std::span<const uint8_t, kFrameHeaderBytes> h, MsgTy
   if (t == 0 || t >= static_cast<uint32_t>(MsgType::Count)) fail("net", "unknown message type {}", t);
   type = static_cast<MsgType>(t);
   if (phase == Phase::Handshake && (!handshake_type(type) || len > kHandshakeMaxPayload))
-    fail("net", "{} frame of {} bytes refused before authentication (only hello, challenge, proof, welcome and "
-         "error of at most {} bytes)", msg_type_name(type), len, kHandshakeMaxPayload);
+    fail("net",
+         "{} frame of {} bytes refused before authentication (only hello, challenge, proof, welcome and "
+         "error of at most {} bytes)",
+         msg_type_name(type), len, kHandshakeMaxPayload);
   if (len > max_payload(type))
     fail("net", "{} frame of {} bytes exceeds its limit of {}", msg_type_name(type), len, max_payload(type));
   return len;
@@ -113,13 +125,13 @@ Error read_error_payload(std::span<const uint8_t> payload, const std::string& pe
   const bool by_peer = r.boolean("error blame");
   std::string message = r.str("error text", max_payload(MsgType::Error));
   r.finish("error");
-  return Error(origin.empty() ? "net" : std::move(origin), std::move(message), peer, by_peer ? Blame::Peer : Blame::Own);
+  return Error(origin.empty() ? "net" : std::move(origin), std::move(message), peer,
+               by_peer ? Blame::Peer : Blame::Own);
 }
 
 void check_frame(const Frame& f, MsgType want, const std::string& peer) {
   if (f.type == MsgType::Error) throw read_error_payload(f.payload, peer);
-  if (f.type != want)
-    fail_on("net", peer, "expected a {} message, got {}", msg_type_name(want), msg_type_name(f.type));
+  if (f.type != want) fail_on("net", peer, "expected a {} message, got {}", msg_type_name(want), msg_type_name(f.type));
 }
 
 Frame expect_frame(Socket& s, MsgType want, int header_timeout_ms, int body_timeout_ms, Phase phase) {

@@ -20,27 +20,27 @@ inline constexpr uint32_t kFrameMagic = 0x5746;  // "WF"
 inline constexpr size_t kFrameHeaderBytes = 8;
 
 enum class MsgType : uint16_t {
-  Hello = 1,     // coordinator -> worker: magic, version, nonce
-  Challenge,     // worker -> coordinator: version, whether a key is required, nonce
-  Proof,         // coordinator -> worker: HMAC over both nonces
-  Welcome,       // worker -> coordinator: its own HMAC (mutual authentication)
-  Error,         // either way: a message, then the sender closes the session
-  GroupSetup,    // coordinator -> worker: rendezvous address, rank, size
-  GroupReady,    // worker -> coordinator
-  Load,          // coordinator -> worker: DeviceGraph, LoadOptions, tensor count
-  Tensor,        // coordinator -> worker: every streamed weight slice's header
-  TensorChunk,   // coordinator -> worker: the slices' bytes, back to back (a chunk may span slices)
-  Loaded,        // worker -> coordinator
-  Step,          // coordinator -> worker
-  StepResult,    // worker -> coordinator
-  Truncate,      // coordinator -> worker
-  Truncated,     // worker -> coordinator
-  Bye,           // coordinator -> worker: end of session
-  KvSet,         // rendezvous store: key + value
-  KvGet,         // rendezvous store: key (the server replies when it exists)
-  KvValue,       // rendezvous store: value
-  Heartbeat,     // worker -> coordinator: still working on the request (empty; see remote_device.h)
-  LoadSource,    // worker -> coordinator: where its weights come from (model dir, cache, or stream them)
+  Hello = 1,    // coordinator -> worker: magic, version, nonce
+  Challenge,    // worker -> coordinator: version, whether a key is required, nonce
+  Proof,        // coordinator -> worker: HMAC over both nonces
+  Welcome,      // worker -> coordinator: its own HMAC (mutual authentication)
+  Error,        // either way: a message, then the sender closes the session
+  GroupSetup,   // coordinator -> worker: rendezvous address, rank, size
+  GroupReady,   // worker -> coordinator
+  Load,         // coordinator -> worker: DeviceGraph, LoadOptions, tensor count
+  Tensor,       // coordinator -> worker: every streamed weight slice's header
+  TensorChunk,  // coordinator -> worker: the slices' bytes, back to back (a chunk may span slices)
+  Loaded,       // worker -> coordinator
+  Step,         // coordinator -> worker
+  StepResult,   // worker -> coordinator
+  Truncate,     // coordinator -> worker
+  Truncated,    // worker -> coordinator
+  Bye,          // coordinator -> worker: end of session
+  KvSet,        // rendezvous store: key + value
+  KvGet,        // rendezvous store: key (the server replies when it exists)
+  KvValue,      // rendezvous store: value
+  Heartbeat,    // worker -> coordinator: still working on the request (empty; see remote_device.h)
+  LoadSource,   // worker -> coordinator: where its weights come from (model dir, cache, or stream them)
   Count
 };
 std::string_view msg_type_name(MsgType t);

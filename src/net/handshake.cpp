@@ -63,7 +63,8 @@ SessionMac serve_handshake(Socket& s, const std::vector<uint8_t>& key, Clock::ti
   r.finish("hello");
   const std::vector<uint8_t> nc(nc_span.begin(), nc_span.end());
   if (major != kProtocolMajor)
-    reject(fmt::format("protocol {}.{} is not supported (worker speaks {}.{})", major, minor, kProtocolMajor, kProtocolMinor));
+    reject(fmt::format("protocol {}.{} is not supported (worker speaks {}.{})", major, minor, kProtocolMajor,
+                       kProtocolMinor));
   const auto nw = nonce();
   ByteWriter c;
   c.u32(kProtocolMajor);
@@ -75,8 +76,9 @@ SessionMac serve_handshake(Socket& s, const std::vector<uint8_t>& key, Clock::ti
   Frame p = expect_frame(s, MsgType::Proof, ms_left(deadline), ms_left(deadline), Phase::Handshake);
   // The nonces are fresh, so a proof recorded from an earlier session fails exactly as a wrong key.
   if (!key.empty() && !same(proof(key, "weft-coordinator", nc, nw), p.payload))
-    reject("authentication failed: the proof does not match this session's challenge (wrong key or a replayed "
-           "handshake)");
+    reject(
+        "authentication failed: the proof does not match this session's challenge (wrong key or a replayed "
+        "handshake)");
   if (admit)
     if (std::string why = admit(); !why.empty()) reject(why);
   ByteWriter w;
@@ -134,8 +136,10 @@ SessionMac client_handshake(Socket& s, const std::vector<uint8_t>& key, Version 
   r.finish("challenge");
   const std::vector<uint8_t> nw(nw_span.begin(), nw_span.end());
   if (major != version.major)
-    fail("net", "{}: worker speaks protocol {}.{}, this coordinator {}.{}", s.peer(), major, minor, version.major, version.minor);
-  if (required && key.empty()) fail("net", "{}: worker requires an auth key (--auth-key-file or WEFT_AUTH_KEY_FILE)", s.peer());
+    fail("net", "{}: worker speaks protocol {}.{}, this coordinator {}.{}", s.peer(), major, minor, version.major,
+         version.minor);
+  if (required && key.empty())
+    fail("net", "{}: worker requires an auth key (--auth-key-file or WEFT_AUTH_KEY_FILE)", s.peer());
   if (!required && !key.empty()) fail("net", "{}: worker does not authenticate but a key was given", s.peer());
 
   ByteWriter p;

@@ -12,9 +12,11 @@
 
 namespace weft::net {
 namespace {
-constexpr int kPollMs = 100;        // how often idle server threads look at the stop flag
+constexpr int kPollMs = 100;  // how often idle server threads look at the stop flag
 constexpr size_t kMaxKeyBytes = 1024;
-std::span<const uint8_t> as_bytes(const std::vector<char>& v) { return {reinterpret_cast<const uint8_t*>(v.data()), v.size()}; }
+std::span<const uint8_t> as_bytes(const std::vector<char>& v) {
+  return {reinterpret_cast<const uint8_t*>(v.data()), v.size()};
+}
 
 MacTag entry_tag(const std::vector<uint8_t>& group_key, const std::string& key, std::span<const uint8_t> value) {
   ByteWriter name;
@@ -50,7 +52,8 @@ std::vector<uint8_t> rendezvous_key(const std::vector<uint8_t>& shared_key, cons
   return hmac_sha256(shared_key, std::vector<uint8_t>(label.begin(), label.end()));
 }
 
-std::vector<char> seal_entry(const std::vector<uint8_t>& group_key, const std::string& key, const std::vector<char>& value) {
+std::vector<char> seal_entry(const std::vector<uint8_t>& group_key, const std::string& key,
+                             const std::vector<char>& value) {
   if (group_key.empty()) return value;
   const MacTag t = entry_tag(group_key, key, as_bytes(value));
   std::vector<char> out = value;

@@ -42,7 +42,8 @@ KvGetMsg read_kv_get(std::span<const uint8_t> payload);
 // The key that tags one group's entries: empty without a shared key (entries are then untagged).
 std::vector<uint8_t> rendezvous_key(const std::vector<uint8_t>& shared_key, const std::string& prefix);
 // A stored value: the value and, with a group key, its tag.
-std::vector<char> seal_entry(const std::vector<uint8_t>& group_key, const std::string& key, const std::vector<char>& value);
+std::vector<char> seal_entry(const std::vector<uint8_t>& group_key, const std::string& key,
+                             const std::vector<char>& value);
 // The value inside a stored one; throws when its tag does not verify.
 std::vector<char> open_entry(const std::vector<uint8_t>& group_key, const std::string& key, std::vector<char> stored);
 

@@ -11,10 +11,11 @@
 namespace weft::net {
 namespace {
 
-std::vector<uint8_t> direction_key(const std::vector<uint8_t>& key, std::string_view dir, const std::vector<uint8_t>& nc,
-                                   const std::vector<uint8_t>& nw) {
+std::vector<uint8_t> direction_key(const std::vector<uint8_t>& key, std::string_view dir,
+                                   const std::vector<uint8_t>& nc, const std::vector<uint8_t>& nw) {
   std::vector<uint8_t> msg;
-  for (std::string_view part : {std::string_view("weft-session "), dir}) msg.insert(msg.end(), part.begin(), part.end());
+  for (std::string_view part : {std::string_view("weft-session "), dir})
+    msg.insert(msg.end(), part.begin(), part.end());
   msg.insert(msg.end(), nc.begin(), nc.end());
   msg.insert(msg.end(), nw.begin(), nw.end());
   return hmac_sha256(key, msg);
@@ -42,13 +43,15 @@ MacTag mac_tag(const std::vector<uint8_t>& key, std::span<const std::span<const 
   if (!hmac) fail("net", "HMAC is not available in this OpenSSL");
   std::unique_ptr<EVP_MAC_CTX, MacCtxFree> ctx(EVP_MAC_CTX_new(hmac));
   char digest[] = "SHA256";
-  const OSSL_PARAM params[] = {OSSL_PARAM_construct_utf8_string(OSSL_MAC_PARAM_DIGEST, digest, 0), OSSL_PARAM_construct_end()};
+  const OSSL_PARAM params[] = {OSSL_PARAM_construct_utf8_string(OSSL_MAC_PARAM_DIGEST, digest, 0),
+                               OSSL_PARAM_construct_end()};
   if (!ctx || EVP_MAC_init(ctx.get(), key.data(), key.size(), params) != 1) fail("net", "HMAC-SHA256 init failed");
   for (auto p : pieces)
     if (EVP_MAC_update(ctx.get(), p.data(), p.size()) != 1) fail("net", "HMAC-SHA256 update failed");
   std::array<uint8_t, EVP_MAX_MD_SIZE> full;
   size_t n = 0;
-  if (EVP_MAC_final(ctx.get(), full.data(), &n, full.size()) != 1 || n < kMacTagBytes) fail("net", "HMAC-SHA256 failed");
+  if (EVP_MAC_final(ctx.get(), full.data(), &n, full.size()) != 1 || n < kMacTagBytes)
+    fail("net", "HMAC-SHA256 failed");
   MacTag t;
   std::copy(full.begin(), full.begin() + kMacTagBytes, t.begin());
   return t;
@@ -91,7 +94,10 @@ void SessionMac::verify(std::span<const uint8_t, kFrameHeaderBytes> header,
   if (tag.size() != want.size() || CRYPTO_memcmp(want.data(), tag.data(), want.size()) != 0) {
     MsgType t;
     parse_frame_header(header, t);
-    fail_on("net", peer, "{} frame #{} failed authentication (tampered, replayed, reordered or not from the " "authenticated peer); connection closed", msg_type_name(t), seq);
+    fail_on("net", peer,
+            "{} frame #{} failed authentication (tampered, replayed, reordered or not from the "
+            "authenticated peer); connection closed",
+            msg_type_name(t), seq);
   }
 }
 

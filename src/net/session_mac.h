@@ -29,7 +29,8 @@ class SessionMac {
  public:
   SessionMac() = default;
   // nc, nw: the coordinator's and the worker's handshake nonces; role: this side.
-  SessionMac(const std::vector<uint8_t>& key, const std::vector<uint8_t>& nc, const std::vector<uint8_t>& nw, Role role);
+  SessionMac(const std::vector<uint8_t>& key, const std::vector<uint8_t>& nc, const std::vector<uint8_t>& nw,
+             Role role);
   bool enabled() const { return !send_key_.empty(); }
   size_t tag_bytes() const { return enabled() ? kMacTagBytes : 0; }
   // The tag of the next frame this side sends (advances the send counter).

@@ -3,17 +3,17 @@
 #include "core/error.h"
 
 #include <arpa/inet.h>
-#include <array>
-#include <cerrno>
-#include <chrono>
-#include <cstring>
 #include <netdb.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <poll.h>
-#include <sys/uio.h>
 #include <sys/socket.h>
+#include <sys/uio.h>
 #include <unistd.h>
+#include <array>
+#include <cerrno>
+#include <chrono>
+#include <cstring>
 
 #include <utility>
 
@@ -60,17 +60,14 @@ std::string HostPort::str() const { return host + ":" + std::to_string(port); }
 
 HostPort parse_host_port(const std::string& text) {
   const size_t colon = text.rfind(':');
-  if (colon == std::string::npos || colon == 0 || colon + 1 == text.size())
-    fail("net", "'{}' is not HOST:PORT", text);
+  if (colon == std::string::npos || colon == 0 || colon + 1 == text.size()) fail("net", "'{}' is not HOST:PORT", text);
   const std::string port = text.substr(colon + 1);
   if (port.size() > 5 || port.find_first_not_of("0123456789") != std::string::npos || std::stoi(port) > 65535)
     fail("net", "'{}': bad port '{}'", text, port);
   return {text.substr(0, colon), static_cast<uint16_t>(std::stoi(port))};
 }
 
-bool is_loopback(const std::string& host) {
-  return host == "localhost" || host.rfind("127.", 0) == 0 || host == "::1";
-}
+bool is_loopback(const std::string& host) { return host == "localhost" || host.rfind("127.", 0) == 0 || host == "::1"; }
 
 Socket::~Socket() { close(); }
 Socket::Socket(Socket&& o) noexcept : fd_(std::exchange(o.fd_, -1)), peer_(std::move(o.peer_)) {}
@@ -167,7 +164,8 @@ size_t Socket::peek(void* data, size_t n) {
 std::string Socket::local_host() const {
   sockaddr_in a{};
   socklen_t len = sizeof(a);
-  if (::getsockname(fd_, reinterpret_cast<sockaddr*>(&a), &len) != 0) fail("net", "getsockname: {}", std::strerror(errno));
+  if (::getsockname(fd_, reinterpret_cast<sockaddr*>(&a), &len) != 0)
+    fail("net", "getsockname: {}", std::strerror(errno));
   char buf[INET_ADDRSTRLEN] = {};
   ::inet_ntop(AF_INET, &a.sin_addr, buf, sizeof(buf));
   return buf;

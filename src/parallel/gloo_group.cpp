@@ -22,9 +22,9 @@
 #include <chrono>
 #include <cstring>
 #include <filesystem>
-#include <optional>
 #include <list>
 #include <numeric>
+#include <optional>
 
 namespace weft::parallel {
 namespace {
@@ -57,7 +57,8 @@ struct SocketId {
   int fd;
   sockaddr_storage local, peer;
   bool operator==(const SocketId& o) const {
-    return fd == o.fd && std::memcmp(&local, &o.local, sizeof local) == 0 && std::memcmp(&peer, &o.peer, sizeof peer) == 0;
+    return fd == o.fd && std::memcmp(&local, &o.local, sizeof local) == 0 &&
+           std::memcmp(&peer, &o.peer, sizeof peer) == 0;
   }
 };
 
@@ -91,7 +92,8 @@ std::vector<SocketId> connected_sockets() {
 // AllreduceRing on a second, sync-mode mesh; everything else stays on the asynchronous mesh.
 class GlooGroup : public Group {
  public:
-  GlooGroup(int rank, int size, const GlooOptions& opt) : timeout_(opt.timeout_ms), sync_max_bytes_(opt.sync_max_bytes) {
+  GlooGroup(int rank, int size, const GlooOptions& opt)
+      : timeout_(opt.timeout_ms), sync_max_bytes_(opt.sync_max_bytes) {
     const std::vector<SocketId> before = connected_sockets();
     try {
       KvStore kv(opt.store, opt.timeout_ms, opt.store_key);
@@ -217,7 +219,8 @@ class GlooGroup : public Group {
       if (rings_.size() == kMaxSyncRings) rings_.pop_back();
       rings_.push_front({n, std::vector<float>(n), nullptr});
       auto& r = rings_.front();
-      r.algo = std::make_unique<gloo::AllreduceRing<float>>(sync_ctx_, std::vector<float*>{r.buf.data()}, static_cast<int>(n));
+      r.algo = std::make_unique<gloo::AllreduceRing<float>>(sync_ctx_, std::vector<float*>{r.buf.data()},
+                                                            static_cast<int>(n));
     } else if (it != rings_.begin()) {
       rings_.splice(rings_.begin(), rings_, it);
     }

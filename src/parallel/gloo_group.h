@@ -29,9 +29,9 @@ int available_cores();
 inline constexpr size_t kSyncAllReduceMaxBytes = 64 * 1024;
 
 struct GlooOptions {
-  std::string store;     // HOST:PORT of the coordinator's rendezvous store
-  std::string prefix;    // keys of this group (one store may serve several groups)
-  std::string hostname;  // address the other ranks reach this rank at
+  std::string store;       // HOST:PORT of the coordinator's rendezvous store
+  std::string prefix;      // keys of this group (one store may serve several groups)
+  std::string hostname;    // address the other ranks reach this rank at
   int timeout_ms = 30000;  // connect and each collective: a dead or stuck peer becomes an error
   bool busy_poll = false;  // see NetPoll
   // All-reduces up to this many bytes take the sync path; must be equal on every rank (0: never).

@@ -52,7 +52,14 @@ struct WeightSlice {
 // indexed by LocalOp reads as graph ops; plan.cpp's static_asserts keep the two in step), then
 // the ops only a split adds.
 enum class LocalOp : uint8_t {
-  Embed, RmsNorm, MatMul, HeadNorm, Rope, Attention, SwiGlu, Add,  // graph::OpKind
+  Embed,
+  RmsNorm,
+  MatMul,
+  HeadNorm,
+  Rope,
+  Attention,
+  SwiGlu,
+  Add,        // graph::OpKind
   Input,      // layer split: the residual stream handed over by the previous device
   AllReduce,  // sum of the Partial value over the group, in place
   AllGather,  // Split value -> Replicated
@@ -85,16 +92,16 @@ struct LocalNode {
   WeightSlice weight, bias;
   int layer = -1;
   std::string label;
-  Range q_heads, kv_heads;      // Attention, Rope, HeadNorm: global head indices held here
-  std::vector<Range> gather;    // AllGather: every device's feature range, in rank order
+  Range q_heads, kv_heads;    // Attention, Rope, HeadNorm: global head indices held here
+  std::vector<Range> gather;  // AllGather: every device's feature range, in rank order
 };
 
 struct DeviceGraph {
   int device = 0;
   graph::Dims dims;
   std::vector<LocalNode> nodes;
-  int output = -1;       // logits slice (tensor split, or last device of a layer split), or residual
-  Range vocab;           // vocabulary ids covered by this device's logits (empty if none)
+  int output = -1;  // logits slice (tensor split, or last device of a layer split), or residual
+  Range vocab;      // vocabulary ids covered by this device's logits (empty if none)
   bool has_logits = false;
   // Layer split, every device but the last: the output is the residual stream [n_tokens, n_embd]
   // handed to the next device. Otherwise a device without logits returns nothing.
@@ -114,8 +121,8 @@ struct CollectiveInfo {
 
 struct Plan {
   SplitMode mode = SplitMode::None;
-  std::vector<double> ratios;      // normalised, one per device
-  std::vector<State> states;       // per graph node, as produced by its op
+  std::vector<double> ratios;  // normalised, one per device
+  std::vector<State> states;   // per graph node, as produced by its op
   std::vector<Partition> partitions;
   std::vector<DeviceGraph> devices;
   std::vector<CollectiveInfo> collectives;

@@ -107,8 +107,12 @@ std::vector<Partition> partitions(const Graph& g, const WeightTable& w, const st
 class TensorPlanner {
  public:
   TensorPlanner(const Graph& g, const WeightTable& w, Plan& plan)
-      : g_(g), w_(w), plan_(plan), n_(static_cast<int>(plan.ratios.size())),
-        local_(n_, std::vector<int>(g.nodes.size(), -1)), cur_(g.nodes.size(), State::Replicated) {
+      : g_(g),
+        w_(w),
+        plan_(plan),
+        n_(static_cast<int>(plan.ratios.size())),
+        local_(n_, std::vector<int>(g.nodes.size(), -1)),
+        cur_(g.nodes.size(), State::Replicated) {
     plan_.devices.resize(n_);
     for (int d = 0; d < n_; ++d) {
       plan_.devices[d].device = d;
@@ -172,7 +176,8 @@ class TensorPlanner {
   // An op with no split rule for these inputs: gather them and compute it whole on every device.
   void fallback(int i, const char* why) {
     const Node& n = g_.nodes[i];
-    if (n_ > 1) plan_.fallbacks.push_back(fmt::format("{} (layer {}): {}; gathered and replicated", n.label, n.layer, why));
+    if (n_ > 1)
+      plan_.fallbacks.push_back(fmt::format("{} (layer {}): {}; gathered and replicated", n.label, n.layer, why));
     replicate(i);
   }
 
@@ -337,7 +342,8 @@ Plan plan_layers(const Graph& g, const WeightTable& weights, const std::vector<d
       for (int d = 0; d < n; ++d)
         if (node.layer >= plan.layers[d].begin && node.layer < plan.layers[d].end) return d;
     }
-    const bool block_follows = std::any_of(g.nodes.begin() + idx, g.nodes.end(), [](const Node& x) { return x.layer >= 0; });
+    const bool block_follows =
+        std::any_of(g.nodes.begin() + idx, g.nodes.end(), [](const Node& x) { return x.layer >= 0; });
     return block_follows ? 0 : n - 1;
   };
   for (int d = 0; d < n; ++d) {

@@ -21,7 +21,8 @@ Plan plan_tensor(const graph::Graph& g, const graph::WeightTable& weights, const
 Plan plan_layers(const graph::Graph& g, const graph::WeightTable& weights, const std::vector<double>& ratios);
 
 // Dispatch on mode; None is tensor split over one device.
-Plan make_plan(SplitMode mode, const graph::Graph& g, const graph::WeightTable& weights, const std::vector<double>& ratios);
+Plan make_plan(SplitMode mode, const graph::Graph& g, const graph::WeightTable& weights,
+               const std::vector<double>& ratios);
 
 // Cuts n_units into contiguous runs proportional to ratios (cumulative rounding: each device is
 // within one unit of its exact share).

@@ -41,9 +41,12 @@ struct ShmState {
 // Value of x after a trip over the wire.
 template <WireType W>
 inline float wire_round(float x) {
-  if constexpr (W == WireType::BF16) return bf16_to_f32(f32_to_bf16(x));
-  else if constexpr (W == WireType::F16) return fp16_to_f32(f32_to_fp16(x));
-  else return x;
+  if constexpr (W == WireType::BF16)
+    return bf16_to_f32(f32_to_bf16(x));
+  else if constexpr (W == WireType::F16)
+    return fp16_to_f32(f32_to_fp16(x));
+  else
+    return x;
 }
 
 // For i in [0, len): sum over ranks k (in rank order, so every rank gets bit-identical sums) of
@@ -74,8 +77,7 @@ void sum_into(WireType w, const float* const* srcs, int n_src, float* const* dst
 
 class ShmGroup final : public Group {
  public:
-  ShmGroup(std::shared_ptr<ShmState> s, int rank)
-      : s_(std::move(s)), rank_(rank), bufs_(s_->n), srcs_(s_->n) {}
+  ShmGroup(std::shared_ptr<ShmState> s, int rank) : s_(std::move(s)), rank_(rank), bufs_(s_->n), srcs_(s_->n) {}
 
   int rank() const override { return rank_; }
   int size() const override { return s_->n; }

@@ -31,10 +31,11 @@ Engine::Engine(const gguf::File& file, EngineOptions opt) : file_(file), opt_(st
   devices_ = device::create_devices(opt_.devices, opt_.map_weights);
   for (const auto& dg : plan_.devices)
     for (const auto& ln : dg.nodes) {
-      const DType t = ln.weight.kind != parallel::WeightSlice::Kind::None ? file_.tensor(ln.weight.tensor).type : DType::F32;
+      const DType t =
+          ln.weight.kind != parallel::WeightSlice::Kind::None ? file_.tensor(ln.weight.tensor).type : DType::F32;
       if (!devices_[dg.device]->supports(ln.op, t))
-        fail("engine", "{} cannot run {} on {} weights ({})", devices_[dg.device]->name(), parallel::local_op_name(ln.op),
-             dtype_name(t), ln.weight.tensor);
+        fail("engine", "{} cannot run {} on {} weights ({})", devices_[dg.device]->name(),
+             parallel::local_op_name(ln.op), dtype_name(t), ln.weight.tensor);
     }
   if (plan_.mode == SplitMode::Tensor) device::connect_group(devices_, opt_.wire);
   const device::LoadOptions lo{opt_.n_ctx, opt_.n_batch, opt_.k_type, opt_.v_type};

@@ -20,11 +20,11 @@ namespace weft::runtime {
 struct EngineOptions {
   std::vector<device::DeviceSpec> devices;  // empty: one CPU device with all cores
   parallel::SplitMode mode = parallel::SplitMode::Tensor;
-  std::vector<double> ratios;               // empty: proportional to each device's threads
-  int32_t n_ctx = 0;                        // 0: min(training context, 4096)
-  int32_t n_batch = 512;                    // prompt tokens per step
+  std::vector<double> ratios;  // empty: proportional to each device's threads
+  int32_t n_ctx = 0;           // 0: min(training context, 4096)
+  int32_t n_batch = 512;       // prompt tokens per step
   parallel::WireType wire = parallel::WireType::F32;
-  bool map_weights = false;                 // CPU devices read weights from the file mapping (--mmap)
+  bool map_weights = false;                        // CPU devices read weights from the file mapping (--mmap)
   DType k_type = DType::F16, v_type = DType::F16;  // KV cache (-ctk / -ctv)
 };
 
@@ -41,8 +41,8 @@ class Engine {
   const std::vector<std::unique_ptr<device::Device>>& devices() const { return devices_; }
 
   // Feeds tokens at the current position (in n_batch chunks) and draws the next token.
-  Token eval_and_sample(std::span<const Token> tokens, const model::SamplingParams& p,
-                               std::span<const Token> recent, std::mt19937_64& rng);
+  Token eval_and_sample(std::span<const Token> tokens, const model::SamplingParams& p, std::span<const Token> recent,
+                        std::mt19937_64& rng);
   // Feeds tokens and returns the full logits of the last one (gathered: for tests and tools).
   std::vector<float> eval_logits(std::span<const Token> tokens);
   // Starts a new sequence.
@@ -51,8 +51,8 @@ class Engine {
   void truncate(int32_t n_keep);
 
  private:
-  std::vector<device::StepResult> step(std::span<const Token> tokens, bool last_chunk,
-                                       const model::SamplingParams& p, std::span<const Token> recent, bool logits);
+  std::vector<device::StepResult> step(std::span<const Token> tokens, bool last_chunk, const model::SamplingParams& p,
+                                       std::span<const Token> recent, bool logits);
   void wait_all(std::vector<device::StepResult>& results);
   std::vector<device::StepResult> eval(std::span<const Token> tokens, const model::SamplingParams& p,
                                        std::span<const Token> recent, bool logits);

@@ -25,9 +25,7 @@ class NoVocabTokenizer final : public Tokenizer {
   bool is_eog(Token) const override { return false; }
 
  private:
-  [[noreturn]] static void no_vocab() {
-    fail("tokenizer", "this model has no vocabulary; pass token ids");
-  }
+  [[noreturn]] static void no_vocab() { fail("tokenizer", "this model has no vocabulary; pass token ids"); }
   int32_t n_vocab_;
 };
 

@@ -29,8 +29,8 @@ class Tokenizer {
   std::string decode(const std::vector<Token>& ids) const;
 
   virtual int32_t n_vocab() const = 0;
-  virtual Token bos() const = 0;  // -1 when none
-  virtual Token eos() const = 0;  // -1 when none
+  virtual Token bos() const = 0;            // -1 when none
+  virtual Token eos() const = 0;            // -1 when none
   virtual bool is_eog(Token id) const = 0;  // end of generation: eos, eot, eom ...
 
  protected:

@@ -87,9 +87,7 @@ class BpeTokenizer final : public Tokenizer {
   int32_t n_vocab() const override { return vocab_.size(); }
   Token bos() const override { return vocab_.bos; }
   Token eos() const override { return vocab_.eos; }
-  bool is_eog(Token id) const override {
-    return std::binary_search(vocab_.eog.begin(), vocab_.eog.end(), id);
-  }
+  bool is_eog(Token id) const override { return std::binary_search(vocab_.eog.begin(), vocab_.eog.end(), id); }
 
  private:
   Token checked(Token id, const char* what) const {
@@ -137,8 +135,7 @@ class BpeTokenizer final : public Tokenizer {
       Symbol& left = symbols[b.left];
       Symbol& right = symbols[b.right];
       if (left.n == 0 || right.n == 0) continue;
-      if (left.n + right.n != b.text.size() ||
-          std::string_view(left.text, left.n + right.n) != b.text) {
+      if (left.n + right.n != b.text.size() || std::string_view(left.text, left.n + right.n) != b.text) {
         continue;  // one side changed since this pair was queued
       }
       left.n += right.n;
@@ -171,8 +168,8 @@ class BpeTokenizer final : public Tokenizer {
 
 }  // namespace
 
-std::unique_ptr<Tokenizer> make_bpe_tokenizer(Vocab vocab, const std::vector<std::string>& merges,
-                                              PreTokenizer pre, bool ignore_merges) {
+std::unique_ptr<Tokenizer> make_bpe_tokenizer(Vocab vocab, const std::vector<std::string>& merges, PreTokenizer pre,
+                                              bool ignore_merges) {
   vocab.finish();
   return std::make_unique<BpeTokenizer>(std::move(vocab), merges, pre, ignore_merges);
 }

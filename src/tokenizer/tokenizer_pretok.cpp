@@ -7,12 +7,11 @@ namespace weft::tokenizer::detail {
 std::optional<PreTokenizer> pre_tokenizer_from_name(std::string_view name) {
   // Names llama.cpp maps to these regexes (llama-vocab.cpp, load()). One exception: llama.cpp's
   // "default" BPE uses a different multi-regex split; weft treats it as GPT-2.
-  if (name == "default" || name == "gpt-2" || name == "phi-2" || name == "jina-es" ||
-      name == "jina-de" || name == "jina-v2-es" || name == "jina-v2-de") {
+  if (name == "default" || name == "gpt-2" || name == "phi-2" || name == "jina-es" || name == "jina-de" ||
+      name == "jina-v2-es" || name == "jina-v2-de") {
     return PreTokenizer::Gpt2;
   }
-  if (name == "llama3" || name == "llama-v3" || name == "llama-bpe" || name == "falcon3" ||
-      name == "pixtral") {
+  if (name == "llama3" || name == "llama-v3" || name == "llama-bpe" || name == "falcon3" || name == "pixtral") {
     return PreTokenizer::Llama3;
   }
   if (name == "qwen2" || name == "deepseek-r1-qwen" || name == "megrez") return PreTokenizer::Qwen2;

@@ -19,7 +19,7 @@ constexpr std::string_view kSpace = "\xE2\x96\x81";  // "▁" U+2581, SentencePi
 struct Symbol {
   int prev, next;  // neighbours in the live chain; -1 at the ends
   const char* text;
-  size_t n;        // 0 once merged into its left neighbour
+  size_t n;  // 0 once merged into its left neighbour
 };
 
 struct Bigram {
@@ -46,8 +46,8 @@ class SpmSession {
     const std::vector<unicode::CodePoint> chars = unicode::decode_utf8(text);
     for (size_t i = 0; i < chars.size(); ++i) {
       const int index = static_cast<int>(i);
-      symbols_.push_back({index - 1, i + 1 == chars.size() ? -1 : index + 1, text.data() + chars[i].offset,
-                          chars[i].n_bytes});
+      symbols_.push_back(
+          {index - 1, i + 1 == chars.size() ? -1 : index + 1, text.data() + chars[i].offset, chars[i].n_bytes});
     }
     for (int i = 1; i < static_cast<int>(symbols_.size()); ++i) try_add_bigram(i - 1, i);
 
@@ -114,8 +114,10 @@ void replace_spaces(std::string& s) {
   std::string out;
   out.reserve(s.size() + s.size() / 2);
   for (char c : s) {
-    if (c == ' ') out += kSpace;
-    else out += c;
+    if (c == ' ')
+      out += kSpace;
+    else
+      out += c;
   }
   s = std::move(out);
 }
@@ -171,9 +173,7 @@ class SpmTokenizer final : public Tokenizer {
   int32_t n_vocab() const override { return vocab_.size(); }
   Token bos() const override { return vocab_.bos; }
   Token eos() const override { return vocab_.eos; }
-  bool is_eog(Token id) const override {
-    return std::binary_search(vocab_.eog.begin(), vocab_.eog.end(), id);
-  }
+  bool is_eog(Token id) const override { return std::binary_search(vocab_.eog.begin(), vocab_.eog.end(), id); }
 
  protected:
   bool strips_prefix_space() const override { return vocab_.add_space_prefix; }
@@ -189,8 +189,7 @@ class SpmTokenizer final : public Tokenizer {
     // "<0xXX>"; a vocabulary that stores the raw byte has a one-byte text instead.
     if (t.size() == 1) return static_cast<uint8_t>(t[0]);
     unsigned v = 0;
-    if (t.size() != 6 || t.compare(0, 3, "<0x") != 0 || t[5] != '>' ||
-        std::sscanf(t.c_str() + 3, "%2x", &v) != 1) {
+    if (t.size() != 6 || t.compare(0, 3, "<0x") != 0 || t[5] != '>' || std::sscanf(t.c_str() + 3, "%2x", &v) != 1) {
       fail("tokenizer", "byte token {} has text '{}', expected <0xXX>", id, t);
     }
     return static_cast<uint8_t>(v);

@@ -17,8 +17,8 @@ namespace {
 // Texts llama.cpp treats as end of turn / end of message when the file names no id for them
 // (llama-vocab.cpp, load(): the special_eot_id / special_eog_ids search).
 constexpr std::array<std::string_view, 10> kEndOfTurnTexts = {
-    "<|eot_id|>", "<|im_end|>", "<|end|>", "<end_of_turn>", "<|endoftext|>", "<EOT>", "_<EOT>",
-    "<｜end▁of▁sentence｜>", "<|return|>", "<|call|>",
+    "<|eot_id|>", "<|im_end|>", "<|end|>", "<end_of_turn>", "<|endoftext|>", "<EOT>", "_<EOT>", "<｜end▁of▁sentence｜>",
+    "<|return|>", "<|call|>",
 };
 constexpr std::string_view kEndOfMessageText = "<|eom_id|>";
 
@@ -33,8 +33,7 @@ void Vocab::finish() {
   if (score.empty()) score.assign(n, 0.0f);
   if (type.empty()) type.assign(n, TokenType::Normal);
   if (score.size() != n || type.size() != n) {
-    fail("tokenizer", "vocabulary has {} tokens but {} scores and {} types", n, score.size(),
-         type.size());
+    fail("tokenizer", "vocabulary has {} tokens but {} scores and {} types", n, score.size(), type.size());
   }
   id_of.clear();
   id_of.reserve(n);
@@ -46,8 +45,7 @@ void Vocab::finish() {
   }
   // Longest first so "<|im_end|>" wins over a "<|im" that would split it; ties by id for a
   // deterministic order (llama.cpp leaves ties to std::sort).
-  std::stable_sort(special.begin(), special.end(),
-                   [&](Token a, Token b) { return text[a].size() > text[b].size(); });
+  std::stable_sort(special.begin(), special.end(), [&](Token a, Token b) { return text[a].size() > text[b].size(); });
 
   for (Token* id : {&bos, &eos, &unk, &eot, &eom}) {
     if (*id >= static_cast<Token>(n)) *id = -1;

@@ -16,7 +16,13 @@ namespace weft::tokenizer::detail {
 
 // tokenizer.ggml.token_type values (llama.cpp's llama_token_type).
 enum class TokenType : int32_t {
-  Undefined = 0, Normal = 1, Unknown = 2, Control = 3, UserDefined = 4, Unused = 5, Byte = 6,
+  Undefined = 0,
+  Normal = 1,
+  Unknown = 2,
+  Control = 3,
+  UserDefined = 4,
+  Unused = 5,
+  Byte = 6,
 };
 
 // Hash that lets id_of be searched with a string_view, without building a std::string.
@@ -59,8 +65,8 @@ std::vector<Fragment> split_special(const Vocab& vocab, std::string_view text, b
 
 std::unique_ptr<Tokenizer> make_spm_tokenizer(Vocab vocab);
 // merges: "left right" strings, rank = index (tokenizer.ggml.merges).
-std::unique_ptr<Tokenizer> make_bpe_tokenizer(Vocab vocab, const std::vector<std::string>& merges,
-                                              PreTokenizer pre, bool ignore_merges);
+std::unique_ptr<Tokenizer> make_bpe_tokenizer(Vocab vocab, const std::vector<std::string>& merges, PreTokenizer pre,
+                                              bool ignore_merges);
 std::unique_ptr<Tokenizer> make_no_vocab_tokenizer(int32_t n_vocab);
 
 }  // namespace weft::tokenizer::detail

@@ -11,8 +11,8 @@ Category category(uint32_t cp) {
   if (cp > kMaxCodePoint) return Category::Other;
   const CategoryRange* end = kCategoryRanges + kCategoryRangeCount;
   // Last range whose start is <= cp; the table starts at 0 so there always is one.
-  const CategoryRange* it = std::upper_bound(
-      kCategoryRanges, end, cp, [](uint32_t v, const CategoryRange& r) { return v < r.first; });
+  const CategoryRange* it =
+      std::upper_bound(kCategoryRanges, end, cp, [](uint32_t v, const CategoryRange& r) { return v < r.first; });
   WEFT_ASSERT(it != kCategoryRanges);
   return (it - 1)->category;
 }
@@ -20,11 +20,21 @@ Category category(uint32_t cp) {
 bool is_whitespace(uint32_t cp) {
   // White_Space from Unicode's PropList.txt (stable since 6.3): 25 code points.
   switch (cp) {
-    case 0x09: case 0x0A: case 0x0B: case 0x0C: case 0x0D: case 0x20: case 0x85: case 0xA0:
-    case 0x1680: case 0x2028: case 0x2029: case 0x202F: case 0x205F: case 0x3000:
-      return true;
-    default:
-      return cp >= 0x2000 && cp <= 0x200A;
+    case 0x09:
+    case 0x0A:
+    case 0x0B:
+    case 0x0C:
+    case 0x0D:
+    case 0x20:
+    case 0x85:
+    case 0xA0:
+    case 0x1680:
+    case 0x2028:
+    case 0x2029:
+    case 0x202F:
+    case 0x205F:
+    case 0x3000: return true;
+    default: return cp >= 0x2000 && cp <= 0x200A;
   }
 }
 
@@ -49,9 +59,12 @@ std::vector<CodePoint> decode_utf8(std::string_view text) {
     } else {
       size_t want = 0;
       uint32_t v = 0, min = 0;
-      if ((b & 0xE0) == 0xC0) want = 2, v = b & 0x1F, min = 0x80;
-      else if ((b & 0xF0) == 0xE0) want = 3, v = b & 0x0F, min = 0x800;
-      else if ((b & 0xF8) == 0xF0) want = 4, v = b & 0x07, min = 0x10000;
+      if ((b & 0xE0) == 0xC0)
+        want = 2, v = b & 0x1F, min = 0x80;
+      else if ((b & 0xF0) == 0xE0)
+        want = 3, v = b & 0x0F, min = 0x800;
+      else if ((b & 0xF8) == 0xF0)
+        want = 4, v = b & 0x07, min = 0x10000;
       bool ok = want != 0 && i + want <= n;
       for (size_t k = 1; ok && k < want; ++k) {
         ok = (s[i + k] & 0xC0) == 0x80;
@@ -119,9 +132,7 @@ const ByteMap& byte_map() {
 
 const std::string& byte_to_symbol(uint8_t byte) { return byte_map().utf8_of_byte[byte]; }
 
-int symbol_to_byte(uint32_t cp) {
-  return cp < byte_map().byte_of_cp.size() ? byte_map().byte_of_cp[cp] : -1;
-}
+int symbol_to_byte(uint32_t cp) { return cp < byte_map().byte_of_cp.size() ? byte_map().byte_of_cp[cp] : -1; }
 
 std::string bytes_to_symbols(std::string_view text) {
   std::string out;

@@ -84,9 +84,7 @@ void gen_row(uint64_t tensor_seed, int64_t row, Init init, float* out, int64_t n
 // quantizer, so a file never depends on which SIMD kernels this machine has.
 void encode_row(DType t, const float* src, uint8_t* dst, int64_t n) {
   switch (t) {
-    case DType::F32:
-      std::memcpy(dst, src, static_cast<size_t>(n) * sizeof(float));
-      return;
+    case DType::F32: std::memcpy(dst, src, static_cast<size_t>(n) * sizeof(float)); return;
     case DType::F16:
       for (int64_t i = 0; i < n; ++i) {
         const uint16_t h = f32_to_fp16(src[i]);
@@ -99,8 +97,7 @@ void encode_row(DType t, const float* src, uint8_t* dst, int64_t n) {
         std::memcpy(dst + 2 * i, &h, 2);
       }
       return;
-    default:
-      kernels::quantize_row_ref(t, src, dst, n);
+    default: kernels::quantize_row_ref(t, src, dst, n);
   }
 }
 
@@ -141,8 +138,8 @@ std::vector<TensorSpec> tensor_specs(const GenModelOptions& o, const GenModelSha
   matrix("token_embd.weight", -1, s.n_embd, s.n_vocab);  // (vocab, embd)
   for (int l = 0; l < n_layer; ++l) {
     vec("attn_norm.weight", l, s.n_embd, Init::Norm);
-    matrix("attn_q.weight", l, s.n_embd, s.n_embd);     // (embd -> heads*head_dim)
-    matrix("attn_k.weight", l, s.n_embd, n_embd_kv);    // (embd -> kv_heads*head_dim)
+    matrix("attn_q.weight", l, s.n_embd, s.n_embd);   // (embd -> heads*head_dim)
+    matrix("attn_k.weight", l, s.n_embd, n_embd_kv);  // (embd -> kv_heads*head_dim)
     matrix("attn_v.weight", l, s.n_embd, n_embd_kv);
     if (a.qkv_bias) {
       vec("attn_q.bias", l, s.n_embd, Init::Bias);
@@ -155,9 +152,9 @@ std::vector<TensorSpec> tensor_specs(const GenModelOptions& o, const GenModelSha
     }
     matrix("attn_output.weight", l, s.n_embd, s.n_embd);
     vec("ffn_norm.weight", l, s.n_embd, Init::Norm);
-    matrix("ffn_gate.weight", l, s.n_embd, s.n_ff);     // (embd -> ff)
+    matrix("ffn_gate.weight", l, s.n_embd, s.n_ff);  // (embd -> ff)
     matrix("ffn_up.weight", l, s.n_embd, s.n_ff);
-    matrix("ffn_down.weight", l, s.n_ff, s.n_embd);     // (ff -> embd)
+    matrix("ffn_down.weight", l, s.n_ff, s.n_embd);  // (ff -> embd)
   }
   vec("output_norm.weight", -1, s.n_embd, Init::Norm);
   if (!o.tied) matrix("output.weight", -1, s.n_embd, s.n_vocab);
@@ -263,9 +260,11 @@ GenModelShape gen_model_shape(const GenModelOptions& o) {
     fail("gen-model", "dimensions must be positive (embd {}, layers {}, ff {}, heads {}/{}, ctx {})", s.n_embd,
          s.n_layer, s.n_ff, s.n_head, s.n_head_kv, s.n_ctx);
   if (s.n_embd % s.n_head != 0) fail("gen-model", "n_embd {} is not a multiple of n_head {}", s.n_embd, s.n_head);
-  if (s.n_head % s.n_head_kv != 0) fail("gen-model", "n_head {} is not a multiple of n_head_kv {}", s.n_head, s.n_head_kv);
+  if (s.n_head % s.n_head_kv != 0)
+    fail("gen-model", "n_head {} is not a multiple of n_head_kv {}", s.n_head, s.n_head_kv);
   if ((s.n_embd / s.n_head) % 2 != 0) fail("gen-model", "head size {} must be even for RoPE", s.n_embd / s.n_head);
-  if (s.n_vocab < kMinVocab) fail("gen-model", "vocab {} is smaller than the {} special and byte tokens", s.n_vocab, kMinVocab);
+  if (s.n_vocab < kMinVocab)
+    fail("gen-model", "vocab {} is smaller than the {} special and byte tokens", s.n_vocab, kMinVocab);
   if (s.n_vocab > INT32_MAX || s.n_embd > UINT32_MAX || s.n_ff > UINT32_MAX || s.n_ctx > UINT32_MAX)
     fail("gen-model", "a dimension does not fit the GGUF u32 key");
   return s;
@@ -279,7 +278,7 @@ uint32_t gen_file_type(std::string_view type) {
     uint32_t ftype;
   };
   static constexpr Entry kTable[] = {
-      {"f32", 0},   {"f16", 1},   {"q4_0", 2},  {"q4_1", 3},    {"q8_0", 7},    {"q5_0", 8},   {"q5_1", 9},
+      {"f32", 0},   {"f16", 1},   {"q4_0", 2},  {"q4_1", 3},    {"q8_0", 7},    {"q5_0", 8},  {"q5_1", 9},
       {"q4_k", 14}, {"q5_k", 16}, {"q6_k", 18}, {"q4_k_m", 15}, {"q5_k_m", 17}, {"bf16", 32},
   };
   for (const auto& e : kTable)
@@ -294,16 +293,20 @@ DType gen_tensor_type(std::string_view type, std::string_view tensor, int layer,
   DType t = type == "q4_k_m" ? DType::Q4_K : type == "q5_k_m" ? DType::Q5_K : *dtype_from_name(type);
   if (mix) {
     // llama_tensor_get_type for Q4_K_M / Q5_K_M; with tied embeddings token_embd is the output.
-    if (tensor == "output.weight" || (tied && tensor == "token_embd.weight")) t = DType::Q6_K;
+    if (tensor == "output.weight" || (tied && tensor == "token_embd.weight"))
+      t = DType::Q6_K;
     else if ((tensor == "attn_v.weight" || tensor == "ffn_down.weight") && use_more_bits(layer, n_layer))
       t = DType::Q6_K;
   }
   if (block_size(t) == kQkK && row_len % kQkK != 0) {
     // llama.cpp's fallback for rows that do not fill a super-block: the legacy type of about
     // the same size.
-    if (t == DType::Q4_K) t = DType::Q5_0;
-    else if (t == DType::Q5_K) t = DType::Q5_1;
-    else if (t == DType::Q6_K) t = DType::Q8_0;
+    if (t == DType::Q4_K)
+      t = DType::Q5_0;
+    else if (t == DType::Q5_K)
+      t = DType::Q5_1;
+    else if (t == DType::Q6_K)
+      t = DType::Q8_0;
   }
   if (row_len % block_size(t) != 0) t = DType::F16;
   return t;
@@ -335,15 +338,16 @@ GenVocab gen_vocab(int64_t n_vocab) {
                               "of", "ed", "is", "it", "al", "ar", "st", "to", "nt", "ng", "se", "ha", "as", "ou",
                               "io", "le", "ve", "co", "me", "de", "hi", "ri", "ro", "ic", "ne", "ea", "ra", "ce"})
     pieces.emplace_back(bg);
-  for (std::string_view w : {"the", "of", "and", "to", "in", "is", "it", "that", "was", "for", "on", "are", "as",
-                             "with", "his", "they", "at", "be", "this", "have", "from", "or", "one", "had", "by",
-                             "word", "but", "not", "what", "all", "were", "we", "when", "your", "can", "said",
-                             "there", "use", "an", "each", "which", "she", "do", "how", "their", "if", "will", "up",
-                             "other", "about", "out", "many", "then", "them", "these", "so", "some", "her", "would",
-                             "make", "like", "him", "into", "time", "has", "look", "two", "more", "write", "go",
-                             "see", "number", "no", "way", "could", "people", "my", "than", "first", "water",
-                             "been", "call", "who", "now", "find", "long", "down", "day", "did", "get", "come",
-                             "made", "may", "part", "hello", "world", "once", "upon", "story", "little"})
+  for (std::string_view w :
+       {"the",   "of",    "and",   "to",     "in",    "is",   "it",    "that",  "was",   "for",  "on",    "are",
+        "as",    "with",  "his",   "they",   "at",    "be",   "this",  "have",  "from",  "or",   "one",   "had",
+        "by",    "word",  "but",   "not",    "what",  "all",  "were",  "we",    "when",  "your", "can",   "said",
+        "there", "use",   "an",    "each",   "which", "she",  "do",    "how",   "their", "if",   "will",  "up",
+        "other", "about", "out",   "many",   "then",  "them", "these", "so",    "some",  "her",  "would", "make",
+        "like",  "him",   "into",  "time",   "has",   "look", "two",   "more",  "write", "go",   "see",   "number",
+        "no",    "way",   "could", "people", "my",    "than", "first", "water", "been",  "call", "who",   "now",
+        "find",  "long",  "down",  "day",    "did",   "get",  "come",  "made",  "may",   "part", "hello", "world",
+        "once",  "upon",  "story", "little"})
     pieces.push_back(sp + std::string(w));
 
   std::unordered_set<std::string> seen(pieces.begin(), pieces.end());

@@ -24,18 +24,18 @@ struct GenModelShape {
 };
 
 struct GenModelOptions {
-  std::string path;               // output .gguf (generate_model only)
-  std::string preset = "tiny";    // tiny, 500m, 1b, 8b-shape
+  std::string path;             // output .gguf (generate_model only)
+  std::string preset = "tiny";  // tiny, 500m, 1b, 8b-shape
   // f32 f16 bf16 q8_0 q4_0 q4_1 q5_0 q5_1 q4_k q5_k q6_k (every matrix in that type), or the
   // llama.cpp mixes q4_k_m / q5_k_m. Norms and biases are always f32.
   std::string type = "q8_0";
   uint64_t seed = 42;
-  std::string arch = "llama";     // llama, qwen2 (q/k/v biases), qwen3 (q/k head norms)
-  bool tied = false;              // no output.weight: logits reuse token_embd.weight
-  int64_t n_ctx = 0;              // 0: the preset's context length
-  GenModelShape overrides;        // non-zero fields replace the preset's (tests, odd shapes)
-  int n_threads = 0;              // 0: all cores; the output does not depend on it
-  std::string name;               // general.name; empty: "weft-<preset>-<arch>-<type>"
+  std::string arch = "llama";  // llama, qwen2 (q/k/v biases), qwen3 (q/k head norms)
+  bool tied = false;           // no output.weight: logits reuse token_embd.weight
+  int64_t n_ctx = 0;           // 0: the preset's context length
+  GenModelShape overrides;     // non-zero fields replace the preset's (tests, odd shapes)
+  int n_threads = 0;           // 0: all cores; the output does not depend on it
+  std::string name;            // general.name; empty: "weft-<preset>-<arch>-<type>"
 };
 
 // Preset shape; throws weft::Error("gen-model", ...) for an unknown name.
@@ -62,7 +62,7 @@ struct GenVocab {
 };
 GenVocab gen_vocab(int64_t n_vocab);
 
-void generate_model(const GenModelOptions& o);             // writes o.path
+void generate_model(const GenModelOptions& o);                        // writes o.path
 std::vector<uint8_t> generate_model_bytes(const GenModelOptions& o);  // same bytes, in memory
 
 }  // namespace weft::tools

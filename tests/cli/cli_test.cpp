@@ -1,12 +1,12 @@
 // The `weft` binary end to end: exact text on the reference model, flags, and clear failures.
 #include <gtest/gtest.h>
 
+#include <sys/wait.h>
 #include <array>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
 #include <string>
-#include <sys/wait.h>
 
 namespace {
 
@@ -36,8 +36,9 @@ const std::string kReference =
 
 TEST(Cli, RunPrintsTheReferenceTextOnEverySplit) {
   if (!std::filesystem::exists(kStories)) GTEST_SKIP() << "no " << kStories;
-  for (const std::string devices : {"", "--mmap", "-ctk f32 -ctv f32", "--devices cpu:1,cpu:1", "--devices cpu:1,cpu:1 --mmap",
-                                    "--devices cpu:1,cpu:1,cpu:1 -ts 3,1,2", "--devices cpu:1,cpu:1 -sm layer"}) {
+  for (const std::string devices :
+       {"", "--mmap", "-ctk f32 -ctv f32", "--devices cpu:1,cpu:1", "--devices cpu:1,cpu:1 --mmap",
+        "--devices cpu:1,cpu:1,cpu:1 -ts 3,1,2", "--devices cpu:1,cpu:1 -sm layer"}) {
     auto r = run("run -m " + kStories + " -p \"Once upon a time\" -n 60 --temp 0 " + devices);
     EXPECT_EQ(r.code, 0) << devices;
     EXPECT_EQ(r.out, kReference) << devices;
@@ -86,7 +87,8 @@ TEST(Cli, PlanShowsTwoAllReducesPerLayer) {
   auto r = run("plan -m " + kStories + " --devices cpu:1,cpu:1,cpu:1");
   EXPECT_EQ(r.code, 0);
   EXPECT_NE(r.out.find("layer 0: 2: all_reduce after attn_output"), std::string::npos) << r.out;
-  EXPECT_NE(r.out.find("fallbacks (ops without a split rule, gathered and replicated): none"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("fallbacks (ops without a split rule, gathered and replicated): none"), std::string::npos)
+      << r.out;
 }
 
 TEST(Cli, PlanSizesCollectivesInTheWireType) {
@@ -97,7 +99,8 @@ TEST(Cli, PlanSizesCollectivesInTheWireType) {
   EXPECT_NE(f32.out.find("total: 10 collectives, 2560 bytes per rank per token (f32)"), std::string::npos) << f32.out;
   auto bf16 = run("plan -m " + kStories + " --devices cpu:1,cpu:1 --wire bf16");
   EXPECT_NE(bf16.out.find("after attn_output (128 B)"), std::string::npos) << bf16.out;
-  EXPECT_NE(bf16.out.find("total: 10 collectives, 1280 bytes per rank per token (bf16)"), std::string::npos) << bf16.out;
+  EXPECT_NE(bf16.out.find("total: 10 collectives, 1280 bytes per rank per token (bf16)"), std::string::npos)
+      << bf16.out;
 }
 
 TEST(Cli, BadInputGivesAClearErrorAndNonZeroExit) {
@@ -113,8 +116,9 @@ TEST(Cli, BadInputGivesAClearErrorAndNonZeroExit) {
   EXPECT_NE(r.out.find("[gguf]"), std::string::npos) << r.out;
 
   if (std::filesystem::exists(kStories)) {
-    for (const std::string flags : {"--devices cpu:0", "--devices gpu:1", "--devices cpu:1,cpu:1 -ts 1", "-ts 1,x --devices cpu:1,cpu:1",
-                                    "-sm diagonal", "--devices cpu:1,cpu:1 -ts 0,0", "-c 4 -n 10", "-ctk q8_0"}) {
+    for (const std::string flags :
+         {"--devices cpu:0", "--devices gpu:1", "--devices cpu:1,cpu:1 -ts 1", "-ts 1,x --devices cpu:1,cpu:1",
+          "-sm diagonal", "--devices cpu:1,cpu:1 -ts 0,0", "-c 4 -n 10", "-ctk q8_0"}) {
       r = run("run -m " + kStories + " -p \"Once upon a time\" --temp 0 " + flags, true);
       EXPECT_NE(r.code, 0) << flags << ": " << r.out;
       EXPECT_LT(r.code, 128) << flags << " crashed: " << r.out;

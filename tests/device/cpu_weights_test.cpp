@@ -25,7 +25,8 @@ std::unique_ptr<gguf::File> one_tensor_file() {
   for (float& x : v) x = nd(rng);
   const size_t rb = row_bytes(DType::Q8_0, kCols);
   std::vector<uint8_t> q(rb * kRows);
-  for (int64_t r = 0; r < kRows; ++r) kernels::quantize_row_ref(DType::Q8_0, v.data() + r * kCols, q.data() + r * rb, kCols);
+  for (int64_t r = 0; r < kRows; ++r)
+    kernels::quantize_row_ref(DType::Q8_0, v.data() + r * kCols, q.data() + r * rb, kCols);
   gguf::Writer w;
   w.add_tensor("w", DType::Q8_0, {kCols, kRows}, std::move(q));
   static std::vector<uint8_t> bytes;  // the File points into them

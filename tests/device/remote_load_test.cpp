@@ -24,7 +24,8 @@ namespace fs = std::filesystem;
 // A worker in this process (so a test can slow its load down), serving `sessions` sessions.
 class InProcessWorker {
  public:
-  InProcessWorker(WorkerOptions o, int sessions) : server_(init(std::move(o))), thread_([this, sessions] { server_.serve(sessions); }) {}
+  InProcessWorker(WorkerOptions o, int sessions)
+      : server_(init(std::move(o))), thread_([this, sessions] { server_.serve(sessions); }) {}
   ~InProcessWorker() {
     server_.stop();
     thread_.join();

@@ -1,7 +1,7 @@
 // Load options on the wire: what the coordinator writes the worker reads back, KV cache types
 // included; values a worker must not act on are errors naming the field.
-#include "core/error.h"
 #include "device/remote/remote_messages.h"
+#include "core/error.h"
 #include "net/wire.h"
 
 #include <gtest/gtest.h>

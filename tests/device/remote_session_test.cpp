@@ -103,7 +103,7 @@ TEST(RemoteSession, WeightsComeFromModelDirOrCacheElseAreStreamedOnce) {
   Tiny m("weft_weights_src");
   ASSERT_GT(m.ref_logits.size(), 10u);
   ASSERT_NE(m.ref_logits[0], m.ref_logits[1]);  // the logits vary: equality below means something
-  {  // the same file in the worker's --model-dir: nothing streamed
+  {                                             // the same file in the worker's --model-dir: nothing streamed
     Worker w({"--model-dir", m.dir + "/models"});
     const LoadReport r = m.load_on(w.address());
     EXPECT_EQ(r.source, LoadSource::ModelDir);
@@ -146,9 +146,13 @@ TEST(RemoteSession, TensorSplitFromModelDirWithRpcAndKeyFileMatchesOneDevice) {
   const std::string ref = greedy_text(m.path, "cpu:1");
   ASSERT_NE(ref.find("exit=0"), std::string::npos) << ref;
   // --rpc appends the workers after --devices; the key comes from --auth-key-file.
-  EXPECT_EQ(greedy_text(m.path, "cpu:1", "--rpc " + w1.address() + "," + w2.address() + " -ts 1,2,1 --auth-key-file " + key), ref);
+  EXPECT_EQ(
+      greedy_text(m.path, "cpu:1", "--rpc " + w1.address() + "," + w2.address() + " -ts 1,2,1 --auth-key-file " + key),
+      ref);
   // A worker with a zero share reads its empty slices from the model too.
-  EXPECT_EQ(greedy_text(m.path, "cpu:1", "--rpc " + w1.address() + "," + w2.address() + " -ts 1,0,1 --auth-key-file " + key), ref);
+  EXPECT_EQ(
+      greedy_text(m.path, "cpu:1", "--rpc " + w1.address() + "," + w2.address() + " -ts 1,0,1 --auth-key-file " + key),
+      ref);
   const std::string err = shell(std::string(WEFT_BINARY) + " run --temp 0 -n 4 -p hi -m " + m.path + " --devices " +
                                 w1.url() + "," + w2.url() + " --auth-key-file " + key + " 2>&1 >/dev/null");
   EXPECT_NE(err.find(w1.url() + ": weights from the worker's model dir"), std::string::npos) << err;
@@ -174,9 +178,8 @@ class Netns {
   Netns() {
     tag_ = std::to_string(::getpid() % 100000);
     br_ = "wbr" + tag_;
-    const std::string setup =
-        "set -e; ip link add " + br_ + " type bridge; ip addr add 10.213.0.1/24 dev " + br_ + "; ip link set " + br_ + " up;" +
-        ns_cmds(1) + ns_cmds(2);
+    const std::string setup = "set -e; ip link add " + br_ + " type bridge; ip addr add 10.213.0.1/24 dev " + br_ +
+                              "; ip link set " + br_ + " up;" + ns_cmds(1) + ns_cmds(2);
     ok_ = ::geteuid() == 0 && std::system(("(" + setup + ") >/dev/null 2>&1").c_str()) == 0;
     if (!ok_) cleanup();
   }
@@ -188,12 +191,13 @@ class Netns {
  private:
   std::string ns_cmds(int i) const {
     const std::string n = ns(i), v = "wv" + tag_ + "_" + std::to_string(i);
-    return "ip netns add " + n + "; ip link add " + v + " type veth peer name " + v + "p; ip link set " + v + "p netns " + n +
-           "; ip link set " + v + " master " + br_ + " up; ip -n " + n + " addr add " + ip(i) + "/24 dev " + v + "p; ip -n " +
-           n + " link set " + v + "p up; ip -n " + n + " link set lo up;";
+    return "ip netns add " + n + "; ip link add " + v + " type veth peer name " + v + "p; ip link set " + v +
+           "p netns " + n + "; ip link set " + v + " master " + br_ + " up; ip -n " + n + " addr add " + ip(i) +
+           "/24 dev " + v + "p; ip -n " + n + " link set " + v + "p up; ip -n " + n + " link set lo up;";
   }
   void cleanup() {
-    std::system(("(ip netns del " + ns(1) + "; ip netns del " + ns(2) + "; ip link del " + br_ + ") >/dev/null 2>&1").c_str());
+    std::system(
+        ("(ip netns del " + ns(1) + "; ip netns del " + ns(2) + "; ip link del " + br_ + ") >/dev/null 2>&1").c_str());
   }
   std::string tag_, br_;
   bool ok_ = false;

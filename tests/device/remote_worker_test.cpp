@@ -13,6 +13,8 @@
 
 #include <gtest/gtest.h>
 
+#include <sys/wait.h>
+#include <unistd.h>
 #include <chrono>
 #include <csignal>
 #include <cstdio>
@@ -20,9 +22,7 @@
 #include <functional>
 #include <memory>
 #include <string>
-#include <sys/wait.h>
 #include <thread>
-#include <unistd.h>
 
 namespace weft::device::remote {
 namespace {
@@ -74,9 +74,7 @@ TEST(RemoteWorker, GeneratedModelGreedyTokensMatchOneLocalDevice) {
 }
 
 // The worker still completes a handshake after whatever the previous session did.
-void expect_serving(const Worker& w) {
-  EXPECT_NO_THROW(RemoteDevice(w.address(), 1, {})) << "worker stopped serving";
-}
+void expect_serving(const Worker& w) { EXPECT_NO_THROW(RemoteDevice(w.address(), 1, {})) << "worker stopped serving"; }
 
 TEST(RemoteWorker, BrokenSessionsEndOnlyThemselves) {
   Worker w;
@@ -180,7 +178,8 @@ TEST(RemoteWorker, SecondCoordinatorIsToldTheWorkerIsBusy) {
   auto first = std::make_unique<RemoteDevice>(w.address(), 1, std::vector<uint8_t>{});
   const auto t0 = std::chrono::steady_clock::now();
   const std::string e = error_of([&] { RemoteDevice second(w.address(), 1, {}); });
-  EXPECT_NE(e.find(w.url() + ": connect: worker busy: serving a session from tcp://127.0.0.1:"), std::string::npos) << e;
+  EXPECT_NE(e.find(w.url() + ": connect: worker busy: serving a session from tcp://127.0.0.1:"), std::string::npos)
+      << e;
   EXPECT_LT(seconds_since(t0), 1.0);
   first.reset();  // its Bye frees the slot
   std::this_thread::sleep_for(std::chrono::milliseconds(300));
@@ -255,7 +254,8 @@ TEST(RemoteWorker, KilledWorkerFailsTheCoordinatorQuicklyNamingIt) {
   const auto t0 = std::chrono::steady_clock::now();
   w1.kill(SIGKILL);
   pid_t done = 0;
-  while ((done = ::waitpid(pid, &status, WNOHANG)) == 0 && std::chrono::steady_clock::now() - t0 < kKillDeadline + std::chrono::seconds(5))
+  while ((done = ::waitpid(pid, &status, WNOHANG)) == 0 &&
+         std::chrono::steady_clock::now() - t0 < kKillDeadline + std::chrono::seconds(5))
     std::this_thread::sleep_for(std::chrono::milliseconds(20));
   const auto took = std::chrono::steady_clock::now() - t0;
   if (done == 0) {

@@ -4,18 +4,18 @@
 
 #include "device/cpu/cpu_device.h"
 #include "device/remote/remote_device.h"
-#include "tools/gen_model.h"
 #include "model/llama_graph.h"
 #include "model/model_config.h"
 #include "parallel/planner.h"
+#include "tools/gen_model.h"
 
 #include <gtest/gtest.h>
 
+#include <chrono>
 #include <filesystem>
 #include <fstream>
 #include <string>
 #include <thread>
-#include <chrono>
 
 namespace weft::device::remote::testing_support {
 
@@ -39,7 +39,8 @@ struct Tiny {
     std::ofstream(path, std::ios::binary).write(reinterpret_cast<const char*>(bytes.data()), bytes.size());
     file = gguf::File::open(path);
     const auto cfg = model::read_config(*file);
-    plan = parallel::make_plan(parallel::SplitMode::None, model::build_llama_graph(cfg), model::weight_table(*file), {1});
+    plan =
+        parallel::make_plan(parallel::SplitMode::None, model::build_llama_graph(cfg), model::weight_table(*file), {1});
     step.tokens = {1, 5, 9, 3};
     step.want_candidates = false;
     step.want_logits = true;

@@ -3,13 +3,13 @@
 
 #include "core/error.h"
 
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
 #include <csignal>
 #include <cstdio>
 #include <fstream>
-#include <sys/stat.h>
 #include <string>
-#include <sys/wait.h>
-#include <unistd.h>
 #include <vector>
 
 namespace weft::device::remote::testing_support {

@@ -1,8 +1,8 @@
 // WorkerServer in process: serve() returns after max_sessions admitted sessions and after stop(),
 // even with idle connections still in their handshakes (bounded by handshake_timeout_ms).
+#include "device/remote/worker_server.h"
 #include "core/error.h"
 #include "device/remote/remote_device.h"
-#include "device/remote/worker_server.h"
 
 #include <gtest/gtest.h>
 
@@ -27,7 +27,7 @@ TEST(WorkerServer, ServeReturnsAfterMaxSessionsDespiteIdleConnections) {
   auto serving = std::async(std::launch::async, [&] { server.serve(1); });
   const std::string addr = "127.0.0.1:" + std::to_string(server.port());
   net::Socket idle = net::connect_tcp(net::parse_host_port(addr), 2000);  // never says hello
-  { RemoteDevice d(addr, 1, {}); }  // the one session: handshake, then Bye
+  { RemoteDevice d(addr, 1, {}); }                                        // the one session: handshake, then Bye
   ASSERT_EQ(serving.wait_for(std::chrono::seconds(3)), std::future_status::ready) << "serve(1) did not return";
   serving.get();
 }

@@ -213,9 +213,12 @@ TEST(GgufMalformed, Alignment) {
   auto with_alignment = [](uint32_t value_type, uint64_t value) {
     Bytes kv;
     kv.str("general.alignment").put<uint32_t>(value_type);
-    if (value_type == 10) kv.put<uint64_t>(value);
-    else if (value_type == 8) kv.str("32");
-    else kv.put<uint32_t>(static_cast<uint32_t>(value));
+    if (value_type == 10)
+      kv.put<uint64_t>(value);
+    else if (value_type == 8)
+      kv.str("32");
+    else
+      kv.put<uint32_t>(static_cast<uint32_t>(value));
     return build({{"w", {8}, 0, 0}}, kv, 1, 64, 64);
   };
   expect_error(with_alignment(4, 0), {"general.alignment 0"});

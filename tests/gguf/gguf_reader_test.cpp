@@ -1,7 +1,7 @@
 // The reader on real files produced by llama.cpp's converters; expected values come from
 // /work/shared/models/SOURCES.txt and an independent Python dump of the files.
-#include "core/error.h"
 #include "gguf/gguf_reader.h"
+#include "core/error.h"
 #include "gguf/gguf_writer.h"
 
 #include <gtest/gtest.h>
@@ -98,7 +98,8 @@ TEST(GgufReader, Stories260KRewritesByteForByte) {
   auto f = File::open(kStories);
   Writer w;
   for (const auto& k : f->key_order()) w.set_value(k, *f->find(k));
-  for (const auto& t : f->tensors()) w.add_tensor(t.name, t.type, t.shape, std::vector<uint8_t>(t.data, t.data + t.n_bytes));
+  for (const auto& t : f->tensors())
+    w.add_tensor(t.name, t.type, t.shape, std::vector<uint8_t>(t.data, t.data + t.n_bytes));
   const auto bytes = w.to_bytes();
   std::ifstream in(kStories, std::ios::binary);
   const std::vector<uint8_t> orig((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());

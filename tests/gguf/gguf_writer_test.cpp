@@ -1,8 +1,8 @@
 // Writer -> reader round trips, plus the writer's bytes checked against a hand-assembled file
 // (an independent reference for the layout, so the two halves cannot agree on a shared mistake).
+#include "gguf/gguf_writer.h"
 #include "core/error.h"
 #include "gguf/gguf_reader.h"
-#include "gguf/gguf_writer.h"
 
 #include <gtest/gtest.h>
 
@@ -53,8 +53,8 @@ TEST(GgufWriter, BytesMatchHandAssembledFile) {
   auto put = [&](const void* p, size_t n) { want.insert(want.end(), (const uint8_t*)p, (const uint8_t*)p + n); };
   auto u32 = [&](uint32_t v) { put(&v, 4); };
   auto u64 = [&](uint64_t v) { put(&v, 8); };
-  put("GGUF", 4), u32(3), u64(1), u64(1);             // magic, version, n_tensors, n_kv
-  u64(1), put("a", 1), u32(4), u32(7);                 // "a": u32 7
+  put("GGUF", 4), u32(3), u64(1), u64(1);               // magic, version, n_tensors, n_kv
+  u64(1), put("a", 1), u32(4), u32(7);                  // "a": u32 7
   u64(1), put("t", 1), u32(1), u64(2), u32(0), u64(0);  // "t": 1 dim [2], f32, offset 0
   ASSERT_EQ(want.size(), 74u);
   want.resize(96, 0);  // pad to 32
@@ -87,12 +87,12 @@ TEST(GgufWriter, EveryValueTypeRoundTrips) {
   const auto bytes = w.to_bytes();
   auto f = reparse(bytes);
   EXPECT_EQ(f->version(), 3u);
-  const std::vector<std::string> order = {"u8",     "i8",  "u16", "i16", "u32",     "i32",    "f32",  "bool",  "string",
-                                          "u64",    "i64", "f64", "strings", "floats", "ints", "bools", "nested"};
+  const std::vector<std::string> order = {"u8",  "i8",  "u16", "i16",     "u32",    "i32",  "f32",   "bool",  "string",
+                                          "u64", "i64", "f64", "strings", "floats", "ints", "bools", "nested"};
   EXPECT_EQ(f->key_order(), order);
-  const std::vector<ValueType> types = {ValueType::U8,  ValueType::I8,     ValueType::U16,   ValueType::I16,
-                                        ValueType::U32, ValueType::I32,    ValueType::F32,   ValueType::Bool,
-                                        ValueType::String, ValueType::U64, ValueType::I64,   ValueType::F64};
+  const std::vector<ValueType> types = {ValueType::U8,     ValueType::I8,  ValueType::U16, ValueType::I16,
+                                        ValueType::U32,    ValueType::I32, ValueType::F32, ValueType::Bool,
+                                        ValueType::String, ValueType::U64, ValueType::I64, ValueType::F64};
   for (size_t i = 0; i < types.size(); ++i) EXPECT_EQ(f->find(order[i])->type, types[i]) << order[i];
 
   EXPECT_EQ(f->get_int("u8"), 255);
@@ -222,7 +222,7 @@ TEST(GgufWriter, SetReplacesInPlaceAndAlignmentIsHonoured) {
 
 TEST(GgufWriter, RejectsWhatTheReaderWouldReject) {
   Writer w;
-  EXPECT_THROW(w.add_tensor("t", DType::F32, {4}, std::vector<uint8_t>(15)), Error);  // wrong data size
+  EXPECT_THROW(w.add_tensor("t", DType::F32, {4}, std::vector<uint8_t>(15)), Error);   // wrong data size
   EXPECT_THROW(w.add_tensor("t", DType::Q4_0, {16}, std::vector<uint8_t>(9)), Error);  // half a block
   EXPECT_THROW(w.add_tensor("t", DType::F32, {1, 1, 1, 1, 1}, std::vector<uint8_t>(4)), Error);
   EXPECT_THROW(w.add_tensor("t", DType::F32, {}, std::vector<uint8_t>()), Error);
@@ -251,7 +251,8 @@ TEST(GgufWriter, RejectsWhatTheReaderWouldReject) {
 TEST(GgufWriter, FailedWriteLeavesNoFile) {
   Writer w;
   w.add_tensor("t", DType::F32, {1}, [](uint8_t*, size_t) { throw Error("test", "generator failed"); });
-  const auto path = (std::filesystem::temp_directory_path() / ("weft_gguf_fail_" + std::to_string(::getpid()))).string();
+  const auto path =
+      (std::filesystem::temp_directory_path() / ("weft_gguf_fail_" + std::to_string(::getpid()))).string();
   EXPECT_THROW(w.write(path), Error);
   EXPECT_FALSE(std::filesystem::exists(path));
   EXPECT_FALSE(std::filesystem::exists(path + ".tmp"));

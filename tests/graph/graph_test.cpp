@@ -1,5 +1,5 @@
-#include "core/error.h"
 #include "graph/graph.h"
+#include "core/error.h"
 
 #include <gtest/gtest.h>
 

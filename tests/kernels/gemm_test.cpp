@@ -35,11 +35,11 @@ struct Case {
   DType type;
   int64_t rows, cols, n_tokens;
   size_t row_stride;
-  std::vector<uint8_t> w;       // quantized rows
-  std::vector<uint8_t> act;     // activation rows in vec_dot_type, row_bytes apart
+  std::vector<uint8_t> w;    // quantized rows
+  std::vector<uint8_t> act;  // activation rows in vec_dot_type, row_bytes apart
   size_t act_row_bytes;
-  std::vector<ActBlock> blocks; // prepare_act_row of every token
-  std::vector<float> wf, af;    // dequantized weights and activations
+  std::vector<ActBlock> blocks;  // prepare_act_row of every token
+  std::vector<float> wf, af;     // dequantized weights and activations
 
   WeightMatrix matrix() const { return {type, w.data(), rows, cols, row_stride}; }
 };
@@ -97,7 +97,8 @@ void check_gemm(GemmFn gemm, const Case& c, int64_t r0, int64_t r1, const std::s
         continue;
       }
       distinct.insert(got);
-      const double want = vec_dot_ref(c.type, c.cols, c.w.data() + r * c.row_stride, c.act.data() + k * c.act_row_bytes);
+      const double want =
+          vec_dot_ref(c.type, c.cols, c.w.data() + r * c.row_stride, c.act.data() + k * c.act_row_bytes);
       if (std::fabs(got - want) > kGemmRelTol * abs_dot(c, r, k) && failures++ < 5)
         ADD_FAILURE() << "token " << k << " row " << r << ": got " << got << ", vec_dot_ref " << want;
     }

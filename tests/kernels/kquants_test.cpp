@@ -146,15 +146,15 @@ TEST(KQuants, Q4KKnownValues) {
   dequantize_ref(DType::Q4_K, &b, y, 256);
   // x = d * sc * q - dmin * m. Value e: chunk c = e / 64 uses qs[32c .. 32c + 31], low nibbles
   // first (sub-block 2c), then high nibbles (sub-block 2c + 1).
-  EXPECT_FLOAT_EQ(y[0], -2.5f);    // qs[0] = 0x00 lo 0, sc 1, m 5
-  EXPECT_FLOAT_EQ(y[5], 2.5f);     // qs[5] lo 5: 5 - 2.5
-  EXPECT_FLOAT_EQ(y[33], -3.0f);   // qs[1] hi 0, sub-block 1: m 6
-  EXPECT_FLOAT_EQ(y[81], -0.5f);   // qs[49] = 0x31 lo 1, sub-block 2: 3 - 3.5
-  EXPECT_FLOAT_EQ(y[113], 8.0f);   // qs[49] hi 3, sub-block 3: 12 - 4
-  EXPECT_FLOAT_EQ(y[138], 575.5f); // qs[74] = 0x4A lo 10, sub-block 4: 580 - 4.5
-  EXPECT_FLOAT_EQ(y[161], 34.5f);  // qs[65] = 0x41 hi 4, sub-block 5: 48 - 13.5
-  EXPECT_FLOAT_EQ(y[195], 35.5f);  // qs[99] = 0x63 lo 3, sub-block 6: 42 - 6.5
-  EXPECT_FLOAT_EQ(y[255], 111.5f); // qs[127] = 0x7F hi 7, sub-block 7: 119 - 7.5
+  EXPECT_FLOAT_EQ(y[0], -2.5f);     // qs[0] = 0x00 lo 0, sc 1, m 5
+  EXPECT_FLOAT_EQ(y[5], 2.5f);      // qs[5] lo 5: 5 - 2.5
+  EXPECT_FLOAT_EQ(y[33], -3.0f);    // qs[1] hi 0, sub-block 1: m 6
+  EXPECT_FLOAT_EQ(y[81], -0.5f);    // qs[49] = 0x31 lo 1, sub-block 2: 3 - 3.5
+  EXPECT_FLOAT_EQ(y[113], 8.0f);    // qs[49] hi 3, sub-block 3: 12 - 4
+  EXPECT_FLOAT_EQ(y[138], 575.5f);  // qs[74] = 0x4A lo 10, sub-block 4: 580 - 4.5
+  EXPECT_FLOAT_EQ(y[161], 34.5f);   // qs[65] = 0x41 hi 4, sub-block 5: 48 - 13.5
+  EXPECT_FLOAT_EQ(y[195], 35.5f);   // qs[99] = 0x63 lo 3, sub-block 6: 42 - 6.5
+  EXPECT_FLOAT_EQ(y[255], 111.5f);  // qs[127] = 0x7F hi 7, sub-block 7: 119 - 7.5
   for (int e = 0; e < 256; ++e) {
     const int c = e / 64, w = e % 64, j = e / 32;
     const uint8_t byte = b.qs[32 * c + w % 32];
@@ -175,12 +175,12 @@ TEST(KQuants, Q5KKnownValues) {
   float y[256];
   dequantize_ref(DType::Q5_K, &b, y, 256);
   EXPECT_FLOAT_EQ(y[0], -2.5f);
-  EXPECT_FLOAT_EQ(y[5], 18.5f);    // q = 5 + 16
-  EXPECT_FLOAT_EQ(y[37], -3.0f);   // qs[5] hi 0, qh[5] bit 1 clear
-  EXPECT_FLOAT_EQ(y[69], 11.5f);   // qs[37] = 0x25 lo 5, qh[5] bit 2 clear: 15 - 3.5
-  EXPECT_FLOAT_EQ(y[81], -0.5f);   // qh[17] bit 2 clear
-  EXPECT_FLOAT_EQ(y[113], 72.0f);  // q = 3 + 16: 4 * 19 - 4
-  EXPECT_FLOAT_EQ(y[255], 383.5f); // q = 7 + 16: 17 * 23 - 7.5
+  EXPECT_FLOAT_EQ(y[5], 18.5f);     // q = 5 + 16
+  EXPECT_FLOAT_EQ(y[37], -3.0f);    // qs[5] hi 0, qh[5] bit 1 clear
+  EXPECT_FLOAT_EQ(y[69], 11.5f);    // qs[37] = 0x25 lo 5, qh[5] bit 2 clear: 15 - 3.5
+  EXPECT_FLOAT_EQ(y[81], -0.5f);    // qh[17] bit 2 clear
+  EXPECT_FLOAT_EQ(y[113], 72.0f);   // q = 3 + 16: 4 * 19 - 4
+  EXPECT_FLOAT_EQ(y[255], 383.5f);  // q = 7 + 16: 17 * 23 - 7.5
 }
 
 TEST(KQuants, Q6KKnownValues) {
@@ -189,19 +189,19 @@ TEST(KQuants, Q6KKnownValues) {
   const int8_t scales[16] = {1, -2, 3, -4, 5, -6, 7, -8, 9, -10, 11, -12, 13, -14, 15, -16};
   std::memcpy(b.scales, scales, 16);
   for (int l = 0; l < 128; ++l) b.ql[l] = static_cast<uint8_t>(l);
-  b.qh[3] = 0xE4;       // parts 0..3 of l = 3 in half 0 get top bits 0, 1, 2, 3
-  b.qh[32 + 20] = 0x03; // part 0 of l = 20 in half 1 gets top bits 3
+  b.qh[3] = 0xE4;        // parts 0..3 of l = 3 in half 0 get top bits 0, 1, 2, 3
+  b.qh[32 + 20] = 0x03;  // part 0 of l = 20 in half 1 gets top bits 3
   float y[256];
   dequantize_ref(DType::Q6_K, &b, y, 256);
   // x = d * sc * (q - 32).
-  EXPECT_FLOAT_EQ(y[0], -16.0f);   // q 0, sc[0] 1
-  EXPECT_FLOAT_EQ(y[3], -14.5f);   // ql[3] lo 3: q 3, sc[0]
-  EXPECT_FLOAT_EQ(y[35], -19.5f);  // ql[35] = 0x23 lo 3 + 16: q 19, sc[2] 3
-  EXPECT_FLOAT_EQ(y[67], 0.0f);    // ql[3] hi 0 + 32: q 32, sc[4]
-  EXPECT_FLOAT_EQ(y[99], 63.0f);   // ql[35] hi 2 + 48: q 50, sc[6] 7
-  EXPECT_FLOAT_EQ(y[148], -100.f); // ql[84] = 0x54 lo 4 + 48: q 52, sc[9] -10
-  EXPECT_FLOAT_EQ(y[212], 189.f);  // ql[84] hi 5: q 5, sc[13] -14
-  EXPECT_FLOAT_EQ(y[255], 200.f);  // ql[127] hi 7: q 7, sc[15] -16
+  EXPECT_FLOAT_EQ(y[0], -16.0f);    // q 0, sc[0] 1
+  EXPECT_FLOAT_EQ(y[3], -14.5f);    // ql[3] lo 3: q 3, sc[0]
+  EXPECT_FLOAT_EQ(y[35], -19.5f);   // ql[35] = 0x23 lo 3 + 16: q 19, sc[2] 3
+  EXPECT_FLOAT_EQ(y[67], 0.0f);     // ql[3] hi 0 + 32: q 32, sc[4]
+  EXPECT_FLOAT_EQ(y[99], 63.0f);    // ql[35] hi 2 + 48: q 50, sc[6] 7
+  EXPECT_FLOAT_EQ(y[148], -100.f);  // ql[84] = 0x54 lo 4 + 48: q 52, sc[9] -10
+  EXPECT_FLOAT_EQ(y[212], 189.f);   // ql[84] hi 5: q 5, sc[13] -14
+  EXPECT_FLOAT_EQ(y[255], 200.f);   // ql[127] hi 7: q 7, sc[15] -16
 }
 
 TEST(KQuants, Q8KKnownValues) {
@@ -219,8 +219,10 @@ TEST(KQuants, QuantizeDequantizeErrorBounds) {
   const int64_t n = 256 * 16;
   const auto x = gaussian(n, 1);
   expect_varied(x);
-  const std::pair<DType, double> cases[] = {
-      {DType::Q4_K, kMaxRelRmsQ4K}, {DType::Q5_K, kMaxRelRmsQ5K}, {DType::Q6_K, kMaxRelRmsQ6K}, {DType::Q8_K, kMaxRelRmsQ8K}};
+  const std::pair<DType, double> cases[] = {{DType::Q4_K, kMaxRelRmsQ4K},
+                                            {DType::Q5_K, kMaxRelRmsQ5K},
+                                            {DType::Q6_K, kMaxRelRmsQ6K},
+                                            {DType::Q8_K, kMaxRelRmsQ8K}};
   double prev = 1.0;
   for (auto [t, bound] : cases) {
     const double err = rel_rms_error(x, dequantize(t, quantize(t, x), n));
@@ -249,8 +251,10 @@ TEST(KQuants, QuantizeEdgeCasesStayValid) {
         err += (double(x[e]) - y[e]) * (double(x[e]) - y[e]);
         ref += double(x[e]) * x[e];
       }
-      if (b == 0) EXPECT_EQ(err, 0.0) << dtype_name(t);
-      else EXPECT_LT(std::sqrt(err / ref), 0.1) << dtype_name(t) << " block " << b;
+      if (b == 0)
+        EXPECT_EQ(err, 0.0) << dtype_name(t);
+      else
+        EXPECT_LT(std::sqrt(err / ref), 0.1) << dtype_name(t) << " block " << b;
     }
   }
 }
@@ -312,7 +316,7 @@ class KQuantsSimd : public ::testing::TestWithParam<Isa> {
 TEST_P(KQuantsSimd, QuantizeActIsBitIdenticalToRef) {
   const int64_t n = 256 * 8;
   auto x = gaussian(n, 4, 3.0f);
-  for (int e = 256; e < 512; ++e) x[e] = 0.0f;          // an all-zero block
+  for (int e = 256; e < 512; ++e) x[e] = 0.0f;            // an all-zero block
   for (int e = 512; e < 768; ++e) x[e] = (e % 3) - 1.0f;  // lands exactly on -127, 0, 127
   expect_varied(x);
   const auto expect = quantize(DType::Q8_K, x);
@@ -418,7 +422,8 @@ TEST_P(KQuantsSimd, RowsDotMatchesRefPerRow) {
         const uint8_t* row = rows.data() + r * stride;
         const float expect = vec_dot_ref(t, n, row, qa.data());
         const double abs_sum = abs_and_dot(dequantize(t, std::vector<uint8_t>(row, row + row_bytes(t, n)), n),
-                                           dequantize(DType::Q8_K, qa, n)).first;
+                                           dequantize(DType::Q8_K, qa, n))
+                                   .first;
         EXPECT_NEAR(got[r], expect, kSimdDotRelTol * abs_sum) << dtype_name(t) << " row " << r << "/" << n_rows;
         distinct.insert(got[r]);
       }

@@ -62,9 +62,8 @@ double abs_dot(const Problem& p, int64_t r, int64_t tk) {
 }
 
 void check(const Problem& p, ThreadPool& pool, MatmulScratch& scratch) {
-  SCOPED_TRACE(std::string(dtype_name(p.type)) + " rows=" + std::to_string(p.rows) + " cols=" +
-               std::to_string(p.cols) + " tokens=" + std::to_string(p.n_tokens) + " threads=" +
-               std::to_string(pool.size()));
+  SCOPED_TRACE(std::string(dtype_name(p.type)) + " rows=" + std::to_string(p.rows) + " cols=" + std::to_string(p.cols) +
+               " tokens=" + std::to_string(p.n_tokens) + " threads=" + std::to_string(pool.size()));
   const float sentinel = -1234.5f;
   std::vector<float> y(p.ldy * p.n_tokens, sentinel), y_ref(p.ldy * p.n_tokens, sentinel);
   matmul(p.matrix(), p.x.data(), p.ldx, p.n_tokens, y.data(), p.ldy, pool, scratch);

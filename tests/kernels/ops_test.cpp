@@ -1,8 +1,8 @@
 // Float ops: every ISA table against double implementations written here, every dispatching op
 // against its scalar reference, and the references themselves against double math.
+#include "kernels/ops.h"
 #include "core/error.h"
 #include "core/fp16.h"
-#include "kernels/ops.h"
 
 #include <fmt/format.h>
 #include <gtest/gtest.h>
@@ -20,13 +20,13 @@ namespace {
 
 // Tolerances. f32 sums of n terms drift by ~n * eps relative to their magnitude; our sizes stay
 // under 5000 terms, and SIMD sums in a different order than the scalar loop.
-constexpr double kSumRelTol = 2e-5;      // sum_sq / dot against double
-constexpr double kElemRelTol = 2e-6;     // one multiply-add per element
-constexpr double kExpRelTol = 1e-6;      // SIMD exp polynomial: ~2 ulp
-constexpr double kOpAbsTol = 2e-5;       // whole ops (rms_norm, softmax, swiglu) on O(1) values
-constexpr double kRopeAbsTol = 2e-6;     // one rotation of O(1) values in f32
-constexpr double kAttnAbsTol = 2e-5;     // attention outputs, O(1) values
-constexpr double kPinTol = 1e-5;         // hand-computed values, printed to 6+ digits
+constexpr double kSumRelTol = 2e-5;   // sum_sq / dot against double
+constexpr double kElemRelTol = 2e-6;  // one multiply-add per element
+constexpr double kExpRelTol = 1e-6;   // SIMD exp polynomial: ~2 ulp
+constexpr double kOpAbsTol = 2e-5;    // whole ops (rms_norm, softmax, swiglu) on O(1) values
+constexpr double kRopeAbsTol = 2e-6;  // one rotation of O(1) values in f32
+constexpr double kAttnAbsTol = 2e-5;  // attention outputs, O(1) values
+constexpr double kPinTol = 1e-5;      // hand-computed values, printed to 6+ digits
 
 std::vector<float> random_vec(size_t n, uint32_t seed, float lo = -1.f, float hi = 1.f) {
   std::mt19937 rng(seed);
@@ -152,7 +152,8 @@ std::vector<double> attention_d(const AttnCase& c) {
       std::vector<double> sc(n_valid);
       for (int64_t j = 0; j < n_valid; ++j) {
         double d = 0;
-        for (int64_t e = 0; e < hd; ++e) d += double(c.q[(t * s.n_q_heads + h) * hd + e]) * c.k[(j * nkv + kv) * hd + e];
+        for (int64_t e = 0; e < hd; ++e)
+          d += double(c.q[(t * s.n_q_heads + h) * hd + e]) * c.k[(j * nkv + kv) * hd + e];
         sc[j] = d * s.scale;
       }
       const double m = *std::max_element(sc.begin(), sc.end());
@@ -170,8 +171,7 @@ std::vector<double> attention_d(const AttnCase& c) {
 template <typename A, typename B>
 void expect_near_all(const A& got, const B& want, double abs_tol, const std::string& what) {
   ASSERT_EQ(got.size(), want.size()) << what;
-  for (size_t i = 0; i < got.size(); ++i)
-    ASSERT_NEAR(double(got[i]), double(want[i]), abs_tol) << what << " at " << i;
+  for (size_t i = 0; i < got.size(); ++i) ASSERT_NEAR(double(got[i]), double(want[i]), abs_tol) << what << " at " << i;
 }
 
 // ---------------------------------------------------------------- ISA tables
@@ -352,15 +352,14 @@ TEST(Rope, PinnedHandComputedValues) {
     std::vector<float> a = {1, 2, 3, 4}, b = a;
     rope(a.data(), 1, 1, 4, &pos, p);
     rope_ref(b.data(), 1, 1, 4, &pos, p);
-    const std::vector<double> want =
-        neox ? std::vector<double>{-1.413352520780047,    // 1 cos3 - 3 sin3
-                                   1.8791180666879925,    // 2 cos.03 - 4 sin.03
-                                   -2.828857481741469,    // 1 sin3 + 3 cos3
-                                   4.058191135400942}     // 2 sin.03 + 4 cos.03
-             : std::vector<double>{-1.27223251272018,     // 1 cos3 - 2 sin3
-                                   -1.8388649851410237,   // 1 sin3 + 2 cos3
-                                   2.87866810043698,      // 3 cos.03 - 4 sin.03
-                                   4.088186635603437};    // 3 sin.03 + 4 cos.03
+    const std::vector<double> want = neox ? std::vector<double>{-1.413352520780047,   // 1 cos3 - 3 sin3
+                                                                1.8791180666879925,   // 2 cos.03 - 4 sin.03
+                                                                -2.828857481741469,   // 1 sin3 + 3 cos3
+                                                                4.058191135400942}    // 2 sin.03 + 4 cos.03
+                                          : std::vector<double>{-1.27223251272018,    // 1 cos3 - 2 sin3
+                                                                -1.8388649851410237,  // 1 sin3 + 2 cos3
+                                                                2.87866810043698,     // 3 cos.03 - 4 sin.03
+                                                                4.088186635603437};   // 3 sin.03 + 4 cos.03
     expect_near_all(a, want, kPinTol, neox ? "rope neox" : "rope normal");
     expect_near_all(b, want, kPinTol, neox ? "rope_ref neox" : "rope_ref normal");
   }
@@ -376,13 +375,13 @@ TEST(Rope, Llama3FactorsPinned) {
   p.llama3_low_freq_factor = 1.f;
   p.llama3_high_freq_factor = 4.f;
   p.llama3_original_ctx = 8192.f;
-  EXPECT_EQ(rope_freq_factor(p, 0), 1.0f);    // wavelen 2 pi: high frequency, kept
-  EXPECT_EQ(rope_freq_factor(p, 28), 1.0f);   // wavelen 1956 < 2048
+  EXPECT_EQ(rope_freq_factor(p, 0), 1.0f);                           // wavelen 2 pi: high frequency, kept
+  EXPECT_EQ(rope_freq_factor(p, 28), 1.0f);                          // wavelen 1956 < 2048
   EXPECT_NEAR(rope_freq_factor(p, 29), 1.207483871283662, kPinTol);  // wavelen 2402: interpolated
   EXPECT_NEAR(rope_freq_factor(p, 30), 1.5534146285049255, kPinTol);
   EXPECT_NEAR(rope_freq_factor(p, 32), 2.6945296878947333, kPinTol);
   EXPECT_NEAR(rope_freq_factor(p, 34), 5.257326588708467, kPinTol);  // wavelen 6695
-  EXPECT_EQ(rope_freq_factor(p, 35), 8.0f);   // wavelen 8219 > 8192: divided by factor
+  EXPECT_EQ(rope_freq_factor(p, 35), 8.0f);                          // wavelen 8219 > 8192: divided by factor
   EXPECT_EQ(rope_freq_factor(p, 63), 8.0f);
   for (int64_t i = 0; i < 64; ++i) EXPECT_NEAR(rope_freq_factor(p, i), llama3_div_d(p, i), 1e-5) << i;
   p.llama3_factor = 0.f;  // off
@@ -398,10 +397,9 @@ struct RopeCase {
 
 TEST(Rope, FastMatchesRefAndRefMatchesDouble) {
   const RopeCase cases[] = {
-      {"normal full", 64, 64, false, 1.f, 0.f, 10000.f},
-      {"neox full", 128, 128, true, 1.f, 0.f, 1000000.f},
-      {"normal partial", 80, 32, false, 1.f, 0.f, 10000.f},   // dims 32..79 pass through
-      {"neox partial", 96, 64, true, 0.25f, 0.f, 10000.f},    // linear scaling too
+      {"normal full", 64, 64, false, 1.f, 0.f, 10000.f},    {"neox full", 128, 128, true, 1.f, 0.f, 1000000.f},
+      {"normal partial", 80, 32, false, 1.f, 0.f, 10000.f},  // dims 32..79 pass through
+      {"neox partial", 96, 64, true, 0.25f, 0.f, 10000.f},   // linear scaling too
       {"llama3", 128, 128, false, 1.f, 8.f, 500000.f},
   };
   const int64_t n_tokens = 4, n_heads = 3;
@@ -476,7 +474,9 @@ struct AttnConfig {
 TEST_F(OpsIsaTest, AttentionMatchesRefAndDouble) {
   // Positions on both sides of the kernel's 64-row tiles, and past two of them.
   const std::vector<int32_t> pos = {0, 1, 5, 13, 63, 64, 65, 130};
-  const AttnConfig configs[] = {{8, 2, false}, {8, 1, false}, {8, 8, false},
+  const AttnConfig configs[] = {{8, 2, false},
+                                {8, 1, false},
+                                {8, 8, false},
                                 {12, 1, false},  // a group of 12 heads: more than one pass
                                 {8, 2, true}};   // GQA map that is not grouped consecutively
   for (const AttnConfig& cfg : configs) {
@@ -510,7 +510,8 @@ TEST_F(OpsIsaTest, AttentionDecodeMatchesRef) {
         for (DType cache : {DType::F32, DType::F16}) {
           SCOPED_TRACE(fmt::format("n_q={} n_kv={} head_dim={} pos={} cache={}", cfg.n_q, cfg.n_kv, head_dim, pos,
                                    dtype_name(cache)));
-          const AttnCase c = make_attn(cfg.n_q, cfg.n_kv, head_dim, {pos}, uint32_t(7 + pos + head_dim), cfg.interleaved);
+          const AttnCase c =
+              make_attn(cfg.n_q, cfg.n_kv, head_dim, {pos}, uint32_t(7 + pos + head_dim), cfg.interleaved);
           std::vector<uint16_t> k16(c.k.size()), v16(c.v.size());
           for (size_t i = 0; i < c.k.size(); ++i) k16[i] = f32_to_fp16(c.k[i]), v16[i] = f32_to_fp16(c.v[i]);
           AttentionShape s = c.shape;
@@ -549,7 +550,8 @@ TEST_F(OpsIsaTest, AttentionOverF16CachesMatchesRef) {
         force_ops_isa(t->isa);
         std::vector<float> out(ref.size(), NAN);
         attention(s, c.q.data(), k, v, c.kv_of_q.data(), c.pos.data(), out.data());
-        expect_near_all(out, ref, kAttnAbsTol, fmt::format("attention {} k {} v {}", isa_name(t->isa), dtype_name(kt), dtype_name(vt)));
+        expect_near_all(out, ref, kAttnAbsTol,
+                        fmt::format("attention {} k {} v {}", isa_name(t->isa), dtype_name(kt), dtype_name(vt)));
       }
     }
   AttentionShape bad = c.shape;
@@ -560,7 +562,8 @@ TEST_F(OpsIsaTest, AttentionOverF16CachesMatchesRef) {
 
 TEST_F(OpsIsaTest, F32ToF16RowRoundsAsTheScalarConversion) {
   std::vector<float> x = random_vec(1000, 5, -70000.f, 70000.f);
-  for (float special : {0.f, -0.f, 1e-8f, -3e-5f, 6.1e-5f, 65504.f, 65520.f, 1e30f, -INFINITY, INFINITY}) x.push_back(special);
+  for (float special : {0.f, -0.f, 1e-8f, -3e-5f, 6.1e-5f, 65504.f, 65520.f, 1e30f, -INFINITY, INFINITY})
+    x.push_back(special);
   for (int i = 0; i < 100; ++i) x.push_back(std::ldexp(1.f + i / 100.f, -20 + i / 5));  // subnormal halves too
   for (const OpsKernels* t : available_tables()) {
     force_ops_isa(t->isa);
@@ -585,8 +588,7 @@ TEST(Attention, HeadRangesComposeAndLeaveOtherHeadsAlone) {
   attention(s, c.q.data(), c.k.data(), c.v.data(), c.kv_of_q.data(), c.pos.data(), split.data());
   expect_near_all(split, full, 0.0, "split heads");
   s.head_end = 9;
-  EXPECT_THROW(attention(s, c.q.data(), c.k.data(), c.v.data(), c.kv_of_q.data(), c.pos.data(), split.data()),
-               Error);
+  EXPECT_THROW(attention(s, c.q.data(), c.k.data(), c.v.data(), c.kv_of_q.data(), c.pos.data(), split.data()), Error);
 }
 
 TEST(Attention, IsCausalByPosition) {

@@ -173,8 +173,8 @@ TEST(QuantsLegacy, RoundTripWithinBound) {
   const int64_t n = 32 * 12;
   const auto x = random_row(n, 11);
   expect_varies(x);
-  for (DType t : {DType::F32, DType::F16, DType::BF16, DType::Q4_0, DType::Q4_1, DType::Q5_0, DType::Q5_1,
-                  DType::Q8_0, DType::Q8_1}) {
+  for (DType t : {DType::F32, DType::F16, DType::BF16, DType::Q4_0, DType::Q4_1, DType::Q5_0, DType::Q5_1, DType::Q8_0,
+                  DType::Q8_1}) {
     SCOPED_TRACE(std::string(dtype_name(t)));
     const auto y = dequantize(t, quantize(t, x).data(), n);
     double worst = 0;
@@ -227,7 +227,8 @@ std::vector<Case> all_cases() {
   std::vector<Case> cases;
   for (DType t : kWeightTypes)
     for (Isa isa : kIsas)
-      if (const TypeKernels* k = kernels_for_isa(t, isa)) cases.push_back({t, k, std::string(dtype_name(t)) + "/" + isa_name(isa)});
+      if (const TypeKernels* k = kernels_for_isa(t, isa))
+        cases.push_back({t, k, std::string(dtype_name(t)) + "/" + isa_name(isa)});
   return cases;
 }
 

@@ -101,7 +101,8 @@ struct RefModel {
         rope(k, d.n_head_kv, static_cast<int>(pos));
         if (kv_f16)  // the cache holds K and V as IEEE halves
           for (int64_t i = 0; i < kv_w; ++i)
-            k[i] = fp16_to_f32(f32_to_fp16(static_cast<float>(k[i]))), v[i] = fp16_to_f32(f32_to_fp16(static_cast<float>(v[i])));
+            k[i] = fp16_to_f32(f32_to_fp16(static_cast<float>(k[i]))),
+            v[i] = fp16_to_f32(f32_to_fp16(static_cast<float>(v[i])));
         kc[l].push_back(k);
         vc[l].push_back(v);
         Vec att(q_w, 0.0);
@@ -138,7 +139,7 @@ struct RefModel {
 struct Case {
   std::string type, arch;
   bool tied;
-  double tol;  // max |logit error| relative to max |logit|
+  double tol;                // max |logit error| relative to max |logit|
   DType cache = DType::F32;  // F16: the reference rounds K and V to halves as the cache does
 };
 

@@ -1,7 +1,7 @@
 // Sampling: a vocabulary split into any number of uneven slices must draw exactly the token the
 // unsplit vocabulary draws; the filters cut where llama.cpp cuts; draws follow the distribution.
-#include "core/error.h"
 #include "model/sampling.h"
+#include "core/error.h"
 
 #include <gtest/gtest.h>
 
@@ -118,12 +118,12 @@ TEST(Sampling, RepeatPenaltyAsLlamaCpp) {
   const auto lc = local_candidates(l.data(), 10, 5, p, recent);
   std::map<Token, float> got;
   for (const auto& c : lc.top) got[c.id] = c.logit;
-  EXPECT_EQ(got[10], 1.f);    // positive: divided
-  EXPECT_EQ(got[11], -4.f);   // negative: multiplied
+  EXPECT_EQ(got[10], 1.f);   // positive: divided
+  EXPECT_EQ(got[11], -4.f);  // negative: multiplied
   EXPECT_EQ(got[12], 1.f);
   EXPECT_EQ(got[13], 0.5f);
-  EXPECT_EQ(got[14], 4.f);    // outside the window
-  p.repeat_last_n = -1;       // whole history
+  EXPECT_EQ(got[14], 4.f);  // outside the window
+  p.repeat_last_n = -1;     // whole history
   const auto all = local_candidates(l.data(), 10, 5, p, recent);
   EXPECT_EQ(all.top[0].id, 14);
   EXPECT_EQ(all.top[0].logit, 2.f);
@@ -249,8 +249,8 @@ TEST(Sampling, FrequenciesFollowSoftmax) {
   for (float temp : {0.7f, 1.0f, 2.0f}) {
     const auto f = frequencies(l, plain(temp), 2024);
     const auto want = softmax_d(l, temp);
-    for (size_t i = 0; i < l.size(); ++i) EXPECT_NEAR(f.count(Token(i)) ? f.at(Token(i)) : 0.0, want[i], kFreqTol)
-        << "token " << i << " temp " << temp;
+    for (size_t i = 0; i < l.size(); ++i)
+      EXPECT_NEAR(f.count(Token(i)) ? f.at(Token(i)) : 0.0, want[i], kFreqTol) << "token " << i << " temp " << temp;
   }
 }
 

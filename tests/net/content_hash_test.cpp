@@ -16,7 +16,9 @@
 namespace weft::net {
 namespace {
 
-std::span<const uint8_t> bytes_of(const std::string& s) { return {reinterpret_cast<const uint8_t*>(s.data()), s.size()}; }
+std::span<const uint8_t> bytes_of(const std::string& s) {
+  return {reinterpret_cast<const uint8_t*>(s.data()), s.size()};
+}
 
 TEST(ContentHash, FileDigestIsSha256AndTheXattrRecordIsUsedOnlyWhileTheFileIsUnchanged) {
   const std::string dir = testing::TempDir() + "/weft_hash";

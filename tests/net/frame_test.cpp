@@ -1,7 +1,7 @@
 // Wire codec and frames: round trips of every field kind, and rejection of bad headers, oversized
 // lengths, truncated payloads and trailing bytes.
-#include "core/error.h"
 #include "net/frame.h"
+#include "core/error.h"
 #include "net/wire.h"
 
 #include <gtest/gtest.h>
@@ -75,8 +75,8 @@ TEST(Frame, HeaderChecksMagicTypeAndPerTypeLimit) {
   EXPECT_EQ(parse_frame_header(header(kFrameMagic << 16 | 12, 100), t), 100u);
   EXPECT_EQ(t, MsgType::Step);
   EXPECT_THROW(parse_frame_header(header(0x47455420, 4), t), Error);               // "GET "
-  EXPECT_THROW(parse_frame_header(header(kFrameMagic << 16 | 0, 0), t), Error);     // type 0
-  EXPECT_THROW(parse_frame_header(header(kFrameMagic << 16 | 999, 0), t), Error);   // unknown type
+  EXPECT_THROW(parse_frame_header(header(kFrameMagic << 16 | 0, 0), t), Error);    // type 0
+  EXPECT_THROW(parse_frame_header(header(kFrameMagic << 16 | 999, 0), t), Error);  // unknown type
   const uint32_t hello = kFrameMagic << 16 | static_cast<uint32_t>(MsgType::Hello);
   EXPECT_NO_THROW(parse_frame_header(header(hello, 256), t));
   EXPECT_THROW(parse_frame_header(header(hello, 257), t), Error);  // over Hello's limit
@@ -93,7 +93,8 @@ TEST(Frame, BeforeAuthenticationOnlySmallHandshakeFramesPass) {
     parse_frame_header(header(word(MsgType::Step), 200u << 20), t, Phase::Handshake);
     FAIL() << "pre-auth step accepted";
   } catch (const Error& e) {
-    EXPECT_NE(std::string(e.what()).find("step frame of 209715200 bytes refused before authentication"), std::string::npos)
+    EXPECT_NE(std::string(e.what()).find("step frame of 209715200 bytes refused before authentication"),
+              std::string::npos)
         << e.what();
   }
   for (MsgType m : {MsgType::Hello, MsgType::Challenge, MsgType::Proof, MsgType::Welcome, MsgType::Error})

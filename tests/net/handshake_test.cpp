@@ -1,8 +1,8 @@
 // Handshake: matching keys pass both ways; a wrong key, a missing key and a different protocol
 // major fail on both sides with errors that say why. HMAC checked against RFC 4231 test case 2.
+#include "net/handshake.h"
 #include "core/error.h"
 #include "net/frame.h"
-#include "net/handshake.h"
 #include "net/wire.h"
 
 #include <gtest/gtest.h>
@@ -18,8 +18,9 @@ std::vector<uint8_t> bytes(std::string_view s) { return {s.begin(), s.end()}; }
 
 TEST(Handshake, HmacSha256MatchesRfc4231) {
   const auto mac = hmac_sha256(bytes("Jefe"), bytes("what do ya want for nothing?"));
-  const uint8_t want[] = {0x5b, 0xdc, 0xc1, 0x46, 0xbf, 0x60, 0x75, 0x4e, 0x6a, 0x04, 0x24, 0x26, 0x08, 0x95, 0x75, 0xc7,
-                          0x5a, 0x00, 0x3f, 0x08, 0x9d, 0x27, 0x39, 0x83, 0x9d, 0xec, 0x58, 0xb9, 0x64, 0xec, 0x38, 0x43};
+  const uint8_t want[] = {0x5b, 0xdc, 0xc1, 0x46, 0xbf, 0x60, 0x75, 0x4e, 0x6a, 0x04, 0x24,
+                          0x26, 0x08, 0x95, 0x75, 0xc7, 0x5a, 0x00, 0x3f, 0x08, 0x9d, 0x27,
+                          0x39, 0x83, 0x9d, 0xec, 0x58, 0xb9, 0x64, 0xec, 0x38, 0x43};
   EXPECT_EQ(mac, std::vector<uint8_t>(std::begin(want), std::end(want)));
 }
 
@@ -90,7 +91,8 @@ TEST(Handshake, KeyFileReadableByOthersIsRefused) {
     read_key_file(path);
     FAIL() << "0644 key file accepted";
   } catch (const Error& e) {
-    EXPECT_NE(std::string(e.what()).find("is readable by others (mode 0644); chmod 600 it"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("is readable by others (mode 0644); chmod 600 it"), std::string::npos)
+        << e.what();
   }
   ::chmod(path.c_str(), 0640);
   EXPECT_THROW(read_key_file(path), Error);
@@ -140,8 +142,9 @@ TEST(Handshake, ReplayedProofIsRefusedSayingSo) {
         expect_frame(c, MsgType::Welcome, 3000);
         FAIL() << "replayed proof accepted";
       } catch (const Error& e) {
-        EXPECT_NE(std::string(e.what()).find("does not match this session's challenge (wrong key or a replayed handshake)"),
-                  std::string::npos)
+        EXPECT_NE(
+            std::string(e.what()).find("does not match this session's challenge (wrong key or a replayed handshake)"),
+            std::string::npos)
             << e.what();
       }
     }

@@ -1,7 +1,7 @@
 // Rendezvous store: entries round-trip between clients of one group key; an entry written by an
 // outsider (no key, or another group's key) or overwritten by one is rejected by the reader.
-#include "core/error.h"
 #include "net/kv_store.h"
+#include "core/error.h"
 
 #include <gtest/gtest.h>
 
@@ -25,7 +25,8 @@ TEST(KvStore, ForgedEntriesAreRejected) {
     b.get("rank1");
     FAIL() << "forged entry accepted";
   } catch (const Error& e) {
-    EXPECT_NE(std::string(e.what()).find("rendezvous entry 'rank1' failed authentication"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("rendezvous entry 'rank1' failed authentication"), std::string::npos)
+        << e.what();
   }
   // Each connection has its own server thread: a get on the writer's own connection orders the
   // write before the next read from another one.
@@ -41,9 +42,10 @@ TEST(KvStore, ForgedEntriesAreRejected) {
 }
 
 TEST(KvStore, MessageDecodersRejectMalformedBytes) {
-  EXPECT_THROW(read_kv_set(std::vector<uint8_t>{5, 0, 0, 0, 'a'}), Error);            // key shorter than its length
-  EXPECT_THROW(read_kv_get(std::vector<uint8_t>{1, 0, 0, 0, 'a', 1, 0}), Error);     // truncated timeout
-  EXPECT_THROW(read_kv_get(std::vector<uint8_t>{1, 0, 0, 0, 'a', 0xff, 0xff, 0xff, 0xff}), Error);  // timeout over an hour
+  EXPECT_THROW(read_kv_set(std::vector<uint8_t>{5, 0, 0, 0, 'a'}), Error);        // key shorter than its length
+  EXPECT_THROW(read_kv_get(std::vector<uint8_t>{1, 0, 0, 0, 'a', 1, 0}), Error);  // truncated timeout
+  EXPECT_THROW(read_kv_get(std::vector<uint8_t>{1, 0, 0, 0, 'a', 0xff, 0xff, 0xff, 0xff}),
+               Error);  // timeout over an hour
   const auto m = read_kv_get(std::vector<uint8_t>{1, 0, 0, 0, 'a', 0x10, 0x27, 0, 0});
   EXPECT_EQ(m.key, "a");
   EXPECT_EQ(m.timeout_ms, 10000);

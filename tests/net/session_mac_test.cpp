@@ -1,10 +1,10 @@
 // Session frame MACs: both sides' keys match, and a tampered, replayed or cross-direction frame is
 // rejected, both on SessionMac itself and through a Channel over loopback (raw bytes written on the
 // socket, as a man in the middle would).
+#include "net/session_mac.h"
 #include "core/error.h"
 #include "net/channel.h"
 #include "net/handshake.h"
-#include "net/session_mac.h"
 #include "net/wire.h"
 
 #include <gtest/gtest.h>
@@ -49,7 +49,8 @@ TEST(SessionMac, TamperedReplayedOrReflectedFramesFail) {
   EXPECT_THROW(w2.verify(h, bad, c2.sign(h, payload), "peer"), Error);  // tampered payload
   SessionMac c3(kKey, kNc, kNw, Role::Coordinator), c4(kKey, kNc, kNw, Role::Coordinator);
   EXPECT_THROW(c4.verify(h, payload, c3.sign(h, payload), "peer"), Error);  // reflected back to its sender
-  SessionMac other(kKey, kNc, std::vector<uint8_t>(kNonceBytes, 3), Role::Worker), c5(kKey, kNc, kNw, Role::Coordinator);
+  SessionMac other(kKey, kNc, std::vector<uint8_t>(kNonceBytes, 3), Role::Worker),
+      c5(kKey, kNc, kNw, Role::Coordinator);
   EXPECT_THROW(other.verify(h, payload, c5.sign(h, payload), "peer"), Error);  // from another session
 }
 

@@ -2,9 +2,9 @@
 // ones on the async path give exact sums, with ranks that poll differently and more distinct sizes
 // than the ring cache holds; abort() releases a rank waiting for a peer. The latency of the two
 // paths is a benchmark (bench/collectives_bench.cpp), not a test.
+#include "parallel/gloo_group.h"
 #include "core/error.h"
 #include "net/kv_store.h"
-#include "parallel/gloo_group.h"
 
 #include <gtest/gtest.h>
 
@@ -58,7 +58,9 @@ void expect_abort_releases(size_t n) {
   net::KvServer store("127.0.0.1");
   const std::string addr = "127.0.0.1:" + std::to_string(store.port());
   constexpr int kTimeoutMs = 30000;
-  auto peer = std::async(std::launch::async, [&] { return make_gloo_group(1, 2, WireType::F32, {addr, "a", "127.0.0.1", kTimeoutMs}); });
+  auto peer = std::async(std::launch::async, [&] {
+    return make_gloo_group(1, 2, WireType::F32, {addr, "a", "127.0.0.1", kTimeoutMs});
+  });
   auto g = make_gloo_group(0, 2, WireType::F32, {addr, "a", "127.0.0.1", kTimeoutMs});
   auto idle = peer.get();  // connected, but never joins the all-reduce
   std::thread aborter([&] {
@@ -69,7 +71,8 @@ void expect_abort_releases(size_t n) {
   const auto t0 = Clock::now();
   EXPECT_THROW(g->all_reduce_sum(x.data(), n), Error) << n;
   aborter.join();
-  EXPECT_LT(Clock::now() - t0, std::chrono::milliseconds(kTimeoutMs / 3)) << n << " floats: abort did not release the rank";
+  EXPECT_LT(Clock::now() - t0, std::chrono::milliseconds(kTimeoutMs / 3))
+      << n << " floats: abort did not release the rank";
 }
 
 TEST(GlooGroup, AbortReleasesARankBlockedInACollective) {

@@ -1,6 +1,6 @@
 // The split planner on synthetic llama-shaped graphs: no model file, no weights, no threads.
-#include "model/llama_graph.h"
 #include "parallel/planner.h"
+#include "model/llama_graph.h"
 
 #include <gtest/gtest.h>
 
@@ -54,13 +54,22 @@ graph::WeightTable weights(const graph::Graph& g, DType type) {
   return t;
 }
 
-const Shape kStories{64, 5, 172, 8, 4, 512};         // stories260K: FFN 172 does not divide
+const Shape kStories{64, 5, 172, 8, 4, 512};  // stories260K: FFN 172 does not divide
 const Shape k500m{2048, 2, 5632, 32, 8, 32000, DType::Q4_0};
 const Shape kQ4K{2048, 2, 5632, 32, 8, 32000, DType::Q4_K};
 
 std::vector<std::vector<double>> ratio_sets() {
-  return {{1}, {1, 1}, {3, 1}, {1, 1, 1}, {1, 2, 3}, {1, 1, 1, 1}, {5, 1, 1, 1, 1},
-          {1, 1, 1, 1, 1, 1}, {1, 1, 1, 1, 1, 1, 1}, {1, 1, 1, 1, 1, 1, 1, 1}, {2, 0, 1}};
+  return {{1},
+          {1, 1},
+          {3, 1},
+          {1, 1, 1},
+          {1, 2, 3},
+          {1, 1, 1, 1},
+          {5, 1, 1, 1, 1},
+          {1, 1, 1, 1, 1, 1},
+          {1, 1, 1, 1, 1, 1, 1},
+          {1, 1, 1, 1, 1, 1, 1, 1},
+          {2, 0, 1}};
 }
 
 TEST(Planner, ProportionalRangesCoverAndFollowRatios) {
@@ -155,11 +164,13 @@ TEST(Planner, WeightBytesFollowRatiosWithinOneBlock) {
             if (n.weight.tensor == name && n.op == LocalOp::MatMul) mine += slice_bytes(info, n.weight);
           sum += mine;
           // One unit of the split may move: a GQA group of heads, a quant block of FFN, a vocab row.
-          const double unit_bytes = static_cast<double>(whole) / (name.find("attn") != std::string::npos ? s.n_head_kv : 1) +
-                                    (name.find("ffn") != std::string::npos ? whole * 256.0 / s.n_ff : 0) +
-                                    (name == "output.weight" ? whole / static_cast<double>(s.n_vocab) : 0);
-          const bool kv_replicated = (name.find("attn_k.") != std::string::npos || name.find("attn_v.") != std::string::npos) &&
-                                     static_cast<int64_t>(r.size()) > s.n_head_kv;
+          const double unit_bytes =
+              static_cast<double>(whole) / (name.find("attn") != std::string::npos ? s.n_head_kv : 1) +
+              (name.find("ffn") != std::string::npos ? whole * 256.0 / s.n_ff : 0) +
+              (name == "output.weight" ? whole / static_cast<double>(s.n_vocab) : 0);
+          const bool kv_replicated =
+              (name.find("attn_k.") != std::string::npos || name.find("attn_v.") != std::string::npos) &&
+              static_cast<int64_t>(r.size()) > s.n_head_kv;
           if (!kv_replicated) {
             EXPECT_NEAR(static_cast<double>(mine), whole * r[d] / total, unit_bytes) << name << " device " << d;
           }
@@ -196,8 +207,10 @@ TEST(Planner, HeadsCoverEveryHeadOnceOrReplicateKv) {
       for (int c : q_count) EXPECT_EQ(c, 1);
       const int active = static_cast<int>(std::count_if(r.begin(), r.end(), [](double x) { return x > 0; }));
       for (int c : kv_count) {
-        if (active <= s.n_head_kv) EXPECT_EQ(c, 1) << "whole GQA groups: each kv head once";
-        else EXPECT_GE(c, 1) << "more devices than kv heads: replicated";
+        if (active <= s.n_head_kv)
+          EXPECT_EQ(c, 1) << "whole GQA groups: each kv head once";
+        else
+          EXPECT_GE(c, 1) << "more devices than kv heads: replicated";
       }
     }
   }

@@ -10,9 +10,9 @@
 
 #include <gtest/gtest.h>
 
+#include <fmt/format.h>
 #include <cmath>
 #include <filesystem>
-#include <fmt/format.h>
 
 namespace weft::runtime {
 namespace {

@@ -55,14 +55,31 @@ TEST(Unicode, TableIsSortedAndCoversFromZero) {
 TEST(Unicode, CategoriesOfKnownCodePoints) {
   using C = uni::Category;
   const std::pair<uint32_t, C> cases[] = {
-      {'A', C::Letter},     {'z', C::Letter},      {0xE9, C::Letter} /* é */,
-      {0x4E2D, C::Letter} /* 中 */, {0x0416, C::Letter} /* Ж */, {0x1780, C::Letter} /* Khmer ka */,
-      {'0', C::Number},     {0xBD, C::Number} /* ½ */, {0x0663, C::Number} /* Arabic-Indic 3 */,
-      {0x2164, C::Number} /* Roman V, Nl */,       {',', C::Punctuation}, {'\'', C::Punctuation},
-      {0x3002, C::Punctuation} /* 。 */,          {'$', C::Symbol},      {0x20AC, C::Symbol} /* € */,
-      {0x1F999, C::Symbol} /* 🦙 */,              {0x0301, C::Mark},     {0x17B6, C::Mark} /* Khmer aa */,
-      {' ', C::Separator},  {0x3000, C::Separator}, {'\n', C::Other},     {0x200D, C::Other} /* ZWJ */,
-      {0xE000, C::Other} /* private use */,       {0x10FFFF, C::Other},  {0x110000, C::Other},
+      {'A', C::Letter},
+      {'z', C::Letter},
+      {0xE9, C::Letter} /* é */,
+      {0x4E2D, C::Letter} /* 中 */,
+      {0x0416, C::Letter} /* Ж */,
+      {0x1780, C::Letter} /* Khmer ka */,
+      {'0', C::Number},
+      {0xBD, C::Number} /* ½ */,
+      {0x0663, C::Number} /* Arabic-Indic 3 */,
+      {0x2164, C::Number} /* Roman V, Nl */,
+      {',', C::Punctuation},
+      {'\'', C::Punctuation},
+      {0x3002, C::Punctuation} /* 。 */,
+      {'$', C::Symbol},
+      {0x20AC, C::Symbol} /* € */,
+      {0x1F999, C::Symbol} /* 🦙 */,
+      {0x0301, C::Mark},
+      {0x17B6, C::Mark} /* Khmer aa */,
+      {' ', C::Separator},
+      {0x3000, C::Separator},
+      {'\n', C::Other},
+      {0x200D, C::Other} /* ZWJ */,
+      {0xE000, C::Other} /* private use */,
+      {0x10FFFF, C::Other},
+      {0x110000, C::Other},
   };
   for (const auto& [cp, cat] : cases) {
     EXPECT_EQ(static_cast<int>(uni::category(cp)), static_cast<int>(cat)) << std::hex << cp;
@@ -70,8 +87,8 @@ TEST(Unicode, CategoriesOfKnownCodePoints) {
 }
 
 TEST(Unicode, WhitespaceIsTheWhiteSpaceProperty) {
-  const std::set<uint32_t> ws = {0x09, 0x0A, 0x0B, 0x0C, 0x0D, 0x20, 0x85, 0xA0, 0x1680, 0x2000,
-                                 0x2001, 0x2002, 0x2003, 0x2004, 0x2005, 0x2006, 0x2007, 0x2008,
+  const std::set<uint32_t> ws = {0x09,   0x0A,   0x0B,   0x0C,   0x0D,   0x20,   0x85,   0xA0,   0x1680,
+                                 0x2000, 0x2001, 0x2002, 0x2003, 0x2004, 0x2005, 0x2006, 0x2007, 0x2008,
                                  0x2009, 0x200A, 0x2028, 0x2029, 0x202F, 0x205F, 0x3000};
   int n = 0;
   for (uint32_t cp = 0; cp < 0x11000; ++cp) n += uni::is_whitespace(cp);
@@ -85,8 +102,15 @@ TEST(Unicode, DecodeKeepsOffsetsAndReplacesInvalidBytes) {
   // "a", "é" (2 bytes), "€" (3), "🦙" (4), stray continuation, overlong "/" (C0 AF), truncated.
   const std::string s = "a\xC3\xA9\xE2\x82\xAC\xF0\x9F\xA6\x99\x80\xC0\xAF\xE2\x82";
   const auto cps = uni::decode_utf8(s);
-  const std::vector<uint32_t> want = {'a', 0xE9, 0x20AC, 0x1F999, uni::kReplacement, uni::kReplacement,
-                                      uni::kReplacement, uni::kReplacement, uni::kReplacement};
+  const std::vector<uint32_t> want = {'a',
+                                      0xE9,
+                                      0x20AC,
+                                      0x1F999,
+                                      uni::kReplacement,
+                                      uni::kReplacement,
+                                      uni::kReplacement,
+                                      uni::kReplacement,
+                                      uni::kReplacement};
   ASSERT_EQ(cps.size(), want.size());
   size_t offset = 0;
   for (size_t i = 0; i < cps.size(); ++i) {
@@ -156,8 +180,8 @@ TEST(PreTokenize, Llama3) {
   EXPECT_EQ(split(k, "Hello world"), (Words{"Hello", " world"}));
   EXPECT_EQ(split(k, "12345678"), (Words{"123", "456", "78"}));
   EXPECT_EQ(split(k, "I'M you'LL"), (Words{"I", "'M", " you", "'LL"}));  // any case
-  EXPECT_EQ(split(k, "!abc"), (Words{"!abc"}));  // one non-letter may lead a word
-  EXPECT_EQ(split(k, "x?!\n\ny"), (Words{"x", "?!\n\n", "y"}));  // punctuation takes newlines
+  EXPECT_EQ(split(k, "!abc"), (Words{"!abc"}));                          // one non-letter may lead a word
+  EXPECT_EQ(split(k, "x?!\n\ny"), (Words{"x", "?!\n\n", "y"}));          // punctuation takes newlines
   EXPECT_EQ(split(k, "\n\n  x"), (Words{"\n\n", " ", " x"}));
   EXPECT_EQ(split(k, "a \n\t b"), (Words{"a", " \n", "\t", " b"}));
   EXPECT_EQ(split(k, "\nabc"), (Words{"\n", "abc"}));  // \r\n may not lead a word
@@ -178,42 +202,81 @@ TEST(PreTokenize, MatchesPythonRegexModule) {
     Words words;
   };
   const Split cases[] = {
-      {PreTokenizer::Gpt2, "\xC2\xA0.,\xD0\xB6\xE2\x82\xACvE\xD0\xB6\xC3\xA9\xE2\x80\x8D\xCC\x81""El",
+      {PreTokenizer::Gpt2,
+       "\xC2\xA0.,\xD0\xB6\xE2\x82\xACvE\xD0\xB6\xC3\xA9\xE2\x80\x8D\xCC\x81"
+       "El",
        {"\xC2\xA0", ".,", "\xD0\xB6", "\xE2\x82\xAC", "vE\xD0\xB6\xC3\xA9", "\xE2\x80\x8D\xCC\x81", "El"}},
-      {PreTokenizer::Gpt2, " RT\xD9\xA3\xE2\x80\x8Ds\xF0\x9F\xA6\x99\n,\xE2\x80\xA8\xCC\x81\xE2\x80\xA8""e",
-       {" RT", "\xD9\xA3", "\xE2\x80\x8D", "s", "\xF0\x9F\xA6\x99", "\n", ",", "\xE2\x80\xA8", "\xCC\x81", "\xE2\x80\xA8", "e"}},
-      {PreTokenizer::Gpt2, "a\xC2\xBDtSsvM\xF0\x9F\xA6\x99Z.9,\xE2\x82\xACv",
+      {PreTokenizer::Gpt2,
+       " RT\xD9\xA3\xE2\x80\x8Ds\xF0\x9F\xA6\x99\n,\xE2\x80\xA8\xCC\x81\xE2\x80\xA8"
+       "e",
+       {" RT", "\xD9\xA3", "\xE2\x80\x8D", "s", "\xF0\x9F\xA6\x99", "\n", ",", "\xE2\x80\xA8", "\xCC\x81",
+        "\xE2\x80\xA8", "e"}},
+      {PreTokenizer::Gpt2,
+       "a\xC2\xBDtSsvM\xF0\x9F\xA6\x99Z.9,\xE2\x82\xACv",
        {"a", "\xC2\xBD", "tSsvM", "\xF0\x9F\xA6\x99", "Z", ".", "9", ",\xE2\x82\xAC", "v"}},
-      {PreTokenizer::Gpt2, "m\xE2\x80\x8D""1\xE4\xB8\xAD""a\x0BT.\xE2\x80\xA8""D\r\xC2\xA0Td",
-       {"m", "\xE2\x80\x8D", "1", "\xE4\xB8\xAD""a", "\x0B", "T", ".", "\xE2\x80\xA8", "D", "\r", "\xC2\xA0", "Td"}},
-      {PreTokenizer::Gpt2, "m\xD0\xB6""1Zt\xE3\x80\x80l\nl1\tt",
+      {PreTokenizer::Gpt2,
+       "m\xE2\x80\x8D"
+       "1\xE4\xB8\xAD"
+       "a\x0BT.\xE2\x80\xA8"
+       "D\r\xC2\xA0Td",
+       {"m", "\xE2\x80\x8D", "1",
+        "\xE4\xB8\xAD"
+        "a",
+        "\x0B", "T", ".", "\xE2\x80\xA8", "D", "\r", "\xC2\xA0", "Td"}},
+      {PreTokenizer::Gpt2,
+       "m\xD0\xB6"
+       "1Zt\xE3\x80\x80l\nl1\tt",
        {"m\xD0\xB6", "1", "Zt", "\xE3\x80\x80", "l", "\n", "l", "1", "\t", "t"}},
-      {PreTokenizer::Gpt2, "\xC2\x85""aVVS\xC3\xA9\t\n\rt",
+      {PreTokenizer::Gpt2,
+       "\xC2\x85"
+       "aVVS\xC3\xA9\t\n\rt",
        {"\xC2\x85", "aVVS\xC3\xA9", "\t\n", "\r", "t"}},
-      {PreTokenizer::Llama3, "\xE2\x80\x8Dv\xC2\x85""D'T 'a\rLrMl",
-       {"\xE2\x80\x8Dv", "\xC2\x85""D", "'T", " '", "a", "\r", "LrMl"}},
-      {PreTokenizer::Llama3, "S.\xE4\xB8\xAD""E\xC2\x85\xC2\xA0v,\xD0\xB6v",
-       {"S", ".\xE4\xB8\xAD""E", "\xC2\x85", "\xC2\xA0v", ",\xD0\xB6v"}},
-      {PreTokenizer::Llama3, "r\r\xE2\x80\xA8\tL\n\rVaD\xE2\x82\xAC ZVE",
+      {PreTokenizer::Llama3,
+       "\xE2\x80\x8Dv\xC2\x85"
+       "D'T 'a\rLrMl",
+       {"\xE2\x80\x8Dv",
+        "\xC2\x85"
+        "D",
+        "'T", " '", "a", "\r", "LrMl"}},
+      {PreTokenizer::Llama3,
+       "S.\xE4\xB8\xAD"
+       "E\xC2\x85\xC2\xA0v,\xD0\xB6v",
+       {"S",
+        ".\xE4\xB8\xAD"
+        "E",
+        "\xC2\x85", "\xC2\xA0v", ",\xD0\xB6v"}},
+      {PreTokenizer::Llama3,
+       "r\r\xE2\x80\xA8\tL\n\rVaD\xE2\x82\xAC ZVE",
        {"r", "\r", "\xE2\x80\xA8", "\tL", "\n\r", "VaD", "\xE2\x82\xAC", " ZVE"}},
-      {PreTokenizer::Llama3, "\xF0\x9F\xA6\x99\xE2\x80\xA8\xE3\x80\x80lsRV,da\xCC\x81'1",
+      {PreTokenizer::Llama3,
+       "\xF0\x9F\xA6\x99\xE2\x80\xA8\xE3\x80\x80lsRV,da\xCC\x81'1",
        {"\xF0\x9F\xA6\x99", "\xE2\x80\xA8", "\xE3\x80\x80lsRV", ",da", "\xCC\x81'", "1"}},
-      {PreTokenizer::Llama3, "ttTV\xE2\x82\xAC\xE2\x80\x8DMa\xF0\x9F\xA6\x99  \xCC\x81.",
+      {PreTokenizer::Llama3,
+       "ttTV\xE2\x82\xAC\xE2\x80\x8DMa\xF0\x9F\xA6\x99  \xCC\x81.",
        {"ttTV", "\xE2\x82\xAC\xE2\x80\x8D", "Ma", "\xF0\x9F\xA6\x99", " ", " \xCC\x81."}},
-      {PreTokenizer::Llama3, "\xE2\x82\xAC\xC3\xA9\xE3\x80\x80r\tE\xE2\x80\x8DR m\xCC\x81",
+      {PreTokenizer::Llama3,
+       "\xE2\x82\xAC\xC3\xA9\xE3\x80\x80r\tE\xE2\x80\x8DR m\xCC\x81",
        {"\xE2\x82\xAC\xC3\xA9", "\xE3\x80\x80r", "\tE", "\xE2\x80\x8DR", " m", "\xCC\x81"}},
-      {PreTokenizer::Qwen2, "ve\xE2\x80\x8D\xC2\xA0v\xC2\x85\t\xC3\xA9\xF0\x9F\xA6\x99T\r",
+      {PreTokenizer::Qwen2,
+       "ve\xE2\x80\x8D\xC2\xA0v\xC2\x85\t\xC3\xA9\xF0\x9F\xA6\x99T\r",
        {"ve", "\xE2\x80\x8D", "\xC2\xA0v", "\xC2\x85", "\t\xC3\xA9", "\xF0\x9F\xA6\x99T", "\r"}},
-      {PreTokenizer::Qwen2, "lls\xD0\xB6""dM\nd\r\xF0\x9F\xA6\x99",
-       {"lls\xD0\xB6""dM", "\n", "d", "\r", "\xF0\x9F\xA6\x99"}},
-      {PreTokenizer::Qwen2, "1\xC2\xBD""Etrm\xC3\xA9\xC2\xA0\xE2\x80\xA8\xCC\x81\xCC\x81tD",
+      {PreTokenizer::Qwen2,
+       "lls\xD0\xB6"
+       "dM\nd\r\xF0\x9F\xA6\x99",
+       {"lls\xD0\xB6"
+        "dM",
+        "\n", "d", "\r", "\xF0\x9F\xA6\x99"}},
+      {PreTokenizer::Qwen2,
+       "1\xC2\xBD"
+       "Etrm\xC3\xA9\xC2\xA0\xE2\x80\xA8\xCC\x81\xCC\x81tD",
        {"1", "\xC2\xBD", "Etrm\xC3\xA9", "\xC2\xA0", "\xE2\x80\xA8", "\xCC\x81\xCC\x81", "tD"}},
-      {PreTokenizer::Qwen2, "\xC2\xBD\xE3\x80\x80rT r,'\x0B\xC2\xBD\xE2\x82\xACr",
+      {PreTokenizer::Qwen2,
+       "\xC2\xBD\xE3\x80\x80rT r,'\x0B\xC2\xBD\xE2\x82\xACr",
        {"\xC2\xBD", "\xE3\x80\x80rT", " r", ",'", "\x0B", "\xC2\xBD", "\xE2\x82\xACr"}},
-      {PreTokenizer::Qwen2, "sZ\xC3\xA9  sZ\xF0\x9F\xA6\x99\xE2\x80\x8Dt\xC3\xA9t 9",
+      {PreTokenizer::Qwen2,
+       "sZ\xC3\xA9  sZ\xF0\x9F\xA6\x99\xE2\x80\x8Dt\xC3\xA9t 9",
        {"sZ\xC3\xA9", " ", " sZ", "\xF0\x9F\xA6\x99\xE2\x80\x8D", "t\xC3\xA9t", " ", "9"}},
-      {PreTokenizer::Qwen2, "tt,\xD9\xA3 sr' T\xC2\x85",
-       {"tt", ",", "\xD9\xA3", " sr", "'", " T", "\xC2\x85"}},
+      {PreTokenizer::Qwen2, "tt,\xD9\xA3 sr' T\xC2\x85", {"tt", ",", "\xD9\xA3", " sr", "'", " T", "\xC2\x85"}},
   };
   for (const Split& c : cases) EXPECT_EQ(split(c.kind, c.text), c.words) << c.text;
 }
@@ -253,11 +316,11 @@ TEST(Spm, HighestScoreMergesFirst) {
   // "▁abc": "bc" (score -1) beats "▁a" (-2) and "ab" (-3); then "▁a"+"bc" is no token, so the
   // result is ▁a, bc. With "ab" best instead, ▁+ab -> "▁ab" exists -> ▁ab, c.
   const std::string sp = "\xE2\x96\x81";
-  auto t1 = detail::make_spm_tokenizer(tiny_spm({{sp, -5}, {"a", -5}, {"b", -5}, {"c", -5},
-                                                 {sp + "a", -2}, {"ab", -3}, {"bc", -1}, {sp + "ab", -4}}));
+  auto t1 = detail::make_spm_tokenizer(
+      tiny_spm({{sp, -5}, {"a", -5}, {"b", -5}, {"c", -5}, {sp + "a", -2}, {"ab", -3}, {"bc", -1}, {sp + "ab", -4}}));
   EXPECT_EQ(t1->encode("abc", false), (std::vector<Token>{kFirstPiece + 4, kFirstPiece + 6}));
-  auto t2 = detail::make_spm_tokenizer(tiny_spm({{sp, -5}, {"a", -5}, {"b", -5}, {"c", -5},
-                                                 {sp + "a", -2}, {"ab", -1}, {"bc", -3}, {sp + "ab", -4}}));
+  auto t2 = detail::make_spm_tokenizer(
+      tiny_spm({{sp, -5}, {"a", -5}, {"b", -5}, {"c", -5}, {sp + "a", -2}, {"ab", -1}, {"bc", -3}, {sp + "ab", -4}}));
   // ab (-1) first; then ▁+ab = "▁ab" (-4) is the only pair left.
   EXPECT_EQ(t2->encode("abc", false), (std::vector<Token>{kFirstPiece + 7, kFirstPiece + 3}));
   EXPECT_EQ(t2->encode("abc", true), (std::vector<Token>{1, kFirstPiece + 7, kFirstPiece + 3}));
@@ -296,7 +359,11 @@ TEST(Spm, ParseSpecialAndSpacePrefix) {
 // Byte-level BPE with single-symbol tokens for a, b, c and merges given in rank order.
 std::unique_ptr<Tokenizer> tiny_bpe(const std::vector<std::string>& merges) {
   Vocab v;
-  for (const char* t : {"a", "b", "c", "ab", "bc", "\xC4\xA0", "\xC4\xA0" "a", "<|end|>"}) v.text.push_back(t);
+  for (const char* t : {"a", "b", "c", "ab", "bc", "\xC4\xA0",
+                        "\xC4\xA0"
+                        "a",
+                        "<|end|>"})
+    v.text.push_back(t);
   v.type.assign(v.text.size(), TokenType::Normal);
   v.type.back() = TokenType::Control;
   v.eos = 7;
@@ -472,11 +539,12 @@ TEST(FromGguf, NoVocabRefusesText) {
 }
 
 // Each key is set once: a duplicate key would be an error of its own and hide the one tested.
-gguf::Writer tiny_spm_writer(const std::string& model = "llama",
-                             const std::vector<int32_t>& types = {2, 3, 3, 1}) {
+gguf::Writer tiny_spm_writer(const std::string& model = "llama", const std::vector<int32_t>& types = {2, 3, 3, 1}) {
   gguf::Writer w;
   w.set_string("tokenizer.ggml.model", model);
-  w.set_string_array("tokenizer.ggml.tokens", {"<unk>", "<s>", "</s>", "\xE2\x96\x81" "a"});
+  w.set_string_array("tokenizer.ggml.tokens", {"<unk>", "<s>", "</s>",
+                                               "\xE2\x96\x81"
+                                               "a"});
   w.set_f32_array("tokenizer.ggml.scores", {0, 0, 0, -1});
   w.set_i32_array("tokenizer.ggml.token_type", types);
   return w;

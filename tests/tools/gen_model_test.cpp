@@ -63,7 +63,8 @@ std::vector<float> dequant(const gguf::TensorInfo& t) {
   for (int64_t r = 0; r < rows; ++r) {
     const uint8_t* src = t.data + r * rb;
     float* dst = out.data() + r * ne0;
-    if (t.type == DType::F32) std::memcpy(dst, src, rb);
+    if (t.type == DType::F32)
+      std::memcpy(dst, src, rb);
     else if (t.type == DType::F16 || t.type == DType::BF16) {
       for (int64_t i = 0; i < ne0; ++i) {
         uint16_t h;
@@ -78,7 +79,8 @@ std::vector<float> dequant(const gguf::TensorInfo& t) {
 }
 
 // Expected names -> shapes of a llama-family model, written out independently of the generator.
-std::map<std::string, std::vector<int64_t>> expected_tensors(const std::string& arch, const GenModelShape& s, bool tied) {
+std::map<std::string, std::vector<int64_t>> expected_tensors(const std::string& arch, const GenModelShape& s,
+                                                             bool tied) {
   const int64_t hd = s.n_embd / s.n_head, kv = hd * s.n_head_kv;
   std::map<std::string, std::vector<int64_t>> m;
   m["token_embd.weight"] = {s.n_embd, s.n_vocab};
@@ -149,7 +151,7 @@ TEST(GenModel, TinyEveryTypeRoundTrips) {
 
     // Tiny rows (64, 160) never fill a 256 super-block: K types fall back as llama.cpp does.
     const std::string ts = type;
-    const DType want = ts == "q4_k" || ts == "q4_k_m" ? DType::Q5_0
+    const DType want = ts == "q4_k" || ts == "q4_k_m"   ? DType::Q5_0
                        : ts == "q5_k" || ts == "q5_k_m" ? DType::Q5_1
                        : ts == "q6_k"                   ? DType::Q8_0
                                                         : *dtype_from_name(ts);
@@ -243,7 +245,8 @@ TEST(GenModel, KQuantMixes) {
         const DType more = kMoreBits8[l] ? DType::Q6_K : bulk;
         EXPECT_EQ(f.tensor(b + "attn_v.weight").type, more) << l;
         EXPECT_EQ(f.tensor(b + "ffn_down.weight").type, more) << l;
-        for (const char* n : {"attn_q.weight", "attn_k.weight", "attn_output.weight", "ffn_gate.weight", "ffn_up.weight"})
+        for (const char* n :
+             {"attn_q.weight", "attn_k.weight", "attn_output.weight", "ffn_gate.weight", "ffn_up.weight"})
           EXPECT_EQ(f.tensor(b + n).type, bulk) << b << n;
       }
       if (tied) {

@@ -1,7 +1,7 @@
 #include "device/cpu/cpu_device.h"
 
-#include "device/cpu/cpu_graph_runner.h"
 #include "core/error.h"
+#include "device/cpu/cpu_graph_runner.h"
 #include "kernels/quants.h"
 #include "parallel/gloo_group.h"
 
@@ -48,9 +48,9 @@ void CpuDevice::begin_join(GroupJoin j) {
   joining_ = std::thread([this, j = std::move(j)] {
     try {
       const NetworkGroup& g = j.net;
-      group_ = parallel::make_gloo_group(j.rank, j.size, j.wire,
-                                         {g.store, g.prefix, g.host, g.timeout_ms, g.busy_poll,
-                                          parallel::kSyncAllReduceMaxBytes, g.store_key});
+      group_ = parallel::make_gloo_group(
+          j.rank, j.size, j.wire,
+          {g.store, g.prefix, g.host, g.timeout_ms, g.busy_poll, parallel::kSyncAllReduceMaxBytes, g.store_key});
     } catch (...) {
       join_error_ = std::current_exception();
     }
@@ -99,7 +99,8 @@ void CpuDevice::call(std::function<void()> job) {
 
 void CpuDevice::load(const parallel::DeviceGraph& graph, const gguf::File& weights, const LoadOptions& opt) {
   call([&] {
-    runner_ = std::make_unique<CpuGraphRunner>(opt_.n_threads, opt_.placement, opt_.spin, opt_.map_weights, group_.get());
+    runner_ =
+        std::make_unique<CpuGraphRunner>(opt_.n_threads, opt_.placement, opt_.spin, opt_.map_weights, group_.get());
     runner_->load(graph, weights, opt);
   });
 }

@@ -15,11 +15,11 @@
 namespace weft::device {
 
 struct CpuDeviceOptions {
-  int index = 0;            // "cpu:<index>" in messages
+  int index = 0;  // "cpu:<index>" in messages
   int n_threads = 1;
-  Placement placement;      // cores to pin to, NUMA node
-  bool spin = true;         // see ThreadPool: only when every thread in the process has a core
-  bool map_weights = false; // see WeightStore: zero copy from the GGUF mapping, not on huge pages
+  Placement placement;       // cores to pin to, NUMA node
+  bool spin = true;          // see ThreadPool: only when every thread in the process has a core
+  bool map_weights = false;  // see WeightStore: zero copy from the GGUF mapping, not on huge pages
 };
 
 class CpuGraphRunner;
@@ -52,7 +52,7 @@ class CpuDevice : public Device {
  private:
   // All work runs on the device's own thread (thread 0 of its pool), pinned to its cores.
   void thread_main();
-  void call(std::function<void()> job);  // runs job on the device thread and waits
+  void call(std::function<void()> job);                         // runs job on the device thread and waits
   [[noreturn]] void rethrow_named(std::exception_ptr e) const;  // a weft::Error gets this device's name
 
   CpuDeviceOptions opt_;

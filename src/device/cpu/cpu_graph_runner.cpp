@@ -34,9 +34,7 @@ void CpuGraphRunner::load(const parallel::DeviceGraph& graph, const gguf::File& 
         if (ln.bias.kind != parallel::WeightSlice::Kind::None) ns.bias = store_.vector(f, ln.bias);
         break;
       case LocalOp::RmsNorm:
-      case LocalOp::HeadNorm:
-        ns.vec = store_.vector(f, ln.weight);
-        break;
+      case LocalOp::HeadNorm: ns.vec = store_.vector(f, ln.weight); break;
       case LocalOp::Attention: {
         for (DType t : {opt.k_type, opt.v_type})
           if (t != DType::F32 && t != DType::F16) fail("cpu", "KV cache type {}: f32 or f16", dtype_name(t));
@@ -47,14 +45,14 @@ void CpuGraphRunner::load(const parallel::DeviceGraph& graph, const gguf::File& 
           ns.kv_of_q.push_back(static_cast<int32_t>(h / d.group() - ln.kv_heads.begin));
         break;
       }
-      default:
-        break;
+      default: break;
     }
   }
   readers_.assign(graph_.nodes.size(), {});
   for (size_t i = 0; i < graph_.nodes.size(); ++i)
     for (int in : graph_.nodes[i].inputs)
-      if (readers_[in].empty() || readers_[in].back() != static_cast<int>(i)) readers_[in].push_back(static_cast<int>(i));
+      if (readers_[in].empty() || readers_[in].back() != static_cast<int>(i))
+        readers_[in].push_back(static_cast<int>(i));
   plan_buffers(opt.max_tokens);
   n_cached_ = 0;
 }
@@ -74,14 +72,14 @@ void CpuGraphRunner::plan_buffers(int32_t max_tokens) {
   std::vector<int> last_use(n, -1);
   for (int i = 0; i < n; ++i)
     for (int in : graph_.nodes[i].inputs) last_use[in] = i;
-  last_use[graph_.output] = n;  // read after the step
+  last_use[graph_.output] = n;      // read after the step
   std::multimap<size_t, int> free;  // capacity -> buffer
   buffers_.clear();
   for (int i = 0; i < n; ++i) {
     const auto& node = graph_.nodes[i];
     const int in0 = node.inputs.empty() ? -1 : node.inputs[0];
-    const bool in_place = in0 >= 0 && runs_in_place(node.op) && last_use[in0] == i &&
-                          graph_.nodes[in0].width == node.width;
+    const bool in_place =
+        in0 >= 0 && runs_in_place(node.op) && last_use[in0] == i && graph_.nodes[in0].width == node.width;
     const size_t need = static_cast<size_t>(max_tokens) * std::max<int64_t>(node.width, 1);
     auto it = free.lower_bound(need);
     if (in_place) {
@@ -108,8 +106,7 @@ StepResult CpuGraphRunner::run(const Step& step) {
   const int64_t n_tokens = static_cast<int64_t>(step.tokens.size());
   if (n_tokens < 1 || n_tokens > opt_.max_tokens)
     fail("cpu", "a step of {} tokens is outside 1..{}", n_tokens, opt_.max_tokens);
-  if (step.pos0 != n_cached_)
-    fail("cpu", "step at position {} but the cache holds {} positions", step.pos0, n_cached_);
+  if (step.pos0 != n_cached_) fail("cpu", "step at position {} but the cache holds {} positions", step.pos0, n_cached_);
   if (step.pos0 + n_tokens > opt_.n_ctx)
     fail("cpu", "context full: {} + {} tokens exceed -c {}", step.pos0, n_tokens, opt_.n_ctx);
   ++step_id_;
@@ -241,13 +238,16 @@ void CpuGraphRunner::exec(int i, const Step& step, int64_t n_tokens, std::vector
         const size_t row = row_bytes(type, kvw);
         for (int64_t t = 0; t < n_tokens; ++t) {
           uint8_t* dst = cache.data() + static_cast<size_t>(pos[t]) * row;
-          if (type == DType::F16) kernels::f32_to_f16_row(rows + t * kvw, reinterpret_cast<uint16_t*>(dst), kvw);
-          else std::memcpy(dst, rows + t * kvw, row);
+          if (type == DType::F16)
+            kernels::f32_to_f16_row(rows + t * kvw, reinterpret_cast<uint16_t*>(dst), kvw);
+          else
+            std::memcpy(dst, rows + t * kvw, row);
         }
       };
       store(ns.k_cache, opt_.k_type, k);
       store(ns.v_cache, opt_.v_type, v);
-      kernels::AttentionShape s{n_tokens, ln.q_heads.size(), n_kv, d.head_dim, 1.f / std::sqrt(static_cast<float>(d.head_dim))};
+      kernels::AttentionShape s{n_tokens, ln.q_heads.size(), n_kv, d.head_dim,
+                                1.f / std::sqrt(static_cast<float>(d.head_dim))};
       s.k_type = opt_.k_type;
       s.v_type = opt_.v_type;
       const float* q = in(0);
@@ -261,9 +261,7 @@ void CpuGraphRunner::exec(int i, const Step& step, int64_t n_tokens, std::vector
       });
       return;
     }
-    case LocalOp::SwiGlu:
-      kernels::swiglu(in(0), in(1), y, n_tokens * w);
-      return;
+    case LocalOp::SwiGlu: kernels::swiglu(in(0), in(1), y, n_tokens * w); return;
     case LocalOp::Add:
       copy_input(y, in(0), n_tokens * w);
       kernels::add_inplace(y, in(1), n_tokens * w);
@@ -290,8 +288,7 @@ void CpuGraphRunner::exec(int i, const Step& step, int64_t n_tokens, std::vector
       }
       return;
     }
-    case LocalOp::Count:
-      break;
+    case LocalOp::Count: break;
   }
   fail("cpu", "op {} is not implemented on the CPU device", parallel::local_op_name(ln.op));
 }

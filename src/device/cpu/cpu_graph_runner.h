@@ -21,12 +21,12 @@ class CpuGraphRunner {
 
  private:
   struct NodeState {
-    kernels::WeightMatrix w;          // MatMul, Embed
-    std::vector<float> vec;           // RmsNorm / HeadNorm weight
-    std::vector<float> bias;          // MatMul bias slice
-    int buffer = -1;                  // index into buffers_
+    kernels::WeightMatrix w;                // MatMul, Embed
+    std::vector<float> vec;                 // RmsNorm / HeadNorm weight
+    std::vector<float> bias;                // MatMul bias slice
+    int buffer = -1;                        // index into buffers_
     std::vector<uint8_t> k_cache, v_cache;  // Attention: [n_ctx, kv_heads, head_dim] of opt_.k_type / v_type
-    std::vector<int32_t> kv_of_q;     // Attention: local kv head of each local q head
+    std::vector<int32_t> kv_of_q;           // Attention: local kv head of each local q head
   };
   float* out(int node) { return buffers_[nodes_[node].buffer].data(); }
   void plan_buffers(int32_t max_tokens);

@@ -49,7 +49,8 @@ bool WeightStore::room_for_copy(size_t n) {
   const auto avail = available_memory_bytes();
   if (!avail || *avail >= n + reserve_) return true;
   out_of_room_ = true;
-  fmt::print(stderr, "[cpu] note: {} MiB of memory left; the remaining weights are read from the file mapping (--mmap)\n",
+  fmt::print(stderr,
+             "[cpu] note: {} MiB of memory left; the remaining weights are read from the file mapping (--mmap)\n",
              *avail >> 20);
   return false;
 }
@@ -69,7 +70,8 @@ kernels::WeightMatrix WeightStore::matrix(const gguf::File& f, const parallel::W
   } else if (s.kind == Kind::Cols) {
     const int64_t blk = block_size(t.type);
     if (s.range.begin % blk || (s.range.end % blk && s.range.end != m.cols))
-      fail("cpu", "column slice [{}, {}) of '{}' is not on {}-element blocks", s.range.begin, s.range.end, s.tensor, blk);
+      fail("cpu", "column slice [{}, {}) of '{}' is not on {}-element blocks", s.range.begin, s.range.end, s.tensor,
+           blk);
     const size_t off = row_bytes(t.type, s.range.begin), n = row_bytes(t.type, s.range.size());
     uint8_t* dst = allocate(n * m.rows + 64);
     for (int64_t r = 0; r < m.rows; ++r) std::memcpy(dst + n * r, m.data + m.row_stride * r + off, n);

@@ -30,8 +30,10 @@ std::optional<std::string> find_model(const std::string& dir, const ModelId& mod
     std::error_code e2;
     if (e.path().extension() != ".gguf" || !e.is_regular_file(e2) || e.file_size(e2) != model.size) continue;
     // The coordinator's file name first: usually the only one that needs hashing.
-    if (e.path().filename() == model.file_name) candidates.insert(candidates.begin(), e.path().string());
-    else candidates.push_back(e.path().string());
+    if (e.path().filename() == model.file_name)
+      candidates.insert(candidates.begin(), e.path().string());
+    else
+      candidates.push_back(e.path().string());
   }
   if (ec) fail("worker", "--model-dir '{}': {}", dir, ec.message());
   for (const auto& path : candidates)

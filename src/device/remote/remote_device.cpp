@@ -26,7 +26,7 @@ using net::MsgType;
 constexpr size_t kChunkBytes = 8u << 20;  // weight bytes per TensorChunk frame (limit is 16 MiB)
 // A send must progress within this; a worker that stops reading (host down) fails the send.
 constexpr int kSendTimeoutMs = 15000;
-constexpr int kPollMs = 100;          // how often a wait looks at the group's other workers
+constexpr int kPollMs = 100;           // how often a wait looks at the group's other workers
 constexpr int kBodyTimeoutMs = 60000;  // once a frame has started, the rest must follow
 
 CoordinatorConfig& config() {
@@ -96,8 +96,8 @@ class StreamProgress {
     s.sent += n;
     if (Clock::now() - s.last_shown < std::chrono::milliseconds(200)) return;
     s.last_shown = Clock::now();
-    std::fprintf(stderr, "\r\033[Kstreaming weights %3.0f%% (%.0f / %.0f MiB)", 100.0 * s.sent / std::max<uint64_t>(s.total, 1),
-                 s.sent / kMiB, s.total / kMiB);
+    std::fprintf(stderr, "\r\033[Kstreaming weights %3.0f%% (%.0f / %.0f MiB)",
+                 100.0 * s.sent / std::max<uint64_t>(s.total, 1), s.sent / kMiB, s.total / kMiB);
   }
   ~StreamProgress() {
     std::lock_guard lock(mu());
@@ -221,7 +221,7 @@ bool RemoteDevice::probe() {
     const uint32_t len = net::parse_frame_header(h, t);
     last_heard_ = Clock::now();
     if (t != MsgType::Heartbeat || len != 0) return true;  // its reply: read when the engine waits for it
-    ch_.recv(1000, 1000);  // the heartbeat (and its tag, checked) is consumed
+    ch_.recv(1000, 1000);                                  // the heartbeat (and its tag, checked) is consumed
   }
   const auto silent = std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - last_heard_).count();
   if (silent > kPeerSilenceMs)
@@ -337,9 +337,7 @@ bool RemoteDevice::poll(int timeout_ms) {
 
 // Ends the session: the worker may sit in a collective with a dead peer until its own timeout,
 // and nothing it computes now is wanted.
-void RemoteDevice::abort() {
-  ch_.close();
-}
+void RemoteDevice::abort() { ch_.close(); }
 
 StepResult RemoteDevice::wait() {
   return guarded("step", [&] {

@@ -21,8 +21,8 @@
 #include <atomic>
 #include <chrono>
 #include <memory>
-#include <optional>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -32,9 +32,9 @@ inline constexpr int kConnectTimeoutMs = 5000;
 
 // Coordinator-wide settings from the command line (run/bench/plan flags).
 struct CoordinatorConfig {
-  std::string key_file;  // --auth-key-file; empty: $WEFT_AUTH_KEY_FILE, else no key
+  std::string key_file;                                  // --auth-key-file; empty: $WEFT_AUTH_KEY_FILE, else no key
   parallel::NetPoll net_poll = parallel::NetPoll::Auto;  // for the coordinator's own Gloo ranks
-  bool progress = true;  // weight streaming progress on stderr
+  bool progress = true;                                  // weight streaming progress on stderr
 };
 void set_coordinator_config(const CoordinatorConfig& c);
 const CoordinatorConfig& coordinator_config();
@@ -106,7 +106,7 @@ class RemoteDevice : public Device {
   std::string address_;
   int threads_;
   std::vector<uint8_t> key_;
-  net::Channel ch_;  // every frame of the session goes through it (MACed with a key)
+  net::Channel ch_;                   // every frame of the session goes through it (MACed with a key)
   std::atomic<bool> in_step_{false};  // read by check_peers of the group's other members
   Clock::time_point last_heard_ = Clock::now();
   DeviceStats stats_;

@@ -200,7 +200,8 @@ TensorHeader read_tensor_header(ByteReader& r) {
   if (nd == 0) fail("net", "tensor '{}' has no dimensions", t.name);
   for (uint32_t i = 0; i < nd; ++i) {
     t.shape.push_back(r.i64("tensor dim"));
-    if (t.shape.back() <= 0 || t.shape.back() > (int64_t{1} << 32)) fail("net", "tensor '{}': dim {}", t.name, t.shape.back());
+    if (t.shape.back() <= 0 || t.shape.back() > (int64_t{1} << 32))
+      fail("net", "tensor '{}': dim {}", t.name, t.shape.back());
   }
   t.n_bytes = r.u64("tensor bytes");
   if (t.shape[0] % block_size(t.type)) fail("net", "tensor '{}': row of {} is not whole blocks", t.name, t.shape[0]);

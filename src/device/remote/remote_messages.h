@@ -45,7 +45,7 @@ struct GroupSetup {
 // Header of one weight slice the coordinator streams. The Tensor frame carries every slice's
 // header; TensorChunk frames then carry their bytes back to back, in that order.
 struct TensorHeader {
-  std::string name;   // the name the worker's graph uses for it (already rewritten)
+  std::string name;  // the name the worker's graph uses for it (already rewritten)
   DType type = DType::F32;
   std::vector<int64_t> shape;  // ggml order
   uint64_t n_bytes = 0;

@@ -32,7 +32,8 @@ std::vector<SliceSpec> plan_slices(parallel::DeviceGraph& g, const gguf::File& w
     const bool matrix = is_matrix(info);
     const bool empty = matrix && s.kind != Kind::Whole && s.range.empty();
     const Kind k = matrix ? s.kind : Kind::Whole;
-    const auto key = std::make_tuple(s.tensor, k, k == Kind::Whole ? 0 : s.range.begin, k == Kind::Whole ? 0 : s.range.end);
+    const auto key =
+        std::make_tuple(s.tensor, k, k == Kind::Whole ? 0 : s.range.begin, k == Kind::Whole ? 0 : s.range.end);
     auto [it, fresh] = seen.emplace(key, fmt::format("s{}", specs.size()));
     if (fresh) specs.push_back({it->second, s.tensor, k, k == Kind::Whole ? parallel::Range{} : s.range, empty});
     s.tensor = it->second;
@@ -78,7 +79,8 @@ void check_slice(const SliceSpec& s, const gguf::TensorInfo& src) {
   const int64_t dim = s.kind == Kind::Rows ? n_rows(src) : src.shape[0];
   if (s.range.begin < 0 || s.range.end < s.range.begin || s.range.end > dim)
     fail("net", "slice {} of '{}': range [{}, {}) outside 0..{}", s.name, s.source, s.range.begin, s.range.end, dim);
-  if (s.empty != s.range.empty()) fail("net", "slice {} of '{}': empty flag disagrees with its range", s.name, s.source);
+  if (s.empty != s.range.empty())
+    fail("net", "slice {} of '{}': empty flag disagrees with its range", s.name, s.source);
   const int64_t bs = block_size(src.type);
   if (s.kind == Kind::Cols && (s.range.begin % bs || s.range.end % bs))
     fail("net", "slice {} of '{}': columns [{}, {}) are not whole blocks of {}", s.name, s.source, s.range.begin,
@@ -120,7 +122,8 @@ SliceImage::SliceImage(const std::vector<TensorHeader>& headers) {
   gguf::Writer::Layout l = w.layout();
   size_ = l.size;
   offsets_ = std::move(l.offsets);
-  void* p = ::mmap(nullptr, std::max<size_t>(size_, 1), PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+  void* p = ::mmap(nullptr, std::max<size_t>(size_, 1), PROT_READ | PROT_WRITE,
+                   MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
   if (p == MAP_FAILED) fail("net", "cannot allocate {} bytes for weights: {}", size_, std::strerror(errno));
   ::madvise(p, size_, MADV_HUGEPAGE);  // the device reads the weights from here every step (advice only)
   p_ = static_cast<uint8_t*>(p);
@@ -147,8 +150,8 @@ ModelId read_model_id(net::ByteReader& r) {
   ModelId m;
   m.size = r.u64("model size");
   m.sha256 = r.str("model hash", net::kSha256HexChars);
-  if (!m.sha256.empty() && (m.sha256.size() != net::kSha256HexChars ||
-                            m.sha256.find_first_not_of("0123456789abcdef") != std::string::npos))
+  if (!m.sha256.empty() &&
+      (m.sha256.size() != net::kSha256HexChars || m.sha256.find_first_not_of("0123456789abcdef") != std::string::npos))
     fail("net", "model hash '{}' is not a SHA-256 in hex", m.sha256);
   m.file_name = r.str("model file name", kMaxNameBytes);
   return m;

@@ -13,8 +13,8 @@
 #include <algorithm>
 #include <chrono>
 #include <condition_variable>
-#include <filesystem>
 #include <cstdio>
+#include <filesystem>
 #include <mutex>
 #include <thread>
 
@@ -90,7 +90,8 @@ std::unique_ptr<SliceImage> receive_slices(net::Channel& s, const std::vector<Sl
   net::ByteReader r(f.payload);
   const std::vector<TensorHeader> headers = read_tensor_headers(r);
   r.finish("tensor headers");
-  if (headers.size() != specs.size()) fail("net", "{} tensor headers for {} announced slices", headers.size(), specs.size());
+  if (headers.size() != specs.size())
+    fail("net", "{} tensor headers for {} announced slices", headers.size(), specs.size());
   uint64_t left = 0;  // bytes still to come
   for (size_t i = 0; i < specs.size(); ++i) {
     if (headers[i].name != specs[i].name)
@@ -250,7 +251,8 @@ void WorkerServer::session(net::Channel& s) {
     if (!dev) {  // not loaded yet: a session that only holds the slot is dropped soon
       const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(load_deadline - Clock::now()).count();
       if (!s.socket().readable(static_cast<int>(std::max<int64_t>(left, 0))))
-        fail("net", "no load within {} ms of the handshake; session dropped (--preload-timeout)", opt_.preload_timeout_ms);
+        fail("net", "no load within {} ms of the handshake; session dropped (--preload-timeout)",
+             opt_.preload_timeout_ms);
     }
     net::Frame f = s.recv(opt_.idle_timeout_ms, kBodyTimeoutMs);
     net::ByteReader r(f.payload);
@@ -283,10 +285,12 @@ void WorkerServer::session(net::Channel& s) {
         weights.file = weights.image ? gguf::File::parse(weights.image->bytes().data(), weights.image->bytes().size(),
                                                          "weights from " + s.peer())
                                      : gguf::File::open(g.path);
-        if (g.source == LoadSource::ModelDir) unplan_slices(graph, specs, *weights.file);
+        if (g.source == LoadSource::ModelDir)
+          unplan_slices(graph, specs, *weights.file);
         else
           for (const auto& spec : specs)  // a cache file is trusted only as far as it holds every slice
-            if (!weights.file->find_tensor(spec.name)) fail("net", "weights lack slice {} ({})", spec.name, spec.source);
+            if (!weights.file->find_tensor(spec.name))
+              fail("net", "weights lack slice {} ({})", spec.name, spec.source);
         std::fprintf(stderr, "weft worker: weights in memory after %.1f s\n", secs());
         // Hashing and writing GiBs to disk (fsync) takes longer than the rest of the load: the
         // entry is written while the session goes on, and finished before the next one starts.
@@ -331,10 +335,8 @@ void WorkerServer::session(net::Channel& s) {
         reply.send(MsgType::Truncated, {});
         break;
       }
-      case MsgType::Bye:
-        return;
-      default:
-        fail("net", "unexpected {} message in a session", net::msg_type_name(f.type));
+      case MsgType::Bye: return;
+      default: fail("net", "unexpected {} message in a session", net::msg_type_name(f.type));
     }
   }
 }

@@ -1,8 +1,8 @@
 // The worker side of `weft worker`: serves one coordinator at a time. A session is: handshake,
 // optional group setup (Gloo rendezvous), the device graph and its weights (from --model-dir, the
 // cache, or streamed), then steps. While it works on a request the worker sends heartbeats (see
-// remote_messages.h), from the moment a load arrives until it is done, streaming included. Whatever ends a session — a Bye, a dead coordinator, garbage, a failed step —
-// the worker logs it and accepts the next.
+// remote_messages.h), from the moment a load arrives until it is done, streaming included. Whatever ends a session — a
+// Bye, a dead coordinator, garbage, a failed step — the worker logs it and accepts the next.
 //
 // Against idle or hostile connections: every connection gets a thread of its own for its handshake
 // (at most max_handshakes at once; beyond that new ones are closed at once), which must finish
@@ -30,15 +30,15 @@ namespace weft::device::remote {
 struct WorkerOptions {
   net::HostPort listen{"127.0.0.1", 7070};
   int threads = 1;
-  std::vector<uint8_t> key;   // empty: no authentication (loopback only, see check_listen)
-  int idle_timeout_ms = 3600 * 1000;  // a loaded session with no message for this long is dropped
+  std::vector<uint8_t> key;            // empty: no authentication (loopback only, see check_listen)
+  int idle_timeout_ms = 3600 * 1000;   // a loaded session with no message for this long is dropped
   int preload_timeout_ms = 60 * 1000;  // from the handshake to the Load message (--preload-timeout)
   int handshake_timeout_ms = 3000;     // the whole handshake, from accept to Welcome
   int max_handshakes = 64;             // connections in their handshake at once; more are closed
-  std::string model_dir;   // where to look for the coordinator's model file ("" : never)
-  std::string cache_dir;   // where streamed shards are kept ("" : no cache)
+  std::string model_dir;               // where to look for the coordinator's model file ("" : never)
+  std::string cache_dir;               // where streamed shards are kept ("" : no cache)
   parallel::NetPoll net_poll = parallel::NetPoll::Auto;
-  int load_delay_ms = 0;   // tests: a load this much slower (heartbeats must carry the coordinator through)
+  int load_delay_ms = 0;  // tests: a load this much slower (heartbeats must carry the coordinator through)
 };
 
 // Throws weft::Error("cli", ...) when listening beyond loopback without a key.
@@ -65,7 +65,7 @@ class WorkerServer {
   net::Listener listener_;
   std::atomic<bool> stop_{false};
   std::mutex mu_;
-  std::condition_variable cv_;  // a connection thread ended
+  std::condition_variable cv_;        // a connection thread ended
   int threads_ = 0, handshakes_ = 0;  // connection threads alive; of them, in their handshake
   int admitted_ = 0, max_sessions_ = -1;
   std::string holder_;  // the peer holding the session slot ("" : free)
