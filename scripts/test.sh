@@ -1,11 +1,12 @@
 #!/usr/bin/env bash
-# The test suite: the layer check, unit and equality tests (Release), all of them again under
+# The test suite: the layer and format checks, unit and equality tests (Release), all of them again under
 # AddressSanitizer + UBSan, the threaded layers under ThreadSanitizer, and bounded libFuzzer runs of
 # the GGUF parser, the network frame decoders and the rendezvous store.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ./scripts/setup.sh
 python3 scripts/check_layers.py  # every #include goes down the layer table (ARCHITECTURE.md)
+./scripts/check_format.sh        # .clang-format
 JOBS=$(nproc)
 
 ./scripts/build.sh
