@@ -40,10 +40,11 @@ bool cpu_kernels_support(parallel::LocalOp op, DType t) {
   }
 }
 
-void CpuDevice::attach_group(std::unique_ptr<parallel::Group> group) { group_ = std::move(group); }
-
 void CpuDevice::begin_join(GroupJoin j) {
-  if (j.shared) return attach_group(std::move(j.shared));
+  if (j.shared) {
+    group_ = std::move(j.shared);
+    return;
+  }
   // A network rank: connect on a thread of its own while the other ranks connect too.
   joining_ = std::thread([this, j = std::move(j)] {
     try {

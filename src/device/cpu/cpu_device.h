@@ -39,8 +39,6 @@ class CpuDevice : public Device {
   Reach reach() const override { return {}; }
   void begin_join(GroupJoin join) override;
   void finish_join() override;
-  // A group made elsewhere (a worker joins its coordinator's group before it has a device).
-  void attach_group(std::unique_ptr<parallel::Group> group);
   void load(const parallel::DeviceGraph& graph, const gguf::File& weights, const LoadOptions& opt) override;
   void submit(Step step) override;
   bool poll(int timeout_ms) override;

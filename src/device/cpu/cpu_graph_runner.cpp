@@ -115,7 +115,7 @@ StepResult CpuGraphRunner::run(const Step& step) {
   for (int i = 0; i < static_cast<int>(graph_.nodes.size()); ++i) {
     const auto ts = Clock::now();
     try {
-      exec(i, step, n_tokens, pos);
+      exec(i, {step, n_tokens, pos});
     } catch (...) {
       if (group_) group_->abort();  // peers must not wait for this device in a collective
       throw;
@@ -165,132 +165,155 @@ static void copy_input(float* y, const float* x, int64_t n) {
   if (y != x) std::memcpy(y, x, static_cast<size_t>(n) * sizeof(float));
 }
 
-void CpuGraphRunner::exec(int i, const Step& step, int64_t n_tokens, std::vector<int32_t>& pos) {
+// One node of the step: the elementwise ops here, the ones with more to them in the methods below.
+void CpuGraphRunner::exec(int i, const StepCtx& c) {
   const auto& ln = graph_.nodes[i];
-  NodeState& ns = nodes_[i];
   const auto& d = graph_.dims;
   float* y = out(i);
   auto in = [&](int k) { return out(ln.inputs[k]); };
-  auto in_width = [&](int k) { return graph_.nodes[ln.inputs[k]].width; };
-  const int64_t w = ln.width;
+  const int64_t n = c.n_tokens * ln.width;  // output floats
   switch (ln.op) {
     case LocalOp::Input:
-      if (static_cast<int64_t>(step.input.size()) != n_tokens * w)
-        fail("cpu", "input of {} floats, expected {}", step.input.size(), n_tokens * w);
-      std::memcpy(y, step.input.data(), step.input.size() * sizeof(float));
+      if (static_cast<int64_t>(c.step.input.size()) != n)
+        fail("cpu", "input of {} floats, expected {}", c.step.input.size(), n);
+      std::memcpy(y, c.step.input.data(), c.step.input.size() * sizeof(float));
       return;
-    case LocalOp::Embed: {
-      const auto& k = kernels::kernels_for(ns.w.type);
-      for (int64_t t = 0; t < n_tokens; ++t) {
-        const auto id = step.tokens[t];
-        if (id < 0 || id >= ns.w.rows) fail("cpu", "token id {} outside the vocabulary (0..{})", id, ns.w.rows - 1);
-        k.dequantize(ns.w.data + ns.w.row_stride * id, y + t * w, w);
-      }
-      return;
-    }
-    case LocalOp::RmsNorm: {
-      const float* x = in(0);
-      const kernels::WeightMatrix* m = fusable_matmul(i, n_tokens);
-      if (!m) return kernels::rms_norm(x, ns.vec.data(), y, n_tokens, w, d.norm_eps);
-      // RMSNorm + activation quantization in one pass over each row (its readers convert nothing).
-      kernels::prepare_activations(*m, y, w, n_tokens, pool_, scratch_, [&](int64_t t) {
-        kernels::rms_norm(x + t * w, ns.vec.data(), y + t * w, 1, w, d.norm_eps);
-      });
-      held_ = {i, step_id_, kernels::activation_layout(*m, n_tokens)};
-      return;
-    }
-    case LocalOp::MatMul: {
-      // Logits are needed for the last token only.
-      const bool last_only = i == graph_.output && graph_.has_logits;
-      const int64_t k = in_width(0), rows = last_only ? 1 : n_tokens;
-      const float* x = in(0) + (last_only ? (n_tokens - 1) * k : 0);
-      if (w == 0) return;
-      WEFT_ASSERT(ns.w.rows == w && ns.w.cols == k);
-      if (k == 0) {  // row-parallel with no input features here: this device adds nothing
-        std::fill(y, y + rows * w, 0.f);
-        return;
-      }
-      // Q, K and V (gate and up) read one input: converted once, by the first of them or its producer.
-      const HeldActivations want{ln.inputs[0], step_id_, kernels::activation_layout(ns.w, rows)};
-      if (last_only || held_ != want) {
-        kernels::prepare_activations(ns.w, x, k, rows, pool_, scratch_);
-        held_ = last_only ? HeldActivations{} : want;
-      }
-      kernels::matmul_prepared(ns.w, x, k, rows, y, w, pool_, scratch_);
-      if (!ns.bias.empty())
-        for (int64_t t = 0; t < rows; ++t) kernels::add_inplace(y + t * w, ns.bias.data(), w);
-      return;
-    }
+    case LocalOp::Embed: return embed(i, c);
+    case LocalOp::RmsNorm: return rms_norm(i, c);
+    case LocalOp::MatMul: return matmul(i, c);
     case LocalOp::HeadNorm:
-      copy_input(y, in(0), n_tokens * w);
-      kernels::rms_norm_heads(y, ns.vec.data(), n_tokens, w / d.head_dim, d.head_dim, d.norm_eps);
+      copy_input(y, in(0), n);
+      kernels::rms_norm_heads(y, nodes_[i].vec.data(), c.n_tokens, ln.width / d.head_dim, d.head_dim, d.norm_eps);
       return;
     case LocalOp::Rope:
-      copy_input(y, in(0), n_tokens * w);
-      kernels::rope(y, n_tokens, w / d.head_dim, d.head_dim, pos.data(), d.rope);
+      copy_input(y, in(0), n);
+      kernels::rope(y, c.n_tokens, ln.width / d.head_dim, d.head_dim, c.pos.data(), d.rope);
       return;
-    case LocalOp::Attention: {
-      const int64_t n_kv = ln.kv_heads.size(), kvw = n_kv * d.head_dim;
-      if (w == 0) return;
-      const float* k = in(1);
-      const float* v = in(2);
-      auto store = [&](std::vector<uint8_t>& cache, DType type, const float* rows) {
-        const size_t row = row_bytes(type, kvw);
-        for (int64_t t = 0; t < n_tokens; ++t) {
-          uint8_t* dst = cache.data() + static_cast<size_t>(pos[t]) * row;
-          if (type == DType::F16)
-            kernels::f32_to_f16_row(rows + t * kvw, reinterpret_cast<uint16_t*>(dst), kvw);
-          else
-            std::memcpy(dst, rows + t * kvw, row);
-        }
-      };
-      store(ns.k_cache, opt_.k_type, k);
-      store(ns.v_cache, opt_.v_type, v);
-      kernels::AttentionShape s{n_tokens, ln.q_heads.size(), n_kv, d.head_dim,
-                                1.f / std::sqrt(static_cast<float>(d.head_dim))};
-      s.k_type = opt_.k_type;
-      s.v_type = opt_.v_type;
-      const float* q = in(0);
-      pool_.run([&](int ith, int nth) {
-        auto [h0, h1] = split_range(s.n_q_heads, 1, ith, nth);
-        if (h0 >= h1) return;
-        kernels::AttentionShape part = s;
-        part.head_begin = h0;
-        part.head_end = h1;
-        kernels::attention(part, q, ns.k_cache.data(), ns.v_cache.data(), ns.kv_of_q.data(), pos.data(), y);
-      });
-      return;
-    }
-    case LocalOp::SwiGlu: kernels::swiglu(in(0), in(1), y, n_tokens * w); return;
+    case LocalOp::Attention: return attention(i, c);
+    case LocalOp::SwiGlu: kernels::swiglu(in(0), in(1), y, n); return;
     case LocalOp::Add:
-      copy_input(y, in(0), n_tokens * w);
-      kernels::add_inplace(y, in(1), n_tokens * w);
+      copy_input(y, in(0), n);
+      kernels::add_inplace(y, in(1), n);
       return;
     case LocalOp::AllReduce:
-      copy_input(y, in(0), n_tokens * w);
-      if (group_) group_->all_reduce_sum(y, n_tokens * w);
+      copy_input(y, in(0), n);
+      if (group_) group_->all_reduce_sum(y, n);
       return;
-    case LocalOp::AllGather: {
-      WEFT_ASSERT(group_ && static_cast<int>(ln.gather.size()) == group_->size());
-      std::vector<size_t> counts;
-      size_t total = 0;
-      for (const auto& r : ln.gather) {
-        counts.push_back(static_cast<size_t>(r.size() * n_tokens));
-        total += counts.back();
-      }
-      gather_tmp_.resize(total);
-      group_->all_gather(in(0), counts, gather_tmp_.data());
-      size_t off = 0;  // rank-major [rank][token][slice] -> [token][features]
-      for (const auto& r : ln.gather) {
-        for (int64_t t = 0; t < n_tokens; ++t)
-          std::memcpy(y + t * w + r.begin, gather_tmp_.data() + off + t * r.size(), r.size() * sizeof(float));
-        off += r.size() * n_tokens;
-      }
-      return;
-    }
+    case LocalOp::AllGather: return all_gather(i, c);
     case LocalOp::Count: break;
   }
   fail("cpu", "op {} is not implemented on the CPU device", parallel::local_op_name(ln.op));
+}
+
+void CpuGraphRunner::embed(int i, const StepCtx& c) {
+  const NodeState& ns = nodes_[i];
+  const int64_t w = graph_.nodes[i].width;
+  float* y = out(i);
+  const auto& k = kernels::kernels_for(ns.w.type);
+  for (int64_t t = 0; t < c.n_tokens; ++t) {
+    const auto id = c.step.tokens[t];
+    if (id < 0 || id >= ns.w.rows) fail("cpu", "token id {} outside the vocabulary (0..{})", id, ns.w.rows - 1);
+    k.dequantize(ns.w.data + ns.w.row_stride * id, y + t * w, w);
+  }
+}
+
+void CpuGraphRunner::rms_norm(int i, const StepCtx& c) {
+  const auto& ln = graph_.nodes[i];
+  const float* x = out(ln.inputs[0]);
+  const float* weight = nodes_[i].vec.data();
+  const float eps = graph_.dims.norm_eps;
+  const int64_t w = ln.width;
+  float* y = out(i);
+  const kernels::WeightMatrix* m = fusable_matmul(i, c.n_tokens);
+  if (!m) return kernels::rms_norm(x, weight, y, c.n_tokens, w, eps);
+  // RMSNorm + activation quantization in one pass over each row (its readers convert nothing).
+  kernels::prepare_activations(*m, y, w, c.n_tokens, pool_, scratch_,
+                               [&](int64_t t) { kernels::rms_norm(x + t * w, weight, y + t * w, 1, w, eps); });
+  held_ = {i, step_id_, kernels::activation_layout(*m, c.n_tokens)};
+}
+
+void CpuGraphRunner::matmul(int i, const StepCtx& c) {
+  const auto& ln = graph_.nodes[i];
+  const NodeState& ns = nodes_[i];
+  const int64_t w = ln.width;
+  float* y = out(i);
+  // Logits are needed for the last token only.
+  const bool last_only = i == graph_.output && graph_.has_logits;
+  const int64_t k = graph_.nodes[ln.inputs[0]].width, rows = last_only ? 1 : c.n_tokens;
+  const float* x = out(ln.inputs[0]) + (last_only ? (c.n_tokens - 1) * k : 0);
+  if (w == 0) return;
+  WEFT_ASSERT(ns.w.rows == w && ns.w.cols == k);
+  if (k == 0) {  // row-parallel with no input features here: this device adds nothing
+    std::fill(y, y + rows * w, 0.f);
+    return;
+  }
+  // Q, K and V (gate and up) read one input: converted once, by the first of them or its producer.
+  const HeldActivations want{ln.inputs[0], step_id_, kernels::activation_layout(ns.w, rows)};
+  if (last_only || held_ != want) {
+    kernels::prepare_activations(ns.w, x, k, rows, pool_, scratch_);
+    held_ = last_only ? HeldActivations{} : want;
+  }
+  kernels::matmul_prepared(ns.w, x, k, rows, y, w, pool_, scratch_);
+  if (!ns.bias.empty())
+    for (int64_t t = 0; t < rows; ++t) kernels::add_inplace(y + t * w, ns.bias.data(), w);
+}
+
+// Writes the step's rows ([n_tokens, kv width] f32) at their positions of a KV cache of `type`.
+static void store_kv(std::vector<uint8_t>& cache, DType type, const float* rows, int64_t n_tokens, int64_t kvw,
+                     const int32_t* pos) {
+  const size_t row = row_bytes(type, kvw);
+  for (int64_t t = 0; t < n_tokens; ++t) {
+    uint8_t* dst = cache.data() + static_cast<size_t>(pos[t]) * row;
+    if (type == DType::F16)
+      kernels::f32_to_f16_row(rows + t * kvw, reinterpret_cast<uint16_t*>(dst), kvw);
+    else
+      std::memcpy(dst, rows + t * kvw, row);
+  }
+}
+
+void CpuGraphRunner::attention(int i, const StepCtx& c) {
+  const auto& ln = graph_.nodes[i];
+  NodeState& ns = nodes_[i];
+  const auto& d = graph_.dims;
+  if (ln.width == 0) return;
+  const int64_t n_kv = ln.kv_heads.size(), kvw = n_kv * d.head_dim;
+  store_kv(ns.k_cache, opt_.k_type, out(ln.inputs[1]), c.n_tokens, kvw, c.pos.data());
+  store_kv(ns.v_cache, opt_.v_type, out(ln.inputs[2]), c.n_tokens, kvw, c.pos.data());
+  kernels::AttentionShape s{c.n_tokens, ln.q_heads.size(), n_kv, d.head_dim,
+                            1.f / std::sqrt(static_cast<float>(d.head_dim))};
+  s.k_type = opt_.k_type;
+  s.v_type = opt_.v_type;
+  const float* q = out(ln.inputs[0]);
+  float* y = out(i);
+  pool_.run([&](int ith, int nth) {  // query heads spread over the pool
+    auto [h0, h1] = split_range(s.n_q_heads, 1, ith, nth);
+    if (h0 >= h1) return;
+    kernels::AttentionShape part = s;
+    part.head_begin = h0;
+    part.head_end = h1;
+    kernels::attention(part, q, ns.k_cache.data(), ns.v_cache.data(), ns.kv_of_q.data(), c.pos.data(), y);
+  });
+}
+
+void CpuGraphRunner::all_gather(int i, const StepCtx& c) {
+  const auto& ln = graph_.nodes[i];
+  const int64_t w = ln.width;
+  float* y = out(i);
+  WEFT_ASSERT(group_ && static_cast<int>(ln.gather.size()) == group_->size());
+  std::vector<size_t> counts;
+  size_t total = 0;
+  for (const auto& r : ln.gather) {
+    counts.push_back(static_cast<size_t>(r.size() * c.n_tokens));
+    total += counts.back();
+  }
+  gather_tmp_.resize(total);
+  group_->all_gather(out(ln.inputs[0]), counts, gather_tmp_.data());
+  size_t off = 0;  // rank-major [rank][token][slice] -> [token][features]
+  for (const auto& r : ln.gather) {
+    for (int64_t t = 0; t < c.n_tokens; ++t)
+      std::memcpy(y + t * w + r.begin, gather_tmp_.data() + off + t * r.size(), r.size() * sizeof(float));
+    off += r.size() * c.n_tokens;
+  }
 }
 
 }  // namespace weft::device

@@ -31,7 +31,18 @@ class CpuGraphRunner {
   float* out(int node) { return buffers_[nodes_[node].buffer].data(); }
   void plan_buffers(int32_t max_tokens);
   const kernels::WeightMatrix* fusable_matmul(int node, int64_t n_tokens) const;
-  void exec(int i, const Step& step, int64_t n_tokens, std::vector<int32_t>& pos);
+  // What every node of one step reads besides its inputs.
+  struct StepCtx {
+    const Step& step;
+    int64_t n_tokens;
+    const std::vector<int32_t>& pos;  // position of each token
+  };
+  void exec(int i, const StepCtx& c);
+  void embed(int i, const StepCtx& c);
+  void rms_norm(int i, const StepCtx& c);
+  void matmul(int i, const StepCtx& c);
+  void attention(int i, const StepCtx& c);
+  void all_gather(int i, const StepCtx& c);
 
   ThreadPool pool_;
   parallel::Group* group_;

@@ -158,6 +158,72 @@ struct SessionWeights {
   std::unique_ptr<gguf::File> file;
 };
 
+// One session's state, declared in the order it must go: the device first (it may point into the
+// weights), then the cache writer (it reads them), then the weights.
+struct Session {
+  SessionWeights weights;
+  std::jthread cache_writer;
+  std::unique_ptr<CpuDevice> dev;
+  bool loaded = false;
+};
+
+// GroupSetup: this worker's device joins the coordinator's network group as its rank.
+void join_group(const WorkerOptions& opt, net::Channel& s, Replier& reply, Session& ss, net::ByteReader& r) {
+  if (ss.loaded) fail("net", "group setup after load");
+  const GroupSetup g = read_group_setup(r);
+  r.finish("group setup");
+  reply.busy();
+  NetworkGroup net{g.store,
+                   g.prefix,
+                   net::rendezvous_key(opt.key, g.prefix),
+                   s.socket().local_host(),
+                   parallel::resolve_busy_poll(opt.net_poll, opt.threads),
+                   g.timeout_ms};
+  ss.dev->begin_join({g.rank, g.size, g.wire, nullptr, std::move(net)});
+  ss.dev->finish_join();
+  reply.send(MsgType::GroupReady, {});
+}
+
+// Load: the weights from where this worker finds them (or as streamed), then the device.
+void load(const WorkerOptions& opt, net::Channel& s, Replier& reply, Session& ss, net::ByteReader& r) {
+  if (ss.loaded) fail("net", "a session loads once");
+  parallel::DeviceGraph graph = read_graph(r);
+  const LoadOptions lo = read_load_options(r);
+  const ModelId model = read_model_id(r);
+  const std::vector<SliceSpec> specs = read_slices(r);
+  r.finish("load");
+  reply.busy();  // until Loaded: hashing, receiving, copying and caching take seconds
+  const auto t0 = std::chrono::steady_clock::now();
+  auto secs = [&] { return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(); };
+  Gathered g = gather_weights(opt, s, reply, model, specs);
+  SessionWeights& weights = ss.weights;
+  weights.image = std::move(g.image);
+  if (opt.load_delay_ms > 0) std::this_thread::sleep_for(std::chrono::milliseconds(opt.load_delay_ms));
+  weights.file = weights.image ? gguf::File::parse(weights.image->bytes().data(), weights.image->bytes().size(),
+                                                   "weights from " + s.peer())
+                               : gguf::File::open(g.path);
+  if (g.source == LoadSource::ModelDir)
+    unplan_slices(graph, specs, *weights.file);
+  else
+    for (const auto& spec : specs)  // a cache file is trusted only as far as it holds every slice
+      if (!weights.file->find_tensor(spec.name)) fail("net", "weights lack slice {} ({})", spec.name, spec.source);
+  std::fprintf(stderr, "weft worker: weights in memory after %.1f s\n", secs());
+  // Hashing and writing GiBs to disk (fsync) takes longer than the rest of the load: the entry is
+  // written while the session goes on, and finished before the next one starts.
+  if (!g.cache_key.empty())
+    ss.cache_writer = std::jthread([&dir = opt.cache_dir, key = g.cache_key, bytes = weights.image->bytes()] {
+      try {
+        cache_store(dir, key, bytes);
+      } catch (const std::exception& e) {
+        std::fprintf(stderr, "weft worker: could not cache weights: %s\n", e.what());
+      }
+    });
+  ss.dev->load(graph, *weights.file, lo);
+  ss.loaded = true;
+  std::fprintf(stderr, "weft worker: device loaded after %.1f s\n", secs());
+  reply.send(MsgType::Loaded, {});
+}
+
 }  // namespace
 
 void check_listen(const WorkerOptions& opt) {
@@ -241,14 +307,17 @@ void WorkerServer::connection(net::Socket s) {
 
 void WorkerServer::session(net::Channel& s) {
   const auto load_deadline = Clock::now() + std::chrono::milliseconds(opt_.preload_timeout_ms);
-  // Declared so that the device goes first: it may point into the weights.
-  std::unique_ptr<parallel::Group> group;
-  SessionWeights weights;
-  std::jthread cache_writer;  // reads the weights: declared after them, so joined before they go
-  std::unique_ptr<CpuDevice> dev;
+  Session ss;
+  CpuDeviceOptions o;
+  o.n_threads = opt_.threads;
+  o.spin = false;  // the worker cannot know what else runs on its cores
+  // The slices are in this process's memory already, or in a file mapping to read as --mmap does
+  // (a copy would cost as long as the rest of the load; only column slices are copied).
+  o.map_weights = true;
+  ss.dev = std::make_unique<CpuDevice>(o);
   Replier reply(s);
   for (;;) {
-    if (!dev) {  // not loaded yet: a session that only holds the slot is dropped soon
+    if (!ss.loaded) {  // a session that only holds the slot is dropped soon
       const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(load_deadline - Clock::now()).count();
       if (!s.socket().readable(static_cast<int>(std::max<int64_t>(left, 0))))
         fail("net", "no load within {} ms of the handshake; session dropped (--preload-timeout)",
@@ -257,81 +326,25 @@ void WorkerServer::session(net::Channel& s) {
     net::Frame f = s.recv(opt_.idle_timeout_ms, kBodyTimeoutMs);
     net::ByteReader r(f.payload);
     switch (f.type) {
-      case MsgType::GroupSetup: {
-        if (dev) fail("net", "group setup after load");
-        const GroupSetup g = read_group_setup(r);
-        r.finish("group setup");
-        reply.busy();
-        group = parallel::make_gloo_group(g.rank, g.size, g.wire,
-                                          {g.store, g.prefix, s.socket().local_host(), g.timeout_ms,
-                                           parallel::resolve_busy_poll(opt_.net_poll, opt_.threads),
-                                           parallel::kSyncAllReduceMaxBytes, net::rendezvous_key(opt_.key, g.prefix)});
-        reply.send(MsgType::GroupReady, {});
-        break;
-      }
-      case MsgType::Load: {
-        if (dev) fail("net", "a session loads once");
-        parallel::DeviceGraph graph = read_graph(r);
-        const LoadOptions lo = read_load_options(r);
-        const ModelId model = read_model_id(r);
-        const std::vector<SliceSpec> specs = read_slices(r);
-        r.finish("load");
-        reply.busy();  // until Loaded: hashing, receiving, copying and caching take seconds
-        const auto t0 = std::chrono::steady_clock::now();
-        auto secs = [&] { return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(); };
-        Gathered g = gather_weights(opt_, s, reply, model, specs);
-        weights.image = std::move(g.image);
-        if (opt_.load_delay_ms > 0) std::this_thread::sleep_for(std::chrono::milliseconds(opt_.load_delay_ms));
-        weights.file = weights.image ? gguf::File::parse(weights.image->bytes().data(), weights.image->bytes().size(),
-                                                         "weights from " + s.peer())
-                                     : gguf::File::open(g.path);
-        if (g.source == LoadSource::ModelDir)
-          unplan_slices(graph, specs, *weights.file);
-        else
-          for (const auto& spec : specs)  // a cache file is trusted only as far as it holds every slice
-            if (!weights.file->find_tensor(spec.name))
-              fail("net", "weights lack slice {} ({})", spec.name, spec.source);
-        std::fprintf(stderr, "weft worker: weights in memory after %.1f s\n", secs());
-        // Hashing and writing GiBs to disk (fsync) takes longer than the rest of the load: the
-        // entry is written while the session goes on, and finished before the next one starts.
-        if (!g.cache_key.empty())
-          cache_writer = std::jthread([&dir = opt_.cache_dir, key = g.cache_key, bytes = weights.image->bytes()] {
-            try {
-              cache_store(dir, key, bytes);
-            } catch (const std::exception& e) {
-              std::fprintf(stderr, "weft worker: could not cache weights: %s\n", e.what());
-            }
-          });
-        CpuDeviceOptions o;
-        o.n_threads = opt_.threads;
-        o.spin = false;  // the worker cannot know what else runs on its cores
-        // The slices are in this process's memory already, or in a file mapping to read as --mmap
-        // does (a copy would cost as long as the rest of the load; only column slices are copied).
-        o.map_weights = true;
-        dev = std::make_unique<CpuDevice>(o);
-        if (group) dev->attach_group(std::move(group));
-        dev->load(graph, *weights.file, lo);
-        std::fprintf(stderr, "weft worker: device loaded after %.1f s\n", secs());
-        reply.send(MsgType::Loaded, {});
-        break;
-      }
+      case MsgType::GroupSetup: join_group(opt_, s, reply, ss, r); break;
+      case MsgType::Load: load(opt_, s, reply, ss, r); break;
       case MsgType::Step: {
-        if (!dev) fail("net", "step before load");
+        if (!ss.loaded) fail("net", "step before load");
         reply.busy();
-        dev->submit(read_step(r));
-        StepResult res = dev->wait();
+        ss.dev->submit(read_step(r));
+        StepResult res = ss.dev->wait();
         net::ByteWriter w;
-        write_step_result(w, res, dev->stats());
+        write_step_result(w, res, ss.dev->stats());
         reply.send(MsgType::StepResult, w.data());
         break;
       }
       case MsgType::Truncate: {
-        if (!dev) fail("net", "truncate before load");
+        if (!ss.loaded) fail("net", "truncate before load");
         const int32_t pos = r.i32("truncate position");
         r.finish("truncate");
         if (pos < 0) fail("net", "truncate at {}", pos);
         reply.busy();
-        dev->truncate_cache(pos);
+        ss.dev->truncate_cache(pos);
         reply.send(MsgType::Truncated, {});
         break;
       }
