@@ -243,26 +243,7 @@ class GlooGroup : public Group {
 
 }  // namespace
 
-NetPoll parse_net_poll(const std::string& text) {
-  if (text == "auto") return NetPoll::Auto;
-  if (text == "busy") return NetPoll::Busy;
-  if (text == "block") return NetPoll::Block;
-  fail("cli", "--net-poll: '{}' is not auto, busy or block", text);
-}
-
-int available_cores() {
-  cpu_set_t set;
-  CPU_ZERO(&set);
-  if (::sched_getaffinity(0, sizeof(set), &set) != 0) return 1;
-  return std::max(1, CPU_COUNT(&set));
-}
-
-bool resolve_busy_poll(NetPoll poll, int process_threads) {
-  if (poll != NetPoll::Auto) return poll == NetPoll::Busy;
-  // The polling thread is one of the compute threads (it waits between ops), so a core per
-  // compute thread is a core per poller; with fewer cores, spinning would steal a peer's core.
-  return process_threads <= available_cores();
-}
+bool gloo_available() { return true; }
 
 std::unique_ptr<Group> make_gloo_group(int rank, int size, WireType wire, const GlooOptions& opt) {
   if (wire != WireType::F32)

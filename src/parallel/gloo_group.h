@@ -41,6 +41,9 @@ struct GlooOptions {
   std::vector<uint8_t> store_key;
 };
 
+// Whether this build has the Gloo backend (see no_gloo.cpp).
+bool gloo_available();
+
 // Connects rank `rank` of `size` (blocks until every rank has joined, or the timeout).
 // Only WireType::F32 is supported on this backend; others throw weft::Error("gloo", ...).
 std::unique_ptr<Group> make_gloo_group(int rank, int size, WireType wire, const GlooOptions& opt);
