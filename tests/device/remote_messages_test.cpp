@@ -1,13 +1,29 @@
-// Load options on the wire: what the coordinator writes the worker reads back, KV cache types
-// included; values a worker must not act on are errors naming the field.
+// Remote session messages on the wire: what the coordinator writes the worker reads back, field by
+// field, for every codec in remote_messages.h and weight_slices.h; values a worker must not act on,
+// and truncated or extended bytes, are errors naming what is wrong.
 #include "device/remote/remote_messages.h"
 #include "core/error.h"
+#include "device/remote/weight_slices.h"
+#include "gguf/gguf_reader.h"
+#include "model/llama_graph.h"
+#include "model/model_config.h"
 #include "net/wire.h"
+#include "parallel/planner.h"
+#include "support/expect_error.h"
+#include "tools/gen_model.h"
 
 #include <gtest/gtest.h>
 
+#include <cstring>
+#include <functional>
+#include <memory>
+#include <vector>
+
 namespace weft::device::remote {
 namespace {
+
+using Bytes = std::vector<uint8_t>;
+using Kind = parallel::WeightSlice::Kind;
 
 LoadOptions round_trip(const LoadOptions& o) {
   net::ByteWriter w;
@@ -17,6 +33,215 @@ LoadOptions round_trip(const LoadOptions& o) {
   r.finish("load options");
   return back;
 }
+
+// Every proper prefix of `bytes` is refused as truncated: a read past the end ("message truncated
+// reading X: need N bytes, M left") or a count the bytes cannot hold ("count N needs more than the
+// M bytes left"); both name the bytes left. One byte more is refused as trailing.
+void expect_exact_length(const Bytes& bytes, const std::function<void(net::ByteReader&)>& read, const char* name) {
+  ASSERT_FALSE(bytes.empty());
+  for (size_t n = 0; n < bytes.size(); ++n) {
+    const Bytes cut(bytes.begin(), bytes.begin() + static_cast<std::ptrdiff_t>(n));
+    net::ByteReader r(cut);
+    EXPECT_ERROR(read(r), " left") << name << " truncated to " << n << " of " << bytes.size() << " bytes";
+  }
+  Bytes longer = bytes;
+  longer.push_back(0);
+  net::ByteReader r(longer);
+  EXPECT_ERROR(read(r), "1 unexpected trailing bytes") << name;
+}
+
+// A tiny generated model and its tensor-split plan over two devices.
+struct Model {
+  Bytes bytes;
+  std::unique_ptr<gguf::File> file;
+  parallel::Plan plan;
+  Model() {
+    tools::GenModelOptions o;
+    o.type = "q4_0";
+    o.seed = 5;
+    o.arch = "qwen2";  // q/k/v biases: nodes with a bias slice too
+    bytes = tools::generate_model_bytes(o);
+    file = gguf::File::parse(bytes.data(), bytes.size(), "tiny.gguf");
+    const auto cfg = model::read_config(*file);
+    plan = parallel::make_plan(parallel::SplitMode::Tensor, model::build_llama_graph(cfg), model::weight_table(*file),
+                               {1, 1});
+  }
+};
+const Model& tiny() {
+  static const Model m;
+  return m;
+}
+
+// ---------------------------------------------------------------- graph
+
+void expect_same_range(const parallel::Range& a, const parallel::Range& b, const std::string& what) {
+  EXPECT_EQ(a.begin, b.begin) << what;
+  EXPECT_EQ(a.end, b.end) << what;
+}
+
+void expect_same_slice(const parallel::WeightSlice& a, const parallel::WeightSlice& b, const std::string& what) {
+  EXPECT_EQ(a.tensor, b.tensor) << what;
+  EXPECT_EQ(a.kind, b.kind) << what;
+  expect_same_range(a.range, b.range, what);
+}
+
+void expect_same_graph(const parallel::DeviceGraph& a, const parallel::DeviceGraph& b) {
+  EXPECT_EQ(a.device, b.device);
+  const graph::Dims &x = a.dims, &y = b.dims;
+  EXPECT_EQ(x.n_embd, y.n_embd);
+  EXPECT_EQ(x.n_head, y.n_head);
+  EXPECT_EQ(x.n_head_kv, y.n_head_kv);
+  EXPECT_EQ(x.head_dim, y.head_dim);
+  EXPECT_EQ(x.n_ff, y.n_ff);
+  EXPECT_EQ(x.n_vocab, y.n_vocab);
+  EXPECT_EQ(x.n_layer, y.n_layer);
+  EXPECT_EQ(x.norm_eps, y.norm_eps);
+  EXPECT_EQ(x.rope.n_rot, y.rope.n_rot);
+  EXPECT_EQ(x.rope.freq_base, y.rope.freq_base);
+  EXPECT_EQ(x.rope.freq_scale, y.rope.freq_scale);
+  EXPECT_EQ(x.rope.neox, y.rope.neox);
+  EXPECT_EQ(x.rope.llama3_factor, y.rope.llama3_factor);
+  EXPECT_EQ(x.rope.llama3_low_freq_factor, y.rope.llama3_low_freq_factor);
+  EXPECT_EQ(x.rope.llama3_high_freq_factor, y.rope.llama3_high_freq_factor);
+  EXPECT_EQ(x.rope.llama3_original_ctx, y.rope.llama3_original_ctx);
+  EXPECT_EQ(x.rope.freq_factors, y.rope.freq_factors);
+  ASSERT_EQ(a.nodes.size(), b.nodes.size());
+  for (size_t i = 0; i < a.nodes.size(); ++i) {
+    const parallel::LocalNode &n = a.nodes[i], &m = b.nodes[i];
+    const std::string what = "node " + std::to_string(i) + " (" + n.label + ")";
+    EXPECT_EQ(n.op, m.op) << what;
+    EXPECT_EQ(n.source, m.source) << what;
+    EXPECT_EQ(n.inputs, m.inputs) << what;
+    EXPECT_EQ(n.width, m.width) << what;
+    expect_same_slice(n.weight, m.weight, what + " weight");
+    expect_same_slice(n.bias, m.bias, what + " bias");
+    EXPECT_EQ(n.layer, m.layer) << what;
+    EXPECT_EQ(n.label, m.label) << what;
+    expect_same_range(n.q_heads, m.q_heads, what + " q heads");
+    expect_same_range(n.kv_heads, m.kv_heads, what + " kv heads");
+    EXPECT_EQ(n.gather, m.gather) << what;
+  }
+  EXPECT_EQ(a.output, b.output);
+  expect_same_range(a.vocab, b.vocab, "vocab");
+  EXPECT_EQ(a.has_logits, b.has_logits);
+  EXPECT_EQ(a.passes_residual, b.passes_residual);
+  EXPECT_EQ(a.weight_bytes, b.weight_bytes);
+  EXPECT_EQ(a.kv_values_per_token, b.kv_values_per_token);
+}
+
+Bytes graph_bytes(const parallel::DeviceGraph& g) {
+  net::ByteWriter w;
+  write_graph(w, g);
+  return std::move(w.data());
+}
+parallel::DeviceGraph read_whole_graph(net::ByteReader& r) {
+  auto g = read_graph(r);
+  r.finish("graph");
+  return g;
+}
+parallel::DeviceGraph graph_round_trip(const parallel::DeviceGraph& g) {
+  const Bytes b = graph_bytes(g);
+  net::ByteReader r(b);
+  return read_whole_graph(r);
+}
+
+// A planned graph with every optional field set to something other than its default.
+parallel::DeviceGraph rich_graph() {
+  parallel::DeviceGraph g = tiny().plan.devices[1];
+  g.dims.rope.neox = true;
+  g.dims.rope.llama3_factor = 8.f;
+  g.dims.rope.freq_factors = {1.f, 2.5f, -0.f, 1e-30f};
+  parallel::LocalNode gather{};
+  gather.op = parallel::LocalOp::AllGather;
+  gather.inputs = {static_cast<int>(g.nodes.size()) - 1};
+  gather.width = 64;
+  gather.layer = 1;
+  gather.label = "gathered";
+  gather.gather = {{0, 32}, {32, 64}};
+  g.nodes.push_back(gather);
+  g.passes_residual = true;
+  g.weight_bytes = (uint64_t{1} << 40) + 3;
+  return g;
+}
+
+TEST(RemoteMessages, PlannedGraphsRoundTrip) {
+  const auto& plan = tiny().plan;
+  ASSERT_EQ(plan.devices.size(), 2u);
+  for (const auto& g : plan.devices) {
+    ASSERT_FALSE(g.nodes.empty());
+    expect_same_graph(graph_round_trip(g), g);
+  }
+  // The plan exercises what the wire carries: split slices, biases, head ranges, logits.
+  bool rows = false, cols = false, bias = false, heads = false;
+  for (const auto& n : plan.devices[1].nodes) {
+    rows |= n.weight.kind == Kind::Rows;
+    cols |= n.weight.kind == Kind::Cols;
+    bias |= n.bias.kind != Kind::None;
+    heads |= !n.q_heads.empty();
+  }
+  EXPECT_TRUE(rows && cols && bias && heads);
+  EXPECT_TRUE(plan.devices[1].has_logits);
+  EXPECT_FALSE(plan.devices[1].vocab.empty());
+}
+
+TEST(RemoteMessages, GraphWithEveryFieldSetRoundTrips) {
+  const auto g = rich_graph();
+  expect_same_graph(graph_round_trip(g), g);
+  parallel::DeviceGraph no_nodes;
+  no_nodes.dims = g.dims;
+  expect_same_graph(graph_round_trip(no_nodes), no_nodes);
+}
+
+TEST(RemoteMessages, GraphTruncatedOrExtendedIsRejected) {
+  expect_exact_length(
+      graph_bytes(rich_graph()), [](net::ByteReader& r) { read_whole_graph(r); }, "graph");
+}
+
+TEST(RemoteMessages, GraphWithBadValuesIsRejected) {
+  auto g = rich_graph();
+  g.nodes[1].inputs = {1};  // itself: not earlier
+  EXPECT_ERROR(graph_round_trip(g), "node 1: input 1 is not an earlier node");
+  g = rich_graph();
+  g.nodes[2].inputs = {-1};
+  EXPECT_ERROR(graph_round_trip(g), "node 2: input -1 is not an earlier node");
+  g = rich_graph();
+  g.output = static_cast<int>(g.nodes.size());
+  EXPECT_ERROR(graph_round_trip(g), "graph output");
+  g = rich_graph();
+  g.output = -2;
+  EXPECT_ERROR(graph_round_trip(g), "graph output -2");
+  g = rich_graph();
+  g.nodes[0].width = -1;
+  EXPECT_ERROR(graph_round_trip(g), "node 0: width -1");
+  g = rich_graph();
+  g.nodes[0].op = parallel::LocalOp::Count;
+  EXPECT_ERROR(graph_round_trip(g), "local op: 11 is out of range");
+  g = rich_graph();
+  g.nodes[0].weight.kind = static_cast<Kind>(4);
+  EXPECT_ERROR(graph_round_trip(g), "slice kind 4 is out of range");
+  g = rich_graph();
+  g.nodes[0].q_heads = {4, 2};
+  EXPECT_ERROR(graph_round_trip(g), "q heads: bad range [4, 2)");
+  g = rich_graph();
+  g.vocab = {-1, 5};
+  EXPECT_ERROR(graph_round_trip(g), "vocab range: bad range [-1, 5)");
+  g = rich_graph();
+  g.dims.n_head_kv = 0;
+  EXPECT_ERROR(graph_round_trip(g), "heads over 0 kv heads");
+  g = rich_graph();
+  g.dims.n_embd = -8;
+  EXPECT_ERROR(graph_round_trip(g), "dims: -8 is out of range");
+  g = rich_graph();
+  g.nodes.back().gather.assign(parallel::kMaxDevices + 1, {0, 1});
+  EXPECT_ERROR(graph_round_trip(g), "gather count: count 17 exceeds the limit 16");
+  // A bool that is neither 0 nor 1: has_logits, before passes_residual and two u64s.
+  Bytes b = graph_bytes(rich_graph());
+  b[b.size() - 18] = 2;
+  net::ByteReader r(b);
+  EXPECT_ERROR(read_whole_graph(r), "has logits: 2 is not a boolean");
+}
+
+// ---------------------------------------------------------------- load options
 
 TEST(RemoteMessages, LoadOptionsRoundTripWithCacheTypes) {
   for (DType k : {DType::F16, DType::F32})
@@ -30,15 +255,374 @@ TEST(RemoteMessages, LoadOptionsRoundTripWithCacheTypes) {
 }
 
 TEST(RemoteMessages, LoadOptionsRejectOtherCacheTypesAndBadSizes) {
-  EXPECT_THROW(round_trip({1024, 64, DType::Q8_0, DType::F16}), Error);
-  EXPECT_THROW(round_trip({1024, 64, DType::F16, static_cast<DType>(999)}), Error);
-  EXPECT_THROW(round_trip({0, 64, DType::F16, DType::F16}), Error);
-  EXPECT_THROW(round_trip({1024, 0, DType::F16, DType::F16}), Error);
+  EXPECT_ERROR(round_trip({1024, 64, DType::Q8_0, DType::F16}), "kv cache type 8 (f32 or f16)");
+  EXPECT_ERROR(round_trip({1024, 64, DType::F16, static_cast<DType>(999)}), "kv cache type 999 (f32 or f16)");
+  EXPECT_ERROR(round_trip({0, 64, DType::F16, DType::F16}), "n_ctx 0 / max tokens 64 out of range");
+  EXPECT_ERROR(round_trip({1024, 0, DType::F16, DType::F16}), "n_ctx 1024 / max tokens 0 out of range");
   net::ByteWriter w;  // truncated: the cache types are missing
   w.i32(1024);
   w.i32(64);
   net::ByteReader r(w.data());
-  EXPECT_THROW(read_load_options(r), Error);
+  EXPECT_ERROR(read_load_options(r), "message truncated reading kv cache type");
+}
+
+// ---------------------------------------------------------------- group setup
+
+Bytes group_bytes(const GroupSetup& g) {
+  net::ByteWriter w;
+  write_group_setup(w, g);
+  return std::move(w.data());
+}
+GroupSetup read_whole_group(net::ByteReader& r) {
+  auto g = read_group_setup(r);
+  r.finish("group setup");
+  return g;
+}
+GroupSetup group_round_trip(const GroupSetup& g) {
+  const Bytes b = group_bytes(g);
+  net::ByteReader r(b);
+  return read_whole_group(r);
+}
+
+TEST(RemoteMessages, GroupSetupRoundTrips) {
+  for (auto wire : {parallel::WireType::F32, parallel::WireType::BF16, parallel::WireType::F16}) {
+    const GroupSetup g{"10.0.0.1:7070", "weft/3/1/abcd", 2, 3, wire, 12345};
+    const GroupSetup back = group_round_trip(g);
+    EXPECT_EQ(back.store, g.store);
+    EXPECT_EQ(back.prefix, g.prefix);
+    EXPECT_EQ(back.rank, 2);
+    EXPECT_EQ(back.size, 3);
+    EXPECT_EQ(back.wire, wire);
+    EXPECT_EQ(back.timeout_ms, 12345);
+  }
+  expect_exact_length(
+      group_bytes({"h:1", "p", 0, 2}), [](net::ByteReader& r) { read_whole_group(r); }, "group setup");
+}
+
+TEST(RemoteMessages, GroupSetupWithBadValuesIsRejected) {
+  EXPECT_ERROR(group_round_trip({"h:1", "p", 2, 2}), "group setup: rank 2 of 2 is invalid");
+  EXPECT_ERROR(group_round_trip({"h:1", "p", -1, 2}), "group setup: rank -1 of 2 is invalid");
+  EXPECT_ERROR(group_round_trip({"h:1", "p", 0, 0}), "group setup: rank 0 of 0 is invalid");
+  EXPECT_ERROR(group_round_trip({"h:1", "p", 0, parallel::kMaxDevices + 1}), "rank 0 of 17 is invalid");
+  EXPECT_ERROR(group_round_trip({"h:1", "p", 0, 2, static_cast<parallel::WireType>(3)}),
+               "wire type: 3 is out of range");
+  EXPECT_ERROR(group_round_trip({"h:1", "p", 0, 2, parallel::WireType::F32, 0}), "group setup: timeout 0 ms");
+  EXPECT_ERROR(group_round_trip({std::string(kMaxNameBytes + 1, 'x'), "p", 0, 2}),
+               "store address: count 513 exceeds the limit 512");
+}
+
+// ---------------------------------------------------------------- tensor headers
+
+Bytes headers_bytes(const std::vector<TensorHeader>& ts) {
+  net::ByteWriter w;
+  write_tensor_headers(w, ts);
+  return std::move(w.data());
+}
+std::vector<TensorHeader> read_whole_headers(net::ByteReader& r) {
+  auto ts = read_tensor_headers(r);
+  r.finish("tensor headers");
+  return ts;
+}
+std::vector<TensorHeader> headers_round_trip(const std::vector<TensorHeader>& ts) {
+  const Bytes b = headers_bytes(ts);
+  net::ByteReader r(b);
+  return read_whole_headers(r);
+}
+TensorHeader header_round_trip(const TensorHeader& t) {
+  net::ByteWriter w;
+  write_tensor_header(w, t);
+  net::ByteReader r(w.data());
+  auto back = read_tensor_header(r);
+  r.finish("tensor header");
+  return back;
+}
+
+void expect_same_headers(const std::vector<TensorHeader>& a, const std::vector<TensorHeader>& b) {
+  ASSERT_EQ(a.size(), b.size());
+  for (size_t i = 0; i < a.size(); ++i) {
+    EXPECT_EQ(a[i].name, b[i].name);
+    EXPECT_EQ(a[i].type, b[i].type) << a[i].name;
+    EXPECT_EQ(a[i].shape, b[i].shape) << a[i].name;
+    EXPECT_EQ(a[i].n_bytes, b[i].n_bytes) << a[i].name;
+  }
+}
+
+// The slices a worker of the tiny model's second device gets, and their tensor headers.
+struct WorkerSlices {
+  parallel::DeviceGraph graph = tiny().plan.devices[1];
+  std::vector<SliceSpec> specs = plan_slices(graph, *tiny().file);
+  std::vector<TensorHeader> headers;
+  WorkerSlices() {
+    for (const auto& s : specs) headers.push_back(slice_header(s, tiny().file->tensor(s.source)));
+  }
+};
+
+TEST(RemoteMessages, TensorHeadersRoundTrip) {
+  const WorkerSlices w;
+  ASSERT_FALSE(w.headers.empty());
+  expect_same_headers(headers_round_trip(w.headers), w.headers);
+  expect_same_headers(headers_round_trip({}), {});
+  const TensorHeader t{"blk.0.attn_q.weight", DType::Q4_K, {256, 3, 2, 1}, 144 * 6};
+  expect_same_headers({header_round_trip(t)}, {t});
+  expect_exact_length(
+      headers_bytes(w.headers), [](net::ByteReader& r) { read_whole_headers(r); }, "tensor headers");
+}
+
+TEST(RemoteMessages, TensorHeadersWithBadValuesAreRejected) {
+  EXPECT_ERROR(header_round_trip({"t", static_cast<DType>(4), {32}, 18}), "tensor 't': unknown type id 4");
+  EXPECT_ERROR(header_round_trip({"t", DType::F32, {}, 0}), "tensor 't' has no dimensions");
+  EXPECT_ERROR(header_round_trip({"t", DType::F32, {1, 1, 1, 1, 1}, 4}), "tensor dims: count 5 exceeds the limit 4");
+  EXPECT_ERROR(header_round_trip({"t", DType::F32, {4, 0}, 0}), "tensor 't': dim 0");
+  EXPECT_ERROR(header_round_trip({"t", DType::F32, {-4}, 16}), "tensor 't': dim -4");
+  EXPECT_ERROR(header_round_trip({"t", DType::Q8_0, {16}, 17}), "tensor 't': row of 16 is not whole blocks");
+  EXPECT_ERROR(header_round_trip({"t", DType::F32, {4, 2}, 31}), "tensor 't': 31 bytes do not match its shape");
+  EXPECT_ERROR(header_round_trip({"t", DType::F32, {1 << 30, 1 << 30, 1 << 30}, 0}), "tensor 't' is too large");
+}
+
+// ---------------------------------------------------------------- model id and slices
+
+Bytes model_id_bytes(const ModelId& m) {
+  net::ByteWriter w;
+  write_model_id(w, m);
+  return std::move(w.data());
+}
+ModelId read_whole_model_id(net::ByteReader& r) {
+  auto m = read_model_id(r);
+  r.finish("model id");
+  return m;
+}
+ModelId model_id_round_trip(const ModelId& m) {
+  const Bytes b = model_id_bytes(m);
+  net::ByteReader r(b);
+  return read_whole_model_id(r);
+}
+
+constexpr const char* kHash = "0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef";
+
+TEST(RemoteMessages, ModelIdRoundTrips) {
+  const ModelId m{123456789012, kHash, "tiny.gguf"};
+  const ModelId back = model_id_round_trip(m);
+  EXPECT_EQ(back.size, m.size);
+  EXPECT_EQ(back.sha256, m.sha256);
+  EXPECT_EQ(back.file_name, m.file_name);
+  EXPECT_TRUE(back.known());
+  const ModelId unknown = model_id_round_trip({42, "", ""});  // parsed from memory: no hash
+  EXPECT_EQ(unknown.size, 42u);
+  EXPECT_FALSE(unknown.known());
+  expect_exact_length(
+      model_id_bytes(m), [](net::ByteReader& r) { read_whole_model_id(r); }, "model id");
+}
+
+TEST(RemoteMessages, ModelIdWithABadHashIsRejected) {
+  std::string upper = kHash;
+  upper[10] = 'A';
+  EXPECT_ERROR(model_id_round_trip({1, upper, "m"}), "is not a SHA-256 in hex");
+  EXPECT_ERROR(model_id_round_trip({1, "abc", "m"}), "model hash 'abc' is not a SHA-256 in hex");
+  EXPECT_ERROR(model_id_round_trip({1, std::string(kHash) + "0", "m"}), "model hash: count 65 exceeds the limit 64");
+}
+
+Bytes slices_bytes(const std::vector<SliceSpec>& specs) {
+  net::ByteWriter w;
+  write_slices(w, specs);
+  return std::move(w.data());
+}
+std::vector<SliceSpec> read_whole_slices(net::ByteReader& r) {
+  auto s = read_slices(r);
+  r.finish("slices");
+  return s;
+}
+std::vector<SliceSpec> slices_round_trip(const std::vector<SliceSpec>& specs) {
+  const Bytes b = slices_bytes(specs);
+  net::ByteReader r(b);
+  return read_whole_slices(r);
+}
+
+void expect_same_slices(const std::vector<SliceSpec>& a, const std::vector<SliceSpec>& b) {
+  ASSERT_EQ(a.size(), b.size());
+  for (size_t i = 0; i < a.size(); ++i) {
+    EXPECT_EQ(a[i].name, b[i].name);
+    EXPECT_EQ(a[i].source, b[i].source) << a[i].name;
+    EXPECT_EQ(a[i].kind, b[i].kind) << a[i].name;
+    expect_same_range(a[i].range, b[i].range, a[i].name);
+    EXPECT_EQ(a[i].empty, b[i].empty) << a[i].name;
+  }
+}
+
+TEST(RemoteMessages, SlicesRoundTrip) {
+  const WorkerSlices w;
+  ASSERT_FALSE(w.specs.empty());
+  expect_same_slices(slices_round_trip(w.specs), w.specs);
+  const std::vector<SliceSpec> hand = {{"s0", "token_embd.weight", Kind::Whole, {}, false},
+                                       {"s1", "blk.0.ffn_up.weight", Kind::Rows, {16, 48}, false},
+                                       {"s2", "blk.0.ffn_down.weight", Kind::Cols, {32, 64}, true}};
+  expect_same_slices(slices_round_trip(hand), hand);
+  expect_same_slices(slices_round_trip({}), {});
+  expect_exact_length(
+      slices_bytes(w.specs), [](net::ByteReader& r) { read_whole_slices(r); }, "slices");
+}
+
+TEST(RemoteMessages, SlicesWithBadValuesAreRejected) {
+  EXPECT_ERROR(slices_round_trip({{"s0", "t", static_cast<Kind>(4), {}, false}}), "slice s0: kind 4 is out of range");
+  Bytes b = slices_bytes({{"s0", "t", Kind::Whole, {}, false}});
+  b.back() = 2;  // "empty" is a boolean
+  net::ByteReader r(b);
+  EXPECT_ERROR(read_whole_slices(r), "slice empty: 2 is not a boolean");
+}
+
+// The Load message as a worker reads it: graph, options, model id and slices, nothing after.
+TEST(RemoteMessages, LoadMessageRoundTrips) {
+  WorkerSlices ws;
+  const LoadOptions lo{4096, 256, DType::F32, DType::F16};
+  const ModelId id{tiny().bytes.size(), kHash, "tiny.gguf"};
+  net::ByteWriter w;
+  write_graph(w, ws.graph);
+  write_load_options(w, lo);
+  write_model_id(w, id);
+  write_slices(w, ws.specs);
+  auto read_load = [](net::ByteReader& r) {
+    read_graph(r);
+    read_load_options(r);
+    read_model_id(r);
+    read_slices(r);
+    r.finish("load");
+  };
+  net::ByteReader r(w.data());
+  expect_same_graph(read_graph(r), ws.graph);
+  const LoadOptions back = read_load_options(r);
+  EXPECT_EQ(back.n_ctx, 4096);
+  EXPECT_EQ(back.k_type, DType::F32);
+  EXPECT_EQ(read_model_id(r).size, id.size);
+  expect_same_slices(read_slices(r), ws.specs);
+  EXPECT_NO_THROW(r.finish("load"));
+  expect_exact_length(w.data(), read_load, "load");
+}
+
+// ---------------------------------------------------------------- step
+
+Bytes step_bytes(const Step& s) {
+  net::ByteWriter w;
+  write_step(w, s);
+  return std::move(w.data());
+}
+Step step_round_trip(const Step& s) {
+  const Bytes b = step_bytes(s);
+  net::ByteReader r(b);
+  return read_step(r);  // checks that nothing follows
+}
+
+Step rich_step() {
+  Step s;
+  s.tokens = {1, 5, 9, 3, 0x7fffffff};
+  s.pos0 = 77;
+  s.input = {0.5f, -1.25f, 3e38f, -0.f};
+  s.want_candidates = false;
+  s.want_logits = true;
+  s.sampling = {0.f, 7, 0.5f, 0.125f, 1.1f, 32, 0x0123456789abcdefULL};
+  s.recent = {4, 4, 2};
+  return s;
+}
+
+TEST(RemoteMessages, StepRoundTrips) {
+  for (const Step& s : {rich_step(), Step{}}) {
+    const Step back = step_round_trip(s);
+    EXPECT_EQ(back.tokens, s.tokens);
+    EXPECT_EQ(back.pos0, s.pos0);
+    EXPECT_EQ(back.input, s.input);
+    EXPECT_EQ(back.want_candidates, s.want_candidates);
+    EXPECT_EQ(back.want_logits, s.want_logits);
+    EXPECT_EQ(back.sampling.temp, s.sampling.temp);
+    EXPECT_EQ(back.sampling.top_k, s.sampling.top_k);
+    EXPECT_EQ(back.sampling.top_p, s.sampling.top_p);
+    EXPECT_EQ(back.sampling.min_p, s.sampling.min_p);
+    EXPECT_EQ(back.sampling.repeat_penalty, s.sampling.repeat_penalty);
+    EXPECT_EQ(back.sampling.repeat_last_n, s.sampling.repeat_last_n);
+    EXPECT_EQ(back.sampling.seed, s.sampling.seed);
+    EXPECT_EQ(back.recent, s.recent);
+  }
+  // read_step checks the end itself: trailing bytes are "step: 1 unexpected trailing bytes".
+  expect_exact_length(
+      step_bytes(rich_step()), [](net::ByteReader& r) { read_step(r); }, "step");
+}
+
+TEST(RemoteMessages, StepWithBadValuesIsRejected) {
+  Step s = rich_step();
+  s.pos0 = -1;
+  EXPECT_ERROR(step_round_trip(s), "step: pos0 -1");
+  Bytes b = step_bytes(rich_step());
+  const size_t flags = 4 + 4 * rich_step().tokens.size() + 4 + 4 + 4 * rich_step().input.size();
+  b[flags] = 2;  // want_candidates
+  net::ByteReader r(b);
+  EXPECT_ERROR(read_step(r), "want candidates: 2 is not a boolean");
+  net::ByteWriter w;  // a token count over the limit
+  w.u32(static_cast<uint32_t>(kMaxTokens) + 1);
+  net::ByteReader r2(w.data());
+  EXPECT_ERROR(read_step(r2), "step tokens: count 1048577 exceeds the limit 1048576");
+}
+
+// ---------------------------------------------------------------- step result
+
+Bytes step_result_bytes(const StepResult& s, const DeviceStats& st) {
+  net::ByteWriter w;
+  write_step_result(w, s, st);
+  return std::move(w.data());
+}
+
+TEST(RemoteMessages, StepResultRoundTripsWithStats) {
+  StepResult s;
+  s.candidates.top = {{42, 9.5f}, {7, 3.25f}, {0, -1e30f}};
+  s.logits = {1.f, -2.f, 0.5f, 8.f};
+  s.output = {0.25f, 0.125f};
+  DeviceStats st;
+  for (size_t i = 0; i < st.op_seconds.size(); ++i) st.op_seconds[i] = 0.001 * static_cast<double>(i + 1);
+  st.collective_seconds = 1.5;
+  st.step_seconds = 2.75;
+  st.steps = 1234567890123ULL;
+  const Bytes b = step_result_bytes(s, st);
+  net::ByteReader r(b);
+  DeviceStats back_stats;
+  const StepResult back = read_step_result(r, back_stats);
+  ASSERT_EQ(back.candidates.top.size(), 3u);
+  for (size_t i = 0; i < 3; ++i) {
+    EXPECT_EQ(back.candidates.top[i].id, s.candidates.top[i].id);
+    EXPECT_EQ(back.candidates.top[i].logit, s.candidates.top[i].logit);
+  }
+  EXPECT_EQ(back.logits, s.logits);
+  EXPECT_EQ(back.output, s.output);
+  EXPECT_EQ(back_stats.op_seconds, st.op_seconds);
+  EXPECT_EQ(back_stats.collective_seconds, st.collective_seconds);
+  EXPECT_EQ(back_stats.step_seconds, st.step_seconds);
+  EXPECT_EQ(back_stats.steps, st.steps);
+
+  const Bytes empty = step_result_bytes({}, {});
+  net::ByteReader re(empty);
+  DeviceStats es;
+  es.steps = 9;  // overwritten by what arrives
+  const StepResult e = read_step_result(re, es);
+  EXPECT_TRUE(e.candidates.top.empty() && e.logits.empty() && e.output.empty());
+  EXPECT_EQ(es.steps, 0u);
+
+  expect_exact_length(
+      b,
+      [](net::ByteReader& r) {
+        DeviceStats x;
+        read_step_result(r, x);
+      },
+      "step result");
+}
+
+TEST(RemoteMessages, StepResultWithOtherOpStatsIsRejected) {
+  Bytes b = step_result_bytes({}, {});
+  // Empty candidates, logits and output: 3 u32 counts, then the op stats count.
+  const uint32_t n_ops = static_cast<uint32_t>(DeviceStats{}.op_seconds.size());
+  uint32_t fewer = n_ops - 1;
+  std::memcpy(&b[12], &fewer, 4);  // little-endian like the wire (x86)
+  net::ByteReader r(b);
+  DeviceStats st;
+  EXPECT_ERROR(read_step_result(r, st), fmt::format("step result: {} op stats, expected {}", fewer, n_ops));
+  uint32_t more = n_ops + 1;
+  std::memcpy(&b[12], &more, 4);
+  net::ByteReader r2(b);
+  EXPECT_ERROR(read_step_result(r2, st), fmt::format("op stats: count {} exceeds the limit {}", more, n_ops));
 }
 
 }  // namespace

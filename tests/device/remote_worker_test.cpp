@@ -8,6 +8,7 @@
 #include "net/frame.h"
 #include "net/handshake.h"
 #include "net/wire.h"
+#include "support/expect_error.h"
 #include "tools/gen_model.h"
 #include "worker_process.h"
 
@@ -83,7 +84,8 @@ TEST(RemoteWorker, BrokenSessionsEndOnlyThemselves) {
     net::Socket s = net::connect_tcp(hp, 2000);
     const std::string junk = "GET / HTTP/1.1\r\nHost: x\r\n\r\n";
     s.send_all(junk.data(), junk.size(), 1000);
-    EXPECT_THROW(net::expect_frame(s, net::MsgType::Challenge, 3000), Error);  // closed without a reply frame
+    // The worker answers with an error frame naming what it refused, then closes.
+    EXPECT_ERROR(net::expect_frame(s, net::MsgType::Challenge, 3000), "bad frame magic");
   }
   expect_serving(w);
   {  // oversized: a Hello claiming 1 GiB
@@ -92,7 +94,7 @@ TEST(RemoteWorker, BrokenSessionsEndOnlyThemselves) {
     h.u32(net::kFrameMagic << 16 | static_cast<uint32_t>(net::MsgType::Hello));
     h.u32(1u << 30);
     s.send_all(h.data().data(), h.data().size(), 1000);
-    EXPECT_THROW(net::expect_frame(s, net::MsgType::Challenge, 3000), Error);
+    EXPECT_ERROR(net::expect_frame(s, net::MsgType::Challenge, 3000), "hello frame of 1073741824 bytes refused");
   }
   expect_serving(w);
   {  // truncated: the header promises more than arrives before the close
@@ -120,7 +122,7 @@ TEST(RemoteWorker, BrokenSessionsEndOnlyThemselves) {
     net::ByteWriter b;
     b.u32(0);
     net::send_frame(s, net::MsgType::Step, b.data(), 1000);
-    EXPECT_THROW(net::expect_frame(s, net::MsgType::StepResult, 3000), Error);
+    EXPECT_ERROR(net::expect_frame(s, net::MsgType::StepResult, 3000), "step before load");
   }
   expect_serving(w);
 }
@@ -190,7 +192,7 @@ TEST(RemoteWorker, SecondCoordinatorIsToldTheWorkerIsBusy) {
 TEST(RemoteWorker, SessionThatDoesNotLoadIsDropped) {
   Worker w({"--preload-timeout", "1"});
   RemoteDevice idle(w.address(), 1, {});
-  EXPECT_THROW(RemoteDevice(w.address(), 1, {}), Error);  // busy
+  EXPECT_ERROR(RemoteDevice(w.address(), 1, {}), "worker busy");  // busy
   std::this_thread::sleep_for(std::chrono::milliseconds(1500));
   expect_serving(w);
 }
@@ -240,7 +242,7 @@ TEST(RemoteWorker, WrongKeyIsRejectedNamingTheWorker) {
   } catch (const Error& e) {
     EXPECT_NE(std::string(e.what()).find(w.url()), std::string::npos) << e.what();
   }
-  EXPECT_THROW(RemoteDevice(w.address(), 1, {}), Error);  // no key at all
+  EXPECT_ERROR(RemoteDevice(w.address(), 1, {}), "requires an auth key");  // no key at all
   EXPECT_NO_THROW(RemoteDevice(w.address(), 1, net::read_key_file(key_file)));
 }
 

@@ -4,6 +4,7 @@
 #include "core/error.h"
 #include "gguf/gguf_reader.h"
 #include "gguf/gguf_writer.h"
+#include "support/expect_error.h"
 
 #include <gtest/gtest.h>
 
@@ -255,7 +256,7 @@ TEST(GgufMalformed, TruncatedAtEveryOffset) {
   for (size_t n = 0; n < full.size(); ++n) {
     // A fresh buffer of exactly n bytes, so ASan sees any read past the truncation.
     std::vector<uint8_t> cut(full.begin(), full.begin() + static_cast<std::ptrdiff_t>(n));
-    EXPECT_THROW(parse(cut), Error) << "truncated to " << n << " of " << full.size() << " bytes";
+    EXPECT_ERROR(parse(cut), "[gguf] test.gguf: ") << "truncated to " << n << " of " << full.size() << " bytes";
   }
 }
 

@@ -3,6 +3,7 @@
 #include "gguf/gguf_reader.h"
 #include "core/error.h"
 #include "gguf/gguf_writer.h"
+#include "support/expect_error.h"
 
 #include <gtest/gtest.h>
 
@@ -89,7 +90,7 @@ TEST(GgufReader, Stories260KTensors) {
   std::memcpy(&first, emb.data, 4);
   EXPECT_NE(first, 0.0f);
   EXPECT_EQ(f->find_tensor("nope"), nullptr);
-  EXPECT_THROW(f->tensor("nope"), Error);
+  EXPECT_ERROR(f->tensor("nope"), "missing tensor 'nope'");
 }
 
 TEST(GgufReader, Stories260KRewritesByteForByte) {
@@ -162,10 +163,10 @@ TEST(GgufReader, OpenErrorsNameThePath) {
   } catch (const Error& e) {
     EXPECT_NE(std::string(e.what()).find("weft-no-such-file.gguf: cannot open"), std::string::npos) << e.what();
   }
-  EXPECT_THROW(File::open(dir.string()), Error);  // a directory
+  EXPECT_ERROR(File::open(dir.string()), "not a regular file");  // a directory
   const auto empty = dir / ("weft-empty-" + std::to_string(::getpid()) + ".gguf");
   { std::ofstream(empty.string()); }
-  EXPECT_THROW(File::open(empty.string()), Error);
+  EXPECT_ERROR(File::open(empty.string()), "file is empty");
   std::filesystem::remove(empty);
 }
 

@@ -3,6 +3,7 @@
 #include "gguf/gguf_writer.h"
 #include "core/error.h"
 #include "gguf/gguf_reader.h"
+#include "support/expect_error.h"
 
 #include <gtest/gtest.h>
 
@@ -217,34 +218,36 @@ TEST(GgufWriter, SetReplacesInPlaceAndAlignmentIsHonoured) {
   EXPECT_EQ(bytes.size() % 64, 0u);
 
   w.set_u32("general.alignment", 48);
-  EXPECT_THROW(w.to_bytes(), Error);
+  EXPECT_ERROR(w.to_bytes(), "general.alignment must be a non-zero power of two");
 }
 
 TEST(GgufWriter, RejectsWhatTheReaderWouldReject) {
   Writer w;
-  EXPECT_THROW(w.add_tensor("t", DType::F32, {4}, std::vector<uint8_t>(15)), Error);   // wrong data size
-  EXPECT_THROW(w.add_tensor("t", DType::Q4_0, {16}, std::vector<uint8_t>(9)), Error);  // half a block
-  EXPECT_THROW(w.add_tensor("t", DType::F32, {1, 1, 1, 1, 1}, std::vector<uint8_t>(4)), Error);
-  EXPECT_THROW(w.add_tensor("t", DType::F32, {}, std::vector<uint8_t>()), Error);
-  EXPECT_THROW(w.add_tensor("t", DType::F32, {-4}, std::vector<uint8_t>()), Error);
-  EXPECT_THROW(w.add_tensor("", DType::F32, {1}, std::vector<uint8_t>(4)), Error);
-  EXPECT_THROW(w.add_tensor("t", DType::F32, {1}, Writer::Fill{}), Error);
+  EXPECT_ERROR(w.add_tensor("t", DType::F32, {4}, std::vector<uint8_t>(15)),
+               "has 15 bytes of data, its shape needs 16");  // wrong data size
+  EXPECT_ERROR(w.add_tensor("t", DType::Q4_0, {16}, std::vector<uint8_t>(9)),
+               "row length 16 is not a multiple");  // half a block
+  EXPECT_ERROR(w.add_tensor("t", DType::F32, {1, 1, 1, 1, 1}, std::vector<uint8_t>(4)), "has 5 dims (must be 1..4)");
+  EXPECT_ERROR(w.add_tensor("t", DType::F32, {}, std::vector<uint8_t>()), "has 0 dims (must be 1..4)");
+  EXPECT_ERROR(w.add_tensor("t", DType::F32, {-4}, std::vector<uint8_t>()), "has bad dim -4");
+  EXPECT_ERROR(w.add_tensor("", DType::F32, {1}, std::vector<uint8_t>(4)), "writer: empty tensor name");
+  EXPECT_ERROR(w.add_tensor("t", DType::F32, {1}, Writer::Fill{}), "has an empty fill callback");
   w.add_tensor("t", DType::F32, {1}, std::vector<uint8_t>(4));
-  EXPECT_THROW(w.add_tensor("t", DType::F32, {1}, std::vector<uint8_t>(4)), Error);
-  EXPECT_THROW(w.set_u32("", 1), Error);
+  EXPECT_ERROR(w.add_tensor("t", DType::F32, {1}, std::vector<uint8_t>(4)), "duplicate tensor name 't'");
+  EXPECT_ERROR(w.set_u32("", 1), "writer: bad key length 0");
 
   auto serialize_one = [](const Value& v) {
     Writer one;
     one.set_value("k", v);
     return one.to_bytes();
   };
-  EXPECT_THROW(serialize_one(scalar(ValueType::U8, uint64_t{256})), Error);
-  EXPECT_THROW(serialize_one(scalar(ValueType::I16, int64_t{40000})), Error);
-  EXPECT_THROW(serialize_one(scalar(ValueType::U32, std::string("x"))), Error);
-  EXPECT_THROW(serialize_one(array(ValueType::U8, {scalar(ValueType::I8, int64_t{1})})), Error);
+  EXPECT_ERROR(serialize_one(scalar(ValueType::U8, uint64_t{256})), "value 256 does not fit in");
+  EXPECT_ERROR(serialize_one(scalar(ValueType::I16, int64_t{40000})), "value 40000 does not fit in");
+  EXPECT_ERROR(serialize_one(scalar(ValueType::U32, std::string("x"))), "holds a value of another kind");
+  EXPECT_ERROR(serialize_one(array(ValueType::U8, {scalar(ValueType::I8, int64_t{1})})), "key 'k' is an array of");
   Value deep = scalar(ValueType::U8, uint64_t{1});
   for (int d = 0; d <= kMaxArrayDepth; ++d) deep = array(deep.type, {deep});
-  EXPECT_THROW(serialize_one(deep), Error);
+  EXPECT_ERROR(serialize_one(deep), "nests arrays deeper than");
   EXPECT_NO_THROW(serialize_one(deep.as_array("k")[0]));
 }
 
@@ -253,10 +256,10 @@ TEST(GgufWriter, FailedWriteLeavesNoFile) {
   w.add_tensor("t", DType::F32, {1}, [](uint8_t*, size_t) { throw Error("test", "generator failed"); });
   const auto path =
       (std::filesystem::temp_directory_path() / ("weft_gguf_fail_" + std::to_string(::getpid()))).string();
-  EXPECT_THROW(w.write(path), Error);
+  EXPECT_ERROR(w.write(path), "generator failed");
   EXPECT_FALSE(std::filesystem::exists(path));
   EXPECT_FALSE(std::filesystem::exists(path + ".tmp"));
-  EXPECT_THROW(w.write("/nonexistent-dir/x.gguf"), Error);
+  EXPECT_ERROR(w.write("/nonexistent-dir/x.gguf"), "cannot create");
 }
 
 }  // namespace

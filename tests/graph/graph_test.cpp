@@ -1,5 +1,6 @@
 #include "graph/graph.h"
 #include "core/error.h"
+#include "support/expect_error.h"
 
 #include <gtest/gtest.h>
 
@@ -11,7 +12,7 @@ TEST(Graph, NodesMustReadEarlierNodes) {
   g.dims.n_embd = 8;
   const int a = g.add({OpKind::Embed, {}, Axis::Embd, 8, "token_embd.weight", "", -1, "embed"});
   EXPECT_EQ(g.add({OpKind::Add, {a, a}, Axis::Embd, 8, "", "", 0, "add"}), 1);
-  EXPECT_THROW(g.add({OpKind::Add, {a, 5}, Axis::Embd, 8, "", "", 0, "bad"}), Error);
+  EXPECT_ERROR(g.add({OpKind::Add, {a, 5}, Axis::Embd, 8, "", "", 0, "bad"}), "in < id failed");
 }
 
 TEST(Graph, AxisWidthsFollowDims) {

@@ -3,8 +3,10 @@
 #include "kernels/ops.h"
 #include "core/error.h"
 #include "core/fp16.h"
+#include "support/expect_error.h"
 
 #include <fmt/format.h>
+
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -451,7 +453,7 @@ TEST(Rope, FreqFactorsTensorOverridesLlama3) {
   expect_near_all(fast, want, kRopeAbsTol, "rope freq_factors");
   expect_near_all(ref, want, kRopeAbsTol, "rope_ref freq_factors");
   p.freq_factors.resize(15);
-  EXPECT_THROW(rope(fast.data(), 2, 2, 40, pos.data(), p), Error);
+  EXPECT_ERROR(rope(fast.data(), 2, 2, 40, pos.data(), p), "rope: 15 freq_factors for n_rot");
 }
 
 TEST(Rope, RejectsBadNRot) {
@@ -459,9 +461,9 @@ TEST(Rope, RejectsBadNRot) {
   p.n_rot = 7;
   std::vector<float> x(8);
   const int32_t pos = 1;
-  EXPECT_THROW(rope(x.data(), 1, 1, 8, &pos, p), Error);
+  EXPECT_ERROR(rope(x.data(), 1, 1, 8, &pos, p), "rope: n_rot 7 must be even");
   p.n_rot = 10;
-  EXPECT_THROW(rope_ref(x.data(), 1, 1, 8, &pos, p), Error);
+  EXPECT_ERROR(rope_ref(x.data(), 1, 1, 8, &pos, p), "rope: n_rot 10 must be even");
 }
 
 // ---------------------------------------------------------------- attention
@@ -557,7 +559,8 @@ TEST_F(OpsIsaTest, AttentionOverF16CachesMatchesRef) {
   AttentionShape bad = c.shape;
   bad.k_type = DType::Q8_0;
   std::vector<float> out(c.q.size());
-  EXPECT_THROW(attention(bad, c.q.data(), c.k.data(), c.v.data(), c.kv_of_q.data(), c.pos.data(), out.data()), Error);
+  EXPECT_ERROR(attention(bad, c.q.data(), c.k.data(), c.v.data(), c.kv_of_q.data(), c.pos.data(), out.data()),
+               "attention: cache type");
 }
 
 TEST_F(OpsIsaTest, F32ToF16RowRoundsAsTheScalarConversion) {
@@ -588,7 +591,8 @@ TEST(Attention, HeadRangesComposeAndLeaveOtherHeadsAlone) {
   attention(s, c.q.data(), c.k.data(), c.v.data(), c.kv_of_q.data(), c.pos.data(), split.data());
   expect_near_all(split, full, 0.0, "split heads");
   s.head_end = 9;
-  EXPECT_THROW(attention(s, c.q.data(), c.k.data(), c.v.data(), c.kv_of_q.data(), c.pos.data(), split.data()), Error);
+  EXPECT_ERROR(attention(s, c.q.data(), c.k.data(), c.v.data(), c.kv_of_q.data(), c.pos.data(), split.data()),
+               "head range [3, 9) outside [0, 8)");
 }
 
 TEST(Attention, IsCausalByPosition) {

@@ -2,6 +2,7 @@
 // unsplit vocabulary draws; the filters cut where llama.cpp cuts; draws follow the distribution.
 #include "model/sampling.h"
 #include "core/error.h"
+#include "support/expect_error.h"
 
 #include <gtest/gtest.h>
 
@@ -256,10 +257,10 @@ TEST(Sampling, FrequenciesFollowSoftmax) {
 
 TEST(Sampling, RejectsEmptyAndNaN) {
   std::mt19937_64 rng(1);
-  EXPECT_THROW(sample({}, plain(1.f), rng), Error);
-  EXPECT_THROW(sample({LocalCandidates{}}, greedy(), rng), Error);
+  EXPECT_ERROR(sample({}, plain(1.f), rng), "no candidates to sample from");
+  EXPECT_ERROR(sample({LocalCandidates{}}, greedy(), rng), "no candidates to sample from");
   const std::vector<float> l = {0.f, NAN};
-  EXPECT_THROW(local_candidates(l.data(), 0, 2, greedy(), {}), Error);
+  EXPECT_ERROR(local_candidates(l.data(), 0, 2, greedy(), {}), "logit of token 1 is NaN");
 }
 
 }  // namespace

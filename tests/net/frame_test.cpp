@@ -3,6 +3,7 @@
 #include "net/frame.h"
 #include "core/error.h"
 #include "net/wire.h"
+#include "support/expect_error.h"
 
 #include <gtest/gtest.h>
 
@@ -45,20 +46,20 @@ TEST(Wire, RejectsCountsOverTheLimitOrTheBytesLeft) {
   ByteWriter w;
   w.u32(1000);  // claims 1000 floats but carries none
   ByteReader r(w.data());
-  EXPECT_THROW(r.f32s("floats", 1 << 20), Error);
+  EXPECT_ERROR(r.f32s("floats", 1 << 20), "floats: count 1000 needs more than");
   ByteReader r2(w.data());
-  EXPECT_THROW(r2.f32s("floats", 10), Error);  // over the stated maximum
+  EXPECT_ERROR(r2.f32s("floats", 10), "floats: count 1000 exceeds the limit 10");  // over the stated maximum
   ByteWriter s;
   s.str("abcdef");
   ByteReader r3(s.data());
-  EXPECT_THROW(r3.str("name", 3), Error);
+  EXPECT_ERROR(r3.str("name", 3), "name: count 6 exceeds the limit 3");
   ByteReader r4(s.data());
   r4.u32("len");
-  EXPECT_THROW(r4.finish("msg"), Error);  // trailing bytes
+  EXPECT_ERROR(r4.finish("msg"), "msg: 6 unexpected trailing bytes");  // trailing bytes
   ByteWriter b;
   b.u8(2);
   ByteReader r5(b.data());
-  EXPECT_THROW(r5.boolean("flag"), Error);
+  EXPECT_ERROR(r5.boolean("flag"), "flag: 2 is not a boolean");
 }
 
 std::array<uint8_t, kFrameHeaderBytes> header(uint32_t word, uint32_t len) {
@@ -74,12 +75,12 @@ TEST(Frame, HeaderChecksMagicTypeAndPerTypeLimit) {
   MsgType t;
   EXPECT_EQ(parse_frame_header(header(kFrameMagic << 16 | 12, 100), t), 100u);
   EXPECT_EQ(t, MsgType::Step);
-  EXPECT_THROW(parse_frame_header(header(0x47455420, 4), t), Error);               // "GET "
-  EXPECT_THROW(parse_frame_header(header(kFrameMagic << 16 | 0, 0), t), Error);    // type 0
-  EXPECT_THROW(parse_frame_header(header(kFrameMagic << 16 | 999, 0), t), Error);  // unknown type
+  EXPECT_ERROR(parse_frame_header(header(0x47455420, 4), t), "bad frame magic");                        // "GET "
+  EXPECT_ERROR(parse_frame_header(header(kFrameMagic << 16 | 0, 0), t), "unknown message type 0");      // type 0
+  EXPECT_ERROR(parse_frame_header(header(kFrameMagic << 16 | 999, 0), t), "unknown message type 999");  // unknown type
   const uint32_t hello = kFrameMagic << 16 | static_cast<uint32_t>(MsgType::Hello);
   EXPECT_NO_THROW(parse_frame_header(header(hello, 256), t));
-  EXPECT_THROW(parse_frame_header(header(hello, 257), t), Error);  // over Hello's limit
+  EXPECT_ERROR(parse_frame_header(header(hello, 257), t), "exceeds its limit of 256");  // over Hello's limit
   for (int i = 1; i < static_cast<int>(MsgType::Count); ++i)
     EXPECT_GT(max_payload(static_cast<MsgType>(i)), 0u) << msg_type_name(static_cast<MsgType>(i));
 }
@@ -99,9 +100,12 @@ TEST(Frame, BeforeAuthenticationOnlySmallHandshakeFramesPass) {
   }
   for (MsgType m : {MsgType::Hello, MsgType::Challenge, MsgType::Proof, MsgType::Welcome, MsgType::Error})
     EXPECT_NO_THROW(parse_frame_header(header(word(m), 64), t, Phase::Handshake)) << msg_type_name(m);
-  EXPECT_THROW(parse_frame_header(header(word(MsgType::Error), kHandshakeMaxPayload + 1), t, Phase::Handshake), Error);
-  EXPECT_THROW(parse_frame_header(header(word(MsgType::KvSet), 16), t, Phase::Handshake), Error);
-  EXPECT_THROW(parse_frame_header(header(word(MsgType::Load), 16), t, Phase::Handshake), Error);
+  EXPECT_ERROR(parse_frame_header(header(word(MsgType::Error), kHandshakeMaxPayload + 1), t, Phase::Handshake),
+               "refused before authentication");
+  EXPECT_ERROR(parse_frame_header(header(word(MsgType::KvSet), 16), t, Phase::Handshake),
+               "refused before authentication");
+  EXPECT_ERROR(parse_frame_header(header(word(MsgType::Load), 16), t, Phase::Handshake),
+               "refused before authentication");
 }
 
 // A worker's error arrives with its origin and blame, naming the worker: a broken collective
@@ -115,7 +119,7 @@ TEST(Frame, ErrorPayloadKeepsOriginAndBlame) {
   EXPECT_EQ(got.blame(), Blame::Peer);
   auto bytes = error_payload(Error("net", "x"));
   bytes.push_back(0);  // trailing garbage
-  EXPECT_THROW(read_error_payload(bytes, "tcp://w:7"), Error);
+  EXPECT_ERROR(read_error_payload(bytes, "tcp://w:7"), "error: 1 unexpected trailing bytes");
 }
 
 TEST(Frame, SendAndReceiveOverLoopbackWithTimeouts) {
@@ -130,7 +134,7 @@ TEST(Frame, SendAndReceiveOverLoopbackWithTimeouts) {
   EXPECT_EQ(f.type, MsgType::Step);
   EXPECT_EQ(f.payload, payload);
   // Nothing sent: the receive times out instead of hanging.
-  EXPECT_THROW(recv_frame(s, 50, 50), Error);
+  EXPECT_ERROR(recv_frame(s, 50, 50), "no reply within 50 ms");
   // A truncated frame (header promises 100 bytes, 10 arrive, then the peer closes).
   auto h = header(kFrameMagic << 16 | static_cast<uint32_t>(MsgType::Step), 100);
   c.send_all(h.data(), h.size(), 1000);

@@ -4,6 +4,7 @@
 #include "core/error.h"
 #include "net/frame.h"
 #include "net/wire.h"
+#include "support/expect_error.h"
 
 #include <gtest/gtest.h>
 
@@ -81,7 +82,7 @@ void write_file(const std::string& path, const char* text, mode_t mode) {
 TEST(Handshake, ShortKeyFileIsRejected) {
   const std::string path = testing::TempDir() + "/weft_short_key";
   write_file(path, "short\n", 0600);
-  EXPECT_THROW(read_key_file(path), Error);
+  EXPECT_ERROR(read_key_file(path), "bytes; at least");
 }
 
 TEST(Handshake, KeyFileReadableByOthersIsRefused) {
@@ -95,7 +96,7 @@ TEST(Handshake, KeyFileReadableByOthersIsRefused) {
         << e.what();
   }
   ::chmod(path.c_str(), 0640);
-  EXPECT_THROW(read_key_file(path), Error);
+  EXPECT_ERROR(read_key_file(path), "is readable by others (mode 0640)");
   ::chmod(path.c_str(), 0600);
   EXPECT_EQ(read_key_file(path), bytes("0123456789abcdef-key"));
 }

@@ -2,6 +2,7 @@
 // outsider (no key, or another group's key) or overwritten by one is rejected by the reader.
 #include "net/kv_store.h"
 #include "core/error.h"
+#include "support/expect_error.h"
 
 #include <gtest/gtest.h>
 
@@ -32,7 +33,7 @@ TEST(KvStore, ForgedEntriesAreRejected) {
   // write before the next read from another one.
   other_group.set("rank0", addr);  // an overwrite tagged for another group
   other_group.get("rank0");
-  EXPECT_THROW(b.get("rank0"), Error);
+  EXPECT_ERROR(b.get("rank0"), "entry 'rank0' failed authentication");
   a.set("rank0", addr);
   a.get("rank0");
   EXPECT_EQ(b.get("rank0"), addr);
@@ -42,10 +43,12 @@ TEST(KvStore, ForgedEntriesAreRejected) {
 }
 
 TEST(KvStore, MessageDecodersRejectMalformedBytes) {
-  EXPECT_THROW(read_kv_set(std::vector<uint8_t>{5, 0, 0, 0, 'a'}), Error);        // key shorter than its length
-  EXPECT_THROW(read_kv_get(std::vector<uint8_t>{1, 0, 0, 0, 'a', 1, 0}), Error);  // truncated timeout
-  EXPECT_THROW(read_kv_get(std::vector<uint8_t>{1, 0, 0, 0, 'a', 0xff, 0xff, 0xff, 0xff}),
-               Error);  // timeout over an hour
+  EXPECT_ERROR(read_kv_set(std::vector<uint8_t>{5, 0, 0, 0, 'a'}),
+               "kv key: count 5 needs more than the 1 bytes left");  // key shorter than its length
+  EXPECT_ERROR(read_kv_get(std::vector<uint8_t>{1, 0, 0, 0, 'a', 1, 0}),
+               "message truncated reading kv timeout");  // truncated timeout
+  EXPECT_ERROR(read_kv_get(std::vector<uint8_t>{1, 0, 0, 0, 'a', 0xff, 0xff, 0xff, 0xff}),
+               "timeout 4294967295 ms is over an hour");  // timeout over an hour
   const auto m = read_kv_get(std::vector<uint8_t>{1, 0, 0, 0, 'a', 0x10, 0x27, 0, 0});
   EXPECT_EQ(m.key, "a");
   EXPECT_EQ(m.timeout_ms, 10000);

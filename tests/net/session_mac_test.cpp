@@ -6,6 +6,7 @@
 #include "net/channel.h"
 #include "net/handshake.h"
 #include "net/wire.h"
+#include "support/expect_error.h"
 
 #include <gtest/gtest.h>
 
@@ -46,12 +47,14 @@ TEST(SessionMac, TamperedReplayedOrReflectedFramesFail) {
   SessionMac c2(kKey, kNc, kNw, Role::Coordinator), w2(kKey, kNc, kNw, Role::Worker);
   auto bad = payload;
   bad[2] ^= 1;
-  EXPECT_THROW(w2.verify(h, bad, c2.sign(h, payload), "peer"), Error);  // tampered payload
+  EXPECT_ERROR(w2.verify(h, bad, c2.sign(h, payload), "peer"), "failed authentication (tampered");  // tampered payload
   SessionMac c3(kKey, kNc, kNw, Role::Coordinator), c4(kKey, kNc, kNw, Role::Coordinator);
-  EXPECT_THROW(c4.verify(h, payload, c3.sign(h, payload), "peer"), Error);  // reflected back to its sender
+  EXPECT_ERROR(c4.verify(h, payload, c3.sign(h, payload), "peer"),
+               "failed authentication (tampered");  // reflected back to its sender
   SessionMac other(kKey, kNc, std::vector<uint8_t>(kNonceBytes, 3), Role::Worker),
       c5(kKey, kNc, kNw, Role::Coordinator);
-  EXPECT_THROW(other.verify(h, payload, c5.sign(h, payload), "peer"), Error);  // from another session
+  EXPECT_ERROR(other.verify(h, payload, c5.sign(h, payload), "peer"),
+               "failed authentication (tampered");  // from another session
 }
 
 // Connected loopback sockets.

@@ -1,6 +1,7 @@
 // The split planner on synthetic llama-shaped graphs: no model file, no weights, no threads.
 #include "parallel/planner.h"
 #include "model/llama_graph.h"
+#include "support/expect_error.h"
 
 #include <gtest/gtest.h>
 
@@ -241,17 +242,17 @@ TEST(Planner, DeviceWithZeroShareGetsNothingButStaysInTheGroup) {
 TEST(Planner, RejectsBadRatios) {
   const auto g = model::build_llama_graph(config(kStories));
   const auto w = weights(g, DType::F32);
-  EXPECT_THROW(plan_tensor(g, w, {}), Error);
-  EXPECT_THROW(plan_tensor(g, w, {0, 0}), Error);
-  EXPECT_THROW(plan_tensor(g, w, {1, -1}), Error);
-  EXPECT_THROW(plan_tensor(g, w, std::vector<double>(17, 1.0)), Error);
+  EXPECT_ERROR(plan_tensor(g, w, {}), "devices, got 0");
+  EXPECT_ERROR(plan_tensor(g, w, {0, 0}), "split ratios sum to 0");
+  EXPECT_ERROR(plan_tensor(g, w, {1, -1}), "split ratio -1 is not a finite number");
+  EXPECT_ERROR(plan_tensor(g, w, std::vector<double>(17, 1.0)), "devices, got 17");
 }
 
 TEST(Planner, RejectsWeightsOfTheWrongShape) {
   const auto g = model::build_llama_graph(config(kStories));
   auto w = weights(g, DType::F32);
   w["blk.0.ffn_down.weight"].cols = 100;
-  EXPECT_THROW(plan_tensor(g, w, {1, 1}), Error);
+  EXPECT_ERROR(plan_tensor(g, w, {1, 1}), "tensor 'blk.0.ffn_down.weight' is 100x");
 }
 
 TEST(Planner, LayerSplitGivesWholeLayersInOrder) {

@@ -8,6 +8,7 @@
 
 #include "core/error.h"
 #include "gguf/gguf_writer.h"
+#include "support/expect_error.h"
 
 #include <gtest/gtest.h>
 
@@ -337,7 +338,7 @@ TEST(Spm, UnknownCharsFallBackToBytes) {
   EXPECT_EQ(t->piece(1), "");
   EXPECT_EQ(t->piece(1, true), "<s>");
   EXPECT_EQ(t->decode(t->encode("a\xC3\xA9 a", false)), "a\xC3\xA9 a");
-  EXPECT_THROW(t->piece(10000), Error);
+  EXPECT_ERROR(t->piece(10000), "token id 10000 out of range");
 }
 
 TEST(Spm, ParseSpecialAndSpacePrefix) {
@@ -570,10 +571,12 @@ TEST(FromGguf, SpmDefaultsAndOverrides) {
 
 TEST(FromGguf, BadMetadataIsAnError) {
   EXPECT_NO_THROW(from_writer(tiny_spm_writer()));
-  EXPECT_THROW(from_writer(tiny_spm_writer("llama", {2, 3, 3})), Error);     // one type short
-  EXPECT_THROW(from_writer(tiny_spm_writer("llama", {2, 3, 3, 9})), Error);  // no such type
-  EXPECT_THROW(from_writer(tiny_spm_writer("bert")), Error);                 // unsupported kind
-  EXPECT_THROW(from_writer(tiny_spm_writer("gpt2")), Error);                 // gpt2 without merges
+  EXPECT_ERROR(from_writer(tiny_spm_writer("llama", {2, 3, 3})),
+               "token_type has 3 entries for 4 tokens");                                         // one type short
+  EXPECT_ERROR(from_writer(tiny_spm_writer("llama", {2, 3, 3, 9})), "= 9 is not a token type");  // no such type
+  EXPECT_ERROR(from_writer(tiny_spm_writer("bert")), "'bert' is not supported");                 // unsupported kind
+  EXPECT_ERROR(from_writer(tiny_spm_writer("gpt2")),
+               "gpt2 tokenizer without tokenizer.ggml.merges");  // gpt2 without merges
 }
 
 }  // namespace

@@ -7,6 +7,7 @@
 #include "core/fp16.h"
 #include "gguf/gguf_reader.h"
 #include "kernels/quants.h"
+#include "support/expect_error.h"
 
 #include <gtest/gtest.h>
 
@@ -327,21 +328,21 @@ TEST(GenModel, SpmVocab) {
 TEST(GenModel, BadOptionsThrow) {
   GenModelOptions o;
   o.preset = "70b";
-  EXPECT_THROW(generate_model_bytes(o), Error);
+  EXPECT_ERROR(generate_model_bytes(o), "unknown preset '70b'");
   o = {};
   o.type = "q3_k";
-  EXPECT_THROW(generate_model_bytes(o), Error);
+  EXPECT_ERROR(generate_model_bytes(o), "unknown type 'q3_k'");
   o = {};
   o.arch = "gpt2";
-  EXPECT_THROW(generate_model_bytes(o), Error);
+  EXPECT_ERROR(generate_model_bytes(o), "unknown arch 'gpt2'");
   o = {};
   o.overrides.n_vocab = 258;
-  EXPECT_THROW(generate_model_bytes(o), Error);
+  EXPECT_ERROR(generate_model_bytes(o), "vocab 258 is smaller than");
   o = {};
   o.overrides.n_head_kv = 3;
-  EXPECT_THROW(generate_model_bytes(o), Error);
+  EXPECT_ERROR(generate_model_bytes(o), "is not a multiple of n_head_kv 3");
   o = {};
-  EXPECT_THROW(generate_model(o), Error);  // no path
+  EXPECT_ERROR(generate_model(o), "no output path");  // no path
 }
 
 TEST(GenModel, LargePresetShapes) {
