@@ -158,7 +158,7 @@ SessionMac server_handshake(Socket& s, const std::vector<uint8_t>& key, int time
     return serve_handshake(s, key, Clock::now() + std::chrono::milliseconds(timeout_ms), admit, error_sent);
   } catch (const Error& e) {
     // A refused header, a timeout or a malformed message: say so once (the peer may be gone).
-    if (!error_sent) send_error(s, fmt::format("handshake failed: {}", e.what()));
+    if (!error_sent) send_error(s, fmt::format("handshake failed: {}", e.message()));
     throw;
   }
 }
