@@ -9,7 +9,7 @@ python3 scripts/check_layers.py  # every #include goes down the layer table (ARC
 ./scripts/check_format.sh        # .clang-format
 JOBS=$(nproc)
 
-./scripts/build.sh
+CMAKE_ARGS="-DWEFT_WERROR=ON" ./scripts/build.sh  # the project's own code builds without a warning
 ctest --test-dir build --output-on-failure -j"$JOBS" --timeout 600
 
 # Every test binary again under AddressSanitizer + UBSan: any memory error or undefined behaviour

@@ -11,9 +11,11 @@
 
 // GCC 12's _mm512_undefined_* (self-initialised on purpose) warn once inlined into target-attribute
 // functions; the warnings are about the header, not this file.
+#pragma GCC diagnostic push
 #pragma GCC diagnostic ignored "-Wuninitialized"
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
 #include <immintrin.h>
+#pragma GCC diagnostic pop
 
 #include <algorithm>
 #include <cstddef>

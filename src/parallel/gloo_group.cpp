@@ -188,7 +188,7 @@ class GlooGroup : public Group {
 
  private:
   struct Timer {
-    Timer(GlooGroup* g, size_t bytes) : g(g), t0(Clock::now()) { g->stats_.bytes_all_reduce += bytes; }
+    Timer(GlooGroup* group, size_t bytes) : g(group), t0(Clock::now()) { g->stats_.bytes_all_reduce += bytes; }
     ~Timer() { g->stats_.wait_s += std::chrono::duration<double>(Clock::now() - t0).count(); }
     GlooGroup* g;
     Clock::time_point t0;

@@ -603,9 +603,9 @@ TEST(RemoteMessages, StepResultRoundTripsWithStats) {
 
   expect_exact_length(
       b,
-      [](net::ByteReader& r) {
+      [](net::ByteReader& rd) {
         DeviceStats x;
-        read_step_result(r, x);
+        read_step_result(rd, x);
       },
       "step result");
 }

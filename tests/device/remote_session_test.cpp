@@ -66,8 +66,8 @@ TEST(RemoteSession, CoordinatorKilledMidGenerationLeavesWorkersServing) {
 void expect_silent_worker_named(const std::string& devices, const std::string& tag) {
   Worker w1, w2;
   std::string list = devices;
-  for (auto [tag, w] : {std::pair{"{w1}", &w1}, std::pair{"{w2}", &w2}})
-    if (const size_t at = list.find(tag); at != std::string::npos) list.replace(at, 4, w->url());
+  for (auto [name, w] : {std::pair{"{w1}", &w1}, std::pair{"{w2}", &w2}})
+    if (const size_t at = list.find(name); at != std::string::npos) list.replace(at, 4, w->url());
   const std::string err = testing::TempDir() + "/weft_stop_stderr_" + tag;
   const pid_t pid = start_long_run(list, err);
   std::this_thread::sleep_for(std::chrono::milliseconds(1500));

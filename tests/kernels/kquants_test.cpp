@@ -434,7 +434,7 @@ TEST_P(KQuantsSimd, RowsDotMatchesRefPerRow) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Isa, KQuantsSimd, ::testing::ValuesIn(kSimdIsas),
-                         [](const auto& info) { return std::string(isa_name(info.param)); });
+                         [](const auto& p) { return std::string(isa_name(p.param)); });
 
 }  // namespace
 }  // namespace weft::kernels::kquants

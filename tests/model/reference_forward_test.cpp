@@ -197,9 +197,9 @@ INSTANTIATE_TEST_SUITE_P(
                       Case{"q8_0", "qwen3", false, kQuantTol}, Case{"f32", "llama", false, kFloatTol, DType::F16},
                       Case{"f16", "qwen3", false, kFloatTol, DType::F16},
                       Case{"q4_0", "llama", false, kQuantTol, DType::F16}),
-    [](const auto& info) {
-      return info.param.type + "_" + info.param.arch + (info.param.tied ? "_tied" : "") +
-             (info.param.cache == DType::F16 ? "_f16cache" : "");
+    [](const auto& p) {
+      return p.param.type + "_" + p.param.arch + (p.param.tied ? "_tied" : "") +
+             (p.param.cache == DType::F16 ? "_f16cache" : "");
     });
 
 }  // namespace

@@ -66,7 +66,7 @@ std::array<uint8_t, kFrameHeaderBytes> header(uint32_t word, uint32_t len) {
   ByteWriter w;
   w.u32(word);
   w.u32(len);
-  std::array<uint8_t, kFrameHeaderBytes> h;
+  std::array<uint8_t, kFrameHeaderBytes> h{};
   std::copy(w.data().begin(), w.data().end(), h.begin());
   return h;
 }

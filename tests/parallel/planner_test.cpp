@@ -131,7 +131,9 @@ TEST(Planner, LocalOpsComputeTheirGraphOps) {
   for (const auto& p : {plan_tensor(g, weights(g, DType::F32), {1, 2}), plan_layers(g, weights(g, DType::F32), {1, 2})})
     for (const auto& dg : p.devices)
       for (const auto& n : dg.nodes)
-        if (n.source >= 0) EXPECT_EQ(n.op, local_op(g.nodes[n.source].op)) << n.label;
+        if (n.source >= 0) {
+          EXPECT_EQ(n.op, local_op(g.nodes[n.source].op)) << n.label;
+        }
 }
 
 TEST(Planner, CollectivesLineUpAcrossDevices) {
