@@ -16,8 +16,8 @@ ctest --test-dir build --output-on-failure -j"$JOBS" --timeout 600
 # fails, whichever layer it is in (the tensor-parallel equality tests read logits through the
 # same paths a user's run does).
 BUILD_DIR=build-asan CMAKE_ARGS="-DWEFT_SANITIZE=ON -DWEFT_BUILD_BENCH=OFF" ./scripts/build.sh >/dev/null
-ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 \
-  ctest --test-dir build-asan --output-on-failure -j"$JOBS" --timeout 900
+ASAN_OPTIONS=detect_leaks=1 LSAN_OPTIONS="suppressions=$PWD/scripts/lsan.supp" \
+  UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 ctest --test-dir build-asan --output-on-failure -j"$JOBS" --timeout 900
 
 # The layers with threads (collectives, devices, the engine) under ThreadSanitizer.
 BUILD_DIR=build-tsan CMAKE_ARGS="-DWEFT_TSAN=ON -DWEFT_BUILD_BENCH=OFF" TARGETS="parallel_tests device_tests runtime_tests" \
