@@ -8,6 +8,7 @@ cd "$(dirname "$0")/.."
 python3 scripts/check_layers.py  # every #include goes down the layer table (ARCHITECTURE.md)
 ./scripts/check_format.sh        # .clang-format
 JOBS=$(nproc)
+export WEFT_REQUIRE_SHARED=1  # tests needing ../shared fail, naming the file, instead of skipping
 
 CMAKE_ARGS="-DWEFT_WERROR=ON" ./scripts/build.sh  # the project's own code builds without a warning
 ctest --test-dir build --output-on-failure -j"$JOBS" --timeout 600

@@ -1,4 +1,6 @@
 // The `weft` binary end to end: exact text on the reference model, flags, and clear failures.
+#include "support/shared_data.h"
+
 #include <gtest/gtest.h>
 
 #include <sys/wait.h>
@@ -35,7 +37,7 @@ const std::string kReference =
     "big, red ball. She wanted to play with it, but it was too high.\nLily";
 
 TEST(Cli, RunPrintsTheReferenceTextOnEverySplit) {
-  if (!std::filesystem::exists(kStories)) GTEST_SKIP() << "no " << kStories;
+  WEFT_NEED_SHARED_FILE(kStories);
   for (const std::string devices :
        {"", "--mmap", "-ctk f32 -ctv f32", "--devices cpu:1,cpu:1", "--devices cpu:1,cpu:1 --mmap",
         "--devices cpu:1,cpu:1,cpu:1 -ts 3,1,2", "--devices cpu:1,cpu:1 -sm layer"}) {
@@ -46,7 +48,7 @@ TEST(Cli, RunPrintsTheReferenceTextOnEverySplit) {
 }
 
 TEST(Cli, JsonHasIdsAndTimings) {
-  if (!std::filesystem::exists(kStories)) GTEST_SKIP();
+  WEFT_NEED_SHARED_FILE(kStories);
   auto r = run("run -m " + kStories + " -p \"Once upon a time\" -n 4 --temp 0 --json");
   ASSERT_EQ(r.code, 0);
   EXPECT_NE(r.out.find("\"prompt_ids\":[1,403,407,261,378]"), std::string::npos) << r.out;
@@ -76,14 +78,14 @@ TEST(Cli, ContextFullStopsSayingSo) {
 }
 
 TEST(Cli, TokenizePrintsIds) {
-  if (!std::filesystem::exists(kStories)) GTEST_SKIP();
+  WEFT_NEED_SHARED_FILE(kStories);
   auto r = run("tokenize -m " + kStories + " -p \"Once upon a time\"");
   EXPECT_EQ(r.code, 0);
   EXPECT_EQ(r.out, "[1, 403, 407, 261, 378]\n");
 }
 
 TEST(Cli, PlanShowsTwoAllReducesPerLayer) {
-  if (!std::filesystem::exists(kStories)) GTEST_SKIP();
+  WEFT_NEED_SHARED_FILE(kStories);
   auto r = run("plan -m " + kStories + " --devices cpu:1,cpu:1,cpu:1");
   EXPECT_EQ(r.code, 0);
   EXPECT_NE(r.out.find("layer 0: 2: all_reduce after attn_output"), std::string::npos) << r.out;
@@ -92,7 +94,7 @@ TEST(Cli, PlanShowsTwoAllReducesPerLayer) {
 }
 
 TEST(Cli, PlanSizesCollectivesInTheWireType) {
-  if (!std::filesystem::exists(kStories)) GTEST_SKIP();
+  WEFT_NEED_SHARED_FILE(kStories);
   // stories260K: n_embd 64, 5 layers, two all-reduces each.
   auto f32 = run("plan -m " + kStories + " --devices cpu:1,cpu:1");
   EXPECT_NE(f32.out.find("after attn_output (256 B)"), std::string::npos) << f32.out;

@@ -2,6 +2,8 @@
 
 #include "gguf/gguf_writer.h"
 
+#include "support/shared_data.h"
+
 #include <gtest/gtest.h>
 
 #include <filesystem>
@@ -46,7 +48,7 @@ TEST(GgufInfo, SyntheticFile) {
 
 TEST(GgufInfo, Stories260K) {
   const std::string path = WEFT_SHARED_DIR "/models/stories260K.gguf";
-  if (!std::filesystem::exists(path)) GTEST_SKIP() << "missing " << path;
+  WEFT_NEED_SHARED_FILE(path);
   auto f = File::open(path);
   const std::string s = describe(*f, false);
   EXPECT_TRUE(contains(s, "GGUF v3, 19 metadata keys, 48 tensors, alignment 32")) << s;

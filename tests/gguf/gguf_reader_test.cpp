@@ -4,6 +4,7 @@
 #include "core/error.h"
 #include "gguf/gguf_writer.h"
 #include "support/expect_error.h"
+#include "support/shared_data.h"
 
 #include <gtest/gtest.h>
 
@@ -18,11 +19,8 @@ const std::string kStories = WEFT_SHARED_DIR "/models/stories260K.gguf";
 const std::string kVocabSpm = WEFT_SHARED_DIR "/models/vocab/ggml-vocab-llama-spm.gguf";
 const std::string kVocabGpt2 = WEFT_SHARED_DIR "/models/vocab/ggml-vocab-gpt-2.gguf";
 
-#define SKIP_IF_MISSING(path) \
-  if (!std::filesystem::exists(path)) GTEST_SKIP() << "missing " << (path)
-
 TEST(GgufReader, Stories260KMetadata) {
-  SKIP_IF_MISSING(kStories);
+  WEFT_NEED_SHARED_FILE(kStories);
   auto f = File::open(kStories);
   EXPECT_EQ(f->version(), 3u);
   EXPECT_EQ(f->file_size(), 1185376u);
@@ -55,7 +53,7 @@ TEST(GgufReader, Stories260KMetadata) {
 }
 
 TEST(GgufReader, Stories260KTensors) {
-  SKIP_IF_MISSING(kStories);
+  WEFT_NEED_SHARED_FILE(kStories);
   auto f = File::open(kStories);
   ASSERT_EQ(f->tensors().size(), 48u);
   struct Want {
@@ -95,7 +93,7 @@ TEST(GgufReader, Stories260KTensors) {
 
 TEST(GgufReader, Stories260KRewritesByteForByte) {
   // Our writer reproduces llama.cpp's converter output exactly: same kv types, order, layout.
-  SKIP_IF_MISSING(kStories);
+  WEFT_NEED_SHARED_FILE(kStories);
   auto f = File::open(kStories);
   Writer w;
   for (const auto& k : f->key_order()) w.set_value(k, *f->find(k));
@@ -110,14 +108,14 @@ TEST(GgufReader, Stories260KRewritesByteForByte) {
 
 TEST(GgufReader, VocabOnlyFilesWithoutDataSection) {
   // These end right after the metadata (no tensors, no padding); that is valid.
-  SKIP_IF_MISSING(kVocabSpm);
+  WEFT_NEED_SHARED_FILE(kVocabSpm);
   auto spm = File::open(kVocabSpm);
   EXPECT_TRUE(spm->tensors().empty());
   EXPECT_EQ(spm->metadata().size(), 22u);
   EXPECT_EQ(spm->get_string_array("tokenizer.ggml.tokens").size(), 32000u);
   EXPECT_EQ(spm->get_bool_opt("tokenizer.ggml.add_bos_token"), true);
   EXPECT_EQ(spm->get_bool_opt("tokenizer.ggml.add_eos_token"), false);
-  SKIP_IF_MISSING(kVocabGpt2);
+  WEFT_NEED_SHARED_FILE(kVocabGpt2);
   auto gpt2 = File::open(kVocabGpt2);
   EXPECT_EQ(gpt2->get_string("tokenizer.ggml.pre"), "gpt-2");
   const auto merges = gpt2->get_string_array("tokenizer.ggml.merges");

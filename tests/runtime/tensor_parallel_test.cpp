@@ -8,6 +8,8 @@
 #include "tokenizer/tokenizer.h"
 #include "tools/gen_model.h"
 
+#include "support/shared_data.h"
+
 #include <gtest/gtest.h>
 
 #include <fmt/format.h>
@@ -108,7 +110,7 @@ std::vector<Token> some_prompt(int64_t n_vocab, int n) {
 const std::string kStories = std::string(WEFT_SHARED_DIR) + "/models/stories260K.gguf";
 
 TEST(TensorParallel, Stories260kGreedyTokensMatchEveryConfig) {
-  if (!std::filesystem::exists(kStories)) GTEST_SKIP() << "no " << kStories;
+  WEFT_NEED_SHARED_FILE(kStories);
   auto f = gguf::File::open(kStories);
   auto tok = tokenizer::Tokenizer::from_gguf(*f);
   const auto prompt = tok->encode("Once upon a time", true);
@@ -118,7 +120,7 @@ TEST(TensorParallel, Stories260kGreedyTokensMatchEveryConfig) {
 }
 
 TEST(TensorParallel, Stories260kLogitsMatch) {
-  if (!std::filesystem::exists(kStories)) GTEST_SKIP() << "no " << kStories;
+  WEFT_NEED_SHARED_FILE(kStories);
   auto f = gguf::File::open(kStories);
   const auto prompt = some_prompt(f->tensor("token_embd.weight").shape[1], 37);
   for (const auto& c : configs()) {
