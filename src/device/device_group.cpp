@@ -97,11 +97,14 @@ void load_devices(const Devices& devices, const std::vector<parallel::DeviceGrap
       errors[i] = std::current_exception();
     }
   };
+  // Asked before any load starts: a failing load closes its device's connection meanwhile.
+  std::vector<bool> in_process;
+  for (const auto& d : devices) in_process.push_back(d->reach().in_process);
   std::vector<std::thread> threads;
   for (size_t i = 0; i < devices.size(); ++i)
-    if (!devices[i]->reach().in_process) threads.emplace_back(load, i);
+    if (!in_process[i]) threads.emplace_back(load, i);
   for (size_t i = 0; i < devices.size(); ++i)
-    if (devices[i]->reach().in_process && !errors[i]) load(i);
+    if (in_process[i]) load(i);
   for (auto& t : threads) t.join();
   rethrow_cause(errors);
 }

@@ -47,14 +47,28 @@ int wait_exit(pid_t pid, std::chrono::milliseconds limit, Clock::duration* took)
   return status;
 }
 
+// Waits up to 60 s until the file holds `needle` `count` times (a slow build loads slowly too).
+bool wait_for_text(const std::string& path, const std::string& needle, int count) {
+  for (int i = 0; i < 3000; ++i) {
+    const std::string text = read_all(path);
+    int n = 0;
+    for (size_t at = text.find(needle); at != std::string::npos; at = text.find(needle, at + 1)) ++n;
+    if (n >= count) return true;
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  return false;
+}
+
 TEST(RemoteSession, CoordinatorKilledMidGenerationLeavesWorkersServing) {
   Worker w1, w2;
   const std::string ref = greedy_text(stories(), "cpu:1");
   ASSERT_NE(ref.find("exit=0"), std::string::npos) << ref;
-  const pid_t pid = start_long_run(w1.url() + "," + w2.url(), testing::TempDir() + "/weft_coord_kill_stderr");
-  std::this_thread::sleep_for(std::chrono::milliseconds(1500));  // loaded and generating
+  const std::string err = testing::TempDir() + "/weft_coord_kill_stderr";
+  const pid_t pid = start_long_run(w1.url() + "," + w2.url(), err);
+  ASSERT_TRUE(wait_for_text(err, "loaded in", 2)) << read_all(err);  // both workers loaded ...
+  std::this_thread::sleep_for(std::chrono::milliseconds(500));       // ... and generating
   int status = 0;
-  ASSERT_EQ(::waitpid(pid, &status, WNOHANG), 0) << read_all(testing::TempDir() + "/weft_coord_kill_stderr");
+  ASSERT_EQ(::waitpid(pid, &status, WNOHANG), 0) << read_all(err);
   ::kill(pid, SIGKILL);
   ::waitpid(pid, &status, 0);
   // The same workers serve a new session, with the right tokens, twice over.
