@@ -3,43 +3,18 @@
 #include "core/error.h"
 #include "net/wire.h"
 
-#include <array>
-
 namespace weft::net {
-namespace {
-// Up to this size header, payload and tag go out in one send (one TCP segment for a step); larger
-// payloads (weight chunks) are sent in place rather than copied next to their header.
-constexpr size_t kCoalesceBytes = 64 * 1024;
-}  // namespace
 
+// One sendmsg for header, payload and tag: a step's frame leaves as one segment, and a weight
+// chunk is sent from where it lies rather than copied next to its header.
 void Channel::send(MsgType t, std::span<const uint8_t> payload, int timeout_ms) {
-  WEFT_ASSERT(payload.size() <= max_payload(t));
-  ByteWriter w;
-  w.u32(kFrameMagic << 16 | static_cast<uint32_t>(t));
-  w.u32(static_cast<uint32_t>(payload.size()));
-  const std::span<const uint8_t, kFrameHeaderBytes> header(w.data().data(), kFrameHeaderBytes);
-  MacTag tag{};
-  if (mac_.enabled()) tag = mac_.sign(header, payload);
-  const std::span<const uint8_t> tail(tag.data(), mac_.tag_bytes());
-  if (payload.size() <= kCoalesceBytes) {
-    w.bytes(payload);
-    w.bytes(tail);
-    s_.send_all(w.data().data(), w.data().size(), timeout_ms);
-    return;
-  }
-  s_.send_all(w.data().data(), kFrameHeaderBytes, timeout_ms);
-  s_.send_all(payload.data(), payload.size(), timeout_ms);
-  if (!tail.empty()) s_.send_all(tail.data(), tail.size(), timeout_ms);
+  send_parts(t, std::span(&payload, 1), timeout_ms);
 }
 
 void Channel::send_parts(MsgType t, std::span<const std::span<const uint8_t>> parts, int timeout_ms) {
   size_t n = 0;
   for (const auto& p : parts) n += p.size();
-  WEFT_ASSERT(n <= max_payload(t));
-  ByteWriter w;
-  w.u32(kFrameMagic << 16 | static_cast<uint32_t>(t));
-  w.u32(static_cast<uint32_t>(n));
-  const std::span<const uint8_t, kFrameHeaderBytes> header(w.data().data(), kFrameHeaderBytes);
+  const auto header = frame_header(t, n);
   MacTag tag{};
   if (mac_.enabled()) tag = mac_.sign(header, parts);
   std::vector<std::span<const uint8_t>> all{header};

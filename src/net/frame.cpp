@@ -84,14 +84,21 @@ void send_frame(Socket& s, MsgType t, std::span<const uint8_t> payload, int time
   send_frame_parts(s, t, std::span(&payload, 1), timeout_ms);
 }
 
+std::array<uint8_t, kFrameHeaderBytes> frame_header(MsgType t, size_t n) {
+  WEFT_ASSERT(n <= max_payload(t));
+  ByteWriter w;
+  w.u32(kFrameMagic << 16 | static_cast<uint32_t>(t));
+  w.u32(static_cast<uint32_t>(n));
+  std::array<uint8_t, kFrameHeaderBytes> h{};
+  std::copy(w.data().begin(), w.data().end(), h.begin());
+  return h;
+}
+
 void send_frame_parts(Socket& s, MsgType t, std::span<const std::span<const uint8_t>> parts, int timeout_ms) {
   size_t n = 0;
   for (const auto& p : parts) n += p.size();
-  WEFT_ASSERT(n <= max_payload(t));
-  ByteWriter h;
-  h.u32(kFrameMagic << 16 | static_cast<uint32_t>(t));
-  h.u32(static_cast<uint32_t>(n));
-  std::vector<std::span<const uint8_t>> all{h.data()};
+  const auto h = frame_header(t, n);
+  std::vector<std::span<const uint8_t>> all{h};
   all.insert(all.end(), parts.begin(), parts.end());
   s.send_all(all, timeout_ms);
 }

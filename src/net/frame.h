@@ -9,6 +9,7 @@
 #include "core/error.h"
 #include "net/socket.h"
 
+#include <array>
 #include <cstdint>
 #include <span>
 #include <string_view>
@@ -62,6 +63,8 @@ struct Frame {
 // payload length.
 uint32_t parse_frame_header(std::span<const uint8_t, kFrameHeaderBytes> h, MsgType& type, Phase phase = Phase::Session);
 std::vector<uint8_t> encode_frame(MsgType t, std::span<const uint8_t> payload);
+// The header of a frame of type t with a payload of n bytes (checked against the type's limit).
+std::array<uint8_t, kFrameHeaderBytes> frame_header(MsgType t, size_t n);
 
 // Plain frames, for the handshake and the rendezvous store; a session's frames go through
 // net::Channel (channel.h), which adds the MAC.
