@@ -189,9 +189,7 @@ net::Frame RemoteDevice::await(MsgType want) {
       net::check_frame(f, want, name());
       return f;
     }
-    const auto silent = std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - last_heard_).count();
-    if (silent > kPeerSilenceMs)
-      fail("net", "no reply or heartbeat for {} ms: the worker or its host is down or hung", silent);
+    check_silence();
   }
 }
 
@@ -214,6 +212,12 @@ void RemoteDevice::check_peers() {
     if (p != this && p->in_step_ && p->ch_.valid()) p->guarded("step", [&] { p->probe(); });
 }
 
+void RemoteDevice::check_silence() const {
+  const auto silent = std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - last_heard_).count();
+  if (silent > kPeerSilenceMs)
+    fail("net", "no reply or heartbeat for {} ms: the worker or its host is down or hung", silent);
+}
+
 bool RemoteDevice::probe() {
   std::array<uint8_t, net::kFrameHeaderBytes> h;
   while (ch_.socket().peek(h.data(), h.size()) == h.size()) {
@@ -223,9 +227,7 @@ bool RemoteDevice::probe() {
     if (t != MsgType::Heartbeat || len != 0) return true;  // its reply: read when the engine waits for it
     ch_.recv(1000, 1000);                                  // the heartbeat (and its tag, checked) is consumed
   }
-  const auto silent = std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - last_heard_).count();
-  if (silent > kPeerSilenceMs)
-    fail("net", "no reply or heartbeat for {} ms: the worker or its host is down or hung", silent);
+  check_silence();
   return false;
 }
 

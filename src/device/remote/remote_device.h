@@ -101,6 +101,8 @@ class RemoteDevice : public Device {
   // Without blocking: consumes the heartbeats that have arrived and says whether a reply is
   // waiting; throws when the connection is gone or the worker has been silent for kPeerSilenceMs.
   bool probe();
+  // Throws when nothing has been heard from the worker for kPeerSilenceMs.
+  void check_silence() const;
   void stream_weights(const gguf::File& weights, const std::vector<SliceSpec>& specs);
 
   std::string address_;
