@@ -17,13 +17,15 @@ namespace weft::model {
 using weft::Token;
 
 struct SamplingParams {
-  float temp = 0.8f;            // <= 0: greedy
-  int32_t top_k = 40;           // <= 0: off
-  float top_p = 0.95f;          // >= 1: off
-  float min_p = 0.05f;          // <= 0: off
-  float repeat_penalty = 1.0f;  // 1: off (llama.cpp's --repeat-penalty)
-  int32_t repeat_last_n = 64;
-  uint64_t seed = 0xFFFFFFFF;  // llama.cpp's LLAMA_DEFAULT_SEED means "random"
+  float temp = 0.8f;              // <= 0: greedy
+  int32_t top_k = 40;             // <= 0: off
+  float top_p = 0.95f;            // >= 1: off
+  float min_p = 0.05f;            // <= 0: off
+  float repeat_penalty = 1.0f;    // 1: off (llama.cpp's --repeat-penalty)
+  int32_t repeat_last_n = 64;     // window of the three penalties (-1: all of `recent`)
+  float presence_penalty = 0.f;   // 0: off; subtracted once from each token of the window (OpenAI's)
+  float frequency_penalty = 0.f;  // 0: off; subtracted per occurrence in the window
+  uint64_t seed = 0xFFFFFFFF;     // llama.cpp's LLAMA_DEFAULT_SEED means "random"
 };
 
 struct Candidate {

@@ -22,10 +22,28 @@ struct EngineOptions {
   parallel::SplitMode mode = parallel::SplitMode::Tensor;
   std::vector<double> ratios;  // empty: proportional to each device's threads
   int32_t n_ctx = 0;           // 0: min(training context, 4096)
-  int32_t n_batch = 512;       // prompt tokens per step
+  int32_t n_batch = 512;       // most tokens in one step (all sequences of a batch together)
+  int32_t n_seq = 1;           // KV cache slots (sequences decoded together, -np); each holds n_ctx positions
   parallel::WireType wire = parallel::WireType::F32;
   bool map_weights = false;                        // CPU devices read weights from the file mapping (--mmap)
   DType k_type = DType::F16, v_type = DType::F16;  // KV cache (-ctk / -ctv)
+};
+
+// One sequence's part of a batched step. Continuous batching: the sequences of several requests,
+// each in its own KV cache slot, share one forward pass on every device, so each weight read
+// serves all of them (still two all-reduces per dense layer per step, whatever the batch).
+struct SeqStep {
+  int32_t seq = 0;                 // KV cache slot, 0 .. n_seq-1
+  std::span<const Token> tokens;   // appended at the slot's position, n_past(seq)
+  bool sample = false;             // draw the token that follows the last one
+  bool logits = false;             // return the full logits of the last one (tests, tools)
+  model::SamplingParams sampling;  // sample: how
+  std::span<const Token> recent;   // sample: the window the penalties look at
+  std::mt19937_64* rng = nullptr;  // sample: this sequence's generator (greedy may leave it null)
+};
+struct SeqOutput {
+  Token token = -1;           // sample: the drawn token
+  std::vector<float> logits;  // logits: [n_vocab]
 };
 
 class Engine {
@@ -37,7 +55,10 @@ class Engine {
   const graph::Graph& graph() const { return graph_; }
   const parallel::Plan& plan() const { return plan_; }
   int32_t n_ctx() const { return opt_.n_ctx; }
-  int32_t n_past() const { return n_past_; }
+  int32_t n_past() const { return n_past_[0]; }
+  int32_t n_past(int32_t seq) const;
+  int32_t n_seq() const { return opt_.n_seq; }
+  int32_t n_batch() const { return opt_.n_batch; }
   const std::vector<std::unique_ptr<device::Device>>& devices() const { return devices_; }
 
   // Feeds tokens at the current position (in n_batch chunks) and draws the next token.
@@ -45,10 +66,15 @@ class Engine {
                         std::mt19937_64& rng);
   // Feeds tokens and returns the full logits of the last one (gathered: for tests and tools).
   std::vector<float> eval_logits(std::span<const Token> tokens);
-  // Starts a new sequence.
+  // One forward pass over every sequence of `batch` (distinct slots; at most n_batch tokens in
+  // all; each slot keeps n_ctx positions at most). One SeqOutput per entry, in order.
+  std::vector<SeqOutput> step_batch(std::span<const SeqStep> batch);
+  // Starts a new sequence (slot 0).
   void reset() { truncate(0); }
-  // Forgets every position from n_keep on (n_keep <= n_past): the next token goes at n_keep.
-  void truncate(int32_t n_keep);
+  // Forgets every position of slot `seq` from n_keep on (n_keep <= n_past(seq)): its next token
+  // goes at n_keep. Costs nothing on the devices: the next step of the slot says where it writes.
+  void truncate(int32_t n_keep) { truncate(0, n_keep); }
+  void truncate(int32_t seq, int32_t n_keep);
 
  private:
   std::vector<device::StepResult> step(std::span<const Token> tokens, bool last_chunk, const model::SamplingParams& p,
@@ -63,7 +89,7 @@ class Engine {
   graph::Graph graph_;
   parallel::Plan plan_;
   std::vector<std::unique_ptr<device::Device>> devices_;
-  int32_t n_past_ = 0;
+  std::vector<int32_t> n_past_;  // per slot
 };
 
 }  // namespace weft::runtime
