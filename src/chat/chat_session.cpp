@@ -8,6 +8,16 @@ namespace weft::chat {
 
 int32_t Session::add(Message message, bool add_generation_prompt) {
   messages_.push_back(std::move(message));
+  return sync(add_generation_prompt);
+}
+
+std::optional<int32_t> Session::regenerate() {
+  if (messages_.empty() || messages_.back().role != "assistant") return std::nullopt;
+  messages_.pop_back();
+  return sync(true);
+}
+
+int32_t Session::sync(bool add_generation_prompt) {
   const std::string full = tmpl_.render(messages_, add_generation_prompt);
   const size_t agree = std::mismatch(text_.begin(), text_.end(), full.begin(), full.end()).first - text_.begin();
   // Keep everything up to the last point where text and tokens line up inside the agreement.

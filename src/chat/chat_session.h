@@ -11,6 +11,7 @@
 #include "tokenizer/tokenizer.h"
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -31,6 +32,9 @@ class Session {
   void end_reply();
   // Takes back the last message (one that did not fit the context, say).
   void undo();
+  // Drops the last reply and brings tokens() back to the conversation before it, ready for a new
+  // reply; returns the valid count as add() does, nullopt when the last message is no reply.
+  std::optional<int32_t> regenerate();
   // Forgets every message but the leading system ones; the next add() reuses what it can.
   void clear();
 
@@ -40,6 +44,9 @@ class Session {
   const Template& tmpl() const { return tmpl_; }
 
  private:
+  // Renders the conversation and brings tokens() up to it (add()'s second half).
+  int32_t sync(bool add_generation_prompt);
+
   // A point where the text and the tokens are known to line up: a fed chunk's or a generated
   // token's end.
   struct Mark {

@@ -3,9 +3,9 @@
 // (special tokens parsed to their ids, as llama.cpp's chat tokenizes them).
 #include "chat/chat_session.h"
 
+#include "chat/chat_model.h"
 #include "support/expect_error.h"
 #include "support/shared_data.h"
-#include "tools/gen_model.h"
 
 #include <gtest/gtest.h>
 
@@ -15,29 +15,7 @@
 namespace weft::chat {
 namespace {
 
-// A tiny generated model (bytes kept alive: gguf::File reads them in place) with `family`'s
-// template and control tokens.
-struct ChatModel {
-  std::vector<uint8_t> bytes;
-  std::unique_ptr<gguf::File> file;
-  std::unique_ptr<tokenizer::Tokenizer> tok;
-  Template tmpl{Family::ChatML};
-
-  explicit ChatModel(Family family) : tmpl(family) {
-    tools::GenModelOptions o;
-    o.chat_template = std::string(tmpl.name());
-    for (std::string_view m : tmpl.markers()) o.control_tokens.emplace_back(m);
-    bytes = tools::generate_model_bytes(o);
-    file = gguf::File::parse(bytes.data(), bytes.size());
-    tok = tokenizer::Tokenizer::from_gguf(*file);
-  }
-  Token id(const std::string& special) const {
-    const std::vector<Token> ids = tok->encode(special, false, true);
-    EXPECT_EQ(ids.size(), 1u) << special;
-    return ids.empty() ? -1 : ids[0];
-  }
-  std::vector<Token> encode(const std::string& text, bool first) const { return tok->encode(text, first, true); }
-};
+using test_support::ChatModel;
 
 std::vector<Token> tail(const std::vector<Token>& v, int32_t from) { return {v.begin() + from, v.end()}; }
 
@@ -142,6 +120,21 @@ TEST(ChatSession, ClearKeepsTheSystemMessageAndUndoTakesBackOne) {
   EXPECT_EQ(s.messages().size(), 1u);
   s.undo();
   EXPECT_ERROR(s.undo(), "no message to take back");
+}
+
+TEST(ChatSession, RegenerateDropsTheLastReplyAndReopensTheTurn) {
+  const ChatModel m(Family::ChatML);
+  Session s(m.tmpl, *m.tok);
+  EXPECT_FALSE(s.regenerate().has_value());  // nothing to redo yet
+  s.add({"user", "hello"});
+  const std::vector<Token> prompt = s.tokens();
+  EXPECT_FALSE(s.regenerate().has_value());  // the last message is the user's
+  for (Token t : m.encode("world", false)) s.add_generated(t);
+  s.add_generated(m.id("<|im_end|>"));
+  s.end_reply();
+  EXPECT_EQ(s.regenerate(), static_cast<int32_t>(prompt.size()));  // the cache is cut back to the prompt
+  EXPECT_EQ(s.tokens(), prompt);
+  EXPECT_EQ(s.messages().size(), 1u);
 }
 
 // Rendered templates on real vocabularies: their special tokens come out as single ids.
