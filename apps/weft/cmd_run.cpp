@@ -1,7 +1,11 @@
-// weft run: generate text, streamed to stdout (prompt + generation); timings to stderr.
+// weft run: generate text, streamed to stdout (prompt + generation); timings to stderr. With -cnv
+// (or as `weft chat`) a conversation with the model's chat template, with -i an interactive text.
+#include "apps/weft/chat_loop.h"
 #include "apps/weft/commands.h"
 #include "apps/weft/device_report.h"
-#include "apps/weft/model_options.h"
+#include "apps/weft/llama_args.h"
+#include "apps/weft/run_args.h"
+#include "chat/chat_template.h"
 #include "core/error.h"
 #include "runtime/generate.h"
 
@@ -9,92 +13,169 @@
 #include <nlohmann/json.hpp>
 
 #include <chrono>
+#include <climits>
 #include <cstdio>
 #include <memory>
+#include <optional>
 
 namespace weft::cli {
 namespace {
 
-struct RunArgs {
-  ModelOptions model;
-  std::string prompt;
-  int n_predict = 128;
-  model::SamplingParams sampling;
-  bool json = false;
-  bool profile = false;
-};
+void print_json(const RunArgs& a, const runtime::GenerateResult& r, const runtime::Engine& engine, double load_s,
+                double pp, double tg) {
+  nlohmann::json j;
+  j["prompt"] = a.prompt;
+  j["prompt_ids"] = r.prompt;
+  j["generated_ids"] = r.generated;
+  j["text"] = r.text;
+  j["timings"] = {{"load_s", load_s},
+                  {"prompt_s", r.prompt_seconds},
+                  {"prompt_tokens_per_s", pp},
+                  {"gen_s", r.gen_seconds},
+                  {"gen_tokens_per_s", tg}};
+  j["stop"] = runtime::stop_reason_name(r.stop);
+  j["split_mode"] = parallel::split_mode_name(engine.plan().mode);
+  j["devices"] = static_cast<int>(engine.devices().size());
+  // A piece may end mid UTF-8 sequence (byte tokens): replace invalid bytes rather than fail.
+  std::puts(j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace).c_str());
+}
 
-int run(const RunArgs& a) {
-  using Clock = std::chrono::steady_clock;
-  const auto t0 = Clock::now();
-  auto file = gguf::File::open(a.model.model);
-  auto tok = tokenizer::Tokenizer::from_gguf(*file);
-  runtime::Engine engine(*file, a.model.engine_options());
-  const double load_s = std::chrono::duration<double>(Clock::now() - t0).count();
-
-  const auto prompt = tok->encode(a.prompt, /*add_special=*/true, /*parse_special=*/true);
-  if (!a.json) {
-    std::fputs(a.prompt.c_str(), stdout);
-    std::fflush(stdout);
-  }
-  auto r = runtime::generate(engine, tok.get(), prompt, a.n_predict, a.sampling, [&](const std::string& piece) {
-    if (a.json) return;
-    std::fwrite(piece.data(), 1, piece.size(), stdout);
-    std::fflush(stdout);
+// One generation from the prompt.
+int generate_once(const RunArgs& a, runtime::Engine& engine, const tokenizer::Tokenizer& tok, double load_s) {
+  const Log log(a);
+  const auto prompt = tok.encode(a.prompt, /*add_special=*/true, /*parse_special=*/true);
+  log.debug("prompt: {} tokens: [{}]", prompt.size(), fmt::join(prompt, ", "));
+  if (!a.json && a.display_prompt) write_out(a.colored() ? color::kPrompt + a.prompt + color::kReset : a.prompt);
+  const int n_predict = a.n_predict < 0 ? INT_MAX : a.n_predict;  // -1: until the end of generation or context
+  auto r = runtime::generate(engine, &tok, prompt, n_predict, a.sampling, [&](const std::string& piece) {
+    if (!a.json) write_out(piece);
   });
   const double pp = r.prompt_seconds > 0 ? prompt.size() / r.prompt_seconds : 0;
   const size_t n_decode = r.generated.size() > 1 ? r.generated.size() - 1 : 0;
   const double tg = r.gen_seconds > 0 ? n_decode / r.gen_seconds : 0;
-  if (a.json) {
-    nlohmann::json j;
-    j["prompt"] = a.prompt;
-    j["prompt_ids"] = r.prompt;
-    j["generated_ids"] = r.generated;
-    j["text"] = r.text;
-    j["timings"] = {{"load_s", load_s},
-                    {"prompt_s", r.prompt_seconds},
-                    {"prompt_tokens_per_s", pp},
-                    {"gen_s", r.gen_seconds},
-                    {"gen_tokens_per_s", tg}};
-    j["stop"] = runtime::stop_reason_name(r.stop);
-    j["split_mode"] = parallel::split_mode_name(engine.plan().mode);
-    j["devices"] = static_cast<int>(engine.devices().size());
-    // A piece may end mid UTF-8 sequence (byte tokens): replace invalid bytes rather than fail.
-    std::puts(j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace).c_str());
-  }
+  if (a.json) print_json(a, r, engine, load_s, pp, tg);
   std::fflush(stdout);
-  if (!a.json) std::fputc('\n', stderr);  // stdout holds exactly prompt + generation; end the line on the terminal
-  std::fprintf(stderr, "load: %.3f s | %d devices, split %s\n", load_s, static_cast<int>(engine.devices().size()),
-               std::string(parallel::split_mode_name(engine.plan().mode)).c_str());
-  std::fprintf(stderr, "prompt: %zu tokens in %.3f s (%.2f t/s)\n", prompt.size(), r.prompt_seconds, pp);
-  std::fprintf(stderr, "generation: %zu tokens, %zu decode steps in %.3f s (%.2f t/s)\n", r.generated.size(), n_decode,
-               r.gen_seconds, tg);
-  if (r.stop == runtime::StopReason::ContextFull)  // as llama.cpp does: never stop short silently
-    std::fprintf(stderr, "weft: context full (-c %d): stopped after %zu of the %d tokens asked for (-n)\n",
-                 engine.n_ctx(), r.generated.size(), a.n_predict);
+  if (!a.json && !a.log_disable) std::fputc('\n', stderr);  // stdout holds exactly prompt + generation
+  log.info("load: {:.3f} s | {} devices, split {}", load_s, engine.devices().size(),
+           parallel::split_mode_name(engine.plan().mode));
+  log.info("prompt: {} tokens in {:.3f} s ({:.2f} t/s)", prompt.size(), r.prompt_seconds, pp);
+  log.info("generation: {} tokens, {} decode steps in {:.3f} s ({:.2f} t/s)", r.generated.size(), n_decode,
+           r.gen_seconds, tg);
+  if (r.stop == runtime::StopReason::ContextFull) {  // as llama.cpp does: never stop short silently
+    if (a.n_predict < 0)
+      log.info("weft: context full (-c {}): stopped after {} tokens", engine.n_ctx(), r.generated.size());
+    else
+      log.info("weft: context full (-c {}): stopped after {} of the {} tokens asked for (-n)", engine.n_ctx(),
+               r.generated.size(), a.n_predict);
+  }
   if (a.profile) print_device_report(engine, true);
   return 0;
+}
+
+// The prompt from -p or -f, escapes processed (llama.cpp's -e, on by default); flag combinations
+// that cannot work are refused before the model loads.
+void settle(RunArgs& a, bool chat_command) {
+  if (!a.prompt_file.empty()) a.prompt = read_text_file(a.prompt_file, "-f");
+  if (a.escape) a.prompt = process_escapes(a.prompt);
+  if (chat_command) a.conversation = true;
+  if (a.no_conversation) a.conversation = false;
+  if (a.conversation) a.interactive = true;
+  if (a.json && a.interactive) fail("cli", "--json prints one generation; it does not go with -cnv or -i");
+  if (!a.interactive && a.prompt.empty() && a.prompt_file.empty())
+    fail("cli", "no prompt: give one with -p or -f, or talk to the model with -cnv (weft chat) or -i");
+}
+
+void note_ignored(const RunArgs& a) {
+  const Log log(a);
+  if (a.parallel != 1) log.info("weft: note: -np {}: weft run decodes one sequence (-np is for serving)", a.parallel);
+  if (!a.conversation) {
+    if (!a.system_prompt.empty() || !a.system_prompt_file.empty()) log.info("weft: note: -sys applies to -cnv only");
+    if (!a.chat_template.empty() || !a.chat_template_file.empty())
+      log.info("weft: note: --chat-template applies to -cnv only");
+  }
+}
+
+int run(RunArgs& a, bool chat_command) {
+  settle(a, chat_command);
+  a.model.quiet = a.log_disable;
+  note_ignored(a);
+  using Clock = std::chrono::steady_clock;
+  const auto t0 = Clock::now();
+  auto file = gguf::File::open(a.model.model);
+  auto tok = tokenizer::Tokenizer::from_gguf(*file);
+  // Before the load: a template weft cannot render is an error that should not wait for it.
+  const std::optional<chat::Template> tmpl =
+      a.conversation ? std::optional<chat::Template>(chat_template(a, *file)) : std::nullopt;
+  runtime::Engine engine(*file, a.model.engine_options());
+  a.model.lock_memory();
+  const double load_s = std::chrono::duration<double>(Clock::now() - t0).count();
+  if (tmpl) {
+    Log(a).info("load: {:.3f} s | {} devices, split {}", load_s, engine.devices().size(),
+                parallel::split_mode_name(engine.plan().mode));
+    return run_conversation(a, *tmpl, engine, *tok);
+  }
+  if (a.interactive) return run_interactive_text(a, engine, *tok);
+  return generate_once(a, engine, *tok, load_s);
+}
+
+void add_flags(CLI::App& cmd, RunArgs& a) {
+  a.model.add_to(cmd);
+  cmd.add_option("-p,--prompt", a.prompt, "prompt text (with -cnv: the first message)");
+  cmd.add_option("-f,--file", a.prompt_file, "a file holding the prompt")->excludes("--prompt");
+  cmd.add_option("-n,--n-predict,--predict", a.n_predict,
+                 "tokens to generate (-1: until the end of generation or a full context; chat: each reply, default "
+                 "-1)")
+      ->check(CLI::Range(-1, 1 << 20));
+  auto& s = a.sampling;
+  cmd.add_option("--temp,--temperature", s.temp, "temperature (0: greedy)")->check(CLI::Range(0.0, 100.0));
+  cmd.add_option("--seed,-s", s.seed, "RNG seed (default: random)");
+  cmd.add_option("--top-k", s.top_k, "top-k (0: off)")->check(CLI::Range(0, 1 << 24));
+  cmd.add_option("--top-p", s.top_p, "top-p (1: off)")->check(CLI::Range(0.0, 1.0));
+  cmd.add_option("--min-p", s.min_p, "min-p (0: off)")->check(CLI::Range(0.0, 1.0));
+  cmd.add_option("--repeat-penalty", s.repeat_penalty, "repetition penalty (1: off)")->check(CLI::Range(0.0, 100.0));
+  cmd.add_option("--repeat-last-n", s.repeat_last_n, "tokens the penalty looks back")->check(CLI::Range(0, 1 << 20));
+  cmd.add_flag("--json", a.json, "print one JSON object (ids, text, timings) instead of the text");
+  cmd.add_flag("--profile", a.profile, "print time per op kind and collective wait per device");
+  cmd.add_flag("-e,--escape,!--no-escape", a.escape, "process \\n \\t \\xNN ... in the prompt and input (default on)");
+  cmd.add_flag("--display-prompt,!--no-display-prompt", a.display_prompt, "print the prompt (default on)");
+  cmd.add_option("--color", a.color, "(-co) [on|off|auto]: prompt yellow, your input green (default off)")
+      ->expected(0, 1)
+      ->check(CLI::IsMember({"", "on", "off", "auto"}));
+  cmd.add_flag("-v,--verbose,--log-verbose", a.verbose, "more on stderr: prompt tokens, per-reply speed");
+  cmd.add_flag("--log-disable", a.log_disable, "nothing on stderr but errors");
+  cmd.add_flag("--conversation", a.conversation, "(-cnv) chat with the model's chat template (weft chat)");
+  cmd.add_flag("--no-conversation", a.no_conversation, "(-no-cnv) no chat, even as weft chat");
+  cmd.add_flag("-i,--interactive", a.interactive, "after the generation, read more input (text without -cnv)");
+  cmd.add_flag("--single-turn", a.single_turn, "(-st) one reply, then exit");
+  cmd.add_option("--system-prompt", a.system_prompt, "(-sys) the chat's system message");
+  cmd.add_option("--system-prompt-file", a.system_prompt_file, "(-sysf) a file holding the system message")
+      ->excludes("--system-prompt");
+  cmd.add_option("--chat-template", a.chat_template,
+                 "chat template by name or template text (default: the model's): " + chat::template_names());
+  cmd.add_option("--chat-template-file", a.chat_template_file, "a file holding the chat template")
+      ->excludes("--chat-template");
+  cmd.add_option("--parallel", a.parallel, "(-np) llama.cpp's parallel sequences; weft run decodes one")
+      ->check(CLI::Range(1, 1024));
+}
+
+Action add_command(CLI::App& app, const char* name, const char* what, bool chat_command) {
+  auto a = std::make_shared<RunArgs>();
+  auto* cmd = app.add_subcommand(name, what);
+  add_flags(*cmd, *a);
+  return [a, cmd, chat_command] {
+    a->n_predict_given = cmd->get_option("--n-predict")->count() > 0;
+    return run(*a, chat_command);
+  };
 }
 
 }  // namespace
 
 Action add_run(CLI::App& app) {
-  auto a = std::make_shared<RunArgs>();
-  auto* cmd = app.add_subcommand("run", "generate text from a prompt");
-  a->model.add_to(*cmd);
-  cmd->add_option("-p,--prompt", a->prompt, "prompt text")->required();
-  cmd->add_option("-n,--n-predict", a->n_predict, "tokens to generate")->check(CLI::Range(0, 1 << 20));
-  auto& s = a->sampling;
-  cmd->add_option("--temp", s.temp, "temperature (0: greedy)")->check(CLI::Range(0.0, 100.0));
-  cmd->add_option("--seed,-s", s.seed, "RNG seed (default: random)");
-  cmd->add_option("--top-k", s.top_k, "top-k (0: off)")->check(CLI::Range(0, 1 << 24));
-  cmd->add_option("--top-p", s.top_p, "top-p (1: off)")->check(CLI::Range(0.0, 1.0));
-  cmd->add_option("--min-p", s.min_p, "min-p (0: off)")->check(CLI::Range(0.0, 1.0));
-  cmd->add_option("--repeat-penalty", s.repeat_penalty, "repetition penalty (1: off)")->check(CLI::Range(0.0, 100.0));
-  cmd->add_option("--repeat-last-n", s.repeat_last_n, "tokens the penalty looks back")->check(CLI::Range(0, 1 << 20));
-  cmd->add_flag("--json", a->json, "print one JSON object (ids, text, timings) instead of the text");
-  cmd->add_flag("--profile", a->profile, "print time per op kind and collective wait per device");
-  return [a] { return run(*a); };
+  return add_command(app, "run", "generate text from a prompt (-cnv: chat, -i: interactive)", false);
+}
+
+Action add_chat(CLI::App& app) {
+  return add_command(app, "chat", "chat with a model on the terminal (weft run -cnv)", true);
 }
 
 }  // namespace weft::cli

@@ -1,5 +1,6 @@
 // weft info | tokenize | gen-model: file tools that need no devices.
 #include "apps/weft/commands.h"
+#include "chat/chat_template.h"
 #include "core/error.h"
 #include "gguf/gguf_info.h"
 #include "model/model_config.h"
@@ -10,6 +11,14 @@
 #include <memory>
 
 namespace weft::cli {
+namespace {
+
+// The ChatML template as models ship it in tokenizer_config.json (OpenHermes 2.5, Qwen ...).
+constexpr std::string_view kChatMlJinja =
+    "{% for message in messages %}{{'<|im_start|>' + message['role'] + '\\n' + message['content'] + '<|im_end|>' + "
+    "'\\n'}}{% endfor %}{% if add_generation_prompt %}{{ '<|im_start|>assistant\\n' }}{% endif %}";
+
+}  // namespace
 
 Action add_info(CLI::App& app) {
   struct Args {
@@ -64,7 +73,20 @@ Action add_gen_model(CLI::App& app) {
   cmd->add_option("--n-head", o->overrides.n_head, "override the preset's head count");
   cmd->add_option("--n-head-kv", o->overrides.n_head_kv, "override the preset's KV head count");
   cmd->add_option("--n-vocab", o->overrides.n_vocab, "override the preset's vocabulary size");
-  return [o] {
+  auto chat_template = std::make_shared<std::string>();
+  cmd->add_option("--chat-template", *chat_template,
+                  "write a chat template, by name (chatml, llama3, ...) or as template text; its special tokens "
+                  "take the last ids of the vocabulary");
+  return [o, chat_template] {
+    if (!chat_template->empty()) {
+      const chat::Template t = chat::Template::from_string(*chat_template);
+      // chatml as its usual Jinja text, so llama.cpp's Jinja engine reads it too; other names are
+      // written as names, which llama.cpp's built-in templates (--no-jinja) and weft recognise.
+      o->chat_template = t.family() == chat::Family::ChatML && chat::family_from_name(*chat_template)
+                             ? std::string(kChatMlJinja)
+                             : *chat_template;
+      for (std::string_view m : t.markers()) o->control_tokens.emplace_back(m);
+    }
     tools::generate_model(*o);
     std::fprintf(stderr, "wrote %s\n", o->path.c_str());
     return 0;

@@ -11,6 +11,7 @@ namespace weft::cli {
 using Action = std::function<int()>;
 
 Action add_run(CLI::App& app);
+Action add_chat(CLI::App& app);
 Action add_bench(CLI::App& app);
 Action add_plan(CLI::App& app);
 Action add_info(CLI::App& app);

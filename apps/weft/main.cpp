@@ -1,5 +1,6 @@
 // weft: tensor-parallel LLM inference across any mix of devices.
 #include "apps/weft/commands.h"
+#include "apps/weft/llama_args.h"
 #include "core/error.h"
 
 #include <algorithm>
@@ -14,23 +15,19 @@ int main(int argc, char** argv) {
   app.set_version_flag("--version", "weft 0.1.0");
   using Add = weft::cli::Action (*)(CLI::App&);
   std::vector<std::pair<CLI::App*, weft::cli::Action>> actions;
-  for (Add add : {weft::cli::add_run, weft::cli::add_bench, weft::cli::add_plan, weft::cli::add_info,
-                  weft::cli::add_tokenize, weft::cli::add_gen_model, weft::cli::add_worker}) {
+  for (Add add : {weft::cli::add_run, weft::cli::add_chat, weft::cli::add_bench, weft::cli::add_plan,
+                  weft::cli::add_info, weft::cli::add_tokenize, weft::cli::add_gen_model, weft::cli::add_worker}) {
     const size_t before = app.get_subcommands({}).size();
     weft::cli::Action a = add(app);
     actions.emplace_back(app.get_subcommands({})[before], std::move(a));
   }
-  // llama.cpp's two-letter short flags, which CLI11 cannot name directly.
-  std::vector<std::string> args(argv + 1, argv + argc);
-  for (auto& a : args) {
-    if (a == "-sm")
-      a = "--split-mode";
-    else if (a == "-ts")
-      a = "--tensor-split";
-    else if (a == "-ctk")
-      a = "--cache-type-k";
-    else if (a == "-ctv")
-      a = "--cache-type-v";
+  // llama.cpp's command lines: -cnv, -ngl, -sys ... as it names them; unknown flags said so.
+  std::vector<std::string> args;
+  try {
+    args = weft::cli::normalize_llama_args(app, std::vector<std::string>(argv + 1, argv + argc));
+  } catch (const weft::Error& e) {
+    std::fprintf(stderr, "weft: error: %s\n", e.what());
+    return 1;
   }
   std::reverse(args.begin(), args.end());  // CLI11 takes a reversed vector
   try {

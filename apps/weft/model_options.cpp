@@ -4,8 +4,13 @@
 #include "core/thread_pool.h"
 #include "device/remote/remote_device.h"
 
+#include <sys/mman.h>
+
 #include <algorithm>
+#include <cerrno>
 #include <cmath>
+#include <cstdio>
+#include <cstring>
 
 namespace weft::cli {
 
@@ -33,8 +38,40 @@ void ModelOptions::add_to(CLI::App& cmd, bool with_ctx) {
       ->check(CLI::IsMember({"f16", "f32"}));
   cmd.add_option("--cache-type-v", cache_type_v, "(-ctv) KV cache type of V: f16 | f32")
       ->check(CLI::IsMember({"f16", "f32"}));
-  cmd.add_flag("--mmap", mmap,
-               "CPU devices read weights from the file mapping (zero copy) instead of a copy on huge pages");
+  cmd.add_flag("--mmap,!--no-mmap", mmap,
+               "CPU devices read weights from the file mapping (zero copy) instead of a copy on huge pages "
+               "(--no-mmap: the copy, the default)");
+  cmd.add_option("--n-gpu-layers,--gpu-layers", n_gpu_layers,
+                 "(-ngl) llama.cpp's GPU offload; weft has no GPU devices, every layer runs on --devices");
+  cmd.add_option("--main-gpu", main_gpu, "(-mg) llama.cpp's main GPU; no GPU devices in weft");
+  cmd.add_option("--flash-attn", flash_attn,
+                 "(-fa) [on|off|auto]: weft's attention is always fused (tiled, online softmax)")
+      ->expected(0, 1)
+      ->check(CLI::IsMember({"", "on", "off", "auto", "1", "0"}));
+  cmd.add_flag("--mlock", mlock, "keep this process's memory (the CPU devices' weights) in RAM");
+}
+
+std::vector<std::string> ModelOptions::notes() const {
+  std::vector<std::string> out;
+  if (!n_gpu_layers.empty())
+    out.push_back(
+        fmt::format("-ngl {}: weft has no GPU devices; every layer runs on the devices of --devices", n_gpu_layers));
+  if (!main_gpu.empty()) out.push_back(fmt::format("-mg {}: weft has no GPU devices; ignored", main_gpu));
+  if (flash_attn != "absent")
+    out.push_back(
+        "-fa: weft's attention is always fused (tiled, online softmax, as flash attention does); "
+        "the flag changes nothing");
+  if (mlock && (!rpc.empty() || devices.find("tcp://") != std::string::npos))
+    out.push_back("--mlock locks this process's memory only, not the workers'");
+  return out;
+}
+
+void ModelOptions::lock_memory() const {
+  if (!mlock) return;
+  // MCL_CURRENT only: locking future allocations too would make them fail once the limit is hit.
+  if (mlockall(MCL_CURRENT) != 0)
+    std::fprintf(stderr, "weft: warning: --mlock: mlockall failed (%s); raise RLIMIT_MEMLOCK (ulimit -l)\n",
+                 std::strerror(errno));
 }
 
 std::vector<double> parse_ratios(const std::string& s) {
@@ -61,6 +98,8 @@ std::vector<double> parse_ratios(const std::string& s) {
 }
 
 runtime::EngineOptions ModelOptions::engine_options() const {
+  if (!quiet)
+    for (const std::string& n : notes()) std::fprintf(stderr, "weft: note: %s\n", n.c_str());
   runtime::EngineOptions o;
   if (!devices.empty()) {
     o.devices = device::parse_devices(devices);

@@ -23,10 +23,22 @@ struct ModelOptions {
   std::string net_poll = "auto";  // --net-poll auto|busy|block, for this process's Gloo ranks
   bool mmap = false;              // --mmap: CPU devices read weights from the file mapping
   std::string cache_type_k = "f16", cache_type_v = "f16";  // -ctk / -ctv
+  // llama.cpp's device flags, accepted so its command lines run; notes() says what each means here.
+  std::string n_gpu_layers;           // -ngl N | auto | all
+  std::string main_gpu;               // -mg INDEX
+  std::string flash_attn = "absent";  // -fa [on|off|auto] ("" when given without a value)
+  bool mlock = false;                 // --mlock: lock this process's memory once the model is loaded
+  bool quiet = false;                 // engine_options() prints notes() on stderr unless set
 
   void add_to(CLI::App& cmd, bool with_ctx = true);
-  // Also hands the network flags to the remote devices (device::remote::set_coordinator_config).
+  // Also hands the network flags to the remote devices (device::remote::set_coordinator_config),
+  // and prints notes().
   runtime::EngineOptions engine_options() const;
+  // One line for each llama.cpp flag given that does not apply to weft, saying so.
+  std::vector<std::string> notes() const;
+  // --mlock, once the engine has loaded: mlockall of what this process holds (its CPU devices'
+  // weights); a warning naming RLIMIT_MEMLOCK when the system refuses.
+  void lock_memory() const;
 };
 
 // "3,1" -> {3, 1}; throws weft::Error("cli") on malformed lists.

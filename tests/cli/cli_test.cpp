@@ -1,32 +1,17 @@
 // The `weft` binary end to end: exact text on the reference model, flags, and clear failures.
+#include "cli/cli_run.h"
 #include "support/shared_data.h"
 
 #include <gtest/gtest.h>
 
-#include <sys/wait.h>
-#include <array>
-#include <cstdio>
 #include <filesystem>
 #include <fstream>
 #include <string>
 
 namespace {
 
-struct Result {
-  int code;
-  std::string out;  // stdout (stderr to /dev/null or merged when asked)
-};
-
-Result run(const std::string& args, bool merge_stderr = false) {
-  const std::string cmd = std::string(WEFT_BINARY) + " " + args + (merge_stderr ? " 2>&1" : " 2>/dev/null");
-  FILE* p = popen(cmd.c_str(), "r");
-  std::string out;
-  std::array<char, 4096> buf;
-  size_t n;
-  while ((n = fread(buf.data(), 1, buf.size(), p)) > 0) out.append(buf.data(), n);
-  const int status = pclose(p);
-  return {WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status), out};
-}
+using weft::test_cli::run;
+using weft::test_cli::tiny_model;
 
 const std::string kShared = WEFT_SHARED_DIR;
 const std::string kStories = kShared + "/models/stories260K.gguf";
@@ -54,16 +39,6 @@ TEST(Cli, JsonHasIdsAndTimings) {
   EXPECT_NE(r.out.find("\"prompt_ids\":[1,403,407,261,378]"), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("\"generated_ids\":[432,383,"), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("\"gen_tokens_per_s\""), std::string::npos);
-}
-
-// A generated model of the project's own (no ../shared needed).
-std::string tiny_model() {
-  static const std::string path = [] {
-    const std::string p = testing::TempDir() + "/weft_cli_tiny.gguf";
-    EXPECT_EQ(run("gen-model -o " + p + " --preset tiny --type q8_0").code, 0);
-    return p;
-  }();
-  return path;
 }
 
 TEST(Cli, ContextFullStopsSayingSo) {
