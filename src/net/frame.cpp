@@ -9,9 +9,9 @@ namespace weft::net {
 
 std::string_view msg_type_name(MsgType t) {
   static constexpr std::array<std::string_view, static_cast<size_t>(MsgType::Count)> names = {
-      "?",    "hello",  "challenge",    "proof",    "welcome",   "error",       "group-setup", "group-ready",
-      "load", "tensor", "tensor-chunk", "loaded",   "step",      "step-result",
-      "bye",  "kv-set", "kv-get",       "kv-value", "heartbeat", "load-source"};
+      "?",           "hello",  "challenge", "proof",        "welcome",   "error",      "group-setup",
+      "group-ready", "load",   "tensor",    "tensor-chunk", "loaded",    "step",       "step-result",
+      "bye",         "kv-set", "kv-get",    "kv-value",     "heartbeat", "load-source"};
   const auto i = static_cast<size_t>(t);
   return i < names.size() ? names[i] : "?";
 }

@@ -57,15 +57,15 @@ model::SamplingParams greedy_params() {
 }
 
 struct Outcome {
-  std::vector<std::vector<Token>> tokens;   // each sequence's generated tokens
-  std::vector<std::vector<float>> logits;   // each sequence's logits of its first generated token
+  std::vector<std::vector<Token>> tokens;  // each sequence's generated tokens
+  std::vector<std::vector<float>> logits;  // each sequence's logits of its first generated token
 };
 
 // A small continuous-batching scheduler: sequence i joins at step `join[i]` in slot i % n_seq
 // once that slot is free; each step carries the next token of every decoding sequence and prompt
 // chunks of at most `chunk` tokens, within the engine's n_batch.
 Outcome run_batched(Engine& e, const std::vector<std::vector<Token>>& prompts, int n_gen, int chunk,
-                const std::vector<int>& join, bool want_logits = false) {
+                    const std::vector<int>& join, bool want_logits = false) {
   struct Seq {
     size_t fed = 0;
     std::vector<Token> out;
@@ -131,7 +131,7 @@ Outcome run_batched(Engine& e, const std::vector<std::vector<Token>>& prompts, i
 
 // Each prompt alone: a fresh single-slot engine of the same configuration.
 Outcome run_alone(const gguf::File& f, const Config& c, const std::vector<std::vector<Token>>& prompts, int n_gen,
-              int chunk, DType cache, bool want_logits = false) {
+                  int chunk, DType cache, bool want_logits = false) {
   Outcome r;
   for (const auto& p : prompts) {
     Engine e(f, options(c, 1, cache));

@@ -173,8 +173,8 @@ void write_load_options(ByteWriter& w, const LoadOptions& o) {
 }
 LoadOptions read_load_options(ByteReader& r) {
   LoadOptions o{r.i32("n_ctx"), r.i32("n_seq"), r.i32("max tokens")};
-  if (o.n_ctx <= 0 || o.n_seq <= 0 || o.n_seq > static_cast<int32_t>(kMaxSeqs) || int64_t{o.n_ctx} * o.n_seq > (1 << 24) ||
-      o.max_tokens <= 0 || o.max_tokens > static_cast<int32_t>(kMaxTokens))
+  if (o.n_ctx <= 0 || o.n_seq <= 0 || o.n_seq > static_cast<int32_t>(kMaxSeqs) ||
+      int64_t{o.n_ctx} * o.n_seq > (1 << 24) || o.max_tokens <= 0 || o.max_tokens > static_cast<int32_t>(kMaxTokens))
     fail("net", "load options: n_ctx {} x n_seq {} / max tokens {} out of range", o.n_ctx, o.n_seq, o.max_tokens);
   for (DType* t : {&o.k_type, &o.v_type}) {
     const uint32_t v = r.u32("kv cache type");
