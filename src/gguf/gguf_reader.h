@@ -91,6 +91,13 @@ class File {
   std::vector<int64_t> get_int_array(const std::string& key) const;
 
   const std::vector<TensorInfo>& tensors() const { return tensors_; }
+  // The caller has copied [p, p + n) of the mapping and reads it no more: the pages it touches
+  // leave this process's resident set (a later read, a neighbour's included, faults them back in
+  // from the page cache), so a loaded model is resident once, not twice. Nothing for a parsed
+  // buffer, which is not a mapping. release_data(): the whole data section, after a load (the
+  // kernel may map the file with 2 MiB folios, which only a release covering them all frees).
+  void release(const void* p, size_t n) const;
+  void release_data() const;
   const TensorInfo* find_tensor(const std::string& name) const;
   const TensorInfo& tensor(const std::string& name) const;  // throws when missing
 

@@ -42,6 +42,8 @@ Engine::Engine(const gguf::File& file, EngineOptions opt) : file_(file), opt_(st
   if (plan_.mode == SplitMode::Tensor) device::connect_group(devices_, opt_.wire);
   const device::LoadOptions lo{opt_.n_ctx, opt_.n_seq, opt_.n_batch, opt_.k_type, opt_.v_type};
   device::load_devices(devices_, plan_.devices, file_, lo);
+  // Every device holds its own copy now (only --mmap reads the mapping from here on).
+  if (!opt_.map_weights) file_.release_data();
 }
 
 Engine::~Engine() = default;
