@@ -131,7 +131,9 @@ class Compiler {
   SplitRegex::Program& p_;
 };
 
-bool is_word(uint32_t u) { return (u >= '0' && u <= '9') || (u >= 'A' && u <= 'Z') || (u >= 'a' && u <= 'z') || u == '_'; }
+bool is_word(uint32_t u) {
+  return (u >= '0' && u <= '9') || (u >= 'A' && u <= 'Z') || (u >= 'a' && u <= 'z') || u == '_';
+}
 
 // Runs the program over one piece. Backtracking state lives in `stack_`, not on the C++ stack.
 class Matcher {

@@ -28,8 +28,17 @@ const std::array<CollapsedCategory, 10>& collapsed_categories() {
       {"Lt", 0xD2, kLetters},
       {"Lm", 0xD2, kLetters},
       {"Lo", 0xD2, kLetters},
-      {"P", 0xD3, {{0x21, 0x23}, {0x25, 0x2A}, {0x2C, 0x2F}, {0x3A, 0x3B}, {0x3F, 0x40}, {0x5B, 0x5D}, {0x5F, 0x5F},
-                   {0x7B, 0x7B}, {0x7D, 0x7D}}},
+      {"P",
+       0xD3,
+       {{0x21, 0x23},
+        {0x25, 0x2A},
+        {0x2C, 0x2F},
+        {0x3A, 0x3B},
+        {0x3F, 0x40},
+        {0x5B, 0x5D},
+        {0x5F, 0x5F},
+        {0x7B, 0x7B},
+        {0x7D, 0x7D}}},
       {"M", 0xD4, {}},
       {"S", 0xD5, {{0x24, 0x24}, {0x2B, 0x2B}, {0x3C, 0x3E}, {0x5E, 0x5E}, {0x60, 0x60}, {0x7C, 0x7C}}},  // no '~'
   }};
@@ -199,9 +208,10 @@ class Parser {
     uint32_t v = 0;
     for (int k = 0; k < digits; ++k) {
       const uint32_t d = next();
-      const int x = d >= '0' && d <= '9' ? int(d - '0') : d >= 'a' && d <= 'f' ? int(d - 'a' + 10)
-                                                       : d >= 'A' && d <= 'F' ? int(d - 'A' + 10)
-                                                                              : -1;
+      const int x = d >= '0' && d <= '9'   ? int(d - '0')
+                    : d >= 'a' && d <= 'f' ? int(d - 'a' + 10)
+                    : d >= 'A' && d <= 'F' ? int(d - 'A' + 10)
+                                           : -1;
       if (x < 0) error("bad hex escape");
       v = v * 16 + static_cast<uint32_t>(x);
     }

@@ -32,8 +32,8 @@ enum class Assertion : uint8_t { Begin, End, WordBoundary, NotWordBoundary };
 
 struct Node {
   enum class Kind : uint8_t { Set, Seq, Alt, Repeat, Look, Assert } kind = Kind::Seq;
-  std::vector<Node> kids;  // Seq, Alt: the items; Repeat, Look: the one operand
-  uint32_t set = 0;        // Set: index into Program::sets
+  std::vector<Node> kids;     // Seq, Alt: the items; Repeat, Look: the one operand
+  uint32_t set = 0;           // Set: index into Program::sets
   uint32_t min = 0, max = 0;  // Repeat
   bool negate = false;        // Look: (?! ) rather than (?= )
   Assertion assertion = Assertion::Begin;

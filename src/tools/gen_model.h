@@ -36,6 +36,9 @@ struct GenModelOptions {
   GenModelShape overrides;     // non-zero fields replace the preset's (tests, odd shapes)
   int n_threads = 0;           // 0: all cores; the output does not depend on it
   std::string name;            // general.name; empty: "weft-<preset>-<arch>-<type>"
+  // > 0: write a split model of parts with at most this many tensors (llama-gguf-split's
+  // --split-max-tensors), named <path without .gguf>-0000k-of-0000n.gguf.
+  size_t split_max_tensors = 0;
 };
 
 // Preset shape; throws weft::Error("gen-model", ...) for an unknown name.
@@ -62,7 +65,8 @@ struct GenVocab {
 };
 GenVocab gen_vocab(int64_t n_vocab);
 
-void generate_model(const GenModelOptions& o);                        // writes o.path
+// Writes o.path (or its split parts); returns the files written.
+std::vector<std::string> generate_model(const GenModelOptions& o);
 std::vector<uint8_t> generate_model_bytes(const GenModelOptions& o);  // same bytes, in memory
 
 }  // namespace weft::tools

@@ -156,7 +156,6 @@ TEST(PreTokenize, MatchesPythonRegexModule) {
   for (const Split& c : cases) EXPECT_EQ(split(c.kind, c.text), c.words) << c.text;
 }
 
-
 struct FamilyCase {
   const char* pre;
   const char* text;
@@ -214,9 +213,9 @@ TEST(PreTokenize, AfmoeDigitsThenCjkThenWords) {
 // llama.cpp runs the GPT-2 and Llama 3 patterns as hand-written code; they must split exactly as
 // the regexes, which weft's engine runs here, on random texts of every class the patterns read.
 TEST(PreTokenize, HandWrittenSplitsEqualTheirRegexes) {
-  const std::vector<std::string> alphabet = {"a",  "Z",  "é",  "ж",  "中", "1",      "٣",      "½",      " ",
-                                             " ",  "\t", "\n", "\r", ",",  "'",      "s",      "S",      "L",
-                                             "l",  "e",  "!",  "🦙", "́",  "\xC2\xA0", "\xE2\x80\xA8", "\xC2\x85"};
+  const std::vector<std::string> alphabet = {
+      "a", "Z", "é", "ж", "中", "1", "٣", "½", " ",    " ", "\t",       "\n",           "\r",
+      ",", "'", "s", "S", "L",  "l", "e", "!", "🦙", "́",  "\xC2\xA0", "\xE2\x80\xA8", "\xC2\x85"};
   std::mt19937 rng(7);
   for (detail::CustomSplit which : {detail::CustomSplit::Gpt2, detail::CustomSplit::Llama3}) {
     const detail::SplitRegex rx(detail::custom_split_pattern(which));
@@ -267,14 +266,65 @@ TEST(PreTokenize, NamesFromGguf) {
   EXPECT_EQ(PreTokenizer::from_name("megrez").type(), "qwen2");
   EXPECT_EQ(PreTokenizer::from_name("refact").type(), "starcoder");
   EXPECT_EQ(PreTokenizer::from_name("hunyuan-dense").type(), "deepseek3-llm");
-  for (const char* name : {"default", "llama3", "llama-bpe", "deepseek-llm", "deepseek-coder", "deepseek-v3", "falcon",
-                           "mpt", "starcoder", "gpt-2", "refact", "command-r", "qwen2", "stablelm2", "olmo", "dbrx",
-                           "smaug-bpe", "poro-chat", "chatglm-bpe", "viking", "jais", "tekken", "smollm", "codeshell",
-                           "bloom", "gpt3-finnish", "exaone", "chameleon", "minerva-7b", "megrez", "gpt-4o",
-                           "superbpe", "trillion", "bailingmoe", "seed-coder", "kimi-k2", "grok-2", "hunyuan",
-                           "hunyuan-dense", "llama4", "pixtral", "falcon3", "deepseek-r1-qwen", "exaone4", "glm4",
-                           "minimax-m2", "tiny_aya", "afmoe", "laguna", "exaone-moe", "minicpm5", "qwen35", "youtu",
-                           "jais-2", "spark2_5", "ufakzeka", "granite-embed-multi-97m", "mellum2", "solar-open"}) {
+  for (const char* name : {"default",
+                           "llama3",
+                           "llama-bpe",
+                           "deepseek-llm",
+                           "deepseek-coder",
+                           "deepseek-v3",
+                           "falcon",
+                           "mpt",
+                           "starcoder",
+                           "gpt-2",
+                           "refact",
+                           "command-r",
+                           "qwen2",
+                           "stablelm2",
+                           "olmo",
+                           "dbrx",
+                           "smaug-bpe",
+                           "poro-chat",
+                           "chatglm-bpe",
+                           "viking",
+                           "jais",
+                           "tekken",
+                           "smollm",
+                           "codeshell",
+                           "bloom",
+                           "gpt3-finnish",
+                           "exaone",
+                           "chameleon",
+                           "minerva-7b",
+                           "megrez",
+                           "gpt-4o",
+                           "superbpe",
+                           "trillion",
+                           "bailingmoe",
+                           "seed-coder",
+                           "kimi-k2",
+                           "grok-2",
+                           "hunyuan",
+                           "hunyuan-dense",
+                           "llama4",
+                           "pixtral",
+                           "falcon3",
+                           "deepseek-r1-qwen",
+                           "exaone4",
+                           "glm4",
+                           "minimax-m2",
+                           "tiny_aya",
+                           "afmoe",
+                           "laguna",
+                           "exaone-moe",
+                           "minicpm5",
+                           "qwen35",
+                           "youtu",
+                           "jais-2",
+                           "spark2_5",
+                           "ufakzeka",
+                           "granite-embed-multi-97m",
+                           "mellum2",
+                           "solar-open"}) {
     EXPECT_EQ(PreTokenizer::from_name(name).name(), name);
   }
   EXPECT_ERROR(PreTokenizer::from_name("starcoder-9000"), "unknown pre-tokenizer 'starcoder-9000'");
