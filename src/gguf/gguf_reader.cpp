@@ -295,6 +295,12 @@ void File::parse_all(const uint8_t* data, size_t size) {
 }
 
 std::unique_ptr<File> File::open(const std::string& path) {
+  std::unique_ptr<File> f = open_one(path);
+  f->open_split_parts();
+  return f;
+}
+
+std::unique_ptr<File> File::open_one(const std::string& path) {
   const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
   if (fd < 0) fail("gguf", "{}: cannot open: {}", path, std::strerror(errno));
   struct stat st {};
@@ -316,6 +322,7 @@ std::unique_ptr<File> File::open(const std::string& path) {
   f->path_ = path;
   f->map_ = map;
   f->size_ = size;
+  f->part_paths_ = {path};
   f->parse_all(static_cast<const uint8_t*>(map), size);  // on throw, ~File unmaps
   return f;
 }

@@ -1,5 +1,5 @@
 // Tokenizers read from GGUF metadata (tokenizer.ggml.*), behaving as llama.cpp's llama-vocab:
-// SentencePiece ("llama"), byte-level BPE ("gpt2", pre-tokenizers gpt-2 / llama3 / qwen2 ...),
+// SentencePiece ("llama"), byte-level BPE ("gpt2", with each of llama.cpp's pre-tokenizers),
 // and "no_vocab" files (ids only).
 #pragma once
 

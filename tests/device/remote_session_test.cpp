@@ -151,6 +151,39 @@ TEST(RemoteSession, WeightsComeFromModelDirOrCacheElseAreStreamedOnce) {
   }
 }
 
+// A split model: a worker finds all its parts in --model-dir (nothing streamed); one without them,
+// or missing a part, is streamed its slices from the coordinator's part mappings.
+TEST(RemoteSession, SplitModelPartsFromModelDirElseStreamed) {
+  CoordinatorConfig quiet;
+  quiet.progress = false;
+  set_coordinator_config(quiet);
+  Tiny m("weft_weights_split_parts", /*split_max_tensors=*/5);
+  ASSERT_GT(m.file->part_paths().size(), 2u);
+  ASSERT_GT(m.ref_logits.size(), 10u);
+  {
+    Worker w({"--model-dir", m.dir + "/models"});
+    const LoadReport r = m.load_on(w.address());
+    EXPECT_EQ(r.source, LoadSource::ModelDir);
+    EXPECT_EQ(r.bytes_streamed, 0u);
+  }
+  {
+    Worker w;
+    const LoadReport r = m.load_on(w.address());
+    EXPECT_EQ(r.source, LoadSource::Stream);
+    EXPECT_EQ(r.bytes_streamed, m.weight_bytes());
+  }
+  {  // every part but the last
+    fs::create_directories(m.dir + "/partial");
+    const auto& parts = m.file->part_paths();
+    for (size_t i = 0; i + 1 < parts.size(); ++i)
+      fs::copy_file(parts[i], m.dir + "/partial/" + fs::path(parts[i]).filename().string());
+    Worker w({"--model-dir", m.dir + "/partial"});
+    const LoadReport r = m.load_on(w.address());
+    EXPECT_EQ(r.source, LoadSource::Stream);
+    EXPECT_EQ(r.bytes_streamed, m.weight_bytes());
+  }
+}
+
 TEST(RemoteSession, TensorSplitFromModelDirWithRpcAndKeyFileMatchesOneDevice) {
   Tiny m("weft_split_src");
   const std::string key = m.dir + "/key";
