@@ -67,8 +67,8 @@ void File::open_split_parts() {
   }
   const std::vector<std::string> paths = split_parts_named_by(path_);
   if (paths.size() != static_cast<size_t>(n)) {
-    fail("gguf", "{}: first part of a {}-part split model, but not named <prefix>{} as llama-gguf-split names it", path_,
-         n, split_suffix(1, n));
+    fail("gguf", "{}: first part of a {}-part split model, but not named <prefix>{} as llama-gguf-split names it",
+         path_, n, split_suffix(1, n));
   }
   const std::optional<int64_t> total = get_int_opt(kSplitTensors);
   if (!total) fail("gguf", "{}: split model without {}", path_, kSplitTensors);
@@ -88,7 +88,8 @@ void File::open_split_parts() {
       fail("gguf", "{}: its {} is {}, the first part's {}", where(), kSplitCount,
            part->get_int_opt(kSplitCount).value_or(-1), n);
     if (part->get_int_opt(kSplitNo) != k - 1)
-      fail("gguf", "{}: its {} is {} (expected {})", where(), kSplitNo, part->get_int_opt(kSplitNo).value_or(-1), k - 1);
+      fail("gguf", "{}: its {} is {} (expected {})", where(), kSplitNo, part->get_int_opt(kSplitNo).value_or(-1),
+           k - 1);
     for (const TensorInfo& t : part->tensors_) {
       if (!names.insert(t.name).second) fail("gguf", "{}: tensor '{}' is also in an earlier part", where(), t.name);
       tensors_.push_back(t);
