@@ -8,6 +8,7 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <regex>
 #include <string>
 
 namespace {
@@ -103,6 +104,52 @@ TEST(Cli, PlanSizesCollectivesInTheWireType) {
   EXPECT_NE(bf16.out.find("after attn_output (128 B)"), std::string::npos) << bf16.out;
   EXPECT_NE(bf16.out.find("total: 10 collectives, 1280 bytes per rank per token (bf16)"), std::string::npos)
       << bf16.out;
+}
+
+// gen-model --split-max-tensors writes llama-gguf-split's parts; run reads them from the first.
+TEST(Cli, SplitModelRunsAsTheWholeFile) {
+  const std::string prefix = testing::TempDir() + "/weft_cli_split";
+  auto g = run("gen-model -o " + prefix + ".gguf --preset tiny --type q8_0 --split-max-tensors 5", true);
+  ASSERT_EQ(g.code, 0) << g.out;
+  EXPECT_NE(g.out.find("wrote " + prefix + "-00005-of-00005.gguf"), std::string::npos) << g.out;
+  const std::string args = " -p \"a b c\" -n 12 --temp 0";
+  const auto whole = run("run -m " + tiny_model() + args);
+  ASSERT_EQ(whole.code, 0);
+  EXPECT_EQ(run("run -m " + prefix + "-00001-of-00005.gguf" + args).out, whole.out);
+  EXPECT_EQ(run("run -m " + prefix + "-00001-of-00005.gguf --devices cpu:1,cpu:1,cpu:1" + args).out, whole.out);
+  std::filesystem::remove(prefix + "-00004-of-00005.gguf");
+  auto missing = run("run -m " + prefix + "-00001-of-00005.gguf" + args, true);
+  EXPECT_EQ(missing.code, 1);
+  EXPECT_NE(missing.out.find("part 4 of 5"), std::string::npos) << missing.out;
+}
+
+// llama-perplexity's lines: the running estimate per chunk, then the final one with its error.
+TEST(Cli, PerplexityPrintsLlamaPerplexitysLines) {
+  WEFT_NEED_SHARED_FILE(kStories);
+  const std::string text = testing::TempDir() + "/weft_cli_ppl.txt";
+  {
+    std::ofstream out(text);
+    for (int i = 0; i < 6; ++i)
+      out << "Once upon a time, there was a little girl named Lily. She loved to play outside in the park. "
+             "One day, she saw a big, red ball. She wanted to play with it, but it was too high.\n";
+  }
+  const auto one = run("perplexity -m " + kStories + " -f " + text + " -c 64 -b 64");
+  ASSERT_EQ(one.code, 0) << one.out;
+  const std::regex lines(
+      R"(^(\[[0-9]+\][0-9]+\.[0-9]{4},)+\nFinal estimate: PPL = ([0-9]+\.[0-9]{4}) \+/- [0-9]+\.[0-9]{5}\n$)");
+  std::smatch m;
+  ASSERT_TRUE(std::regex_match(one.out, m, lines)) << one.out;
+  EXPECT_EQ(one.out.rfind("[1]", 0), 0u);
+  const double ppl = std::stod(m[2].str());
+  EXPECT_GT(ppl, 1.0);
+  const auto three = run("perplexity -m " + kStories + " -f " + text + " -c 64 -b 256 --devices cpu:1,cpu:1,cpu:1");
+  ASSERT_TRUE(std::regex_match(three.out, m, lines)) << three.out;
+  EXPECT_NEAR(std::stod(m[2].str()), ppl, 1e-3 * ppl);
+
+  std::ofstream(text) << "Once upon a time.";
+  auto short_text = run("perplexity -m " + kStories + " -f " + text + " -c 64", true);
+  EXPECT_EQ(short_text.code, 1);
+  EXPECT_NE(short_text.out.find("you need at least 128 tokens"), std::string::npos) << short_text.out;
 }
 
 TEST(Cli, BadInputGivesAClearErrorAndNonZeroExit) {

@@ -184,6 +184,30 @@ TEST(RemoteSession, SplitModelPartsFromModelDirElseStreamed) {
   }
 }
 
+// Perplexity's scored rows cross the wire as three numbers each; the result matches one device.
+TEST(RemoteSession, PerplexityOverWorkersMatchesOneDevice) {
+  Worker w1, w2;
+  const std::string text = testing::TempDir() + "/weft_remote_ppl.txt";
+  {
+    std::ofstream out(text);
+    for (int i = 0; i < 5; ++i)
+      out << "Once upon a time, there was a little girl named Lily. She saw a big, red ball.\n";
+  }
+  auto ppl = [&](const std::string& devices) {
+    return shell(std::string(WEFT_BINARY) + " perplexity -m " + stories() + " -f " + text + " -c 32 -b 64 --devices " +
+                 devices + " --net-poll block 2>/dev/null; echo \"exit=$?\"");
+  };
+  const std::string ref = ppl("cpu:1");
+  ASSERT_NE(ref.find("Final estimate: PPL = "), std::string::npos) << ref;
+  ASSERT_NE(ref.find("exit=0"), std::string::npos) << ref;
+  const std::string remote = ppl("cpu:1," + w1.url() + "," + w2.url());
+  const auto final_ppl = [](const std::string& out) {
+    const size_t at = out.find("PPL = ");
+    return at == std::string::npos ? -1.0 : std::stod(out.substr(at + 6));
+  };
+  EXPECT_NEAR(final_ppl(remote), final_ppl(ref), 1e-3 * final_ppl(ref)) << remote;
+}
+
 TEST(RemoteSession, TensorSplitFromModelDirWithRpcAndKeyFileMatchesOneDevice) {
   Tiny m("weft_split_src");
   const std::string key = m.dir + "/key";
