@@ -21,7 +21,7 @@ Action add_perplexity(CLI::App& app) {
     int chunks = -1;
   };
   auto a = std::make_shared<Args>();
-  a->m.ctx = 512;    // llama-perplexity's defaults
+  a->m.ctx = 512;  // llama-perplexity's defaults
   a->m.batch = 2048;
   auto* cmd = app.add_subcommand("perplexity", "perplexity of a text file, computed as llama-perplexity does");
   a->m.add_to(*cmd);

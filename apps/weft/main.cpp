@@ -32,7 +32,7 @@ int main(int argc, char** argv) {
       a = "--cache-type-k";
     else if (a == "-ctv")
       a = "--cache-type-v";
-    else if (a == "-npp" || a == "-ntg" || a == "-npl")  // llama-batched-bench's
+    else if (a == "-npp" || a == "-ntg" || a == "-npl" || a == "-pg" || a == "-mmp")  // llama-(batched-)bench's
       a = "-" + a;
   }
   std::reverse(args.begin(), args.end());  // CLI11 takes a reversed vector

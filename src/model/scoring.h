@@ -13,8 +13,8 @@
 namespace weft::model {
 
 struct SliceScore {
-  float max = -std::numeric_limits<float>::infinity();  // largest logit of the slice (-inf: empty slice)
-  double sum_exp = 0;                                    // sum of expf(logit - max) over the slice
+  float max = -std::numeric_limits<float>::infinity();     // largest logit of the slice (-inf: empty slice)
+  double sum_exp = 0;                                      // sum of expf(logit - max) over the slice
   float target = std::numeric_limits<float>::quiet_NaN();  // the target's logit; NaN: in another slice
 };
 

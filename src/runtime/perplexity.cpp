@@ -12,7 +12,8 @@ PerplexityResult perplexity(Engine& engine, std::span<const Token> tokens, const
                             const std::function<void(int, double)>& on_chunk) {
   const int64_t n_ctx = o.n_ctx;
   if (n_ctx < 4) fail("perplexity", "a context of {} tokens is too small to score (need 4 or more)", n_ctx);
-  if (n_ctx > engine.n_ctx()) fail("perplexity", "chunks of {} tokens exceed the engine's context {}", n_ctx, engine.n_ctx());
+  if (n_ctx > engine.n_ctx())
+    fail("perplexity", "chunks of {} tokens exceed the engine's context {}", n_ctx, engine.n_ctx());
   if (static_cast<int64_t>(tokens.size()) < 2 * n_ctx)
     fail("perplexity", "you need at least {} tokens to evaluate perplexity with a context of {}; the text has {}",
          2 * n_ctx, n_ctx, tokens.size());

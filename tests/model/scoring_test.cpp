@@ -26,10 +26,9 @@ TEST(Scoring, SlicesMergeToTheWholeRowsLogSoftmax) {
     // One slice: llama-perplexity's own formula; three uneven ones and an empty one merged.
     const SliceScore whole = slice_score(row.data(), 0, 1000, target);
     EXPECT_NEAR(merge_log_prob(std::vector<SliceScore>{whole}), want, 1e-5);
-    const std::vector<SliceScore> parts = {slice_score(row.data(), 0, 100, target),
-                                           slice_score(row.data() + 100, 100, 0, target),
-                                           slice_score(row.data() + 100, 100, 600, target),
-                                           slice_score(row.data() + 700, 700, 300, target)};
+    const std::vector<SliceScore> parts = {
+        slice_score(row.data(), 0, 100, target), slice_score(row.data() + 100, 100, 0, target),
+        slice_score(row.data() + 100, 100, 600, target), slice_score(row.data() + 700, 700, 300, target)};
     EXPECT_NEAR(merge_log_prob(parts), want, 1e-5) << target;
     EXPECT_LT(merge_log_prob(parts), 0);
   }

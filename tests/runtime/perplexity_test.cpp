@@ -2,10 +2,10 @@
 // computed independently from eval_logits (every scored position's full logits, one position at a
 // time, a log-softmax in double), equal across 1 and 3 devices, and across batch layouts (a chunk
 // in pieces, several chunks per step in separate KV slots).
+#include "runtime/perplexity.h"
 #include "core/error.h"
 #include "gguf/gguf_reader.h"
 #include "runtime/engine.h"
-#include "runtime/perplexity.h"
 #include "tokenizer/tokenizer.h"
 
 #include "support/expect_error.h"
