@@ -73,6 +73,10 @@ Action add_gen_model(CLI::App& app) {
   cmd->add_option("--n-head", o->overrides.n_head, "override the preset's head count");
   cmd->add_option("--n-head-kv", o->overrides.n_head_kv, "override the preset's KV head count");
   cmd->add_option("--n-vocab", o->overrides.n_vocab, "override the preset's vocabulary size");
+  cmd->add_option("--split-max-tensors", o->split_max_tensors,
+                  "write a split model, at most N tensors per part (as llama-gguf-split): "
+                  "<output without .gguf>-00001-of-0000K.gguf ...")
+      ->check(CLI::PositiveNumber);
   auto chat_template = std::make_shared<std::string>();
   cmd->add_option("--chat-template", *chat_template,
                   "write a chat template, by name (chatml, llama3, ...) or as template text; its special tokens "
@@ -87,8 +91,7 @@ Action add_gen_model(CLI::App& app) {
                              : *chat_template;
       for (std::string_view m : t.markers()) o->control_tokens.emplace_back(m);
     }
-    tools::generate_model(*o);
-    std::fprintf(stderr, "wrote %s\n", o->path.c_str());
+    for (const std::string& path : tools::generate_model(*o)) std::fprintf(stderr, "wrote %s\n", path.c_str());
     return 0;
   };
 }

@@ -15,8 +15,9 @@ int main(int argc, char** argv) {
   app.set_version_flag("--version", "weft 0.1.0");
   using Add = weft::cli::Action (*)(CLI::App&);
   std::vector<std::pair<CLI::App*, weft::cli::Action>> actions;
-  for (Add add : {weft::cli::add_run, weft::cli::add_chat, weft::cli::add_bench, weft::cli::add_plan,
-                  weft::cli::add_info, weft::cli::add_tokenize, weft::cli::add_gen_model, weft::cli::add_worker}) {
+  for (Add add : {weft::cli::add_run, weft::cli::add_chat, weft::cli::add_bench, weft::cli::add_batched_bench,
+                  weft::cli::add_perplexity, weft::cli::add_plan, weft::cli::add_info, weft::cli::add_tokenize,
+                  weft::cli::add_gen_model, weft::cli::add_worker}) {
     const size_t before = app.get_subcommands({}).size();
     weft::cli::Action a = add(app);
     actions.emplace_back(app.get_subcommands({})[before], std::move(a));

@@ -387,10 +387,16 @@ GenVocab gen_vocab(int64_t n_vocab, const std::vector<std::string>& control_toke
   return v;
 }
 
-void generate_model(const GenModelOptions& o) {
+std::vector<std::string> generate_model(const GenModelOptions& o) {
   if (o.path.empty()) fail("gen-model", "no output path");
   ThreadPool pool(pool_threads(o), {}, /*spin=*/false);
-  build_writer(o, pool).write(o.path);
+  const gguf::Writer w = build_writer(o, pool);
+  if (o.split_max_tensors == 0) {
+    w.write(o.path);
+    return {o.path};
+  }
+  const bool ext = o.path.size() > 5 && o.path.compare(o.path.size() - 5, 5, ".gguf") == 0;
+  return w.write_split(ext ? o.path.substr(0, o.path.size() - 5) : o.path, o.split_max_tensors);
 }
 
 std::vector<uint8_t> generate_model_bytes(const GenModelOptions& o) {

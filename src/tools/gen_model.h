@@ -40,6 +40,9 @@ struct GenModelOptions {
   // special texts, <|im_start|> ...) take the last ids of the vocabulary, as control tokens.
   std::string chat_template;
   std::vector<std::string> control_tokens;
+  // > 0: write a split model of parts with at most this many tensors (llama-gguf-split's
+  // --split-max-tensors), named <path without .gguf>-0000k-of-0000n.gguf.
+  size_t split_max_tensors = 0;
 };
 
 // Preset shape; throws weft::Error("gen-model", ...) for an unknown name.
@@ -67,7 +70,8 @@ struct GenVocab {
 };
 GenVocab gen_vocab(int64_t n_vocab, const std::vector<std::string>& control_tokens = {});
 
-void generate_model(const GenModelOptions& o);                        // writes o.path
+// Writes o.path (or its split parts); returns the files written.
+std::vector<std::string> generate_model(const GenModelOptions& o);
 std::vector<uint8_t> generate_model_bytes(const GenModelOptions& o);  // same bytes, in memory
 
 }  // namespace weft::tools

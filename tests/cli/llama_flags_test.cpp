@@ -31,7 +31,7 @@ TEST(LlamaFlags, MultiLetterSingleDashFlagsAreReadAsLlamaCppReadsThem) {
   for (const char* note : {"note: -ngl 99: weft has no GPU devices", "note: -mg 1",
                            "note: -fa: weft's attention is always fused", "note: -np 4: weft run decodes one sequence"})
     EXPECT_TRUE(has(r.out, note)) << note << ": " << r.out;
-  for (const std::string flags : {"-fa on -sm layer --gpu-layers all", "-fa off --flash-attn auto --mmap --no-mmap"}) {
+  for (const std::string flags : {"-fa on -sm layer --gpu-layers all", "--flash-attn auto --mmap --no-mmap"}) {
     r = run(greedy("-p hi -n 2 " + flags), true);
     EXPECT_EQ(r.code, 0) << flags << ": " << r.out;
   }

@@ -27,27 +27,26 @@ struct Tiny {
   Step step;
   std::vector<float> ref_logits;
 
-  explicit Tiny(const std::string& name) {
+  // split_max_tensors > 0: written as a split model of that many tensors a part; path is its first.
+  explicit Tiny(const std::string& name, size_t split_max_tensors = 0) {
     dir = testing::TempDir() + "/" + name;
     std::filesystem::remove_all(dir);
     std::filesystem::create_directories(dir + "/models");
-    path = dir + "/models/tiny.gguf";
     tools::GenModelOptions o;
     o.type = "q4_0";
     o.seed = 11;
-    const auto bytes = tools::generate_model_bytes(o);
-    std::ofstream(path, std::ios::binary).write(reinterpret_cast<const char*>(bytes.data()), bytes.size());
+    o.path = dir + "/models/tiny.gguf";
+    o.split_max_tensors = split_max_tensors;
+    path = tools::generate_model(o)[0];
     file = gguf::File::open(path);
     const auto cfg = model::read_config(*file);
     plan =
         parallel::make_plan(parallel::SplitMode::None, model::build_llama_graph(cfg), model::weight_table(*file), {1});
-    step.tokens = {1, 5, 9, 3};
-    step.want_candidates = false;
-    step.want_logits = true;
+    step = Step::single({1, 5, 9, 3}, 0, /*want_candidates=*/false, /*want_logits=*/true);
     CpuDevice cpu({});
-    cpu.load(plan.devices[0], *file, {64, 8});
+    cpu.load(plan.devices[0], *file, {64, 1, 8});
     cpu.submit(step);
-    ref_logits = cpu.wait().logits;
+    ref_logits = cpu.wait().seqs.at(0).logits;
   }
   uint64_t weight_bytes() const {
     uint64_t n = 0;
@@ -57,9 +56,9 @@ struct Tiny {
   // Loads onto the worker, checks the logits, returns how the weights got there.
   LoadReport load_on(const std::string& address) {
     RemoteDevice d(address, 1, {});
-    d.load(plan.devices[0], *file, {64, 8});
+    d.load(plan.devices[0], *file, {64, 1, 8});
     d.submit(step);
-    EXPECT_EQ(d.wait().logits, ref_logits);
+    EXPECT_EQ(d.wait().seqs.at(0).logits, ref_logits);
     return d.load_report();
   }
 };
