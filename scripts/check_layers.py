@@ -27,7 +27,8 @@ LAYERS = {
     "device": ["model", "parallel", "kernels"],
     "runtime": ["device", "tokenizer"],
     "tools": ["model", "kernels"],
-    "apps": ["runtime", "tools"],
+    "serve": ["runtime"],
+    "apps": ["runtime", "tools", "serve"],
 }
 
 INCLUDE = re.compile(r'^\s*#\s*include\s*"([^"]+)"')

@@ -15,7 +15,7 @@ int main(int argc, char** argv) {
   using Add = weft::cli::Action (*)(CLI::App&);
   std::vector<std::pair<CLI::App*, weft::cli::Action>> actions;
   for (Add add : {weft::cli::add_run, weft::cli::add_bench, weft::cli::add_plan, weft::cli::add_info,
-                  weft::cli::add_tokenize, weft::cli::add_gen_model, weft::cli::add_worker}) {
+                  weft::cli::add_tokenize, weft::cli::add_gen_model, weft::cli::add_worker, weft::cli::add_serve}) {
     const size_t before = app.get_subcommands({}).size();
     weft::cli::Action a = add(app);
     actions.emplace_back(app.get_subcommands({})[before], std::move(a));
@@ -31,6 +31,8 @@ int main(int argc, char** argv) {
       a = "--cache-type-k";
     else if (a == "-ctv")
       a = "--cache-type-v";
+    else if (a == "-np")
+      a = "--parallel";
   }
   std::reverse(args.begin(), args.end());  // CLI11 takes a reversed vector
   try {
