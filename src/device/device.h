@@ -19,27 +19,44 @@
 namespace weft::device {
 
 struct LoadOptions {
-  int32_t n_ctx = 2048;                            // KV cache positions
-  int32_t max_tokens = 512;                        // most tokens in one step (prompt batch)
+  int32_t n_ctx = 2048;                            // KV cache positions of each sequence slot
+  int32_t n_seq = 1;                               // sequence slots (continuous batching)
+  int32_t max_tokens = 512;                        // most tokens in one step, all sequences together
   DType k_type = DType::F16, v_type = DType::F16;  // KV cache element types: F16 or F32 (-ctk / -ctv)
 };
 
-// One forward step: `tokens` at positions pos0, pos0+1, ...
-struct Step {
-  std::vector<Token> tokens;
+// One sequence's part of a step: its next n_tokens tokens of Step::tokens go at positions pos0,
+// pos0+1, ... of KV slot `seq`. The slot forgets whatever it held from pos0 on, so a finished
+// sequence's slot is reused, and a conversation rewound, without a message of its own.
+struct StepSeq {
+  int32_t seq = 0;
   int32_t pos0 = 0;
-  std::vector<float> input;  // layer split, devices after the first: residual stream [n_tokens, n_embd]
-  // What the device returns besides running the graph:
-  bool want_candidates = true;  // sampling stage 1 on its logits slice (last token)
-  bool want_logits = false;     // the logits slice of the last token (tests, --all-logits)
+  int32_t n_tokens = 0;
+  // What the device returns for the sequence's last token besides running the graph:
+  bool want_candidates = true;  // sampling stage 1 on its logits slice
+  bool want_logits = false;     // the logits slice itself (tests, tools)
   model::SamplingParams sampling;
-  std::vector<Token> recent;  // for the repetition penalty
+  std::vector<Token> recent;  // for the penalties
+};
+
+// One forward step over one or more sequences (every matmul reads its weights once for all).
+struct Step {
+  std::vector<Token> tokens;  // the sequences' tokens, one sequence after another
+  std::vector<StepSeq> seqs;  // in the order of their tokens
+  std::vector<float> input;   // layer split, devices after the first: residual stream [n_tokens, n_embd]
+
+  // A step of one sequence in slot 0 (generation of one prompt, tests).
+  static Step single(std::vector<Token> tokens, int32_t pos0, bool want_candidates = true, bool want_logits = false);
+};
+
+struct SeqResult {  // one per StepSeq, in order; empty where nothing was wanted
+  model::LocalCandidates candidates;
+  std::vector<float> logits;  // want_logits: this device's vocab slice
 };
 
 struct StepResult {
-  model::LocalCandidates candidates;
-  std::vector<float> logits;  // want_logits: this device's vocab slice, last token
-  std::vector<float> output;  // layer split, not the last device: residual stream out
+  std::vector<SeqResult> seqs;  // devices holding logits; others return none
+  std::vector<float> output;    // layer split, not the last device: residual stream out
 };
 
 // A network group's meeting point: the coordinator's rendezvous store and what a rank in the
@@ -107,8 +124,6 @@ class Device {
   // fails instead of sitting out its timeout). Safe from another thread during a step; the device
   // is unusable afterwards.
   virtual void abort() = 0;
-  // Forgets cached positions >= pos (a new conversation is truncate_cache(0)).
-  virtual void truncate_cache(int32_t pos) = 0;
   virtual DeviceStats stats() const = 0;
 };
 

@@ -14,22 +14,29 @@ namespace {
 
 bool better(const Candidate& a, const Candidate& b) { return a.logit > b.logit || (a.logit == b.logit && a.id < b.id); }
 
-// llama.cpp's penalties sampler: each distinct id of the window is penalised once, however often
-// it occurs. Dividing a positive logit and multiplying a negative one both make the token less likely.
-void apply_repeat_penalty(std::vector<Candidate>& c, Token vocab_begin, const SamplingParams& p,
-                          std::span<const Token> recent) {
-  if (p.repeat_penalty == 1.0f || p.repeat_last_n == 0 || recent.empty()) return;
+// llama.cpp's penalties sampler: each distinct id of the window is penalised once by the repeat
+// penalty, however often it occurs (dividing a positive logit and multiplying a negative one both
+// make it less likely), then by frequency_penalty per occurrence and presence_penalty once (OpenAI's).
+void apply_penalties(std::vector<Candidate>& c, Token vocab_begin, const SamplingParams& p,
+                     std::span<const Token> recent) {
+  const bool off = p.repeat_penalty == 1.0f && p.presence_penalty == 0.f && p.frequency_penalty == 0.f;
+  if (off || p.repeat_last_n == 0 || recent.empty()) return;
   if (!(p.repeat_penalty > 0.f)) fail("sampling", "repeat_penalty {} must be positive", p.repeat_penalty);
+  if (!std::isfinite(p.presence_penalty) || !std::isfinite(p.frequency_penalty))
+    fail("sampling", "presence/frequency penalty {} / {} must be finite", p.presence_penalty, p.frequency_penalty);
   // repeat_last_n < 0: the whole of `recent` (llama.cpp's -1, "the context size").
   const size_t window = p.repeat_last_n < 0 ? recent.size() : std::min(recent.size(), size_t(p.repeat_last_n));
   std::vector<Token> ids;
   for (Token id : recent.subspan(recent.size() - window))
     if (id >= vocab_begin && id - vocab_begin < Token(c.size())) ids.push_back(id);
   std::sort(ids.begin(), ids.end());
-  ids.erase(std::unique(ids.begin(), ids.end()), ids.end());
-  for (Token id : ids) {
-    float& l = c[id - vocab_begin].logit;
+  for (size_t i = 0; i < ids.size();) {
+    size_t j = i;
+    while (j < ids.size() && ids[j] == ids[i]) ++j;
+    float& l = c[ids[i] - vocab_begin].logit;
     l = l > 0.f ? l / p.repeat_penalty : l * p.repeat_penalty;
+    l -= static_cast<float>(j - i) * p.frequency_penalty + p.presence_penalty;
+    i = j;
   }
 }
 
@@ -64,7 +71,7 @@ LocalCandidates local_candidates(const float* logits, Token vocab_begin, int32_t
     if (std::isnan(logits[i])) fail("sampling", "logit of token {} is NaN", vocab_begin + i);
     c[i] = {vocab_begin + i, logits[i]};
   }
-  apply_repeat_penalty(c, vocab_begin, p, recent);
+  apply_penalties(c, vocab_begin, p, recent);
   const int32_t k = candidates_needed(p, n);
   std::partial_sort(c.begin(), c.begin() + k, c.end(), better);
   c.resize(k);

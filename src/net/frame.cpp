@@ -9,9 +9,9 @@ namespace weft::net {
 
 std::string_view msg_type_name(MsgType t) {
   static constexpr std::array<std::string_view, static_cast<size_t>(MsgType::Count)> names = {
-      "?",    "hello",  "challenge",    "proof",    "welcome",   "error",       "group-setup", "group-ready",
-      "load", "tensor", "tensor-chunk", "loaded",   "step",      "step-result", "truncate",    "truncated",
-      "bye",  "kv-set", "kv-get",       "kv-value", "heartbeat", "load-source"};
+      "?",           "hello",  "challenge", "proof",        "welcome",   "error",      "group-setup",
+      "group-ready", "load",   "tensor",    "tensor-chunk", "loaded",    "step",       "step-result",
+      "bye",         "kv-set", "kv-get",    "kv-value",     "heartbeat", "load-source"};
   const auto i = static_cast<size_t>(t);
   return i < names.size() ? names[i] : "?";
 }
@@ -34,8 +34,6 @@ size_t max_payload(MsgType t) {
     // Steps carry tokens and, in a layer split, the residual stream [n_tokens, n_embd] f32.
     case MsgType::Step:
     case MsgType::StepResult: return 256 * MiB;
-    case MsgType::Truncate:
-    case MsgType::Truncated:
     case MsgType::Bye: return 64;
     case MsgType::KvSet:
     case MsgType::KvValue: return 1 * MiB;

@@ -34,8 +34,6 @@ enum class MsgType : uint16_t {
   Loaded,       // worker -> coordinator
   Step,         // coordinator -> worker
   StepResult,   // worker -> coordinator
-  Truncate,     // coordinator -> worker
-  Truncated,    // worker -> coordinator
   Bye,          // coordinator -> worker: end of session
   KvSet,        // rendezvous store: key + value
   KvGet,        // rendezvous store: key (the server replies when it exists)

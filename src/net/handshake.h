@@ -21,7 +21,7 @@ inline constexpr uint32_t kHelloMagic = 0x54464557;  // "WEFT" little-endian
 // 2: heartbeats while a request runs; Load names the model (size + SHA-256) and its slices.
 // 3: Load carries the KV cache types.
 // 4: session frames carry a MAC when a key is in use; all slice headers first, chunks span slices.
-inline constexpr uint16_t kProtocolMajor = 4;
+inline constexpr uint16_t kProtocolMajor = 5;
 inline constexpr uint16_t kProtocolMinor = 0;
 inline constexpr size_t kNonceBytes = 32;
 inline constexpr size_t kMinKeyBytes = 16;

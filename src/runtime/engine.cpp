@@ -26,6 +26,8 @@ Engine::Engine(const gguf::File& file, EngineOptions opt) : file_(file), opt_(st
     fail("cli", "--tensor-split has {} values for {} devices", opt_.ratios.size(), opt_.devices.size());
   if (opt_.n_ctx <= 0) opt_.n_ctx = static_cast<int32_t>(std::min<int64_t>(config_.n_ctx_train, 4096));
   if (opt_.n_batch <= 0) fail("cli", "--batch-size must be positive");
+  if (opt_.n_seq <= 0 || opt_.n_seq > 1024) fail("cli", "--parallel {} outside 1..1024", opt_.n_seq);
+  n_past_.assign(opt_.n_seq, 0);
 
   plan_ = parallel::make_plan(opt_.mode, graph_, model::weight_table(file_), opt_.ratios);
   devices_ = device::create_devices(opt_.devices, opt_.map_weights);
@@ -38,28 +40,24 @@ Engine::Engine(const gguf::File& file, EngineOptions opt) : file_(file), opt_(st
              parallel::local_op_name(ln.op), dtype_name(t), ln.weight.tensor);
     }
   if (plan_.mode == SplitMode::Tensor) device::connect_group(devices_, opt_.wire);
-  const device::LoadOptions lo{opt_.n_ctx, opt_.n_batch, opt_.k_type, opt_.v_type};
+  const device::LoadOptions lo{opt_.n_ctx, opt_.n_seq, opt_.n_batch, opt_.k_type, opt_.v_type};
   device::load_devices(devices_, plan_.devices, file_, lo);
 }
 
 Engine::~Engine() = default;
 
-void Engine::truncate(int32_t n_keep) {
-  if (n_keep < 0 || n_keep > n_past_) fail("engine", "truncate to {} positions, {} held", n_keep, n_past_);
-  for (auto& d : devices_) d->truncate_cache(n_keep);
-  n_past_ = n_keep;
+int32_t Engine::n_past(int32_t seq) const {
+  if (seq < 0 || seq >= opt_.n_seq) fail("engine", "sequence slot {} outside 0..{}", seq, opt_.n_seq - 1);
+  return n_past_[seq];
 }
 
-std::vector<device::StepResult> Engine::step(std::span<const model::Token> tokens, bool last_chunk,
-                                             const model::SamplingParams& p, std::span<const model::Token> recent,
-                                             bool logits) {
-  device::Step s;
-  s.tokens.assign(tokens.begin(), tokens.end());
-  s.pos0 = n_past_;
-  s.want_candidates = last_chunk && !logits;
-  s.want_logits = last_chunk && logits;
-  s.sampling = p;
-  s.recent.assign(recent.begin(), recent.end());
+void Engine::truncate(int32_t seq, int32_t n_keep) {
+  if (n_keep < 0 || n_keep > n_past(seq))
+    fail("engine", "truncate slot {} to {} positions, {} held", seq, n_keep, n_past_[seq]);
+  n_past_[seq] = n_keep;
+}
+
+std::vector<device::StepResult> Engine::run_step(device::Step s) {
   std::vector<device::StepResult> results(devices_.size());
   if (plan_.mode == SplitMode::Layer) {
     // Pipeline: each device runs its layers in turn and hands the residual stream on.
@@ -72,7 +70,6 @@ std::vector<device::StepResult> Engine::step(std::span<const model::Token> token
     for (auto& d : devices_) d->submit(s);
     wait_all(results);
   }
-  n_past_ += static_cast<int32_t>(tokens.size());
   return results;
 }
 
@@ -126,38 +123,91 @@ void Engine::wait_all(std::vector<device::StepResult>& results) {
   if (echo) std::rethrow_exception(echo);
 }
 
-std::vector<device::StepResult> Engine::eval(std::span<const model::Token> tokens, const model::SamplingParams& p,
-                                             std::span<const model::Token> recent, bool logits) {
-  if (tokens.empty()) fail("engine", "nothing to evaluate");
-  if (n_past_ + static_cast<int64_t>(tokens.size()) > opt_.n_ctx)
-    fail("engine", "context is full: {} + {} tokens exceed -c {}", n_past_, tokens.size(), opt_.n_ctx);
-  std::vector<device::StepResult> r;
-  for (size_t i = 0; i < tokens.size(); i += opt_.n_batch) {
-    const size_t n = std::min<size_t>(opt_.n_batch, tokens.size() - i);
-    r = step(tokens.subspan(i, n), i + n == tokens.size(), p, recent, logits);
+std::vector<SeqOutput> Engine::step_batch(std::span<const SeqStep> batch) {
+  if (batch.empty()) fail("engine", "an empty batch");
+  device::Step s;
+  std::vector<bool> busy(opt_.n_seq, false);
+  for (const SeqStep& q : batch) {
+    const int32_t held = n_past(q.seq);
+    if (busy[q.seq]) fail("engine", "sequence slot {} twice in one batch", q.seq);
+    busy[q.seq] = true;
+    if (q.tokens.empty()) fail("engine", "slot {}: nothing to evaluate", q.seq);
+    if (held + static_cast<int64_t>(q.tokens.size()) > opt_.n_ctx)
+      fail("engine", "context is full: slot {} holds {} + {} tokens, over -c {}", q.seq, held, q.tokens.size(),
+           opt_.n_ctx);
+    if (q.sample && q.sampling.temp > 0.f && !q.rng) fail("engine", "slot {}: sampling needs a generator", q.seq);
+    device::StepSeq d;
+    d.seq = q.seq;
+    d.pos0 = held;
+    d.n_tokens = static_cast<int32_t>(q.tokens.size());
+    d.want_candidates = q.sample;
+    d.want_logits = q.logits;
+    d.sampling = q.sampling;
+    if (q.sample) d.recent.assign(q.recent.begin(), q.recent.end());
+    s.seqs.push_back(std::move(d));
+    s.tokens.insert(s.tokens.end(), q.tokens.begin(), q.tokens.end());
   }
-  return r;
+  if (static_cast<int64_t>(s.tokens.size()) > opt_.n_batch)
+    fail("engine", "a batch of {} tokens exceeds --batch-size {}", s.tokens.size(), opt_.n_batch);
+  auto results = run_step(std::move(s));
+  std::vector<SeqOutput> out(batch.size());
+  for (size_t k = 0; k < batch.size(); ++k) {
+    const SeqStep& q = batch[k];
+    n_past_[q.seq] += static_cast<int32_t>(q.tokens.size());
+    if (q.logits) out[k].logits.assign(config_.dims.n_vocab, 0.f);
+    std::vector<model::LocalCandidates> parts;
+    for (size_t i = 0; i < results.size(); ++i) {
+      const auto& dg = plan_.devices[i];
+      if (!dg.has_logits) continue;
+      if (results[i].seqs.size() != batch.size())
+        fail("engine", "{} returned {} sequences for {}", devices_[i]->name(), results[i].seqs.size(), batch.size());
+      device::SeqResult& r = results[i].seqs[k];
+      if (q.sample) parts.push_back(std::move(r.candidates));
+      if (q.logits) {
+        if (static_cast<int64_t>(r.logits.size()) != dg.vocab.size())
+          fail("engine", "{} returned {} logits for a slice of {}", devices_[i]->name(), r.logits.size(),
+               dg.vocab.size());
+        std::copy(r.logits.begin(), r.logits.end(), out[k].logits.begin() + dg.vocab.begin);
+      }
+    }
+    if (q.sample) {
+      std::mt19937_64 unused;  // greedy draws nothing
+      out[k].token = model::sample(std::move(parts), q.sampling, q.rng ? *q.rng : unused);
+    }
+  }
+  return out;
+}
+
+// One sequence in slot 0, its tokens in n_batch chunks; the last chunk samples or returns logits.
+SeqOutput Engine::eval(std::span<const model::Token> tokens, SeqStep last) {
+  if (tokens.empty()) fail("engine", "nothing to evaluate");
+  if (n_past_[0] + static_cast<int64_t>(tokens.size()) > opt_.n_ctx)
+    fail("engine", "context is full: {} + {} tokens exceed -c {}", n_past_[0], tokens.size(), opt_.n_ctx);
+  for (size_t i = 0;; i += opt_.n_batch) {
+    const size_t n = std::min<size_t>(opt_.n_batch, tokens.size() - i);
+    SeqStep q;
+    if (i + n == tokens.size()) q = last;
+    q.seq = 0;
+    q.tokens = tokens.subspan(i, n);
+    auto out = step_batch({&q, 1});
+    if (i + n == tokens.size()) return std::move(out[0]);
+  }
 }
 
 model::Token Engine::eval_and_sample(std::span<const model::Token> tokens, const model::SamplingParams& p,
                                      std::span<const model::Token> recent, std::mt19937_64& rng) {
-  auto results = eval(tokens, p, recent, false);
-  std::vector<model::LocalCandidates> parts;
-  for (size_t i = 0; i < results.size(); ++i)
-    if (plan_.devices[i].has_logits) parts.push_back(std::move(results[i].candidates));
-  return model::sample(std::move(parts), p, rng);
+  SeqStep last;
+  last.sample = true;
+  last.sampling = p;
+  last.recent = recent;
+  last.rng = &rng;
+  return eval(tokens, last).token;
 }
 
 std::vector<float> Engine::eval_logits(std::span<const model::Token> tokens) {
-  auto results = eval(tokens, {}, {}, true);
-  std::vector<float> logits(config_.dims.n_vocab);
-  for (size_t i = 0; i < results.size(); ++i) {
-    const auto& dg = plan_.devices[i];
-    if (!dg.has_logits) continue;
-    WEFT_ASSERT(static_cast<int64_t>(results[i].logits.size()) == dg.vocab.size());
-    std::copy(results[i].logits.begin(), results[i].logits.end(), logits.begin() + dg.vocab.begin);
-  }
-  return logits;
+  SeqStep last;
+  last.logits = true;
+  return std::move(eval(tokens, last).logits);
 }
 
 }  // namespace weft::runtime

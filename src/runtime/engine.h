@@ -77,11 +77,9 @@ class Engine {
   void truncate(int32_t seq, int32_t n_keep);
 
  private:
-  std::vector<device::StepResult> step(std::span<const Token> tokens, bool last_chunk, const model::SamplingParams& p,
-                                       std::span<const Token> recent, bool logits);
+  std::vector<device::StepResult> run_step(device::Step s);
   void wait_all(std::vector<device::StepResult>& results);
-  std::vector<device::StepResult> eval(std::span<const Token> tokens, const model::SamplingParams& p,
-                                       std::span<const Token> recent, bool logits);
+  SeqOutput eval(std::span<const Token> tokens, SeqStep last);
 
   const gguf::File& file_;
   EngineOptions opt_;

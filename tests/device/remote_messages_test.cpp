@@ -246,8 +246,9 @@ TEST(RemoteMessages, GraphWithBadValuesIsRejected) {
 TEST(RemoteMessages, LoadOptionsRoundTripWithCacheTypes) {
   for (DType k : {DType::F16, DType::F32})
     for (DType v : {DType::F16, DType::F32}) {
-      const LoadOptions back = round_trip({1024, 64, k, v});
+      const LoadOptions back = round_trip({1024, 3, 64, k, v});
       EXPECT_EQ(back.n_ctx, 1024);
+      EXPECT_EQ(back.n_seq, 3);
       EXPECT_EQ(back.max_tokens, 64);
       EXPECT_EQ(back.k_type, k);
       EXPECT_EQ(back.v_type, v);
@@ -255,12 +256,16 @@ TEST(RemoteMessages, LoadOptionsRoundTripWithCacheTypes) {
 }
 
 TEST(RemoteMessages, LoadOptionsRejectOtherCacheTypesAndBadSizes) {
-  EXPECT_ERROR(round_trip({1024, 64, DType::Q8_0, DType::F16}), "kv cache type 8 (f32 or f16)");
-  EXPECT_ERROR(round_trip({1024, 64, DType::F16, static_cast<DType>(999)}), "kv cache type 999 (f32 or f16)");
-  EXPECT_ERROR(round_trip({0, 64, DType::F16, DType::F16}), "n_ctx 0 / max tokens 64 out of range");
-  EXPECT_ERROR(round_trip({1024, 0, DType::F16, DType::F16}), "n_ctx 1024 / max tokens 0 out of range");
+  EXPECT_ERROR(round_trip({1024, 1, 64, DType::Q8_0, DType::F16}), "kv cache type 8 (f32 or f16)");
+  EXPECT_ERROR(round_trip({1024, 1, 64, DType::F16, static_cast<DType>(999)}), "kv cache type 999 (f32 or f16)");
+  EXPECT_ERROR(round_trip({0, 1, 64, DType::F16, DType::F16}), "n_ctx 0 x n_seq 1 / max tokens 64 out of range");
+  EXPECT_ERROR(round_trip({1024, 1, 0, DType::F16, DType::F16}), "n_ctx 1024 x n_seq 1 / max tokens 0 out of range");
+  EXPECT_ERROR(round_trip({1024, 0, 64, DType::F16, DType::F16}), "n_ctx 1024 x n_seq 0");
+  // A KV cache of more than 2^24 positions in all is refused before anything is allocated.
+  EXPECT_ERROR(round_trip({1 << 20, 17, 64, DType::F16, DType::F16}), "out of range");
   net::ByteWriter w;  // truncated: the cache types are missing
   w.i32(1024);
+  w.i32(1);
   w.i32(64);
   net::ByteReader r(w.data());
   EXPECT_ERROR(read_load_options(r), "message truncated reading kv cache type");
@@ -472,7 +477,7 @@ TEST(RemoteMessages, SlicesWithBadValuesAreRejected) {
 // The Load message as a worker reads it: graph, options, model id and slices, nothing after.
 TEST(RemoteMessages, LoadMessageRoundTrips) {
   WorkerSlices ws;
-  const LoadOptions lo{4096, 256, DType::F32, DType::F16};
+  const LoadOptions lo{4096, 2, 256, DType::F32, DType::F16};
   const ModelId id{tiny().bytes.size(), kHash, "tiny.gguf"};
   net::ByteWriter w;
   write_graph(w, ws.graph);
@@ -513,31 +518,46 @@ Step step_round_trip(const Step& s) {
 Step rich_step() {
   Step s;
   s.tokens = {1, 5, 9, 3, 0x7fffffff};
-  s.pos0 = 77;
   s.input = {0.5f, -1.25f, 3e38f, -0.f};
-  s.want_candidates = false;
-  s.want_logits = true;
-  s.sampling = {0.f, 7, 0.5f, 0.125f, 1.1f, 32, 0x0123456789abcdefULL};
-  s.recent = {4, 4, 2};
+  StepSeq a;
+  a.seq = 3;
+  a.pos0 = 77;
+  a.n_tokens = 2;
+  a.want_candidates = false;
+  a.want_logits = true;
+  a.sampling = {0.f, 7, 0.5f, 0.125f, 1.1f, 32, 0.75f, -0.5f, 0x0123456789abcdefULL};
+  a.recent = {4, 4, 2};
+  StepSeq b;
+  b.seq = 0;
+  b.n_tokens = 3;
+  s.seqs = {a, b};
   return s;
 }
 
 TEST(RemoteMessages, StepRoundTrips) {
-  for (const Step& s : {rich_step(), Step{}}) {
+  for (const Step& s : {rich_step(), Step::single({7}, 5)}) {
     const Step back = step_round_trip(s);
     EXPECT_EQ(back.tokens, s.tokens);
-    EXPECT_EQ(back.pos0, s.pos0);
     EXPECT_EQ(back.input, s.input);
-    EXPECT_EQ(back.want_candidates, s.want_candidates);
-    EXPECT_EQ(back.want_logits, s.want_logits);
-    EXPECT_EQ(back.sampling.temp, s.sampling.temp);
-    EXPECT_EQ(back.sampling.top_k, s.sampling.top_k);
-    EXPECT_EQ(back.sampling.top_p, s.sampling.top_p);
-    EXPECT_EQ(back.sampling.min_p, s.sampling.min_p);
-    EXPECT_EQ(back.sampling.repeat_penalty, s.sampling.repeat_penalty);
-    EXPECT_EQ(back.sampling.repeat_last_n, s.sampling.repeat_last_n);
-    EXPECT_EQ(back.sampling.seed, s.sampling.seed);
-    EXPECT_EQ(back.recent, s.recent);
+    ASSERT_EQ(back.seqs.size(), s.seqs.size());
+    for (size_t k = 0; k < s.seqs.size(); ++k) {
+      const StepSeq &x = s.seqs[k], &y = back.seqs[k];
+      EXPECT_EQ(y.seq, x.seq);
+      EXPECT_EQ(y.pos0, x.pos0);
+      EXPECT_EQ(y.n_tokens, x.n_tokens);
+      EXPECT_EQ(y.want_candidates, x.want_candidates);
+      EXPECT_EQ(y.want_logits, x.want_logits);
+      EXPECT_EQ(y.sampling.temp, x.sampling.temp);
+      EXPECT_EQ(y.sampling.top_k, x.sampling.top_k);
+      EXPECT_EQ(y.sampling.top_p, x.sampling.top_p);
+      EXPECT_EQ(y.sampling.min_p, x.sampling.min_p);
+      EXPECT_EQ(y.sampling.repeat_penalty, x.sampling.repeat_penalty);
+      EXPECT_EQ(y.sampling.repeat_last_n, x.sampling.repeat_last_n);
+      EXPECT_EQ(y.sampling.presence_penalty, x.sampling.presence_penalty);
+      EXPECT_EQ(y.sampling.frequency_penalty, x.sampling.frequency_penalty);
+      EXPECT_EQ(y.sampling.seed, x.sampling.seed);
+      EXPECT_EQ(y.recent, x.recent);
+    }
   }
   // read_step checks the end itself: trailing bytes are "step: 1 unexpected trailing bytes".
   expect_exact_length(
@@ -546,10 +566,14 @@ TEST(RemoteMessages, StepRoundTrips) {
 
 TEST(RemoteMessages, StepWithBadValuesIsRejected) {
   Step s = rich_step();
-  s.pos0 = -1;
-  EXPECT_ERROR(step_round_trip(s), "step: pos0 -1");
+  s.seqs[0].pos0 = -1;
+  EXPECT_ERROR(step_round_trip(s), "step: sequence slot 3 at -1 with 2 tokens");
+  s = rich_step();
+  s.seqs[1].n_tokens = 4;
+  EXPECT_ERROR(step_round_trip(s), "step: sequences hold 6 tokens, the step 5");
   Bytes b = step_bytes(rich_step());
-  const size_t flags = 4 + 4 * rich_step().tokens.size() + 4 + 4 + 4 * rich_step().input.size();
+  // tokens, input, sequence count, then slot, pos0, n_tokens of the first sequence, then its flags
+  const size_t flags = 4 + 4 * rich_step().tokens.size() + 4 + 4 * rich_step().input.size() + 4 + 12;
   b[flags] = 2;  // want_candidates
   net::ByteReader r(b);
   EXPECT_ERROR(read_step(r), "want candidates: 2 is not a boolean");
@@ -569,8 +593,9 @@ Bytes step_result_bytes(const StepResult& s, const DeviceStats& st) {
 
 TEST(RemoteMessages, StepResultRoundTripsWithStats) {
   StepResult s;
-  s.candidates.top = {{42, 9.5f}, {7, 3.25f}, {0, -1e30f}};
-  s.logits = {1.f, -2.f, 0.5f, 8.f};
+  s.seqs.resize(2);
+  s.seqs[0].candidates.top = {{42, 9.5f}, {7, 3.25f}, {0, -1e30f}};
+  s.seqs[1].logits = {1.f, -2.f, 0.5f, 8.f};
   s.output = {0.25f, 0.125f};
   DeviceStats st;
   for (size_t i = 0; i < st.op_seconds.size(); ++i) st.op_seconds[i] = 0.001 * static_cast<double>(i + 1);
@@ -581,12 +606,14 @@ TEST(RemoteMessages, StepResultRoundTripsWithStats) {
   net::ByteReader r(b);
   DeviceStats back_stats;
   const StepResult back = read_step_result(r, back_stats);
-  ASSERT_EQ(back.candidates.top.size(), 3u);
+  ASSERT_EQ(back.seqs.size(), 2u);
+  ASSERT_EQ(back.seqs[0].candidates.top.size(), 3u);
   for (size_t i = 0; i < 3; ++i) {
-    EXPECT_EQ(back.candidates.top[i].id, s.candidates.top[i].id);
-    EXPECT_EQ(back.candidates.top[i].logit, s.candidates.top[i].logit);
+    EXPECT_EQ(back.seqs[0].candidates.top[i].id, s.seqs[0].candidates.top[i].id);
+    EXPECT_EQ(back.seqs[0].candidates.top[i].logit, s.seqs[0].candidates.top[i].logit);
   }
-  EXPECT_EQ(back.logits, s.logits);
+  EXPECT_TRUE(back.seqs[0].logits.empty() && back.seqs[1].candidates.top.empty());
+  EXPECT_EQ(back.seqs[1].logits, s.seqs[1].logits);
   EXPECT_EQ(back.output, s.output);
   EXPECT_EQ(back_stats.op_seconds, st.op_seconds);
   EXPECT_EQ(back_stats.collective_seconds, st.collective_seconds);
@@ -598,7 +625,7 @@ TEST(RemoteMessages, StepResultRoundTripsWithStats) {
   DeviceStats es;
   es.steps = 9;  // overwritten by what arrives
   const StepResult e = read_step_result(re, es);
-  EXPECT_TRUE(e.candidates.top.empty() && e.logits.empty() && e.output.empty());
+  EXPECT_TRUE(e.seqs.empty() && e.output.empty());
   EXPECT_EQ(es.steps, 0u);
 
   expect_exact_length(
@@ -612,15 +639,15 @@ TEST(RemoteMessages, StepResultRoundTripsWithStats) {
 
 TEST(RemoteMessages, StepResultWithOtherOpStatsIsRejected) {
   Bytes b = step_result_bytes({}, {});
-  // Empty candidates, logits and output: 3 u32 counts, then the op stats count.
+  // No sequences and no output: 2 u32 counts, then the op stats count.
   const uint32_t n_ops = static_cast<uint32_t>(DeviceStats{}.op_seconds.size());
   uint32_t fewer = n_ops - 1;
-  std::memcpy(&b[12], &fewer, 4);  // little-endian like the wire (x86)
+  std::memcpy(&b[8], &fewer, 4);  // little-endian like the wire (x86)
   net::ByteReader r(b);
   DeviceStats st;
   EXPECT_ERROR(read_step_result(r, st), fmt::format("step result: {} op stats, expected {}", fewer, n_ops));
   uint32_t more = n_ops + 1;
-  std::memcpy(&b[12], &more, 4);
+  std::memcpy(&b[8], &more, 4);
   net::ByteReader r2(b);
   EXPECT_ERROR(read_step_result(r2, st), fmt::format("op stats: count {} exceeds the limit {}", more, n_ops));
 }

@@ -168,9 +168,9 @@ TEST(RemoteWorker, IdleConnectionsDoNotLockOutTheCoordinator) {
   net::Channel ch(std::move(s), std::move(mac));
   net::ByteWriter b;
   b.i32(0);
-  ch.send(net::MsgType::Truncate, b.data(), 1000);  // served: answered (an error, before any load)
-  const std::string e = error_of([&] { ch.expect(net::MsgType::Truncated, 3000, 3000); });
-  EXPECT_NE(e.find("truncate before load"), std::string::npos) << e;
+  ch.send(net::MsgType::Step, b.data(), 1000);  // served: answered (an error, before any load)
+  const std::string e = error_of([&] { ch.expect(net::MsgType::StepResult, 3000, 3000); });
+  EXPECT_NE(e.find("step before load"), std::string::npos) << e;
   EXPECT_LT(seconds_since(t0), 1.0);
 }
 
@@ -228,7 +228,7 @@ TEST(RemoteWorker, FrameWithABadMacEndsTheSession) {
   f.bytes(std::vector<uint8_t>(net::kMacTagBytes, 0));
   s.send_all(f.data().data(), f.data().size(), 1000);
   net::Channel ch(std::move(s), std::move(mac));
-  const std::string e = error_of([&] { ch.expect(net::MsgType::Truncated, 3000, 3000); });
+  const std::string e = error_of([&] { ch.expect(net::MsgType::StepResult, 3000, 3000); });
   EXPECT_NE(e.find("bye frame #0 failed authentication"), std::string::npos) << e;
 }
 

@@ -41,13 +41,11 @@ struct Tiny {
     const auto cfg = model::read_config(*file);
     plan =
         parallel::make_plan(parallel::SplitMode::None, model::build_llama_graph(cfg), model::weight_table(*file), {1});
-    step.tokens = {1, 5, 9, 3};
-    step.want_candidates = false;
-    step.want_logits = true;
+    step = Step::single({1, 5, 9, 3}, 0, /*want_candidates=*/false, /*want_logits=*/true);
     CpuDevice cpu({});
-    cpu.load(plan.devices[0], *file, {64, 8});
+    cpu.load(plan.devices[0], *file, {64, 1, 8});
     cpu.submit(step);
-    ref_logits = cpu.wait().logits;
+    ref_logits = cpu.wait().seqs.at(0).logits;
   }
   uint64_t weight_bytes() const {
     uint64_t n = 0;
@@ -57,9 +55,9 @@ struct Tiny {
   // Loads onto the worker, checks the logits, returns how the weights got there.
   LoadReport load_on(const std::string& address) {
     RemoteDevice d(address, 1, {});
-    d.load(plan.devices[0], *file, {64, 8});
+    d.load(plan.devices[0], *file, {64, 1, 8});
     d.submit(step);
-    EXPECT_EQ(d.wait().logits, ref_logits);
+    EXPECT_EQ(d.wait().seqs.at(0).logits, ref_logits);
     return d.load_report();
   }
 };

@@ -109,6 +109,25 @@ TEST(Sampling, LocalCandidatesSortedWithIdTieBreak) {
   EXPECT_EQ(lc.top[3].logit, 2.f);
 }
 
+TEST(Sampling, PresenceAndFrequencyPenaltiesAsLlamaCpp) {
+  const std::vector<float> l = {2.f, -2.f, 1.f, 0.5f, 4.f};
+  SamplingParams p = plain(1.f);
+  p.presence_penalty = 0.5f;
+  p.frequency_penalty = 0.25f;
+  p.repeat_penalty = 2.f;
+  p.repeat_last_n = 6;  // window: {10, 11, 3, 10, 10, 11}; 14 is too old
+  const std::vector<Token> recent = {14, 10, 11, 3, 10, 10, 11};
+  const auto lc = local_candidates(l.data(), 10, 5, p, recent);
+  std::map<Token, float> got;
+  for (const auto& c : lc.top) got[c.id] = c.logit;
+  EXPECT_FLOAT_EQ(got[10], 2.f / 2 - 3 * 0.25f - 0.5f);   // three times: repeat once, frequency thrice, presence once
+  EXPECT_FLOAT_EQ(got[11], -2.f * 2 - 2 * 0.25f - 0.5f);  // twice
+  EXPECT_EQ(got[12], 1.f);
+  EXPECT_EQ(got[14], 4.f);
+  p.frequency_penalty = std::nanf("");
+  EXPECT_ERROR(local_candidates(l.data(), 10, 5, p, recent), "must be finite");
+}
+
 TEST(Sampling, RepeatPenaltyAsLlamaCpp) {
   const std::vector<float> l = {2.f, -2.f, 1.f, 0.5f, 4.f};
   SamplingParams p = plain(1.f);

@@ -80,19 +80,19 @@ TEST(Channel, TamperedAndReplayedFramesOnTheWireAreRejected) {
   Channel worker(std::move(w_sock), SessionMac(kKey, kNc, kNw, Role::Worker));
   ByteWriter p;
   p.i32(7);
-  const auto good = wire_bytes(coordinator, recorder, MsgType::Truncate, p.data());
+  const auto good = wire_bytes(coordinator, recorder, MsgType::Step, p.data());
   attacker.send_all(good.data(), good.size(), 1000);
   EXPECT_EQ(worker.recv(1000, 1000).payload, p.data());
   // The same bytes again: a replay.
   attacker.send_all(good.data(), good.size(), 1000);
   const std::string replay = error_of([&] { worker.recv(1000, 1000); });
-  EXPECT_NE(replay.find("truncate frame #1 failed authentication"), std::string::npos) << replay;
+  EXPECT_NE(replay.find("step frame #1 failed authentication"), std::string::npos) << replay;
 
   auto [c2, rec2] = socket_pair();
   auto [att2, w2] = socket_pair();
   Channel coordinator2(std::move(c2), SessionMac(kKey, kNc, kNw, Role::Coordinator));
   Channel worker2(std::move(w2), SessionMac(kKey, kNc, kNw, Role::Worker));
-  auto tampered = wire_bytes(coordinator2, rec2, MsgType::Truncate, p.data());
+  auto tampered = wire_bytes(coordinator2, rec2, MsgType::Step, p.data());
   tampered[kFrameHeaderBytes] ^= 0x40;  // the position 7 becomes 71
   att2.send_all(tampered.data(), tampered.size(), 1000);
   const std::string e = error_of([&] { worker2.recv(1000, 1000); });

@@ -140,10 +140,6 @@ StepResult CpuDevice::wait() {
   return std::move(result_);
 }
 
-void CpuDevice::truncate_cache(int32_t pos) {
-  call([&] { runner_->truncate_cache(pos); });
-}
-
 DeviceStats CpuDevice::stats() const { return runner_ ? runner_->stats() : DeviceStats{}; }
 
 }  // namespace weft::device

@@ -44,7 +44,6 @@ class CpuDevice : public Device {
   bool poll(int timeout_ms) override;
   StepResult wait() override;
   void abort() override;
-  void truncate_cache(int32_t pos) override;
   DeviceStats stats() const override;
 
  private:

@@ -38,7 +38,7 @@ void CpuGraphRunner::load(const parallel::DeviceGraph& graph, const gguf::File& 
       case LocalOp::Attention: {
         for (DType t : {opt.k_type, opt.v_type})
           if (t != DType::F32 && t != DType::F16) fail("cpu", "KV cache type {}: f32 or f16", dtype_name(t));
-        const int64_t n = int64_t{opt.n_ctx} * ln.kv_heads.size() * d.head_dim;
+        const int64_t n = int64_t{opt.n_seq} * opt.n_ctx * ln.kv_heads.size() * d.head_dim;
         ns.k_cache.assign(row_bytes(opt.k_type, n), 0);
         ns.v_cache.assign(row_bytes(opt.v_type, n), 0);
         for (int64_t h = ln.q_heads.begin; h < ln.q_heads.end; ++h)
@@ -54,7 +54,7 @@ void CpuGraphRunner::load(const parallel::DeviceGraph& graph, const gguf::File& 
       if (readers_[in].empty() || readers_[in].back() != static_cast<int>(i))
         readers_[in].push_back(static_cast<int>(i));
   plan_buffers(opt.max_tokens);
-  n_cached_ = 0;
+  n_cached_.assign(opt.n_seq, 0);
 }
 
 namespace {
@@ -101,21 +101,48 @@ void CpuGraphRunner::plan_buffers(int32_t max_tokens) {
   }
 }
 
-StepResult CpuGraphRunner::run(const Step& step) {
-  const auto t0 = Clock::now();
+// A step names distinct slots, positions each slot can continue from, and all of its tokens.
+void CpuGraphRunner::check_step(const Step& step) const {
   const int64_t n_tokens = static_cast<int64_t>(step.tokens.size());
   if (n_tokens < 1 || n_tokens > opt_.max_tokens)
     fail("cpu", "a step of {} tokens is outside 1..{}", n_tokens, opt_.max_tokens);
-  if (step.pos0 != n_cached_) fail("cpu", "step at position {} but the cache holds {} positions", step.pos0, n_cached_);
-  if (step.pos0 + n_tokens > opt_.n_ctx)
-    fail("cpu", "context full: {} + {} tokens exceed -c {}", step.pos0, n_tokens, opt_.n_ctx);
+  if (step.seqs.empty()) fail("cpu", "a step without sequences");
+  int64_t total = 0;
+  std::vector<bool> seen(opt_.n_seq, false);
+  for (const StepSeq& q : step.seqs) {
+    if (q.seq < 0 || q.seq >= opt_.n_seq) fail("cpu", "sequence slot {} outside 0..{}", q.seq, opt_.n_seq - 1);
+    if (seen[q.seq]) fail("cpu", "sequence slot {} twice in one step", q.seq);
+    seen[q.seq] = true;
+    if (q.n_tokens < 1) fail("cpu", "sequence slot {} with {} tokens", q.seq, q.n_tokens);
+    if (q.pos0 < 0 || q.pos0 > n_cached_[q.seq])
+      fail("cpu", "slot {}: step at position {} but the cache holds {} positions", q.seq, q.pos0, n_cached_[q.seq]);
+    if (int64_t{q.pos0} + q.n_tokens > opt_.n_ctx)
+      fail("cpu", "slot {}: context full: {} + {} tokens exceed -c {}", q.seq, q.pos0, q.n_tokens, opt_.n_ctx);
+    total += q.n_tokens;
+  }
+  if (total != n_tokens) fail("cpu", "the sequences hold {} tokens, the step {}", total, n_tokens);
+}
+
+StepResult CpuGraphRunner::run(const Step& step) {
+  const auto t0 = Clock::now();
+  check_step(step);
+  const int64_t n_tokens = static_cast<int64_t>(step.tokens.size());
   ++step_id_;
-  std::vector<int32_t> pos(n_tokens);
-  for (int64_t t = 0; t < n_tokens; ++t) pos[t] = static_cast<int32_t>(step.pos0 + t);
+  std::vector<int32_t> pos;
+  std::vector<int64_t> kv_row, out_rows;
+  pos.reserve(n_tokens);
+  kv_row.reserve(n_tokens);
+  for (const StepSeq& q : step.seqs) {
+    for (int32_t t = 0; t < q.n_tokens; ++t) {
+      pos.push_back(q.pos0 + t);
+      kv_row.push_back(int64_t{q.seq} * opt_.n_ctx + q.pos0 + t);
+    }
+    if (q.want_candidates || q.want_logits) out_rows.push_back(static_cast<int64_t>(pos.size()) - 1);
+  }
   for (int i = 0; i < static_cast<int>(graph_.nodes.size()); ++i) {
     const auto ts = Clock::now();
     try {
-      exec(i, {step, n_tokens, pos});
+      exec(i, {step, n_tokens, pos, kv_row, out_rows});
     } catch (...) {
       if (group_) group_->abort();  // peers must not wait for this device in a collective
       throw;
@@ -125,17 +152,24 @@ StepResult CpuGraphRunner::run(const Step& step) {
     if (op == LocalOp::AllReduce || op == LocalOp::AllGather) stats_.collective_seconds += s;
     stats_.op_seconds[static_cast<size_t>(op)] += s;
   }
-  n_cached_ = step.pos0 + static_cast<int32_t>(n_tokens);
+  for (const StepSeq& q : step.seqs) n_cached_[q.seq] = q.pos0 + q.n_tokens;
 
   StepResult r;
   const float* o = out(graph_.output);
   if (graph_.has_logits) {
-    // The output node computed only the last token's logits (see exec).
+    // The output node computed the logits of out_rows only, one row each (see matmul).
     const int64_t nv = graph_.vocab.size();
-    if (step.want_candidates)
-      r.candidates = model::local_candidates(o, static_cast<Token>(graph_.vocab.begin), static_cast<int32_t>(nv),
-                                             step.sampling, step.recent);
-    if (step.want_logits) r.logits.assign(o, o + nv);
+    r.seqs.resize(step.seqs.size());
+    int64_t row = 0;
+    for (size_t k = 0; k < step.seqs.size(); ++k) {
+      const StepSeq& q = step.seqs[k];
+      if (!q.want_candidates && !q.want_logits) continue;
+      const float* l = o + row++ * nv;
+      if (q.want_candidates)
+        r.seqs[k].candidates = model::local_candidates(l, static_cast<Token>(graph_.vocab.begin),
+                                                       static_cast<int32_t>(nv), q.sampling, q.recent);
+      if (q.want_logits) r.seqs[k].logits.assign(l, l + nv);
+    }
   } else if (graph_.passes_residual) {  // layer split: the residual stream goes on to the next device
     WEFT_ASSERT(graph_.nodes[graph_.output].width == graph_.dims.n_embd);
     r.output.assign(o, o + n_tokens * graph_.dims.n_embd);
@@ -237,11 +271,17 @@ void CpuGraphRunner::matmul(int i, const StepCtx& c) {
   const NodeState& ns = nodes_[i];
   const int64_t w = ln.width;
   float* y = out(i);
-  // Logits are needed for the last token only.
+  // Logits are needed for the last token of each sequence that asks for them only.
   const bool last_only = i == graph_.output && graph_.has_logits;
-  const int64_t k = graph_.nodes[ln.inputs[0]].width, rows = last_only ? 1 : c.n_tokens;
-  const float* x = out(ln.inputs[0]) + (last_only ? (c.n_tokens - 1) * k : 0);
-  if (w == 0) return;
+  const int64_t k = graph_.nodes[ln.inputs[0]].width;
+  const int64_t rows = last_only ? static_cast<int64_t>(c.out_rows.size()) : c.n_tokens;
+  const float* x = out(ln.inputs[0]);
+  if (w == 0 || rows == 0) return;
+  if (last_only) {
+    logit_rows_.resize(rows * k);
+    for (int64_t r = 0; r < rows; ++r) std::memcpy(&logit_rows_[r * k], x + c.out_rows[r] * k, k * sizeof(float));
+    x = logit_rows_.data();
+  }
   WEFT_ASSERT(ns.w.rows == w && ns.w.cols == k);
   if (k == 0) {  // row-parallel with no input features here: this device adds nothing
     std::fill(y, y + rows * w, 0.f);
@@ -258,12 +298,12 @@ void CpuGraphRunner::matmul(int i, const StepCtx& c) {
     for (int64_t t = 0; t < rows; ++t) kernels::add_inplace(y + t * w, ns.bias.data(), w);
 }
 
-// Writes the step's rows ([n_tokens, kv width] f32) at their positions of a KV cache of `type`.
+// Writes the step's rows ([n_tokens, kv width] f32) at their rows of a KV cache of `type`.
 static void store_kv(std::vector<uint8_t>& cache, DType type, const float* rows, int64_t n_tokens, int64_t kvw,
-                     const int32_t* pos) {
+                     const int64_t* kv_row) {
   const size_t row = row_bytes(type, kvw);
   for (int64_t t = 0; t < n_tokens; ++t) {
-    uint8_t* dst = cache.data() + static_cast<size_t>(pos[t]) * row;
+    uint8_t* dst = cache.data() + static_cast<size_t>(kv_row[t]) * row;
     if (type == DType::F16)
       kernels::f32_to_f16_row(rows + t * kvw, reinterpret_cast<uint16_t*>(dst), kvw);
     else
@@ -277,21 +317,28 @@ void CpuGraphRunner::attention(int i, const StepCtx& c) {
   const auto& d = graph_.dims;
   if (ln.width == 0) return;
   const int64_t n_kv = ln.kv_heads.size(), kvw = n_kv * d.head_dim;
-  store_kv(ns.k_cache, opt_.k_type, out(ln.inputs[1]), c.n_tokens, kvw, c.pos.data());
-  store_kv(ns.v_cache, opt_.v_type, out(ln.inputs[2]), c.n_tokens, kvw, c.pos.data());
-  kernels::AttentionShape s{c.n_tokens, ln.q_heads.size(), n_kv, d.head_dim,
-                            1.f / std::sqrt(static_cast<float>(d.head_dim))};
+  store_kv(ns.k_cache, opt_.k_type, out(ln.inputs[1]), c.n_tokens, kvw, c.kv_row.data());
+  store_kv(ns.v_cache, opt_.v_type, out(ln.inputs[2]), c.n_tokens, kvw, c.kv_row.data());
+  kernels::AttentionShape s{0, ln.q_heads.size(), n_kv, d.head_dim, 1.f / std::sqrt(static_cast<float>(d.head_dim))};
   s.k_type = opt_.k_type;
   s.v_type = opt_.v_type;
+  const int64_t qw = ln.width;  // == n_q_heads * head_dim, also the output width
+  const size_t k_slot = row_bytes(opt_.k_type, kvw) * opt_.n_ctx, v_slot = row_bytes(opt_.v_type, kvw) * opt_.n_ctx;
   const float* q = out(ln.inputs[0]);
   float* y = out(i);
-  pool_.run([&](int ith, int nth) {  // query heads spread over the pool
+  pool_.run([&](int ith, int nth) {  // query heads spread over the pool; each sequence reads its own slot
     auto [h0, h1] = split_range(s.n_q_heads, 1, ith, nth);
     if (h0 >= h1) return;
     kernels::AttentionShape part = s;
     part.head_begin = h0;
     part.head_end = h1;
-    kernels::attention(part, q, ns.k_cache.data(), ns.v_cache.data(), ns.kv_of_q.data(), c.pos.data(), y);
+    int64_t t0 = 0;
+    for (const StepSeq& sq : c.step.seqs) {
+      part.n_tokens = sq.n_tokens;
+      kernels::attention(part, q + t0 * qw, ns.k_cache.data() + sq.seq * k_slot, ns.v_cache.data() + sq.seq * v_slot,
+                         ns.kv_of_q.data(), c.pos.data() + t0, y + t0 * qw);
+      t0 += sq.n_tokens;
+    }
   });
 }
 

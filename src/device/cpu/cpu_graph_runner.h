@@ -16,7 +16,6 @@ class CpuGraphRunner {
   CpuGraphRunner(int n_threads, const Placement& placement, bool spin, bool map_weights, parallel::Group* group);
   void load(const parallel::DeviceGraph& graph, const gguf::File& weights, const LoadOptions& opt);
   StepResult run(const Step& step);
-  void truncate_cache(int32_t pos) { n_cached_ = std::min(n_cached_, pos); }
   const DeviceStats& stats() const { return stats_; }
 
  private:
@@ -25,7 +24,7 @@ class CpuGraphRunner {
     std::vector<float> vec;                 // RmsNorm / HeadNorm weight
     std::vector<float> bias;                // MatMul bias slice
     int buffer = -1;                        // index into buffers_
-    std::vector<uint8_t> k_cache, v_cache;  // Attention: [n_ctx, kv_heads, head_dim] of opt_.k_type / v_type
+    std::vector<uint8_t> k_cache, v_cache;  // Attention: [n_seq, n_ctx, kv_heads, head_dim] of opt_.k_type / v_type
     std::vector<int32_t> kv_of_q;           // Attention: local kv head of each local q head
   };
   float* out(int node) { return buffers_[nodes_[node].buffer].data(); }
@@ -35,8 +34,11 @@ class CpuGraphRunner {
   struct StepCtx {
     const Step& step;
     int64_t n_tokens;
-    const std::vector<int32_t>& pos;  // position of each token
+    const std::vector<int32_t>& pos;       // position of each token in its sequence
+    const std::vector<int64_t>& kv_row;    // its row in the KV caches: slot * n_ctx + position
+    const std::vector<int64_t>& out_rows;  // tokens whose logits are wanted: each wanting sequence's last
   };
+  void check_step(const Step& step) const;
   void exec(int i, const StepCtx& c);
   void embed(int i, const StepCtx& c);
   void rms_norm(int i, const StepCtx& c);
@@ -62,8 +64,9 @@ class CpuGraphRunner {
   uint64_t step_id_ = 0;
   std::vector<std::vector<int>> readers_;  // nodes reading each node's output
   std::vector<float> gather_tmp_;
+  std::vector<float> logit_rows_;  // the output node's input rows of out_rows, side by side
   LoadOptions opt_;
-  int32_t n_cached_ = 0;  // positions [0, n_cached_) hold valid K/V
+  std::vector<int32_t> n_cached_;  // per slot: positions [0, n_cached_) hold valid K/V
   DeviceStats stats_;
 };
 

@@ -351,13 +351,4 @@ StepResult RemoteDevice::wait() {
   });
 }
 
-void RemoteDevice::truncate_cache(int32_t pos) {
-  guarded("truncate", [&] {
-    net::ByteWriter w;
-    w.i32(pos);
-    send(MsgType::Truncate, w.data());
-    await(MsgType::Truncated);
-  });
-}
-
 }  // namespace weft::device::remote

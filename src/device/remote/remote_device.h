@@ -83,7 +83,6 @@ class RemoteDevice : public Device {
   bool poll(int timeout_ms) override;
   StepResult wait() override;
   void abort() override;
-  void truncate_cache(int32_t pos) override;
   DeviceStats stats() const override { return stats_; }
 
   const LoadReport& load_report() const { return load_report_; }

@@ -166,14 +166,16 @@ parallel::DeviceGraph read_graph(ByteReader& r) {
 
 void write_load_options(ByteWriter& w, const LoadOptions& o) {
   w.i32(o.n_ctx);
+  w.i32(o.n_seq);
   w.i32(o.max_tokens);
   w.u32(static_cast<uint32_t>(o.k_type));
   w.u32(static_cast<uint32_t>(o.v_type));
 }
 LoadOptions read_load_options(ByteReader& r) {
-  LoadOptions o{r.i32("n_ctx"), r.i32("max tokens")};
-  if (o.n_ctx <= 0 || o.n_ctx > (1 << 24) || o.max_tokens <= 0 || o.max_tokens > static_cast<int32_t>(kMaxTokens))
-    fail("net", "load options: n_ctx {} / max tokens {} out of range", o.n_ctx, o.max_tokens);
+  LoadOptions o{r.i32("n_ctx"), r.i32("n_seq"), r.i32("max tokens")};
+  if (o.n_ctx <= 0 || o.n_seq <= 0 || o.n_seq > static_cast<int32_t>(kMaxSeqs) ||
+      int64_t{o.n_ctx} * o.n_seq > (1 << 24) || o.max_tokens <= 0 || o.max_tokens > static_cast<int32_t>(kMaxTokens))
+    fail("net", "load options: n_ctx {} x n_seq {} / max tokens {} out of range", o.n_ctx, o.n_seq, o.max_tokens);
   for (DType* t : {&o.k_type, &o.v_type}) {
     const uint32_t v = r.u32("kv cache type");
     if (v != static_cast<uint32_t>(DType::F32) && v != static_cast<uint32_t>(DType::F16))
@@ -228,50 +230,82 @@ std::vector<TensorHeader> read_tensor_headers(ByteReader& r) {
   return ts;
 }
 
-void write_step(ByteWriter& w, const Step& s) {
-  w.i32s(s.tokens);
-  w.i32(s.pos0);
-  w.f32s(s.input);
-  w.u8(s.want_candidates);
-  w.u8(s.want_logits);
-  const auto& p = s.sampling;
+namespace {
+void write_sampling(ByteWriter& w, const model::SamplingParams& p) {
   w.f32(p.temp);
   w.i32(p.top_k);
   w.f32(p.top_p);
   w.f32(p.min_p);
   w.f32(p.repeat_penalty);
   w.i32(p.repeat_last_n);
+  w.f32(p.presence_penalty);
+  w.f32(p.frequency_penalty);
   w.u64(p.seed);
-  w.i32s(s.recent);
 }
-Step read_step(ByteReader& r) {
-  Step s;
-  s.tokens = r.i32s("step tokens", kMaxTokens);
-  s.pos0 = r.i32("step pos0");
-  if (s.pos0 < 0) fail("net", "step: pos0 {}", s.pos0);
-  s.input = r.f32s("step input", kMaxFloats);
-  s.want_candidates = r.boolean("want candidates");
-  s.want_logits = r.boolean("want logits");
-  auto& p = s.sampling;
+model::SamplingParams read_sampling(ByteReader& r) {
+  model::SamplingParams p;
   p.temp = r.f32("temp");
   p.top_k = r.i32("top k");
   p.top_p = r.f32("top p");
   p.min_p = r.f32("min p");
   p.repeat_penalty = r.f32("repeat penalty");
   p.repeat_last_n = r.i32("repeat last n");
+  p.presence_penalty = r.f32("presence penalty");
+  p.frequency_penalty = r.f32("frequency penalty");
   p.seed = r.u64("seed");
-  s.recent = r.i32s("recent tokens", kMaxTokens);
+  return p;
+}
+}  // namespace
+
+void write_step(ByteWriter& w, const Step& s) {
+  w.i32s(s.tokens);
+  w.f32s(s.input);
+  w.u32(static_cast<uint32_t>(s.seqs.size()));
+  for (const StepSeq& q : s.seqs) {
+    w.i32(q.seq);
+    w.i32(q.pos0);
+    w.i32(q.n_tokens);
+    w.u8(q.want_candidates);
+    w.u8(q.want_logits);
+    write_sampling(w, q.sampling);
+    w.i32s(q.recent);
+  }
+}
+// Checks the shape only; the device checks slots and positions against what it holds.
+Step read_step(ByteReader& r) {
+  Step s;
+  s.tokens = r.i32s("step tokens", kMaxTokens);
+  s.input = r.f32s("step input", kMaxFloats);
+  s.seqs.resize(r.count("step sequences", kMaxSeqs, 16));
+  int64_t total = 0;
+  for (StepSeq& q : s.seqs) {
+    q.seq = r.i32("sequence slot");
+    q.pos0 = r.i32("sequence pos0");
+    q.n_tokens = r.i32("sequence tokens");
+    if (q.seq < 0 || q.pos0 < 0 || q.n_tokens < 1)
+      fail("net", "step: sequence slot {} at {} with {} tokens", q.seq, q.pos0, q.n_tokens);
+    total += q.n_tokens;
+    q.want_candidates = r.boolean("want candidates");
+    q.want_logits = r.boolean("want logits");
+    q.sampling = read_sampling(r);
+    q.recent = r.i32s("recent tokens", kMaxTokens);
+  }
+  if (total != static_cast<int64_t>(s.tokens.size()))
+    fail("net", "step: sequences hold {} tokens, the step {}", total, s.tokens.size());
   r.finish("step");
   return s;
 }
 
 void write_step_result(ByteWriter& w, const StepResult& s, const DeviceStats& st) {
-  w.u32(static_cast<uint32_t>(s.candidates.top.size()));
-  for (const auto& c : s.candidates.top) {
-    w.i32(c.id);
-    w.f32(c.logit);
+  w.u32(static_cast<uint32_t>(s.seqs.size()));
+  for (const SeqResult& q : s.seqs) {
+    w.u32(static_cast<uint32_t>(q.candidates.top.size()));
+    for (const auto& c : q.candidates.top) {
+      w.i32(c.id);
+      w.f32(c.logit);
+    }
+    w.f32s(q.logits);
   }
-  w.f32s(s.logits);
   w.f32s(s.output);
   w.u32(static_cast<uint32_t>(st.op_seconds.size()));
   for (double v : st.op_seconds) w.f64(v);
@@ -279,15 +313,18 @@ void write_step_result(ByteWriter& w, const StepResult& s, const DeviceStats& st
   w.f64(st.step_seconds);
   w.u64(st.steps);
 }
+
 StepResult read_step_result(ByteReader& r, DeviceStats& st) {
   StepResult s;
-  const uint32_t n = r.count("candidate count", kMaxFloats, 8);
-  s.candidates.top.resize(n);
-  for (auto& c : s.candidates.top) {
-    c.id = r.i32("candidate id");
-    c.logit = r.f32("candidate logit");
+  s.seqs.resize(r.count("result sequences", kMaxSeqs, 8));
+  for (SeqResult& q : s.seqs) {
+    q.candidates.top.resize(r.count("candidate count", kMaxFloats, 8));
+    for (auto& c : q.candidates.top) {
+      c.id = r.i32("candidate id");
+      c.logit = r.f32("candidate logit");
+    }
+    q.logits = r.f32s("logits", kMaxFloats);
   }
-  s.logits = r.f32s("logits", kMaxFloats);
   s.output = r.f32s("output", kMaxFloats);
   const uint32_t nops = r.count("op stats", st.op_seconds.size(), 8);
   if (nops != st.op_seconds.size()) fail("net", "step result: {} op stats, expected {}", nops, st.op_seconds.size());

@@ -17,8 +17,9 @@ inline constexpr size_t kMaxNameBytes = 512;
 inline constexpr size_t kMaxTokens = 1 << 20;
 inline constexpr size_t kMaxFloats = 64u << 20;  // 256 MiB of f32: the frame limit of a step
 inline constexpr size_t kMaxTensors = 1 << 16;
+inline constexpr size_t kMaxSeqs = 1024;  // sequence slots of a batched step
 
-// Liveness: while a worker works on a request (load, step, truncate, group setup) it sends a
+// Liveness: while a worker works on a request (load, step, group setup) it sends a
 // Heartbeat frame every kHeartbeatIntervalMs, from a thread of its own (so a load that hashes,
 // receives and copies GiBs for minutes still beats, and a stopped process does not); a
 // coordinator waiting for a reply (or streaming weights) that hears nothing for kPeerSilenceMs

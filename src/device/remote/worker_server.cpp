@@ -338,16 +338,6 @@ void WorkerServer::session(net::Channel& s) {
         reply.send(MsgType::StepResult, w.data());
         break;
       }
-      case MsgType::Truncate: {
-        if (!ss.loaded) fail("net", "truncate before load");
-        const int32_t pos = r.i32("truncate position");
-        r.finish("truncate");
-        if (pos < 0) fail("net", "truncate at {}", pos);
-        reply.busy();
-        ss.dev->truncate_cache(pos);
-        reply.send(MsgType::Truncated, {});
-        break;
-      }
       case MsgType::Bye: return;
       default: fail("net", "unexpected {} message in a session", net::msg_type_name(f.type));
     }
