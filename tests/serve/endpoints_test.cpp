@@ -107,7 +107,7 @@ TEST(ServerLoading, HealthIs503UntilTheModelIsSet) {
   weft::test_support::GeneratedModel m;
   runtime::Engine engine(*m.file, weft::test_support::cpu_engine_options(1, 1, 64));
   runtime::Scheduler scheduler(engine, *m.tok);
-  const auto chat = ChatFormat::from_gguf(*m.file, "");
+  const auto chat = chat::Template::resolve(*m.file, "");
   server.set_model({m.tok.get(), &chat, &scheduler});
   EXPECT_EQ(get(c, "/health").status, 200);
   server.stop();
