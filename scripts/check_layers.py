@@ -28,7 +28,8 @@ LAYERS = {
     "device": ["model", "parallel", "kernels"],
     "runtime": ["device", "tokenizer"],
     "tools": ["model", "kernels"],
-    "apps": ["runtime", "tools", "chat"],
+    "serve": ["runtime", "chat"],
+    "apps": ["runtime", "tools", "chat", "serve"],
 }
 
 INCLUDE = re.compile(r'^\s*#\s*include\s*"([^"]+)"')

@@ -6,7 +6,7 @@ SUDO=""
 PKGS=(
   build-essential cmake ninja-build pkg-config clang clang-format libclang-rt-14-dev
   libgtest-dev libbenchmark-dev
-  libcli11-dev nlohmann-json3-dev libcpp-httplib-dev libfmt-dev
+  libcli11-dev nlohmann-json3-dev libcpp-httplib-dev prometheus-cpp-dev libfmt-dev
   libgloo-dev libnuma-dev libssl-dev
   python3
 )

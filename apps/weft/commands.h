@@ -20,5 +20,6 @@ Action add_info(CLI::App& app);
 Action add_tokenize(CLI::App& app);
 Action add_gen_model(CLI::App& app);
 Action add_worker(CLI::App& app);
+Action add_serve(CLI::App& app);
 
 }  // namespace weft::cli

@@ -17,7 +17,7 @@ int main(int argc, char** argv) {
   std::vector<std::pair<CLI::App*, weft::cli::Action>> actions;
   for (Add add : {weft::cli::add_run, weft::cli::add_chat, weft::cli::add_bench, weft::cli::add_batched_bench,
                   weft::cli::add_perplexity, weft::cli::add_plan, weft::cli::add_info, weft::cli::add_tokenize,
-                  weft::cli::add_gen_model, weft::cli::add_worker}) {
+                  weft::cli::add_gen_model, weft::cli::add_worker, weft::cli::add_serve}) {
     const size_t before = app.get_subcommands({}).size();
     weft::cli::Action a = add(app);
     actions.emplace_back(app.get_subcommands({})[before], std::move(a));

@@ -1,0 +1,109 @@
+// weft serve: an OpenAI-compatible HTTP server with continuous batching over the devices of
+// `weft run` (--devices, --rpc, -ts ...). It listens at once and prints the address in a line
+// scripts parse ("weft serve: listening on http://HOST:PORT"); /health answers 503 until the
+// model has loaded, then 200.
+#include "apps/weft/commands.h"
+#include "apps/weft/model_options.h"
+#include "chat/chat_template.h"
+#include "core/error.h"
+#include "model/model_config.h"
+#include "net/handshake.h"
+#include "runtime/scheduler.h"
+#include "serve/server.h"
+
+#include <algorithm>
+#include <cstdio>
+#include <memory>
+
+namespace weft::cli {
+namespace {
+
+struct ServeArgs {
+  ModelOptions model;
+  std::string host = "127.0.0.1";
+  int port = 8080;
+  int slots = 4;
+  int max_queue = 32;
+  std::string api_key, api_key_file;
+  std::string chat_template;
+  std::string alias;
+  size_t max_body_bytes = 8u << 20;
+};
+
+std::string file_stem(const std::string& path) {
+  const size_t slash = path.find_last_of('/');
+  std::string name = slash == std::string::npos ? path : path.substr(slash + 1);
+  if (name.size() > 5 && name.ends_with(".gguf")) name.resize(name.size() - 5);
+  return name;
+}
+
+int serve(const ServeArgs& a) {
+  auto file = gguf::File::open(a.model.model);
+  auto tok = tokenizer::Tokenizer::from_gguf(*file);
+  const auto tmpl = chat::Template::resolve(*file, a.chat_template);
+  if (tmpl.fell_back()) std::fprintf(stderr, "weft serve: the model has no chat template; using chatml\n");
+  runtime::EngineOptions eo = a.model.engine_options();
+  // -c is the context of all slots together, as llama-server's: each slot holds its share.
+  const int64_t total = a.model.ctx > 0 ? a.model.ctx : std::min<int64_t>(model::read_config(*file).n_ctx_train, 4096);
+  if (total < a.slots) fail("cli", "-c {} is smaller than -np {}: each slot needs positions", total, a.slots);
+  eo.n_ctx = static_cast<int32_t>(total / a.slots);
+  eo.n_seq = a.slots;
+
+  serve::ServerOptions so;
+  so.host = a.host;
+  so.port = a.port;
+  so.api_key = a.api_key;
+  if (!a.api_key_file.empty()) {
+    const auto key = net::read_key_file(a.api_key_file);
+    so.api_key.assign(key.begin(), key.end());
+  }
+  so.model_name = a.alias.empty() ? file_stem(a.model.model) : a.alias;
+  so.max_body_bytes = a.max_body_bytes;
+  so.slots = a.slots;
+  so.max_queue = a.max_queue;
+  serve::Server server(so);
+  server.start();
+  std::printf("weft serve: listening on %s\n", server.url().c_str());
+  std::fflush(stdout);
+
+  runtime::Engine engine(*file, eo);
+  runtime::Scheduler scheduler(engine, *tok, {a.max_queue});
+  server.set_model({tok.get(), &tmpl, &scheduler});
+  std::fprintf(stderr, "weft serve: %s ready: %d slots of %d positions, %zu devices (split %s), chat template %s\n",
+               so.model_name.c_str(), a.slots, eo.n_ctx, engine.devices().size(),
+               std::string(parallel::split_mode_name(engine.plan().mode)).c_str(), std::string(tmpl.name()).c_str());
+  server.wait();
+  server.stop();  // before the scheduler and engine it serves from go
+  return 0;
+}
+
+}  // namespace
+
+Action add_serve(CLI::App& app) {
+  auto a = std::make_shared<ServeArgs>();
+  auto* cmd = app.add_subcommand("serve", "OpenAI-compatible HTTP server with continuous batching");
+  a->model.add_to(*cmd);
+  cmd->add_option("--host", a->host, "address to listen on (beyond loopback an API key is required)")
+      ->capture_default_str();
+  cmd->add_option("--port", a->port, "port (0: any free one; the chosen one is printed)")
+      ->check(CLI::Range(0, 65535))
+      ->capture_default_str();
+  cmd->add_option("--parallel", a->slots, "(-np) requests decoded together, each in a KV cache slot of -c / np")
+      ->check(CLI::Range(1, 256))
+      ->capture_default_str();
+  cmd->add_option("--max-queue", a->max_queue, "requests waiting for a slot; beyond them: 503 with Retry-After")
+      ->check(CLI::Range(0, 4096))
+      ->capture_default_str();
+  cmd->add_option("--api-key", a->api_key, "key clients send as 'Authorization: Bearer KEY'");
+  cmd->add_option("--api-key-file", a->api_key_file, "the API key from a file only its owner can read (chmod 600)");
+  cmd->add_option(
+      "--chat-template", a->chat_template,
+      "chat template: a name (" + chat::template_names() + ") or a template's text (default: the model's own)");
+  cmd->add_option("-a,--alias", a->alias, "model name in replies and /v1/models (default: the file's name)");
+  cmd->add_option("--max-body", a->max_body_bytes, "largest request body in bytes (larger: 413)")
+      ->check(CLI::Range(size_t{1024}, size_t{1} << 30))
+      ->capture_default_str();
+  return [a] { return serve(*a); };
+}
+
+}  // namespace weft::cli

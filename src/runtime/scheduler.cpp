@@ -1,0 +1,336 @@
+#include "runtime/scheduler.h"
+
+#include "runtime/generate.h"
+#include "runtime/text_stream.h"
+
+#include <algorithm>
+#include <chrono>
+#include <numeric>
+#include <utility>
+
+namespace weft::runtime {
+
+using Clock = std::chrono::steady_clock;
+
+std::string_view finish_reason_name(FinishReason r) { return r == FinishReason::Stop ? "stop" : "length"; }
+
+// ---- Job: the consumer's side ----
+
+JobUpdate Job::next(int timeout_ms) {
+  std::unique_lock lock(mu_);
+  cv_.wait_for(lock, std::chrono::milliseconds(timeout_ms), [&] { return changed_ || finished_ || error_; });
+  JobUpdate u;
+  u.text = std::exchange(text_, {});
+  u.finished = finished_;
+  u.reason = reason_;
+  u.usage = usage_;
+  u.error = error_;
+  changed_ = false;
+  return u;
+}
+
+void Job::cancel() {
+  std::lock_guard lock(mu_);
+  cancelled_ = true;
+}
+
+bool Job::cancelled() const {
+  std::lock_guard lock(mu_);
+  return cancelled_;
+}
+
+void Job::publish(std::string_view text, const JobUsage& usage) {
+  {
+    std::lock_guard lock(mu_);
+    text_ += text;
+    usage_ = usage;
+    changed_ = true;
+  }
+  cv_.notify_all();
+}
+
+void Job::finish(FinishReason reason, std::string_view text, const JobUsage& usage) {
+  {
+    std::lock_guard lock(mu_);
+    text_ += text;
+    usage_ = usage;
+    reason_ = reason;
+    finished_ = true;
+  }
+  cv_.notify_all();
+}
+
+void Job::fail(const Error& e) {
+  {
+    std::lock_guard lock(mu_);
+    if (finished_) return;
+    error_ = e;
+  }
+  cv_.notify_all();
+}
+
+// ---- Scheduler ----
+
+// One KV cache slot and the request it serves (scheduler thread only).
+struct Scheduler::Slot {
+  int32_t seq = 0;
+  std::vector<Token> cached;  // the tokens in this slot's cache, position by position
+  std::shared_ptr<Job> job;   // null: free
+  JobRequest req;
+  std::optional<TextStream> text;
+  std::mt19937_64 rng;
+  std::vector<Token> history;  // prompt + generated: what the penalties look at
+  size_t n_prompt_fed = 0;     // prompt tokens in the cache
+  Token next = -1;             // sampled, to be fed in the next step
+  JobUsage usage;
+
+  bool decoding() const { return n_prompt_fed == req.prompt.size(); }
+  std::span<const Token> recent() const {
+    const int32_t n = req.sampling.repeat_last_n;
+    const size_t k = n < 0 ? history.size() : std::min<size_t>(history.size(), n);
+    return std::span<const Token>(history).last(k);
+  }
+};
+
+Scheduler::Scheduler(Engine& engine, const tokenizer::Tokenizer& tok, SchedulerOptions opt)
+    : engine_(engine), tok_(tok), opt_(opt), n_ctx_(engine.n_ctx()) {
+  if (engine.n_seq() < 1) fail("scheduler", "no KV cache slots (-np {})", engine.n_seq());
+  if (engine.n_seq() > engine.n_batch())
+    fail("scheduler", "-np {} slots cannot all decode in one step of -b {} tokens", engine.n_seq(), engine.n_batch());
+  if (opt_.max_queue < 0) fail("scheduler", "queue size {} is negative", opt_.max_queue);
+  for (int32_t i = 0; i < engine.n_seq(); ++i) {
+    slots_.push_back(std::make_unique<Slot>());
+    slots_.back()->seq = i;
+  }
+  stats_.slots = engine.n_seq();
+  for (const auto& d : engine.devices()) stats_.devices.push_back({d->name(), 0, 0});
+  thread_ = std::thread([this] { loop(); });
+}
+
+Scheduler::~Scheduler() {
+  {
+    std::lock_guard lock(mu_);
+    stop_ = true;
+  }
+  cv_.notify_all();
+  thread_.join();
+  fail_all(Error("scheduler", "the server stopped before the request finished"));
+}
+
+std::shared_ptr<Job> Scheduler::submit(JobRequest req) {
+  if (req.prompt.empty()) fail("scheduler", "the prompt is empty");
+  if (static_cast<int64_t>(req.prompt.size()) >= n_ctx_)
+    fail("scheduler", "the prompt has {} tokens, a slot holds {} positions (-c divided among -np slots)",
+         req.prompt.size(), n_ctx_);
+  for (Token t : req.prompt)
+    if (t < 0 || t >= tok_.n_vocab())
+      fail("scheduler", "token id {} is outside the vocabulary (0..{})", t, tok_.n_vocab() - 1);
+  auto job = std::make_shared<Job>();
+  {
+    std::lock_guard lock(mu_);
+    if (failure_) throw *failure_;
+    if (stop_) fail("scheduler", "the server is stopping");
+    const int64_t free_slots = stats_.slots - busy_;
+    if (static_cast<int64_t>(queue_.size()) >= free_slots + opt_.max_queue) return nullptr;
+    queue_.push_back({job, std::move(req)});
+  }
+  cv_.notify_all();
+  return job;
+}
+
+std::optional<Error> Scheduler::failure() const {
+  std::lock_guard lock(mu_);
+  return failure_;
+}
+
+SchedulerStats Scheduler::stats() const {
+  std::lock_guard lock(mu_);
+  SchedulerStats s = stats_;
+  s.busy_slots = busy_;
+  s.queued = static_cast<int32_t>(queue_.size());
+  double seconds = 0;
+  int64_t prompt = 0, generated = 0;
+  for (const auto& r : window_) seconds += r.seconds, prompt += r.prompt, generated += r.generated;
+  if (seconds > 0) {
+    s.prompt_tokens_per_second = prompt / seconds;
+    s.generated_tokens_per_second = generated / seconds;
+  }
+  return s;
+}
+
+void Scheduler::loop() {
+  for (;;) {
+    {
+      std::unique_lock lock(mu_);
+      cv_.wait(lock, [&] { return stop_ || !queue_.empty() || !order_.empty(); });
+      if (stop_) return;
+    }
+    drop_cancelled();
+    admit();
+    if (order_.empty()) continue;
+    try {
+      step();
+    } catch (const Error& e) {
+      fail_all(e);
+      return;
+    } catch (const std::exception& e) {
+      fail_all(Error("scheduler", e.what()));
+      return;
+    }
+  }
+}
+
+// Frees the slots of cancelled jobs and forgets cancelled requests still queued.
+bool Scheduler::drop_cancelled() {
+  bool any = false;
+  for (Slot* s : std::vector<Slot*>(order_))
+    if (s->job->cancelled()) {
+      release(*s);
+      any = true;
+    }
+  std::lock_guard lock(mu_);
+  any |= std::erase_if(queue_, [](const Pending& p) { return p.job->cancelled(); }) > 0;
+  return any;
+}
+
+// Moves queued requests into free slots, each into the slot whose cache shares the longest
+// prefix with its prompt (a conversation's next turn finds its earlier turns still there).
+void Scheduler::admit() {
+  for (;;) {
+    Pending p;
+    {
+      std::lock_guard lock(mu_);
+      if (queue_.empty() || busy_ == stats_.slots) return;
+      p = std::move(queue_.front());
+      queue_.pop_front();
+      ++busy_;
+    }
+    Slot* best = nullptr;
+    size_t best_common = 0;
+    for (auto& s : slots_) {
+      if (s->job) continue;
+      const auto [a, b] = std::mismatch(s->cached.begin(), s->cached.end(), p.req.prompt.begin(), p.req.prompt.end());
+      const auto common = static_cast<size_t>(a - s->cached.begin());
+      if (!best || common > best_common) best = s.get(), best_common = common;
+    }
+    Slot& s = *best;
+    // At least the last prompt token is fed again: its step draws the first token.
+    const size_t keep = std::min(best_common, p.req.prompt.size() - 1);
+    engine_.truncate(s.seq, static_cast<int32_t>(keep));
+    s.cached.resize(keep);
+    s.job = std::move(p.job);
+    s.req = std::move(p.req);
+    s.text.emplace(tok_, s.req.stop);
+    s.rng.seed(resolve_seed(s.req.sampling.seed));
+    s.history = s.req.prompt;
+    s.n_prompt_fed = keep;
+    s.next = -1;
+    s.usage = {static_cast<int32_t>(s.req.prompt.size()), static_cast<int32_t>(keep), 0};
+    order_.push_back(&s);
+    if (s.req.max_tokens == 0) {
+      s.job->finish(FinishReason::Length, "", s.usage);
+      release(s);
+    }
+  }
+}
+
+// One engine step: the next token of every decoding slot, then prompt chunks of the others (in
+// the order they arrived) in what is left of n_batch. Decoding slots come first so that a long
+// prompt never holds back the requests already generating.
+void Scheduler::step() {
+  std::vector<SeqStep> batch;
+  std::vector<Slot*> who;
+  int64_t budget = engine_.n_batch(), n_prompt = 0;
+  for (Slot* s : order_) {
+    if (!s->decoding()) continue;
+    batch.push_back({s->seq, std::span<const Token>(&s->next, 1), true, false, s->req.sampling, s->recent(), &s->rng});
+    who.push_back(s);
+    --budget;
+  }
+  for (Slot* s : order_) {
+    if (s->decoding() || budget <= 0) continue;
+    const auto rest = std::span<const Token>(s->req.prompt).subspan(s->n_prompt_fed);
+    const auto chunk = rest.first(std::min<size_t>(rest.size(), budget));
+    const bool last = chunk.size() == rest.size();
+    batch.push_back({s->seq, chunk, last, false, s->req.sampling, s->recent(), &s->rng});
+    who.push_back(s);
+    budget -= static_cast<int64_t>(chunk.size());
+    n_prompt += static_cast<int64_t>(chunk.size());
+  }
+  const auto t0 = Clock::now();
+  const std::vector<SeqOutput> out = engine_.step_batch(batch);
+  const double seconds = std::chrono::duration<double>(Clock::now() - t0).count();
+  // Counted before any job hears of its token, so a finished job's tokens are in the stats.
+  record_step(seconds, n_prompt, std::ranges::count_if(batch, [](const SeqStep& b) { return b.sample; }));
+  for (size_t i = 0; i < batch.size(); ++i) {
+    Slot& s = *who[i];
+    s.cached.insert(s.cached.end(), batch[i].tokens.begin(), batch[i].tokens.end());
+    if (!s.decoding()) s.n_prompt_fed += batch[i].tokens.size();
+    if (batch[i].sample) on_token(s, out[i].token);
+  }
+}
+
+void Scheduler::on_token(Slot& s, Token t) {
+  if (tok_.is_eog(t)) {
+    s.job->finish(FinishReason::Stop, s.text->finish(), s.usage);
+    release(s);
+    return;
+  }
+  ++s.usage.completion_tokens;
+  s.history.push_back(t);
+  if (s.text->push(t)) {
+    s.job->finish(FinishReason::Stop, s.text->take(), s.usage);
+    release(s);
+    return;
+  }
+  const bool limit = s.req.max_tokens >= 0 && s.usage.completion_tokens >= s.req.max_tokens;
+  if (limit || engine_.n_past(s.seq) >= n_ctx_) {  // a full context: no room to feed t back
+    s.job->finish(FinishReason::Length, s.text->finish(), s.usage);
+    release(s);
+    return;
+  }
+  s.next = t;
+  s.job->publish(s.text->take(), s.usage);
+}
+
+// The slot keeps its cache (cached) for a later request with the same beginning.
+void Scheduler::release(Slot& s) {
+  s.job.reset();
+  s.text.reset();
+  std::erase(order_, &s);
+  std::lock_guard lock(mu_);
+  --busy_;
+}
+
+void Scheduler::fail_all(const Error& e) {
+  std::deque<Pending> queued;
+  {
+    std::lock_guard lock(mu_);
+    if (!failure_ && !stop_) failure_ = e;
+    queued.swap(queue_);
+  }
+  for (Slot* s : std::vector<Slot*>(order_)) {
+    s->job->fail(e);
+    release(*s);
+  }
+  for (auto& p : queued) p.job->fail(e);
+}
+
+void Scheduler::record_step(double seconds, int64_t prompt_tokens, int64_t generated_tokens) {
+  std::vector<DeviceTimes> devices;
+  for (const auto& d : engine_.devices()) {
+    const device::DeviceStats ds = d->stats();
+    devices.push_back(
+        {d->name(), std::accumulate(ds.op_seconds.begin(), ds.op_seconds.end(), 0.0), ds.collective_seconds});
+  }
+  const double now = std::chrono::duration<double>(Clock::now().time_since_epoch()).count();
+  std::lock_guard lock(mu_);
+  ++stats_.steps;
+  stats_.prompt_tokens += prompt_tokens;
+  stats_.generated_tokens += generated_tokens;
+  stats_.devices = std::move(devices);
+  window_.push_back({now, seconds, prompt_tokens, generated_tokens});
+  while (!window_.empty() && window_.front().at < now - kRateWindowSeconds) window_.pop_front();
+}
+
+}  // namespace weft::runtime

@@ -1,0 +1,166 @@
+#include "serve/generation.h"
+
+#include "serve/client_watch.h"
+#include "serve/http_error.h"
+
+#include <memory>
+#include <optional>
+#include <utility>
+
+namespace weft::serve {
+
+namespace {
+
+// How often a handler waiting for tokens looks at its client and at the server stopping.
+constexpr int kPollMs = 50;
+// httplib writes a response even to a client that left; this status only shows in the counts.
+constexpr int kClientGone = 499;
+
+// The jobs of one request (one per prompt) and what each has produced so far.
+class Run {
+ public:
+  struct Part {
+    std::shared_ptr<runtime::Job> job;
+    std::string text;  // produced, not yet sent (streaming) or all of it (whole reply)
+    runtime::JobUsage usage;
+    bool started = false, finished = false, finish_sent = false;
+    runtime::FinishReason reason = runtime::FinishReason::Length;
+  };
+
+  Run(const GenerationContext& ctx, const httplib::Request& req)
+      : ctx_(ctx), watch_(req.local_addr, req.local_port, req.remote_addr, req.remote_port) {}
+  ~Run() { cancel(); }
+
+  void submit(const std::vector<std::vector<Token>>& prompts, const GenerationParams& gen, httplib::Response& res) {
+    for (const auto& p : prompts) {
+      std::shared_ptr<runtime::Job> job;
+      try {
+        job = ctx_.scheduler.submit({p, gen.max_tokens, gen.sampling, gen.stop});
+      } catch (const Error& e) {
+        if (ctx_.scheduler.failure()) reject(500, "{}", e.what());
+        reject(400, "{}", e.message());
+      }
+      if (!job) {
+        res.set_header("Retry-After", "1");
+        reject(503, "every slot is busy and the queue of waiting requests is full; retry later");
+      }
+      parts_.push_back({std::move(job)});
+    }
+  }
+
+  // Waits up to kPollMs for news from the jobs. False when the request is to end early: the
+  // client left or the server is stopping (the jobs are cancelled then).
+  bool pump() {
+    bool news = false;
+    for (auto& p : parts_)
+      if (!p.finished && !error_) news |= absorb(p, p.job->next(0));
+    if (!news)
+      for (auto& p : parts_)
+        if (!p.finished) {
+          absorb(p, p.job->next(kPollMs));
+          break;
+        }
+    if (watch_.gone() || ctx_.stopping) {
+      cancel();
+      return false;
+    }
+    return true;
+  }
+
+  bool all(bool Part::*flag) const {
+    for (const auto& p : parts_)
+      if (!(p.*flag)) return false;
+    return true;
+  }
+  const std::optional<Error>& error() const { return error_; }
+  std::vector<Part>& parts() { return parts_; }
+  runtime::JobUsage usage() const {
+    runtime::JobUsage u;
+    for (const auto& p : parts_) add_usage(u, p.usage);
+    return u;
+  }
+  void cancel() {
+    for (auto& p : parts_)
+      if (!p.finished) p.job->cancel();
+  }
+
+ private:
+  bool absorb(Part& p, runtime::JobUpdate u) {
+    p.text += u.text;
+    p.usage = u.usage;
+    if (u.error) error_ = u.error;
+    p.finished = u.finished;
+    p.reason = u.reason;
+    p.started = p.started || u.finished || u.error || u.usage.completion_tokens > 0;
+    return !u.text.empty() || u.finished || u.error;
+  }
+
+  GenerationContext ctx_;  // a copy: a stream outlives the handler that started it
+  ClientWatch watch_;
+  std::vector<Part> parts_;
+  std::optional<Error> error_;
+};
+
+// Streams the rest of a run whose every job has started: deltas as they come, each choice's
+// finish, the usage when asked for, then [DONE].
+bool stream(Run& run, const Reply& reply, Endpoint kind, bool include_usage, httplib::DataSink& sink) {
+  auto send = [&](const std::string& s) { return sink.write(s.data(), s.size()); };
+  auto& parts = run.parts();
+  bool ok = true;
+  if (kind == Endpoint::Chat)
+    for (size_t i = 0; i < parts.size(); ++i) ok = ok && send(sse_event(reply.role_chunk(i)));
+  while (ok) {
+    for (size_t i = 0; i < parts.size() && ok; ++i) {
+      auto& p = parts[i];
+      if (!p.text.empty()) ok = send(sse_event(reply.text_chunk(i, std::exchange(p.text, {}))));
+      if (ok && p.finished && !p.finish_sent) {
+        ok = send(sse_event(reply.finish_chunk(i, p.reason)));
+        p.finish_sent = true;
+      }
+    }
+    if (!ok) break;
+    if (run.error()) {  // the status was sent long ago: the stream ends with the error as its last event
+      send(sse_event(error_body(500, run.error()->what())));
+      sink.done();
+      return true;
+    }
+    if (run.all(&Run::Part::finished)) {
+      if (include_usage) send(sse_event(reply.usage_chunk(run.usage())));
+      send(kSseDone);
+      sink.done();
+      return true;
+    }
+    ok = run.pump();
+  }
+  run.cancel();
+  return false;
+}
+
+}  // namespace
+
+void serve_generation(const GenerationContext& ctx, Endpoint kind, const std::vector<std::vector<Token>>& prompts,
+                      const GenerationParams& gen, const httplib::Request& req, httplib::Response& res) {
+  auto run = std::make_shared<Run>(ctx, req);
+  run->submit(prompts, gen, res);
+  bool Run::Part::*wait_for = gen.stream ? &Run::Part::started : &Run::Part::finished;
+  while (!run->all(wait_for) && !run->error())
+    if (!run->pump()) {
+      res.status = kClientGone;
+      return;
+    }
+  if (run->error()) reject(500, "{}", run->error()->what());
+  auto reply = std::make_shared<Reply>(kind, ctx.model_name);
+  if (!gen.stream) {
+    std::vector<Choice> choices;
+    for (const auto& p : run->parts()) choices.push_back({p.text, p.reason});
+    res.set_content(dump(reply->whole(choices, run->usage())), "application/json");
+    return;
+  }
+  res.set_header("Cache-Control", "no-cache");
+  res.set_chunked_content_provider("text/event-stream",
+                                   [run, reply, kind, usage = gen.include_usage](size_t, httplib::DataSink& sink) {
+                                     return stream(*run, *reply, kind, usage, sink);
+                                   });
+}
+
+}  // namespace weft::serve

@@ -1,0 +1,51 @@
+// Reply bodies of /v1/chat/completions and /v1/completions in OpenAI's shapes: the whole reply,
+// or the chunks of a stream (each sent as a server-sent event "data: {...}").
+#pragma once
+
+#include "runtime/scheduler.h"
+
+#include <nlohmann/json.hpp>
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace weft::serve {
+
+enum class Endpoint { Chat, Completion };
+
+struct Choice {
+  std::string text;
+  runtime::FinishReason reason = runtime::FinishReason::Length;
+};
+
+nlohmann::json usage_json(const runtime::JobUsage& u);
+// Adds b to a (the usage of a request with several prompts).
+void add_usage(runtime::JobUsage& a, const runtime::JobUsage& b);
+
+class Reply {
+ public:
+  Reply(Endpoint kind, std::string model);  // a fresh id; created: now
+
+  nlohmann::json whole(const std::vector<Choice>& choices, const runtime::JobUsage& usage) const;
+  // Stream chunks: the chat stream opens each choice naming the role; text deltas; the chunk
+  // that ends a choice; the usage chunk (stream_options.include_usage), with no choices.
+  nlohmann::json role_chunk(size_t index) const;
+  nlohmann::json text_chunk(size_t index, const std::string& text) const;
+  nlohmann::json finish_chunk(size_t index, runtime::FinishReason reason) const;
+  nlohmann::json usage_chunk(const runtime::JobUsage& usage) const;
+
+ private:
+  nlohmann::json envelope(bool chunk) const;
+  nlohmann::json delta_choice(size_t index, nlohmann::json delta) const;
+
+  Endpoint kind_;
+  std::string id_, model_;
+  int64_t created_;
+};
+
+// One server-sent event.
+std::string sse_event(const nlohmann::json& data);
+inline constexpr const char* kSseDone = "data: [DONE]\n\n";
+
+}  // namespace weft::serve

@@ -1,0 +1,52 @@
+// Request bodies of the OpenAI-compatible endpoints, read and validated: a wrong type, a value out
+// of range or a missing field is an HttpError(400) naming the field. Unknown fields are ignored
+// and null counts as absent, as OpenAI's clients send both.
+#pragma once
+
+#include "chat/chat_template.h"
+#include "core/token.h"
+#include "model/sampling.h"
+
+#include <nlohmann/json.hpp>
+
+#include <string>
+#include <variant>
+#include <vector>
+
+namespace weft::serve {
+
+// The most tokens a request may ask for; more is a mistake, not a wish.
+constexpr int64_t kMaxTokensLimit = 1 << 20;
+
+struct GenerationParams {
+  int32_t max_tokens = -1;  // max_tokens / max_completion_tokens; -1: until the context is full
+  model::SamplingParams sampling;
+  std::vector<std::string> stop;
+  bool stream = false;
+  bool include_usage = false;  // stream_options.include_usage
+};
+
+// A prompt as text (tokenized with special tokens) or as token ids.
+using Prompt = std::variant<std::string, std::vector<Token>>;
+
+struct ChatRequest {
+  std::vector<chat::Message> messages;
+  GenerationParams gen;
+};
+
+struct CompletionRequest {
+  std::vector<Prompt> prompts;  // one choice each
+  GenerationParams gen;
+};
+
+// Parses a body into a JSON object (400: malformed, or not an object).
+nlohmann::json parse_body(const std::string& body);
+
+std::vector<chat::Message> parse_messages(const nlohmann::json& body);
+ChatRequest parse_chat_request(const nlohmann::json& body);
+CompletionRequest parse_completion_request(const nlohmann::json& body);
+GenerationParams parse_generation(const nlohmann::json& body);
+// An array of token ids, each in [0, n_vocab) when n_vocab > 0.
+std::vector<Token> parse_tokens(const nlohmann::json& v, const char* field, int32_t n_vocab = 0);
+
+}  // namespace weft::serve

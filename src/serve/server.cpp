@@ -1,0 +1,239 @@
+#include "serve/server.h"
+
+#include "net/socket.h"
+#include "serve/chat_page.h"
+#include "serve/generation.h"
+#include "serve/http_error.h"
+#include "serve/request.h"
+
+#include <httplib.h>
+
+#include <sys/socket.h>
+
+#include <chrono>
+#include <csignal>
+#include <thread>
+
+namespace weft::serve {
+
+using nlohmann::json;
+
+namespace {
+
+// Handler threads besides one per slot and queue place: /health, /metrics and refusals stay
+// answerable while every slot streams.
+constexpr int kSpareThreads = 8;
+constexpr int kStartTimeoutMs = 5000;
+// Connections the kernel holds for accept(): httplib 0.11 listens with a backlog of 5, so a burst
+// of clients overflows it and some wait out a SYN retransmission (1 s).
+constexpr int kListenBacklog = 512;
+
+// Paths anyone may read without the API key: the chat page (it asks for the key), health and
+// the model list, as llama-server has them.
+bool is_public(const std::string& path) {
+  return path == "/" || path == "/health" || path == "/v1/health" || path == "/models" || path == "/v1/models";
+}
+
+bool same_key(const std::string& a, const std::string& b) {  // constant time in the key's bytes
+  unsigned char diff = a.size() != b.size();
+  for (size_t i = 0; i < a.size() && i < b.size(); ++i) diff |= static_cast<unsigned char>(a[i] ^ b[i]);
+  return diff == 0;
+}
+
+void reply_json(httplib::Response& res, const json& j, int status = 200) {
+  res.status = status;
+  res.set_content(dump(j), "application/json");
+}
+
+std::string bearer_token(const httplib::Request& req) {
+  const std::string auth = req.get_header_value("Authorization");
+  constexpr std::string_view kBearer = "Bearer ";
+  if (auth.compare(0, kBearer.size(), kBearer) == 0) return auth.substr(kBearer.size());
+  return req.get_header_value("X-Api-Key");
+}
+
+}  // namespace
+
+// httplib's server with its listening socket's backlog raised (listen() again on a listening
+// socket sets the new backlog).
+class HttpServer : public httplib::Server {
+ public:
+  void raise_backlog(int n) { ::listen(svr_sock_, n); }
+};
+
+Server::Server(ServerOptions opt) : opt_(std::move(opt)), http_(std::make_unique<HttpServer>()) {
+  if (opt_.api_key.empty() && !net::is_loopback(opt_.host))
+    fail("cli", "listening on {} beyond loopback requires --api-key or --api-key-file", opt_.host);
+  const int threads = opt_.http_threads > 0 ? opt_.http_threads : opt_.slots + opt_.max_queue + kSpareThreads;
+  http_->new_task_queue = [threads] { return new httplib::ThreadPool(threads); };
+  http_->set_payload_max_length(opt_.max_body_bytes);
+  guard();
+  routes();
+  generation_routes();
+  if (opt_.port == 0)
+    port_ = http_->bind_to_any_port(opt_.host);
+  else
+    port_ = http_->bind_to_port(opt_.host, opt_.port) ? opt_.port : -1;
+  if (port_ <= 0)
+    fail("serve", "cannot listen on {}:{} (in use, or not an address of this host)", opt_.host, opt_.port);
+  http_->raise_backlog(kListenBacklog);
+}
+
+Server::~Server() { stop(); }
+
+std::string Server::url() const { return fmt::format("http://{}:{}", opt_.host, port_); }
+
+void Server::start() {
+  // A client that leaves mid-reply must not end the process: writes to its socket fail instead.
+  std::signal(SIGPIPE, SIG_IGN);
+  thread_ = std::thread([this] { http_->listen_after_bind(); });
+  // stop() before the loop runs would be lost: wait until it does.
+  for (int waited = 0; !http_->is_running(); waited += 5) {
+    if (waited > kStartTimeoutMs) fail("serve", "the HTTP server did not start within {} ms", kStartTimeoutMs);
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+}
+
+void Server::set_model(const LoadedModel& m) {
+  std::lock_guard lock(mu_);
+  model_ = m;
+  loaded_ = true;
+}
+
+void Server::stop() {
+  stopping_ = true;
+  http_->stop();
+  wait();
+}
+
+void Server::wait() {
+  std::lock_guard lock(join_mu_);
+  if (thread_.joinable()) thread_.join();
+}
+
+const LoadedModel& Server::model(httplib::Response& res) const {
+  std::lock_guard lock(mu_);
+  if (!loaded_) {
+    res.set_header("Retry-After", "1");
+    reject(503, "the model is loading");
+  }
+  return model_;
+}
+
+void Server::guard() {
+  http_->set_pre_routing_handler([this](const httplib::Request& req, httplib::Response& res) {
+    if (opt_.api_key.empty() || is_public(req.path)) return httplib::Server::HandlerResponse::Unhandled;
+    const std::string key = bearer_token(req);
+    if (same_key(key, opt_.api_key)) return httplib::Server::HandlerResponse::Unhandled;
+    reply_json(
+        res,
+        error_body(401, key.empty() ? "no API key: send the header 'Authorization: Bearer KEY'" : "invalid API key"),
+        401);
+    return httplib::Server::HandlerResponse::Handled;
+  });
+  http_->set_exception_handler([](const httplib::Request&, httplib::Response& res, std::exception_ptr ep) {
+    try {
+      std::rethrow_exception(ep);
+    } catch (const HttpError& e) {
+      reply_json(res, error_body(e.status(), e.message()), e.status());
+    } catch (const std::exception& e) {
+      reply_json(res, error_body(500, e.what()), 500);
+    }
+  });
+  // httplib's own refusals (no such path, a body over the limit) come without a body.
+  http_->set_error_handler(
+      httplib::Server::HandlerWithResponse([this](const httplib::Request& req, httplib::Response& res) {
+        if (!res.body.empty()) return httplib::Server::HandlerResponse::Unhandled;
+        std::string message;
+        if (res.status == 404)
+          message = fmt::format("no such endpoint: {} {}", req.method, req.path);
+        else if (res.status == 413)
+          message = fmt::format("the request body is larger than the limit of {} bytes", opt_.max_body_bytes);
+        else
+          message = fmt::format("the request could not be served (HTTP {})", res.status);
+        reply_json(res, error_body(res.status, message), res.status);
+        return httplib::Server::HandlerResponse::Handled;
+      }));
+  http_->set_logger(
+      [this](const httplib::Request&, const httplib::Response& res) { metrics_.count_request(res.status); });
+}
+
+void Server::routes() {
+  http_->Get("/", [](const httplib::Request&, httplib::Response& res) {
+    res.set_content(std::string(chat_page_html()), "text/html; charset=utf-8");
+  });
+  auto health = [this](const httplib::Request&, httplib::Response& res) {
+    std::optional<Error> failure;
+    {
+      std::lock_guard lock(mu_);
+      if (!loaded_) return reply_json(res, error_body(503, "the model is loading"), 503);
+      failure = model_.scheduler->failure();
+    }
+    if (failure) return reply_json(res, error_body(500, failure->what()), 500);
+    reply_json(res, {{"status", "ok"}});
+  };
+  auto models = [this](const httplib::Request&, httplib::Response& res) {
+    json m = {{"id", opt_.model_name}, {"object", "model"}, {"created", 0}, {"owned_by", "weft"}};
+    reply_json(res, {{"object", "list"}, {"data", json::array({m})}});
+  };
+  for (const char* path : {"/health", "/v1/health"}) http_->Get(path, health);
+  for (const char* path : {"/models", "/v1/models"}) http_->Get(path, models);
+  http_->Get("/metrics", [this](const httplib::Request&, httplib::Response& res) {
+    std::optional<runtime::SchedulerStats> stats;
+    {
+      std::lock_guard lock(mu_);
+      if (loaded_) stats = model_.scheduler->stats();
+    }
+    res.set_content(metrics_.render(stats ? &*stats : nullptr), "text/plain; version=0.0.4");
+  });
+  http_->Post("/tokenize", [this](const httplib::Request& req, httplib::Response& res) {
+    const auto& m = model(res);
+    const json body = parse_body(req.body);
+    const json content = body.value("content", json());
+    if (!content.is_string()) reject(400, "'content' must be a string");
+    const auto flag = [&](const char* name, bool fallback) {
+      const json v = body.value(name, json(fallback));
+      if (!v.is_boolean()) reject(400, "'{}' must be true or false", name);
+      return v.get<bool>();
+    };
+    const auto ids = m.tok->encode(content.get<std::string>(), flag("add_special", false), flag("parse_special", true));
+    json tokens = json::array();
+    const bool with_pieces = flag("with_pieces", false);
+    for (Token id : ids) tokens.push_back(with_pieces ? json{{"id", id}, {"piece", m.tok->piece(id, true)}} : json(id));
+    reply_json(res, {{"tokens", tokens}});
+  });
+  http_->Post("/detokenize", [this](const httplib::Request& req, httplib::Response& res) {
+    const auto& m = model(res);
+    const json body = parse_body(req.body);
+    reply_json(res,
+               {{"content", m.tok->decode(parse_tokens(body.value("tokens", json()), "tokens", m.tok->n_vocab()))}});
+  });
+  http_->Post("/apply-template", [this](const httplib::Request& req, httplib::Response& res) {
+    const auto& m = model(res);
+    reply_json(res, {{"prompt", m.chat->render(parse_messages(parse_body(req.body)), /*add_generation_prompt=*/true)}});
+  });
+}
+
+void Server::generation_routes() {
+  auto chat = [this](const httplib::Request& req, httplib::Response& res) {
+    const auto& m = model(res);
+    const ChatRequest r = parse_chat_request(parse_body(req.body));
+    const auto prompt = m.tok->encode(m.chat->render(r.messages, /*add_generation_prompt=*/true), /*add_special=*/true,
+                                      /*parse_special=*/true);
+    serve_generation({*m.scheduler, opt_.model_name, stopping_}, Endpoint::Chat, {prompt}, r.gen, req, res);
+  };
+  auto completion = [this](const httplib::Request& req, httplib::Response& res) {
+    const auto& m = model(res);
+    const CompletionRequest r = parse_completion_request(parse_body(req.body));
+    std::vector<std::vector<Token>> prompts;
+    for (const auto& p : r.prompts)
+      prompts.push_back(std::holds_alternative<std::string>(p)
+                            ? m.tok->encode(std::get<std::string>(p), /*add_special=*/true, /*parse_special=*/true)
+                            : std::get<std::vector<Token>>(p));
+    serve_generation({*m.scheduler, opt_.model_name, stopping_}, Endpoint::Completion, prompts, r.gen, req, res);
+  };
+  for (const char* path : {"/chat/completions", "/v1/chat/completions"}) http_->Post(path, chat);
+  for (const char* path : {"/completions", "/v1/completions"}) http_->Post(path, completion);
+}
+
+}  // namespace weft::serve

@@ -1,0 +1,81 @@
+// `weft serve`: an OpenAI-compatible HTTP server (llama-server's endpoints and shapes) over the
+// continuous-batching scheduler. It listens before the model has loaded (/health says 503 until
+// then), so a script can start it and wait for it.
+#pragma once
+
+#include "chat/chat_template.h"
+#include "runtime/scheduler.h"
+#include "serve/metrics.h"
+#include "tokenizer/tokenizer.h"
+
+#include <atomic>
+#include <cstddef>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+
+namespace httplib {
+class Server;
+struct Response;
+}  // namespace httplib
+
+namespace weft::serve {
+
+class HttpServer;
+
+struct ServerOptions {
+  std::string host = "127.0.0.1";
+  int port = 8080;                    // 0: any free port (see port())
+  std::string api_key;                // empty: none asked; required to listen beyond loopback
+  size_t max_body_bytes = 8u << 20;   // larger request bodies are refused with 413
+  std::string model_name = "weft";    // what /v1/models and replies call the model
+  int http_threads = 0;               // 0: one per slot and queue place, plus a few
+  int32_t slots = 1, max_queue = 32;  // for http_threads' default
+};
+
+// What the endpoints need once the model has loaded; it must outlive the server.
+struct LoadedModel {
+  const tokenizer::Tokenizer* tok = nullptr;
+  const chat::Template* chat = nullptr;
+  runtime::Scheduler* scheduler = nullptr;
+};
+
+class Server {
+ public:
+  // Binds the socket (throws weft::Error when it cannot, or when listening beyond loopback
+  // without an API key).
+  explicit Server(ServerOptions opt);
+  ~Server();  // stop()
+  Server(const Server&) = delete;
+  Server& operator=(const Server&) = delete;
+
+  int port() const { return port_; }
+  std::string url() const;  // http://HOST:PORT
+  // Serves on a thread of its own; until set_model, /health answers 503 (loading).
+  void start();
+  void set_model(const LoadedModel& m);
+  // Ends the requests in progress (their jobs are cancelled) and stops serving.
+  void stop();
+  // Blocks until stop() (from another thread or a signal handler's thread).
+  void wait();
+
+ private:
+  void guard();  // API key, errors as JSON, request counts
+  void routes();
+  void generation_routes();
+  const LoadedModel& model(httplib::Response& res) const;  // HttpError(503) while loading
+
+  ServerOptions opt_;
+  std::unique_ptr<HttpServer> http_;
+  int port_ = 0;
+  Metrics metrics_;
+  mutable std::mutex mu_;
+  LoadedModel model_;  // guarded by mu_ until loaded
+  bool loaded_ = false;
+  std::atomic<bool> stopping_{false};
+  std::mutex join_mu_;
+  std::thread thread_;
+};
+
+}  // namespace weft::serve

@@ -1,0 +1,53 @@
+// A worker that dies mid-request: the requests in flight fail with 500 naming it, /health
+// reports the failure, and the server goes on answering (with that error) instead of hanging.
+#include "test_server.h"
+
+#include "device/device_spec.h"
+#include "device/worker_process.h"
+
+#include <fstream>
+#include <future>
+
+namespace weft::serve::test_support {
+namespace {
+
+TEST(ServeRemote, DeadWorkerFailsRequestsWith500NamingIt) {
+  // A model on disk (the worker is sent its weights) with room for a long generation.
+  tools::GenModelOptions o;
+  o.n_ctx = 8192;
+  const std::string path = ::testing::TempDir() + "/serve_remote_model.gguf";
+  const auto bytes = tools::generate_model_bytes(o);
+  std::ofstream(path, std::ios::binary).write(reinterpret_cast<const char*>(bytes.data()), bytes.size());
+  auto file = gguf::File::open(path);
+  auto tok = tokenizer::Tokenizer::from_gguf(*file);
+
+  device::remote::testing_support::Worker worker;
+  runtime::EngineOptions eo;
+  eo.devices = device::parse_devices(worker.url());
+  eo.mode = parallel::SplitMode::None;
+  eo.n_seq = 1;
+  eo.n_ctx = 8192;
+  TestServer server(*file, *tok, eo);
+
+  auto c = server.client();
+  auto running = std::async(std::launch::async, [&] {
+    auto mine = server.client();
+    return post(mine, "/v1/completions", json{{"prompt", "hello"}, {"temperature", 0}});
+  });
+  ASSERT_TRUE(eventually([&] { return server.scheduler().stats().generated_tokens > 0; }));
+  worker.kill(SIGKILL);
+  const Reply r = running.get();
+  EXPECT_EQ(r.status, 500) << r.text;
+  EXPECT_NE(error_message(r).find(worker.url()), std::string::npos) << r.text;
+  EXPECT_EQ(r.body["error"]["type"], "server_error");
+
+  const Reply health = get(c, "/health");
+  EXPECT_EQ(health.status, 500);
+  EXPECT_NE(error_message(health).find(worker.url()), std::string::npos) << health.text;
+  const Reply after = post(c, "/v1/completions", json{{"prompt", "hello"}, {"max_tokens", 2}});
+  EXPECT_EQ(after.status, 500);
+  EXPECT_NE(error_message(after).find(worker.url()), std::string::npos) << after.text;
+}
+
+}  // namespace
+}  // namespace weft::serve::test_support
