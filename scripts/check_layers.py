@@ -22,13 +22,14 @@ LAYERS = {
     "graph": ["core"],
     "net": ["core"],
     "tokenizer": ["gguf"],
+    "chat": ["tokenizer"],
     "model": ["gguf", "graph"],
     "parallel": ["graph", "net"],
     "device": ["model", "parallel", "kernels"],
     "runtime": ["device", "tokenizer"],
     "tools": ["model", "kernels"],
-    "serve": ["runtime"],
-    "apps": ["runtime", "tools", "serve"],
+    "serve": ["runtime", "chat"],
+    "apps": ["runtime", "tools", "chat", "serve"],
 }
 
 INCLUDE = re.compile(r'^\s*#\s*include\s*"([^"]+)"')

@@ -4,11 +4,11 @@
 // model has loaded, then 200.
 #include "apps/weft/commands.h"
 #include "apps/weft/model_options.h"
+#include "chat/chat_template.h"
 #include "core/error.h"
 #include "model/model_config.h"
 #include "net/handshake.h"
 #include "runtime/scheduler.h"
-#include "serve/chat_format.h"
 #include "serve/server.h"
 
 #include <algorithm>
@@ -40,7 +40,8 @@ std::string file_stem(const std::string& path) {
 int serve(const ServeArgs& a) {
   auto file = gguf::File::open(a.model.model);
   auto tok = tokenizer::Tokenizer::from_gguf(*file);
-  const auto chat = serve::ChatFormat::from_gguf(*file, a.chat_template);
+  const auto tmpl = chat::Template::resolve(*file, a.chat_template);
+  if (tmpl.fell_back()) std::fprintf(stderr, "weft serve: the model has no chat template; using chatml\n");
   runtime::EngineOptions eo = a.model.engine_options();
   // -c is the context of all slots together, as llama-server's: each slot holds its share.
   const int64_t total = a.model.ctx > 0 ? a.model.ctx : std::min<int64_t>(model::read_config(*file).n_ctx_train, 4096);
@@ -67,10 +68,10 @@ int serve(const ServeArgs& a) {
 
   runtime::Engine engine(*file, eo);
   runtime::Scheduler scheduler(engine, *tok, {a.max_queue});
-  server.set_model({tok.get(), &chat, &scheduler});
+  server.set_model({tok.get(), &tmpl, &scheduler});
   std::fprintf(stderr, "weft serve: %s ready: %d slots of %d positions, %zu devices (split %s), chat template %s\n",
                so.model_name.c_str(), a.slots, eo.n_ctx, engine.devices().size(),
-               std::string(parallel::split_mode_name(engine.plan().mode)).c_str(), chat.name().c_str());
+               std::string(parallel::split_mode_name(engine.plan().mode)).c_str(), std::string(tmpl.name()).c_str());
   server.wait();
   server.stop();  // before the scheduler and engine it serves from go
   return 0;
@@ -95,7 +96,9 @@ Action add_serve(CLI::App& app) {
       ->capture_default_str();
   cmd->add_option("--api-key", a->api_key, "key clients send as 'Authorization: Bearer KEY'");
   cmd->add_option("--api-key-file", a->api_key_file, "the API key from a file only its owner can read (chmod 600)");
-  cmd->add_option("--chat-template", a->chat_template, "chat template name (default: the model's own)");
+  cmd->add_option(
+      "--chat-template", a->chat_template,
+      "chat template: a name (" + chat::template_names() + ") or a template's text (default: the model's own)");
   cmd->add_option("-a,--alias", a->alias, "model name in replies and /v1/models (default: the file's name)");
   cmd->add_option("--max-body", a->max_body_bytes, "largest request body in bytes (larger: 413)")
       ->check(CLI::Range(size_t{1024}, size_t{1} << 30))

@@ -135,12 +135,12 @@ GenerationParams parse_generation(const json& body) {
   return g;
 }
 
-std::vector<ChatMessage> parse_messages(const json& body) {
+std::vector<chat::Message> parse_messages(const json& body) {
   const json& v = field(body, "messages");
   if (v.is_null()) reject(400, "'messages' is missing");
   if (!v.is_array()) reject(400, "'messages' must be an array, got {}", v.type_name());
   if (v.empty()) reject(400, "'messages' is empty: at least one message is needed");
-  std::vector<ChatMessage> out;
+  std::vector<chat::Message> out;
   for (size_t i = 0; i < v.size(); ++i) {
     const json& m = v[i];
     if (!m.is_object()) reject(400, "messages[{}] must be an object, got {}", i, m.type_name());

@@ -3,9 +3,9 @@
 // and null counts as absent, as OpenAI's clients send both.
 #pragma once
 
+#include "chat/chat_template.h"
 #include "core/token.h"
 #include "model/sampling.h"
-#include "serve/chat_format.h"
 
 #include <nlohmann/json.hpp>
 
@@ -30,7 +30,7 @@ struct GenerationParams {
 using Prompt = std::variant<std::string, std::vector<Token>>;
 
 struct ChatRequest {
-  std::vector<ChatMessage> messages;
+  std::vector<chat::Message> messages;
   GenerationParams gen;
 };
 
@@ -42,7 +42,7 @@ struct CompletionRequest {
 // Parses a body into a JSON object (400: malformed, or not an object).
 nlohmann::json parse_body(const std::string& body);
 
-std::vector<ChatMessage> parse_messages(const nlohmann::json& body);
+std::vector<chat::Message> parse_messages(const nlohmann::json& body);
 ChatRequest parse_chat_request(const nlohmann::json& body);
 CompletionRequest parse_completion_request(const nlohmann::json& body);
 GenerationParams parse_generation(const nlohmann::json& body);

@@ -215,7 +215,7 @@ void Server::routes() {
   });
   http_->Post("/apply-template", [this](const httplib::Request& req, httplib::Response& res) {
     const auto& m = model(res);
-    reply_json(res, {{"prompt", m.chat->apply(parse_messages(parse_body(req.body)))}});
+    reply_json(res, {{"prompt", m.chat->render(parse_messages(parse_body(req.body)), /*add_generation_prompt=*/true)}});
   });
 }
 
@@ -223,7 +223,8 @@ void Server::generation_routes() {
   auto chat = [this](const httplib::Request& req, httplib::Response& res) {
     const auto& m = model(res);
     const ChatRequest r = parse_chat_request(parse_body(req.body));
-    const auto prompt = m.tok->encode(m.chat->apply(r.messages), /*add_special=*/true, /*parse_special=*/true);
+    const auto prompt = m.tok->encode(m.chat->render(r.messages, /*add_generation_prompt=*/true), /*add_special=*/true,
+                                      /*parse_special=*/true);
     serve_generation({*m.scheduler, opt_.model_name, stopping_}, Endpoint::Chat, {prompt}, r.gen, req, res);
   };
   auto completion = [this](const httplib::Request& req, httplib::Response& res) {

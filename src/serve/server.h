@@ -3,8 +3,8 @@
 // then), so a script can start it and wait for it.
 #pragma once
 
+#include "chat/chat_template.h"
 #include "runtime/scheduler.h"
-#include "serve/chat_format.h"
 #include "serve/metrics.h"
 #include "tokenizer/tokenizer.h"
 
@@ -37,7 +37,7 @@ struct ServerOptions {
 // What the endpoints need once the model has loaded; it must outlive the server.
 struct LoadedModel {
   const tokenizer::Tokenizer* tok = nullptr;
-  const ChatFormat* chat = nullptr;
+  const chat::Template* chat = nullptr;
   runtime::Scheduler* scheduler = nullptr;
 };
 

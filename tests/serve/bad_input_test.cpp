@@ -136,8 +136,9 @@ TEST(ApiKey, NeededToListenBeyondLoopback) {
 
 TEST(ChatTemplate, UnknownNameIsAnErrorNamingTheFlag) {
   weft::test_support::GeneratedModel m;
-  EXPECT_ERROR(ChatFormat::from_gguf(*m.file, "nonesuch"), "--chat-template nonesuch: unknown template");
-  EXPECT_EQ(ChatFormat::from_gguf(*m.file, "").name(), "chatml");  // no template in the file: llama.cpp's default
+  EXPECT_ERROR(chat::Template::resolve(*m.file, "nonesuch"),
+               "--chat-template 'nonesuch' is neither a built-in template name nor a template weft recognises");
+  EXPECT_EQ(chat::Template::resolve(*m.file, "").name(), "chatml");  // none in the file: llama.cpp's default
 }
 
 }  // namespace

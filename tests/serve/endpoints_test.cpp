@@ -107,10 +107,32 @@ TEST(ServerLoading, HealthIs503UntilTheModelIsSet) {
   weft::test_support::GeneratedModel m;
   runtime::Engine engine(*m.file, weft::test_support::cpu_engine_options(1, 1, 64));
   runtime::Scheduler scheduler(engine, *m.tok);
-  const auto chat = ChatFormat::from_gguf(*m.file, "");
+  const auto chat = chat::Template::resolve(*m.file, "");
   server.set_model({m.tok.get(), &chat, &scheduler});
   EXPECT_EQ(get(c, "/health").status, 200);
   server.stop();
+}
+
+// A model that carries its own template (llama3 here) and the control tokens it writes: chat
+// prompts are rendered with it and its markers are read as single tokens.
+TEST(ServeChatTemplate, TheModelsTemplateAndControlTokensAreUsed) {
+  const chat::Template llama3(chat::Family::Llama3);
+  tools::GenModelOptions o;
+  o.chat_template = std::string(llama3.name());
+  for (auto marker : llama3.markers()) o.control_tokens.emplace_back(marker);
+  weft::test_support::GeneratedModel m(o);
+  TestServer server(*m.file, *m.tok, weft::test_support::cpu_engine_options(1, 1, 128));
+  auto c = server.client();
+  const json messages = {{{"role", "user"}, {"content", "Hi"}}};
+  const Reply prompt = post(c, "/apply-template", json{{"messages", messages}});
+  ASSERT_EQ(prompt.status, 200) << prompt.text;
+  EXPECT_EQ(prompt.body["prompt"], llama3.render(std::vector<chat::Message>{{"user", "Hi"}}, true));
+  const Reply tokens =
+      post(c, "/tokenize", json{{"content", prompt.body["prompt"]}, {"add_special", true}, {"with_pieces", true}});
+  EXPECT_EQ(tokens.body["tokens"][1]["piece"], "<|start_header_id|>") << tokens.text;
+  const Reply r = post(c, "/v1/chat/completions", json{{"messages", messages}, {"max_tokens", 2}});
+  ASSERT_EQ(r.status, 200) << r.text;
+  EXPECT_EQ(r.body["usage"]["prompt_tokens"], tokens.body["tokens"].size());
 }
 
 }  // namespace

@@ -2,9 +2,9 @@
 // in-process CPU devices, and the HTTP client side (JSON posts, server-sent events).
 #pragma once
 
+#include "chat/chat_template.h"
 #include "runtime/engine.h"
 #include "runtime/scheduler.h"
-#include "serve/chat_format.h"
 #include "serve/server.h"
 
 #include "support/generated_model.h"
@@ -33,7 +33,7 @@ class TestServer {
  public:
   TestServer(const gguf::File& file, const tokenizer::Tokenizer& tok, const runtime::EngineOptions& eo,
              ServerOptions so = {}, runtime::SchedulerOptions sched = {})
-      : tok_(tok), chat_(ChatFormat::from_gguf(file, "")) {
+      : tok_(tok), chat_(chat::Template::resolve(file, "")) {
     so.port = 0;
     so.slots = eo.n_seq;
     so.max_queue = sched.max_queue;
@@ -60,7 +60,7 @@ class TestServer {
 
  private:
   const tokenizer::Tokenizer& tok_;
-  ChatFormat chat_;
+  chat::Template chat_;
   std::unique_ptr<Server> server_;
   std::unique_ptr<runtime::Engine> engine_;
   std::unique_ptr<runtime::Scheduler> scheduler_;
