@@ -1,5 +1,6 @@
 // weft info | tokenize | gen-model: file tools that need no devices.
 #include "apps/weft/commands.h"
+#include "chat/chat_template.h"
 #include "core/error.h"
 #include "gguf/gguf_info.h"
 #include "model/model_config.h"
@@ -64,7 +65,13 @@ Action add_gen_model(CLI::App& app) {
   cmd->add_option("--n-head", o->overrides.n_head, "override the preset's head count");
   cmd->add_option("--n-head-kv", o->overrides.n_head_kv, "override the preset's KV head count");
   cmd->add_option("--n-vocab", o->overrides.n_vocab, "override the preset's vocabulary size");
+  cmd->add_option("--chat-template", o->chat_template,
+                  "write tokenizer.chat_template (a name: chatml, llama3, ...) and the template's special texts as "
+                  "control tokens");
   return [o] {
+    if (!o->chat_template.empty())
+      for (auto marker : chat::Template::from_string(o->chat_template).markers())
+        o->control_tokens.emplace_back(marker);
     tools::generate_model(*o);
     std::fprintf(stderr, "wrote %s\n", o->path.c_str());
     return 0;
