@@ -4,9 +4,7 @@
 
 namespace weft::serve {
 
-HttpPool::HttpPool(int max_threads) : max_threads_(max_threads) {
-  WEFT_ASSERT(max_threads > 0);
-}
+HttpPool::HttpPool(int max_threads) : max_threads_(max_threads) { WEFT_ASSERT(max_threads > 0); }
 
 HttpPool::~HttpPool() { shutdown(); }
 
