@@ -12,6 +12,11 @@ PKGS=(
 )
 missing=()
 for p in "${PKGS[@]}"; do dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p"); done
+# The end-to-end tests (scripts/e2e.sh): node >= 20 with npm, Chromium, curl. Each only when its
+# command is missing: a nodesource node bundles npm, and Debian's npm package conflicts with it.
+for tool in node:nodejs npm:npm chromium:chromium curl:curl; do
+  command -v "${tool%%:*}" >/dev/null || missing+=("${tool#*:}")
+done
 if [ ${#missing[@]} -gt 0 ]; then
   $SUDO apt-get update -qq
   DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq "${missing[@]}"

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
-# The test suite: the layer and format checks, unit and equality tests (Release), all of them again under
-# AddressSanitizer + UBSan, the threaded layers under ThreadSanitizer, and bounded libFuzzer runs of
-# the GGUF parser, the network frame decoders and the rendezvous store.
+# The test suite: the layer and format checks, unit and equality tests (Release), weft serve end to
+# end (scripts/e2e.sh: node, Chromium), the unit tests again under AddressSanitizer + UBSan, the
+# threaded layers under ThreadSanitizer, and bounded libFuzzer runs of the GGUF parser, the network
+# frame decoders and the rendezvous store.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ./scripts/setup.sh
@@ -12,6 +13,8 @@ export WEFT_REQUIRE_SHARED=1  # tests needing ../shared fail, naming the file, i
 
 CMAKE_ARGS="-DWEFT_WERROR=ON" ./scripts/build.sh  # the project's own code builds without a warning
 ctest --test-dir build --output-on-failure -j"$JOBS" --timeout 600
+# weft serve end to end: the openai npm client, 32 concurrent clients, the chat page in Chromium.
+./scripts/e2e.sh build/weft
 
 # Every test binary again under AddressSanitizer + UBSan: any memory error or undefined behaviour
 # fails, whichever layer it is in (the tensor-parallel equality tests read logits through the

@@ -20,7 +20,8 @@ JobUpdate Job::next(int timeout_ms) {
   std::unique_lock lock(mu_);
   cv_.wait_for(lock, std::chrono::milliseconds(timeout_ms), [&] { return changed_ || finished_ || error_; });
   JobUpdate u;
-  u.text = std::exchange(text_, {});
+  u.pieces = std::exchange(pieces_, {});
+  for (const auto& piece : u.pieces) u.text += piece;
   u.finished = finished_;
   u.reason = reason_;
   u.usage = usage_;
@@ -42,7 +43,7 @@ bool Job::cancelled() const {
 void Job::publish(std::string_view text, const JobUsage& usage) {
   {
     std::lock_guard lock(mu_);
-    text_ += text;
+    if (!text.empty()) pieces_.emplace_back(text);
     usage_ = usage;
     changed_ = true;
   }
@@ -52,7 +53,7 @@ void Job::publish(std::string_view text, const JobUsage& usage) {
 void Job::finish(FinishReason reason, std::string_view text, const JobUsage& usage) {
   {
     std::lock_guard lock(mu_);
-    text_ += text;
+    if (!text.empty()) pieces_.emplace_back(text);
     usage_ = usage;
     reason_ = reason;
     finished_ = true;

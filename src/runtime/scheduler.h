@@ -43,7 +43,8 @@ struct JobUsage {
 
 // What a job produced since its consumer last asked.
 struct JobUpdate {
-  std::string text;  // new text
+  std::string text;                 // new text
+  std::vector<std::string> pieces;  // the same, as the tokens released it: one piece each, none empty
   bool finished = false;
   FinishReason reason = FinishReason::Length;  // finished: why
   JobUsage usage;                              // so far
@@ -67,7 +68,7 @@ class Job {
 
   mutable std::mutex mu_;
   std::condition_variable cv_;
-  std::string text_;
+  std::vector<std::string> pieces_;  // released since the consumer last asked
   JobUsage usage_;
   bool changed_ = false, finished_ = false, cancelled_ = false;
   FinishReason reason_ = FinishReason::Length;

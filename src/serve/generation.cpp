@@ -21,7 +21,7 @@ class Run {
  public:
   struct Part {
     std::shared_ptr<runtime::Job> job;
-    std::string text;  // produced, not yet sent (streaming) or all of it (whole reply)
+    std::vector<std::string> pieces;  // produced, not yet sent (streaming) or all of it (whole reply)
     runtime::JobUsage usage;
     bool started = false, finished = false, finish_sent = false;
     runtime::FinishReason reason = runtime::FinishReason::Length;
@@ -86,7 +86,7 @@ class Run {
 
  private:
   bool absorb(Part& p, runtime::JobUpdate u) {
-    p.text += u.text;
+    for (auto& piece : u.pieces) p.pieces.push_back(std::move(piece));
     p.usage = u.usage;
     if (u.error) error_ = u.error;
     p.finished = u.finished;
@@ -112,7 +112,8 @@ bool stream(Run& run, const Reply& reply, Endpoint kind, bool include_usage, htt
   while (ok) {
     for (size_t i = 0; i < parts.size() && ok; ++i) {
       auto& p = parts[i];
-      if (!p.text.empty()) ok = send(sse_event(reply.text_chunk(i, std::exchange(p.text, {}))));
+      // One event per token's text, as it was released, however many came since the last write.
+      for (const auto& piece : std::exchange(p.pieces, {})) ok = ok && send(sse_event(reply.text_chunk(i, piece)));
       if (ok && p.finished && !p.finish_sent) {
         ok = send(sse_event(reply.finish_chunk(i, p.reason)));
         p.finish_sent = true;
@@ -152,7 +153,11 @@ void serve_generation(const GenerationContext& ctx, Endpoint kind, const std::ve
   auto reply = std::make_shared<Reply>(kind, ctx.model_name);
   if (!gen.stream) {
     std::vector<Choice> choices;
-    for (const auto& p : run->parts()) choices.push_back({p.text, p.reason});
+    for (const auto& p : run->parts()) {
+      std::string text;
+      for (const auto& piece : p.pieces) text += piece;
+      choices.push_back({std::move(text), p.reason});
+    }
     res.set_content(dump(reply->whole(choices, run->usage())), "application/json");
     return;
   }

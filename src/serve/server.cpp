@@ -4,12 +4,14 @@
 #include "serve/chat_page.h"
 #include "serve/generation.h"
 #include "serve/http_error.h"
+#include "serve/http_pool.h"
 #include "serve/request.h"
 
 #include <httplib.h>
 
 #include <sys/socket.h>
 
+#include <algorithm>
 #include <chrono>
 #include <csignal>
 #include <thread>
@@ -20,8 +22,10 @@ using nlohmann::json;
 
 namespace {
 
-// Handler threads besides one per slot and queue place: /health, /metrics and refusals stay
-// answerable while every slot streams.
+// Threads serving connections at most (HttpPool starts them as connections come). Each open
+// connection holds one, idle keep-alive ones included: at least 512, and always enough for every
+// slot and queue place with spares, so /health, /metrics and refusals stay answerable.
+constexpr int kMinHttpThreads = 512;
 constexpr int kSpareThreads = 8;
 constexpr int kStartTimeoutMs = 5000;
 // Connections the kernel holds for accept(): httplib 0.11 listens with a backlog of 5, so a burst
@@ -64,8 +68,9 @@ class HttpServer : public httplib::Server {
 Server::Server(ServerOptions opt) : opt_(std::move(opt)), http_(std::make_unique<HttpServer>()) {
   if (opt_.api_key.empty() && !net::is_loopback(opt_.host))
     fail("cli", "listening on {} beyond loopback requires --api-key or --api-key-file", opt_.host);
-  const int threads = opt_.http_threads > 0 ? opt_.http_threads : opt_.slots + opt_.max_queue + kSpareThreads;
-  http_->new_task_queue = [threads] { return new httplib::ThreadPool(threads); };
+  const int threads = opt_.http_threads > 0 ? opt_.http_threads
+                                            : std::max(kMinHttpThreads, opt_.slots + opt_.max_queue + kSpareThreads);
+  http_->new_task_queue = [threads] { return new HttpPool(threads); };
   http_->set_payload_max_length(opt_.max_body_bytes);
   guard();
   routes();

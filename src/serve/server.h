@@ -30,7 +30,7 @@ struct ServerOptions {
   std::string api_key;                // empty: none asked; required to listen beyond loopback
   size_t max_body_bytes = 8u << 20;   // larger request bodies are refused with 413
   std::string model_name = "weft";    // what /v1/models and replies call the model
-  int http_threads = 0;               // 0: one per slot and queue place, plus a few
+  int http_threads = 0;               // most connections served at once; 0: max(512, slots + max_queue + 8)
   int32_t slots = 1, max_queue = 32;  // for http_threads' default
 };
 

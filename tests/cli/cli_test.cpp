@@ -55,6 +55,19 @@ TEST(Cli, ContextFullStopsSayingSo) {
   EXPECT_EQ(ok.out.find("context full"), std::string::npos) << ok.out;
 }
 
+TEST(Cli, GenModelWritesAChatTemplateAndItsControlTokens) {
+  const std::string p = testing::TempDir() + "/weft_cli_chatml.gguf";
+  ASSERT_EQ(run("gen-model -o " + p + " --chat-template chatml").code, 0);
+  EXPECT_NE(run("info " + p).out.find("tokenizer.chat_template                 string       \"chatml\""),
+            std::string::npos);
+  // BOS, then <|im_start|> as one control token (the last ids), then "user" in pieces.
+  const auto ids = run("tokenize -m " + p + " -p \"<|im_start|>user\"").out;
+  EXPECT_EQ(ids.rfind("[1, 318, ", 0), 0u) << ids;
+  auto bad = run("gen-model -o " + p + " --chat-template nonsense", true);
+  EXPECT_NE(bad.code, 0);
+  EXPECT_NE(bad.out.find("--chat-template 'nonsense'"), std::string::npos) << bad.out;
+}
+
 TEST(Cli, TokenizePrintsIds) {
   WEFT_NEED_SHARED_FILE(kStories);
   auto r = run("tokenize -m " + kStories + " -p \"Once upon a time\"");

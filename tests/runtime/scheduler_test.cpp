@@ -25,6 +25,7 @@ constexpr int kWaitMs = 20000;  // bound on any wait for a job in these tests
 
 struct Result {
   std::string text;
+  std::vector<std::string> pieces;
   FinishReason reason = FinishReason::Length;
   JobUsage usage;
   std::optional<Error> error;
@@ -37,6 +38,7 @@ Result collect(Job& job) {
   while (std::chrono::steady_clock::now() < deadline) {
     JobUpdate u = job.next(100);
     r.text += u.text;
+    r.pieces.insert(r.pieces.end(), u.pieces.begin(), u.pieces.end());
     r.usage = u.usage;
     if (u.error) {
       r.error = u.error;
@@ -167,6 +169,20 @@ TEST_F(SchedulerStories, StopStringEndsTheTextBeforeIt) {
   const Result r = collect(*s.submit(req));
   EXPECT_EQ(r.reason, FinishReason::Stop);
   EXPECT_EQ(r.text, ", there was a little girl named ");
+}
+
+// A stream sends one event per piece: every token whose text is whole gives its own.
+TEST_F(SchedulerStories, EachTokenReleasesOnePiece) {
+  Engine engine(*file_, cpu_engine_options(1, 1, 128));
+  Scheduler s(engine, *tok_);
+  const Result r = collect(*s.submit(greedy(once(), 12)));
+  EXPECT_EQ(r.usage.completion_tokens, 12);
+  ASSERT_EQ(r.pieces.size(), 12u) << r.text;
+  EXPECT_EQ(r.pieces[0], ",");
+  EXPECT_EQ(r.pieces[1], " there");
+  std::string joined;
+  for (const auto& piece : r.pieces) joined += piece;
+  EXPECT_EQ(joined, r.text);
 }
 
 TEST_F(SchedulerStories, FullContextEndsWithLength) {
