@@ -5,6 +5,7 @@
 
 #include "core/error.h"
 #include "kernels/ops.h"
+#include "kernels/quants.h"
 
 #include <algorithm>
 #include <cmath>
@@ -12,6 +13,14 @@
 
 namespace weft::kernels {
 namespace {
+
+// Grows a scratch buffer, never shrinks it: a vector shrunk and regrown zero-fills the regrown
+// part again, on every expert of every step.
+template <typename T>
+T* at_least(std::vector<T>& v, size_t n) {
+  if (v.size() < n) v.resize(n);
+  return v.data();
+}
 
 // llama.cpp clamps the sum of the selected weights to the smallest normal f16 before dividing.
 constexpr float kMinWeightSum = 6.103515625e-5f;
@@ -44,10 +53,49 @@ void group_slots(const ExpertStack& w, const float* routes, int64_t k, int64_t n
       if (const int64_t e = route_id(routes + t * 2 * k, j); w.holds(e)) ++s.begin[e - w.first + 1];
   for (int64_t i = 0; i < w.n; ++i) s.begin[i + 1] += s.begin[i];
   s.slots.resize(s.begin[w.n]);
+  s.expert.resize(s.begin[w.n]);
   std::vector<int64_t> next(s.begin.begin(), s.begin.end() - 1);
   for (int64_t t = 0; t < n_tokens; ++t)
     for (int64_t j = 0; j < k; ++j)
-      if (const int64_t e = route_id(routes + t * 2 * k, j); w.holds(e)) s.slots[next[e - w.first]++] = t * k + j;
+      if (const int64_t e = route_id(routes + t * 2 * k, j); w.holds(e)) {
+        const int64_t at = next[e - w.first]++;
+        s.slots[at] = t * k + j;
+        s.expert[at] = e - w.first;
+      }
+}
+
+// Whether every expert's tokens go through rows_dot one token at a time (no GEMM panel): then
+// all of them can run in one pass of the pool.
+bool rows_path_only(const ExpertStack& w, const MoeScratch& s) {
+  const int rows_layout = static_cast<int>(kernels_for(w.w.type).act_type);
+  for (int64_t i = 0; i < w.n; ++i)
+    if (const int64_t m = s.begin[i + 1] - s.begin[i]; m > 1 && activation_layout(w.w, m) != rows_layout) return false;
+  return true;
+}
+
+// Decode and small batches: the rows of every (selected expert, token) pair, back to back, split
+// over the pool in one pass (a pool wake per expert would cost more than a small expert's rows).
+// The results land in s.y, one row of w.rows per entry of s.slots.
+template <typename RowOf>
+void fused_rows(const ExpertStack& w, ThreadPool& pool, MoeScratch& s, RowOf row_of) {
+  const TypeKernels& tk = kernels_for(w.w.type);
+  const int64_t cols = w.w.cols, rows = w.rows, n = static_cast<int64_t>(s.slots.size());
+  const size_t act_stride = row_bytes(tk.act_type, cols);
+  if (tk.act_type != DType::F32) {
+    at_least(s.act, act_stride * n);
+    for (int64_t p = 0; p < n; ++p) tk.quantize_act(row_of(s.slots[p]), s.act.data() + p * act_stride, cols);
+  }
+  at_least(s.y, n * rows);
+  const size_t ws = w.w.row_stride;
+  pool.parallel_for(n * rows, 16, [&](int64_t b, int64_t e) {
+    for (int64_t p = b / rows; p * rows < e; ++p) {
+      const int64_t r0 = std::max(b, p * rows) - p * rows, r1 = std::min(e, (p + 1) * rows) - p * rows;
+      const void* act =
+          tk.act_type == DType::F32 ? static_cast<const void*>(row_of(s.slots[p])) : s.act.data() + p * act_stride;
+      const uint8_t* we = w.w.data + (s.expert[p] * rows + r0) * ws;
+      tk.rows_dot(cols, r1 - r0, we, ws, act, s.y.data() + p * rows + r0);
+    }
+  });
 }
 
 // For each held expert that some slot selected: its input rows (row_of(slot)) gathered, one matmul
@@ -57,17 +105,22 @@ void for_each_expert(const ExpertStack& w, const float* routes, int64_t k, int64
                      MoeScratch& s, RowOf row_of, Out out) {
   group_slots(w, routes, k, n_tokens, s);
   const int64_t cols = w.w.cols, rows = w.rows;
+  if (rows_path_only(w, s)) {
+    fused_rows(w, pool, s, row_of);
+    for (size_t p = 0; p < s.slots.size(); ++p) out(s.slots[p], s.y.data() + p * rows);
+    return;
+  }
   for (int64_t i = 0; i < w.n; ++i) {
     const int64_t b = s.begin[i], m = s.begin[i + 1] - b;
     if (m == 0) continue;  // an expert nobody chose is never read
     const WeightMatrix we = w.expert(w.first + i);
     const float* x = row_of(s.slots[b]);
     if (m > 1) {
-      s.x.resize(m * cols);
+      at_least(s.x, m * cols);
       for (int64_t r = 0; r < m; ++r) std::memcpy(&s.x[r * cols], row_of(s.slots[b + r]), cols * sizeof(float));
       x = s.x.data();
     }
-    s.y.resize(m * rows);
+    at_least(s.y, m * rows);
     matmul(we, x, cols, m, s.y.data(), rows, pool, s.mm);
     for (int64_t r = 0; r < m; ++r) out(s.slots[b + r], s.y.data() + r * rows);
   }
@@ -115,8 +168,8 @@ void expert_matmul(const ExpertStack& w, const float* x, const float* routes, in
       [&](int64_t slot, float* r) { std::memcpy(y + slot * rows, r, rows * sizeof(float)); });
 }
 
-void expert_matmul_sum(const ExpertStack& w, const float* x, const float* routes, int64_t k, int64_t n_tokens,
-                       float* y, ThreadPool& pool, MoeScratch& s) {
+void expert_matmul_sum(const ExpertStack& w, const float* x, const float* routes, int64_t k, int64_t n_tokens, float* y,
+                       ThreadPool& pool, MoeScratch& s) {
   const int64_t cols = w.w.cols, rows = w.rows;
   std::fill_n(y, n_tokens * rows, 0.f);
   const OpsKernels& ops = ops_kernels();

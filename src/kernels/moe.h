@@ -33,9 +33,11 @@ struct ExpertStack {
 
 // Per-runner buffers reused across calls, so a step allocates nothing once warm.
 struct MoeScratch {
-  std::vector<int64_t> begin;  // slots of held expert i: slots[begin[i] .. begin[i + 1])
-  std::vector<int64_t> slots;  // t * k + j, grouped by expert, tokens ascending
-  std::vector<float> x, y;     // one expert's gathered inputs and outputs
+  std::vector<int64_t> begin;   // slots of held expert i: slots[begin[i] .. begin[i + 1])
+  std::vector<int64_t> slots;   // t * k + j, grouped by expert, tokens ascending
+  std::vector<int64_t> expert;  // the held expert of each entry of slots
+  std::vector<float> x, y;      // gathered inputs and outputs
+  std::vector<uint8_t> act;     // decode: each slot's input in the weight type's activation format
   MatmulScratch mm;
 };
 
@@ -45,8 +47,8 @@ void expert_matmul(const ExpertStack& w, const float* x, const float* routes, in
                    ThreadPool& pool, MoeScratch& s);
 // Down and the weighted sum: y[t, :] = sum_j weight_tj * W[e_tj] x[t, j, :] over the slots whose
 // expert the stack holds (zero when none).  x: [n_tokens, k, w.cols]; y: [n_tokens, w.rows].
-void expert_matmul_sum(const ExpertStack& w, const float* x, const float* routes, int64_t k, int64_t n_tokens,
-                       float* y, ThreadPool& pool, MoeScratch& s);
+void expert_matmul_sum(const ExpertStack& w, const float* x, const float* routes, int64_t k, int64_t n_tokens, float* y,
+                       ThreadPool& pool, MoeScratch& s);
 // Scalar references (matmul_ref per slot, the sum in slot order).
 void expert_matmul_ref(const ExpertStack& w, const float* x, const float* routes, int64_t k, int64_t n_tokens,
                        float* y);

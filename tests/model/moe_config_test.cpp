@@ -77,7 +77,8 @@ TEST(MoeConfig, ReadsEachArchitecturesExperts) {
   EXPECT_TRUE(mixtral.dims.expert_weights_norm);
   EXPECT_TRUE(mixtral.traits.moe);
   // Without expert_feed_forward_length, llama.cpp's fallback: feed_forward_length / expert_used_count.
-  const auto fallback = config_of(edited(tiny_moe("qwen3moe"), {.keys = {{"qwen3moe.expert_feed_forward_length", {}}}}));
+  const auto fallback =
+      config_of(edited(tiny_moe("qwen3moe"), {.keys = {{"qwen3moe.expert_feed_forward_length", {}}}}));
   EXPECT_EQ(fallback.dims.n_ff_exp, 192 / 2);
 }
 

@@ -109,7 +109,8 @@ TEST(MoeKQuant, ExpertsOnK256BlocksSplitBothWays) {
   const auto prompt = some_prompt(320, 19);
   const auto ref = greedy(*f, single(), prompt, 32);
   for (MoeSplit s : {MoeSplit::Tensor, MoeSplit::Expert, MoeSplit::Auto})
-    for (const auto& c : {Config{"tp2", SplitMode::Tensor, {1, 1}, s}, Config{"tp3", SplitMode::Tensor, {1, 1, 1}, s}}) {
+    for (const auto& c :
+         {Config{"tp2", SplitMode::Tensor, {1, 1}, s}, Config{"tp3", SplitMode::Tensor, {1, 1, 1}, s}}) {
       EXPECT_EQ(greedy(*f, options(c), prompt, 32), ref) << c.name << " " << parallel::moe_split_name(s);
       expect_logits_match(*f, c, prompt);
     }

@@ -56,8 +56,7 @@ inline double max_abs(const std::vector<float>& v) {
 
 // The prompt, then a few single-token steps, so the KV cache path is compared too.
 inline void expect_logits_match(const gguf::File& f, EngineOptions split, const std::string& name,
-                                const std::vector<Token>& prompt, DType cache = DType::F32,
-                                double tol = kLogitRelTol) {
+                                const std::vector<Token>& prompt, DType cache = DType::F32, double tol = kLogitRelTol) {
   Engine ref(f, single(cache));
   split.k_type = split.v_type = cache;
   Engine tp(f, std::move(split));
