@@ -28,19 +28,26 @@ int plan(const ModelOptions& o) {
   }
   if (eo.ratios.size() != eo.devices.size())
     fail("cli", "--tensor-split has {} values for {} devices", eo.ratios.size(), eo.devices.size());
-  const auto p = parallel::make_plan(eo.mode, g, model::weight_table(*file), eo.ratios);
+  const auto p = parallel::make_plan(eo.mode, g, model::weight_table(*file), eo.ratios, eo.moe_split);
   const int64_t n_ctx = eo.n_ctx > 0 ? eo.n_ctx : std::min<int64_t>(cfg.n_ctx_train, 4096);
 
   std::printf("model: %s (%s), %lld layers, %lld heads / %lld kv heads, ffn %lld, vocab %lld\n", o.model.c_str(),
               cfg.arch.c_str(), (long long)cfg.dims.n_layer, (long long)cfg.dims.n_head, (long long)cfg.dims.n_head_kv,
               (long long)cfg.dims.n_ff, (long long)cfg.dims.n_vocab);
-  std::printf("split mode: %s over %zu devices\n\n", std::string(parallel::split_mode_name(p.mode)).c_str(),
+  std::printf("split mode: %s over %zu devices\n", std::string(parallel::split_mode_name(p.mode)).c_str(),
               p.devices.size());
+  const bool moe = cfg.dims.n_expert > 0;
+  if (moe)
+    std::printf("experts: %lld per layer, %lld per token, %lld wide%s; moe split: %s (%s)\n",
+                (long long)cfg.dims.n_expert, (long long)cfg.dims.n_expert_used, (long long)cfg.dims.n_ff_exp,
+                cfg.dims.n_ff_shexp ? fmt::format(", shared expert {} wide", cfg.dims.n_ff_shexp).c_str() : "",
+                std::string(parallel::moe_split_name(p.moe_split)).c_str(), p.moe_reason.c_str());
   std::printf(
-      "| device | share | weights (embedding replicated) | KV cache (%lld ctx) | q heads | kv heads | ffn | vocab | "
-      "layers |\n",
+      "\n| device | share | weights (embedding replicated) | read per token | KV cache (%lld ctx) | q heads | kv heads "
+      "| "
+      "ffn | experts | vocab | layers |\n",
       (long long)n_ctx);
-  std::printf("|---|---|---|---|---|---|---|---|---|\n");
+  std::printf("|---|---|---|---|---|---|---|---|---|---|---|\n");
   for (size_t d = 0; d < p.devices.size(); ++d) {
     const auto& dg = p.devices[d];
     auto range = [&](graph::Axis a, int64_t div) {
@@ -49,15 +56,26 @@ int plan(const ModelOptions& o) {
       const auto& r = part->ranges[d];
       return r.empty() ? std::string("-") : fmt::format("{}..{}", r.begin / div, r.end / div - 1);
     };
+    // Experts: which ones (expert split), else the rows of every expert (tensor split).
+    std::string experts = "-";
+    if (moe && p.moe_split == parallel::MoeSplit::Expert && !p.experts.empty()) {
+      const auto& r = p.experts[d];
+      experts = r.empty() ? "none" : fmt::format("{}..{}", r.begin, r.end - 1);
+    } else if (moe) {
+      experts = "all, features " + range(graph::Axis::ExpertFfn, 1);
+    }
     std::string layers = "all";
     if (p.mode == parallel::SplitMode::Layer)
       layers = p.layers[d].empty() ? "-" : fmt::format("{}..{}", p.layers[d].begin, p.layers[d].end - 1);
-    std::printf("| #%zu %s | %.3f | %s | %s | %s | %s | %s | %s | %s |\n", d, device::describe(eo.devices[d]).c_str(),
-                p.ratios[d], mib(dg.weight_bytes).c_str(),
-                mib(dg.kv_values_per_token / 2 * n_ctx * (row_bytes(eo.k_type, 1) + row_bytes(eo.v_type, 1))).c_str(),
-                range(graph::Axis::QHeads, cfg.dims.head_dim).c_str(),
-                range(graph::Axis::KvHeads, cfg.dims.head_dim).c_str(), range(graph::Axis::Ffn, 1).c_str(),
-                range(graph::Axis::Vocab, 1).c_str(), layers.c_str());
+    std::printf(
+        "| #%zu %s | %.3f | %s | %s | %s | %s | %s | %s | %s | %s | %s |\n", d, device::describe(eo.devices[d]).c_str(),
+        p.ratios[d], mib(dg.weight_bytes).c_str(), mib(dg.decode_bytes).c_str(),
+        mib(dg.kv_values_per_token / 2 * n_ctx * (row_bytes(eo.k_type, 1) + row_bytes(eo.v_type, 1))).c_str(),
+        range(graph::Axis::QHeads, cfg.dims.head_dim).c_str(), range(graph::Axis::KvHeads, cfg.dims.head_dim).c_str(),
+        (moe && !cfg.dims.n_ff_shexp ? std::string("-")  // no dense FFN: experts only
+                                     : range(moe ? graph::Axis::SharedFfn : graph::Axis::Ffn, 1))
+            .c_str(),
+        experts.c_str(), range(graph::Axis::Vocab, 1).c_str(), layers.c_str());
   }
   std::printf("\ncollectives per token:\n");
   std::map<int, std::vector<const parallel::CollectiveInfo*>> by_layer;

@@ -61,9 +61,9 @@ Action add_gen_model(CLI::App& app) {
   auto o = std::make_shared<tools::GenModelOptions>();
   auto* cmd = app.add_subcommand("gen-model", "write a deterministic random-weight model (no download needed)");
   cmd->add_option("-o,--output", o->path, "output GGUF file")->required();
-  cmd->add_option("--preset", o->preset, "tiny | 500m | 1b | 8b-shape");
+  cmd->add_option("--preset", o->preset, "tiny | 500m | 1b | 8b-shape | tiny-moe | moe-2b");
   cmd->add_option("--type", o->type, "f32 f16 bf16 q8_0 q4_0 q4_1 q5_0 q5_1 q4_k q5_k q6_k q4_k_m q5_k_m");
-  cmd->add_option("--arch", o->arch, "llama | qwen2 | qwen3");
+  cmd->add_option("--arch", o->arch, "llama | qwen2 | qwen3; MoE presets: llama (Mixtral) | qwen2moe | qwen3moe");
   cmd->add_option("--seed", o->seed, "weights seed");
   cmd->add_flag("--tied", o->tied, "tied embeddings (no output.weight)");
   cmd->add_option("--ctx", o->n_ctx, "context length written to the file");
@@ -73,6 +73,9 @@ Action add_gen_model(CLI::App& app) {
   cmd->add_option("--n-head", o->overrides.n_head, "override the preset's head count");
   cmd->add_option("--n-head-kv", o->overrides.n_head_kv, "override the preset's KV head count");
   cmd->add_option("--n-vocab", o->overrides.n_vocab, "override the preset's vocabulary size");
+  cmd->add_option("--n-expert", o->overrides.n_expert, "override the MoE preset's expert count");
+  cmd->add_option("--n-expert-used", o->overrides.n_expert_used, "override the MoE preset's experts per token");
+  cmd->add_option("--n-ff-exp", o->overrides.n_ff_exp, "override the MoE preset's expert FFN width");
   cmd->add_option("--split-max-tensors", o->split_max_tensors,
                   "write a split model, at most N tensors per part (as llama-gguf-split): "
                   "<output without .gguf>-00001-of-0000K.gguf ...")

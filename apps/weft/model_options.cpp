@@ -22,6 +22,10 @@ void ModelOptions::add_to(CLI::App& cmd, bool with_ctx) {
   cmd.add_option("--split-mode", split_mode, "(-sm) none | layer | tensor (default: tensor with several devices)")
       ->check(CLI::IsMember({"none", "layer", "tensor"}));
   cmd.add_option("--tensor-split", tensor_split, "(-ts) share of each device, e.g. 3,1 (default: by threads)");
+  cmd.add_option("--moe-split", moe_split,
+                 "how a tensor split cuts a mixture of experts: auto | tensor (rows of every expert) | expert (whole "
+                 "experts per device)")
+      ->check(CLI::IsMember({"auto", "tensor", "expert"}));
   if (with_ctx)
     cmd.add_option("-c,--ctx-size", ctx, "context size (default: min(training context, 4096))")
         ->check(CLI::Range(1, 1 << 20));
@@ -127,6 +131,9 @@ runtime::EngineOptions ModelOptions::engine_options() const {
   else
     o.mode = o.devices.size() > 1 ? parallel::SplitMode::Tensor : parallel::SplitMode::None;
   if (!tensor_split.empty()) o.ratios = parse_ratios(tensor_split);
+  o.moe_split = moe_split == "tensor"   ? parallel::MoeSplit::Tensor
+                : moe_split == "expert" ? parallel::MoeSplit::Expert
+                                        : parallel::MoeSplit::Auto;
   o.n_ctx = ctx;
   o.n_batch = batch;
   o.map_weights = mmap;

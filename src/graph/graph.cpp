@@ -11,6 +11,11 @@ std::string_view axis_name(Axis a) {
     case Axis::KvHeads: return "kv_heads";
     case Axis::Ffn: return "ffn";
     case Axis::Vocab: return "vocab";
+    case Axis::Router: return "router";
+    case Axis::Routes: return "routes";
+    case Axis::ExpertFfn: return "expert_ffn";
+    case Axis::SharedFfn: return "shared_ffn";
+    case Axis::SharedGate: return "shared_gate";
     case Axis::Count: break;
   }
   return "?";
@@ -26,6 +31,10 @@ std::string_view op_name(OpKind op) {
     case OpKind::Attention: return "attention";
     case OpKind::SwiGlu: return "swiglu";
     case OpKind::Add: return "add";
+    case OpKind::MoeRoute: return "moe_route";
+    case OpKind::ExpertMatMul: return "expert_matmul";
+    case OpKind::ExpertMatMulSum: return "expert_matmul_sum";
+    case OpKind::SigmoidScale: return "sigmoid_scale";
     case OpKind::Count: break;
   }
   return "?";
@@ -45,6 +54,11 @@ int64_t Graph::width_of(Axis a) const {
     case Axis::KvHeads: return dims.n_head_kv * dims.head_dim;
     case Axis::Ffn: return dims.n_ff;
     case Axis::Vocab: return dims.n_vocab;
+    case Axis::Router: return dims.n_expert;
+    case Axis::Routes: return 2 * dims.n_expert_used;
+    case Axis::ExpertFfn: return dims.n_expert_used * dims.n_ff_exp;
+    case Axis::SharedFfn: return dims.n_ff_shexp;
+    case Axis::SharedGate: return 1;
     case Axis::Count: break;
   }
   fail("graph", "bad axis");

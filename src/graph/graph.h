@@ -21,6 +21,12 @@ enum class Axis : uint8_t {
   KvHeads,  // n_head_kv * head_dim: keys and values
   Ffn,      // n_ff: the MLP's hidden width
   Vocab,    // logits
+  // Mixture of experts (qwen2moe, qwen3moe, Mixtral):
+  Router,      // n_expert: router logits (small: kept whole on every device)
+  Routes,      // 2 * n_expert_used: the experts a token goes to (ids as floats), then their weights
+  ExpertFfn,   // n_expert_used * n_ff_exp: the hidden width of each selected expert, slot after slot
+  SharedFfn,   // n_ff_shexp: the shared expert's hidden width (qwen2moe)
+  SharedGate,  // 1: the shared expert's gate logit (qwen2moe)
   Count
 };
 std::string_view axis_name(Axis a);
@@ -34,6 +40,11 @@ enum class OpKind : uint8_t {
   Attention,  // inputs q, k, v: causal attention over this layer's KV cache
   SwiGlu,     // inputs gate, up: silu(gate) * up
   Add,        // inputs a, b: a + b (the residual stream)
+  // Mixture of experts. A token's k selected experts fill k slots (Axis::Routes, ExpertFfn).
+  MoeRoute,         // router logits -> top-k experts by softmax and their weights      out Routes
+  ExpertMatMul,     // inputs x, routes: slot j of token t = W[e_tj] x_t (gate, up)    out ExpertFfn
+  ExpertMatMulSum,  // inputs x, routes: sum_j w_tj W[e_tj] x_tj over the slots (down)  out Embd
+  SigmoidScale,     // inputs x, g (width 1): x * sigmoid(g) (qwen2moe's shared expert gate)
   Count
 };
 std::string_view op_name(OpKind op);
@@ -43,7 +54,7 @@ struct Node {
   std::vector<int> inputs;  // ids of earlier nodes (topological order); Embed has none
   Axis axis;                // meaning of this node's output features
   int64_t width = 0;        // features per token of the output
-  std::string weight;       // tensor read by Embed, RmsNorm, MatMul, HeadNorm; else empty
+  std::string weight;       // tensor read by Embed, RmsNorm, MatMul, HeadNorm, Expert*; else empty
   std::string bias;         // MatMul only, optional
   int layer = -1;           // block index; -1 outside the blocks
   std::string label;        // for plans and profiles: "attn_q", "ffn_down"
@@ -54,6 +65,11 @@ struct Dims {
   int64_t n_embd = 0, n_head = 0, n_head_kv = 0, head_dim = 0, n_ff = 0, n_vocab = 0, n_layer = 0;
   float norm_eps = 1e-5f;
   RopeParams rope;
+  // Mixture of experts (n_expert == 0: a dense model).
+  int64_t n_expert = 0, n_expert_used = 0;              // experts per layer, experts per token (k)
+  int64_t n_ff_exp = 0;                                 // hidden width of one expert
+  int64_t n_ff_shexp = 0;                               // hidden width of the shared expert (0: none)
+  bool expert_weights_norm = false;                     // the k weights are renormalised to sum to 1
   int64_t group() const { return n_head / n_head_kv; }  // q heads per kv head (GQA)
 };
 
@@ -67,9 +83,11 @@ struct Graph {
 };
 
 // Weight facts the planner needs (type for block alignment, shape to check the graph against).
+// A stacked tensor (experts' matrices, ggml [cols, rows, n_mats]) has n_mats > 1.
 struct WeightInfo {
   DType type = DType::F32;
   int64_t cols = 0, rows = 0;  // ggml ne0, ne1
+  int64_t mats = 1;            // ggml ne2 (x ne3): matrices stacked
 };
 
 // Facts about each weight tensor a graph reads, by tensor name: the planner's second input, which a

@@ -41,11 +41,34 @@ graph::Graph build_llama_graph(const ModelConfig& c) {
     x = node(OpKind::Add, {x, o}, Axis::Embd, d.n_embd, "", "attn_residual");
     // MLP: SwiGLU, gate/up column-parallel, down row-parallel.
     h = node(OpKind::RmsNorm, {x}, Axis::Embd, d.n_embd, "ffn_norm.weight", "ffn_norm");
-    int gate = node(OpKind::MatMul, {h}, Axis::Ffn, d.n_ff, "ffn_gate.weight", "ffn_gate");
-    int up = node(OpKind::MatMul, {h}, Axis::Ffn, d.n_ff, "ffn_up.weight", "ffn_up");
-    int act = node(OpKind::SwiGlu, {gate, up}, Axis::Ffn, d.n_ff, "", "ffn_swiglu");
-    int down = node(OpKind::MatMul, {act}, Axis::Embd, d.n_embd, "ffn_down.weight", "ffn_down");
-    x = node(OpKind::Add, {x, down}, Axis::Embd, d.n_embd, "", "ffn_residual");
+    int ffn = -1;
+    if (d.n_expert == 0) {
+      int gate = node(OpKind::MatMul, {h}, Axis::Ffn, d.n_ff, "ffn_gate.weight", "ffn_gate");
+      int up = node(OpKind::MatMul, {h}, Axis::Ffn, d.n_ff, "ffn_up.weight", "ffn_up");
+      int act = node(OpKind::SwiGlu, {gate, up}, Axis::Ffn, d.n_ff, "", "ffn_swiglu");
+      ffn = node(OpKind::MatMul, {act}, Axis::Embd, d.n_embd, "ffn_down.weight", "ffn_down");
+    } else {
+      // Mixture of experts (llama.cpp's build_moe_ffn): the router picks k experts per token, each
+      // runs a SwiGLU FFN on it, and their outputs are summed with the router's weights.
+      const int64_t ew = d.n_expert_used * d.n_ff_exp;  // (k, n_ff_exp)
+      int logits = node(OpKind::MatMul, {h}, Axis::Router, d.n_expert, "ffn_gate_inp.weight", "ffn_router");
+      int routes = node(OpKind::MoeRoute, {logits}, Axis::Routes, 2 * d.n_expert_used, "", "ffn_routes");
+      int gate = node(OpKind::ExpertMatMul, {h, routes}, Axis::ExpertFfn, ew, "ffn_gate_exps.weight", "ffn_gate_exps");
+      int up = node(OpKind::ExpertMatMul, {h, routes}, Axis::ExpertFfn, ew, "ffn_up_exps.weight", "ffn_up_exps");
+      int act = node(OpKind::SwiGlu, {gate, up}, Axis::ExpertFfn, ew, "", "ffn_swiglu_exps");
+      ffn = node(OpKind::ExpertMatMulSum, {act, routes}, Axis::Embd, d.n_embd, "ffn_down_exps.weight", "ffn_down_exps");
+      if (d.n_ff_shexp > 0) {  // qwen2moe: a dense shared expert, scaled by sigmoid of its own gate
+        const int64_t sw = d.n_ff_shexp;
+        int sg = node(OpKind::MatMul, {h}, Axis::SharedFfn, sw, "ffn_gate_shexp.weight", "ffn_gate_shexp");
+        int su = node(OpKind::MatMul, {h}, Axis::SharedFfn, sw, "ffn_up_shexp.weight", "ffn_up_shexp");
+        int sa = node(OpKind::SwiGlu, {sg, su}, Axis::SharedFfn, sw, "", "ffn_swiglu_shexp");
+        int sd = node(OpKind::MatMul, {sa}, Axis::Embd, d.n_embd, "ffn_down_shexp.weight", "ffn_down_shexp");
+        int gi = node(OpKind::MatMul, {h}, Axis::SharedGate, 1, "ffn_gate_inp_shexp.weight", "ffn_gate_inp_shexp");
+        int so = node(OpKind::SigmoidScale, {sd, gi}, Axis::Embd, d.n_embd, "", "ffn_shexp_out");
+        ffn = node(OpKind::Add, {ffn, so}, Axis::Embd, d.n_embd, "", "ffn_moe_out");
+      }
+    }
+    x = node(OpKind::Add, {x, ffn}, Axis::Embd, d.n_embd, "", "ffn_residual");
   }
   x = g.add({OpKind::RmsNorm, {x}, Axis::Embd, d.n_embd, "output_norm.weight", "", -1, "output_norm"});
   const std::string out_w = c.tied_output ? "token_embd.weight" : "output.weight";

@@ -14,6 +14,10 @@ struct ArchTraits {
   bool qkv_bias = false;   // qwen2: attn_q/k/v carry biases
   bool qk_norm = false;    // qwen3: per-head RMSNorm on q and k before RoPE
   bool rope_neox = false;  // qwen2/qwen3 rotate (i, i + n_rot/2) pairs
+  // Mixture of experts, as llama.cpp builds each architecture (build_moe_ffn's arguments):
+  bool moe = false;                  // qwen2moe/qwen3moe: every layer's FFN is experts (llama: if expert_count > 0)
+  bool shared_expert = false;        // qwen2moe: plus a dense expert gated by sigmoid(ffn_gate_inp_shexp x)
+  bool expert_weights_norm = false;  // qwen3moe, Mixtral: the top-k weights renormalised (qwen2moe: not)
 };
 
 struct ModelConfig {

@@ -13,6 +13,15 @@ std::string_view split_mode_name(SplitMode m) {
   return "?";
 }
 
+std::string_view moe_split_name(MoeSplit m) {
+  switch (m) {
+    case MoeSplit::Auto: return "auto";
+    case MoeSplit::Tensor: return "tensor";
+    case MoeSplit::Expert: return "expert";
+  }
+  return "?";
+}
+
 std::string_view state_name(State s) {
   switch (s) {
     case State::Replicated: return "replicated";
@@ -55,11 +64,12 @@ int Plan::collectives_in_layer(int layer) const {
 }
 
 uint64_t slice_bytes(const graph::WeightInfo& w, const WeightSlice& s) {
+  const auto mats = static_cast<uint64_t>(s.experts.empty() ? w.mats : s.experts.size());
   switch (s.kind) {
     case WeightSlice::Kind::None: return 0;
-    case WeightSlice::Kind::Whole: return row_bytes(w.type, w.cols) * static_cast<uint64_t>(w.rows);
-    case WeightSlice::Kind::Rows: return row_bytes(w.type, w.cols) * static_cast<uint64_t>(s.range.size());
-    case WeightSlice::Kind::Cols: return row_bytes(w.type, s.range.size()) * static_cast<uint64_t>(w.rows);
+    case WeightSlice::Kind::Whole: return row_bytes(w.type, w.cols) * static_cast<uint64_t>(w.rows) * mats;
+    case WeightSlice::Kind::Rows: return row_bytes(w.type, w.cols) * static_cast<uint64_t>(s.range.size()) * mats;
+    case WeightSlice::Kind::Cols: return row_bytes(w.type, s.range.size()) * static_cast<uint64_t>(w.rows) * mats;
   }
   return 0;
 }

@@ -17,6 +17,14 @@ inline constexpr int kMaxDevices = 16;
 enum class SplitMode : uint8_t { None, Layer, Tensor };
 std::string_view split_mode_name(SplitMode m);
 
+// How a tensor split cuts the experts of a mixture-of-experts layer (--moe-split).
+enum class MoeSplit : uint8_t {
+  Auto,    // the planner chooses (plan_tensor says which and why)
+  Tensor,  // every expert's gate/up by rows and down by columns, like a dense FFN
+  Expert,  // whole experts per device, in proportion to the ratios
+};
+std::string_view moe_split_name(MoeSplit m);
+
 struct Range {
   int64_t begin = 0, end = 0;
   int64_t size() const { return end - begin; }
@@ -41,11 +49,13 @@ struct Partition {
 };
 
 // The part of a GGUF tensor a node reads. Rows = ggml ne1 (outputs), cols = ne0 (inputs).
+// A stacked tensor (experts, ggml ne2) is cut the same way in each of the matrices `experts` names.
 struct WeightSlice {
   enum class Kind : uint8_t { None, Whole, Rows, Cols };
   std::string tensor;
   Kind kind = Kind::None;
-  Range range;  // rows or cols taken, for Rows / Cols
+  Range range;    // rows or cols taken, for Rows / Cols (of each matrix)
+  Range experts;  // the stacked matrices taken; empty: all of them (a 2-D tensor: its one)
 };
 
 // What a device runs: every graph op (same names and numbers as graph::OpKind, so that a profile
@@ -59,10 +69,14 @@ enum class LocalOp : uint8_t {
   Rope,
   Attention,
   SwiGlu,
-  Add,        // graph::OpKind
-  Input,      // layer split: the residual stream handed over by the previous device
-  AllReduce,  // sum of the Partial value over the group, in place
-  AllGather,  // Split value -> Replicated
+  Add,
+  MoeRoute,
+  ExpertMatMul,
+  ExpertMatMulSum,
+  SigmoidScale,  // graph::OpKind
+  Input,         // layer split: the residual stream handed over by the previous device
+  AllReduce,     // sum of the Partial value over the group, in place
+  AllGather,     // Split value -> Replicated
   Count
 };
 std::string_view local_op_name(LocalOp op);
@@ -79,6 +93,10 @@ constexpr LocalOp local_op(graph::OpKind op) {
     case graph::OpKind::Attention: return LocalOp::Attention;
     case graph::OpKind::SwiGlu: return LocalOp::SwiGlu;
     case graph::OpKind::Add: return LocalOp::Add;
+    case graph::OpKind::MoeRoute: return LocalOp::MoeRoute;
+    case graph::OpKind::ExpertMatMul: return LocalOp::ExpertMatMul;
+    case graph::OpKind::ExpertMatMulSum: return LocalOp::ExpertMatMulSum;
+    case graph::OpKind::SigmoidScale: return LocalOp::SigmoidScale;
     case graph::OpKind::Count: break;
   }
   return LocalOp::Count;
@@ -93,6 +111,7 @@ struct LocalNode {
   int layer = -1;
   std::string label;
   Range q_heads, kv_heads;    // Attention, Rope, HeadNorm: global head indices held here
+  Range experts;              // Expert*: global ids of the experts whose matrices the weight holds
   std::vector<Range> gather;  // AllGather: every device's feature range, in rank order
 };
 
@@ -107,6 +126,9 @@ struct DeviceGraph {
   // handed to the next device. Otherwise a device without logits returns nothing.
   bool passes_residual = false;
   uint64_t weight_bytes = 0;
+  // Weights one decoded token reads: every dense slice, and of each expert slice the share of its
+  // experts a token selects on average (n_expert_used / n_expert of the whole stack).
+  uint64_t decode_bytes = 0;
   uint64_t kv_values_per_token = 0;  // K and V values over this device's layers and heads
 };
 
@@ -128,6 +150,11 @@ struct Plan {
   std::vector<CollectiveInfo> collectives;
   std::vector<std::string> fallbacks;  // ops without a split rule, run gathered + replicated
   std::vector<Range> layers;           // layer split: layers of each device
+  // Mixture of experts under a tensor split: the split chosen (never Auto), why, and in expert
+  // split the experts each device holds.
+  MoeSplit moe_split = MoeSplit::Tensor;
+  std::string moe_reason;
+  std::vector<Range> experts;
 
   const Partition* partition(graph::Axis a) const;
   int collectives_in_layer(int layer) const;

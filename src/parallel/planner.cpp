@@ -38,6 +38,13 @@ const graph::WeightInfo& weight_info(const WeightTable& w, const std::string& na
   return it->second;
 }
 
+bool is_expert_op(OpKind op) { return op == OpKind::ExpertMatMul || op == OpKind::ExpertMatMulSum; }
+bool is_expert_op(LocalOp op) { return op == LocalOp::ExpertMatMul || op == LocalOp::ExpertMatMulSum; }
+
+// Axes every device holds whole, by rule rather than as a fallback: the router's logits and the
+// routes (every device needs all of them to pick the top k) and the shared expert's gate logit.
+bool kept_whole(Axis a) { return a == Axis::Router || a == Axis::Routes || a == Axis::SharedGate; }
+
 // Makes ln compute graph node n whole, as on a lone device: full width, the whole weight and bias,
 // every head (Rope and HeadNorm see q or k alone, so their heads are that input's).
 void compute_whole(LocalNode& ln, const Node& n, const graph::Dims& d) {
@@ -47,14 +54,26 @@ void compute_whole(LocalNode& ln, const Node& n, const graph::Dims& d) {
   ln.q_heads = {0, d.n_head};
   ln.kv_heads = {0, d.n_head_kv};
   if (n.op == OpKind::Rope || n.op == OpKind::HeadNorm) ln.q_heads = ln.kv_heads = {0, n.width / d.head_dim};
+  if (is_expert_op(n.op)) ln.experts = {0, d.n_expert};
 }
 
 // Fills a finished device graph's weight bytes and KV values per token from its nodes.
 void account(DeviceGraph& dg, const WeightTable& w) {
+  const auto& d = dg.dims;
   for (const LocalNode& ln : dg.nodes) {
-    for (const WeightSlice* s : {&ln.weight, &ln.bias})
-      if (s->kind != Kind::None) dg.weight_bytes += slice_bytes(weight_info(w, s->tensor), *s);
-    if (ln.op == LocalOp::Attention) dg.kv_values_per_token += 2 * ln.kv_heads.size() * dg.dims.head_dim;
+    for (const WeightSlice* s : {&ln.weight, &ln.bias}) {
+      if (s->kind == Kind::None) continue;
+      const auto& info = weight_info(w, s->tensor);
+      const uint64_t bytes = slice_bytes(info, *s);
+      dg.weight_bytes += bytes;
+      if (ln.op == LocalOp::Embed)  // a lookup: one row per token
+        dg.decode_bytes += row_bytes(info.type, info.cols);
+      else if (is_expert_op(ln.op))  // each expert is selected by n_expert_used of n_expert tokens' slots
+        dg.decode_bytes += bytes * static_cast<uint64_t>(d.n_expert_used) / static_cast<uint64_t>(d.n_expert);
+      else
+        dg.decode_bytes += bytes;
+    }
+    if (ln.op == LocalOp::Attention) dg.kv_values_per_token += 2 * ln.kv_heads.size() * d.head_dim;
   }
 }
 
@@ -72,7 +91,8 @@ Partition cut(Axis axis, int64_t width, int64_t unit, const std::vector<double>&
 int64_t input_block(const Graph& g, const WeightTable& w, Axis axis) {
   int64_t blk = 1;
   for (const Node& n : g.nodes) {
-    if (n.op != OpKind::MatMul || n.inputs.empty() || g.nodes[n.inputs[0]].axis != axis) continue;
+    const bool matmul = n.op == OpKind::MatMul || n.op == OpKind::ExpertMatMulSum;
+    if (!matmul || n.inputs.empty() || g.nodes[n.inputs[0]].axis != axis) continue;
     blk = lcm(blk, block_size(weight_info(w, n.weight).type));
   }
   return blk;
@@ -100,7 +120,11 @@ std::vector<Partition> partitions(const Graph& g, const WeightTable& w, const st
   }
   Partition ffn = cut(Axis::Ffn, d.n_ff, input_block(g, w, Axis::Ffn), ratios);
   Partition vocab = cut(Axis::Vocab, d.n_vocab, 1, ratios);
-  return {q, kv, ffn, vocab};
+  std::vector<Partition> out{q, kv, ffn, vocab};
+  // An expert's hidden width, cut alike in every expert (ranges of one slot's n_ff_exp features).
+  if (d.n_expert > 0) out.push_back(cut(Axis::ExpertFfn, d.n_ff_exp, input_block(g, w, Axis::ExpertFfn), ratios));
+  if (d.n_ff_shexp > 0) out.push_back(cut(Axis::SharedFfn, d.n_ff_shexp, input_block(g, w, Axis::SharedFfn), ratios));
+  return out;
 }
 
 // Builds every device's local graph in lockstep, so collectives line up across devices.
@@ -134,6 +158,29 @@ class TensorPlanner {
   Range heads(Axis a, int d) const {
     Range r = range(a, d);
     return {r.begin / g_.dims.head_dim, r.end / g_.dims.head_dim};
+  }
+  bool expert_split() const { return n_ > 1 && plan_.moe_split == MoeSplit::Expert; }
+  // Features per token device d holds of a Split value of axis a. An ExpertFfn value has k slots:
+  // each of its slice of n_ff_exp (tensor), or of the whole n_ff_exp where it holds any expert.
+  int64_t local_width(Axis a, int d) const {
+    const auto& dims = g_.dims;
+    if (a != Axis::ExpertFfn) return range(a, d).size();
+    if (expert_split()) return plan_.experts[d].empty() ? 0 : dims.n_expert_used * dims.n_ff_exp;
+    return dims.n_expert_used * range(a, d).size();
+  }
+  // What device d reads of an expert matmul's stacked weight (gate/up: rows; down: columns):
+  // nothing where it holds no expert or no features.
+  void expert_slice(int d, const Node& n, bool down, LocalNode& ln) const {
+    ln.width = down ? n.width : local_width(Axis::ExpertFfn, d);
+    if (expert_split()) {
+      ln.experts = plan_.experts[d];
+      if (!ln.experts.empty()) ln.weight = {n.weight, Kind::Whole, {}, ln.experts};
+      return;
+    }
+    const Range r = range(Axis::ExpertFfn, d);
+    if (r.empty()) return;
+    ln.experts = {0, g_.dims.n_expert};
+    ln.weight = {n.weight, down ? Kind::Cols : Kind::Rows, r, {}};
   }
 
   // Appends one local node per device; fill(d, node) sets what differs per device.
@@ -196,9 +243,10 @@ class TensorPlanner {
     switch (n.op) {
       case OpKind::Embed:
       case OpKind::RmsNorm:  // needs the whole row: the residual stream is kept replicated
-        return replicate(i);
+      case OpKind::MoeRoute: return replicate(i);
       case OpKind::MatMul: {
         const int in = n.inputs[0];
+        if (kept_whole(n.axis)) return replicate(i);
         if (in_state(0) == State::Partial) collective(in, LocalOp::AllReduce);
         if (cur_[in] == State::Replicated && part(n.axis)) {  // column-parallel
           emit(i, LocalOp::MatMul, n.inputs, [&](int d, LocalNode& ln) {
@@ -245,14 +293,38 @@ class TensorPlanner {
         cur_[i] = State::Split;
         return;
       }
+      case OpKind::ExpertMatMul:  // column-parallel: rows of each expert, or whole experts
+      case OpKind::ExpertMatMulSum: {
+        const bool down = n.op == OpKind::ExpertMatMulSum;
+        make_replicated(n.inputs[1]);  // the routes
+        if (!down) make_replicated(n.inputs[0]);
+        const bool splits = n_ > 1 && (down ? in_state(0) == State::Split : true);
+        if (!splits) return replicate(i);
+        emit(i, local_op(n.op), n.inputs, [&](int d, LocalNode& ln) { expert_slice(d, n, down, ln); });
+        cur_[i] = down ? State::Partial : State::Split;  // down: each device's slots summed, then all-reduced
+        return;
+      }
+      case OpKind::SigmoidScale:  // a per-token scale is linear: a partial sum stays partial
+        make_replicated(n.inputs[1]);
+        if (in_state(0) != State::Partial) return replicate(i);
+        emit(i, LocalOp::SigmoidScale, n.inputs, [&](int, LocalNode& ln) { ln.width = n.width; });
+        cur_[i] = State::Partial;
+        return;
       case OpKind::SwiGlu:
       case OpKind::Add: {
+        // Two partial sums add up to a partial sum (the experts and the shared expert): one
+        // all-reduce completes both.
+        if (n.op == OpKind::Add && in_state(0) == State::Partial && in_state(1) == State::Partial) {
+          emit(i, LocalOp::Add, n.inputs, [&](int, LocalNode& ln) { ln.width = n.width; });
+          cur_[i] = State::Partial;
+          return;
+        }
         // A partial addend is completed first: the residual stream stays replicated (Megatron).
         for (int k = 0; k < 2; ++k)
           if (in_state(k) == State::Partial) collective(n.inputs[k], LocalOp::AllReduce);
         const bool both_split = in_state(0) == State::Split && in_state(1) == State::Split && in_axis(0) == in_axis(1);
         if (both_split) {
-          emit(i, local_op(n.op), n.inputs, [&](int d, LocalNode& ln) { ln.width = range(in_axis(0), d).size(); });
+          emit(i, local_op(n.op), n.inputs, [&](int d, LocalNode& ln) { ln.width = local_width(in_axis(0), d); });
           cur_[i] = State::Split;
           return;
         }
@@ -287,16 +359,33 @@ class TensorPlanner {
   std::vector<State> cur_;               // current state of each graph node's value
 };
 
-// Checks each matmul's weight against the graph before any slicing relies on it.
+// Checks each matmul's weight against the graph before any slicing relies on it: [in, out] for a
+// matrix, [in per slot, out per slot, n_expert] for a stack of experts.
 void check_weights(const Graph& g, const WeightTable& w) {
+  const auto& d = g.dims;
   for (const Node& n : g.nodes) {
-    if (n.op != OpKind::MatMul) continue;
+    if (n.op != OpKind::MatMul && !is_expert_op(n.op)) continue;
     const auto& wi = weight_info(w, n.weight);
-    const int64_t in = g.nodes[n.inputs[0]].width;
-    if (wi.cols != in || wi.rows != n.width)
-      fail("plan", "tensor '{}' is {}x{}, the graph needs {}x{}", n.weight, wi.cols, wi.rows, in, n.width);
+    int64_t in = g.nodes[n.inputs[0]].width, out = n.width, mats = 1;
+    if (n.op == OpKind::ExpertMatMul) out = d.n_ff_exp, mats = d.n_expert;
+    if (n.op == OpKind::ExpertMatMulSum) in = d.n_ff_exp, mats = d.n_expert;
+    if (wi.cols != in || wi.rows != out || wi.mats != mats)
+      fail("plan", "tensor '{}' is {}x{}x{}, the graph needs {}x{}x{}", n.weight, wi.cols, wi.rows, wi.mats, in, out,
+           mats);
   }
 }
+
+// How far a cut's shares stray from the ratios: the largest |share - ratio| over devices.
+double imbalance(const std::vector<Range>& cut, int64_t total, const std::vector<double>& ratios) {
+  double worst = 0;
+  for (size_t i = 0; i < cut.size(); ++i)
+    worst = std::max(worst, std::abs(static_cast<double>(cut[i].size()) / static_cast<double>(total) - ratios[i]));
+  return worst;
+}
+
+// How much more a tensor cut may stray than an expert cut before whole experts are preferred: the
+// expert split pays its own imbalance at run time (a token's k experts rarely fall evenly).
+constexpr double kExpertSplitMargin = 0.1;
 
 }  // namespace
 
@@ -315,12 +404,52 @@ std::vector<Range> proportional_ranges(int64_t n_units, const std::vector<double
   return out;
 }
 
-Plan plan_tensor(const Graph& g, const WeightTable& weights, const std::vector<double>& ratios) {
+MoeSplit choose_moe_split(const Graph& g, const WeightTable& weights, const std::vector<double>& ratios,
+                          MoeSplit requested, std::string* why) {
+  const auto& d = g.dims;
+  std::string reason;
+  MoeSplit m = requested;
+  const auto r = normalise(ratios);
+  const auto by_experts = proportional_ranges(d.n_expert, r);
+  const Partition by_rows = cut(Axis::ExpertFfn, d.n_ff_exp, input_block(g, weights, Axis::ExpertFfn), r);
+  const double dev_e = d.n_expert > 0 ? imbalance(by_experts, d.n_expert, r) : 0;
+  const double dev_t = d.n_expert > 0 ? imbalance(by_rows.ranges, d.n_ff_exp, r) : 0;
+  if (d.n_expert == 0) {
+    m = MoeSplit::Tensor;
+    reason = "no experts";
+  } else if (r.size() == 1) {
+    m = MoeSplit::Tensor;
+    reason = "one device holds every expert";
+  } else if (requested != MoeSplit::Auto) {
+    reason = "as asked (--moe-split)";
+  } else if (dev_t > dev_e + kExpertSplitMargin) {
+    m = MoeSplit::Expert;
+    reason = fmt::format(
+        "quant blocks of {} features cut each expert's {} too coarsely (shares off the ratios by up to {:.0f}%, whole "
+        "experts by {:.0f}%)",
+        by_rows.unit, d.n_ff_exp, 100 * dev_t, 100 * dev_e);
+  } else {
+    m = MoeSplit::Tensor;
+    reason = fmt::format(
+        "every device reads its share of each selected expert (within {:.0f}% of its ratio), so decode is balanced "
+        "whatever the router picks",
+        100 * dev_t);
+  }
+  if (why) *why = reason;
+  return m;
+}
+
+Plan plan_tensor(const Graph& g, const WeightTable& weights, const std::vector<double>& ratios, MoeSplit moe) {
   check_weights(g, weights);
   Plan plan;
   plan.mode = ratios.size() > 1 ? SplitMode::Tensor : SplitMode::None;
   plan.ratios = normalise(ratios);
+  plan.moe_split = choose_moe_split(g, weights, ratios, moe, &plan.moe_reason);
   plan.partitions = partitions(g, weights, plan.ratios);
+  if (plan.moe_split == MoeSplit::Expert) {
+    plan.experts = proportional_ranges(g.dims.n_expert, plan.ratios);
+    std::erase_if(plan.partitions, [](const Partition& p) { return p.axis == Axis::ExpertFfn; });
+  }
   TensorPlanner(g, weights, plan).run();
   return plan;
 }
@@ -381,10 +510,11 @@ Plan plan_layers(const Graph& g, const WeightTable& weights, const std::vector<d
   return plan;
 }
 
-Plan make_plan(SplitMode mode, const Graph& g, const WeightTable& weights, const std::vector<double>& ratios) {
+Plan make_plan(SplitMode mode, const Graph& g, const WeightTable& weights, const std::vector<double>& ratios,
+               MoeSplit moe) {
   switch (mode) {
-    case SplitMode::None: return plan_tensor(g, weights, {1.0});
-    case SplitMode::Tensor: return plan_tensor(g, weights, ratios);
+    case SplitMode::None: return plan_tensor(g, weights, {1.0}, moe);
+    case SplitMode::Tensor: return plan_tensor(g, weights, ratios, moe);
     case SplitMode::Layer: return plan_layers(g, weights, ratios);
   }
   fail("plan", "unknown split mode");

@@ -29,7 +29,7 @@ Engine::Engine(const gguf::File& file, EngineOptions opt) : file_(file), opt_(st
   if (opt_.n_seq <= 0 || opt_.n_seq > 1024) fail("cli", "--parallel {} outside 1..1024", opt_.n_seq);
   n_past_.assign(opt_.n_seq, 0);
 
-  plan_ = parallel::make_plan(opt_.mode, graph_, model::weight_table(file_), opt_.ratios);
+  plan_ = parallel::make_plan(opt_.mode, graph_, model::weight_table(file_), opt_.ratios, opt_.moe_split);
   devices_ = device::create_devices(opt_.devices, opt_.map_weights);
   for (const auto& dg : plan_.devices)
     for (const auto& ln : dg.nodes) {

@@ -20,10 +20,11 @@ namespace weft::runtime {
 struct EngineOptions {
   std::vector<device::DeviceSpec> devices;  // empty: one CPU device with all cores
   parallel::SplitMode mode = parallel::SplitMode::Tensor;
-  std::vector<double> ratios;  // empty: proportional to each device's threads
-  int32_t n_ctx = 0;           // 0: min(training context, 4096)
-  int32_t n_batch = 512;       // most tokens in one step (all sequences of a batch together)
-  int32_t n_seq = 1;           // KV cache slots (sequences decoded together, -np); each holds n_ctx positions
+  parallel::MoeSplit moe_split = parallel::MoeSplit::Auto;  // how a tensor split cuts the experts
+  std::vector<double> ratios;                               // empty: proportional to each device's threads
+  int32_t n_ctx = 0;                                        // 0: min(training context, 4096)
+  int32_t n_batch = 512;  // most tokens in one step (all sequences of a batch together)
+  int32_t n_seq = 1;      // KV cache slots (sequences decoded together, -np); each holds n_ctx positions
   parallel::WireType wire = parallel::WireType::F32;
   bool map_weights = false;                        // CPU devices read weights from the file mapping (--mmap)
   DType k_type = DType::F16, v_type = DType::F16;  // KV cache (-ctk / -ctv)

@@ -112,14 +112,42 @@ struct ArchInfo {
   bool qk_norm;
   float rope_freq_base;
   float rms_eps;
+  enum class Ffn { Dense, Experts, Either } ffn = Ffn::Dense;  // what the architecture's FFN may be
+  bool shared_expert = false;
 };
 
 ArchInfo arch_info(std::string_view arch) {
-  // Values of the released models of each family (Llama 2 / Qwen2 / Qwen3).
-  if (arch == "llama") return {false, false, 10000.0f, 1e-5f};
+  // Values of the released models of each family (Llama 2 / Qwen2 / Qwen3, Mixtral, Qwen1.5-MoE,
+  // Qwen3-30B-A3B).
+  using Ffn = ArchInfo::Ffn;
+  if (arch == "llama") return {false, false, 10000.0f, 1e-5f, Ffn::Either};
   if (arch == "qwen2") return {true, false, 1000000.0f, 1e-6f};
   if (arch == "qwen3") return {false, true, 1000000.0f, 1e-6f};
-  fail("gen-model", "unknown arch '{}' (llama, qwen2, qwen3)", arch);
+  if (arch == "qwen2moe") return {true, false, 1000000.0f, 1e-6f, Ffn::Experts, true};
+  if (arch == "qwen3moe") return {false, true, 1000000.0f, 1e-6f, Ffn::Experts};
+  fail("gen-model", "unknown arch '{}' (llama, qwen2, qwen3, qwen2moe, qwen3moe)", arch);
+}
+
+// The feed-forward tensors of layer l: a dense SwiGLU, or (an MoE preset) the router and the
+// stacked experts, and qwen2moe's shared expert.
+template <typename Matrix, typename Stack, typename Vec>
+void ffn_specs(const ArchInfo& a, const GenModelShape& s, int l, Matrix matrix, Stack stack, Vec vec) {
+  if (s.n_expert == 0) {
+    matrix("ffn_gate.weight", l, s.n_embd, s.n_ff);  // (embd -> ff)
+    matrix("ffn_up.weight", l, s.n_embd, s.n_ff);
+    matrix("ffn_down.weight", l, s.n_ff, s.n_embd);  // (ff -> embd)
+    return;
+  }
+  vec("ffn_gate_inp.weight", l, std::vector<int64_t>{s.n_embd, s.n_expert},
+      Init::Matrix);                                       // router: f32, as llama-quantize keeps it
+  stack("ffn_gate_exps.weight", l, s.n_embd, s.n_ff_exp);  // (expert, embd -> ff_exp)
+  stack("ffn_up_exps.weight", l, s.n_embd, s.n_ff_exp);
+  stack("ffn_down_exps.weight", l, s.n_ff_exp, s.n_embd);  // (expert, ff_exp -> embd)
+  if (!a.shared_expert) return;
+  vec("ffn_gate_inp_shexp.weight", l, std::vector<int64_t>{s.n_embd}, Init::Matrix);
+  matrix("ffn_gate_shexp.weight", l, s.n_embd, s.n_ff_shexp);
+  matrix("ffn_up_shexp.weight", l, s.n_embd, s.n_ff_shexp);
+  matrix("ffn_down_shexp.weight", l, s.n_ff_shexp, s.n_embd);
 }
 
 std::vector<TensorSpec> tensor_specs(const GenModelOptions& o, const GenModelShape& s) {
@@ -131,9 +159,15 @@ std::vector<TensorSpec> tensor_specs(const GenModelOptions& o, const GenModelSha
     const std::string name = layer < 0 ? base : fmt::format("blk.{}.{}", layer, base);
     out.push_back({name, gen_tensor_type(o.type, base, layer, n_layer, ne0, o.tied), {ne0, ne1}, Init::Matrix});
   };
-  auto vec = [&](const std::string& base, int layer, int64_t n, Init init) {
+  auto f32 = [&](const std::string& base, int layer, std::vector<int64_t> shape, Init init) {
     const std::string name = layer < 0 ? base : fmt::format("blk.{}.{}", layer, base);
-    out.push_back({name, DType::F32, {n}, init});
+    out.push_back({name, DType::F32, std::move(shape), init});
+  };
+  auto vec = [&](const std::string& base, int layer, int64_t n, Init init) { f32(base, layer, {n}, init); };
+  auto stack = [&](const std::string& base, int layer, int64_t ne0, int64_t ne1) {  // one matrix per expert
+    const std::string name = fmt::format("blk.{}.{}", layer, base);
+    out.push_back(
+        {name, gen_tensor_type(o.type, base, layer, n_layer, ne0, o.tied), {ne0, ne1, s.n_expert}, Init::Matrix});
   };
 
   matrix("token_embd.weight", -1, s.n_embd, s.n_vocab);  // (vocab, embd)
@@ -153,9 +187,7 @@ std::vector<TensorSpec> tensor_specs(const GenModelOptions& o, const GenModelSha
     }
     matrix("attn_output.weight", l, s.n_embd, s.n_embd);
     vec("ffn_norm.weight", l, s.n_embd, Init::Norm);
-    matrix("ffn_gate.weight", l, s.n_embd, s.n_ff);  // (embd -> ff)
-    matrix("ffn_up.weight", l, s.n_embd, s.n_ff);
-    matrix("ffn_down.weight", l, s.n_ff, s.n_embd);  // (ff -> embd)
+    ffn_specs(a, s, l, matrix, stack, f32);
   }
   vec("output_norm.weight", -1, s.n_embd, Init::Norm);
   if (!o.tied) matrix("output.weight", -1, s.n_embd, s.n_vocab);
@@ -176,7 +208,13 @@ void add_metadata(gguf::Writer& w, const GenModelOptions& o, const GenModelShape
   w.set_u32(p + ".context_length", u32(s.n_ctx));
   w.set_u32(p + ".embedding_length", u32(s.n_embd));
   w.set_u32(p + ".block_count", u32(s.n_layer));
-  w.set_u32(p + ".feed_forward_length", u32(s.n_ff));
+  w.set_u32(p + ".feed_forward_length", u32(o.arch == "llama" && s.n_expert > 0 ? s.n_ff_exp : s.n_ff));
+  if (s.n_expert > 0) {
+    w.set_u32(p + ".expert_count", u32(s.n_expert));
+    w.set_u32(p + ".expert_used_count", u32(s.n_expert_used));
+    if (o.arch != "llama") w.set_u32(p + ".expert_feed_forward_length", u32(s.n_ff_exp));
+    if (a.shared_expert) w.set_u32(p + ".expert_shared_feed_forward_length", u32(s.n_ff_shexp));
+  }
   w.set_u32(p + ".attention.head_count", u32(s.n_head));
   w.set_u32(p + ".attention.head_count_kv", u32(s.n_head_kv));
   if (a.qk_norm) {  // qwen3 states its head size explicitly
@@ -212,7 +250,9 @@ gguf::Writer build_writer(const GenModelOptions& o, ThreadPool& pool) {
   }();
   for (TensorSpec& t : tensor_specs(o, s)) {
     const uint64_t seed = base_seed ^ fnv1a64(t.name);
-    const int64_t ne0 = t.shape[0], n_rows = t.shape.size() > 1 ? t.shape[1] : 1;
+    int64_t n_rows = 1;  // every row of every stacked matrix
+    for (size_t i = 1; i < t.shape.size(); ++i) n_rows *= t.shape[i];
+    const int64_t ne0 = t.shape[0];
     const size_t row_bytes_t = row_bytes(t.type, ne0);
     const DType type = t.type;
     const Init init = t.init;
@@ -241,7 +281,12 @@ GenModelShape gen_model_preset(std::string_view preset) {
   if (preset == "500m") return {2048, 8, 5632, 32, 8, 32000, 2048};
   if (preset == "1b") return {2048, 16, 8192, 32, 8, 32000, 4096};
   if (preset == "8b-shape") return {4096, 32, 14336, 32, 8, 128256, 8192};  // Llama 3 8B's shape
-  fail("gen-model", "unknown preset '{}' (tiny, 500m, 1b, 8b-shape)", preset);
+  // + {n_expert, n_expert_used, n_ff_exp, n_ff_shexp}. tiny-moe: 3 quant blocks per expert width,
+  // so a tensor split lands on blocks unevenly. moe-2b: Qwen3-30B-A3B's layer (2048 wide, experts
+  // of 768, 8 active) with 32 experts and 12 layers: 2.1B parameters, 0.6B active per token.
+  if (preset == "tiny-moe") return {64, 2, 192, 4, 2, 320, 512, 8, 2, 96, 128};
+  if (preset == "moe-2b") return {2048, 12, 6144, 32, 4, 32000, 4096, 32, 8, 768, 2048};
+  fail("gen-model", "unknown preset '{}' (tiny, 500m, 1b, 8b-shape, tiny-moe, moe-2b)", preset);
 }
 
 GenModelShape gen_model_shape(const GenModelOptions& o) {
@@ -258,6 +303,20 @@ GenModelShape gen_model_shape(const GenModelOptions& o) {
   take(s.n_vocab, v.n_vocab);
   take(s.n_ctx, v.n_ctx);
   take(s.n_ctx, o.n_ctx);
+  take(s.n_expert, v.n_expert);
+  take(s.n_expert_used, v.n_expert_used);
+  take(s.n_ff_exp, v.n_ff_exp);
+  take(s.n_ff_shexp, v.n_ff_shexp);
+  const ArchInfo a = arch_info(o.arch);
+  if (s.n_expert > 0 && a.ffn == ArchInfo::Ffn::Dense)
+    fail("gen-model", "arch {} has no experts: use qwen2moe / qwen3moe (or llama for Mixtral) with preset {}", o.arch,
+         o.preset);
+  if (s.n_expert == 0 && a.ffn == ArchInfo::Ffn::Experts)
+    fail("gen-model", "arch {} is a mixture of experts: use an MoE preset (tiny-moe, moe-2b)", o.arch);
+  if (s.n_expert > 0 && (s.n_expert_used < 1 || s.n_expert_used > s.n_expert || s.n_ff_exp <= 0 ||
+                         (a.shared_expert && s.n_ff_shexp <= 0)))
+    fail("gen-model", "experts: {} used of {}, {} wide, shared {} wide", s.n_expert_used, s.n_expert, s.n_ff_exp,
+         s.n_ff_shexp);
   if (s.n_embd <= 0 || s.n_layer <= 0 || s.n_ff <= 0 || s.n_head <= 0 || s.n_head_kv <= 0 || s.n_ctx <= 0)
     fail("gen-model", "dimensions must be positive (embd {}, layers {}, ff {}, heads {}/{}, ctx {})", s.n_embd,
          s.n_layer, s.n_ff, s.n_head, s.n_head_kv, s.n_ctx);
@@ -297,7 +356,7 @@ DType gen_tensor_type(std::string_view type, std::string_view tensor, int layer,
     // llama_tensor_get_type for Q4_K_M / Q5_K_M; with tied embeddings token_embd is the output.
     if (tensor == "output.weight" || (tied && tensor == "token_embd.weight"))
       t = DType::Q6_K;
-    else if ((tensor == "attn_v.weight" || tensor == "ffn_down.weight") && use_more_bits(layer, n_layer))
+    else if ((tensor == "attn_v.weight" || tensor.starts_with("ffn_down")) && use_more_bits(layer, n_layer))
       t = DType::Q6_K;
   }
   if (block_size(t) == kQkK && row_len % kQkK != 0) {

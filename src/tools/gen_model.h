@@ -1,6 +1,7 @@
 // `weft gen-model`: writes a deterministic random-weight model as a GGUF file that llama.cpp
-// loads (llama / qwen2 / qwen3 keys and tensor names, an SPM "llama" vocab), so equality tests
-// and benchmarks never need a download. Same options -> same bytes, whatever the thread count.
+// loads (llama / qwen2 / qwen3 / qwen2moe / qwen3moe keys and tensor names, an SPM "llama" vocab),
+// so equality tests and benchmarks never need a download. Same options -> same bytes, whatever
+// the thread count.
 #pragma once
 
 #include "core/dtype.h"
@@ -21,16 +22,24 @@ struct GenModelShape {
   int64_t n_head_kv = 0;
   int64_t n_vocab = 0;
   int64_t n_ctx = 0;
+  // Mixture of experts (n_expert 0: dense). Mixtral (llama) writes n_ff_exp as its
+  // feed_forward_length; the qwen MoEs write n_ff there and n_ff_exp as expert_feed_forward_length.
+  int64_t n_expert = 0;
+  int64_t n_expert_used = 0;
+  int64_t n_ff_exp = 0;
+  int64_t n_ff_shexp = 0;  // qwen2moe's shared expert
 };
 
 struct GenModelOptions {
   std::string path;             // output .gguf (generate_model only)
-  std::string preset = "tiny";  // tiny, 500m, 1b, 8b-shape
+  std::string preset = "tiny";  // tiny, 500m, 1b, 8b-shape; mixtures of experts: tiny-moe, moe-2b
   // f32 f16 bf16 q8_0 q4_0 q4_1 q5_0 q5_1 q4_k q5_k q6_k (every matrix in that type), or the
   // llama.cpp mixes q4_k_m / q5_k_m. Norms and biases are always f32.
   std::string type = "q8_0";
   uint64_t seed = 42;
-  std::string arch = "llama";  // llama, qwen2 (q/k/v biases), qwen3 (q/k head norms)
+  // llama, qwen2 (q/k/v biases), qwen3 (q/k head norms); with an MoE preset: llama (Mixtral's
+  // layout), qwen2moe (plus a shared expert), qwen3moe.
+  std::string arch = "llama";
   bool tied = false;           // no output.weight: logits reuse token_embd.weight
   int64_t n_ctx = 0;           // 0: the preset's context length
   GenModelShape overrides;     // non-zero fields replace the preset's (tests, odd shapes)

@@ -12,6 +12,7 @@
 #include "support/expect_error.h"
 #include "tools/gen_model.h"
 
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -85,6 +86,7 @@ void expect_same_slice(const parallel::WeightSlice& a, const parallel::WeightSli
   EXPECT_EQ(a.tensor, b.tensor) << what;
   EXPECT_EQ(a.kind, b.kind) << what;
   expect_same_range(a.range, b.range, what);
+  expect_same_range(a.experts, b.experts, what + " experts");
 }
 
 void expect_same_graph(const parallel::DeviceGraph& a, const parallel::DeviceGraph& b) {
@@ -107,6 +109,11 @@ void expect_same_graph(const parallel::DeviceGraph& a, const parallel::DeviceGra
   EXPECT_EQ(x.rope.llama3_high_freq_factor, y.rope.llama3_high_freq_factor);
   EXPECT_EQ(x.rope.llama3_original_ctx, y.rope.llama3_original_ctx);
   EXPECT_EQ(x.rope.freq_factors, y.rope.freq_factors);
+  EXPECT_EQ(x.n_expert, y.n_expert);
+  EXPECT_EQ(x.n_expert_used, y.n_expert_used);
+  EXPECT_EQ(x.n_ff_exp, y.n_ff_exp);
+  EXPECT_EQ(x.n_ff_shexp, y.n_ff_shexp);
+  EXPECT_EQ(x.expert_weights_norm, y.expert_weights_norm);
   ASSERT_EQ(a.nodes.size(), b.nodes.size());
   for (size_t i = 0; i < a.nodes.size(); ++i) {
     const parallel::LocalNode &n = a.nodes[i], &m = b.nodes[i];
@@ -121,6 +128,7 @@ void expect_same_graph(const parallel::DeviceGraph& a, const parallel::DeviceGra
     EXPECT_EQ(n.label, m.label) << what;
     expect_same_range(n.q_heads, m.q_heads, what + " q heads");
     expect_same_range(n.kv_heads, m.kv_heads, what + " kv heads");
+    expect_same_range(n.experts, m.experts, what + " experts");
     EXPECT_EQ(n.gather, m.gather) << what;
   }
   EXPECT_EQ(a.output, b.output);
@@ -153,6 +161,13 @@ parallel::DeviceGraph rich_graph() {
   g.dims.rope.neox = true;
   g.dims.rope.llama3_factor = 8.f;
   g.dims.rope.freq_factors = {1.f, 2.5f, -0.f, 1e-30f};
+  g.dims.n_expert = 60;
+  g.dims.n_expert_used = 4;
+  g.dims.n_ff_exp = 1408;
+  g.dims.n_ff_shexp = 5632;
+  g.dims.expert_weights_norm = true;
+  g.nodes[1].experts = {12, 30};
+  g.nodes[1].weight.experts = {12, 30};
   parallel::LocalNode gather{};
   gather.op = parallel::LocalOp::AllGather;
   gather.inputs = {static_cast<int>(g.nodes.size()) - 1};
@@ -217,13 +232,23 @@ TEST(RemoteMessages, GraphWithBadValuesIsRejected) {
   EXPECT_ERROR(graph_round_trip(g), "node 0: width -1");
   g = rich_graph();
   g.nodes[0].op = parallel::LocalOp::Count;
-  EXPECT_ERROR(graph_round_trip(g), "local op: 11 is out of range");
+  EXPECT_ERROR(graph_round_trip(g),
+               fmt::format("local op: {} is out of range", static_cast<int>(parallel::LocalOp::Count)));
   g = rich_graph();
   g.nodes[0].weight.kind = static_cast<Kind>(4);
   EXPECT_ERROR(graph_round_trip(g), "slice kind 4 is out of range");
   g = rich_graph();
   g.nodes[0].q_heads = {4, 2};
   EXPECT_ERROR(graph_round_trip(g), "q heads: bad range [4, 2)");
+  g = rich_graph();
+  g.nodes[1].experts = {30, 12};
+  EXPECT_ERROR(graph_round_trip(g), "experts: bad range [30, 12)");
+  g = rich_graph();
+  g.nodes[1].weight.experts = {-2, 12};
+  EXPECT_ERROR(graph_round_trip(g), "slice experts: bad range [-2, 12)");
+  g = rich_graph();
+  g.dims.n_expert_used = 61;
+  EXPECT_ERROR(graph_round_trip(g), "dims: 61 experts used of 60");
   g = rich_graph();
   g.vocab = {-1, 5};
   EXPECT_ERROR(graph_round_trip(g), "vocab range: bad range [-1, 5)");
@@ -452,6 +477,7 @@ void expect_same_slices(const std::vector<SliceSpec>& a, const std::vector<Slice
     EXPECT_EQ(a[i].kind, b[i].kind) << a[i].name;
     expect_same_range(a[i].range, b[i].range, a[i].name);
     EXPECT_EQ(a[i].empty, b[i].empty) << a[i].name;
+    expect_same_range(a[i].experts, b[i].experts, a[i].name);
   }
 }
 
@@ -461,7 +487,8 @@ TEST(RemoteMessages, SlicesRoundTrip) {
   expect_same_slices(slices_round_trip(w.specs), w.specs);
   const std::vector<SliceSpec> hand = {{"s0", "token_embd.weight", Kind::Whole, {}, false},
                                        {"s1", "blk.0.ffn_up.weight", Kind::Rows, {16, 48}, false},
-                                       {"s2", "blk.0.ffn_down.weight", Kind::Cols, {32, 64}, true}};
+                                       {"s2", "blk.0.ffn_down.weight", Kind::Cols, {32, 64}, true},
+                                       {"s3", "blk.0.ffn_up_exps.weight", Kind::Rows, {0, 48}, false, {2, 5}}};
   expect_same_slices(slices_round_trip(hand), hand);
   expect_same_slices(slices_round_trip({}), {});
   expect_exact_length(
@@ -470,8 +497,10 @@ TEST(RemoteMessages, SlicesRoundTrip) {
 
 TEST(RemoteMessages, SlicesWithBadValuesAreRejected) {
   EXPECT_ERROR(slices_round_trip({{"s0", "t", static_cast<Kind>(4), {}, false}}), "slice s0: kind 4 is out of range");
+  EXPECT_ERROR(slices_round_trip({{"s0", "t", Kind::Whole, {}, false, {5, 3}}}),
+               "slice s0: experts [5, 3) is not a range");
   Bytes b = slices_bytes({{"s0", "t", Kind::Whole, {}, false}});
-  b.back() = 2;  // "empty" is a boolean
+  b[b.size() - 17] = 2;  // "empty" is a boolean (the experts' two i64 follow it)
   net::ByteReader r(b);
   EXPECT_ERROR(read_whole_slices(r), "slice empty: 2 is not a boolean");
 }

@@ -11,8 +11,11 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <map>
+#include <numeric>
+#include <set>
 
 namespace weft::model {
 namespace {
@@ -23,7 +26,13 @@ struct RefModel {
   const gguf::File& f;
   const ModelConfig& c;
   std::map<std::string, Vec> cache;
-  bool kv_f16 = false;  // round K and V to halves, as an f16 KV cache does
+  bool kv_f16 = false;       // round K and V to halves, as an f16 KV cache does
+  std::set<int64_t> routed;  // experts the router selected, over all tokens and layers
+  // Each matmul with a quantized weight takes its input in the weight type's activation format
+  // (Q8_0 / Q8_1 / Q8_K) through the scalar reference dot, as the engine's (and llama.cpp's)
+  // kernels do. Mixtures of experts need it: top-k routing is not continuous, and an activation
+  // rounding error of a percent flips near-tied experts.
+  bool quantized_acts = false;
 
   const Vec& w(const std::string& name) {  // a whole tensor, dequantized by the scalar reference
     auto it = cache.find(name);
@@ -35,13 +44,65 @@ struct RefModel {
   }
   bool has(const std::string& name) const { return f.find_tensor(name) != nullptr; }
 
-  // out (rows) = W (rows x cols, ggml layout: row r is W[r*cols ..]) x
-  Vec matvec(const std::string& name, const Vec& x, int64_t rows) {
+  // out (rows) = W (rows x cols, ggml layout: row r is W[r*cols ..]) x; of a stacked tensor, matrix `mat`
+  Vec matvec(const std::string& name, const Vec& x, int64_t rows, int64_t mat = 0) {
+    if (quantized_acts && kernels::vec_dot_type(f.tensor(name).type) != DType::F32)
+      return matvec_quantized(name, x, rows, mat);
     const Vec& m = w(name);
     const int64_t cols = static_cast<int64_t>(x.size());
+    const double* at = m.data() + mat * rows * cols;
     Vec out(rows, 0.0);
     for (int64_t r = 0; r < rows; ++r)
-      for (int64_t k = 0; k < cols; ++k) out[r] += m[r * cols + k] * x[k];
+      for (int64_t k = 0; k < cols; ++k) out[r] += at[r * cols + k] * x[k];
+    return out;
+  }
+  Vec matvec_quantized(const std::string& name, const Vec& x, int64_t rows, int64_t mat) {
+    const auto& t = f.tensor(name);
+    const int64_t cols = static_cast<int64_t>(x.size());
+    const DType at = kernels::vec_dot_type(t.type);
+    const std::vector<float> xf(x.begin(), x.end());
+    std::vector<uint8_t> act(row_bytes(at, cols));
+    kernels::quantize_row_ref(at, xf.data(), act.data(), cols);
+    const size_t stride = row_bytes(t.type, cols);
+    Vec out(rows);
+    for (int64_t r = 0; r < rows; ++r)
+      out[r] = kernels::vec_dot_ref(t.type, cols, t.data + (mat * rows + r) * stride, act.data());
+    return out;
+  }
+  static double silu(double v) { return v / (1.0 + std::exp(-v)); }
+  // SwiGLU FFN: down(silu(gate h) * up h), each `w_<part><suffix>`, matrix `mat` of stacked ones.
+  Vec ffn(const std::string& b, const std::string& suffix, const Vec& h, int64_t width, int64_t mat = 0) {
+    Vec g = matvec(b + "ffn_gate" + suffix, h, width, mat), u = matvec(b + "ffn_up" + suffix, h, width, mat);
+    for (int64_t i = 0; i < width; ++i) g[i] = silu(g[i]) * u[i];
+    return matvec(b + "ffn_down" + suffix, g, c.dims.n_embd, mat);
+  }
+  // llama.cpp's build_moe_ffn with softmax gating: the k most probable experts, their
+  // probabilities as weights (renormalised when the architecture says so), and qwen2moe's
+  // shared expert scaled by sigmoid(gate_inp_shexp . h).
+  Vec moe(const std::string& b, const Vec& h) {
+    const auto& d = c.dims;
+    Vec p = matvec(b + "ffn_gate_inp.weight", h, d.n_expert);
+    const double mx = *std::max_element(p.begin(), p.end());
+    double sum = 0;
+    for (double& v : p) sum += (v = std::exp(v - mx));
+    for (double& v : p) v /= sum;
+    std::vector<int64_t> order(d.n_expert);
+    std::iota(order.begin(), order.end(), 0);
+    std::stable_sort(order.begin(), order.end(), [&](int64_t a, int64_t z) { return p[a] > p[z]; });
+    double wsum = 0;
+    for (int64_t j = 0; j < d.n_expert_used; ++j) wsum += p[order[j]];
+    Vec out(d.n_embd, 0.0);
+    for (int64_t j = 0; j < d.n_expert_used; ++j) {
+      routed.insert(order[j]);
+      const double weight = d.expert_weights_norm ? p[order[j]] / wsum : p[order[j]];
+      const Vec y = ffn(b, "_exps.weight", h, d.n_ff_exp, order[j]);
+      for (int64_t i = 0; i < d.n_embd; ++i) out[i] += weight * y[i];
+    }
+    if (d.n_ff_shexp > 0) {
+      const double gate = 1.0 / (1.0 + std::exp(-matvec(b + "ffn_gate_inp_shexp.weight", h, 1)[0]));
+      const Vec y = ffn(b, "_shexp.weight", h, d.n_ff_shexp);
+      for (int64_t i = 0; i < d.n_embd; ++i) out[i] += gate * y[i];
+    }
     return out;
   }
   static Vec rmsnorm(const Vec& x, const Vec& g, double eps, size_t off = 0, size_t n = 0) {
@@ -123,11 +184,9 @@ struct RefModel {
         }
         Vec o = matvec(b + "attn_output.weight", att, d.n_embd);
         for (int64_t i = 0; i < d.n_embd; ++i) x[i] += o[i];
-        // SwiGLU MLP
+        // SwiGLU MLP, or the mixture of experts
         h = rmsnorm(x, w(b + "ffn_norm.weight"), d.norm_eps);
-        Vec g = matvec(b + "ffn_gate.weight", h, d.n_ff), u = matvec(b + "ffn_up.weight", h, d.n_ff);
-        for (int64_t i = 0; i < d.n_ff; ++i) g[i] = g[i] / (1.0 + std::exp(-g[i])) * u[i];
-        Vec down = matvec(b + "ffn_down.weight", g, d.n_embd);
+        const Vec down = d.n_expert > 0 ? moe(b, h) : ffn(b, ".weight", h, d.n_ff);
         for (int64_t i = 0; i < d.n_embd; ++i) x[i] += down[i];
       }
     }
@@ -141,6 +200,8 @@ struct Case {
   bool tied;
   double tol;                // max |logit error| relative to max |logit|
   DType cache = DType::F32;  // F16: the reference rounds K and V to halves as the cache does
+  std::string preset = "tiny";
+  int64_t wide = 0;  // > 0: n_embd and expert width, so that K-quant rows fill 256-value blocks
 };
 
 // Float weights keep f32 activations: only f32 rounding. Quantized weights multiply 8-bit
@@ -148,22 +209,33 @@ struct Case {
 constexpr double kFloatTol = 1e-4;
 constexpr double kQuantTol = 3e-2;
 
+std::string name(const Case& k) {
+  return k.type + "_" + k.arch + (k.tied ? "_tied" : "") + (k.cache == DType::F16 ? "_f16cache" : "");
+}
+
 class ReferenceForward : public ::testing::TestWithParam<Case> {};
 
 TEST_P(ReferenceForward, LogitsMatchDoublePrecision) {
   const Case& k = GetParam();
   tools::GenModelOptions o;
-  o.preset = "tiny";
+  o.preset = k.preset;
   o.type = k.type;
   o.arch = k.arch;
   o.tied = k.tied;
   o.seed = 11;
+  o.overrides.n_embd = o.overrides.n_ff_exp = k.wide;
   const auto bytes = tools::generate_model_bytes(o);
   auto f = gguf::File::parse(bytes.data(), bytes.size(), "tiny");
   const auto cfg = read_config(*f);
+  ASSERT_EQ(cfg.dims.n_expert > 0, k.preset == "tiny-moe");
   const std::vector<Token> tokens{1, 17, 250, 3, 99, 42, 7, 300, 5};
-  RefModel ref{*f, cfg, {}, k.cache == DType::F16};
+  RefModel ref{*f, cfg, {}, k.cache == DType::F16, {}, cfg.dims.n_expert > 0};
   const Vec want = ref.forward(tokens);
+  if (cfg.dims.n_expert > 0) {
+    ASSERT_GT(static_cast<int64_t>(ref.routed.size()), cfg.dims.n_expert_used) << "tokens must route differently";
+    const DType want_type = k.type == "q4_k_m" ? DType::Q4_K : *dtype_from_name(k.type);
+    EXPECT_EQ(f->tensor("blk.0.ffn_up_exps.weight").type, want_type) << "experts stored in the type under test";
+  }
 
   runtime::EngineOptions eo;
   eo.devices.push_back({device::DeviceSpec::Kind::Cpu, 2, -1, ""});
@@ -197,10 +269,23 @@ INSTANTIATE_TEST_SUITE_P(
                       Case{"q8_0", "qwen3", false, kQuantTol}, Case{"f32", "llama", false, kFloatTol, DType::F16},
                       Case{"f16", "qwen3", false, kFloatTol, DType::F16},
                       Case{"q4_0", "llama", false, kQuantTol, DType::F16}),
-    [](const auto& p) {
-      return p.param.type + "_" + p.param.arch + (p.param.tied ? "_tied" : "") +
-             (p.param.cache == DType::F16 ? "_f16cache" : "");
-    });
+    [](const auto& p) { return name(p.param); });
+
+// Mixtures of experts: routing (softmax, top-k, renormalised or not), the shared expert, and the
+// stacked expert tensors in every weight type (K types 256 wide, so their rows fill K blocks).
+// The reference takes quantized activations as the kernels do (RefModel::quantized_acts), so
+// only f32-versus-double rounding remains: the float tolerance holds for every type.
+Case moe(std::string type, std::string arch, int64_t wide = 0) {
+  return {type, arch, false, kFloatTol, DType::F32, "tiny-moe", wide};
+}
+INSTANTIATE_TEST_SUITE_P(Moe, ReferenceForward,
+                         ::testing::Values(moe("f32", "qwen3moe"), moe("f32", "qwen2moe"), moe("f32", "llama"),
+                                           moe("f16", "qwen3moe"), moe("bf16", "qwen2moe"), moe("q8_0", "qwen3moe"),
+                                           moe("q4_0", "qwen3moe"), moe("q4_1", "qwen2moe"), moe("q5_0", "llama"),
+                                           moe("q5_1", "qwen3moe"), moe("q4_k", "qwen2moe", 256),
+                                           moe("q5_k", "llama", 256), moe("q6_k", "qwen3moe", 256),
+                                           moe("q4_k_m", "qwen2moe", 256)),
+                         [](const auto& p) { return name(p.param); });
 
 }  // namespace
 }  // namespace weft::model

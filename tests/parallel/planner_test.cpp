@@ -1,6 +1,7 @@
 // The split planner on synthetic llama-shaped graphs: no model file, no weights, no threads.
 #include "parallel/planner.h"
 #include "model/llama_graph.h"
+#include "parallel/synthetic_model.h"
 #include "support/expect_error.h"
 
 #include <gtest/gtest.h>
@@ -17,43 +18,9 @@ namespace {
 
 using graph::Axis;
 
-struct Shape {
-  int64_t n_embd, n_layer, n_ff, n_head, n_head_kv, n_vocab;
-  DType type = DType::F32;
-  bool qwen3 = false;
-};
-
-model::ModelConfig config(const Shape& s) {
-  model::ModelConfig c;
-  c.arch = s.qwen3 ? "qwen3" : "llama";
-  c.traits.qk_norm = s.qwen3;
-  auto& d = c.dims;
-  d.n_embd = s.n_embd;
-  d.n_layer = s.n_layer;
-  d.n_ff = s.n_ff;
-  d.n_head = s.n_head;
-  d.n_head_kv = s.n_head_kv;
-  d.head_dim = s.n_embd / s.n_head;
-  d.n_vocab = s.n_vocab;
-  d.rope.n_rot = d.head_dim;
-  return c;
-}
-
-// Weight table for the graph: every matmul weight in `type`, vectors f32.
-graph::WeightTable weights(const graph::Graph& g, DType type) {
-  graph::WeightTable t;
-  for (const auto& n : g.nodes) {
-    if (n.weight.empty()) continue;
-    if (n.op == graph::OpKind::MatMul || n.op == graph::OpKind::Embed) {
-      const int64_t in = n.op == graph::OpKind::Embed ? g.dims.n_embd : g.nodes[n.inputs[0]].width;
-      const int64_t out = n.op == graph::OpKind::Embed ? g.dims.n_vocab : n.width;
-      t[n.weight] = {type, in, out};
-    } else {
-      t[n.weight] = {DType::F32, n.op == graph::OpKind::HeadNorm ? g.dims.head_dim : n.width, 1};
-    }
-  }
-  return t;
-}
+using synthetic::config;
+using synthetic::Shape;
+using synthetic::weights;
 
 const Shape kStories{64, 5, 172, 8, 4, 512};  // stories260K: FFN 172 does not divide
 const Shape k500m{2048, 2, 5632, 32, 8, 32000, DType::Q4_0};

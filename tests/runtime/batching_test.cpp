@@ -8,6 +8,7 @@
 #include "tools/gen_model.h"
 
 #include "device/worker_process.h"
+#include "runtime/parallel_equality.h"
 #include "support/expect_error.h"
 #include "support/shared_data.h"
 
@@ -24,11 +25,7 @@ namespace {
 // summed in another order. Relative to the largest logit magnitude, f32 KV cache.
 constexpr double kBatchLogitRelTol = 1e-4;
 
-struct Config {
-  std::string name;
-  parallel::SplitMode mode;
-  std::vector<double> ratios;  // one CPU device (1 thread) per entry
-};
+using equality::Config;  // one CPU device (1 thread) per ratio
 
 std::vector<Config> configs() {
   using parallel::SplitMode;
@@ -42,6 +39,7 @@ EngineOptions options(const Config& c, int n_seq, DType cache = DType::F16) {
   EngineOptions o;
   o.mode = c.mode;
   o.ratios = c.ratios;
+  o.moe_split = c.moe;
   for (size_t i = 0; i < c.ratios.size(); ++i) o.devices.push_back({device::DeviceSpec::Kind::Cpu, 1, -1, ""});
   o.n_ctx = 128;
   o.n_batch = 32;
@@ -161,10 +159,10 @@ double rel_diff(const std::vector<float>& a, const std::vector<float>& b) {
   return worst / scale;
 }
 
-void expect_batch_invariant(const gguf::File& f, int n_gen) {
+void expect_batch_invariant(const gguf::File& f, int n_gen, const std::vector<Config>& cs = configs()) {
   const auto prompts = prompts_for(f.tensor("token_embd.weight").shape[1]);
   const std::vector<int> together(8, 0), staggered = {0, 1, 2, 3, 5, 8, 13, 21};
-  for (const auto& c : configs()) {
+  for (const auto& c : cs) {
     const Outcome alone = run_alone(f, c, prompts, n_gen, 8, DType::F16);
     for (const auto& join : {together, staggered}) {
       Engine e(f, options(c, 8));
@@ -197,6 +195,24 @@ TEST(Batching, GeneratedModelSequencesTogetherMatchAlone) {
     auto f = gguf::File::parse(bytes.data(), bytes.size(), std::string("tiny-") + type);
     SCOPED_TRACE(type);
     expect_batch_invariant(*f, 16);
+  }
+}
+
+// A prompt's tokens grouped by expert, several sequences' tokens in one step: the same experts
+// and sums as each sequence alone, in either expert split.
+TEST(Batching, MoeModelSequencesTogetherMatchAlone) {
+  std::vector<Config> cs = configs();
+  cs.push_back({"tp3_uneven_expert", parallel::SplitMode::Tensor, {1, 2, 3}, parallel::MoeSplit::Expert});
+  for (const char* arch : {"qwen3moe", "qwen2moe"}) {
+    tools::GenModelOptions o;
+    o.preset = "tiny-moe";
+    o.arch = arch;
+    o.type = "q4_0";
+    o.seed = 5;
+    const auto bytes = tools::generate_model_bytes(o);
+    auto f = gguf::File::parse(bytes.data(), bytes.size(), std::string("tiny-moe-") + arch);
+    SCOPED_TRACE(arch);
+    expect_batch_invariant(*f, 16, cs);
   }
 }
 

@@ -8,6 +8,7 @@
 #include "tokenizer/tokenizer.h"
 #include "tools/gen_model.h"
 
+#include "runtime/parallel_equality.h"
 #include "support/shared_data.h"
 
 #include <gtest/gtest.h>
@@ -19,18 +20,18 @@
 namespace weft::runtime {
 namespace {
 
-// Relative to the largest logit magnitude: f32 partial sums are added in a different order.
-constexpr double kLogitRelTol = 1e-4;
 // An f16 cache rounds K and V to 11 bits: a K value that differs in its last f32 bits between two
 // splits can round to the neighbouring half (5e-4 relative). Stated for stories260K, a trained
 // model; random generated models amplify such flips more and are checked with an f32 cache.
 constexpr double kLogitRelTolF16Cache = 1e-3;
 
-struct Config {
-  std::string name;
-  parallel::SplitMode mode;
-  std::vector<double> ratios;  // one CPU device (1 thread) per entry
-};
+using equality::Config;
+using equality::expect_logits_match;
+using equality::greedy;
+using equality::kLogitRelTol;
+using equality::options;
+using equality::single;
+using equality::some_prompt;
 
 std::vector<Config> configs() {
   using parallel::SplitMode;
@@ -47,64 +48,6 @@ std::vector<Config> configs() {
       {"layer2", SplitMode::Layer, {1, 1}},
       {"layer3_uneven", SplitMode::Layer, {1, 3, 1}},
   };
-}
-
-EngineOptions options(const Config& c, DType cache = DType::F16) {
-  EngineOptions o;
-  o.k_type = o.v_type = cache;
-  o.mode = c.mode;
-  o.ratios = c.ratios;
-  for (size_t i = 0; i < c.ratios.size(); ++i) o.devices.push_back({device::DeviceSpec::Kind::Cpu, 1, -1, ""});
-  o.n_ctx = 256;
-  o.n_batch = 16;  // the prompt spans several steps
-  return o;
-}
-
-EngineOptions single(DType cache = DType::F16) {
-  EngineOptions o;
-  o.k_type = o.v_type = cache;
-  o.mode = parallel::SplitMode::None;
-  o.devices.push_back({device::DeviceSpec::Kind::Cpu, 1, -1, ""});
-  o.n_ctx = 256;
-  o.n_batch = 16;
-  return o;
-}
-
-std::vector<Token> greedy(const gguf::File& f, EngineOptions o, const std::vector<Token>& prompt, int n) {
-  Engine e(f, std::move(o));
-  model::SamplingParams p;
-  p.temp = 0;
-  return runtime::generate(e, nullptr, prompt, n, p).generated;
-}
-
-double max_abs(const std::vector<float>& v) {
-  double m = 0;
-  for (float x : v) m = std::max(m, std::abs(static_cast<double>(x)));
-  return m;
-}
-
-void expect_logits_match(const gguf::File& f, const Config& c, const std::vector<Token>& prompt,
-                         DType cache = DType::F32, double tol = kLogitRelTol) {
-  Engine ref(f, single(cache));
-  Engine tp(f, options(c, cache));
-  // Prompt, then a few single-token steps, so the KV cache path is compared too.
-  std::vector<Token> feed = prompt;
-  for (int step = 0; step < 4; ++step) {
-    const auto a = ref.eval_logits(feed);
-    const auto b = tp.eval_logits(feed);
-    ASSERT_EQ(a.size(), b.size());
-    const double scale = std::max(max_abs(a), 1e-6);
-    double worst = 0;
-    for (size_t i = 0; i < a.size(); ++i) worst = std::max(worst, std::abs(double(a[i]) - b[i]) / scale);
-    EXPECT_LT(worst, tol) << c.name << " step " << step << " cache " << dtype_name(cache);
-    feed = {static_cast<Token>(std::max_element(a.begin(), a.end()) - a.begin())};
-  }
-}
-
-std::vector<Token> some_prompt(int64_t n_vocab, int n) {
-  std::vector<Token> p{1};
-  for (int i = 1; i < n; ++i) p.push_back(static_cast<Token>((i * 7919 + 13) % n_vocab));
-  return p;
 }
 
 const std::string kStories = std::string(WEFT_SHARED_DIR) + "/models/stories260K.gguf";

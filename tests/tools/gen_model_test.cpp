@@ -18,6 +18,7 @@
 #include <fstream>
 #include <iterator>
 #include <map>
+#include <optional>
 #include <set>
 
 namespace weft::tools {
@@ -285,6 +286,57 @@ TEST(GenModel, Qwen2AndQwen3) {
       EXPECT_EQ(f.get_int("qwen3.attention.key_length"), 16);
     }
   }
+}
+
+// The MoE layouts as llama.cpp's loaders expect them (llama-model.cpp: qwen2moe, qwen3moe, llama
+// with experts): keys, stacked [cols, rows, n_expert] expert tensors, an f32 router.
+TEST(GenModel, MixtureOfExpertsLayouts) {
+  for (const char* arch : {"qwen3moe", "qwen2moe", "llama"}) {
+    SCOPED_TRACE(arch);
+    GenModelOptions o;
+    o.preset = "tiny-moe";
+    o.arch = arch;
+    o.type = "q4_0";
+    const Parsed p = make(o);
+    const gguf::File& f = *p.file;
+    const std::string a = arch;
+    EXPECT_EQ(f.get_int(a + ".expert_count"), 8);
+    EXPECT_EQ(f.get_int(a + ".expert_used_count"), 2);
+    const bool mixtral = a == "llama", shared = a == "qwen2moe";
+    EXPECT_EQ(f.get_int(a + ".feed_forward_length"), mixtral ? 96 : 192);
+    EXPECT_EQ(f.get_int_opt(a + ".expert_feed_forward_length"), mixtral ? std::nullopt : std::optional<int64_t>(96));
+    EXPECT_EQ(f.get_int_opt(a + ".expert_shared_feed_forward_length"),
+              shared ? std::optional<int64_t>(128) : std::nullopt);
+    for (int l = 0; l < 2; ++l) {
+      const std::string b = "blk." + std::to_string(l) + ".";
+      EXPECT_EQ(f.find_tensor(b + "ffn_gate.weight"), nullptr) << "no dense FFN";
+      EXPECT_EQ(f.tensor(b + "ffn_gate_inp.weight").shape, (std::vector<int64_t>{64, 8}));
+      EXPECT_EQ(f.tensor(b + "ffn_gate_inp.weight").type, DType::F32) << "llama-quantize keeps the router f32";
+      EXPECT_EQ(f.tensor(b + "ffn_gate_exps.weight").shape, (std::vector<int64_t>{64, 96, 8}));
+      EXPECT_EQ(f.tensor(b + "ffn_up_exps.weight").shape, (std::vector<int64_t>{64, 96, 8}));
+      EXPECT_EQ(f.tensor(b + "ffn_down_exps.weight").shape, (std::vector<int64_t>{96, 64, 8}));
+      EXPECT_EQ(f.tensor(b + "ffn_down_exps.weight").type, DType::Q4_0);
+      EXPECT_EQ(f.find_tensor(b + "ffn_gate_inp_shexp.weight") != nullptr, shared);
+      if (shared) {
+        EXPECT_EQ(f.tensor(b + "ffn_gate_inp_shexp.weight").shape, (std::vector<int64_t>{64}));
+        EXPECT_EQ(f.tensor(b + "ffn_down_shexp.weight").shape, (std::vector<int64_t>{128, 64}));
+      }
+    }
+  }
+  GenModelOptions o;
+  o.preset = "moe-2b";
+  const GenModelShape s = gen_model_shape(o);  // shape only: generating 2B parameters is for the CLI
+  EXPECT_EQ(s.n_expert, 32);
+  EXPECT_EQ(s.n_expert_used, 8);
+  EXPECT_EQ(s.n_embd, 2048);
+  o.arch = "qwen3";
+  EXPECT_ERROR(gen_model_shape(o), "arch qwen3 has no experts");
+  o.preset = "tiny";
+  o.arch = "qwen3moe";
+  EXPECT_ERROR(gen_model_shape(o), "arch qwen3moe is a mixture of experts: use an MoE preset");
+  o.preset = "tiny-moe";
+  o.overrides.n_expert_used = 9;
+  EXPECT_ERROR(gen_model_shape(o), "experts: 9 used of 8");
 }
 
 TEST(GenModel, SpmVocab) {

@@ -31,7 +31,10 @@ std::string CpuDevice::name() const { return fmt::format("cpu:{}", opt_.index); 
 bool CpuDevice::supports(parallel::LocalOp op, DType t) const { return cpu_kernels_support(op, t); }
 
 bool cpu_kernels_support(parallel::LocalOp op, DType t) {
-  if (op != parallel::LocalOp::MatMul && op != parallel::LocalOp::Embed) return op < parallel::LocalOp::Count;
+  using parallel::LocalOp;
+  const bool reads_matrix =
+      op == LocalOp::MatMul || op == LocalOp::Embed || op == LocalOp::ExpertMatMul || op == LocalOp::ExpertMatMulSum;
+  if (!reads_matrix) return op < LocalOp::Count;
   try {
     kernels::kernels_for(t);
     return true;

@@ -35,6 +35,15 @@ void CpuGraphRunner::load(const parallel::DeviceGraph& graph, const gguf::File& 
         break;
       case LocalOp::RmsNorm:
       case LocalOp::HeadNorm: ns.vec = store_.vector(f, ln.weight); break;
+      case LocalOp::ExpertMatMul:
+      case LocalOp::ExpertMatMulSum: {
+        if (ln.weight.kind == parallel::WeightSlice::Kind::None) break;  // holds none of this layer's experts
+        const kernels::WeightMatrix m = store_.matrix(f, ln.weight, true);
+        const int64_t n = ln.experts.size();
+        if (n <= 0 || m.rows % n) fail("cpu", "{}: {} rows for {} experts", ln.label, m.rows, n);
+        ns.experts = {m, ln.experts.begin, n, m.rows / n};
+        break;
+      }
       case LocalOp::Attention: {
         for (DType t : {opt.k_type, opt.v_type})
           if (t != DType::F32 && t != DType::F16) fail("cpu", "KV cache type {}: f32 or f16", dtype_name(t));
@@ -61,7 +70,7 @@ namespace {
 // Ops that may write their output over their first input (elementwise, same width).
 bool runs_in_place(LocalOp op) {
   return op == LocalOp::RmsNorm || op == LocalOp::HeadNorm || op == LocalOp::Rope || op == LocalOp::SwiGlu ||
-         op == LocalOp::Add || op == LocalOp::AllReduce;
+         op == LocalOp::Add || op == LocalOp::AllReduce || op == LocalOp::SigmoidScale;
 }
 }  // namespace
 
@@ -256,6 +265,12 @@ void CpuGraphRunner::exec(int i, const StepCtx& c) {
       if (group_) group_->all_reduce_sum(y, n);
       return;
     case LocalOp::AllGather: return all_gather(i, c);
+    case LocalOp::MoeRoute:
+      kernels::moe_route(in(0), c.n_tokens, d.n_expert, d.n_expert_used, d.expert_weights_norm, y);
+      return;
+    case LocalOp::ExpertMatMul:
+    case LocalOp::ExpertMatMulSum: return expert_op(i, c);
+    case LocalOp::SigmoidScale: kernels::sigmoid_scale(in(0), in(1), y, c.n_tokens, ln.width); return;
     case LocalOp::Count: break;
   }
   fail("cpu", "op {} is not implemented on the CPU device", parallel::local_op_name(ln.op));
@@ -362,6 +377,24 @@ void CpuGraphRunner::attention(int i, const StepCtx& c) {
       t0 += sq.n_tokens;
     }
   });
+}
+
+// Gate/up (one output slot per selected expert) or down with the routes' weighted sum, over the
+// experts this device holds; a device holding none adds zeros to the all-reduce.
+void CpuGraphRunner::expert_op(int i, const StepCtx& c) {
+  const auto& ln = graph_.nodes[i];
+  const kernels::ExpertStack& w = nodes_[i].experts;
+  const int64_t k = graph_.dims.n_expert_used;
+  const float* x = out(ln.inputs[0]);
+  const float* routes = out(ln.inputs[1]);
+  float* y = out(i);
+  if (ln.op == LocalOp::ExpertMatMul) {
+    if (ln.width > 0) kernels::expert_matmul(w, x, routes, k, c.n_tokens, y, pool_, moe_scratch_);
+  } else if (w.n == 0) {
+    std::fill_n(y, c.n_tokens * ln.width, 0.f);
+  } else {
+    kernels::expert_matmul_sum(w, x, routes, k, c.n_tokens, y, pool_, moe_scratch_);
+  }
 }
 
 void CpuGraphRunner::all_gather(int i, const StepCtx& c) {

@@ -6,6 +6,7 @@
 #include "device/cpu/cpu_weights.h"
 #include "device/device.h"
 #include "kernels/matmul.h"
+#include "kernels/moe.h"
 
 #include <vector>
 
@@ -26,6 +27,7 @@ class CpuGraphRunner {
     int buffer = -1;                        // index into buffers_
     std::vector<uint8_t> k_cache, v_cache;  // Attention: [n_seq, n_ctx, kv_heads, head_dim] of opt_.k_type / v_type
     std::vector<int32_t> kv_of_q;           // Attention: local kv head of each local q head
+    kernels::ExpertStack experts;           // Expert*: the experts held (none: n == 0)
   };
   float* out(int node) { return buffers_[nodes_[node].buffer].data(); }
   void plan_buffers(int32_t max_tokens);
@@ -45,6 +47,7 @@ class CpuGraphRunner {
   void matmul(int i, const StepCtx& c);
   void attention(int i, const StepCtx& c);
   void all_gather(int i, const StepCtx& c);
+  void expert_op(int i, const StepCtx& c);
 
   ThreadPool pool_;
   parallel::Group* group_;
@@ -53,6 +56,7 @@ class CpuGraphRunner {
   std::vector<NodeState> nodes_;
   std::vector<std::vector<float>> buffers_;
   kernels::MatmulScratch scratch_;
+  kernels::MoeScratch moe_scratch_;
   // What scratch_ holds: node `node`'s output of step `step`, converted to `layout`. A node's buffer
   // is not reused before its last reader has run, so every matmul reading it until then may use them.
   struct HeldActivations {

@@ -60,13 +60,28 @@ kernels::WeightMatrix WeightStore::matrix(const gguf::File& f, const parallel::W
   kernels::WeightMatrix m;
   m.type = t.type;
   m.cols = t.shape[0];
-  m.rows = t.n_elements() / m.cols;
+  // A stacked tensor (experts) is `mats` matrices of `rows` rows; the slice takes the same part of
+  // each of s.experts, which lie one after another.
+  const int64_t rows = t.shape.size() > 1 ? t.shape[1] : 1, mats = t.n_elements() / (m.cols * rows);
+  const parallel::Range ex = s.experts.empty() ? parallel::Range{0, mats} : s.experts;
+  WEFT_ASSERT(ex.begin >= 0 && ex.end <= mats && !ex.empty());
   m.row_stride = row_bytes(t.type, m.cols);
-  m.data = t.data;
+  m.data = t.data + m.row_stride * rows * ex.begin;
+  m.rows = rows * ex.size();
   if (s.kind == Kind::Rows) {
-    WEFT_ASSERT(s.range.begin >= 0 && s.range.end <= m.rows);
+    WEFT_ASSERT(s.range.begin >= 0 && s.range.end <= rows);
+    if (ex.size() > 1 && s.range.size() != rows) {  // part of every expert: not contiguous, so copied
+      const size_t n = m.row_stride * s.range.size();
+      uint8_t* dst = allocate(n * ex.size() + 64);
+      for (int64_t e = 0; e < ex.size(); ++e)
+        std::memcpy(dst + n * e, m.data + m.row_stride * (rows * e + s.range.begin), n);
+      copied_ += n * ex.size();
+      m.data = dst;
+      m.rows = s.range.size() * ex.size();
+      return m;
+    }
     m.data += m.row_stride * s.range.begin;
-    m.rows = s.range.size();
+    m.rows = s.range.size() * ex.size();
   } else if (s.kind == Kind::Cols) {
     const int64_t blk = block_size(t.type);
     if (s.range.begin % blk || (s.range.end % blk && s.range.end != m.cols))

@@ -30,6 +30,7 @@ void write_slice(ByteWriter& w, const parallel::WeightSlice& s) {
   w.str(s.tensor);
   w.u8(static_cast<uint8_t>(s.kind));
   write_range(w, s.range);
+  write_range(w, s.experts);
 }
 parallel::WeightSlice read_slice(ByteReader& r) {
   parallel::WeightSlice s;
@@ -38,6 +39,7 @@ parallel::WeightSlice read_slice(ByteReader& r) {
   if (k > static_cast<uint8_t>(parallel::WeightSlice::Kind::Cols)) fail("net", "slice kind {} is out of range", k);
   s.kind = static_cast<parallel::WeightSlice::Kind>(k);
   s.range = read_range(r, "slice range");
+  s.experts = read_range(r, "slice experts");
   return s;
 }
 
@@ -51,6 +53,8 @@ void write_dims(ByteWriter& w, const graph::Dims& d) {
     w.f32(v);
   w.u8(p.neox);
   w.f32s(p.freq_factors);
+  for (int64_t v : {d.n_expert, d.n_expert_used, d.n_ff_exp, d.n_ff_shexp}) w.i64(v);
+  w.u8(d.expert_weights_norm);
 }
 graph::Dims read_dims(ByteReader& r) {
   graph::Dims d;
@@ -67,6 +71,13 @@ graph::Dims read_dims(ByteReader& r) {
     *v = r.f32("rope");
   p.neox = r.boolean("rope neox");
   p.freq_factors = r.f32s("rope freq factors", 1 << 16);
+  for (int64_t* v : {&d.n_expert, &d.n_expert_used, &d.n_ff_exp, &d.n_ff_shexp}) {
+    *v = r.i64("expert dims");
+    if (*v < 0 || *v > (int64_t{1} << 32)) fail("net", "expert dims: {} is out of range", *v);
+  }
+  if (d.n_expert_used > d.n_expert || (d.n_expert > 0 && d.n_expert_used == 0))
+    fail("net", "dims: {} experts used of {}", d.n_expert_used, d.n_expert);
+  d.expert_weights_norm = r.boolean("expert weights norm");
   return d;
 }
 
@@ -119,6 +130,7 @@ void write_graph(ByteWriter& w, const parallel::DeviceGraph& g) {
     w.str(n.label);
     write_range(w, n.q_heads);
     write_range(w, n.kv_heads);
+    write_range(w, n.experts);
     w.u32(static_cast<uint32_t>(n.gather.size()));
     for (const auto& x : n.gather) write_range(w, x);
   }
@@ -151,6 +163,7 @@ parallel::DeviceGraph read_graph(ByteReader& r) {
     x.label = r.str("node label", kMaxNameBytes);
     x.q_heads = read_range(r, "q heads");
     x.kv_heads = read_range(r, "kv heads");
+    x.experts = read_range(r, "experts");
     const uint32_t ng = r.count("gather count", parallel::kMaxDevices, 16);
     for (uint32_t k = 0; k < ng; ++k) x.gather.push_back(read_range(r, "gather range"));
   }

@@ -19,26 +19,32 @@ using Kind = parallel::WeightSlice::Kind;
 namespace {
 
 bool is_matrix(const gguf::TensorInfo& t) { return t.shape.size() >= 2 && t.n_elements() != t.shape[0]; }
-int64_t n_rows(const gguf::TensorInfo& t) { return t.n_elements() / t.shape[0]; }
+// A stacked tensor (ggml [cols, rows, mats]) is `mats` matrices of `rows` rows; a 2-D one is one.
+int64_t n_rows(const gguf::TensorInfo& t) { return t.shape.size() > 1 ? t.shape[1] : 1; }
+int64_t n_mats(const gguf::TensorInfo& t) { return t.n_elements() / (t.shape[0] * n_rows(t)); }
+parallel::Range mats_of(const SliceSpec& s, const gguf::TensorInfo& t) {
+  return s.experts.empty() ? parallel::Range{0, n_mats(t)} : s.experts;
+}
 
 }  // namespace
 
 std::vector<SliceSpec> plan_slices(parallel::DeviceGraph& g, const gguf::File& weights) {
   std::vector<SliceSpec> specs;
-  std::map<std::tuple<std::string, Kind, int64_t, int64_t>, std::string> seen;
+  std::map<std::tuple<std::string, Kind, int64_t, int64_t, int64_t, int64_t>, std::string> seen;
   auto rewrite = [&](parallel::WeightSlice& s) {
     if (s.kind == Kind::None) return;
     const auto& info = weights.tensor(s.tensor);
     const bool matrix = is_matrix(info);
     const bool empty = matrix && s.kind != Kind::Whole && s.range.empty();
     const Kind k = matrix ? s.kind : Kind::Whole;
-    const auto key =
-        std::make_tuple(s.tensor, k, k == Kind::Whole ? 0 : s.range.begin, k == Kind::Whole ? 0 : s.range.end);
+    const parallel::Range r = k == Kind::Whole ? parallel::Range{} : s.range;
+    const auto key = std::make_tuple(s.tensor, k, r.begin, r.end, s.experts.begin, s.experts.end);
     auto [it, fresh] = seen.emplace(key, fmt::format("s{}", specs.size()));
-    if (fresh) specs.push_back({it->second, s.tensor, k, k == Kind::Whole ? parallel::Range{} : s.range, empty});
+    if (fresh) specs.push_back({it->second, s.tensor, k, r, empty, s.experts});
     s.tensor = it->second;
     if (matrix && !empty) s.kind = Kind::Whole;
     if (empty) s.range = {0, 0};  // its begin indexed the original tensor
+    s.experts = {};               // the cut tensor holds just these experts
   };
   for (auto& n : g.nodes) {
     rewrite(n.weight);
@@ -62,6 +68,7 @@ void unplan_slices(parallel::DeviceGraph& g, const std::vector<SliceSpec>& specs
     const SliceSpec& s = *it->second;
     w.tensor = s.source;
     if (s.kind != Kind::Whole) w.kind = s.kind, w.range = s.range;  // a cut matrix: its range in the source
+    w.experts = s.experts;
   };
   for (auto& n : g.nodes) {
     restore(n.weight);
@@ -70,6 +77,10 @@ void unplan_slices(parallel::DeviceGraph& g, const std::vector<SliceSpec>& specs
 }
 
 void check_slice(const SliceSpec& s, const gguf::TensorInfo& src) {
+  const int64_t mats = n_mats(src);
+  if (!s.experts.empty() && (s.experts.begin < 0 || s.experts.end > mats))
+    fail("net", "slice {} of '{}': experts [{}, {}) outside 0..{}", s.name, s.source, s.experts.begin, s.experts.end,
+         mats);
   if (s.kind == Kind::Whole) {
     if (s.empty) fail("net", "slice {} of '{}': a whole tensor cannot be empty", s.name, s.source);
     return;
@@ -89,12 +100,14 @@ void check_slice(const SliceSpec& s, const gguf::TensorInfo& src) {
 
 TensorHeader slice_header(const SliceSpec& s, const gguf::TensorInfo& src) {
   TensorHeader h{s.name, src.type, src.shape, src.n_bytes};
-  if (s.kind == Kind::Whole) return h;
+  const parallel::Range mats = mats_of(s, src);
+  if (s.kind == Kind::Whole && mats.size() == n_mats(src)) return h;
   const int64_t rows = n_rows(src);
   h.shape = {src.shape[0], rows};
   if (s.kind == Kind::Rows) h.shape[1] = s.empty ? 1 : s.range.size();
   if (s.kind == Kind::Cols) h.shape[0] = s.empty ? block_size(src.type) : s.range.size();
-  h.n_bytes = row_bytes(h.type, h.shape[0]) * h.shape[1];
+  if (src.shape.size() > 2) h.shape.push_back(mats.size());
+  h.n_bytes = row_bytes(h.type, h.shape[0]) * h.shape[1] * mats.size();
   return h;
 }
 
@@ -105,13 +118,19 @@ void for_each_piece(const SliceSpec& s, const gguf::TensorInfo& src,
   if (s.empty) {
     const std::vector<uint8_t> zeros(s.kind == Kind::Rows ? stride : row_bytes(src.type, block_size(src.type)) * rows);
     out(zeros.data(), zeros.size());
-  } else if (s.kind == Kind::Rows) {
-    out(src.data + stride * s.range.begin, stride * s.range.size());
-  } else if (s.kind == Kind::Cols) {
-    const size_t off = row_bytes(src.type, s.range.begin), n = row_bytes(src.type, s.range.size());
-    for (int64_t r = 0; r < rows; ++r) out(src.data + stride * r + off, n);
-  } else {
-    out(src.data, src.n_bytes);
+    return;
+  }
+  const parallel::Range mats = mats_of(s, src);
+  for (int64_t e = mats.begin; e < mats.end; ++e) {  // each matrix's part, one after another
+    const uint8_t* m = src.data + stride * rows * e;
+    if (s.kind == Kind::Rows) {
+      out(m + stride * s.range.begin, stride * s.range.size());
+    } else if (s.kind == Kind::Cols) {
+      const size_t off = row_bytes(src.type, s.range.begin), n = row_bytes(src.type, s.range.size());
+      for (int64_t r = 0; r < rows; ++r) out(m + stride * r + off, n);
+    } else {
+      out(m, stride * rows);
+    }
   }
 }
 
@@ -134,7 +153,7 @@ SliceImage::~SliceImage() { ::munmap(p_, std::max<size_t>(size_, 1)); }
 
 std::string slices_key(const ModelId& model, const std::vector<SliceSpec>& specs) {
   net::ByteWriter w;
-  w.str("weft-slices/1");  // bump when the slice layout changes, so old cache entries stop matching
+  w.str("weft-slices/2");  // bump when the slice layout changes, so old cache entries stop matching
   write_model_id(w, {model.size, model.sha256, ""});
   write_slices(w, specs);
   return net::sha256_hex(w.data());
@@ -166,11 +185,13 @@ void write_slices(net::ByteWriter& w, const std::vector<SliceSpec>& specs) {
     w.i64(s.range.begin);
     w.i64(s.range.end);
     w.u8(s.empty);
+    w.i64(s.experts.begin);
+    w.i64(s.experts.end);
   }
 }
 
 std::vector<SliceSpec> read_slices(net::ByteReader& r) {
-  const uint32_t n = r.count("slice count", kMaxTensors, 4 + 4 + 1 + 16 + 1);
+  const uint32_t n = r.count("slice count", kMaxTensors, 4 + 4 + 1 + 32 + 1);
   std::vector<SliceSpec> specs(n);
   for (auto& s : specs) {
     s.name = r.str("slice name", kMaxNameBytes);
@@ -180,6 +201,9 @@ std::vector<SliceSpec> read_slices(net::ByteReader& r) {
     s.kind = static_cast<Kind>(k);
     s.range = {r.i64("slice begin"), r.i64("slice end")};
     s.empty = r.boolean("slice empty");
+    s.experts = {r.i64("slice experts begin"), r.i64("slice experts end")};
+    if (s.experts.begin < 0 || s.experts.end < s.experts.begin)
+      fail("net", "slice {}: experts [{}, {}) is not a range", s.name, s.experts.begin, s.experts.end);
   }
   return specs;
 }

@@ -35,11 +35,12 @@ struct SliceSpec {
   // This device holds none of a split matrix, yet its graph still names a tensor of the right
   // other dimension: one zero row ({cols, 1}) or one zero block per row ({block, rows}).
   bool empty = false;
+  parallel::Range experts;  // a stacked source (experts): the matrices cut alike; empty: all
 };
 
-// Rewrites g's weight references to the "s<i>" tensors and returns them: 2-D slices are cut (so
-// only their bytes exist on the worker) and become Whole; 1-D ones (norms, biases) are small and
-// travel whole, keeping their element range in the graph.
+// Rewrites g's weight references to the "s<i>" tensors and returns them: 2-D slices and the
+// experts' parts of stacked 3-D ones are cut (so only their bytes exist on the worker) and become
+// Whole; 1-D ones (norms, biases) are small and travel whole, keeping their element range in the graph.
 std::vector<SliceSpec> plan_slices(parallel::DeviceGraph& g, const gguf::File& weights);
 
 // The inverse, for a worker with its own copy of the model: g's "s<i>" references name the model's

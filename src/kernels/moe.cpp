@@ -1,0 +1,231 @@
+// Mixture-of-experts kernels (see moe.h). The expert matmuls group a step's token slots by expert
+// and run one matmul per selected expert over its tokens (gathered side by side), so a prompt reads
+// each expert's weights once and decode reads only the k experts it selected.
+#include "kernels/moe.h"
+
+#include "core/error.h"
+#include "kernels/ops.h"
+#include "kernels/quants.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+
+namespace weft::kernels {
+namespace {
+
+// Grows a scratch buffer, never shrinks it: a vector shrunk and regrown zero-fills the regrown
+// part again, on every expert of every step.
+template <typename T>
+T* at_least(std::vector<T>& v, size_t n) {
+  if (v.size() < n) v.resize(n);
+  return v.data();
+}
+
+// llama.cpp clamps the sum of the selected weights to the smallest normal f16 before dividing.
+constexpr float kMinWeightSum = 6.103515625e-5f;
+
+// The k largest of p[n_expert] (descending, ties to the lower id) and their weights into routes.
+// k passes of an argmax: k is a handful, n_expert at most a few hundred.
+void select_top_k(const float* p, int64_t n_expert, int64_t k, bool norm, float* routes) {
+  WEFT_ASSERT(k >= 1 && k <= n_expert);
+  float sum = 0;
+  for (int64_t j = 0; j < k; ++j) {
+    int64_t best = -1;
+    for (int64_t e = 0; e < n_expert; ++e) {
+      bool taken = false;
+      for (int64_t i = 0; i < j && !taken; ++i) taken = route_id(routes, i) == e;
+      if (!taken && (best < 0 || p[e] > p[best])) best = e;  // strict: the lower id wins a tie
+    }
+    routes[j] = static_cast<float>(best);
+    routes[k + j] = p[best];
+    sum += p[best];
+  }
+  if (norm)
+    for (int64_t j = 0; j < k; ++j) routes[k + j] /= std::max(sum, kMinWeightSum);
+}
+
+// Slots (t * k + j) routed to each expert of the stack, grouped by expert, tokens ascending.
+void group_slots(const ExpertStack& w, const float* routes, int64_t k, int64_t n_tokens, MoeScratch& s) {
+  s.begin.assign(w.n + 1, 0);
+  for (int64_t t = 0; t < n_tokens; ++t)
+    for (int64_t j = 0; j < k; ++j)
+      if (const int64_t e = route_id(routes + t * 2 * k, j); w.holds(e)) ++s.begin[e - w.first + 1];
+  for (int64_t i = 0; i < w.n; ++i) s.begin[i + 1] += s.begin[i];
+  s.slots.resize(s.begin[w.n]);
+  s.expert.resize(s.begin[w.n]);
+  std::vector<int64_t> next(s.begin.begin(), s.begin.end() - 1);
+  for (int64_t t = 0; t < n_tokens; ++t)
+    for (int64_t j = 0; j < k; ++j)
+      if (const int64_t e = route_id(routes + t * 2 * k, j); w.holds(e)) {
+        const int64_t at = next[e - w.first]++;
+        s.slots[at] = t * k + j;
+        s.expert[at] = e - w.first;
+      }
+}
+
+// Whether every expert's tokens go through rows_dot one token at a time (no GEMM panel): then
+// all of them can run in one pass of the pool.
+bool rows_path_only(const ExpertStack& w, const MoeScratch& s) {
+  const int rows_layout = static_cast<int>(kernels_for(w.w.type).act_type);
+  for (int64_t i = 0; i < w.n; ++i)
+    if (const int64_t m = s.begin[i + 1] - s.begin[i]; m > 1 && activation_layout(w.w, m) != rows_layout) return false;
+  return true;
+}
+
+// Decode and small batches: the rows of every (selected expert, token) pair, back to back, split
+// over the pool in one pass (a pool wake per expert would cost more than a small expert's rows).
+// The results land in s.y, one row of w.rows per entry of s.slots.
+template <typename RowOf>
+void fused_rows(const ExpertStack& w, ThreadPool& pool, MoeScratch& s, RowOf row_of) {
+  const TypeKernels& tk = kernels_for(w.w.type);
+  const int64_t cols = w.w.cols, rows = w.rows, n = static_cast<int64_t>(s.slots.size());
+  const size_t act_stride = row_bytes(tk.act_type, cols);
+  if (tk.act_type != DType::F32) {
+    at_least(s.act, act_stride * n);
+    for (int64_t p = 0; p < n; ++p) tk.quantize_act(row_of(s.slots[p]), s.act.data() + p * act_stride, cols);
+  }
+  at_least(s.y, n * rows);
+  const size_t ws = w.w.row_stride;
+  pool.parallel_for(n * rows, 16, [&](int64_t b, int64_t e) {
+    for (int64_t p = b / rows; p * rows < e; ++p) {
+      const int64_t r0 = std::max(b, p * rows) - p * rows, r1 = std::min(e, (p + 1) * rows) - p * rows;
+      const void* act =
+          tk.act_type == DType::F32 ? static_cast<const void*>(row_of(s.slots[p])) : s.act.data() + p * act_stride;
+      const uint8_t* we = w.w.data + (s.expert[p] * rows + r0) * ws;
+      tk.rows_dot(cols, r1 - r0, we, ws, act, s.y.data() + p * rows + r0);
+    }
+  });
+}
+
+// For each held expert that some slot selected: its input rows (row_of(slot)) gathered, one matmul
+// over them, and out(slot, its row of the result) for each of its slots.
+template <typename RowOf, typename Out>
+void for_each_expert(const ExpertStack& w, const float* routes, int64_t k, int64_t n_tokens, ThreadPool& pool,
+                     MoeScratch& s, RowOf row_of, Out out) {
+  group_slots(w, routes, k, n_tokens, s);
+  const int64_t cols = w.w.cols, rows = w.rows;
+  if (rows_path_only(w, s)) {
+    fused_rows(w, pool, s, row_of);
+    for (size_t p = 0; p < s.slots.size(); ++p) out(s.slots[p], s.y.data() + p * rows);
+    return;
+  }
+  for (int64_t i = 0; i < w.n; ++i) {
+    const int64_t b = s.begin[i], m = s.begin[i + 1] - b;
+    if (m == 0) continue;  // an expert nobody chose is never read
+    const WeightMatrix we = w.expert(w.first + i);
+    const float* x = row_of(s.slots[b]);
+    if (m > 1) {
+      at_least(s.x, m * cols);
+      for (int64_t r = 0; r < m; ++r) std::memcpy(&s.x[r * cols], row_of(s.slots[b + r]), cols * sizeof(float));
+      x = s.x.data();
+    }
+    at_least(s.y, m * rows);
+    matmul(we, x, cols, m, s.y.data(), rows, pool, s.mm);
+    for (int64_t r = 0; r < m; ++r) out(s.slots[b + r], s.y.data() + r * rows);
+  }
+}
+
+}  // namespace
+
+WeightMatrix ExpertStack::expert(int64_t id) const {
+  WEFT_ASSERT(holds(id));
+  WeightMatrix m = w;
+  m.data += static_cast<size_t>(id - first) * rows * w.row_stride;
+  m.rows = rows;
+  return m;
+}
+
+void moe_route(const float* logits, int64_t n_tokens, int64_t n_expert, int64_t k, bool norm, float* routes) {
+  std::vector<float> p(n_expert);
+  for (int64_t t = 0; t < n_tokens; ++t) {
+    std::copy(logits + t * n_expert, logits + (t + 1) * n_expert, p.begin());
+    softmax(p.data(), n_expert);
+    select_top_k(p.data(), n_expert, k, norm, routes + t * 2 * k);
+  }
+}
+
+void moe_route_ref(const float* logits, int64_t n_tokens, int64_t n_expert, int64_t k, bool norm, float* routes) {
+  std::vector<float> p(n_expert);
+  for (int64_t t = 0; t < n_tokens; ++t) {
+    const float* l = logits + t * n_expert;
+    const double m = *std::max_element(l, l + n_expert);
+    double sum = 0;
+    for (int64_t e = 0; e < n_expert; ++e) sum += std::exp(l[e] - m);
+    for (int64_t e = 0; e < n_expert; ++e) p[e] = static_cast<float>(std::exp(l[e] - m) / sum);
+    select_top_k(p.data(), n_expert, k, norm, routes + t * 2 * k);
+  }
+}
+
+void expert_matmul(const ExpertStack& w, const float* x, const float* routes, int64_t k, int64_t n_tokens, float* y,
+                   ThreadPool& pool, MoeScratch& s) {
+  const int64_t cols = w.w.cols, rows = w.rows;
+  for (int64_t t = 0; t < n_tokens; ++t)  // slots of experts held elsewhere stay zero
+    for (int64_t j = 0; j < k; ++j)
+      if (!w.holds(route_id(routes + t * 2 * k, j))) std::fill_n(y + (t * k + j) * rows, rows, 0.f);
+  for_each_expert(
+      w, routes, k, n_tokens, pool, s, [&](int64_t slot) { return x + slot / k * cols; },
+      [&](int64_t slot, float* r) { std::memcpy(y + slot * rows, r, rows * sizeof(float)); });
+}
+
+void expert_matmul_sum(const ExpertStack& w, const float* x, const float* routes, int64_t k, int64_t n_tokens, float* y,
+                       ThreadPool& pool, MoeScratch& s) {
+  const int64_t cols = w.w.cols, rows = w.rows;
+  std::fill_n(y, n_tokens * rows, 0.f);
+  const OpsKernels& ops = ops_kernels();
+  // Experts are added in ascending id, whatever the thread count: the same sum on every run.
+  for_each_expert(
+      w, routes, k, n_tokens, pool, s, [&](int64_t slot) { return x + slot * cols; },
+      [&](int64_t slot, float* r) {  // r: a row of s.y, ours to scale in place
+        const int64_t t = slot / k;
+        ops.scale(r, route_weight(routes + t * 2 * k, k, slot % k), rows);
+        ops.add(y + t * rows, r, rows);
+      });
+}
+
+void expert_matmul_ref(const ExpertStack& w, const float* x, const float* routes, int64_t k, int64_t n_tokens,
+                       float* y) {
+  const int64_t cols = w.w.cols, rows = w.rows;
+  for (int64_t t = 0; t < n_tokens; ++t)
+    for (int64_t j = 0; j < k; ++j) {
+      float* out = y + (t * k + j) * rows;
+      const int64_t e = route_id(routes + t * 2 * k, j);
+      if (w.holds(e))
+        matmul_ref(w.expert(e), x + t * cols, cols, 1, out, rows);
+      else
+        std::fill_n(out, rows, 0.f);
+    }
+}
+
+void expert_matmul_sum_ref(const ExpertStack& w, const float* x, const float* routes, int64_t k, int64_t n_tokens,
+                           float* y) {
+  const int64_t cols = w.w.cols, rows = w.rows;
+  std::vector<float> r(rows);
+  for (int64_t t = 0; t < n_tokens; ++t) {
+    std::vector<double> acc(rows, 0.0);
+    for (int64_t j = 0; j < k; ++j) {
+      const int64_t e = route_id(routes + t * 2 * k, j);
+      if (!w.holds(e)) continue;
+      matmul_ref(w.expert(e), x + (t * k + j) * cols, cols, 1, r.data(), rows);
+      for (int64_t i = 0; i < rows; ++i) acc[i] += static_cast<double>(route_weight(routes + t * 2 * k, k, j)) * r[i];
+    }
+    for (int64_t i = 0; i < rows; ++i) y[t * rows + i] = static_cast<float>(acc[i]);
+  }
+}
+
+void sigmoid_scale(const float* x, const float* g, float* y, int64_t n_tokens, int64_t n) {
+  const OpsKernels& ops = ops_kernels();
+  for (int64_t t = 0; t < n_tokens; ++t) {
+    if (y != x) std::memcpy(y + t * n, x + t * n, n * sizeof(float));
+    ops.scale(y + t * n, 1.f / (1.f + std::exp(-g[t])), n);
+  }
+}
+
+void sigmoid_scale_ref(const float* x, const float* g, float* y, int64_t n_tokens, int64_t n) {
+  for (int64_t t = 0; t < n_tokens; ++t) {
+    const double s = 1.0 / (1.0 + std::exp(-static_cast<double>(g[t])));
+    for (int64_t i = 0; i < n; ++i) y[t * n + i] = static_cast<float>(x[t * n + i] * s);
+  }
+}
+
+}  // namespace weft::kernels

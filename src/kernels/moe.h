@@ -1,0 +1,62 @@
+// Mixture-of-experts kernels (llama.cpp's build_moe_ffn): routing, and matmuls against stacked
+// expert matrices. A call reads each expert's matrix once for all the tokens routed to it (a
+// prompt's tokens grouped by expert), and never reads an expert no token selected.
+#pragma once
+
+#include "core/thread_pool.h"
+#include "kernels/matmul.h"
+
+#include <cstdint>
+#include <vector>
+
+namespace weft::kernels {
+
+// A token's routes: a row of 2k floats, the k selected expert ids (exact small integers), then
+// their weights.
+inline int64_t route_id(const float* routes, int64_t j) { return static_cast<int64_t>(routes[j]); }
+inline float route_weight(const float* routes, int64_t k, int64_t j) { return routes[k + j]; }
+
+// llama.cpp's softmax gating, per token: p = softmax(logits[n_expert]); the k experts of highest p
+// (ties to the lower id) in descending order; their p as weights, divided by their sum when `norm`
+// (the sum clamped to >= 2^-14 as llama.cpp does).  logits: [n_tokens, n_expert]; routes: [n_tokens, 2k].
+void moe_route(const float* logits, int64_t n_tokens, int64_t n_expert, int64_t k, bool norm, float* routes);
+void moe_route_ref(const float* logits, int64_t n_tokens, int64_t n_expert, int64_t k, bool norm, float* routes);
+
+// The matrices of experts [first, first + n), each `rows` rows of `w.cols` (rows of expert `first + i`
+// are rows [i * rows, (i + 1) * rows) of w): what one device holds of a stacked tensor.
+struct ExpertStack {
+  WeightMatrix w;
+  int64_t first = 0, n = 0, rows = 0;
+  bool holds(int64_t id) const { return id >= first && id < first + n; }
+  WeightMatrix expert(int64_t id) const;  // id held
+};
+
+// Per-runner buffers reused across calls, so a step allocates nothing once warm.
+struct MoeScratch {
+  std::vector<int64_t> begin;   // slots of held expert i: slots[begin[i] .. begin[i + 1])
+  std::vector<int64_t> slots;   // t * k + j, grouped by expert, tokens ascending
+  std::vector<int64_t> expert;  // the held expert of each entry of slots
+  std::vector<float> x, y;      // gathered inputs and outputs
+  std::vector<uint8_t> act;     // decode: each slot's input in the weight type's activation format
+  MatmulScratch mm;
+};
+
+// Gate / up: y[t, j, :] = W[e_tj] x[t, :] for each slot j < k whose expert the stack holds; the
+// other slots are zero.  x: [n_tokens, w.cols]; routes: [n_tokens, 2k]; y: [n_tokens, k, w.rows].
+void expert_matmul(const ExpertStack& w, const float* x, const float* routes, int64_t k, int64_t n_tokens, float* y,
+                   ThreadPool& pool, MoeScratch& s);
+// Down and the weighted sum: y[t, :] = sum_j weight_tj * W[e_tj] x[t, j, :] over the slots whose
+// expert the stack holds (zero when none).  x: [n_tokens, k, w.cols]; y: [n_tokens, w.rows].
+void expert_matmul_sum(const ExpertStack& w, const float* x, const float* routes, int64_t k, int64_t n_tokens, float* y,
+                       ThreadPool& pool, MoeScratch& s);
+// Scalar references (matmul_ref per slot, the sum in slot order).
+void expert_matmul_ref(const ExpertStack& w, const float* x, const float* routes, int64_t k, int64_t n_tokens,
+                       float* y);
+void expert_matmul_sum_ref(const ExpertStack& w, const float* x, const float* routes, int64_t k, int64_t n_tokens,
+                           float* y);
+
+// y[t, :] = x[t, :] * sigmoid(g[t]) (qwen2moe's shared expert gate). y may alias x.
+void sigmoid_scale(const float* x, const float* g, float* y, int64_t n_tokens, int64_t n);
+void sigmoid_scale_ref(const float* x, const float* g, float* y, int64_t n_tokens, int64_t n);
+
+}  // namespace weft::kernels

@@ -1,0 +1,116 @@
+// Mixture-of-experts hyper-parameters: what read_config takes from each architecture's keys, and
+// the clear error a malformed file gets (a count out of range, a missing router, expert tensors of
+// the wrong shape), each naming the key or tensor.
+#include "gguf/gguf_writer.h"
+#include "model/model_config.h"
+#include "tools/gen_model.h"
+
+#include "support/expect_error.h"
+
+#include <gtest/gtest.h>
+
+#include <map>
+#include <optional>
+
+namespace weft::model {
+namespace {
+
+std::vector<uint8_t> tiny_moe(const std::string& arch) {
+  tools::GenModelOptions o;
+  o.preset = "tiny-moe";
+  o.arch = arch;
+  o.type = "f32";
+  return tools::generate_model_bytes(o);
+}
+
+// A copy of a model with some u32 keys replaced (nullopt: removed) and tensors dropped or
+// reshaped (the data is cut or padded with zeros to the new shape).
+struct Edit {
+  std::map<std::string, std::optional<uint32_t>> keys;
+  std::map<std::string, std::optional<std::vector<int64_t>>> tensors;
+};
+
+std::vector<uint8_t> edited(const std::vector<uint8_t>& bytes, const Edit& e) {
+  auto f = gguf::File::parse(bytes.data(), bytes.size());
+  gguf::Writer w;
+  for (const auto& k : f->key_order()) {
+    const auto it = e.keys.find(k);
+    if (it == e.keys.end())
+      w.set_value(k, f->metadata().at(k));
+    else if (it->second)
+      w.set_u32(k, *it->second);
+  }
+  for (const auto& [k, v] : e.keys)
+    if (v && !f->find(k)) w.set_u32(k, *v);
+  for (const auto& t : f->tensors()) {
+    std::vector<int64_t> shape = t.shape;
+    if (const auto it = e.tensors.find(t.name); it != e.tensors.end()) {
+      if (!it->second) continue;
+      shape = *it->second;
+    }
+    int64_t n = 1;
+    for (int64_t d : shape) n *= d;
+    std::vector<uint8_t> data(row_bytes(t.type, n), 0);
+    std::copy_n(t.data, std::min<size_t>(data.size(), t.n_bytes), data.begin());
+    w.add_tensor(t.name, t.type, shape, std::move(data));
+  }
+  return w.to_bytes();
+}
+
+ModelConfig config_of(const std::vector<uint8_t>& bytes) {
+  auto f = gguf::File::parse(bytes.data(), bytes.size());
+  return read_config(*f);
+}
+
+TEST(MoeConfig, ReadsEachArchitecturesExperts) {
+  const auto q3 = config_of(tiny_moe("qwen3moe"));
+  EXPECT_EQ(q3.dims.n_expert, 8);
+  EXPECT_EQ(q3.dims.n_expert_used, 2);
+  EXPECT_EQ(q3.dims.n_ff_exp, 96);
+  EXPECT_EQ(q3.dims.n_ff_shexp, 0);
+  EXPECT_TRUE(q3.dims.expert_weights_norm);
+  const auto q2 = config_of(tiny_moe("qwen2moe"));
+  EXPECT_EQ(q2.dims.n_ff_shexp, 128);
+  EXPECT_FALSE(q2.dims.expert_weights_norm) << "llama.cpp's qwen2moe does not renormalise";
+  const auto mixtral = config_of(tiny_moe("llama"));
+  EXPECT_EQ(mixtral.dims.n_ff_exp, 96) << "Mixtral's experts are feed_forward_length wide";
+  EXPECT_TRUE(mixtral.dims.expert_weights_norm);
+  EXPECT_TRUE(mixtral.traits.moe);
+  // Without expert_feed_forward_length, llama.cpp's fallback: feed_forward_length / expert_used_count.
+  const auto fallback =
+      config_of(edited(tiny_moe("qwen3moe"), {.keys = {{"qwen3moe.expert_feed_forward_length", {}}}}));
+  EXPECT_EQ(fallback.dims.n_ff_exp, 192 / 2);
+}
+
+TEST(MoeConfig, MalformedMetadataIsAClearError) {
+  const auto q3 = tiny_moe("qwen3moe");
+  EXPECT_ERROR(config_of(edited(q3, {.keys = {{"qwen3moe.expert_used_count", 9}}})),
+               "qwen3moe.expert_used_count 9 is out of range: must be 1..expert_count (8)");
+  EXPECT_ERROR(config_of(edited(q3, {.keys = {{"qwen3moe.expert_used_count", 0}}})),
+               "qwen3moe.expert_used_count 0 is out of range");
+  EXPECT_ERROR(config_of(edited(q3, {.keys = {{"qwen3moe.expert_count", {}}}})),
+               "qwen3moe.expert_count is missing or 0: qwen3moe is a mixture of experts");
+  EXPECT_ERROR(config_of(edited(q3, {.keys = {{"qwen3moe.expert_count", 1000}}})),
+               "qwen3moe.expert_count 1000 is out of range (1..512)");
+  EXPECT_ERROR(config_of(edited(q3, {.tensors = {{"blk.1.ffn_gate_inp.weight", {}}}})),
+               "router tensor 'blk.1.ffn_gate_inp.weight' is missing");
+  EXPECT_ERROR(config_of(edited(q3, {.tensors = {{"blk.0.ffn_down_exps.weight", std::vector<int64_t>{96, 64, 7}}}})),
+               "expert tensor 'blk.0.ffn_down_exps.weight' is [96, 64, 7], the hyper-parameters need [96, 64, 8]");
+  EXPECT_ERROR(config_of(edited(q3, {.tensors = {{"blk.0.ffn_up_exps.weight", std::vector<int64_t>{64, 64, 8}}}})),
+               "expert tensor 'blk.0.ffn_up_exps.weight' is [64, 64, 8], the hyper-parameters need [64, 96, 8]");
+  EXPECT_ERROR(config_of(edited(q3, {.keys = {{"qwen3moe.expert_feed_forward_length", 64}}})),
+               "expert tensor 'blk.0.ffn_gate_exps.weight' is [64, 96, 8], the hyper-parameters need [64, 64, 8]");
+  const auto q2 = tiny_moe("qwen2moe");
+  EXPECT_ERROR(config_of(edited(q2, {.tensors = {{"blk.0.ffn_gate_inp_shexp.weight", {}}}})),
+               "shared expert gate tensor 'blk.0.ffn_gate_inp_shexp.weight' is missing");
+  // A dense llama that names experts used but has none.
+  tools::GenModelOptions dense;
+  const auto llama = tools::generate_model_bytes(dense);
+  EXPECT_ERROR(config_of(edited(llama, {.keys = {{"llama.expert_used_count", 2}}})),
+               "llama.expert_used_count is 2 without experts");
+  EXPECT_ERROR(config_of(edited(llama, {.keys = {{"llama.expert_count", 4}, {"llama.expert_used_count", 2}}})),
+               "router tensor 'blk.0.ffn_gate_inp.weight' is missing");
+}
+
+}  // namespace
+}  // namespace weft::model
