@@ -182,16 +182,11 @@ void Scheduler::loop() {
 }
 
 // Frees the slots of cancelled jobs and forgets cancelled requests still queued.
-bool Scheduler::drop_cancelled() {
-  bool any = false;
+void Scheduler::drop_cancelled() {
   for (Slot* s : std::vector<Slot*>(order_))
-    if (s->job->cancelled()) {
-      release(*s);
-      any = true;
-    }
+    if (s->job->cancelled()) release(*s);
   std::lock_guard lock(mu_);
-  any |= std::erase_if(queue_, [](const Pending& p) { return p.job->cancelled(); }) > 0;
-  return any;
+  std::erase_if(queue_, [](const Pending& p) { return p.job->cancelled(); });
 }
 
 // Moves queued requests into free slots, each into the slot whose cache shares the longest

@@ -121,7 +121,7 @@ class Scheduler {
   };
   void loop();
   void admit();
-  bool drop_cancelled();
+  void drop_cancelled();
   void step();
   void on_token(Slot& s, Token t);
   void release(Slot& s);
