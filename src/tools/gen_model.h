@@ -40,11 +40,11 @@ struct GenModelOptions {
   // llama, qwen2 (q/k/v biases), qwen3 (q/k head norms); with an MoE preset: llama (Mixtral's
   // layout), qwen2moe (plus a shared expert), qwen3moe.
   std::string arch = "llama";
-  bool tied = false;           // no output.weight: logits reuse token_embd.weight
-  int64_t n_ctx = 0;           // 0: the preset's context length
-  GenModelShape overrides;     // non-zero fields replace the preset's (tests, odd shapes)
-  int n_threads = 0;           // 0: all cores; the output does not depend on it
-  std::string name;            // general.name; empty: "weft-<preset>-<arch>-<type>"
+  bool tied = false;        // no output.weight: logits reuse token_embd.weight
+  int64_t n_ctx = 0;        // 0: the preset's context length
+  GenModelShape overrides;  // non-zero fields replace the preset's (tests, odd shapes)
+  int n_threads = 0;        // 0: all cores; the output does not depend on it
+  std::string name;         // general.name; empty: "weft-<preset>-<arch>-<type>"
   // Chat: written as tokenizer.chat_template when non-empty; control_tokens (the template's
   // special texts, <|im_start|> ...) take the last ids of the vocabulary, as control tokens.
   std::string chat_template;
