@@ -136,24 +136,18 @@ std::string BenchRecord::test_name() const {
 
 const std::vector<Field>& bench_fields() {
   static const std::vector<Field> k = {
-      {"build_commit", T::String},   {"build_number", T::Int},
-      {"cpu_info", T::String},       {"gpu_info", T::String},
-      {"backends", T::String},       {"model_filename", T::String},
-      {"model_type", T::String},     {"model_size", T::Int},
-      {"model_n_params", T::Int},    {"n_batch", T::Int},
-      {"n_ubatch", T::Int},          {"n_threads", T::Int},
-      {"cpu_mask", T::String},       {"cpu_strict", T::Bool},
-      {"poll", T::Int},              {"type_k", T::String},
-      {"type_v", T::String},         {"n_gpu_layers", T::Int},
-      {"split_mode", T::String},     {"main_gpu", T::Int},
-      {"no_kv_offload", T::Bool},    {"flash_attn", T::Bool},
-      {"tensor_split", T::String},   {"tensor_buft_overrides", T::String},
-      {"use_mmap", T::Bool},         {"embeddings", T::Bool},
-      {"no_op_offload", T::Int},     {"n_prompt", T::Int},
-      {"n_gen", T::Int},             {"n_depth", T::Int},
-      {"test_time", T::String},      {"avg_ns", T::Int},
-      {"stddev_ns", T::Int},         {"avg_ts", T::Float},
-      {"stddev_ts", T::Float},       {"devices", T::String},
+      {"build_commit", T::String}, {"build_number", T::Int},    {"cpu_info", T::String},
+      {"gpu_info", T::String},     {"backends", T::String},     {"model_filename", T::String},
+      {"model_type", T::String},   {"model_size", T::Int},      {"model_n_params", T::Int},
+      {"n_batch", T::Int},         {"n_ubatch", T::Int},        {"n_threads", T::Int},
+      {"cpu_mask", T::String},     {"cpu_strict", T::Bool},     {"poll", T::Int},
+      {"type_k", T::String},       {"type_v", T::String},       {"n_gpu_layers", T::Int},
+      {"split_mode", T::String},   {"main_gpu", T::Int},        {"no_kv_offload", T::Bool},
+      {"flash_attn", T::Bool},     {"tensor_split", T::String}, {"tensor_buft_overrides", T::String},
+      {"use_mmap", T::Bool},       {"embeddings", T::Bool},     {"no_op_offload", T::Int},
+      {"n_prompt", T::Int},        {"n_gen", T::Int},           {"n_depth", T::Int},
+      {"test_time", T::String},    {"avg_ns", T::Int},          {"stddev_ns", T::Int},
+      {"avg_ts", T::Float},        {"stddev_ts", T::Float},     {"devices", T::String},
       {"wire", T::String},
   };
   return k;
@@ -215,7 +209,7 @@ std::string bench_markdown(const std::vector<BenchRecord>& records) {
       {"mmap", false, [](const BenchRecord& r) { return std::to_string(int(r.use_mmap)); }},
       {"wire", true, [](const BenchRecord& r) { return r.wire; }},
   };
-  const std::map<std::string, std::string> defaults = {{"sm", "none"},  {"n_batch", "512"}, {"type_k", "f16"},
+  const std::map<std::string, std::string> defaults = {{"sm", "none"},    {"n_batch", "512"}, {"type_k", "f16"},
                                                        {"type_v", "f16"}, {"mmap", "0"},      {"wire", "f32"}};
   for (const Column& c : optional) {
     bool show = false;

@@ -1,6 +1,7 @@
 // weft: tensor-parallel LLM inference across any mix of devices.
 #include "apps/weft/commands.h"
 #include "core/error.h"
+#include "core/progress.h"
 
 #include <algorithm>
 #include <cstdio>
@@ -23,6 +24,11 @@ int main(int argc, char** argv) {
   }
   // llama.cpp's two-letter short flags, which CLI11 cannot name directly.
   std::vector<std::string> args(argv + 1, argv + argc);
+  // llama.cpp's --log-disable, taken wherever it stands: no progress lines, notes or warnings.
+  if (const auto it = std::find(args.begin(), args.end(), "--log-disable"); it != args.end()) {
+    weft::set_log_disabled(true);
+    args.erase(it);
+  }
   for (auto& a : args) {
     if (a == "-sm")
       a = "--split-mode";
