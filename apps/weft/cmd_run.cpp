@@ -7,6 +7,7 @@
 #include "apps/weft/run_args.h"
 #include "chat/chat_template.h"
 #include "core/error.h"
+#include "core/progress.h"
 #include "runtime/generate.h"
 
 #include <fmt/format.h>
@@ -97,6 +98,7 @@ void note_ignored(const RunArgs& a) {
 
 int run(RunArgs& a, bool chat_command) {
   settle(a, chat_command);
+  a.log_disable = a.log_disable || log_disabled();  // main() takes --log-disable for every command
   a.model.quiet = a.log_disable;
   note_ignored(a);
   using Clock = std::chrono::steady_clock;

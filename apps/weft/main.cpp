@@ -2,6 +2,7 @@
 #include "apps/weft/commands.h"
 #include "apps/weft/llama_args.h"
 #include "core/error.h"
+#include "core/progress.h"
 
 #include <algorithm>
 #include <cstdio>
@@ -22,10 +23,16 @@ int main(int argc, char** argv) {
     weft::cli::Action a = add(app);
     actions.emplace_back(app.get_subcommands({})[before], std::move(a));
   }
+  // llama.cpp's --log-disable, taken wherever it stands: no progress lines, notes or warnings.
+  std::vector<std::string> raw(argv + 1, argv + argc);
+  if (const auto it = std::find(raw.begin(), raw.end(), "--log-disable"); it != raw.end()) {
+    weft::set_log_disabled(true);
+    raw.erase(it);
+  }
   // llama.cpp's command lines: -cnv, -ngl, -sys ... as it names them; unknown flags said so.
   std::vector<std::string> args;
   try {
-    args = weft::cli::normalize_llama_args(app, std::vector<std::string>(argv + 1, argv + argc));
+    args = weft::cli::normalize_llama_args(app, std::move(raw));
   } catch (const weft::Error& e) {
     std::fprintf(stderr, "weft: error: %s\n", e.what());
     return 1;

@@ -1,6 +1,7 @@
 #include "apps/weft/model_options.h"
 
 #include "core/error.h"
+#include "core/progress.h"
 #include "core/thread_pool.h"
 #include "device/remote/remote_device.h"
 
@@ -122,6 +123,7 @@ runtime::EngineOptions ModelOptions::engine_options() const {
   }
   device::remote::CoordinatorConfig net;
   net.key_file = auth_key_file;
+  net.progress = !log_disabled();
   net.net_poll = parallel::parse_net_poll(net_poll);
   device::remote::set_coordinator_config(net);
   if (split_mode == "none")

@@ -343,13 +343,17 @@ File::~File() {
 
 void File::release(const void* p, size_t n) const {
   const auto base = reinterpret_cast<uintptr_t>(map_), at = reinterpret_cast<uintptr_t>(p);
-  if (!map_ || at < base || at + n > base + size_) return;
+  if (!map_ || at < base || at + n > base + size_) {
+    for (const auto& part : other_parts_) part->release(p, n);  // a split model's other parts
+    return;
+  }
   const uintptr_t page = static_cast<uintptr_t>(::sysconf(_SC_PAGESIZE));
   const uintptr_t begin = at / page * page, end = std::min((at + n + page - 1) / page * page, base + size_);
   if (begin < end) ::madvise(reinterpret_cast<void*>(begin), end - begin, MADV_DONTNEED);
 }
 
 void File::release_data() const {
+  for (const auto& part : other_parts_) part->release_data();
   if (map_ && data_offset_ < size_) release(static_cast<const uint8_t*>(map_) + data_offset_, size_ - data_offset_);
 }
 

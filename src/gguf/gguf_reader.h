@@ -111,6 +111,7 @@ class File {
   // from the page cache), so a loaded model is resident once, not twice. Nothing for a parsed
   // buffer, which is not a mapping. release_data(): the whole data section, after a load (the
   // kernel may map the file with 2 MiB folios, which only a release covering them all frees).
+  // In a split model both reach the part that holds the bytes (every part, for release_data).
   void release(const void* p, size_t n) const;
   void release_data() const;
   const TensorInfo* find_tensor(const std::string& name) const;

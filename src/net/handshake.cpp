@@ -87,6 +87,25 @@ SessionMac serve_handshake(Socket& s, const std::vector<uint8_t>& key, Clock::ti
   return key.empty() ? SessionMac() : SessionMac(key, nc, nw, Role::Worker);
 }
 
+// A weft worker answers the hello with a challenge or an error frame. Another service answers
+// otherwise: a llama.cpp rpc-server (which expects its own RPC_CMD_HELLO first) closes or resets
+// the connection at weft's first byte, an HTTP server replies with text. Say so, rather than
+// report a reset connection.
+Frame expect_challenge(Socket& s) {
+  try {
+    return expect_frame(s, MsgType::Challenge, kHandshakeTimeoutMs, kHandshakeTimeoutMs, Phase::Handshake);
+  } catch (const Error& e) {
+    const std::string& m = e.message();
+    const bool closed = m.rfind("connection closed by peer", 0) == 0 || m.rfind("connection lost", 0) == 0;
+    const bool garbled = m.rfind("bad frame magic", 0) == 0 || m.rfind("unknown message type", 0) == 0;
+    if (!closed && !garbled) throw;
+    fail_on("net", s.peer(),
+            "not a weft worker: it {} weft's hello ({}); a llama.cpp rpc-server does that, as weft does not "
+            "speak its protocol: start `weft worker` on that host and port instead",
+            closed ? "closed the connection instead of answering" : "answered with bytes that are no weft frame to", m);
+  }
+}
+
 }  // namespace
 
 std::vector<uint8_t> random_bytes(size_t n) {
@@ -128,7 +147,7 @@ SessionMac client_handshake(Socket& s, const std::vector<uint8_t>& key, Version 
   hello.bytes(nc);
   send_frame(s, MsgType::Hello, hello.data(), kHandshakeTimeoutMs);
 
-  Frame f = expect_frame(s, MsgType::Challenge, kHandshakeTimeoutMs, kHandshakeTimeoutMs, Phase::Handshake);
+  Frame f = expect_challenge(s);
   ByteReader r(f.payload);
   const uint32_t major = r.u32("worker version"), minor = r.u32("worker version");
   const bool required = r.boolean("auth flag");

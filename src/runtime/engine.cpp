@@ -1,12 +1,14 @@
 #include "runtime/engine.h"
 
 #include "core/error.h"
+#include "core/progress.h"
 #include "core/thread_pool.h"
 #include "device/device_group.h"
 #include "model/llama_graph.h"
 #include "parallel/planner.h"
 
 #include <algorithm>
+#include <cstdio>
 
 namespace weft::runtime {
 
@@ -25,6 +27,10 @@ Engine::Engine(const gguf::File& file, EngineOptions opt) : file_(file), opt_(st
   if (opt_.ratios.size() != opt_.devices.size())
     fail("cli", "--tensor-split has {} values for {} devices", opt_.ratios.size(), opt_.devices.size());
   if (opt_.n_ctx <= 0) opt_.n_ctx = static_cast<int32_t>(std::min<int64_t>(config_.n_ctx_train, 4096));
+  if (opt_.n_ctx > config_.n_ctx_train && config_.n_ctx_train > 0 && !log_disabled())  // as llama_context says
+    std::fprintf(stderr,
+                 "[engine] warning: n_ctx_per_seq (%d) > n_ctx_train (%lld) -- possible training context overflow\n",
+                 opt_.n_ctx, static_cast<long long>(config_.n_ctx_train));
   if (opt_.n_batch <= 0) fail("cli", "--batch-size must be positive");
   if (opt_.n_seq <= 0 || opt_.n_seq > 1024) fail("cli", "--parallel {} outside 1..1024", opt_.n_seq);
   n_past_.assign(opt_.n_seq, 0);

@@ -1,6 +1,7 @@
 #include "runtime/generate.h"
 
 #include "core/error.h"
+#include "core/progress.h"
 
 #include <chrono>
 
@@ -22,6 +23,26 @@ std::string_view stop_reason_name(StopReason r) {
   return "?";
 }
 
+namespace {
+
+// A prompt longer than a batch: every piece but the last is fed here, with progress on a terminal;
+// returns the last piece (sampled after it). The pieces are those Engine::eval_and_sample cuts.
+std::span<const Token> prefill(Engine& engine, std::span<const Token> prompt) {
+  const size_t b = static_cast<size_t>(engine.n_batch());
+  if (prompt.size() <= b) return prompt;
+  const size_t last = (prompt.size() - 1) / b * b;
+  Progress progress("prompt", last, "tokens");
+  for (size_t at = 0; at < last; at += b) {
+    SeqStep q;
+    q.tokens = prompt.subspan(at, b);
+    engine.step_batch({&q, 1});
+    progress.add(b);
+  }
+  return prompt.subspan(last);
+}
+
+}  // namespace
+
 GenerateResult generate(Engine& engine, const tokenizer::Tokenizer* tok, const std::vector<Token>& prompt,
                         int n_predict, const model::SamplingParams& p,
                         const std::function<void(const std::string&)>& on_text) {
@@ -37,7 +58,7 @@ GenerateResult generate(Engine& engine, const tokenizer::Tokenizer* tok, const s
     return std::span<const Token>(history.data() + history.size() - n, n);
   };
   auto t0 = Clock::now();
-  std::span<const Token> feed(prompt);
+  std::span<const Token> feed = prefill(engine, prompt);
   Token next = -1;
   for (int i = 0; i < n_predict; ++i) {
     if (engine.n_past() + static_cast<int64_t>(feed.size()) > engine.n_ctx()) {

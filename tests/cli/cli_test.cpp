@@ -28,7 +28,8 @@ TEST(Cli, RunPrintsTheReferenceTextOnEverySplit) {
   WEFT_NEED_SHARED_FILE(kStories);
   for (const std::string devices :
        {"", "--mmap", "-ctk f32 -ctv f32", "--devices cpu:1,cpu:1", "--devices cpu:1,cpu:1 --mmap",
-        "--devices cpu:1,cpu:1,cpu:1 -ts 3,1,2", "--devices cpu:1,cpu:1 -sm layer"}) {
+        "--devices cpu:1,cpu:1,cpu:1 -ts 3,1,2", "--devices cpu:1,cpu:1 -sm layer",
+        "-b 2" /* the prompt in pieces, all but the last unsampled */}) {
     auto r = run("run -m " + kStories + " -p \"Once upon a time\" -n 60 --temp 0 " + devices);
     EXPECT_EQ(r.code, 0) << devices;
     EXPECT_EQ(r.out, kReference) << devices;
@@ -253,6 +254,21 @@ TEST(Cli, BenchWritesLlamaBenchRecords) {
   auto bad = run("bench -m " + tiny_model() + " -p 8,x", true);
   EXPECT_EQ(bad.code, 1);
   EXPECT_NE(bad.out.find("-p: 'x' is not a whole number"), std::string::npos) << bad.out;
+}
+
+// llama.cpp's warning for a context past the training one; --log-disable silences it (and any
+// progress line), wherever it stands.
+TEST(Cli, ContextPastTrainingWarnsUnlessLogDisabled) {
+  auto warned = run("run -m " + tiny_model() + " -p hi -n 1 --temp 0 -c 1024", true);
+  EXPECT_EQ(warned.code, 0) << warned.out;
+  EXPECT_NE(warned.out.find("n_ctx_per_seq (1024) > n_ctx_train (512) -- possible training context overflow"),
+            std::string::npos)
+      << warned.out;
+  auto quiet = run("run -m " + tiny_model() + " -p hi -n 1 --temp 0 -c 1024 --log-disable", true);
+  EXPECT_EQ(quiet.code, 0) << quiet.out;
+  EXPECT_EQ(quiet.out.find("n_ctx_train"), std::string::npos) << quiet.out;
+  auto within = run("run -m " + tiny_model() + " -p hi -n 1 --temp 0 -c 512", true);
+  EXPECT_EQ(within.out.find("n_ctx_train"), std::string::npos) << within.out;
 }
 
 TEST(Cli, BadInputGivesAClearErrorAndNonZeroExit) {

@@ -72,6 +72,28 @@ TEST(Handshake, DifferentProtocolMajorFails) {
   EXPECT_NE(ce.find("not supported"), std::string::npos) << ce;
 }
 
+// A llama.cpp rpc-server reads one command byte, finds it is not its RPC_CMD_HELLO and closes the
+// connection (reset: the rest of weft's hello is unread); an HTTP server answers with text.
+TEST(Handshake, APeerThatIsNoWeftWorkerIsNamedSo) {
+  for (const bool http : {false, true}) {
+    Listener l({"127.0.0.1", 0});
+    auto server = std::async(std::launch::async, [&] {
+      Socket s = l.accept(3000);
+      uint8_t cmd = 0;
+      s.recv_exact(&cmd, 1, 3000);
+      if (http) {
+        const std::string reply = "HTTP/1.1 400 Bad Request\r\n\r\n";
+        s.send_all(reply.data(), reply.size(), 3000);
+      }
+      s.close();
+    });
+    Socket c = connect_tcp({"127.0.0.1", l.port()}, 3000);
+    EXPECT_ERROR(client_handshake(c, {}), http ? "not a weft worker: it answered with bytes that are no weft frame"
+                                               : "not a weft worker: it closed the connection instead of answering");
+    server.get();
+  }
+}
+
 void write_file(const std::string& path, const char* text, mode_t mode) {
   FILE* f = std::fopen(path.c_str(), "w");
   std::fputs(text, f);

@@ -1,6 +1,7 @@
 #include "device/cpu/cpu_graph_runner.h"
 
 #include "core/error.h"
+#include "core/progress.h"
 #include "kernels/ops.h"
 #include "kernels/quants.h"
 
@@ -24,7 +25,9 @@ void CpuGraphRunner::load(const parallel::DeviceGraph& graph, const gguf::File& 
   opt_ = opt;
   nodes_.assign(graph_.nodes.size(), {});
   const auto& d = graph_.dims;
+  Progress progress("loading weights", graph_.nodes.size(), "nodes");  // shared by the devices loading
   for (size_t i = 0; i < graph_.nodes.size(); ++i) {
+    progress.add(1);
     const auto& ln = graph_.nodes[i];
     NodeState& ns = nodes_[i];
     switch (ln.op) {

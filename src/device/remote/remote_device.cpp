@@ -4,6 +4,7 @@
 #include "device/remote/model_store.h"
 
 #include "core/error.h"
+#include "core/progress.h"
 #include "kernels/quants.h"
 #include "net/handshake.h"
 
@@ -83,7 +84,7 @@ class StreamProgress {
   }
   void add(uint64_t n) {
     sent_ += n;
-    if (!coordinator_config().progress || !::isatty(2)) return;
+    if (!coordinator_config().progress || !progress_visible()) return;
     std::lock_guard lock(mu());
     State& s = state();
     s.sent += n;
