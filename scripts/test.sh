@@ -5,30 +5,40 @@
 # frame decoders and the rendezvous store.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+# Where the time goes (CI has a limit): each stage's end, in seconds since the start.
+stage() { echo "== test.sh: $1 done at ${SECONDS} s"; }
 ./scripts/setup.sh
+stage setup
 python3 scripts/check_layers.py  # every #include goes down the layer table (ARCHITECTURE.md)
 ./scripts/check_format.sh        # .clang-format
 JOBS=$(nproc)
 export WEFT_REQUIRE_SHARED=1  # tests needing ../shared fail, naming the file, instead of skipping
 
 CMAKE_ARGS="-DWEFT_WERROR=ON" ./scripts/build.sh  # the project's own code builds without a warning
+stage "release build"
 ctest --test-dir build --output-on-failure -j"$JOBS" --timeout 600
+stage "release tests"
 # weft serve end to end: the openai npm client, 32 concurrent clients, the chat page in Chromium.
 ./scripts/e2e.sh build/weft
+stage e2e
 
 # Every test binary again under AddressSanitizer + UBSan: any memory error or undefined behaviour
 # fails, whichever layer it is in (the tensor-parallel equality tests read logits through the
 # same paths a user's run does).
 BUILD_DIR=build-asan CMAKE_ARGS="-DWEFT_SANITIZE=ON -DWEFT_BUILD_BENCH=OFF" ./scripts/build.sh >/dev/null
+stage "asan build"
 ASAN_OPTIONS=detect_leaks=1 LSAN_OPTIONS="suppressions=$PWD/scripts/lsan.supp" \
   UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 ctest --test-dir build-asan --output-on-failure -j"$JOBS" --timeout 900
+stage "asan tests"
 
 # The layers with threads (collectives, devices, the engine) under ThreadSanitizer.
 BUILD_DIR=build-tsan CMAKE_ARGS="-DWEFT_TSAN=ON -DWEFT_BUILD_BENCH=OFF" TARGETS="parallel_tests device_tests runtime_tests" \
   ./scripts/build.sh >/dev/null
+stage "tsan build"
 for t in parallel_tests device_tests runtime_tests; do
   TSAN_OPTIONS="halt_on_error=1 second_deadlock_stack=1" "./build-tsan/tests/$t" --gtest_brief=1
 done
+stage "tsan tests"
 
 # libFuzzer, for a bounded time each (clang): fuzz TARGET names the target; its corpus and log
 # live in build-fuzz/TARGET-corpus and build-fuzz/TARGET.log.
@@ -39,6 +49,7 @@ fuzz() {
   "./build-fuzz/fuzz/$1" -max_total_time="$FUZZ_SECONDS" -max_len=4096 -rss_limit_mb=2048 "build-fuzz/$1-corpus" \
     2>"build-fuzz/$1.log" || { tail -50 "build-fuzz/$1.log"; exit 1; }
   echo "$1: $(grep -c . "build-fuzz/$1.log") log lines, no crash in $FUZZ_SECONDS s"
+  stage "fuzz $1"
 }
 if command -v clang++ >/dev/null; then
   fuzz gguf_fuzz      # the GGUF parser

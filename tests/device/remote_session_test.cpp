@@ -48,8 +48,9 @@ int wait_exit(pid_t pid, std::chrono::milliseconds limit, Clock::duration* took)
 }
 
 // Waits up to 60 s until the file holds `needle` `count` times (a slow build loads slowly too).
-bool wait_for_text(const std::string& path, const std::string& needle, int count) {
-  for (int i = 0; i < 3000; ++i) {
+bool wait_for_text(const std::string& path, const std::string& needle, int count,
+                   std::chrono::milliseconds limit = std::chrono::seconds(60)) {
+  for (int i = 0; i < limit.count() / 20; ++i) {
     const std::string text = read_all(path);
     int n = 0;
     for (size_t at = text.find(needle); at != std::string::npos; at = text.find(needle, at + 1)) ++n;
@@ -60,7 +61,9 @@ bool wait_for_text(const std::string& path, const std::string& needle, int count
 }
 
 TEST(RemoteSession, CoordinatorKilledMidGenerationLeavesWorkersServing) {
-  Worker w1, w2;
+  const std::string log1 = testing::TempDir() + "/weft_coord_kill_w1",
+                    log2 = testing::TempDir() + "/weft_coord_kill_w2";
+  Worker w1({}, "127.0.0.1", {}, log1), w2({}, "127.0.0.1", {}, log2);
   const std::string ref = greedy_text(stories(), "cpu:1");
   ASSERT_NE(ref.find("exit=0"), std::string::npos) << ref;
   const std::string err = testing::TempDir() + "/weft_coord_kill_stderr";
@@ -71,6 +74,11 @@ TEST(RemoteSession, CoordinatorKilledMidGenerationLeavesWorkersServing) {
   ASSERT_EQ(::waitpid(pid, &status, WNOHANG), 0) << read_all(err);
   ::kill(pid, SIGKILL);
   ::waitpid(pid, &status, 0);
+  // Each worker ends its session promptly ("session from ... ended" or "... failed: ..."): one of
+  // them may have been sent a step the other never got, and must not sit in that step's
+  // all-reduce until the group's timeout (30 s).
+  for (const std::string& log : {log1, log2})
+    EXPECT_TRUE(wait_for_text(log, "session from", 2, std::chrono::seconds(5))) << read_all(log);
   // The same workers serve a new session, with the right tokens, twice over.
   EXPECT_EQ(greedy_text(stories(), w1.url() + "," + w2.url(), "-ts 1,3"), ref);
   EXPECT_EQ(greedy_text(stories(), w2.url() + ",cpu:1," + w1.url()), ref);

@@ -19,8 +19,9 @@ namespace weft::device::remote::testing_support {
 // (several share a few cores with the test) and cache nowhere unless told.
 class Worker {
  public:
+  // `log`: a file for the worker's stderr (otherwise dropped unless WEFT_TEST_WORKER_LOG is set).
   explicit Worker(std::vector<std::string> extra = {}, std::string host = "127.0.0.1",
-                  std::vector<std::string> prefix = {})
+                  std::vector<std::string> prefix = {}, const std::string& log = "")
       : host_(std::move(host)) {
     std::vector<std::string> args = std::move(prefix);
     for (const char* a : {WEFT_BINARY, "worker", "--listen"}) args.push_back(a);
@@ -39,7 +40,10 @@ class Worker {
     WEFT_ASSERT(pid_ >= 0);
     if (pid_ == 0) {
       ::dup2(fds[1], 1);
-      if (!std::getenv("WEFT_TEST_WORKER_LOG")) std::freopen("/dev/null", "w", stderr);
+      if (!log.empty())
+        std::freopen(log.c_str(), "w", stderr);
+      else if (!std::getenv("WEFT_TEST_WORKER_LOG"))
+        std::freopen("/dev/null", "w", stderr);
       ::close(fds[0]);
       std::vector<char*> argv;
       for (auto& a : args) argv.push_back(a.data());
@@ -91,10 +95,13 @@ inline std::string shell(const std::string& cmd) {
   return out;
 }
 
-// Greedy text of `weft run` and its exit status (generated vocabularies need not be UTF-8).
+// Greedy text of `weft run` and its exit status (generated vocabularies need not be UTF-8); on
+// failure, the last lines of its stderr follow, so a test's message says why.
 inline std::string greedy_text(const std::string& model, const std::string& devices, const std::string& extra = "") {
+  const std::string err = "/tmp/weft_greedy_stderr_" + std::to_string(::getpid());
   return shell(std::string(WEFT_BINARY) + " run --temp 0 -n 24 -p 'Once upon a time' -m " + model + " --devices " +
-               devices + " --net-poll block " + extra + " 2>/dev/null; echo \"exit=$?\"");
+               devices + " --net-poll block " + extra + " 2>" + err +
+               "; s=$?; echo \"exit=$s\"; [ $s = 0 ] || tail -n 3 " + err + "; rm -f " + err);
 }
 
 inline std::string stories() { return std::string(WEFT_SHARED_DIR) + "/models/stories260K.gguf"; }

@@ -224,6 +224,24 @@ void load(const WorkerOptions& opt, net::Channel& s, Replier& reply, Session& ss
   reply.send(MsgType::Loaded, {});
 }
 
+// Waits for the running step while watching the coordinator's connection. The coordinator sends
+// nothing during a step, so the connection closing means it died: the other ranks may never reach
+// this step's collectives, and sitting in them until the group's timeout would keep this worker
+// busy for the next coordinator. The device is aborted instead; its wait() then fails at once.
+void watch_coordinator(net::Channel& s, Device& dev) {
+  constexpr int kWatchMs = 20;
+  while (!dev.poll(kWatchMs)) {
+    if (!s.socket().readable(0)) continue;
+    uint8_t byte;
+    try {
+      s.socket().peek(&byte, 1);
+    } catch (const Error&) {
+      dev.abort();
+      return;
+    }
+  }
+}
+
 }  // namespace
 
 void check_listen(const WorkerOptions& opt) {
@@ -332,6 +350,7 @@ void WorkerServer::session(net::Channel& s) {
         if (!ss.loaded) fail("net", "step before load");
         reply.busy();
         ss.dev->submit(read_step(r));
+        watch_coordinator(s, *ss.dev);
         StepResult res = ss.dev->wait();
         net::ByteWriter w;
         write_step_result(w, res, ss.dev->stats());
