@@ -14,9 +14,9 @@ WEFT_A=${WEFT_A:-$WEFT}
 WEFT_B=${WEFT_B:-$WEFT}
 [ -x "$WEFT" ] || ./scripts/build.sh >/dev/null
 [ -f "$MODEL" ] || { echo "no $MODEL (weft gen-model --preset 500m --type q4_0 -o $MODEL)" >&2; exit 2; }
-tps() {  # mean t/s of the last test `weft bench` prints (one line per test in csv)
+tps() {  # mean t/s (avg_ts) of the last test `weft bench` prints (one record per line in jsonl)
   # shellcheck disable=SC2086
-  "$1" bench -m "$MODEL" $TEST $2 -o csv 2>/dev/null | tail -n 1 | awk -F, '{print $(NF-1)}'
+  "$1" bench -m "$MODEL" $TEST $2 -o jsonl 2>/dev/null | tail -n 1 | grep -o '"avg_ts":[0-9.eE+-]*' | cut -d: -f2
 }
 ratios=()
 for ((i = 1; i <= ROUNDS; ++i)); do

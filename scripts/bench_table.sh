@@ -18,15 +18,23 @@ CONFIGS=(
   "--devices cpu:1,cpu:1 -sm layer"
 )
 out=bench/results.md
-{
-  echo "| model | size | params | devices | threads | sm | test | t/s |"
-  echo "| --- | ---: | ---: | --- | ---: | --- | ---: | ---: |"
-  for type in $TYPES; do
-    model=models/weft-500m-$type.gguf
-    [ -f "$model" ] || "$WEFT" gen-model --preset 500m --type "$type" -o "$model" 2>/dev/null
-    for cfg in "${CONFIGS[@]}"; do
-      # shellcheck disable=SC2086
-      "$WEFT" bench -m "$model" -p "$PP" -n "$TG" -r "$REPS" $cfg 2>/dev/null | tail -n +3
-    done
+sections=$(awk '/^## / { f = 1 } f' "$out" 2>/dev/null || true)  # kept: other scripts' sections (bench_moe.sh)
+for type in $TYPES; do
+  model=models/weft-500m-$type.gguf
+  [ -f "$model" ] || "$WEFT" gen-model --preset 500m --type "$type" -o "$model" 2>/dev/null
+  for cfg in "${CONFIGS[@]}"; do
+    # shellcheck disable=SC2086
+    "$WEFT" bench -m "$model" -p "$PP" -n "$TG" -r "$REPS" $cfg -o jsonl 2>/dev/null
   done
-} | tee "$out"
+done | python3 -c '
+import json, sys
+print("| model | size | params | devices | threads | sm | test | t/s |")
+print("| --- | ---: | ---: | --- | ---: | --- | ---: | ---: |")
+for line in sys.stdin:
+    r = json.loads(line)
+    test = ("pp%d" % r["n_prompt"] if r["n_prompt"] else "") + ("+" if r["n_prompt"] and r["n_gen"] else "") + \
+           ("tg%d" % r["n_gen"] if r["n_gen"] else "")
+    print("| %s | %.2f MiB | %.2f M | %s | %d | %s | %s | %.2f ± %.2f |" % (r["model_type"], r["model_size"] / 2**20,
+          r["model_n_params"] / 1e6, r["devices"], r["n_threads"], r["split_mode"], test, r["avg_ts"], r["stddev_ts"]))
+' | tee "$out"
+if [ -n "$sections" ]; then printf '\n%s\n' "$sections" >>"$out"; fi

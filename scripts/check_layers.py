@@ -22,12 +22,13 @@ LAYERS = {
     "graph": ["core"],
     "net": ["core"],
     "tokenizer": ["gguf"],
+    "chat": ["tokenizer"],
     "model": ["gguf", "graph"],
     "parallel": ["graph", "net"],
     "device": ["model", "parallel", "kernels"],
     "runtime": ["device", "tokenizer"],
     "tools": ["model", "kernels"],
-    "apps": ["runtime", "tools"],
+    "apps": ["runtime", "tools", "chat"],
 }
 
 INCLUDE = re.compile(r'^\s*#\s*include\s*"([^"]+)"')

@@ -5,9 +5,9 @@ SUDO=""
 [ "$(id -u)" -eq 0 ] || SUDO="sudo"
 PKGS=(
   build-essential cmake ninja-build pkg-config clang clang-format libclang-rt-14-dev
-  libgtest-dev libgmock-dev libbenchmark-dev
+  libgtest-dev libbenchmark-dev
   libcli11-dev nlohmann-json3-dev libcpp-httplib-dev libfmt-dev
-  libgloo-dev libnuma-dev libhwloc-dev libssl-dev
+  libgloo-dev libnuma-dev libssl-dev
   python3
 )
 missing=()

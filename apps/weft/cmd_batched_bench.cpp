@@ -10,9 +10,9 @@
 
 #include <algorithm>
 #include <array>
-#include <memory>
 #include <chrono>
 #include <cstdio>
+#include <memory>
 #include <random>
 
 namespace weft::cli {

@@ -1,4 +1,6 @@
-// weft bench: prompt processing and generation speed, printed as llama-bench prints it.
+// weft bench: llama-bench's flags (comma lists, every combination a test), timing and output
+// (bench_output.h), over weft's devices. Tests that share a model configuration share one engine.
+#include "apps/weft/bench_output.h"
 #include "apps/weft/commands.h"
 #include "apps/weft/device_report.h"
 #include "apps/weft/model_options.h"
@@ -6,11 +8,12 @@
 #include "runtime/engine.h"
 
 #include <fmt/format.h>
-#include <nlohmann/json.hpp>
 
+#include <algorithm>
 #include <chrono>
-#include <cmath>
 #include <cstdio>
+#include <ctime>
+#include <filesystem>
 #include <memory>
 #include <random>
 
@@ -18,32 +21,103 @@ namespace weft::cli {
 namespace {
 
 struct BenchArgs {
-  ModelOptions model;
-  int n_prompt = 128;
-  int n_gen = 32;
+  ModelOptions base;  // devices, rpc, wire, keys: one value for every test
+  std::string models, threads, batch = "512", type_k = "f16", type_v = "f16", split_mode = "", tensor_split = "",
+                               mmap = "0";
+  std::string n_prompt = "512", n_gen = "128", n_depth = "0";
+  std::vector<std::string> pg;  // "pp,tg" per -pg
   int reps = 5;
-  int depth = 0;  // tokens already in the KV cache when each test starts (llama-bench -d)
   std::string output = "md";
   bool profile = false;
 };
 
-struct TestResult {
-  std::string name;
-  int n_tokens = 0;
-  std::vector<double> seconds;
-  double mean_tps() const {
-    double s = 0;
-    for (double x : seconds) s += n_tokens / x;
-    return s / seconds.size();
+std::vector<std::string> split_list(const std::string& s, const char* flag) {
+  std::vector<std::string> out;
+  for (size_t start = 0; start <= s.size();) {
+    const size_t comma = std::min(s.find(',', start), s.size());
+    out.push_back(s.substr(start, comma - start));
+    if (out.back().empty()) fail("cli", "{}: empty item in '{}'", flag, s);
+    start = comma + 1;
   }
-  double stddev_tps() const {
-    if (seconds.size() < 2) return 0;
-    const double m = mean_tps();
-    double v = 0;
-    for (double x : seconds) v += (n_tokens / x - m) * (n_tokens / x - m);
-    return std::sqrt(v / (seconds.size() - 1));
+  return out;
+}
+
+std::vector<int> int_list(const std::string& s, const char* flag, int min, int max) {
+  std::vector<int> out;
+  for (const std::string& item : split_list(s, flag)) {
+    size_t used = 0;
+    int v = 0;
+    try {
+      v = std::stoi(item, &used);
+    } catch (const std::exception&) {
+      used = 0;
+    }
+    if (used != item.size() || v < min || v > max)
+      fail("cli", "{}: '{}' is not a whole number in {}..{}", flag, item, min, max);
+    out.push_back(v);
   }
+  return out;
+}
+
+// One model configuration (an engine) and the tests run on it.
+struct Test {
+  int n_prompt = 0, n_gen = 0, n_depth = 0;
 };
+struct Config {
+  ModelOptions model;
+  std::vector<Test> tests;
+};
+
+// llama-bench's nesting: model parameters outermost, then depth, then pp / tg / pg tests.
+std::vector<Config> expand(const BenchArgs& a) {
+  const auto prompts = int_list(a.n_prompt, "-p", 0, 1 << 16), gens = int_list(a.n_gen, "-n", 0, 1 << 16);
+  const auto depths = int_list(a.n_depth, "-d", 0, 1 << 20);
+  std::vector<std::pair<int, int>> pgs;
+  for (const std::string& s : a.pg) {
+    const auto v = int_list(s, "-pg", 0, 1 << 16);
+    if (v.size() != 2) fail("cli", "-pg: '{}' is not pp,tg", s);
+    pgs.emplace_back(v[0], v[1]);
+  }
+  for (const std::string& t : split_list(a.type_k + "," + a.type_v, "-ctk/-ctv"))
+    if (t != "f16" && t != "f32") fail("cli", "-ctk/-ctv: '{}' is not a KV cache type (f16, f32)", t);
+  if (!a.split_mode.empty())
+    for (const std::string& sm : split_list(a.split_mode, "-sm"))
+      if (sm != "none" && sm != "layer" && sm != "tensor") fail("cli", "-sm: '{}' is not none, layer or tensor", sm);
+  if (!a.base.devices.empty() && !a.threads.empty())
+    fail("cli", "-t sets the threads of the one default device; with --devices each device names its own");
+  std::vector<Config> out;
+  for (const std::string& m : split_list(a.models, "-m"))
+    for (const std::string& sm : a.split_mode.empty() ? std::vector<std::string>{""} : split_list(a.split_mode, "-sm"))
+      for (const std::string& ts :
+           a.tensor_split.empty() ? std::vector<std::string>{""} : split_list(a.tensor_split, "-ts"))
+        for (int b : int_list(a.batch, "-b", 1, 8192))
+          for (const std::string& tk : split_list(a.type_k, "-ctk"))
+            for (const std::string& tv : split_list(a.type_v, "-ctv"))
+              for (int t : a.threads.empty() ? std::vector<int>{0} : int_list(a.threads, "-t", 1, 4096))
+                for (int mm : int_list(a.mmap, "-mmp", 0, 1)) {
+                  Config c{a.base, {}};
+                  c.model.model = m;
+                  c.model.split_mode = sm;
+                  c.model.tensor_split = ts;
+                  std::replace(c.model.tensor_split.begin(), c.model.tensor_split.end(), '/', ',');  // 3/1
+                  c.model.batch = b;
+                  c.model.cache_type_k = tk;
+                  c.model.cache_type_v = tv;
+                  c.model.threads = t;
+                  c.model.mmap = c.model.mmap || mm;
+                  for (int d : depths) {
+                    for (int p : prompts)
+                      if (p > 0) c.tests.push_back({p, 0, d});
+                    for (int g : gens)
+                      if (g > 0) c.tests.push_back({0, g, d});
+                    for (const auto& [p, g] : pgs)
+                      if (p > 0 || g > 0) c.tests.push_back({p, g, d});
+                  }
+                  if (!c.tests.empty()) out.push_back(std::move(c));
+                }
+  if (out.empty()) fail("cli", "no test to run (every -p, -n and -pg is 0)");
+  return out;
+}
 
 std::vector<Token> random_tokens(const runtime::Engine& e, int n, std::mt19937_64& rng) {
   std::uniform_int_distribution<int32_t> pick(0, static_cast<int32_t>(e.config().dims.n_vocab) - 1);
@@ -52,90 +126,91 @@ std::vector<Token> random_tokens(const runtime::Engine& e, int n, std::mt19937_6
   return tokens;
 }
 
-// One timed run: a prompt of n tokens in batches, or n single-token steps, after the first `depth`
-// positions of the cache (filled once, before the tests).
-double time_run(runtime::Engine& e, int depth, int n, bool prompt, std::mt19937_64& rng) {
-  e.truncate(depth);
+// One timed run from `depth` cached positions: the prompt in batches, then n_gen single steps.
+uint64_t time_run(runtime::Engine& e, const Test& t, std::mt19937_64& rng) {
+  e.truncate(t.n_depth);
   model::SamplingParams greedy;
   greedy.temp = 0;
-  const std::vector<Token> tokens = random_tokens(e, n, rng);
+  const std::vector<Token> prompt = random_tokens(e, t.n_prompt, rng);
+  Token next = random_tokens(e, 1, rng)[0];
   const auto t0 = std::chrono::steady_clock::now();
-  if (prompt) {
-    e.eval_and_sample(tokens, greedy, {}, rng);
-  } else {
-    Token next = tokens[0];
-    for (int i = 0; i < n; ++i) next = e.eval_and_sample(std::span(&next, 1), greedy, {}, rng);
+  if (t.n_prompt > 0) next = e.eval_and_sample(prompt, greedy, {}, rng);
+  for (int i = 0; i < t.n_gen; ++i) next = e.eval_and_sample(std::span(&next, 1), greedy, {}, rng);
+  return static_cast<uint64_t>(
+      std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - t0).count());
+}
+
+std::string utc_now() {
+  char buf[32];
+  const std::time_t t = std::time(nullptr);
+  std::tm tm{};
+  gmtime_r(&t, &tm);
+  std::strftime(buf, sizeof(buf), "%FT%TZ", &tm);
+  return buf;
+}
+
+// What the record says of the model and the engine.
+BenchRecord describe(const Config& c, const gguf::File& f, const runtime::Engine& e) {
+  BenchRecord r;
+  r.model_filename = c.model.model;
+  for (const auto& t : f.tensors()) {
+    r.model_n_params += static_cast<uint64_t>(t.n_elements());
+    r.model_size += t.n_bytes;
   }
-  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  std::string type = "?";
+  if (const auto* t = f.find_tensor("blk.0.attn_q.weight")) type = std::string(dtype_name(t->type));
+  std::transform(type.begin(), type.end(), type.begin(), [](unsigned char ch) { return std::toupper(ch); });
+  const double p = static_cast<double>(r.model_n_params);
+  r.model_type = fmt::format("{} {} {}", e.config().arch,
+                             p >= 1e9 ? fmt::format("{:.0f}B", p / 1e9) : fmt::format("{:.0f}M", p / 1e6), type);
+  r.n_batch = c.model.batch;
+  r.type_k = c.model.cache_type_k;
+  r.type_v = c.model.cache_type_v;
+  r.split_mode = std::string(parallel::split_mode_name(e.plan().mode));
+  r.use_mmap = c.model.mmap;
+  r.wire = c.model.wire;
+  const std::vector<double>& shares = e.plan().ratios;  // normalised
+  for (size_t i = 0; i < e.devices().size(); ++i) {
+    const auto& d = e.devices()[i];
+    r.n_threads += d->threads();
+    r.devices += (r.devices.empty() ? "" : ",") + d->name();
+    r.tensor_split += fmt::format("{}{:.2f}", i ? "/" : "", i < shares.size() ? shares[i] : 0.0);
+    if (d->name().rfind("tcp://", 0) == 0) r.backends = "RPC";
+  }
+  return r;
 }
 
 int bench(const BenchArgs& a) {
-  auto file = gguf::File::open(a.model.model);
-  runtime::Engine engine(*file, a.model.engine_options());
-  const auto& cfg = engine.config();
+  if (a.output != "md") std::fputs(bench_header(a.output).c_str(), stdout);
+  std::vector<BenchRecord> all;
   std::mt19937_64 rng(1234);
-  std::vector<TestResult> results;
-  const std::string at_depth = a.depth > 0 ? fmt::format(" @ d{}", a.depth) : "";
-  if (a.n_prompt > 0) results.push_back({fmt::format("pp{}{}", a.n_prompt, at_depth), a.n_prompt, {}});
-  if (a.n_gen > 0) results.push_back({fmt::format("tg{}{}", a.n_gen, at_depth), a.n_gen, {}});
-  if (a.depth > 0) {  // the context every run starts from; runs only cut the cache back to it
-    engine.reset();
-    model::SamplingParams greedy;
-    greedy.temp = 0;
-    engine.eval_and_sample(random_tokens(engine, a.depth, rng), greedy, {}, rng);
+  for (const Config& c : expand(a)) {
+    auto file = gguf::File::open(c.model.model);
+    runtime::EngineOptions eo = c.model.engine_options();
+    eo.n_ctx = 0;
+    for (const Test& t : c.tests) eo.n_ctx = std::max(eo.n_ctx, t.n_prompt + t.n_gen + t.n_depth);
+    runtime::Engine engine(*file, eo);
+    for (const Test& t : c.tests) {
+      BenchRecord r = describe(c, *file, engine);
+      r.n_prompt = t.n_prompt, r.n_gen = t.n_gen, r.n_depth = t.n_depth;
+      r.test_time = utc_now();
+      engine.reset();
+      if (t.n_depth > 0) {  // the context every run starts from; runs only cut the cache back to it
+        model::SamplingParams greedy;
+        greedy.temp = 0;
+        engine.eval_and_sample(random_tokens(engine, t.n_depth, rng), greedy, {}, rng);
+      }
+      time_run(engine, {std::min(t.n_prompt, 32), std::min(t.n_gen, 1), t.n_depth}, rng);  // warm-up
+      for (int i = 0; i < a.reps; ++i) r.samples_ns.push_back(time_run(engine, t, rng));
+      if (a.output != "md") {
+        std::fputs(bench_row(a.output, r, all.empty()).c_str(), stdout);
+        std::fflush(stdout);
+      }
+      all.push_back(std::move(r));
+    }
+    print_device_report(engine, a.profile);  // collective cost, averaged over every step run
   }
-  for (auto& r : results) {
-    const bool prompt = r.name[0] == 'p';
-    time_run(engine, a.depth, prompt ? r.n_tokens : std::min(r.n_tokens, 4), prompt, rng);  // warm-up
-    for (int i = 0; i < a.reps; ++i) r.seconds.push_back(time_run(engine, a.depth, r.n_tokens, prompt, rng));
-  }
-
-  uint64_t params = 0, bytes = 0;
-  for (const auto& t : file->tensors()) {
-    params += t.n_elements();
-    bytes += t.n_bytes;
-  }
-  std::string type = "?";
-  if (const auto* t = file->find_tensor("blk.0.attn_q.weight")) type = std::string(dtype_name(t->type));
-  const std::string model_name = fmt::format("{} {} {}", cfg.arch, fmt::format("{:.0f}M", params / 1e6), type);
-  int threads = 0;
-  std::string devs;
-  for (const auto& d : engine.devices()) {
-    threads += d->threads();
-    devs += (devs.empty() ? "" : ",") + d->name();
-  }
-  const std::string sm(parallel::split_mode_name(engine.plan().mode));
-
-  if (a.output == "json") {
-    nlohmann::json j = nlohmann::json::array();
-    for (const auto& r : results)
-      j.push_back({{"model", model_name},
-                   {"size_bytes", bytes},
-                   {"params", params},
-                   {"devices", devs},
-                   {"threads", threads},
-                   {"split_mode", sm},
-                   {"test", r.name},
-                   {"samples_s", r.seconds},
-                   {"avg_ts", r.mean_tps()},
-                   {"stddev_ts", r.stddev_tps()}});
-    std::puts(j.dump(2).c_str());
-  } else if (a.output == "csv") {
-    std::puts("model,size_bytes,params,devices,threads,split_mode,test,avg_ts,stddev_ts");
-    for (const auto& r : results)
-      std::printf("\"%s\",%llu,%llu,\"%s\",%d,%s,%s,%.3f,%.3f\n", model_name.c_str(), (unsigned long long)bytes,
-                  (unsigned long long)params, devs.c_str(), threads, sm.c_str(), r.name.c_str(), r.mean_tps(),
-                  r.stddev_tps());
-  } else {
-    std::puts("| model | size | params | devices | threads | sm | test | t/s |");
-    std::puts("| --- | ---: | ---: | --- | ---: | --- | ---: | ---: |");
-    for (const auto& r : results)
-      std::printf("| %s | %.2f MiB | %.2f M | %s | %d | %s | %s | %.2f ± %.2f |\n", model_name.c_str(),
-                  bytes / 1048576.0, params / 1e6, devs.c_str(), threads, sm.c_str(), r.name.c_str(), r.mean_tps(),
-                  r.stddev_tps());
-  }
-  // Collective cost, averaged over every step run (warm-ups included).
-  print_device_report(engine, a.profile);
+  std::fputs(a.output == "md" ? bench_markdown(all).c_str() : bench_footer(a.output).c_str(), stdout);
   return 0;
 }
 
@@ -143,14 +218,31 @@ int bench(const BenchArgs& a) {
 
 Action add_bench(CLI::App& app) {
   auto a = std::make_shared<BenchArgs>();
-  auto* cmd = app.add_subcommand("bench", "measure prompt and generation tokens/s (llama-bench style)");
-  a->model.add_to(*cmd);
-  cmd->add_option("-p,--n-prompt", a->n_prompt, "prompt tokens (pp test; 0: skip)")->check(CLI::Range(0, 1 << 16));
-  cmd->add_option("-n,--n-gen", a->n_gen, "generated tokens (tg test; 0: skip)")->check(CLI::Range(0, 1 << 16));
+  auto* cmd = app.add_subcommand("bench", "measure prompt and generation tokens/s (llama-bench's flags and output)");
+  cmd->add_option("-m,--model", a->models, "GGUF model(s), comma separated")->required();
+  cmd->add_option("-p,--n-prompt", a->n_prompt, "prompt tokens of the pp tests, e.g. 64,512 (0: none)");
+  cmd->add_option("-n,--n-gen", a->n_gen, "generated tokens of the tg tests, e.g. 16,128 (0: none)");
+  cmd->add_option("--pg", a->pg, "(-pg) pp,tg: a prompt then generation, timed together; repeatable");
+  cmd->add_option("-d,--n-depth", a->n_depth, "tokens already in the KV cache when each test starts, e.g. 0,4096");
+  cmd->add_option("-b,--batch-size", a->batch, "prompt tokens per step, e.g. 256,512");
+  cmd->add_option("-t,--threads", a->threads, "threads of the one default device, e.g. 1,2,4 (default: all cores)");
+  cmd->add_option("--cache-type-k", a->type_k, "(-ctk) f16 | f32, comma separated");
+  cmd->add_option("--cache-type-v", a->type_v, "(-ctv) f16 | f32, comma separated");
+  cmd->add_option("--split-mode", a->split_mode, "(-sm) none | layer | tensor, comma separated");
+  cmd->add_option("--tensor-split", a->tensor_split, "(-ts) shares as 3/1, comma separated sets");
+  cmd->add_option("--mmp", a->mmap, "(-mmp) 0 | 1: weights read from the file mapping, comma separated");
+  cmd->add_option("--moe-split", a->base.moe_split, "mixtures of experts: auto | tensor | expert")
+      ->check(CLI::IsMember({"auto", "tensor", "expert"}));
   cmd->add_option("-r,--repetitions", a->reps, "repetitions of each test")->check(CLI::Range(1, 1000));
-  cmd->add_option("-d,--n-depth", a->depth, "tokens already in the KV cache when each test starts")
-      ->check(CLI::Range(0, 1 << 20));
-  cmd->add_option("-o,--output", a->output, "md | csv | json")->check(CLI::IsMember({"md", "csv", "json"}));
+  cmd->add_option("-o,--output", a->output, "md | csv | json | jsonl")
+      ->check(CLI::IsMember({"md", "csv", "json", "jsonl"}));
+  cmd->add_option("--devices", a->base.devices, "devices of every test, e.g. cpu:1,cpu:1 (weft's own)");
+  cmd->add_option("--rpc", a->base.rpc, "workers HOST:PORT,... appended after --devices");
+  cmd->add_option("--auth-key-file", a->base.auth_key_file, "key shared with the workers");
+  cmd->add_option("--wire", a->base.wire, "element type of collectives: f32 | bf16 | f16")
+      ->check(CLI::IsMember({"f32", "bf16", "f16"}));
+  cmd->add_option("--net-poll", a->base.net_poll, "auto | busy | block");
+  cmd->add_flag("--mmap", a->base.mmap, "as -mmp 1");
   cmd->add_flag("--profile", a->profile, "print time per op kind per device");
   return [a] { return bench(*a); };
 }

@@ -67,9 +67,12 @@ Action add_gen_model(CLI::App& app) {
   cmd->add_option("--n-expert", o->overrides.n_expert, "override the MoE preset's expert count");
   cmd->add_option("--n-expert-used", o->overrides.n_expert_used, "override the MoE preset's experts per token");
   cmd->add_option("--n-ff-exp", o->overrides.n_ff_exp, "override the MoE preset's expert FFN width");
+  cmd->add_option("--split-max-tensors", o->split_max_tensors,
+                  "write a split model, at most N tensors per part (as llama-gguf-split): "
+                  "<output without .gguf>-00001-of-0000K.gguf ...")
+      ->check(CLI::PositiveNumber);
   return [o] {
-    tools::generate_model(*o);
-    std::fprintf(stderr, "wrote %s\n", o->path.c_str());
+    for (const std::string& path : tools::generate_model(*o)) std::fprintf(stderr, "wrote %s\n", path.c_str());
     return 0;
   };
 }

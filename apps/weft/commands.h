@@ -12,6 +12,7 @@ using Action = std::function<int()>;
 
 Action add_run(CLI::App& app);
 Action add_bench(CLI::App& app);
+Action add_perplexity(CLI::App& app);
 Action add_batched_bench(CLI::App& app);
 Action add_plan(CLI::App& app);
 Action add_info(CLI::App& app);

@@ -14,8 +14,9 @@ int main(int argc, char** argv) {
   app.set_version_flag("--version", "weft 0.1.0");
   using Add = weft::cli::Action (*)(CLI::App&);
   std::vector<std::pair<CLI::App*, weft::cli::Action>> actions;
-  for (Add add : {weft::cli::add_run, weft::cli::add_bench, weft::cli::add_batched_bench, weft::cli::add_plan,
-                  weft::cli::add_info, weft::cli::add_tokenize, weft::cli::add_gen_model, weft::cli::add_worker}) {
+  for (Add add : {weft::cli::add_run, weft::cli::add_bench, weft::cli::add_batched_bench, weft::cli::add_perplexity,
+                  weft::cli::add_plan, weft::cli::add_info, weft::cli::add_tokenize, weft::cli::add_gen_model,
+                  weft::cli::add_worker}) {
     const size_t before = app.get_subcommands({}).size();
     weft::cli::Action a = add(app);
     actions.emplace_back(app.get_subcommands({})[before], std::move(a));
@@ -31,7 +32,7 @@ int main(int argc, char** argv) {
       a = "--cache-type-k";
     else if (a == "-ctv")
       a = "--cache-type-v";
-    else if (a == "-npp" || a == "-ntg" || a == "-npl")  // llama-batched-bench's
+    else if (a == "-npp" || a == "-ntg" || a == "-npl" || a == "-pg" || a == "-mmp")  // llama-(batched-)bench's
       a = "-" + a;
   }
   std::reverse(args.begin(), args.end());  // CLI11 takes a reversed vector

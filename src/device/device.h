@@ -7,6 +7,7 @@
 #include "core/token.h"
 #include "gguf/gguf_reader.h"
 #include "model/sampling.h"
+#include "model/scoring.h"
 #include "parallel/group.h"
 #include "parallel/plan.h"
 
@@ -37,6 +38,10 @@ struct StepSeq {
   bool want_logits = false;     // the logits slice itself (tests, tools)
   model::SamplingParams sampling;
   std::vector<Token> recent;  // for the penalties
+  // Scoring (perplexity): row score_from + k of this sequence is scored against score_next[k],
+  // the token that follows it, over the device's vocabulary slice (see model/scoring.h).
+  int32_t score_from = 0;
+  std::vector<Token> score_next;
 };
 
 // One forward step over one or more sequences (every matmul reads its weights once for all).
@@ -51,7 +56,8 @@ struct Step {
 
 struct SeqResult {  // one per StepSeq, in order; empty where nothing was wanted
   model::LocalCandidates candidates;
-  std::vector<float> logits;  // want_logits: this device's vocab slice
+  std::vector<float> logits;              // want_logits: this device's vocab slice
+  std::vector<model::SliceScore> scores;  // one per score_next
 };
 
 struct StepResult {

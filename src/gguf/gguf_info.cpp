@@ -79,6 +79,10 @@ std::string describe(const File& f, bool show_all_values) {
   std::string out = fmt::format(
       "{}: GGUF v{}, {} metadata keys, {} tensors, alignment {}, data at byte {}, file {} bytes\n", f.path(),
       f.version(), f.key_order().size(), f.tensors().size(), f.alignment(), f.data_offset(), grouped(f.file_size()));
+  if (f.part_paths().size() > 1) {
+    out += fmt::format("split model: {} parts, {} bytes in all (tensors from every part below)\n",
+                       f.part_paths().size(), grouped(f.total_size()));
+  }
 
   out += "metadata:\n";
   size_t key_w = 0, type_w = 0;

@@ -295,6 +295,12 @@ void File::parse_all(const uint8_t* data, size_t size) {
 }
 
 std::unique_ptr<File> File::open(const std::string& path) {
+  std::unique_ptr<File> f = open_one(path);
+  f->open_split_parts();
+  return f;
+}
+
+std::unique_ptr<File> File::open_one(const std::string& path) {
   const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
   if (fd < 0) fail("gguf", "{}: cannot open: {}", path, std::strerror(errno));
   struct stat st {};
@@ -316,6 +322,7 @@ std::unique_ptr<File> File::open(const std::string& path) {
   f->path_ = path;
   f->map_ = map;
   f->size_ = size;
+  f->part_paths_ = {path};
   f->parse_all(static_cast<const uint8_t*>(map), size);  // on throw, ~File unmaps
   return f;
 }
@@ -332,6 +339,18 @@ std::unique_ptr<File> File::parse(const uint8_t* data, size_t size, std::string 
 
 File::~File() {
   if (map_) ::munmap(map_, size_);
+}
+
+void File::release(const void* p, size_t n) const {
+  const auto base = reinterpret_cast<uintptr_t>(map_), at = reinterpret_cast<uintptr_t>(p);
+  if (!map_ || at < base || at + n > base + size_) return;
+  const uintptr_t page = static_cast<uintptr_t>(::sysconf(_SC_PAGESIZE));
+  const uintptr_t begin = at / page * page, end = std::min((at + n + page - 1) / page * page, base + size_);
+  if (begin < end) ::madvise(reinterpret_cast<void*>(begin), end - begin, MADV_DONTNEED);
+}
+
+void File::release_data() const {
+  if (map_ && data_offset_ < size_) release(static_cast<const uint8_t*>(map_) + data_offset_, size_ - data_offset_);
 }
 
 // ---- typed access ----------------------------------------------------------------------------

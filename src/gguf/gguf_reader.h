@@ -59,12 +59,24 @@ struct TensorInfo {
   std::vector<int64_t> shape;  // ggml order: shape[0] is the row length (ne0)
   uint64_t offset = 0;         // from the start of the data section
   uint64_t n_bytes = 0;
-  const uint8_t* data = nullptr;  // into the mapping
+  const uint8_t* data = nullptr;  // into the mapping (of the part holding it, in a split model)
+  uint32_t part = 0;              // split model: the file holding it, 0 = the first (offset is in its data section)
   int64_t n_elements() const;
 };
 
+// llama.cpp's names for the parts of a split model (llama-gguf-split):
+// split_part_path("m", 2, 3) == "m-00002-of-00003.gguf"; parts count from 1.
+std::string split_part_path(const std::string& prefix, int part, int count);
+// The paths of every part when `path` is named as the first part of a split model
+// (<prefix>-00001-of-0000N.gguf, N > 1); empty otherwise. Says nothing of whether they exist.
+std::vector<std::string> split_parts_named_by(const std::string& path);
+
 class File {
  public:
+  // A split model (split.count > 1 in its first part) is opened from its first part: every other
+  // part is opened and checked (split.no, split.count, split.tensors.count, names, no tensor
+  // twice) and its tensors join this File's, their data pointing into that part's mapping.
+  // Metadata comes from the first part, as in llama.cpp.
   static std::unique_ptr<File> open(const std::string& path);
   // Parse from memory (tests, fuzzing); the buffer must outlive the File.
   static std::unique_ptr<File> parse(const uint8_t* data, size_t size, std::string origin = "buffer");
@@ -73,7 +85,10 @@ class File {
   uint32_t version() const { return version_; }
   uint64_t alignment() const { return alignment_; }
   const std::string& path() const { return path_; }
-  size_t file_size() const { return size_; }
+  size_t file_size() const { return size_; }  // this file (the first part of a split model)
+  // Every file the model is read from, in order: this one, then a split model's other parts.
+  const std::vector<std::string>& part_paths() const { return part_paths_; }
+  uint64_t total_size() const;                           // bytes of every part
   uint64_t data_offset() const { return data_offset_; }  // start of the (aligned) data section
 
   const std::map<std::string, Value>& metadata() const { return kv_; }
@@ -91,12 +106,21 @@ class File {
   std::vector<int64_t> get_int_array(const std::string& key) const;
 
   const std::vector<TensorInfo>& tensors() const { return tensors_; }
+  // The caller has copied [p, p + n) of the mapping and reads it no more: the pages it touches
+  // leave this process's resident set (a later read, a neighbour's included, faults them back in
+  // from the page cache), so a loaded model is resident once, not twice. Nothing for a parsed
+  // buffer, which is not a mapping. release_data(): the whole data section, after a load (the
+  // kernel may map the file with 2 MiB folios, which only a release covering them all frees).
+  void release(const void* p, size_t n) const;
+  void release_data() const;
   const TensorInfo* find_tensor(const std::string& name) const;
   const TensorInfo& tensor(const std::string& name) const;  // throws when missing
 
  private:
   File() = default;
+  static std::unique_ptr<File> open_one(const std::string& path);
   void parse_all(const uint8_t* data, size_t size);
+  void open_split_parts();  // gguf_split.cpp
 
   std::string path_;
   void* map_ = nullptr;
@@ -107,6 +131,8 @@ class File {
   std::map<std::string, Value> kv_;
   std::vector<std::string> key_order_;
   std::vector<TensorInfo> tensors_;
+  std::vector<std::string> part_paths_;
+  std::vector<std::unique_ptr<File>> other_parts_;  // a split model's parts 2..N (own their mappings)
 };
 
 }  // namespace weft::gguf

@@ -321,4 +321,27 @@ void Writer::write(const std::string& path) const {
   }
 }
 
+std::vector<std::string> Writer::write_split(const std::string& prefix, size_t max_tensors) const {
+  if (max_tensors == 0) fail("gguf", "writer: a split needs at least one tensor per part");
+  const size_t n_parts = std::max<size_t>(1, (tensors_.size() + max_tensors - 1) / max_tensors);
+  if (n_parts > 99999) fail("gguf", "writer: {} parts; split names have room for 99999", n_parts);
+  std::vector<std::string> paths;
+  for (size_t k = 0; k < n_parts; ++k) {
+    Writer part;
+    for (const Kv& kv : kvs_) {
+      // Every part keeps the alignment its offsets assume; other metadata lives in the first.
+      if (kv.key.rfind("split.", 0) != 0 && (k == 0 || kv.key == "general.alignment")) part.kvs_.push_back(kv);
+    }
+    part.set_value("split.no", scalar(ValueType::U16, uint64_t{k}));
+    part.set_value("split.count", scalar(ValueType::U16, uint64_t{n_parts}));
+    part.set_i32("split.tensors.count", static_cast<int32_t>(tensors_.size()));
+    const size_t begin = k * max_tensors, end = std::min(tensors_.size(), begin + max_tensors);
+    part.tensors_.assign(tensors_.begin() + static_cast<ptrdiff_t>(begin),
+                         tensors_.begin() + static_cast<ptrdiff_t>(end));
+    paths.push_back(split_part_path(prefix, static_cast<int>(k + 1), static_cast<int>(n_parts)));
+    part.write(paths.back());
+  }
+  return paths;
+}
+
 }  // namespace weft::gguf

@@ -33,6 +33,10 @@ class Writer {
 
   void write(const std::string& path) const;
   std::vector<uint8_t> to_bytes() const;
+  // As llama-gguf-split --split-max-tensors: parts of at most max_tensors tensors each, named
+  // split_part_path(prefix, k, n); the first holds all the metadata, every part split.no,
+  // split.count and split.tensors.count. Returns the paths written, in order.
+  std::vector<std::string> write_split(const std::string& prefix, size_t max_tensors) const;
 
   // The file without its tensor data, for callers that place the data themselves (a worker
   // receiving weights straight into their final place): the bytes before the data section, each

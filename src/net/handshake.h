@@ -21,9 +21,10 @@ inline constexpr uint32_t kHelloMagic = 0x54464557;  // "WEFT" little-endian
 // 2: heartbeats while a request runs; Load names the model (size + SHA-256) and its slices.
 // 3: Load carries the KV cache types.
 // 4: session frames carry a MAC when a key is in use; all slice headers first, chunks span slices.
-// 5: a step carries several sequences, each in its own KV slot.
-// 6: mixture of experts: expert ranges in weight slices and nodes, expert counts in the dims.
-inline constexpr uint16_t kProtocolMajor = 6;
+// 5: a step carries several sequences in KV slots (continuous batching).
+// 6: a step's sequences may ask for scored rows (perplexity), its results carry their terms.
+// 7: mixture of experts: expert ranges in weight slices and nodes, expert counts in the dims.
+inline constexpr uint16_t kProtocolMajor = 7;
 inline constexpr uint16_t kProtocolMinor = 0;
 inline constexpr size_t kNonceBytes = 32;
 inline constexpr size_t kMinKeyBytes = 16;

@@ -1,6 +1,7 @@
 #include "parallel/gloo_group.h"
 
 #include "core/error.h"
+#include "core/fp16.h"
 #include "net/kv_store.h"
 
 #include <gloo/allgatherv.h>
@@ -84,6 +85,30 @@ std::vector<SocketId> connected_sockets() {
   return out;
 }
 
+// Reduced-precision wire: values travel as 16-bit bf16 / f16 and each hop of the ring adds in f32
+// and rounds the partial sum back. As in f32, the ring adds in each rank's own order, so ranks may
+// differ in the last bits; the equality tests bound what that does to logits.
+template <WireType W>
+float from_wire(uint16_t h) {
+  return W == WireType::BF16 ? bf16_to_f32(h) : fp16_to_f32(h);
+}
+template <WireType W>
+uint16_t to_wire(float f) {
+  return W == WireType::BF16 ? f32_to_bf16(f) : f32_to_fp16(f);
+}
+template <WireType W>
+void wire_sum(uint16_t* x, const uint16_t* y, size_t n) {  // the ring's x += y
+  for (size_t i = 0; i < n; ++i) x[i] = to_wire<W>(from_wire<W>(x[i]) + from_wire<W>(y[i]));
+}
+template <WireType W>
+void wire_sum3(void* c, const void* a, const void* b, size_t n) {  // gloo::allreduce's c = a + b
+  auto* out = static_cast<uint16_t*>(c);
+  const auto *x = static_cast<const uint16_t*>(a), *y = static_cast<const uint16_t*>(b);
+  for (size_t i = 0; i < n; ++i) out[i] = to_wire<W>(from_wire<W>(x[i]) + from_wire<W>(y[i]));
+}
+const gloo::ReductionFunction<uint16_t> kBf16Sum(gloo::CUSTOM, &wire_sum<WireType::BF16>);
+const gloo::ReductionFunction<uint16_t> kF16Sum(gloo::CUSTOM, &wire_sum<WireType::F16>);
+
 // Why two contexts: Gloo's tcp pairs in sync mode leave the device's event loop and are read only
 // by the thread that waits (optionally busy-polling). Only the classic algorithm classes
 // (gloo::AllreduceRing, on pre-registered gloo::transport::Buffers) wait that way; the newer
@@ -92,8 +117,8 @@ std::vector<SocketId> connected_sockets() {
 // AllreduceRing on a second, sync-mode mesh; everything else stays on the asynchronous mesh.
 class GlooGroup : public Group {
  public:
-  GlooGroup(int rank, int size, const GlooOptions& opt)
-      : timeout_(opt.timeout_ms), sync_max_bytes_(opt.sync_max_bytes) {
+  GlooGroup(int rank, int size, WireType wire, const GlooOptions& opt)
+      : wire_(wire), timeout_(opt.timeout_ms), sync_max_bytes_(opt.sync_max_bytes) {
     const std::vector<SocketId> before = connected_sockets();
     try {
       KvStore kv(opt.store, opt.timeout_ms, opt.store_key);
@@ -123,17 +148,14 @@ class GlooGroup : public Group {
   int size() const override { return ctx_->size; }
 
   void all_reduce_sum(float* data, size_t n) override {
-    Timer t(this, n * 4);
+    Timer t(this, n * wire_type_bytes(wire_));
     ++stats_.n_all_reduce;
     run("all_reduce", [&] {
-      if (n * sizeof(float) <= sync_max_bytes_ && size() > 1) return sync_all_reduce(data, n);
-      gloo::AllreduceOptions o(ctx_);
-      o.setInput(data, n);
-      o.setOutput(data, n);
-      o.setTag(tag_++);
-      o.setTimeout(timeout_);
-      o.setReduceFunction(static_cast<void (*)(void*, const void*, const void*, size_t)>(&gloo::sum<float>));
-      gloo::allreduce(o);
+      switch (wire_) {
+        case WireType::F32: return all_reduce(data, n, rings_, gloo::ReductionFunction<float>::sum, &gloo::sum<float>);
+        case WireType::BF16: return all_reduce_16<WireType::BF16>(data, n, kBf16Sum);
+        case WireType::F16: return all_reduce_16<WireType::F16>(data, n, kF16Sum);
+      }
     });
   }
   void all_gather(const float* mine, const std::vector<size_t>& counts, float* out) override {
@@ -207,32 +229,58 @@ class GlooGroup : public Group {
   // registered once, at construction, under slots every rank draws in the same order). Keyed by
   // count, never by the caller's pointer: counts are identical on every rank, pointers are not.
   // Least recently used first out; every rank evicts the same entry, since all see the same calls.
+  template <class T>
   struct SyncRing {
     size_t n;
-    std::vector<float> buf;
-    std::unique_ptr<gloo::AllreduceRing<float>> algo;
+    std::vector<T> buf;
+    std::unique_ptr<gloo::AllreduceRing<T>> algo;
   };
   static constexpr size_t kMaxSyncRings = 8;
-  void sync_all_reduce(float* data, size_t n) {
-    auto it = std::find_if(rings_.begin(), rings_.end(), [&](const SyncRing& r) { return r.n == n; });
-    if (it == rings_.end()) {
-      if (rings_.size() == kMaxSyncRings) rings_.pop_back();
-      rings_.push_front({n, std::vector<float>(n), nullptr});
-      auto& r = rings_.front();
-      r.algo = std::make_unique<gloo::AllreduceRing<float>>(sync_ctx_, std::vector<float*>{r.buf.data()},
-                                                            static_cast<int>(n));
-    } else if (it != rings_.begin()) {
-      rings_.splice(rings_.begin(), rings_, it);
+  template <class T>
+  void sync_all_reduce(T* data, size_t n, std::list<SyncRing<T>>& rings, const gloo::ReductionFunction<T>* fn) {
+    auto it = std::find_if(rings.begin(), rings.end(), [&](const SyncRing<T>& r) { return r.n == n; });
+    if (it == rings.end()) {
+      if (rings.size() == kMaxSyncRings) rings.pop_back();
+      rings.push_front({n, std::vector<T>(n), nullptr});
+      auto& r = rings.front();
+      r.algo =
+          std::make_unique<gloo::AllreduceRing<T>>(sync_ctx_, std::vector<T*>{r.buf.data()}, static_cast<int>(n), fn);
+    } else if (it != rings.begin()) {
+      rings.splice(rings.begin(), rings, it);
     }
-    auto& r = rings_.front();
+    auto& r = rings.front();
     std::copy(data, data + n, r.buf.begin());
     r.algo->run();
     std::copy(r.buf.begin(), r.buf.end(), data);
   }
+  // Small ones on the sync mesh, the rest on the async one (see the class comment).
+  template <class T>
+  void all_reduce(T* data, size_t n, std::list<SyncRing<T>>& rings, const gloo::ReductionFunction<T>* fn,
+                  void (*fn3)(void*, const void*, const void*, size_t)) {
+    if (n * sizeof(T) <= sync_max_bytes_ && size() > 1) return sync_all_reduce(data, n, rings, fn);
+    gloo::AllreduceOptions o(ctx_);
+    o.setInput(data, n);
+    o.setOutput(data, n);
+    o.setTag(tag_++);
+    o.setTimeout(timeout_);
+    o.setReduceFunction(fn3);
+    gloo::allreduce(o);
+  }
+  template <WireType W>
+  void all_reduce_16(float* data, size_t n, const gloo::ReductionFunction<uint16_t>& fn) {
+    wire_buf_.resize(n);
+    for (size_t i = 0; i < n; ++i) wire_buf_[i] = to_wire<W>(data[i]);
+    all_reduce(wire_buf_.data(), n, rings16_, &fn, &wire_sum3<W>);
+    for (size_t i = 0; i < n; ++i) data[i] = from_wire<W>(wire_buf_[i]);
+  }
 
+  const WireType wire_;
   std::shared_ptr<gloo::Context> ctx_;
   std::shared_ptr<gloo::Context> sync_ctx_;
-  std::list<SyncRing> rings_;  // destroyed before the contexts (declared after them)
+  // Destroyed before the contexts (declared after them).
+  std::list<SyncRing<float>> rings_;
+  std::list<SyncRing<uint16_t>> rings16_;
+  std::vector<uint16_t> wire_buf_;
   std::chrono::milliseconds timeout_;
   size_t sync_max_bytes_;
   uint32_t tag_ = 0;
@@ -246,10 +294,8 @@ class GlooGroup : public Group {
 bool gloo_available() { return true; }
 
 std::unique_ptr<Group> make_gloo_group(int rank, int size, WireType wire, const GlooOptions& opt) {
-  if (wire != WireType::F32)
-    fail("gloo", "wire type {} is not supported across processes; use f32", wire_type_name(wire));
   if (rank < 0 || rank >= size) fail("gloo", "rank {} outside a group of {}", rank, size);
-  return std::make_unique<GlooGroup>(rank, size, opt);
+  return std::make_unique<GlooGroup>(rank, size, wire, opt);
 }
 
 }  // namespace weft::parallel

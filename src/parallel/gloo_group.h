@@ -44,8 +44,9 @@ struct GlooOptions {
 // Whether this build has the Gloo backend (see no_gloo.cpp).
 bool gloo_available();
 
-// Connects rank `rank` of `size` (blocks until every rank has joined, or the timeout).
-// Only WireType::F32 is supported on this backend; others throw weft::Error("gloo", ...).
+// Connects rank `rank` of `size` (blocks until every rank has joined, or the timeout). All-reduces
+// move `wire` values (bf16 / f16: half the bytes; each partial sum rounded on the way); the other
+// collectives move f32. Every rank must pass the same wire.
 std::unique_ptr<Group> make_gloo_group(int rank, int size, WireType wire, const GlooOptions& opt);
 
 }  // namespace weft::parallel

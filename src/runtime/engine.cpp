@@ -42,6 +42,8 @@ Engine::Engine(const gguf::File& file, EngineOptions opt) : file_(file), opt_(st
   if (plan_.mode == SplitMode::Tensor) device::connect_group(devices_, opt_.wire);
   const device::LoadOptions lo{opt_.n_ctx, opt_.n_seq, opt_.n_batch, opt_.k_type, opt_.v_type};
   device::load_devices(devices_, plan_.devices, file_, lo);
+  // Every device holds its own copy now (only --mmap reads the mapping from here on).
+  if (!opt_.map_weights) file_.release_data();
 }
 
 Engine::~Engine() = default;
@@ -144,6 +146,8 @@ std::vector<SeqOutput> Engine::step_batch(std::span<const SeqStep> batch) {
     d.want_logits = q.logits;
     d.sampling = q.sampling;
     if (q.sample) d.recent.assign(q.recent.begin(), q.recent.end());
+    d.score_from = q.score_from;
+    d.score_next.assign(q.score_next.begin(), q.score_next.end());
     s.seqs.push_back(std::move(d));
     s.tokens.insert(s.tokens.end(), q.tokens.begin(), q.tokens.end());
   }
@@ -156,6 +160,7 @@ std::vector<SeqOutput> Engine::step_batch(std::span<const SeqStep> batch) {
     n_past_[q.seq] += static_cast<int32_t>(q.tokens.size());
     if (q.logits) out[k].logits.assign(config_.dims.n_vocab, 0.f);
     std::vector<model::LocalCandidates> parts;
+    std::vector<std::vector<model::SliceScore>> scores(q.score_next.size());  // per row, every slice
     for (size_t i = 0; i < results.size(); ++i) {
       const auto& dg = plan_.devices[i];
       if (!dg.has_logits) continue;
@@ -163,6 +168,9 @@ std::vector<SeqOutput> Engine::step_batch(std::span<const SeqStep> batch) {
         fail("engine", "{} returned {} sequences for {}", devices_[i]->name(), results[i].seqs.size(), batch.size());
       device::SeqResult& r = results[i].seqs[k];
       if (q.sample) parts.push_back(std::move(r.candidates));
+      if (r.scores.size() != scores.size())
+        fail("engine", "{} returned {} scores for {}", devices_[i]->name(), r.scores.size(), scores.size());
+      for (size_t j = 0; j < scores.size(); ++j) scores[j].push_back(r.scores[j]);
       if (q.logits) {
         if (static_cast<int64_t>(r.logits.size()) != dg.vocab.size())
           fail("engine", "{} returned {} logits for a slice of {}", devices_[i]->name(), r.logits.size(),
@@ -170,6 +178,7 @@ std::vector<SeqOutput> Engine::step_batch(std::span<const SeqStep> batch) {
         std::copy(r.logits.begin(), r.logits.end(), out[k].logits.begin() + dg.vocab.begin);
       }
     }
+    for (const auto& row : scores) out[k].log_probs.push_back(model::merge_log_prob(row));
     if (q.sample) {
       std::mt19937_64 unused;  // greedy draws nothing
       out[k].token = model::sample(std::move(parts), q.sampling, q.rng ? *q.rng : unused);

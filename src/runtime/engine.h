@@ -41,10 +41,15 @@ struct SeqStep {
   model::SamplingParams sampling;  // sample: how
   std::span<const Token> recent;   // sample: the window the penalties look at
   std::mt19937_64* rng = nullptr;  // sample: this sequence's generator (greedy may leave it null)
+  // Scoring (perplexity): the log-probability of score_next[k] after tokens[0 .. score_from + k],
+  // reduced on the devices from their vocabulary slices (no logits gathered).
+  int32_t score_from = 0;
+  std::span<const Token> score_next;
 };
 struct SeqOutput {
-  Token token = -1;           // sample: the drawn token
-  std::vector<float> logits;  // logits: [n_vocab]
+  Token token = -1;               // sample: the drawn token
+  std::vector<float> logits;      // logits: [n_vocab]
+  std::vector<double> log_probs;  // one per score_next
 };
 
 class Engine {

@@ -109,24 +109,26 @@ std::unique_ptr<Tokenizer> load_spm(const gguf::File& f) {
 
 std::unique_ptr<Tokenizer> load_bpe(const gguf::File& f) {
   Vocab v = read_tokens(f);
-  if (!f.find("tokenizer.ggml.merges")) fail("tokenizer", "gpt2 tokenizer without tokenizer.ggml.merges");
-  const std::vector<std::string> merges = f.get_string_array("tokenizer.ggml.merges");
+  // As llama.cpp: a file without a pre-tokenizer name gets the "default" split, with a warning.
+  const std::string pre_name = f.get_string_opt("tokenizer.ggml.pre").value_or("");
+  if (pre_name.empty()) warn("no tokenizer.ggml.pre; using llama.cpp's 'default' pre-tokenizer");
+  PreTokenizer pre = PreTokenizer::from_name(pre_name.empty() ? "default" : pre_name);
 
-  const std::optional<std::string> pre_name = f.get_string_opt("tokenizer.ggml.pre");
-  std::optional<PreTokenizer> pre = pre_name ? pre_tokenizer_from_name(*pre_name) : std::nullopt;
-  if (!pre) {
-    warn(pre_name ? fmt::format("pre-tokenizer '{}' is not implemented; using gpt-2's", *pre_name)
-                  : std::string("no tokenizer.ggml.pre; using gpt-2's pre-tokenizer"));
-    pre = PreTokenizer::Gpt2;
+  std::vector<std::string> merges;
+  if (f.find("tokenizer.ggml.merges")) {
+    merges = f.get_string_array("tokenizer.ggml.merges");
+  } else if (pre.type() != "kimi-k2") {  // llama.cpp lets Kimi-K2 go without merges
+    fail("tokenizer", "gpt2 tokenizer without tokenizer.ggml.merges");
   }
-  // llama.cpp's BPE defaults (token 11 for BOS/EOS is its historical default); Llama 3 adds BOS
-  // and takes whole-word tokens before merging.
-  v.bos = 11, v.eos = 11, v.unk = -1;
-  v.add_bos = *pre == PreTokenizer::Llama3;
+  // llama.cpp's BPE defaults (token 11 for BOS/EOS is its historical default); some
+  // pre-tokenizers add BOS or have none.
+  v.bos = pre.flags().no_bos ? -1 : 11;
+  v.eos = 11, v.unk = -1;
+  v.add_bos = pre.flags().add_bos;
   v.add_eos = false;
   v.add_space_prefix = false;
   read_specials(f, v);
-  return make_bpe_tokenizer(std::move(v), merges, *pre, *pre == PreTokenizer::Llama3);
+  return make_bpe_tokenizer(std::move(v), merges, std::move(pre));
 }
 
 }  // namespace

@@ -1,5 +1,5 @@
 // Tokenizers read from GGUF metadata (tokenizer.ggml.*), behaving as llama.cpp's llama-vocab:
-// SentencePiece ("llama"), byte-level BPE ("gpt2", pre-tokenizers gpt-2 / llama3 / qwen2 ...),
+// SentencePiece ("llama"), byte-level BPE ("gpt2", with each of llama.cpp's pre-tokenizers),
 // and "no_vocab" files (ids only).
 #pragma once
 
@@ -29,9 +29,10 @@ class Tokenizer {
   std::string decode(const std::vector<Token>& ids) const;
 
   virtual int32_t n_vocab() const = 0;
-  virtual Token bos() const = 0;            // -1 when none
-  virtual Token eos() const = 0;            // -1 when none
-  virtual bool is_eog(Token id) const = 0;  // end of generation: eos, eot, eom ...
+  virtual Token bos() const = 0;                   // -1 when none
+  virtual bool adds_bos() const { return false; }  // encode(..., add_special) puts BOS first
+  virtual Token eos() const = 0;                   // -1 when none
+  virtual bool is_eog(Token id) const = 0;         // end of generation: eos, eot, eom ...
 
  protected:
   // Whether encode() prepends a space (SPM's add_space_prefix), so decode() drops it again.

@@ -44,8 +44,8 @@ std::string pair_key(std::string_view left, std::string_view right) {
 
 class BpeTokenizer final : public Tokenizer {
  public:
-  BpeTokenizer(Vocab vocab, const std::vector<std::string>& merges, PreTokenizer pre, bool ignore_merges)
-      : vocab_(std::move(vocab)), pre_(pre), ignore_merges_(ignore_merges) {
+  BpeTokenizer(Vocab vocab, const std::vector<std::string>& merges, PreTokenizer pre)
+      : vocab_(std::move(vocab)), pre_(std::move(pre)), ignore_merges_(pre_.flags().ignore_merges) {
     ranks_.reserve(merges.size());
     for (size_t i = 0; i < merges.size(); ++i) {
       // "left right"; searching from 1 lets a merge whose left side is a space itself parse.
@@ -65,7 +65,7 @@ class BpeTokenizer final : public Tokenizer {
       if (f.token >= 0) {
         out.push_back(f.token);
       } else {
-        for (std::string_view word : pre_tokenize(pre_, f.text)) encode_word(unicode::bytes_to_symbols(word), out);
+        for (std::string_view word : pre_.split(f.text)) encode_word(unicode::bytes_to_symbols(word), out);
       }
     }
     if (add_special && vocab_.add_eos) out.push_back(checked(vocab_.eos, "EOS"));
@@ -86,6 +86,7 @@ class BpeTokenizer final : public Tokenizer {
 
   int32_t n_vocab() const override { return vocab_.size(); }
   Token bos() const override { return vocab_.bos; }
+  bool adds_bos() const override { return vocab_.add_bos; }
   Token eos() const override { return vocab_.eos; }
   bool is_eog(Token id) const override { return std::binary_search(vocab_.eog.begin(), vocab_.eog.end(), id); }
 
@@ -168,10 +169,9 @@ class BpeTokenizer final : public Tokenizer {
 
 }  // namespace
 
-std::unique_ptr<Tokenizer> make_bpe_tokenizer(Vocab vocab, const std::vector<std::string>& merges, PreTokenizer pre,
-                                              bool ignore_merges) {
+std::unique_ptr<Tokenizer> make_bpe_tokenizer(Vocab vocab, const std::vector<std::string>& merges, PreTokenizer pre) {
   vocab.finish();
-  return std::make_unique<BpeTokenizer>(std::move(vocab), merges, pre, ignore_merges);
+  return std::make_unique<BpeTokenizer>(std::move(vocab), merges, std::move(pre));
 }
 
 }  // namespace weft::tokenizer::detail

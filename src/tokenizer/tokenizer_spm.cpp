@@ -172,6 +172,7 @@ class SpmTokenizer final : public Tokenizer {
 
   int32_t n_vocab() const override { return vocab_.size(); }
   Token bos() const override { return vocab_.bos; }
+  bool adds_bos() const override { return vocab_.add_bos; }
   Token eos() const override { return vocab_.eos; }
   bool is_eog(Token id) const override { return std::binary_search(vocab_.eog.begin(), vocab_.eog.end(), id); }
 

@@ -64,9 +64,9 @@ struct Fragment {
 std::vector<Fragment> split_special(const Vocab& vocab, std::string_view text, bool parse_special);
 
 std::unique_ptr<Tokenizer> make_spm_tokenizer(Vocab vocab);
-// merges: "left right" strings, rank = index (tokenizer.ggml.merges).
-std::unique_ptr<Tokenizer> make_bpe_tokenizer(Vocab vocab, const std::vector<std::string>& merges, PreTokenizer pre,
-                                              bool ignore_merges);
+// merges: "left right" strings, rank = index (tokenizer.ggml.merges); pre's flags say whether
+// whole-word tokens skip the merges.
+std::unique_ptr<Tokenizer> make_bpe_tokenizer(Vocab vocab, const std::vector<std::string>& merges, PreTokenizer pre);
 std::unique_ptr<Tokenizer> make_no_vocab_tokenizer(int32_t n_vocab);
 
 }  // namespace weft::tokenizer::detail

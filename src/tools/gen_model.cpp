@@ -9,6 +9,7 @@
 #include "gguf/gguf_writer.h"
 #include "kernels/quants.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <memory>
@@ -225,7 +226,7 @@ void add_metadata(gguf::Writer& w, const GenModelOptions& o, const GenModelShape
   w.set_f32(p + ".attention.layer_norm_rms_epsilon", a.rms_eps);
   w.set_u32(p + ".vocab_size", u32(s.n_vocab));
 
-  GenVocab v = gen_vocab(s.n_vocab);
+  GenVocab v = gen_vocab(s.n_vocab, o.control_tokens);
   w.set_string("tokenizer.ggml.model", "llama");
   w.set_string_array("tokenizer.ggml.tokens", v.tokens);
   w.set_f32_array("tokenizer.ggml.scores", v.scores);
@@ -235,6 +236,7 @@ void add_metadata(gguf::Writer& w, const GenModelOptions& o, const GenModelShape
   w.set_u32("tokenizer.ggml.unknown_token_id", 0);
   w.set_bool("tokenizer.ggml.add_bos_token", true);
   w.set_bool("tokenizer.ggml.add_eos_token", false);
+  if (!o.chat_template.empty()) w.set_string("tokenizer.chat_template", o.chat_template);
 }
 
 // Builds the writer; tensors are filled lazily (during write) on `pool`, which must outlive it.
@@ -371,8 +373,16 @@ DType gen_tensor_type(std::string_view type, std::string_view tensor, int layer,
   return t;
 }
 
-GenVocab gen_vocab(int64_t n_vocab) {
+GenVocab gen_vocab(int64_t n_vocab, const std::vector<std::string>& control_tokens) {
   if (n_vocab < kMinVocab) fail("gen-model", "vocab {} is smaller than {}", n_vocab, kMinVocab);
+  std::vector<std::string> controls;
+  for (const std::string& c : control_tokens) {
+    if (c.empty()) fail("gen-model", "an empty control token");
+    const bool known = c == "<unk>" || c == "<s>" || c == "</s>";
+    if (!known && std::find(controls.begin(), controls.end(), c) == controls.end()) controls.push_back(c);
+  }
+  if (kMinVocab + static_cast<int64_t>(controls.size()) > n_vocab)
+    fail("gen-model", "vocab {} has no room for {} control tokens", n_vocab, controls.size());
   GenVocab v;
   auto add = [&](std::string tok, float score, int32_t type) {
     v.tokens.push_back(std::move(tok));
@@ -409,8 +419,12 @@ GenVocab gen_vocab(int64_t n_vocab) {
         "once",  "upon",  "story", "little"})
     pieces.push_back(sp + std::string(w));
 
+  // A control token's text is never also a piece (chatglm3's "sop" would be one).
+  std::erase_if(pieces,
+                [&](const std::string& p) { return std::find(controls.begin(), controls.end(), p) != controls.end(); });
   std::unordered_set<std::string> seen(pieces.begin(), pieces.end());
-  const size_t want = static_cast<size_t>(n_vocab) - v.tokens.size();
+  seen.insert(controls.begin(), controls.end());
+  const size_t want = static_cast<size_t>(n_vocab) - v.tokens.size() - controls.size();
   // Then every lowercase string of length 2, 3, ... (plain and word-initial) until the vocab is
   // full: 4 letters already give ~950k pieces, far beyond any preset.
   std::string s;
@@ -428,13 +442,20 @@ GenVocab gen_vocab(int64_t n_vocab) {
   }
   pieces.resize(want);
   for (size_t i = 0; i < pieces.size(); ++i) add(pieces[i], -static_cast<float>(i), 1);
+  for (const std::string& c : controls) add(c, 0, 3);
   return v;
 }
 
-void generate_model(const GenModelOptions& o) {
+std::vector<std::string> generate_model(const GenModelOptions& o) {
   if (o.path.empty()) fail("gen-model", "no output path");
   ThreadPool pool(pool_threads(o), {}, /*spin=*/false);
-  build_writer(o, pool).write(o.path);
+  const gguf::Writer w = build_writer(o, pool);
+  if (o.split_max_tensors == 0) {
+    w.write(o.path);
+    return {o.path};
+  }
+  const bool ext = o.path.size() > 5 && o.path.compare(o.path.size() - 5, 5, ".gguf") == 0;
+  return w.write_split(ext ? o.path.substr(0, o.path.size() - 5) : o.path, o.split_max_tensors);
 }
 
 std::vector<uint8_t> generate_model_bytes(const GenModelOptions& o) {

@@ -45,6 +45,13 @@ struct GenModelOptions {
   GenModelShape overrides;  // non-zero fields replace the preset's (tests, odd shapes)
   int n_threads = 0;        // 0: all cores; the output does not depend on it
   std::string name;         // general.name; empty: "weft-<preset>-<arch>-<type>"
+  // Chat: written as tokenizer.chat_template when non-empty; control_tokens (the template's
+  // special texts, <|im_start|> ...) take the last ids of the vocabulary, as control tokens.
+  std::string chat_template;
+  std::vector<std::string> control_tokens;
+  // > 0: write a split model of parts with at most this many tensors (llama-gguf-split's
+  // --split-max-tensors), named <path without .gguf>-0000k-of-0000n.gguf.
+  size_t split_max_tensors = 0;
 };
 
 // Preset shape; throws weft::Error("gen-model", ...) for an unknown name.
@@ -63,15 +70,17 @@ DType gen_tensor_type(std::string_view type, std::string_view tensor, int layer,
 // llama_ftype number written as general.file_type for a type name (q4_k_m -> 15).
 uint32_t gen_file_type(std::string_view type);
 
-// SPM vocab: <unk>, <s>, </s>, 256 byte tokens <0x00>..<0xFF>, then deterministic pieces.
+// SPM vocab: <unk>, <s>, </s>, 256 byte tokens <0x00>..<0xFF>, then deterministic pieces, and
+// last the control tokens asked for (those not already among the first three).
 struct GenVocab {
   std::vector<std::string> tokens;
   std::vector<float> scores;
   std::vector<int32_t> types;  // llama_token_type: 1 normal, 2 unknown, 3 control, 6 byte
 };
-GenVocab gen_vocab(int64_t n_vocab);
+GenVocab gen_vocab(int64_t n_vocab, const std::vector<std::string>& control_tokens = {});
 
-void generate_model(const GenModelOptions& o);                        // writes o.path
+// Writes o.path (or its split parts); returns the files written.
+std::vector<std::string> generate_model(const GenModelOptions& o);
 std::vector<uint8_t> generate_model_bytes(const GenModelOptions& o);  // same bytes, in memory
 
 }  // namespace weft::tools

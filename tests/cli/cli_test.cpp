@@ -2,12 +2,15 @@
 #include "support/shared_data.h"
 
 #include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
 
 #include <sys/wait.h>
 #include <array>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <regex>
+#include <sstream>
 #include <string>
 
 namespace {
@@ -103,6 +106,161 @@ TEST(Cli, PlanSizesCollectivesInTheWireType) {
   EXPECT_NE(bf16.out.find("after attn_output (128 B)"), std::string::npos) << bf16.out;
   EXPECT_NE(bf16.out.find("total: 10 collectives, 1280 bytes per rank per token (bf16)"), std::string::npos)
       << bf16.out;
+}
+
+// gen-model --split-max-tensors writes llama-gguf-split's parts; run reads them from the first.
+TEST(Cli, SplitModelRunsAsTheWholeFile) {
+  const std::string prefix = testing::TempDir() + "/weft_cli_split";
+  auto g = run("gen-model -o " + prefix + ".gguf --preset tiny --type q8_0 --split-max-tensors 5", true);
+  ASSERT_EQ(g.code, 0) << g.out;
+  EXPECT_NE(g.out.find("wrote " + prefix + "-00005-of-00005.gguf"), std::string::npos) << g.out;
+  const std::string args = " -p \"a b c\" -n 12 --temp 0";
+  const auto whole = run("run -m " + tiny_model() + args);
+  ASSERT_EQ(whole.code, 0);
+  EXPECT_EQ(run("run -m " + prefix + "-00001-of-00005.gguf" + args).out, whole.out);
+  EXPECT_EQ(run("run -m " + prefix + "-00001-of-00005.gguf --devices cpu:1,cpu:1,cpu:1" + args).out, whole.out);
+  std::filesystem::remove(prefix + "-00004-of-00005.gguf");
+  auto missing = run("run -m " + prefix + "-00001-of-00005.gguf" + args, true);
+  EXPECT_EQ(missing.code, 1);
+  EXPECT_NE(missing.out.find("part 4 of 5"), std::string::npos) << missing.out;
+}
+
+// llama-perplexity's lines: the running estimate per chunk, then the final one with its error.
+TEST(Cli, PerplexityPrintsLlamaPerplexitysLines) {
+  WEFT_NEED_SHARED_FILE(kStories);
+  const std::string text = testing::TempDir() + "/weft_cli_ppl.txt";
+  {
+    std::ofstream out(text);
+    for (int i = 0; i < 6; ++i)
+      out << "Once upon a time, there was a little girl named Lily. She loved to play outside in the park. "
+             "One day, she saw a big, red ball. She wanted to play with it, but it was too high.\n";
+  }
+  const auto one = run("perplexity -m " + kStories + " -f " + text + " -c 64 -b 64");
+  ASSERT_EQ(one.code, 0) << one.out;
+  const std::regex lines(
+      R"(^(\[[0-9]+\][0-9]+\.[0-9]{4},)+\nFinal estimate: PPL = ([0-9]+\.[0-9]{4}) \+/- [0-9]+\.[0-9]{5}\n$)");
+  std::smatch m;
+  ASSERT_TRUE(std::regex_match(one.out, m, lines)) << one.out;
+  EXPECT_EQ(one.out.rfind("[1]", 0), 0u);
+  const double ppl = std::stod(m[2].str());
+  EXPECT_GT(ppl, 1.0);
+  const auto three = run("perplexity -m " + kStories + " -f " + text + " -c 64 -b 256 --devices cpu:1,cpu:1,cpu:1");
+  ASSERT_TRUE(std::regex_match(three.out, m, lines)) << three.out;
+  EXPECT_NEAR(std::stod(m[2].str()), ppl, 1e-3 * ppl);
+
+  std::ofstream(text) << "Once upon a time.";
+  auto short_text = run("perplexity -m " + kStories + " -f " + text + " -c 64", true);
+  EXPECT_EQ(short_text.code, 1);
+  EXPECT_NE(short_text.out.find("you need at least 128 tokens"), std::string::npos) << short_text.out;
+}
+
+// llama-bench's fields and JSON types (tools/llama-bench/llama-bench.cpp, test::get_fields and
+// get_field_type, in the schema compare-llama-bench.py reads, which has use_mmap), plus weft's own
+// devices and wire. s: string, b: bool, i: integer, f: float.
+const std::vector<std::pair<std::string, char>> kBenchFields = {
+    {"build_commit", 's'}, {"build_number", 'i'}, {"cpu_info", 's'},
+    {"gpu_info", 's'},     {"backends", 's'},     {"model_filename", 's'},
+    {"model_type", 's'},   {"model_size", 'i'},   {"model_n_params", 'i'},
+    {"n_batch", 'i'},      {"n_ubatch", 'i'},     {"n_threads", 'i'},
+    {"cpu_mask", 's'},     {"cpu_strict", 'b'},   {"poll", 'i'},
+    {"type_k", 's'},       {"type_v", 's'},       {"n_gpu_layers", 'i'},
+    {"split_mode", 's'},   {"main_gpu", 'i'},     {"no_kv_offload", 'b'},
+    {"flash_attn", 'b'},   {"tensor_split", 's'}, {"tensor_buft_overrides", 's'},
+    {"use_mmap", 'b'},     {"embeddings", 'b'},   {"no_op_offload", 'i'},
+    {"n_prompt", 'i'},     {"n_gen", 'i'},        {"n_depth", 'i'},
+    {"test_time", 's'},    {"avg_ns", 'i'},       {"stddev_ns", 'i'},
+    {"avg_ts", 'f'},       {"stddev_ts", 'f'},    {"devices", 's'},
+    {"wire", 's'}};
+// What compare-llama-bench.py refuses a row without (LLAMA_BENCH_KEY_PROPERTIES + build_commit,
+// test_time, avg_ts).
+const std::vector<std::string> kCompareScriptKeys = {
+    "cpu_info",       "gpu_info",   "backends",      "n_gpu_layers", "tensor_buft_overrides",
+    "model_filename", "model_type", "n_batch",       "n_ubatch",     "embeddings",
+    "cpu_mask",       "cpu_strict", "poll",          "n_threads",    "type_k",
+    "type_v",         "use_mmap",   "no_kv_offload", "split_mode",   "main_gpu",
+    "tensor_split",   "flash_attn", "n_prompt",      "n_gen",        "n_depth",
+    "build_commit",   "test_time",  "avg_ts"};
+
+bool has_type(const nlohmann::json& v, char t) {
+  switch (t) {
+    case 's': return v.is_string();
+    case 'b': return v.is_boolean();
+    case 'i': return v.is_number_integer();
+    default: return v.is_number_float();
+  }
+}
+
+void expect_bench_record(const nlohmann::json& j, int reps) {
+  for (const auto& [name, type] : kBenchFields) {
+    ASSERT_TRUE(j.contains(name)) << name << " in " << j.dump();
+    EXPECT_TRUE(has_type(j[name], type)) << name << " = " << j[name].dump();
+  }
+  for (const std::string& k : kCompareScriptKeys) EXPECT_TRUE(j.contains(k)) << k;
+  ASSERT_EQ(j["samples_ns"].size(), size_t(reps));
+  ASSERT_EQ(j["samples_ts"].size(), size_t(reps));
+  double mean = 0;
+  for (const auto& t : j["samples_ts"]) mean += t.get<double>() / reps;
+  EXPECT_NEAR(j["avg_ts"].get<double>(), mean, 1e-3 * mean);
+  for (const auto& ns : j["samples_ns"]) EXPECT_TRUE(ns.is_number_unsigned() && ns.get<uint64_t>() > 0);
+  EXPECT_GT(j["n_prompt"].get<int>() + j["n_gen"].get<int>(), 0);
+  EXPECT_EQ(j["model_filename"], tiny_model());
+}
+
+// llama-bench's flags as comma lists: every combination is a record, in llama-bench's order.
+TEST(Cli, BenchWritesLlamaBenchRecords) {
+  const std::string flags = " -m " + tiny_model() + " -p 8,16 -n 2 -pg 8,2 -d 0,4 -t 1,2 -r 2";
+  auto json = run("bench" + flags + " -o json");
+  ASSERT_EQ(json.code, 0) << json.out;
+  const nlohmann::json arr = nlohmann::json::parse(json.out);
+  ASSERT_EQ(arr.size(), 2u * 2u * 4u);  // threads x depth x (pp8, pp16, tg2, pp8+tg2)
+  for (const auto& j : arr) expect_bench_record(j, 2);
+  EXPECT_EQ(arr[0]["n_threads"], 1);
+  EXPECT_EQ(arr[8]["n_threads"], 2);
+  EXPECT_EQ(arr[4]["n_depth"], 4);
+  EXPECT_EQ(arr[3]["n_prompt"], 8);
+  EXPECT_EQ(arr[3]["n_gen"], 2);
+
+  auto jsonl = run("bench" + flags + " -o jsonl");
+  ASSERT_EQ(jsonl.code, 0);
+  std::istringstream lines(jsonl.out);
+  int n = 0;
+  for (std::string line; std::getline(lines, line); ++n) expect_bench_record(nlohmann::json::parse(line), 2);
+  EXPECT_EQ(n, 16);
+
+  auto csv = run("bench -m " + tiny_model() + " -p 8 -n 2 -r 1 -o csv --devices cpu:1,cpu:1");
+  ASSERT_EQ(csv.code, 0);
+  std::istringstream rows(csv.out);
+  std::string header;
+  std::getline(rows, header);
+  std::string want;
+  for (const auto& [name, type] : kBenchFields) want += (want.empty() ? "" : ",") + name;
+  EXPECT_EQ(header, want);
+  int n_rows = 0;
+  for (std::string row; std::getline(rows, row); ++n_rows) {
+    std::vector<std::string> cells;  // every value quoted, as llama-bench writes them
+    const std::regex cell("\"((?:[^\"]|\"\")*)\"(,|$)");
+    for (auto it = std::sregex_iterator(row.begin(), row.end(), cell); it != std::sregex_iterator(); ++it)
+      cells.push_back((*it)[1]);
+    ASSERT_EQ(cells.size(), kBenchFields.size()) << row;
+    for (size_t i = 0; i < cells.size(); ++i) {
+      const char t = kBenchFields[i].second;
+      if (t == 'i' || t == 'b')
+        EXPECT_TRUE(std::regex_match(cells[i], std::regex("-?[0-9]+"))) << kBenchFields[i].first;
+      if (t == 'f') EXPECT_NO_THROW((void)std::stod(cells[i])) << kBenchFields[i].first;
+    }
+    EXPECT_EQ(cells[18], "tensor");       // split_mode
+    EXPECT_EQ(cells[22], "0.50/0.50");    // tensor_split
+    EXPECT_EQ(cells[35], "cpu:0,cpu:1");  // devices
+  }
+  EXPECT_EQ(n_rows, 2);
+
+  auto md = run("bench -m " + tiny_model() + " -p 8 -n 2 -r 1");
+  EXPECT_NE(md.out.find("| model"), std::string::npos) << md.out;
+  EXPECT_NE(md.out.find("pp8"), std::string::npos) << md.out;
+  EXPECT_NE(md.out.find("tg2"), std::string::npos) << md.out;
+  auto bad = run("bench -m " + tiny_model() + " -p 8,x", true);
+  EXPECT_EQ(bad.code, 1);
+  EXPECT_NE(bad.out.find("-p: 'x' is not a whole number"), std::string::npos) << bad.out;
 }
 
 TEST(Cli, BadInputGivesAClearErrorAndNonZeroExit) {

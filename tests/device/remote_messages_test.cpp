@@ -15,6 +15,8 @@
 #include <fmt/format.h>
 #include <gtest/gtest.h>
 
+#include <cmath>
+
 #include <cstring>
 #include <functional>
 #include <memory>
@@ -556,6 +558,8 @@ Step rich_step() {
   a.want_logits = true;
   a.sampling = {0.f, 7, 0.5f, 0.125f, 1.1f, 32, 0.75f, -0.5f, 0x0123456789abcdefULL};
   a.recent = {4, 4, 2};
+  a.score_from = 1;
+  a.score_next = {9};
   StepSeq b;
   b.seq = 0;
   b.n_tokens = 3;
@@ -586,6 +590,8 @@ TEST(RemoteMessages, StepRoundTrips) {
       EXPECT_EQ(y.sampling.frequency_penalty, x.sampling.frequency_penalty);
       EXPECT_EQ(y.sampling.seed, x.sampling.seed);
       EXPECT_EQ(y.recent, x.recent);
+      EXPECT_EQ(y.score_from, x.score_from);
+      EXPECT_EQ(y.score_next, x.score_next);
     }
   }
   // read_step checks the end itself: trailing bytes are "step: 1 unexpected trailing bytes".
@@ -600,6 +606,9 @@ TEST(RemoteMessages, StepWithBadValuesIsRejected) {
   s = rich_step();
   s.seqs[1].n_tokens = 4;
   EXPECT_ERROR(step_round_trip(s), "step: sequences hold 6 tokens, the step 5");
+  s = rich_step();
+  s.seqs[0].score_next = {9, 9};  // rows 1 and 2 of a sequence of 2
+  EXPECT_ERROR(step_round_trip(s), "step: scoring rows 1..+2 outside a sequence of 2 tokens");
   Bytes b = step_bytes(rich_step());
   // tokens, input, sequence count, then slot, pos0, n_tokens of the first sequence, then its flags
   const size_t flags = 4 + 4 * rich_step().tokens.size() + 4 + 4 * rich_step().input.size() + 4 + 12;
@@ -625,6 +634,7 @@ TEST(RemoteMessages, StepResultRoundTripsWithStats) {
   s.seqs.resize(2);
   s.seqs[0].candidates.top = {{42, 9.5f}, {7, 3.25f}, {0, -1e30f}};
   s.seqs[1].logits = {1.f, -2.f, 0.5f, 8.f};
+  s.seqs[1].scores = {{3.5f, 12.25, -1.f}, {}};  // a target elsewhere: NaN; an empty slice: -inf
   s.output = {0.25f, 0.125f};
   DeviceStats st;
   for (size_t i = 0; i < st.op_seconds.size(); ++i) st.op_seconds[i] = 0.001 * static_cast<double>(i + 1);
@@ -643,6 +653,11 @@ TEST(RemoteMessages, StepResultRoundTripsWithStats) {
   }
   EXPECT_TRUE(back.seqs[0].logits.empty() && back.seqs[1].candidates.top.empty());
   EXPECT_EQ(back.seqs[1].logits, s.seqs[1].logits);
+  ASSERT_EQ(back.seqs[1].scores.size(), 2u);
+  EXPECT_EQ(back.seqs[1].scores[0].max, 3.5f);
+  EXPECT_EQ(back.seqs[1].scores[0].sum_exp, 12.25);
+  EXPECT_EQ(back.seqs[1].scores[0].target, -1.f);
+  EXPECT_TRUE(std::isinf(back.seqs[1].scores[1].max) && std::isnan(back.seqs[1].scores[1].target));
   EXPECT_EQ(back.output, s.output);
   EXPECT_EQ(back_stats.op_seconds, st.op_seconds);
   EXPECT_EQ(back_stats.collective_seconds, st.collective_seconds);

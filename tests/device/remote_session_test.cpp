@@ -151,6 +151,63 @@ TEST(RemoteSession, WeightsComeFromModelDirOrCacheElseAreStreamedOnce) {
   }
 }
 
+// A split model: a worker finds all its parts in --model-dir (nothing streamed); one without them,
+// or missing a part, is streamed its slices from the coordinator's part mappings.
+TEST(RemoteSession, SplitModelPartsFromModelDirElseStreamed) {
+  CoordinatorConfig quiet;
+  quiet.progress = false;
+  set_coordinator_config(quiet);
+  Tiny m("weft_weights_split_parts", /*split_max_tensors=*/5);
+  ASSERT_GT(m.file->part_paths().size(), 2u);
+  ASSERT_GT(m.ref_logits.size(), 10u);
+  {
+    Worker w({"--model-dir", m.dir + "/models"});
+    const LoadReport r = m.load_on(w.address());
+    EXPECT_EQ(r.source, LoadSource::ModelDir);
+    EXPECT_EQ(r.bytes_streamed, 0u);
+  }
+  {
+    Worker w;
+    const LoadReport r = m.load_on(w.address());
+    EXPECT_EQ(r.source, LoadSource::Stream);
+    EXPECT_EQ(r.bytes_streamed, m.weight_bytes());
+  }
+  {  // every part but the last
+    fs::create_directories(m.dir + "/partial");
+    const auto& parts = m.file->part_paths();
+    for (size_t i = 0; i + 1 < parts.size(); ++i)
+      fs::copy_file(parts[i], m.dir + "/partial/" + fs::path(parts[i]).filename().string());
+    Worker w({"--model-dir", m.dir + "/partial"});
+    const LoadReport r = m.load_on(w.address());
+    EXPECT_EQ(r.source, LoadSource::Stream);
+    EXPECT_EQ(r.bytes_streamed, m.weight_bytes());
+  }
+}
+
+// Perplexity's scored rows cross the wire as three numbers each; the result matches one device.
+TEST(RemoteSession, PerplexityOverWorkersMatchesOneDevice) {
+  Worker w1, w2;
+  const std::string text = testing::TempDir() + "/weft_remote_ppl.txt";
+  {
+    std::ofstream out(text);
+    for (int i = 0; i < 5; ++i)
+      out << "Once upon a time, there was a little girl named Lily. She saw a big, red ball.\n";
+  }
+  auto ppl = [&](const std::string& devices) {
+    return shell(std::string(WEFT_BINARY) + " perplexity -m " + stories() + " -f " + text + " -c 32 -b 64 --devices " +
+                 devices + " --net-poll block 2>/dev/null; echo \"exit=$?\"");
+  };
+  const std::string ref = ppl("cpu:1");
+  ASSERT_NE(ref.find("Final estimate: PPL = "), std::string::npos) << ref;
+  ASSERT_NE(ref.find("exit=0"), std::string::npos) << ref;
+  const std::string remote = ppl("cpu:1," + w1.url() + "," + w2.url());
+  const auto final_ppl = [](const std::string& out) {
+    const size_t at = out.find("PPL = ");
+    return at == std::string::npos ? -1.0 : std::stod(out.substr(at + 6));
+  };
+  EXPECT_NEAR(final_ppl(remote), final_ppl(ref), 1e-3 * final_ppl(ref)) << remote;
+}
+
 TEST(RemoteSession, TensorSplitFromModelDirWithRpcAndKeyFileMatchesOneDevice) {
   Tiny m("weft_split_src");
   const std::string key = m.dir + "/key";

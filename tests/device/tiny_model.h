@@ -27,16 +27,17 @@ struct Tiny {
   Step step;
   std::vector<float> ref_logits;
 
-  explicit Tiny(const std::string& name) {
+  // split_max_tensors > 0: written as a split model of that many tensors a part; path is its first.
+  explicit Tiny(const std::string& name, size_t split_max_tensors = 0) {
     dir = testing::TempDir() + "/" + name;
     std::filesystem::remove_all(dir);
     std::filesystem::create_directories(dir + "/models");
-    path = dir + "/models/tiny.gguf";
     tools::GenModelOptions o;
     o.type = "q4_0";
     o.seed = 11;
-    const auto bytes = tools::generate_model_bytes(o);
-    std::ofstream(path, std::ios::binary).write(reinterpret_cast<const char*>(bytes.data()), bytes.size());
+    o.path = dir + "/models/tiny.gguf";
+    o.split_max_tensors = split_max_tensors;
+    path = tools::generate_model(o)[0];
     file = gguf::File::open(path);
     const auto cfg = model::read_config(*file);
     plan =

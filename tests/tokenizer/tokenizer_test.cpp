@@ -147,150 +147,6 @@ TEST(Unicode, Gpt2ByteMapIsABijection) {
 }
 
 // ---------------------------------------------------------------------------------------------
-// Pre-tokenizers: expected splits derived by hand from each regex's leftmost-alternative rule.
-
-std::vector<std::string> split(PreTokenizer kind, const std::string& text) {
-  std::vector<std::string> out;
-  std::string joined;
-  for (std::string_view w : detail::pre_tokenize(kind, text)) {
-    out.emplace_back(w);
-    joined += w;
-  }
-  EXPECT_EQ(joined, text) << "words must tile the text";
-  return out;
-}
-
-using Words = std::vector<std::string>;
-
-TEST(PreTokenize, Gpt2) {
-  const auto k = PreTokenizer::Gpt2;
-  EXPECT_EQ(split(k, "Hello world"), (Words{"Hello", " world"}));
-  EXPECT_EQ(split(k, "   Hello"), (Words{"  ", " Hello"}));  // \s+(?!\S) leaves one space
-  EXPECT_EQ(split(k, "a \n b"), (Words{"a", " \n", " b"}));
-  EXPECT_EQ(split(k, "\n\nHi"), (Words{"\n", "\n", "Hi"}));  // one char: \s+(?!\S) fails, \s+ takes it
-  EXPECT_EQ(split(k, "end  "), (Words{"end", "  "}));
-  EXPECT_EQ(split(k, "I'm you'LL"), (Words{"I", "'m", " you", "'", "LL"}));  // lower case only
-  EXPECT_EQ(split(k, "abc123 4567!!? x"), (Words{"abc", "123", " 4567", "!!?", " x"}));
-  EXPECT_EQ(split(k, "Führer ½"), (Words{"Führer", " ½"}));
-  EXPECT_EQ(split(k, "нещо на"), (Words{"нещо", " на"}));
-  EXPECT_EQ(split(k, ""), Words{});
-}
-
-TEST(PreTokenize, Llama3) {
-  const auto k = PreTokenizer::Llama3;
-  EXPECT_EQ(split(k, "Hello world"), (Words{"Hello", " world"}));
-  EXPECT_EQ(split(k, "12345678"), (Words{"123", "456", "78"}));
-  EXPECT_EQ(split(k, "I'M you'LL"), (Words{"I", "'M", " you", "'LL"}));  // any case
-  EXPECT_EQ(split(k, "!abc"), (Words{"!abc"}));                          // one non-letter may lead a word
-  EXPECT_EQ(split(k, "x?!\n\ny"), (Words{"x", "?!\n\n", "y"}));          // punctuation takes newlines
-  EXPECT_EQ(split(k, "\n\n  x"), (Words{"\n\n", " ", " x"}));
-  EXPECT_EQ(split(k, "a \n\t b"), (Words{"a", " \n", "\t", " b"}));
-  EXPECT_EQ(split(k, "\nabc"), (Words{"\n", "abc"}));  // \r\n may not lead a word
-}
-
-TEST(PreTokenize, Qwen2SplitsDigitsOneByOne) {
-  EXPECT_EQ(split(PreTokenizer::Qwen2, "a1234"), (Words{"a", "1", "2", "3", "4"}));
-  EXPECT_EQ(split(PreTokenizer::Qwen2, "I'M"), (Words{"I", "'M"}));
-}
-
-// Random strings over letters, digits, marks, ZWJ, NBSP, U+2028, \v, NEL, CR/LF and punctuation,
-// split by Python's `regex` module (regex.findall with each pattern written in tokenizer_pretok.h);
-// an independent engine with backtracking, so these check the hand-written matchers.
-TEST(PreTokenize, MatchesPythonRegexModule) {
-  struct Split {
-    PreTokenizer kind;
-    std::string text;
-    Words words;
-  };
-  const Split cases[] = {
-      {PreTokenizer::Gpt2,
-       "\xC2\xA0.,\xD0\xB6\xE2\x82\xACvE\xD0\xB6\xC3\xA9\xE2\x80\x8D\xCC\x81"
-       "El",
-       {"\xC2\xA0", ".,", "\xD0\xB6", "\xE2\x82\xAC", "vE\xD0\xB6\xC3\xA9", "\xE2\x80\x8D\xCC\x81", "El"}},
-      {PreTokenizer::Gpt2,
-       " RT\xD9\xA3\xE2\x80\x8Ds\xF0\x9F\xA6\x99\n,\xE2\x80\xA8\xCC\x81\xE2\x80\xA8"
-       "e",
-       {" RT", "\xD9\xA3", "\xE2\x80\x8D", "s", "\xF0\x9F\xA6\x99", "\n", ",", "\xE2\x80\xA8", "\xCC\x81",
-        "\xE2\x80\xA8", "e"}},
-      {PreTokenizer::Gpt2,
-       "a\xC2\xBDtSsvM\xF0\x9F\xA6\x99Z.9,\xE2\x82\xACv",
-       {"a", "\xC2\xBD", "tSsvM", "\xF0\x9F\xA6\x99", "Z", ".", "9", ",\xE2\x82\xAC", "v"}},
-      {PreTokenizer::Gpt2,
-       "m\xE2\x80\x8D"
-       "1\xE4\xB8\xAD"
-       "a\x0BT.\xE2\x80\xA8"
-       "D\r\xC2\xA0Td",
-       {"m", "\xE2\x80\x8D", "1",
-        "\xE4\xB8\xAD"
-        "a",
-        "\x0B", "T", ".", "\xE2\x80\xA8", "D", "\r", "\xC2\xA0", "Td"}},
-      {PreTokenizer::Gpt2,
-       "m\xD0\xB6"
-       "1Zt\xE3\x80\x80l\nl1\tt",
-       {"m\xD0\xB6", "1", "Zt", "\xE3\x80\x80", "l", "\n", "l", "1", "\t", "t"}},
-      {PreTokenizer::Gpt2,
-       "\xC2\x85"
-       "aVVS\xC3\xA9\t\n\rt",
-       {"\xC2\x85", "aVVS\xC3\xA9", "\t\n", "\r", "t"}},
-      {PreTokenizer::Llama3,
-       "\xE2\x80\x8Dv\xC2\x85"
-       "D'T 'a\rLrMl",
-       {"\xE2\x80\x8Dv",
-        "\xC2\x85"
-        "D",
-        "'T", " '", "a", "\r", "LrMl"}},
-      {PreTokenizer::Llama3,
-       "S.\xE4\xB8\xAD"
-       "E\xC2\x85\xC2\xA0v,\xD0\xB6v",
-       {"S",
-        ".\xE4\xB8\xAD"
-        "E",
-        "\xC2\x85", "\xC2\xA0v", ",\xD0\xB6v"}},
-      {PreTokenizer::Llama3,
-       "r\r\xE2\x80\xA8\tL\n\rVaD\xE2\x82\xAC ZVE",
-       {"r", "\r", "\xE2\x80\xA8", "\tL", "\n\r", "VaD", "\xE2\x82\xAC", " ZVE"}},
-      {PreTokenizer::Llama3,
-       "\xF0\x9F\xA6\x99\xE2\x80\xA8\xE3\x80\x80lsRV,da\xCC\x81'1",
-       {"\xF0\x9F\xA6\x99", "\xE2\x80\xA8", "\xE3\x80\x80lsRV", ",da", "\xCC\x81'", "1"}},
-      {PreTokenizer::Llama3,
-       "ttTV\xE2\x82\xAC\xE2\x80\x8DMa\xF0\x9F\xA6\x99  \xCC\x81.",
-       {"ttTV", "\xE2\x82\xAC\xE2\x80\x8D", "Ma", "\xF0\x9F\xA6\x99", " ", " \xCC\x81."}},
-      {PreTokenizer::Llama3,
-       "\xE2\x82\xAC\xC3\xA9\xE3\x80\x80r\tE\xE2\x80\x8DR m\xCC\x81",
-       {"\xE2\x82\xAC\xC3\xA9", "\xE3\x80\x80r", "\tE", "\xE2\x80\x8DR", " m", "\xCC\x81"}},
-      {PreTokenizer::Qwen2,
-       "ve\xE2\x80\x8D\xC2\xA0v\xC2\x85\t\xC3\xA9\xF0\x9F\xA6\x99T\r",
-       {"ve", "\xE2\x80\x8D", "\xC2\xA0v", "\xC2\x85", "\t\xC3\xA9", "\xF0\x9F\xA6\x99T", "\r"}},
-      {PreTokenizer::Qwen2,
-       "lls\xD0\xB6"
-       "dM\nd\r\xF0\x9F\xA6\x99",
-       {"lls\xD0\xB6"
-        "dM",
-        "\n", "d", "\r", "\xF0\x9F\xA6\x99"}},
-      {PreTokenizer::Qwen2,
-       "1\xC2\xBD"
-       "Etrm\xC3\xA9\xC2\xA0\xE2\x80\xA8\xCC\x81\xCC\x81tD",
-       {"1", "\xC2\xBD", "Etrm\xC3\xA9", "\xC2\xA0", "\xE2\x80\xA8", "\xCC\x81\xCC\x81", "tD"}},
-      {PreTokenizer::Qwen2,
-       "\xC2\xBD\xE3\x80\x80rT r,'\x0B\xC2\xBD\xE2\x82\xACr",
-       {"\xC2\xBD", "\xE3\x80\x80rT", " r", ",'", "\x0B", "\xC2\xBD", "\xE2\x82\xACr"}},
-      {PreTokenizer::Qwen2,
-       "sZ\xC3\xA9  sZ\xF0\x9F\xA6\x99\xE2\x80\x8Dt\xC3\xA9t 9",
-       {"sZ\xC3\xA9", " ", " sZ", "\xF0\x9F\xA6\x99\xE2\x80\x8D", "t\xC3\xA9t", " ", "9"}},
-      {PreTokenizer::Qwen2, "tt,\xD9\xA3 sr' T\xC2\x85", {"tt", ",", "\xD9\xA3", " sr", "'", " T", "\xC2\x85"}},
-  };
-  for (const Split& c : cases) EXPECT_EQ(split(c.kind, c.text), c.words) << c.text;
-}
-
-TEST(PreTokenize, NamesFromGguf) {
-  EXPECT_EQ(detail::pre_tokenizer_from_name("gpt-2"), PreTokenizer::Gpt2);
-  EXPECT_EQ(detail::pre_tokenizer_from_name("default"), PreTokenizer::Gpt2);
-  EXPECT_EQ(detail::pre_tokenizer_from_name("llama-bpe"), PreTokenizer::Llama3);
-  EXPECT_EQ(detail::pre_tokenizer_from_name("qwen2"), PreTokenizer::Qwen2);
-  EXPECT_EQ(detail::pre_tokenizer_from_name("starcoder-9000"), std::nullopt);
-}
-
-// ---------------------------------------------------------------------------------------------
 // Tiny vocabularies
 
 // <unk> <s> </s>, 256 byte tokens, then `pieces` with their scores (ids from 259).
@@ -368,7 +224,7 @@ std::unique_ptr<Tokenizer> tiny_bpe(const std::vector<std::string>& merges) {
   v.type.assign(v.text.size(), TokenType::Normal);
   v.type.back() = TokenType::Control;
   v.eos = 7;
-  return detail::make_bpe_tokenizer(std::move(v), merges, PreTokenizer::Gpt2, false);
+  return detail::make_bpe_tokenizer(std::move(v), merges, PreTokenizer::from_name("gpt-2"));
 }
 
 TEST(Bpe, LowestRankMergesFirst) {
@@ -390,7 +246,8 @@ TEST(Bpe, IgnoreMergesTakesWholeWordTokens) {
   auto make = [](bool ignore_merges) {
     Vocab v;
     v.text = {"a", "b", "c", "abc"};
-    return detail::make_bpe_tokenizer(std::move(v), {}, PreTokenizer::Llama3, ignore_merges);
+    // llama-bpe takes whole-word tokens first; dbrx has the same split without.
+    return detail::make_bpe_tokenizer(std::move(v), {}, PreTokenizer::from_name(ignore_merges ? "llama-bpe" : "dbrx"));
   };
   EXPECT_EQ(make(true)->encode("abc", false), (std::vector<Token>{3}));
   EXPECT_EQ(make(false)->encode("abc", false), (std::vector<Token>{0, 1, 2}));
@@ -447,6 +304,8 @@ void check_vectors(const std::string& name, size_t want_cases) {
 
 TEST(Vectors, LlamaSpm) { check_vectors("ggml-vocab-llama-spm.gguf", 46); }
 TEST(Vectors, Gpt2) { check_vectors("ggml-vocab-gpt-2.gguf", 46); }
+TEST(Vectors, DeepseekCoder) { check_vectors("ggml-vocab-deepseek-coder.gguf", 46); }
+TEST(Vectors, Refact) { check_vectors("ggml-vocab-refact.gguf", 46); }
 
 // Byte-level BPE and SPM with byte fallback are lossless, even on invalid UTF-8.
 TEST(Vectors, RandomBytesRoundTrip) {
@@ -577,6 +436,25 @@ TEST(FromGguf, BadMetadataIsAnError) {
   EXPECT_ERROR(from_writer(tiny_spm_writer("bert")), "'bert' is not supported");                 // unsupported kind
   EXPECT_ERROR(from_writer(tiny_spm_writer("gpt2")),
                "gpt2 tokenizer without tokenizer.ggml.merges");  // gpt2 without merges
+}
+
+// A byte-level BPE file naming its pre-tokenizer: the name decides BOS defaults, and an unknown
+// name is an error (it used to fall back to GPT-2's split silently).
+TEST(FromGguf, PreTokenizerNameDecides) {
+  auto bpe = [](const std::string& pre) {
+    gguf::Writer w;
+    w.set_string("tokenizer.ggml.model", "gpt2");
+    if (!pre.empty()) w.set_string("tokenizer.ggml.pre", pre);
+    w.set_string_array("tokenizer.ggml.tokens", {"a", "b", "ab", "<s>"});
+    w.set_string_array("tokenizer.ggml.merges", {"a b"});
+    w.set_u32("tokenizer.ggml.bos_token_id", 3);
+    return w;
+  };
+  EXPECT_EQ(from_writer(bpe("llama-bpe"))->encode("ab", true), (std::vector<Token>{3, 2}));  // adds BOS
+  EXPECT_EQ(from_writer(bpe("qwen2"))->encode("ab", true), (std::vector<Token>{2}));
+  EXPECT_EQ(from_writer(bpe(""))->encode("ab", true), (std::vector<Token>{2}));  // llama.cpp's "default"
+  EXPECT_ERROR(from_writer(bpe("qwen-9000")), "unknown pre-tokenizer 'qwen-9000'");
+  EXPECT_ERROR(from_writer(bpe("gemma4")), "'gemma4' is SPM-style BPE");
 }
 
 }  // namespace

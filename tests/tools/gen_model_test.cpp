@@ -11,6 +11,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <cstring>
@@ -375,6 +376,35 @@ TEST(GenModel, SpmVocab) {
   EXPECT_EQ(p.file->get_int("tokenizer.ggml.eos_token_id"), 2);
   EXPECT_EQ(p.file->get_int("tokenizer.ggml.unknown_token_id"), 0);
   EXPECT_EQ(p.file->get_bool_opt("tokenizer.ggml.add_bos_token"), true);
+}
+
+TEST(GenModel, ChatTemplateAndItsControlTokens) {
+  GenModelOptions o;
+  const Parsed plain = make(o);
+  EXPECT_FALSE(plain.file->find("tokenizer.chat_template"));
+
+  o.chat_template = "chatml";
+  o.control_tokens = {"<|im_start|>", "<|im_end|>", "</s>", "<|im_start|>"};  // known and repeated ones once
+  const Parsed p = make(o);
+  EXPECT_EQ(p.file->get_string("tokenizer.chat_template"), "chatml");
+  const auto tokens = p.file->get_string_array("tokenizer.ggml.tokens");
+  const auto types = p.file->get_int_array("tokenizer.ggml.token_type");
+  ASSERT_EQ(tokens.size(), 320u);  // the preset's vocabulary size: the tensors keep their shape
+  EXPECT_EQ(tokens[318], "<|im_start|>");
+  EXPECT_EQ(tokens[319], "<|im_end|>");
+  EXPECT_EQ(types[318], 3);
+  EXPECT_EQ(types[319], 3);
+  EXPECT_EQ(std::count(tokens.begin(), tokens.end(), "</s>"), 1);
+  // Everything before them is the plain vocabulary.
+  const auto base = plain.file->get_string_array("tokenizer.ggml.tokens");
+  EXPECT_TRUE(std::equal(tokens.begin(), tokens.begin() + 318, base.begin()));
+
+  // A control token never doubles as a piece; a full vocabulary says so.
+  const GenVocab v = gen_vocab(2000, {"ab"});
+  EXPECT_EQ(std::count(v.tokens.begin(), v.tokens.end(), "ab"), 1);
+  EXPECT_EQ(v.types.back(), 3);
+  EXPECT_ERROR(gen_vocab(259, {"<x>"}), "no room for 1 control tokens");
+  EXPECT_ERROR(gen_vocab(300, {""}), "an empty control token");
 }
 
 TEST(GenModel, BadOptionsThrow) {

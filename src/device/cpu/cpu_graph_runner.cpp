@@ -127,6 +127,9 @@ void CpuGraphRunner::check_step(const Step& step) const {
       fail("cpu", "slot {}: step at position {} but the cache holds {} positions", q.seq, q.pos0, n_cached_[q.seq]);
     if (int64_t{q.pos0} + q.n_tokens > opt_.n_ctx)
       fail("cpu", "slot {}: context full: {} + {} tokens exceed -c {}", q.seq, q.pos0, q.n_tokens, opt_.n_ctx);
+    if (q.score_from < 0 || q.score_from + static_cast<int64_t>(q.score_next.size()) > q.n_tokens)
+      fail("cpu", "slot {}: scoring rows {}..+{} outside its {} tokens", q.seq, q.score_from, q.score_next.size(),
+           q.n_tokens);
     total += q.n_tokens;
   }
   if (total != n_tokens) fail("cpu", "the sequences hold {} tokens, the step {}", total, n_tokens);
@@ -139,14 +142,30 @@ StepResult CpuGraphRunner::run(const Step& step) {
   ++step_id_;
   std::vector<int32_t> pos;
   std::vector<int64_t> kv_row, out_rows;
+  // Per sequence, where in out_rows its scored rows start and where its last row is (-1: none).
+  std::vector<int64_t> score_at(step.seqs.size(), -1), last_at(step.seqs.size(), -1);
   pos.reserve(n_tokens);
   kv_row.reserve(n_tokens);
-  for (const StepSeq& q : step.seqs) {
+  for (size_t k = 0; k < step.seqs.size(); ++k) {
+    const StepSeq& q = step.seqs[k];
+    const int64_t first = static_cast<int64_t>(pos.size());
     for (int32_t t = 0; t < q.n_tokens; ++t) {
       pos.push_back(q.pos0 + t);
       kv_row.push_back(int64_t{q.seq} * opt_.n_ctx + q.pos0 + t);
     }
-    if (q.want_candidates || q.want_logits) out_rows.push_back(static_cast<int64_t>(pos.size()) - 1);
+    if (!q.score_next.empty()) {
+      score_at[k] = static_cast<int64_t>(out_rows.size());
+      for (size_t j = 0; j < q.score_next.size(); ++j) out_rows.push_back(first + q.score_from + int64_t(j));
+    }
+    if (q.want_candidates || q.want_logits) {
+      const int64_t last = first + q.n_tokens - 1;
+      if (!out_rows.empty() && out_rows.back() == last) {
+        last_at[k] = static_cast<int64_t>(out_rows.size()) - 1;  // scored already: computed once
+      } else {
+        last_at[k] = static_cast<int64_t>(out_rows.size());
+        out_rows.push_back(last);
+      }
+    }
   }
   for (int i = 0; i < static_cast<int>(graph_.nodes.size()); ++i) {
     const auto ts = Clock::now();
@@ -168,12 +187,15 @@ StepResult CpuGraphRunner::run(const Step& step) {
   if (graph_.has_logits) {
     // The output node computed the logits of out_rows only, one row each (see matmul).
     const int64_t nv = graph_.vocab.size();
+    const auto first_id = static_cast<Token>(graph_.vocab.begin);
     r.seqs.resize(step.seqs.size());
-    int64_t row = 0;
     for (size_t k = 0; k < step.seqs.size(); ++k) {
       const StepSeq& q = step.seqs[k];
-      if (!q.want_candidates && !q.want_logits) continue;
-      const float* l = o + row++ * nv;
+      for (size_t j = 0; j < q.score_next.size(); ++j)
+        r.seqs[k].scores.push_back(model::slice_score(o + (score_at[k] + int64_t(j)) * nv, first_id,
+                                                      static_cast<int32_t>(nv), q.score_next[j]));
+      if (last_at[k] < 0) continue;
+      const float* l = o + last_at[k] * nv;
       if (q.want_candidates)
         r.seqs[k].candidates = model::local_candidates(l, static_cast<Token>(graph_.vocab.begin),
                                                        static_cast<int32_t>(nv), q.sampling, q.recent);

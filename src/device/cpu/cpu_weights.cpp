@@ -91,6 +91,7 @@ kernels::WeightMatrix WeightStore::matrix(const gguf::File& f, const parallel::W
     uint8_t* dst = allocate(n * m.rows + 64);
     for (int64_t r = 0; r < m.rows; ++r) std::memcpy(dst + n * r, m.data + m.row_stride * r + off, n);
     copied_ += n * m.rows;
+    f.release(m.data, m.row_stride * m.rows);  // other devices' columns fault back in if they still read them
     m.data = dst;
     m.cols = s.range.size();
     m.row_stride = n;
@@ -101,6 +102,7 @@ kernels::WeightMatrix WeightStore::matrix(const gguf::File& f, const parallel::W
     uint8_t* dst = allocate(n + 64);
     std::memcpy(dst, m.data, n);
     copied_ += n;
+    f.release(m.data, n);
     m.data = dst;
   }
   return m;
@@ -112,6 +114,7 @@ std::vector<float> WeightStore::vector(const gguf::File& f, const parallel::Weig
   std::vector<float> all(n);
   if (n % block_size(t.type)) fail("cpu", "tensor '{}' length {} is not whole blocks", s.tensor, n);
   kernels::kernels_for(t.type).dequantize(t.data, all.data(), n);
+  f.release(t.data, t.n_bytes);
   if (s.kind == Kind::Rows) {
     WEFT_ASSERT(s.range.begin >= 0 && s.range.end <= n);
     return {all.begin() + s.range.begin, all.begin() + s.range.end};

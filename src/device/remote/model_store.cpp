@@ -22,22 +22,62 @@ std::string default_cache_dir() {
   return "";
 }
 
+namespace {
+
+// The files a model at `path` is read from: a split model's parts, or the file alone.
+std::vector<std::string> model_files(const std::string& path) {
+  std::vector<std::string> parts = gguf::split_parts_named_by(path);
+  return parts.empty() ? std::vector<std::string>{path} : parts;
+}
+
+// SHA-256 of one file, or of a split model's parts' hashes in order.
+std::string files_hash(const std::vector<std::string>& files) {
+  if (files.size() == 1) return net::sha256_file_hex(files[0], /*remember_in_file=*/true);
+  std::string all = "weft-split-model/1";
+  for (const auto& f : files) {
+    all += '\n';
+    all += net::sha256_file_hex(f, /*remember_in_file=*/true);
+  }
+  return net::sha256_hex({reinterpret_cast<const uint8_t*>(all.data()), all.size()});
+}
+
+// Total size of the files; nullopt when one is missing or not a regular file.
+std::optional<uint64_t> files_size(const std::vector<std::string>& files) {
+  uint64_t n = 0;
+  for (const auto& f : files) {
+    std::error_code ec;
+    if (!fs::is_regular_file(f, ec)) return std::nullopt;
+    n += fs::file_size(f, ec);
+    if (ec) return std::nullopt;
+  }
+  return n;
+}
+
+}  // namespace
+
+ModelId model_id_of(const gguf::File& f) {
+  if (f.part_paths().empty()) return {};  // parsed from memory
+  return {f.total_size(), files_hash(f.part_paths()), fs::path(f.path()).filename().string()};
+}
+
 std::optional<std::string> find_model(const std::string& dir, const ModelId& model) {
   if (!model.known()) return std::nullopt;
   std::error_code ec;
-  std::vector<std::string> candidates;
+  std::vector<std::vector<std::string>> candidates;  // each: a model's files, the first named as the model
   for (const auto& e : fs::directory_iterator(dir, ec)) {
     std::error_code e2;
-    if (e.path().extension() != ".gguf" || !e.is_regular_file(e2) || e.file_size(e2) != model.size) continue;
+    if (e.path().extension() != ".gguf" || !e.is_regular_file(e2)) continue;
+    std::vector<std::string> files = model_files(e.path().string());
+    if (files_size(files) != model.size) continue;
     // The coordinator's file name first: usually the only one that needs hashing.
     if (e.path().filename() == model.file_name)
-      candidates.insert(candidates.begin(), e.path().string());
+      candidates.insert(candidates.begin(), std::move(files));
     else
-      candidates.push_back(e.path().string());
+      candidates.push_back(std::move(files));
   }
   if (ec) fail("worker", "--model-dir '{}': {}", dir, ec.message());
-  for (const auto& path : candidates)
-    if (net::sha256_file_hex(path, /*remember_in_file=*/true) == model.sha256) return path;
+  for (const auto& files : candidates)
+    if (files_hash(files) == model.sha256) return files[0];
   return std::nullopt;
 }
 

@@ -16,9 +16,15 @@
 
 namespace weft::device::remote {
 
+// How the coordinator names its model to workers: the size and SHA-256 of its file, or for a split
+// model the total size of its parts and a SHA-256 over their hashes. Unknown for a model parsed
+// from memory (nothing a worker could hold a copy of).
+ModelId model_id_of(const gguf::File& f);
+
 // $XDG_CACHE_HOME/weft, else $HOME/.cache/weft; empty when neither is set.
 std::string default_cache_dir();
-// A *.gguf file directly in dir with the model's size and hash (files of another size are not read).
+// A *.gguf file directly in dir with the model's size and hash, or the first part of a split model
+// whose parts are all there and match (files of another size are not read).
 std::optional<std::string> find_model(const std::string& dir, const ModelId& model);
 // The entry for key whose bytes match the hash in its name; entries that do not are removed
 // (reported on stderr). None when there is no good entry.

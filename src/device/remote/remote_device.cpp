@@ -1,10 +1,10 @@
 #include "device/remote/remote_device.h"
 
 #include "device/cpu/cpu_device.h"
+#include "device/remote/model_store.h"
 
 #include "core/error.h"
 #include "kernels/quants.h"
-#include "net/content_hash.h"
 #include "net/handshake.h"
 
 #include <unistd.h>
@@ -13,7 +13,6 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
-#include <filesystem>
 #include <functional>
 #include <map>
 #include <mutex>
@@ -32,12 +31,6 @@ constexpr int kBodyTimeoutMs = 60000;  // once a frame has started, the rest mus
 CoordinatorConfig& config() {
   static CoordinatorConfig c;
   return c;
-}
-
-ModelId model_id(const gguf::File& f) {
-  if (f.path().empty()) return {};  // parsed from memory: nothing a worker could have a copy of
-  return {f.file_size(), net::sha256_file_hex(f.path(), /*remember_in_file=*/true),
-          std::filesystem::path(f.path()).filename().string()};
 }
 
 // Gathers a stream of pieces into frames of kChunkBytes. Pieces of the model mapping are sent from
@@ -273,7 +266,7 @@ void RemoteDevice::load(const parallel::DeviceGraph& graph, const gguf::File& we
     net::ByteWriter w;
     write_graph(w, g);
     write_load_options(w, opt);
-    write_model_id(w, model_id(weights));
+    write_model_id(w, model_id_of(weights));
     write_slices(w, specs);
     send(MsgType::Load, w.data());
     net::Frame f = await(MsgType::LoadSource);

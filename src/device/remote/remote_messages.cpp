@@ -282,6 +282,8 @@ void write_step(ByteWriter& w, const Step& s) {
     w.u8(q.want_logits);
     write_sampling(w, q.sampling);
     w.i32s(q.recent);
+    w.i32(q.score_from);
+    w.i32s(q.score_next);
   }
 }
 // Checks the shape only; the device checks slots and positions against what it holds.
@@ -302,6 +304,11 @@ Step read_step(ByteReader& r) {
     q.want_logits = r.boolean("want logits");
     q.sampling = read_sampling(r);
     q.recent = r.i32s("recent tokens", kMaxTokens);
+    q.score_from = r.i32("score from");
+    q.score_next = r.i32s("scored tokens", kMaxTokens);
+    if (q.score_from < 0 || q.score_from + static_cast<int64_t>(q.score_next.size()) > q.n_tokens)
+      fail("net", "step: scoring rows {}..+{} outside a sequence of {} tokens", q.score_from, q.score_next.size(),
+           q.n_tokens);
   }
   if (total != static_cast<int64_t>(s.tokens.size()))
     fail("net", "step: sequences hold {} tokens, the step {}", total, s.tokens.size());
@@ -318,6 +325,12 @@ void write_step_result(ByteWriter& w, const StepResult& s, const DeviceStats& st
       w.f32(c.logit);
     }
     w.f32s(q.logits);
+    w.u32(static_cast<uint32_t>(q.scores.size()));
+    for (const model::SliceScore& c : q.scores) {
+      w.f32(c.max);
+      w.f64(c.sum_exp);
+      w.f32(c.target);
+    }
   }
   w.f32s(s.output);
   w.u32(static_cast<uint32_t>(st.op_seconds.size()));
@@ -337,6 +350,12 @@ StepResult read_step_result(ByteReader& r, DeviceStats& st) {
       c.logit = r.f32("candidate logit");
     }
     q.logits = r.f32s("logits", kMaxFloats);
+    q.scores.resize(r.count("scores", kMaxTokens, 16));
+    for (model::SliceScore& c : q.scores) {
+      c.max = r.f32("score max");
+      c.sum_exp = r.f64("score sum");
+      c.target = r.f32("score target");
+    }
   }
   s.output = r.f32s("output", kMaxFloats);
   const uint32_t nops = r.count("op stats", st.op_seconds.size(), 8);
