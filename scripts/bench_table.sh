@@ -18,6 +18,7 @@ CONFIGS=(
   "--devices cpu:1,cpu:1 -sm layer"
 )
 out=bench/results.md
+sections=$(awk '/^## / { f = 1 } f' "$out" 2>/dev/null || true)  # kept: other scripts' sections (bench_moe.sh)
 for type in $TYPES; do
   model=models/weft-500m-$type.gguf
   [ -f "$model" ] || "$WEFT" gen-model --preset 500m --type "$type" -o "$model" 2>/dev/null
@@ -36,3 +37,4 @@ for line in sys.stdin:
     print("| %s | %.2f MiB | %.2f M | %s | %d | %s | %s | %.2f ± %.2f |" % (r["model_type"], r["model_size"] / 2**20,
           r["model_n_params"] / 1e6, r["devices"], r["n_threads"], r["split_mode"], test, r["avg_ts"], r["stddev_ts"]))
 ' | tee "$out"
+if [ -n "$sections" ]; then printf '\n%s\n' "$sections" >>"$out"; fi

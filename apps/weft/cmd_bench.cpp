@@ -231,6 +231,8 @@ Action add_bench(CLI::App& app) {
   cmd->add_option("--split-mode", a->split_mode, "(-sm) none | layer | tensor, comma separated");
   cmd->add_option("--tensor-split", a->tensor_split, "(-ts) shares as 3/1, comma separated sets");
   cmd->add_option("--mmp", a->mmap, "(-mmp) 0 | 1: weights read from the file mapping, comma separated");
+  cmd->add_option("--moe-split", a->base.moe_split, "mixtures of experts: auto | tensor | expert")
+      ->check(CLI::IsMember({"auto", "tensor", "expert"}));
   cmd->add_option("-r,--repetitions", a->reps, "repetitions of each test")->check(CLI::Range(1, 1000));
   cmd->add_option("-o,--output", a->output, "md | csv | json | jsonl")
       ->check(CLI::IsMember({"md", "csv", "json", "jsonl"}));
