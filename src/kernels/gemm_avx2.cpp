@@ -74,6 +74,7 @@ WEFT_TARGET_AVX2 void tile(const uint8_t* panel, size_t block_bytes, int64_t nb,
 struct Avx2Gemm {
   // 16 ymm registers: 2 tokens x (2 int32 + 2 float accumulators) plus four weight vectors.
   static constexpr int kTokens = 2;
+  static constexpr bool kRepacked = false;
   template <int kScales, bool kMin, bool kCorr, int T>
   static constexpr TileFn tile = gemm::tile<kScales, kMin, kCorr, T>;
   static void pack(const WeightMatrix& w, int64_t r0, int n_rows, uint8_t* panel, size_t) {

@@ -28,8 +28,39 @@
 namespace weft::kernels::gemm {
 namespace {
 
-// A TileFn (gemm_q8.h): the lanes of rows past n_rows are computed but not stored.
-template <int kScales, bool kMin, bool kCorr, int T>
+WEFT_TARGET_AVX512 inline __m512i low_nibbles(__m512i v) { return _mm512_and_si512(v, _mm512_set1_epi8(0x0F)); }
+WEFT_TARGET_AVX512 inline __m512i high_nibbles(__m512i v) {
+  return _mm512_and_si512(_mm512_srli_epi16(v, 4), _mm512_set1_epi8(0x0F));
+}
+
+// Where a tile finds a block's group vectors (16 rows x 4 levels), scales and mins: a panel packed
+// for this call (PanelFormat) ...
+struct PackedBlock {
+  WEFT_TARGET_AVX512 static __m512i group(const uint8_t* pb, int g) { return _mm512_loadu_si512(pb + 64 * g); }
+  WEFT_TARGET_AVX512 static __m512 scale(const uint8_t* pb, int s) {
+    return _mm512_loadu_ps(pb + kGroups * 64 + 64 * s);
+  }
+  WEFT_TARGET_AVX512 static __m512 min(const uint8_t* pb, int n_scales) {
+    return _mm512_loadu_ps(pb + kGroups * 64 + 64 * n_scales);
+  }
+};
+
+// ... or a Q4_0 panel repacked at load (gemm_q8.h): groups g and g + 4 are the low and high
+// nibbles of one vector (loaded twice: the second load hits L1), the scales fp16.
+struct Q4_0PanelBlock {
+  WEFT_TARGET_AVX512 static __m512i group(const uint8_t* pb, int g) {
+    const __m512i v = _mm512_loadu_si512(pb + 64 * (g % 4));
+    return g < 4 ? low_nibbles(v) : high_nibbles(v);
+  }
+  WEFT_TARGET_AVX512 static __m512 scale(const uint8_t* pb, int) {
+    return _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(pb + 4 * 64)));
+  }
+  WEFT_TARGET_AVX512 static __m512 min(const uint8_t*, int) { return _mm512_setzero_ps(); }
+};
+
+// A TileFn (gemm_q8.h) reading blocks through Src: the lanes of rows past n_rows are computed but
+// not stored.
+template <class Src, int kScales, bool kMin, bool kCorr, int T>
 WEFT_TARGET_AVX512 void tile(const uint8_t* panel, size_t block_bytes, int64_t nb, const ActBlock* act,
                              int64_t act_stride, float* y, int64_t ldy, int n_rows) {
   constexpr int kPerScale = kGroups / kScales;
@@ -38,7 +69,6 @@ WEFT_TARGET_AVX512 void tile(const uint8_t* panel, size_t block_bytes, int64_t n
 #pragma GCC unroll 8
   for (int t = 0; t < T; ++t) acc[t] = _mm512_setzero_ps();
   for (int64_t b = 0; b < nb; ++b, panel += block_bytes, act += act_stride) {
-    const auto* sc = reinterpret_cast<const float*>(panel + kGroups * 64);
 #pragma GCC unroll 2
     for (int s = 0; s < kScales; ++s) {
       __m512i sumi[T];
@@ -47,18 +77,18 @@ WEFT_TARGET_AVX512 void tile(const uint8_t* panel, size_t block_bytes, int64_t n
         sumi[t] = kCorr ? _mm512_set1_epi32(s == 0 ? act[t].c0 : act[t].c1) : _mm512_setzero_si512();
 #pragma GCC unroll 8
       for (int g = s * kPerScale; g < (s + 1) * kPerScale; ++g) {
-        const __m512i w = _mm512_loadu_si512(panel + 64 * g);
+        const __m512i w = Src::group(panel, g);
 #pragma GCC unroll 8
         for (int t = 0; t < T; ++t)
           sumi[t] = _mm512_dpbusd_epi32(sumi[t], w, _mm512_set1_epi32(load_i32(act[t].q + 4 * g)));
       }
-      const __m512 scale = _mm512_loadu_ps(sc + 16 * s);
+      const __m512 scale = Src::scale(panel, s);
 #pragma GCC unroll 8
       for (int t = 0; t < T; ++t)
         acc[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(sumi[t]), _mm512_mul_ps(scale, _mm512_set1_ps(act[t].d)), acc[t]);
     }
     if constexpr (kMin) {
-      const __m512 mn = _mm512_loadu_ps(sc + 16 * kScales);
+      const __m512 mn = Src::min(panel, kScales);
 #pragma GCC unroll 8
       for (int t = 0; t < T; ++t) acc[t] = _mm512_fmadd_ps(mn, _mm512_set1_ps(act[t].s), acc[t]);
     }
@@ -145,11 +175,6 @@ WEFT_TARGET_AVX512 inline __m512 fp16_lanes(const PanelRows& rows, size_t off) {
 WEFT_TARGET_AVX512 inline void store_groups(uint8_t* pb, const __m512i q[kGroups]) {
 #pragma GCC unroll 8
   for (int g = 0; g < kGroups; ++g) _mm512_store_si512(pb + 64 * g, q[g]);
-}
-
-WEFT_TARGET_AVX512 inline __m512i low_nibbles(__m512i v) { return _mm512_and_si512(v, _mm512_set1_epi8(0x0F)); }
-WEFT_TARGET_AVX512 inline __m512i high_nibbles(__m512i v) {
-  return _mm512_and_si512(_mm512_srli_epi16(v, 4), _mm512_set1_epi8(0x0F));
 }
 
 // The u32 at rows.p[r] + off of each row, as 16 lanes.
@@ -312,11 +337,20 @@ void pack(const WeightMatrix& w, int64_t r0, int n_rows, uint8_t* panel, size_t 
 
 struct Avx512Gemm {
   static constexpr int kTokens = kTileTokens;
+  static constexpr bool kRepacked = false;
   template <int kScales, bool kMin, bool kCorr, int T>
-  static constexpr TileFn tile = gemm::tile<kScales, kMin, kCorr, T>;
+  static constexpr TileFn tile = gemm::tile<PackedBlock, kScales, kMin, kCorr, T>;
   static void pack(const WeightMatrix& w, int64_t r0, int n_rows, uint8_t* panel, size_t bb) {
     gemm::pack(w, r0, n_rows, panel, bb);
   }
+};
+
+struct Avx512Q4_0Panels {
+  static constexpr int kTokens = kTileTokens;
+  static constexpr bool kRepacked = true;
+  static constexpr size_t kBlockBytes = kQ4_0PanelBytes;
+  template <int kScales, bool kMin, bool kCorr, int T>
+  static constexpr TileFn tile = gemm::tile<Q4_0PanelBlock, kScales, kMin, kCorr, T>;
 };
 
 }  // namespace
@@ -324,6 +358,11 @@ struct Avx512Gemm {
 template <>
 GemmFn find<Isa::Avx512>(DType t) {
   return has_panel(t) ? gemm_driver<Avx512Gemm> : nullptr;
+}
+
+GemmFn find_repacked(Isa isa, DType t) {
+  if (isa != Isa::Avx512 || !isa_supported(isa) || !has_repacked(t)) return nullptr;
+  return gemm_driver<Avx512Q4_0Panels>;
 }
 
 }  // namespace weft::kernels::gemm

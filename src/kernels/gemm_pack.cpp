@@ -258,6 +258,32 @@ void gemm_ref(const WeightMatrix& w, int64_t r0, int64_t r1, const ActBlock* act
   }
 }
 
+bool has_repacked(DType t) { return t == DType::Q4_0; }
+
+size_t repacked_bytes(const WeightMatrix& w) {
+  WEFT_ASSERT(has_repacked(w.type) && w.cols % kQK == 0);
+  const int64_t n_panels = (w.rows + kPanelRows - 1) / kPanelRows;
+  return static_cast<size_t>(n_panels * (w.cols / kQK)) * kQ4_0PanelBytes;
+}
+
+void repack(const WeightMatrix& w, uint8_t* dst) {
+  WEFT_ASSERT(w.layout == WeightLayout::Rows);
+  const int64_t nb = w.cols / kQK, n_panels = (w.rows + kPanelRows - 1) / kPanelRows;
+  for (int64_t p = 0; p < n_panels; ++p) {
+    uint8_t* out = dst + p * nb * kQ4_0PanelBytes;
+    const int n_rows = static_cast<int>(std::min<int64_t>(kPanelRows, w.rows - p * kPanelRows));
+    if (n_rows < kPanelRows) std::memset(out, 0, nb * kQ4_0PanelBytes);  // absent rows: zero scale and levels
+    for (int r = 0; r < n_rows; ++r) {
+      const auto* blocks = reinterpret_cast<const BlockQ4_0*>(w.data + (p * kPanelRows + r) * w.row_stride);
+      for (int64_t b = 0; b < nb; ++b) {
+        uint8_t* ob = out + b * kQ4_0PanelBytes;
+        for (int k = 0; k < 4; ++k) std::memcpy(ob + 64 * k + 4 * r, blocks[b].qs + 4 * k, 4);
+        std::memcpy(ob + 4 * 64 + 2 * r, &blocks[b].d, 2);
+      }
+    }
+  }
+}
+
 uint8_t* panel_buffer(size_t n_bytes) {
   thread_local std::vector<uint8_t> buf;
   if (buf.size() < n_bytes + 64) buf.resize(n_bytes + 64);

@@ -89,6 +89,20 @@ GemmFn find<Isa::Avx512>(DType t);
 // The same for a level chosen at run time; nullptr too where this CPU cannot run `isa`.
 GemmFn find(Isa isa, DType t);
 
+// ---- matrices repacked at load (WeightLayout::Panels) ----
+//
+// Q4_0 as panels: panel p (rows 16p .. 16p + 15; rows past the matrix are zero) holds its 32-value
+// blocks one after another, each kQ4_0PanelBytes: 4 x 64 bytes whose dword lane r of vector k is
+// bytes 4k .. 4k + 3 of row r's qs (low nibbles: group k, high nibbles: group k + 4, as in ggml's
+// block), then the 16 rows' fp16 scales. Same size as ggml's blocks; unpacking is two ops per
+// vector in registers.
+constexpr size_t kQ4_0PanelBytes = 4 * 64 + 2 * kPanelRows;
+bool has_repacked(DType t);
+size_t repacked_bytes(const WeightMatrix& w);
+void repack(const WeightMatrix& w, uint8_t* dst);  // w in Rows layout
+// The GEMM over a repacked matrix at ISA level `isa` (nullptr: none, so nothing may be repacked).
+GemmFn find_repacked(Isa isa, DType t);
+
 // ---- the driver every ISA's GEMM runs, written once ----
 
 // Tokens per pass over a panel: their activation blocks (48 bytes per 32 values) stay in L2
@@ -104,7 +118,8 @@ using TileFn = void (*)(const uint8_t* panel, size_t block_bytes, int64_t nb, co
 uint8_t* panel_buffer(size_t n_bytes);
 
 // G, an ISA's micro-kernel: kTokens (widest tile), tile<kScales, kMin, kCorr, T> (a TileFn for
-// T = 1..kTokens) and pack(w, r0, n_rows, panel, block_bytes) (pack_panel or a faster equal).
+// T = 1..kTokens) and either pack(w, r0, n_rows, panel, block_bytes) (pack_panel or a faster
+// equal) with kRepacked false, or kRepacked true and kBlockBytes (panels read in place).
 template <class G, int kScales, bool kMin, bool kCorr, int... T>
 constexpr std::array<TileFn, sizeof...(T)> tiles_of(std::integer_sequence<int, T...>) {
   return {G::template tile<kScales, kMin, kCorr, T + 1>...};
@@ -121,21 +136,30 @@ const TileFn* tiles_for(const PanelFormat& f) {
 }
 
 // A GemmFn: chunks of kTokenChunk tokens; per chunk each panel of rows [r0, r1) is packed once
-// and every tile of the chunk's tokens passes over it.
+// (or read where it was repacked at load) and every tile of the chunk's tokens passes over it.
 template <class G>
 void gemm_driver(const WeightMatrix& w, int64_t r0, int64_t r1, const ActBlock* act, int64_t n_tokens, float* y,
                  int64_t ldy) {
   WEFT_ASSERT(r0 % kPanelRows == 0 && r0 <= r1 && r1 <= w.rows);
+  WEFT_ASSERT((w.layout == WeightLayout::Panels) == G::kRepacked);
   const PanelFormat f = panel_format(w.type);
   const TileFn* tiles = tiles_for<G>(f);
   const int64_t nb = w.cols / kQK;
-  const size_t bb = f.block_bytes();
-  uint8_t* panel = panel_buffer(bb * nb);
+  size_t bb = f.block_bytes();
+  uint8_t* buffer = nullptr;
+  if constexpr (G::kRepacked)
+    bb = G::kBlockBytes;
+  else
+    buffer = panel_buffer(bb * nb);
   for (int64_t c0 = 0; c0 < n_tokens; c0 += kTokenChunk) {
     const int64_t c1 = std::min(n_tokens, c0 + kTokenChunk);
     for (int64_t p = r0; p < r1; p += kPanelRows) {
       const int n_rows = static_cast<int>(std::min<int64_t>(kPanelRows, r1 - p));
-      G::pack(w, p, n_rows, panel, bb);
+      const uint8_t* panel = buffer;
+      if constexpr (G::kRepacked)
+        panel = w.data + p / kPanelRows * nb * bb;
+      else
+        G::pack(w, p, n_rows, buffer, bb);
       for (int64_t t = c0; t < c1; t += G::kTokens) {
         const int64_t n_t = std::min<int64_t>(G::kTokens, c1 - t);
         tiles[n_t - 1](panel, bb, nb, act + t, n_tokens, y + t * ldy + p, ldy, n_rows);

@@ -48,8 +48,10 @@ void prompt_block(const TypeKernels& k, const WeightMatrix& w, const ActRows& ac
     k.rows_dot(w.cols, nr, w.data + r0 * ws, ws, act.data + t * act.stride, y + t * ldy + r0);
 }
 
-gemm::GemmFn gemm_kernel(const TypeKernels& k, int64_t n_tokens) {
-  // The GEMM of the level the activations are quantized at (k.quantize_act).
+gemm::GemmFn gemm_kernel(const TypeKernels& k, const WeightMatrix& w, int64_t n_tokens) {
+  // The GEMM of the level the activations are quantized at (k.quantize_act); a repacked matrix has
+  // no other kernel (repack only makes one where find_repacked has it).
+  if (w.layout == WeightLayout::Panels) return gemm::find_repacked(k.isa, w.type);
   return n_tokens < kGemmMinTokens ? nullptr : gemm::find(k.isa, k.type);
 }
 
@@ -71,7 +73,7 @@ constexpr int kGemmLayouts = 1000;
 
 int activation_layout(const WeightMatrix& w, int64_t n_tokens) {
   const TypeKernels& k = kernels_for(w.type);
-  if (gemm_kernel(k, n_tokens)) return kGemmLayouts + static_cast<int>(w.type);
+  if (gemm_kernel(k, w, n_tokens)) return kGemmLayouts + static_cast<int>(w.type);
   return static_cast<int>(k.act_type);
 }
 
@@ -80,7 +82,7 @@ void prepare_activations(const WeightMatrix& w, const float* x, int64_t ldx, int
   if (n_tokens <= 0) return;
   const TypeKernels& k = kernels_for(w.type);
   const int64_t n = w.cols;
-  if (gemm_kernel(k, n_tokens)) {  // quantized per token, then spread into blocks across tokens
+  if (gemm_kernel(k, w, n_tokens)) {  // quantized per token, then spread into blocks across tokens
     const size_t act_bytes = sizeof(gemm::ActBlock) * (n / gemm::kQK) * n_tokens;
     if (scratch.act.size() < act_bytes) scratch.act.resize(act_bytes);
     auto* act = reinterpret_cast<gemm::ActBlock*>(scratch.act.data());
@@ -112,7 +114,7 @@ void matmul_prepared(const WeightMatrix& w, const float* x, int64_t ldx, int64_t
   check_shapes(w, ldx, n_tokens, ldy);
   if (w.rows == 0 || n_tokens == 0) return;
   const TypeKernels& k = kernels_for(w.type);
-  if (const gemm::GemmFn gemm = gemm_kernel(k, n_tokens)) {  // each thread over its 16-row aligned panels
+  if (const gemm::GemmFn gemm = gemm_kernel(k, w, n_tokens)) {  // each thread over its 16-row aligned panels
     const auto* act = reinterpret_cast<const gemm::ActBlock*>(scratch.act.data());
     pool.parallel_for(w.rows, kRowAlign, [&](int64_t b, int64_t e) { gemm(w, b, e, act, n_tokens, y, ldy); });
     return;
@@ -150,8 +152,26 @@ void matmul(const WeightMatrix& w, const float* x, int64_t ldx, int64_t n_tokens
   matmul_prepared(w, x, ldx, n_tokens, y, ldy, pool, scratch);
 }
 
+bool can_repack(const WeightMatrix& w) {
+  return w.layout == WeightLayout::Rows && w.cols % gemm::kQK == 0 && gemm::has_repacked(w.type) &&
+         gemm::find_repacked(kernels_for(w.type).isa, w.type);
+}
+
+size_t repacked_bytes(const WeightMatrix& w) { return gemm::repacked_bytes(w); }
+
+WeightMatrix repack(const WeightMatrix& w, uint8_t* dst) {
+  WEFT_ASSERT(can_repack(w) && reinterpret_cast<uintptr_t>(dst) % 64 == 0);
+  gemm::repack(w, dst);
+  WeightMatrix out = w;
+  out.data = dst;
+  out.row_stride = row_bytes(w.type, w.cols);
+  out.layout = WeightLayout::Panels;
+  return out;
+}
+
 void matmul_ref(const WeightMatrix& w, const float* x, int64_t ldx, int64_t n_tokens, float* y, int64_t ldy) {
   check_shapes(w, ldx, n_tokens, ldy);
+  WEFT_ASSERT(w.layout == WeightLayout::Rows);
   std::vector<float> row(static_cast<size_t>(w.cols));
   for (int64_t r = 0; r < w.rows; ++r) {
     dequantize_row_ref(w.type, w.data + r * w.row_stride, row.data(), w.cols);

@@ -10,15 +10,30 @@
 
 namespace weft::kernels {
 
-// A weight matrix in ggml layout: `rows` rows of `cols` elements, each row `row_stride` bytes.
-// y = W x computes one output per row.
+// How a matrix's bytes are laid out: ggml's rows, or panels of 16 rows repacked once at load
+// (repack) so that every product reads them in place instead of transposing them per call.
+enum class WeightLayout : uint8_t { Rows, Panels };
+
+// A weight matrix: `rows` rows of `cols` elements, each row `row_stride` bytes in ggml layout (or
+// the same bytes as panels, see WeightLayout). y = W x computes one output per row.
 struct WeightMatrix {
   DType type = DType::F32;
   const uint8_t* data = nullptr;
   int64_t rows = 0;
   int64_t cols = 0;
   size_t row_stride = 0;
+  WeightLayout layout = WeightLayout::Rows;
 };
+
+// Panels: weights streamed every step can be stored as 16-row panels in the layout the int8 GEMM
+// reads (Q4_0: the same bytes per block as ggml's, rows interleaved; see gemm_q8.h). Decode and
+// batches then share one kernel that needs no per-call unpacking (llama.cpp's CPU "repack" buffers
+// do the same). Only where this CPU's kernel level has a panel GEMM for the type.
+bool can_repack(const WeightMatrix& w);
+size_t repacked_bytes(const WeightMatrix& w);
+// Writes w (Rows layout; any row_stride, e.g. a column slice of a wider matrix) as panels into dst
+// (repacked_bytes(w), 64-byte aligned) and returns the matrix over them.
+WeightMatrix repack(const WeightMatrix& w, uint8_t* dst);
 
 // Per-thread-pool scratch reused across calls, so decode allocates nothing per token.
 struct MatmulScratch {

@@ -47,14 +47,15 @@ class WeightStoreTest : public testing::TestWithParam<bool> {};  // map_weights
 TEST_P(WeightStoreTest, EverySliceKindHoldsItsPartOfTheTensor) {
   const auto f = one_tensor_file();
   WeightStore reference(-1, true);
-  const kernels::WeightMatrix full = reference.matrix(*f, {"w", Kind::Whole, {}}, true);
+  const kernels::WeightMatrix full = reference.matrix(*f, {"w", Kind::Whole, {}}, WeightStore::Use::Stream);
   ASSERT_EQ(full.data, f->tensor("w").data);  // mapped: zero copy
 
   WeightStore store(-1, GetParam());
-  const auto all = store.matrix(*f, {"w", Kind::Whole, {}}, true);
-  const auto rows = store.matrix(*f, {"w", Kind::Rows, {8, 29}}, true);
-  const auto cols = store.matrix(*f, {"w", Kind::Cols, {32, 96}}, true);
-  const auto table = store.matrix(*f, {"w", Kind::Whole, {}}, false);  // a lookup table: never copied
+  const auto all = store.matrix(*f, {"w", Kind::Whole, {}}, WeightStore::Use::Stream);
+  const auto rows = store.matrix(*f, {"w", Kind::Rows, {8, 29}}, WeightStore::Use::Stream);
+  const auto cols = store.matrix(*f, {"w", Kind::Cols, {32, 96}}, WeightStore::Use::Stream);
+  const auto table =
+      store.matrix(*f, {"w", Kind::Whole, {}}, WeightStore::Use::Lookup);  // a lookup table: never copied
   EXPECT_EQ(table.data, f->tensor("w").data);
   EXPECT_EQ(all.data == f->tensor("w").data, GetParam());
   ASSERT_EQ(rows.rows, 21);
@@ -74,8 +75,8 @@ TEST_P(WeightStoreTest, EverySliceKindHoldsItsPartOfTheTensor) {
 TEST_P(WeightStoreTest, CopiesAreAlignedAndCounted) {
   const auto f = one_tensor_file();
   WeightStore store(-1, GetParam());
-  const auto cols = store.matrix(*f, {"w", Kind::Cols, {0, 64}}, true);
-  const auto rows = store.matrix(*f, {"w", Kind::Rows, {1, 2}}, true);
+  const auto cols = store.matrix(*f, {"w", Kind::Cols, {0, 64}}, WeightStore::Use::Stream);
+  const auto rows = store.matrix(*f, {"w", Kind::Rows, {1, 2}}, WeightStore::Use::Stream);
   EXPECT_EQ(reinterpret_cast<uintptr_t>(cols.data) % 64, 0u);
   const uint64_t col_bytes = row_bytes(DType::Q8_0, 64) * kRows;
   EXPECT_EQ(store.copied_bytes(), col_bytes + (GetParam() ? 0 : row_bytes(DType::Q8_0, kCols)));
@@ -86,9 +87,9 @@ TEST_P(WeightStoreTest, CopiesAreAlignedAndCounted) {
 
 TEST(WeightStore, WithoutRoomForCopiesRowsStayMappedAndColumnsAreStillCopied) {
   const auto f = one_tensor_file();
-  WeightStore store(-1, false, /*reserve_bytes=*/uint64_t{1} << 62);  // more than any machine has
-  const auto rows = store.matrix(*f, {"w", Kind::Rows, {8, 29}}, true);
-  const auto cols = store.matrix(*f, {"w", Kind::Cols, {32, 96}}, true);
+  WeightStore store(-1, false, false, /*reserve_bytes=*/uint64_t{1} << 62);  // more than any machine has
+  const auto rows = store.matrix(*f, {"w", Kind::Rows, {8, 29}}, WeightStore::Use::Stream);
+  const auto cols = store.matrix(*f, {"w", Kind::Cols, {32, 96}}, WeightStore::Use::Stream);
   EXPECT_EQ(rows.data, f->tensor("w").data + 8 * row_bytes(DType::Q8_0, kCols));
   EXPECT_NE(cols.data, nullptr);
   EXPECT_EQ(store.copied_bytes(), row_bytes(DType::Q8_0, 64) * kRows);
@@ -97,7 +98,8 @@ TEST(WeightStore, WithoutRoomForCopiesRowsStayMappedAndColumnsAreStillCopied) {
 TEST(WeightStore, ColumnSliceOffBlockBoundaryIsAnError) {
   const auto f = one_tensor_file();
   WeightStore store(-1, false);
-  EXPECT_ERROR(store.matrix(*f, {"w", Kind::Cols, {16, 96}}, true), "column slice [16, 96) of 'w' is not on");
+  EXPECT_ERROR(store.matrix(*f, {"w", Kind::Cols, {16, 96}}, WeightStore::Use::Stream),
+               "column slice [16, 96) of 'w' is not on");
 }
 
 INSTANTIATE_TEST_SUITE_P(Copy, WeightStoreTest, testing::Values(false));

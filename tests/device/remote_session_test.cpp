@@ -61,8 +61,9 @@ bool wait_for_text(const std::string& path, const std::string& needle, int count
 }
 
 TEST(RemoteSession, CoordinatorKilledMidGenerationLeavesWorkersServing) {
-  const std::string log1 = testing::TempDir() + "/weft_coord_kill_w1",
-                    log2 = testing::TempDir() + "/weft_coord_kill_w2";
+  const std::string tag = std::to_string(::getpid());  // test binaries of other checkouts may run at once
+  const std::string log1 = testing::TempDir() + "/weft_coord_kill_w1_" + tag,
+                    log2 = testing::TempDir() + "/weft_coord_kill_w2_" + tag;
   Worker w1({}, "127.0.0.1", {}, log1), w2({}, "127.0.0.1", {}, log2);
   const std::string ref = greedy_text(stories(), "cpu:1");
   ASSERT_NE(ref.find("exit=0"), std::string::npos) << ref;

@@ -103,8 +103,8 @@ void CpuDevice::call(std::function<void()> job) {
 
 void CpuDevice::load(const parallel::DeviceGraph& graph, const gguf::File& weights, const LoadOptions& opt) {
   call([&] {
-    runner_ =
-        std::make_unique<CpuGraphRunner>(opt_.n_threads, opt_.placement, opt_.spin, opt_.map_weights, group_.get());
+    runner_ = std::make_unique<CpuGraphRunner>(opt_.n_threads, opt_.placement, opt_.spin, opt_.map_weights,
+                                               opt_.repack_mapped, group_.get());
     runner_->load(graph, weights, opt);
   });
 }

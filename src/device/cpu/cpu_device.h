@@ -17,9 +17,10 @@ namespace weft::device {
 struct CpuDeviceOptions {
   int index = 0;  // "cpu:<index>" in messages
   int n_threads = 1;
-  Placement placement;       // cores to pin to, NUMA node
-  bool spin = true;          // see ThreadPool: only when every thread in the process has a core
-  bool map_weights = false;  // see WeightStore: zero copy from the GGUF mapping, not on huge pages
+  Placement placement;         // cores to pin to, NUMA node
+  bool spin = true;            // see ThreadPool: only when every thread in the process has a core
+  bool map_weights = false;    // see WeightStore: zero copy from the GGUF mapping, not on huge pages
+  bool repack_mapped = false;  // see WeightStore
 };
 
 class CpuGraphRunner;

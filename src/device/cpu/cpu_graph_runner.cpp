@@ -17,8 +17,8 @@ using parallel::LocalOp;
 using Clock = std::chrono::steady_clock;
 
 CpuGraphRunner::CpuGraphRunner(int n_threads, const Placement& placement, bool spin, bool map_weights,
-                               parallel::Group* group)
-    : pool_(n_threads, placement, spin), group_(group), store_(placement.numa_node, map_weights) {}
+                               bool repack_mapped, parallel::Group* group)
+    : pool_(n_threads, placement, spin), group_(group), store_(placement.numa_node, map_weights, repack_mapped) {}
 
 void CpuGraphRunner::load(const parallel::DeviceGraph& graph, const gguf::File& f, const LoadOptions& opt) {
   graph_ = graph;
@@ -33,7 +33,8 @@ void CpuGraphRunner::load(const parallel::DeviceGraph& graph, const gguf::File& 
     switch (ln.op) {
       case LocalOp::Embed:
       case LocalOp::MatMul:
-        ns.w = store_.matrix(f, ln.weight, ln.op == LocalOp::MatMul);
+        ns.w =
+            store_.matrix(f, ln.weight, ln.op == LocalOp::MatMul ? WeightStore::Use::Matmul : WeightStore::Use::Lookup);
         if (ln.bias.kind != parallel::WeightSlice::Kind::None) ns.bias = store_.vector(f, ln.bias);
         break;
       case LocalOp::RmsNorm:
@@ -41,7 +42,7 @@ void CpuGraphRunner::load(const parallel::DeviceGraph& graph, const gguf::File& 
       case LocalOp::ExpertMatMul:
       case LocalOp::ExpertMatMulSum: {
         if (ln.weight.kind == parallel::WeightSlice::Kind::None) break;  // holds none of this layer's experts
-        const kernels::WeightMatrix m = store_.matrix(f, ln.weight, true);
+        const kernels::WeightMatrix m = store_.matrix(f, ln.weight, WeightStore::Use::Stream);
         const int64_t n = ln.experts.size();
         if (n <= 0 || m.rows % n) fail("cpu", "{}: {} rows for {} experts", ln.label, m.rows, n);
         ns.experts = {m, ln.experts.begin, n, m.rows / n};

@@ -14,7 +14,8 @@ namespace weft::device {
 
 class CpuGraphRunner {
  public:
-  CpuGraphRunner(int n_threads, const Placement& placement, bool spin, bool map_weights, parallel::Group* group);
+  CpuGraphRunner(int n_threads, const Placement& placement, bool spin, bool map_weights, bool repack_mapped,
+                 parallel::Group* group);
   void load(const parallel::DeviceGraph& graph, const gguf::File& weights, const LoadOptions& opt);
   StepResult run(const Step& step);
   const DeviceStats& stats() const { return stats_; }

@@ -55,7 +55,28 @@ bool WeightStore::room_for_copy(size_t n) {
   return false;
 }
 
-kernels::WeightMatrix WeightStore::matrix(const gguf::File& f, const parallel::WeightSlice& s, bool streamed) {
+// m's rows (contiguous in the copy, whatever m.row_stride), or its panels.
+kernels::WeightMatrix WeightStore::copy(const kernels::WeightMatrix& m, Use use) {
+  if (use == Use::Matmul && kernels::can_repack(m)) {
+    const size_t n = kernels::repacked_bytes(m);
+    copied_ += n;
+    return kernels::repack(m, allocate(n + 64));
+  }
+  const size_t n = row_bytes(m.type, m.cols);
+  uint8_t* dst = allocate(n * m.rows + 64);
+  if (n == m.row_stride) {
+    std::memcpy(dst, m.data, n * m.rows);
+  } else {
+    for (int64_t r = 0; r < m.rows; ++r) std::memcpy(dst + n * r, m.data + m.row_stride * r, n);
+  }
+  copied_ += n * m.rows;
+  kernels::WeightMatrix out = m;
+  out.data = dst;
+  out.row_stride = n;
+  return out;
+}
+
+kernels::WeightMatrix WeightStore::matrix(const gguf::File& f, const parallel::WeightSlice& s, Use use) {
   const auto& t = f.tensor(s.tensor);
   kernels::WeightMatrix m;
   m.type = t.type;
@@ -87,23 +108,19 @@ kernels::WeightMatrix WeightStore::matrix(const gguf::File& f, const parallel::W
     if (s.range.begin % blk || (s.range.end % blk && s.range.end != m.cols))
       fail("cpu", "column slice [{}, {}) of '{}' is not on {}-element blocks", s.range.begin, s.range.end, s.tensor,
            blk);
-    const size_t off = row_bytes(t.type, s.range.begin), n = row_bytes(t.type, s.range.size());
-    uint8_t* dst = allocate(n * m.rows + 64);
-    for (int64_t r = 0; r < m.rows; ++r) std::memcpy(dst + n * r, m.data + m.row_stride * r + off, n);
-    copied_ += n * m.rows;
+    kernels::WeightMatrix cols = m;  // the slice's columns of every row, rows still row_stride apart
+    cols.data += row_bytes(t.type, s.range.begin);
+    cols.cols = s.range.size();
+    cols = copy(cols, use);
     f.release(m.data, m.row_stride * m.rows);  // other devices' columns fault back in if they still read them
-    m.data = dst;
-    m.cols = s.range.size();
-    m.row_stride = n;
-    return m;
+    return cols;
   }
-  if (numa_node_ >= 0 || (streamed && !map_weights_ && room_for_copy(m.row_stride * m.rows))) {
-    const size_t n = m.row_stride * m.rows;
-    uint8_t* dst = allocate(n + 64);
-    std::memcpy(dst, m.data, n);
-    copied_ += n;
+  const size_t n = m.row_stride * m.rows;
+  const bool repack = use == Use::Matmul && repack_mapped_ && kernels::can_repack(m);
+  if (numa_node_ >= 0 || (use != Use::Lookup && (!map_weights_ || repack) && room_for_copy(n))) {
+    const kernels::WeightMatrix c = copy(m, use);
     f.release(m.data, n);
-    m.data = dst;
+    return c;
   }
   return m;
 }

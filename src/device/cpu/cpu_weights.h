@@ -16,16 +16,21 @@ namespace weft::device {
 
 class WeightStore {
  public:
+  // repack_mapped: with map_weights, matmul weights the kernels repack are still copied, as
+  // panels (a worker's: its slices sit in memory once anyway, and every product reads them).
   // reserve_bytes: the memory copies must leave free (tests raise it to see the fallback).
-  WeightStore(int numa_node, bool map_weights, uint64_t reserve_bytes = uint64_t{1} << 30)
-      : numa_node_(numa_node), map_weights_(map_weights), reserve_(reserve_bytes) {}
+  WeightStore(int numa_node, bool map_weights, bool repack_mapped = false, uint64_t reserve_bytes = uint64_t{1} << 30)
+      : numa_node_(numa_node), map_weights_(map_weights), repack_mapped_(repack_mapped), reserve_(reserve_bytes) {}
   ~WeightStore();
   WeightStore(const WeightStore&) = delete;
   WeightStore& operator=(const WeightStore&) = delete;
 
-  // A matrix slice as the kernels read it; `streamed`: read whole every step (a matmul), not a
-  // lookup table (the embedding) that a copy would only duplicate.
-  kernels::WeightMatrix matrix(const gguf::File& f, const parallel::WeightSlice& s, bool streamed);
+  // How a matrix is read: rows looked up (the embedding: a copy would only duplicate it), or
+  // streamed whole every step by row kernels (experts), or by kernels::matmul, whose copy is
+  // repacked into panels where the kernels have them (kernels::can_repack).
+  enum class Use { Lookup, Stream, Matmul };
+  // A matrix slice as the kernels read it.
+  kernels::WeightMatrix matrix(const gguf::File& f, const parallel::WeightSlice& s, Use use);
   // A vector (norm weight, bias) as f32, sliced by s.range for Rows slices.
   std::vector<float> vector(const gguf::File& f, const parallel::WeightSlice& s);
   uint64_t copied_bytes() const { return copied_; }
@@ -33,12 +38,13 @@ class WeightStore {
  private:
   uint8_t* allocate(size_t n);
   bool room_for_copy(size_t n);
+  kernels::WeightMatrix copy(const kernels::WeightMatrix& m, Use use);
   struct Chunk {
     uint8_t* p;
     size_t size, used;
   };
   int numa_node_;
-  bool map_weights_;
+  bool map_weights_, repack_mapped_;
   uint64_t reserve_;
   bool out_of_room_ = false;
   std::vector<Chunk> chunks_;

@@ -332,6 +332,7 @@ void WorkerServer::session(net::Channel& s) {
   // The slices are in this process's memory already, or in a file mapping to read as --mmap does
   // (a copy would cost as long as the rest of the load; only column slices are copied).
   o.map_weights = true;
+  o.repack_mapped = true;  // except matmul weights the kernels read as panels: repacked once
   ss.dev = std::make_unique<CpuDevice>(o);
   Replier reply(s);
   for (;;) {
