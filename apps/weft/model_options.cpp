@@ -43,6 +43,10 @@ void ModelOptions::add_to(CLI::App& cmd, bool with_ctx) {
       ->check(CLI::IsMember({"f16", "f32"}));
   cmd.add_option("--cache-type-v", cache_type_v, "(-ctv) KV cache type of V: f16 | f32")
       ->check(CLI::IsMember({"f16", "f32"}));
+  cmd.add_option("--on-device-loss", on_device_loss,
+                 "when a device fails mid-run: replan (drop it, re-plan over the others, replay the KV cache and go "
+                 "on while one is left) | fail (end with its error)")
+      ->check(CLI::IsMember({"replan", "fail"}));
   cmd.add_flag("--mmap,!--no-mmap", mmap,
                "CPU devices read weights from the file mapping (zero copy) instead of a copy on huge pages "
                "(--no-mmap: the copy, the default)");
@@ -139,6 +143,7 @@ runtime::EngineOptions ModelOptions::engine_options() const {
   o.n_ctx = ctx;
   o.n_batch = batch;
   o.map_weights = mmap;
+  o.on_device_loss = on_device_loss == "fail" ? runtime::OnDeviceLoss::Fail : runtime::OnDeviceLoss::Replan;
   o.k_type = cache_type_k == "f32" ? DType::F32 : DType::F16;
   o.v_type = cache_type_v == "f32" ? DType::F32 : DType::F16;
   o.wire = wire == "bf16"  ? parallel::WireType::BF16

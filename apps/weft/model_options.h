@@ -24,6 +24,7 @@ struct ModelOptions {
   std::string net_poll = "auto";   // --net-poll auto|busy|block, for this process's Gloo ranks
   bool mmap = false;               // --mmap: CPU devices read weights from the file mapping
   std::string cache_type_k = "f16", cache_type_v = "f16";  // -ctk / -ctv
+  std::string on_device_loss = "replan";                   // --on-device-loss replan|fail
   // llama.cpp's device flags, accepted so its command lines run; notes() says what each means here.
   std::string n_gpu_layers;           // -ngl N | auto | all
   std::string main_gpu;               // -mg INDEX

@@ -325,6 +325,7 @@ void Scheduler::record_step(double seconds, int64_t prompt_tokens, int64_t gener
   stats_.prompt_tokens += prompt_tokens;
   stats_.generated_tokens += generated_tokens;
   stats_.devices = std::move(devices);
+  stats_.device_losses = static_cast<uint64_t>(engine_.device_losses());
   window_.push_back({now, seconds, prompt_tokens, generated_tokens});
   while (!window_.empty() && window_.front().at < now - kRateWindowSeconds) window_.pop_front();
 }

@@ -90,7 +90,8 @@ struct SchedulerStats {
   uint64_t steps = 0, prompt_tokens = 0, generated_tokens = 0;  // since start
   // Tokens per second of stepping (idle time not counted) over the last kRateWindowSeconds.
   double prompt_tokens_per_second = 0, generated_tokens_per_second = 0;
-  std::vector<DeviceTimes> devices;
+  std::vector<DeviceTimes> devices;  // the live ones
+  uint64_t device_losses = 0;        // devices dropped and re-planned around (Engine::device_losses)
 };
 
 class Scheduler {

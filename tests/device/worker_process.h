@@ -106,16 +106,22 @@ inline std::string greedy_text(const std::string& model, const std::string& devi
 
 inline std::string stories() { return std::string(WEFT_SHARED_DIR) + "/models/stories260K.gguf"; }
 
-// Forks `weft run` generating "forever" on devices; stderr goes to err_path.
-inline pid_t start_long_run(const std::string& devices, const std::string& err_path) {
+// Forks `weft run` generating "forever" on devices (then `extra` flags); stderr goes to err_path.
+inline pid_t start_long_run(const std::string& devices, const std::string& err_path,
+                            const std::vector<std::string>& extra = {}) {
   const pid_t pid = ::fork();
   WEFT_ASSERT(pid >= 0);
   if (pid == 0) {
     std::freopen("/dev/null", "w", stdout);
     std::freopen(err_path.c_str(), "w", stderr);
-    const std::string model = stories();
-    ::execl(WEFT_BINARY, WEFT_BINARY, "run", "--temp", "0", "-n", "200000", "-c", "200001", "-p", "Once upon a time",
-            "-m", model.c_str(), "--devices", devices.c_str(), "--net-poll", "block", static_cast<char*>(nullptr));
+    std::vector<std::string> args = {WEFT_BINARY,  "run",  "--temp",           "0",  "-n",      "200000",    "-c",
+                                     "200001",     "-p",   "Once upon a time", "-m", stories(), "--devices", devices,
+                                     "--net-poll", "block"};
+    args.insert(args.end(), extra.begin(), extra.end());
+    std::vector<char*> argv;
+    for (auto& a : args) argv.push_back(a.data());
+    argv.push_back(nullptr);
+    ::execv(WEFT_BINARY, argv.data());
     ::_exit(127);
   }
   return pid;
