@@ -20,8 +20,8 @@ using device::remote::testing_support::Worker;
 using Clock = std::chrono::steady_clock;
 
 // Long enough that a loss lands mid-generation (about 2.4 kB of text), short enough to stay quick.
-const std::vector<std::string> kRunArgs = {"--temp", "0",  "-n", "1000", "-c", "1024", "-p", "Once upon a time",
-                                          "--net-poll", "block"};
+const std::vector<std::string> kRunArgs = {"--temp",           "0",          "-n",   "1000", "-c", "1024", "-p",
+                                           "Once upon a time", "--net-poll", "block"};
 
 std::string read_all(const std::string& path) {
   std::ifstream in(path);
@@ -32,8 +32,8 @@ std::string read_all(const std::string& path) {
 class RunChild {
  public:
   RunChild(const std::string& devices, const std::vector<std::string>& extra = {}) {
-    const std::string base = ::testing::TempDir() + "/weft_device_loss_" + std::to_string(::getpid()) + "_" +
-                             std::to_string(counter()++);
+    const std::string base =
+        ::testing::TempDir() + "/weft_device_loss_" + std::to_string(::getpid()) + "_" + std::to_string(counter()++);
     out_ = base + ".out";
     err_ = base + ".err";
     std::vector<std::string> args = {WEFT_BINARY, "run", "-m", stories(), "--devices", devices};
@@ -122,6 +122,16 @@ void expect_recovered(RunChild& run, const std::vector<const Worker*>& lost) {
   EXPECT_NE(err.find("recovered in"), std::string::npos) << err;
 }
 
+// Expects the run to have ended with an error (not to be hanging) that says `needle`; returns its stderr.
+std::string expect_failed(RunChild& run, const std::string& needle) {
+  const int status = run.finish();
+  const std::string err = run.err();
+  EXPECT_NE(status, -1) << "still running: " << err;
+  EXPECT_NE(status, 0) << err;
+  EXPECT_NE(err.find(needle), std::string::npos) << err;
+  return err;
+}
+
 TEST(DeviceLoss, ReferenceIsLongEnoughToLoseDevicesMidGeneration) {
   EXPECT_GT(reference().size(), 1500u);  // the marks below lie inside the generation
 }
@@ -134,8 +144,7 @@ TEST(DeviceLoss, KilledWorkerBesideALocalDeviceIsReplannedAround) {
   ASSERT_TRUE(run.wait_for_output(300)) << "the run ended before the kill: " << run.err();
   w2.kill(SIGKILL);
   expect_recovered(run, {&w2});
-  EXPECT_NE(run.err().find("re-planned over 2 devices (split tensor): cpu:0 (ratio 1), " + w1.url()),
-            std::string::npos)
+  EXPECT_NE(run.err().find("re-planned over 2 devices (split tensor): cpu:0 (ratio 1), " + w1.url()), std::string::npos)
       << run.err();
 }
 
@@ -176,11 +185,7 @@ TEST(DeviceLoss, LosingTheLastDeviceIsAnError) {
   ASSERT_TRUE(run.wait_for_output(300)) << "the run ended before the kill: " << run.err();
   w1.kill(SIGKILL);
   w2.kill(SIGKILL);
-  const int status = run.finish();
-  const std::string err = run.err();
-  EXPECT_NE(status, 0) << err;
-  EXPECT_NE(status, -1) << "still running: " << err;
-  EXPECT_NE(err.find("no device is left to re-plan over"), std::string::npos) << err;
+  expect_failed(run, "no device is left to re-plan over");
   EXPECT_TRUE(reference().starts_with(run.out())) << "its output departs from the reference";
 }
 
@@ -190,11 +195,7 @@ TEST(DeviceLoss, FailPolicyEndsTheRunNamingTheDevice) {
   RunChild run(w1.url() + "," + w2.url(), {"--on-device-loss", "fail"});
   ASSERT_TRUE(run.wait_for_output(300)) << "the run ended before the kill: " << run.err();
   w1.kill(SIGKILL);
-  const int status = run.finish();
-  const std::string err = run.err();
-  EXPECT_NE(status, 0) << err;
-  EXPECT_NE(status, -1) << "still running: " << err;
-  EXPECT_NE(err.find(w1.url()), std::string::npos) << err;
+  const std::string err = expect_failed(run, w1.url());
   EXPECT_EQ(err.find("re-planned"), std::string::npos) << err;
 }
 
