@@ -3,13 +3,17 @@
 // still prints exactly what an undisturbed run prints; losing the last device, or any device with
 // --on-device-loss fail, ends the run with an error naming it. Each run is watched from outside:
 // a worker is killed once the run's stdout has grown past a mark, so the loss lands mid-generation.
+#include "device/device_spec.h"
 #include "device/worker_process.h"
+#include "gguf/gguf_reader.h"
+#include "runtime/engine.h"
 
 #include <gtest/gtest.h>
 
 #include <chrono>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <thread>
 
 namespace weft::runtime {
@@ -197,6 +201,65 @@ TEST(DeviceLoss, FailPolicyEndsTheRunNamingTheDevice) {
   w1.kill(SIGKILL);
   const std::string err = expect_failed(run, w1.url());
   EXPECT_EQ(err.find("re-planned"), std::string::npos) << err;
+}
+
+// Three slots decoded together, as `weft serve` steps them: all prompts in the first step, then one
+// token per slot per step; slot 2 starts a new prompt at step 4 (its cache cut back to nothing).
+// `after_step(i)` runs after step i. Returns each slot's greedy tokens.
+std::vector<std::vector<Token>> decode_three(Engine& e, const std::function<void(int)>& after_step) {
+  const std::vector<std::vector<Token>> prompts = {{1, 20, 30, 40, 50}, {1, 300, 12}, {1, 7, 8, 9, 10, 11, 400}};
+  const std::vector<Token> restart = {1, 99, 98};
+  std::vector<std::vector<Token>> feed = prompts, out(3);
+  model::SamplingParams greedy;
+  greedy.temp = 0;
+  for (int step = 0; step < 16; ++step) {
+    if (step == 4) {
+      e.truncate(2, 0);
+      feed[2] = restart;
+    }
+    std::vector<SeqStep> batch(3);
+    for (int32_t k = 0; k < 3; ++k) {
+      batch[k].seq = k;
+      batch[k].tokens = feed[k];
+      batch[k].sample = true;
+      batch[k].sampling = greedy;
+    }
+    const std::vector<SeqOutput> r = e.step_batch(batch);
+    for (size_t k = 0; k < 3; ++k) {
+      out[k].push_back(r[k].token);
+      feed[k] = {r[k].token};
+    }
+    after_step(step);
+  }
+  return out;
+}
+
+EngineOptions batched_options(const std::string& devices) {
+  EngineOptions o;
+  o.devices = device::parse_devices(devices);
+  o.mode = o.devices.size() > 1 ? parallel::SplitMode::Tensor : parallel::SplitMode::None;
+  o.n_ctx = 64;
+  o.n_seq = 3;
+  o.n_batch = 16;  // the replay (34 tokens) takes three steps, slots packed together and cut
+  return o;
+}
+
+// In process: the engine re-plans around a worker killed between steps and every slot goes on as
+// on one device.
+TEST(DeviceLoss, BatchedSlotsAreReplayedAfterALoss) {
+  auto f = gguf::File::open(stories());
+  Engine one(*f, batched_options("cpu:1"));
+  const auto ref = decode_three(one, [](int) {});
+  Worker w1, w2;
+  Engine e(*f, batched_options("cpu:1," + w1.url() + "," + w2.url()));
+  const auto got = decode_three(e, [&](int step) {
+    if (step == 9) w1.kill(SIGKILL);
+  });
+  for (size_t k = 0; k < ref.size(); ++k) EXPECT_EQ(got[k], ref[k]) << "slot " << k;
+  EXPECT_NE(ref[0], ref[1]);  // the slots differ: each was replayed into its own
+  EXPECT_EQ(e.device_losses(), 1);
+  ASSERT_EQ(e.devices().size(), 2u);
+  EXPECT_EQ(e.devices()[1]->name(), w2.url());
 }
 
 }  // namespace
