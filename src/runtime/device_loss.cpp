@@ -1,6 +1,8 @@
 #include "runtime/device_loss.h"
 
 #include "core/progress.h"
+#include "device/remote/remote_device.h"
+#include "device/remote/worker_discovery.h"
 #include "model/model_config.h"
 #include "parallel/planner.h"
 #include "runtime/engine.h"
@@ -78,6 +80,7 @@ void Engine::recover(const Error& cause) {
                     failure->blame());
       devices_.clear();  // ends every session: the workers left accept the new ones
       drop_device(*lost);
+      if (opt_.rejoin) readmit_answering(names[*lost]);
     } else {
       devices_.clear();
       std::this_thread::sleep_for(kBusyRetry);
@@ -90,18 +93,29 @@ void Engine::recover(const Error& cause) {
       failure = e;
     }
   }
-  std::vector<std::string> names;
-  for (const auto& d : devices_) names.push_back(d->name());
+  report_plan();
   size_t replayed = 0;
   for (const auto& f : fed_) replayed += f.size();
-  report("re-planned over {} device{} (split {}): {}", names.size(), names.size() == 1 ? "" : "s",
-         parallel::split_mode_name(plan_.mode), describe_split(names, opt_.ratios));
   report("recovered in {:.0f} ms ({} tokens of the KV cache replayed)",
          std::chrono::duration<double, std::milli>(Clock::now() - t0).count(), replayed);
 }
 
-// Forgets device `index` and plans over the others, keeping their ratios.
+void Engine::report_plan() const {
+  std::vector<std::string> names;
+  for (const auto& d : devices_) names.push_back(d->name());
+  report("re-planned over {} device{} (split {}): {}", names.size(), names.size() == 1 ? "" : "s",
+         parallel::split_mode_name(plan_.mode), describe_split(names, opt_.ratios));
+}
+
+void Engine::replan() {
+  plan_ = parallel::make_plan(opt_.mode, graph_, model::weight_table(file_), opt_.ratios, opt_.moe_split);
+}
+
+// Forgets device `index` and plans over the others, keeping their ratios. A worker is kept in
+// lost_, with its ratio, to be retried (rejoin_lost, --rejoin); a local device does not come back.
 void Engine::drop_device(size_t index) {
+  if (opt_.devices[index].kind == device::DeviceSpec::Kind::Remote)
+    lost_.push_back({opt_.devices[index], opt_.ratios[index]});
   opt_.devices.erase(opt_.devices.begin() + static_cast<std::ptrdiff_t>(index));
   opt_.ratios.erase(opt_.ratios.begin() + static_cast<std::ptrdiff_t>(index));
   // The devices left all had ratio 0 (-ts 1,0 and the 1 lost): share by threads instead.
@@ -109,7 +123,54 @@ void Engine::drop_device(size_t index) {
     for (size_t i = 0; i < opt_.devices.size(); ++i) opt_.ratios[i] = opt_.devices[i].threads;
   // One device needs no split (and no collectives).
   if (opt_.devices.size() == 1) opt_.mode = parallel::SplitMode::None;
-  plan_ = parallel::make_plan(opt_.mode, graph_, model::weight_table(file_), opt_.ratios, opt_.moe_split);
+  replan();
+}
+
+namespace {
+bool answers(const device::DeviceSpec& worker) {
+  try {
+    device::remote::probe_worker(worker.address, device::remote::coordinator_key());
+    return true;
+  } catch (const Error&) {
+    return false;
+  }
+}
+}  // namespace
+
+size_t Engine::readmit_answering(const std::string& skip) {
+  size_t back = 0;
+  for (auto it = lost_.begin(); it != lost_.end();) {
+    const std::string name = device::describe(it->spec);
+    if (name == skip || !answers(it->spec)) {
+      ++it;  // still gone: tried again at the next re-plan
+      continue;
+    }
+    report("rejoined {}", name);
+    opt_.devices.push_back(it->spec);
+    opt_.ratios.push_back(it->ratio);
+    it = lost_.erase(it);
+    ++back;
+  }
+  if (back == 0) return 0;
+  if (opt_.devices.size() > 1) opt_.mode = mode_asked_ == parallel::SplitMode::None ? parallel::SplitMode::Tensor : mode_asked_;
+  replan();
+  return back;
+}
+
+bool Engine::rejoin_lost() {
+  if (lost_.empty() || readmit_answering("") == 0) return false;
+  const auto t0 = Clock::now();
+  devices_.clear();
+  try {
+    start_devices();
+    replay();
+  } catch (const Error& e) {
+    recover(e);  // one that answered the probe but failed its load is lost again
+    return true;
+  }
+  report_plan();
+  report("rejoined in {:.0f} ms", std::chrono::duration<double, std::milli>(Clock::now() - t0).count());
+  return true;
 }
 
 // Runs every slot's tokens through the new devices (their KV caches start empty), several slots

@@ -36,7 +36,8 @@ Engine::Engine(const gguf::File& file, EngineOptions opt) : file_(file), opt_(st
   n_past_.assign(opt_.n_seq, 0);
   fed_.assign(opt_.n_seq, {});
 
-  plan_ = parallel::make_plan(opt_.mode, graph_, model::weight_table(file_), opt_.ratios, opt_.moe_split);
+  mode_asked_ = opt_.mode;
+  replan();
   start_devices();
 }
 

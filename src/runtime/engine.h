@@ -35,6 +35,7 @@ struct EngineOptions {
   bool map_weights = false;                            // CPU devices read weights from the file mapping (--mmap)
   DType k_type = DType::F16, v_type = DType::F16;      // KV cache (-ctk / -ctv)
   OnDeviceLoss on_device_loss = OnDeviceLoss::Replan;  // --on-device-loss
+  bool rejoin = false;  // --rejoin: each re-plan also retries the workers lost before (see device_loss.h)
 };
 
 // One sequence's part of a batched step. Continuous batching: the sequences of several requests,
@@ -75,6 +76,12 @@ class Engine {
   const std::vector<std::unique_ptr<device::Device>>& devices() const { return devices_; }
   // Devices dropped so far (each re-plan drops one; see device_loss.h).
   int device_losses() const { return device_losses_; }
+  // Workers lost and not back yet.
+  size_t lost_workers() const { return lost_.size(); }
+  // Retries the lost workers: those that answer a handshake rejoin, and the engine re-plans over
+  // them and the live devices (the device-loss machinery: reload, replay). Returns whether any
+  // rejoined. `weft serve` calls it between requests; a re-plan calls it under opt.rejoin.
+  bool rejoin_lost();
 
   // Feeds tokens at the current position (in n_batch chunks) and draws the next token.
   Token eval_and_sample(std::span<const Token> tokens, const model::SamplingParams& p, std::span<const Token> recent,
@@ -102,6 +109,10 @@ class Engine {
   std::vector<device::StepResult> run_step_surviving(const device::Step& s);
   void recover(const Error& cause);
   void drop_device(size_t index);
+  // Appends the lost workers that answer a probe (but `skip`, just lost) and re-plans; their count.
+  size_t readmit_answering(const std::string& skip);
+  void replan();
+  void report_plan() const;
   void replay();
 
   const gguf::File& file_;
@@ -113,6 +124,12 @@ class Engine {
   std::vector<int32_t> n_past_;          // per slot
   std::vector<std::vector<Token>> fed_;  // per slot: the n_past_ tokens its KV cache holds (for a replay)
   int device_losses_ = 0;
+  parallel::SplitMode mode_asked_;  // opt_.mode before losses brought it down to one device
+  struct LostWorker {
+    device::DeviceSpec spec;
+    double ratio = 0;
+  };
+  std::vector<LostWorker> lost_;
 };
 
 }  // namespace weft::runtime

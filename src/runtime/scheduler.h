@@ -11,6 +11,7 @@
 #include "runtime/engine.h"
 #include "tokenizer/tokenizer.h"
 
+#include <chrono>
 #include <condition_variable>
 #include <cstdint>
 #include <deque>
@@ -123,6 +124,10 @@ class Scheduler {
   void loop();
   void admit();
   void drop_cancelled();
+  // Between requests, at most every kRejoinInterval: lost workers that answer again rejoin.
+  void retry_lost_workers();
+  static constexpr std::chrono::seconds kRejoinInterval{2};
+  std::chrono::steady_clock::time_point last_rejoin_try_{};
   void step();
   void on_token(Slot& s, Token t);
   void release(Slot& s);
