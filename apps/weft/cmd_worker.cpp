@@ -3,11 +3,11 @@
 // serving after each ends, whether the coordinator said goodbye or died.
 #include "apps/weft/commands.h"
 #include "core/error.h"
+#include "core/system_memory.h"
 #include "device/remote/model_store.h"
 #include "device/remote/worker_server.h"
 #include "net/discovery.h"
 #include "net/handshake.h"
-#include "core/system_memory.h"
 
 #include <unistd.h>
 
@@ -75,8 +75,8 @@ Action add_worker(CLI::App& app) {
       ->check(CLI::Range(1, 24 * 3600))
       ->capture_default_str();
   cmd->add_flag("--announce", a->announce,
-               "announce this worker on the local segment (UDP; never the key) so that coordinators find it with "
-               "--devices auto");
+                "announce this worker on the local segment (UDP; never the key) so that coordinators find it with "
+                "--devices auto");
   cmd->add_option("--discover-addr", a->discover_addr,
                   "where announcements go: a multicast group or a broadcast address, with the port")
       ->capture_default_str();

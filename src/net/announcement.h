@@ -25,7 +25,7 @@ inline constexpr size_t kMaxWorkerNameBytes = 255;  // a DNS name's limit
 inline constexpr uint32_t kMaxAnnouncedThreads = 1024;
 
 struct Announcement {
-  std::string name;  // the worker's host name, for reports (printable ASCII)
+  std::string name;   // the worker's host name, for reports (printable ASCII)
   uint16_t port = 0;  // its TCP port; the host is the datagram's source address
   uint32_t threads = 1;
   uint64_t memory_bytes = 0;  // available memory when announced (0: unknown)

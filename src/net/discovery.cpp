@@ -112,6 +112,7 @@ class UdpSocket {
     // A datagram is best effort: an interface that refuses it is one the workers are not behind.
     (void)::sendto(fd_, bytes.data(), bytes.size(), MSG_DONTWAIT, reinterpret_cast<const sockaddr*>(&to), sizeof(to));
   }
+
  private:
   int fd_;
 };
@@ -198,8 +199,8 @@ std::vector<FoundWorker> discover(const DiscoveryOptions& opt, int timeout_ms, i
       char host[INET_ADDRSTRLEN] = {};
       ::inet_ntop(AF_INET, &from.sin_addr, host, sizeof(host));
       FoundWorker w{host, *a};
-      const bool seen = std::any_of(found.begin(), found.end(),
-                                    [&](const FoundWorker& f) { return f.address() == w.address(); });
+      const bool seen =
+          std::any_of(found.begin(), found.end(), [&](const FoundWorker& f) { return f.address() == w.address(); });
       if (!seen) found.push_back(std::move(w));
     } catch (const Error&) {
       if (malformed) ++*malformed;

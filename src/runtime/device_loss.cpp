@@ -152,7 +152,8 @@ size_t Engine::readmit_answering(const std::string& skip) {
     ++back;
   }
   if (back == 0) return 0;
-  if (opt_.devices.size() > 1) opt_.mode = mode_asked_ == parallel::SplitMode::None ? parallel::SplitMode::Tensor : mode_asked_;
+  if (opt_.devices.size() > 1)
+    opt_.mode = mode_asked_ == parallel::SplitMode::None ? parallel::SplitMode::Tensor : mode_asked_;
   replan();
   return back;
 }

@@ -203,6 +203,28 @@ TEST(DeviceLoss, FailPolicyEndsTheRunNamingTheDevice) {
   EXPECT_EQ(err.find("re-planned"), std::string::npos) << err;
 }
 
+// --rejoin: a worker lost and restarted on its port is used again at the next re-plan (here the
+// loss of the other worker), and the output is still the undisturbed one.
+TEST(DeviceLoss, RestartedWorkerRejoinsAtTheNextReplan) {
+  reference();
+  Worker w1, w2;
+  RunChild run("cpu:1," + w1.url() + "," + w2.url(), {"--rejoin"});
+  ASSERT_TRUE(run.wait_for_output(300)) << "the run ended before the first kill: " << run.err();
+  w2.kill(SIGKILL);
+  for (const auto t0 = Clock::now(); run.err().find("recovered in") == std::string::npos;) {
+    ASSERT_TRUE(run.running() && Clock::now() - t0 < std::chrono::minutes(1)) << run.err();
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  w2.restart();
+  ASSERT_TRUE(run.wait_for_output(900)) << "the run ended before the second kill: " << run.err();
+  w1.kill(SIGKILL);
+  expect_recovered(run, {&w2, &w1});
+  const std::string err = run.err();
+  EXPECT_NE(err.find("rejoined " + w2.url()), std::string::npos) << err;
+  EXPECT_NE(err.find("re-planned over 2 devices (split tensor): cpu:0 (ratio 1), " + w2.url()), std::string::npos)
+      << err;
+}
+
 // Three slots decoded together, as `weft serve` steps them: all prompts in the first step, then one
 // token per slot per step; slot 2 starts a new prompt at step 4 (its cache cut back to nothing).
 // `after_step(i)` runs after step i. Returns each slot's greedy tokens.

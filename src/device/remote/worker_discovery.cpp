@@ -44,8 +44,8 @@ DiscoveredWorkers discover_workers(const net::DiscoveryOptions& opt, int timeout
   for (const net::FoundWorker& w : net::discover(opt, timeout_ms)) {
     const std::string what = describe_found(w);
     if (w.announced.version.major != net::kProtocolMajor) {
-      out.left_out.push_back(fmt::format("{}: speaks protocol {}, this coordinator {}", what,
-                                         w.announced.version.major, net::kProtocolMajor));
+      out.left_out.push_back(fmt::format("{}: speaks protocol {}, this coordinator {}", what, w.announced.version.major,
+                                         net::kProtocolMajor));
       continue;
     }
     try {

@@ -21,8 +21,8 @@ inline constexpr int kProbeTimeoutMs = 1000;
 void probe_worker(const std::string& address, const std::vector<uint8_t>& key, int timeout_ms = kProbeTimeoutMs);
 
 struct DiscoveredWorkers {
-  std::vector<DeviceSpec> workers;  // the ones to use, in order of answer
-  std::vector<std::string> found;   // one line per worker kept: where, host name, threads, memory
+  std::vector<DeviceSpec> workers;    // the ones to use, in order of answer
+  std::vector<std::string> found;     // one line per worker kept: where, host name, threads, memory
   std::vector<std::string> left_out;  // one line per worker left out, saying why
 };
 // Queries the segment for timeout_ms, then probes each worker that answered.
