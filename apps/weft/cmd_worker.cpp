@@ -3,14 +3,39 @@
 // serving after each ends, whether the coordinator said goodbye or died.
 #include "apps/weft/commands.h"
 #include "core/error.h"
+#include "core/system_memory.h"
 #include "device/remote/model_store.h"
 #include "device/remote/worker_server.h"
+#include "net/discovery.h"
 #include "net/handshake.h"
+
+#include <unistd.h>
 
 #include <cstdio>
 #include <memory>
 
 namespace weft::cli {
+
+namespace {
+
+// Announces on the interface the worker listens on (every interface for a wildcard address).
+std::unique_ptr<net::Announcer> start_announcer(const std::string& discover_addr,
+                                                const device::remote::WorkerOptions& o, uint16_t port) {
+  net::Announcement self;
+  char host[256] = {};
+  self.name = ::gethostname(host, sizeof(host) - 1) == 0 && host[0] ? host : "weft-worker";
+  self.port = port;
+  self.threads = static_cast<uint32_t>(o.threads);
+  self.memory_bytes = available_memory_bytes().value_or(0);
+  net::DiscoveryOptions d;
+  d.address = net::parse_host_port(discover_addr);
+  if (o.listen.host != "0.0.0.0") d.interface = o.listen.host == "localhost" ? "127.0.0.1" : o.listen.host;
+  auto announcer = std::make_unique<net::Announcer>(d, self, net::is_loopback(o.listen.host));
+  std::fprintf(stderr, "weft worker: announcing %s:%u on %s\n", self.name.c_str(), port, discover_addr.c_str());
+  return announcer;
+}
+
+}  // namespace
 
 Action add_worker(CLI::App& app) {
   struct Args {
@@ -23,6 +48,8 @@ Action add_worker(CLI::App& app) {
     std::string net_poll = "auto";
     int preload_timeout_s = 60;
     int load_delay_ms = 0;
+    bool announce = false;
+    std::string discover_addr = net::kDefaultDiscoveryAddress;
   };
   auto a = std::make_shared<Args>();
   auto* cmd = app.add_subcommand("worker", "serve a device to a coordinator over TCP");
@@ -47,6 +74,12 @@ Action add_worker(CLI::App& app) {
                   "seconds a coordinator may hold the worker between its handshake and its load")
       ->check(CLI::Range(1, 24 * 3600))
       ->capture_default_str();
+  cmd->add_flag("--announce", a->announce,
+                "announce this worker on the local segment (UDP; never the key) so that coordinators find it with "
+                "--devices auto");
+  cmd->add_option("--discover-addr", a->discover_addr,
+                  "where announcements go: a multicast group or a broadcast address, with the port")
+      ->capture_default_str();
   return [a] {
     device::remote::WorkerOptions o;
     o.listen = net::parse_host_port(a->listen);
@@ -62,6 +95,8 @@ Action add_worker(CLI::App& app) {
     // Tests and scripts read the port from this line (with --listen HOST:0).
     std::printf("weft worker listening on %s:%u\n", o.listen.host.c_str(), server.port());
     std::fflush(stdout);
+    std::unique_ptr<net::Announcer> announcer;
+    if (a->announce) announcer = start_announcer(a->discover_addr, o, server.port());
     server.serve();
     return 0;
   };

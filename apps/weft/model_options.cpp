@@ -4,6 +4,7 @@
 #include "core/progress.h"
 #include "core/thread_pool.h"
 #include "device/remote/remote_device.h"
+#include "device/remote/worker_discovery.h"
 
 #include <sys/mman.h>
 
@@ -35,6 +36,19 @@ void ModelOptions::add_to(CLI::App& cmd, bool with_ctx) {
       ->check(CLI::IsMember({"f32", "bf16", "f16"}));
   cmd.add_option("--rpc", rpc,
                  "workers (weft worker) HOST:PORT,... appended after --devices (or after the default CPU device)");
+  cmd.add_option("--discover-timeout", discover_timeout_ms,
+                 "--devices auto / --rpc auto: how long to collect the workers that answer (ms)")
+      ->check(CLI::Range(1, 60000))
+      ->capture_default_str();
+  cmd.add_option("--discover-addr", discover_addr,
+                 fmt::format("--devices auto: where to ask, a multicast group or broadcast address with the port "
+                             "(default {}, as weft worker --announce)",
+                             net::kDefaultDiscoveryAddress));
+  cmd.add_option("--discover-iface", discover_iface,
+                 "--devices auto: IPv4 address of the one interface to ask on (default: every interface that is up)");
+  cmd.add_flag("--rejoin", rejoin,
+               "at each re-plan after a device loss, also retry the workers lost before: those that answer a "
+               "handshake again rejoin (weft serve retries them between requests)");
   cmd.add_option("--auth-key-file", auth_key_file,
                  "shared key the workers require, a file only its owner can read (default: $WEFT_AUTH_KEY_FILE)");
   cmd.add_option("--net-poll", net_poll, "how this process's ranks wait in small all-reduces: auto | busy | block")
@@ -43,6 +57,10 @@ void ModelOptions::add_to(CLI::App& cmd, bool with_ctx) {
       ->check(CLI::IsMember({"f16", "f32"}));
   cmd.add_option("--cache-type-v", cache_type_v, "(-ctv) KV cache type of V: f16 | f32")
       ->check(CLI::IsMember({"f16", "f32"}));
+  cmd.add_option("--on-device-loss", on_device_loss,
+                 "when a device fails mid-run: replan (drop it, re-plan over the others, replay the KV cache and go "
+                 "on while one is left) | fail (end with its error)")
+      ->check(CLI::IsMember({"replan", "fail"}));
   cmd.add_flag("--mmap,!--no-mmap", mmap,
                "CPU devices read weights from the file mapping (zero copy) instead of a copy on huge pages "
                "(--no-mmap: the copy, the default)");
@@ -102,16 +120,41 @@ std::vector<double> parse_ratios(const std::string& s) {
   return out;
 }
 
+// --devices auto / --rpc auto: the workers that answer within the timeout and pass the handshake.
+// Those left out (another protocol major, a refused key) are named on stderr, never joined.
+std::vector<device::DeviceSpec> ModelOptions::discovered_workers() const {
+  net::DiscoveryOptions d;
+  d.address = net::parse_host_port(discover_addr.empty() ? net::kDefaultDiscoveryAddress : discover_addr);
+  d.interface = discover_iface;
+  const auto found = device::remote::discover_workers(d, discover_timeout_ms, device::remote::coordinator_key());
+  for (const std::string& f : found.found)
+    if (!quiet && !log_disabled()) std::fprintf(stderr, "weft: discovered worker %s\n", f.c_str());
+  for (const std::string& f : found.left_out) std::fprintf(stderr, "weft: left out worker %s\n", f.c_str());
+  if (found.workers.empty())
+    fail("cli", "--devices auto: no usable worker answered on {} within {} ms{}", d.address.str(), discover_timeout_ms,
+         found.left_out.empty() ? "" : " (see the ones left out above)");
+  return found.workers;
+}
+
 runtime::EngineOptions ModelOptions::engine_options() const {
   if (!quiet)
     for (const std::string& n : notes()) std::fprintf(stderr, "weft: note: %s\n", n.c_str());
+  // The workers' key first: discovery authenticates the workers it finds.
+  device::remote::CoordinatorConfig net;
+  net.key_file = auth_key_file;
+  net.progress = !log_disabled();
+  net.net_poll = parallel::parse_net_poll(net_poll);
+  device::remote::set_coordinator_config(net);
   runtime::EngineOptions o;
-  if (!devices.empty()) {
+  const bool discover = devices == "auto" || rpc == "auto";
+  if (!devices.empty() && devices != "auto") {
     o.devices = device::parse_devices(devices);
   } else {
     o.devices.push_back({device::DeviceSpec::Kind::Cpu, threads > 0 ? threads : hardware_cores(), -1, ""});
   }
-  if (!rpc.empty()) {
+  if (discover)
+    for (auto& s : discovered_workers()) o.devices.push_back(std::move(s));
+  if (!rpc.empty() && rpc != "auto") {
     std::string list;  // HOST:PORT,HOST:PORT -> tcp://HOST:PORT,...; parse_devices validates each
     for (size_t start = 0; start <= rpc.size();) {
       const size_t comma = std::min(rpc.find(',', start), rpc.size());
@@ -119,13 +162,8 @@ runtime::EngineOptions ModelOptions::engine_options() const {
       start = comma + 1;
     }
     for (auto& s : device::parse_devices(list)) o.devices.push_back(std::move(s));
-    if (o.devices.size() > 16) fail("cli", "--devices and --rpc: {} devices, at most 16", o.devices.size());
   }
-  device::remote::CoordinatorConfig net;
-  net.key_file = auth_key_file;
-  net.progress = !log_disabled();
-  net.net_poll = parallel::parse_net_poll(net_poll);
-  device::remote::set_coordinator_config(net);
+  if (o.devices.size() > 16) fail("cli", "--devices and --rpc: {} devices, at most 16", o.devices.size());
   if (split_mode == "none")
     o.mode = parallel::SplitMode::None;
   else if (split_mode == "layer")
@@ -139,6 +177,8 @@ runtime::EngineOptions ModelOptions::engine_options() const {
   o.n_ctx = ctx;
   o.n_batch = batch;
   o.map_weights = mmap;
+  o.rejoin = rejoin;
+  o.on_device_loss = on_device_loss == "fail" ? runtime::OnDeviceLoss::Fail : runtime::OnDeviceLoss::Replan;
   o.k_type = cache_type_k == "f32" ? DType::F32 : DType::F16;
   o.v_type = cache_type_v == "f32" ? DType::F32 : DType::F16;
   o.wire = wire == "bf16"  ? parallel::WireType::BF16

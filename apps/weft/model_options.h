@@ -20,10 +20,16 @@ struct ModelOptions {
   int batch = 512;                 // -b
   std::string wire = "f32";        // --wire f32|bf16|f16
   std::string rpc;                 // --rpc HOST:PORT,... : workers appended after --devices (llama.cpp's flag)
+  // --devices auto / --rpc auto: the workers that answer on the local segment (net/discovery.h)
+  int discover_timeout_ms = 1000;  // --discover-timeout
+  std::string discover_addr;       // --discover-addr GROUP:PORT (default net::kDefaultDiscoveryAddress)
+  std::string discover_iface;      // --discover-iface ADDR: the one interface to query on ("" : all)
+  bool rejoin = false;             // --rejoin: lost workers that answer again rejoin at each re-plan
   std::string auth_key_file;       // --auth-key-file (else $WEFT_AUTH_KEY_FILE)
   std::string net_poll = "auto";   // --net-poll auto|busy|block, for this process's Gloo ranks
   bool mmap = false;               // --mmap: CPU devices read weights from the file mapping
   std::string cache_type_k = "f16", cache_type_v = "f16";  // -ctk / -ctv
+  std::string on_device_loss = "replan";                   // --on-device-loss replan|fail
   // llama.cpp's device flags, accepted so its command lines run; notes() says what each means here.
   std::string n_gpu_layers;           // -ngl N | auto | all
   std::string main_gpu;               // -mg INDEX
@@ -35,6 +41,7 @@ struct ModelOptions {
   // Also hands the network flags to the remote devices (device::remote::set_coordinator_config),
   // and prints notes().
   runtime::EngineOptions engine_options() const;
+  std::vector<device::DeviceSpec> discovered_workers() const;
   // One line for each llama.cpp flag given that does not apply to weft, saying so.
   std::vector<std::string> notes() const;
   // --mlock, once the engine has loaded: mlockall of what this process holds (its CPU devices'

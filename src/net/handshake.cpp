@@ -138,14 +138,14 @@ std::vector<uint8_t> hmac_sha256(const std::vector<uint8_t>& key, const std::vec
   return out;
 }
 
-SessionMac client_handshake(Socket& s, const std::vector<uint8_t>& key, Version version) {
+SessionMac client_handshake(Socket& s, const std::vector<uint8_t>& key, Version version, int timeout_ms) {
   const auto nc = nonce();
   ByteWriter hello;
   hello.u32(kHelloMagic);
   hello.u32(version.major);
   hello.u32(version.minor);
   hello.bytes(nc);
-  send_frame(s, MsgType::Hello, hello.data(), kHandshakeTimeoutMs);
+  send_frame(s, MsgType::Hello, hello.data(), timeout_ms);
 
   Frame f = expect_challenge(s);
   ByteReader r(f.payload);
@@ -163,8 +163,8 @@ SessionMac client_handshake(Socket& s, const std::vector<uint8_t>& key, Version 
 
   ByteWriter p;
   if (!key.empty()) p.bytes(proof(key, "weft-coordinator", nc, nw));
-  send_frame(s, MsgType::Proof, p.data(), kHandshakeTimeoutMs);
-  Frame welcome = expect_frame(s, MsgType::Welcome, kHandshakeTimeoutMs, kHandshakeTimeoutMs, Phase::Handshake);
+  send_frame(s, MsgType::Proof, p.data(), timeout_ms);
+  Frame welcome = expect_frame(s, MsgType::Welcome, timeout_ms, timeout_ms, Phase::Handshake);
   if (!key.empty() && !same(proof(key, "weft-worker", nw, nc), welcome.payload))
     fail("net", "{}: worker failed authentication (different key)", s.peer());
   return key.empty() ? SessionMac() : SessionMac(key, nc, nw, Role::Coordinator);

@@ -41,9 +41,10 @@ std::vector<uint8_t> random_bytes(size_t n);
 std::vector<uint8_t> hmac_sha256(const std::vector<uint8_t>& key, const std::vector<uint8_t>& msg);
 
 // Coordinator side; key empty = no authentication (the worker must then not require one).
-// `version` is overridable for tests. Throws weft::Error("net", ...) naming the peer. Returns the
-// session's MAC (off without a key).
-SessionMac client_handshake(Socket& s, const std::vector<uint8_t>& key, Version version = {});
+// `version` is overridable for tests; timeout_ms bounds each of its waits (a probe asks for less).
+// Throws weft::Error("net", ...) naming the peer. Returns the session's MAC (off without a key).
+SessionMac client_handshake(Socket& s, const std::vector<uint8_t>& key, Version version = {},
+                            int timeout_ms = kHandshakeTimeoutMs);
 // Worker side; key empty = accept any coordinator. The whole handshake must finish within
 // timeout_ms. admit runs once the coordinator is authenticated, before the Welcome: it returns ""
 // to accept, else the reason sent instead (e.g. busy). On any failure the coordinator gets exactly

@@ -34,8 +34,16 @@ Engine::Engine(const gguf::File& file, EngineOptions opt) : file_(file), opt_(st
   if (opt_.n_batch <= 0) fail("cli", "--batch-size must be positive");
   if (opt_.n_seq <= 0 || opt_.n_seq > 1024) fail("cli", "--parallel {} outside 1..1024", opt_.n_seq);
   n_past_.assign(opt_.n_seq, 0);
+  fed_.assign(opt_.n_seq, {});
 
-  plan_ = parallel::make_plan(opt_.mode, graph_, model::weight_table(file_), opt_.ratios, opt_.moe_split);
+  mode_asked_ = opt_.mode;
+  replan();
+  start_devices();
+}
+
+Engine::~Engine() = default;
+
+void Engine::start_devices() {
   devices_ = device::create_devices(opt_.devices, opt_.map_weights);
   for (const auto& dg : plan_.devices)
     for (const auto& ln : dg.nodes) {
@@ -52,8 +60,6 @@ Engine::Engine(const gguf::File& file, EngineOptions opt) : file_(file), opt_(st
   if (!opt_.map_weights) file_.release_data();
 }
 
-Engine::~Engine() = default;
-
 int32_t Engine::n_past(int32_t seq) const {
   if (seq < 0 || seq >= opt_.n_seq) fail("engine", "sequence slot {} outside 0..{}", seq, opt_.n_seq - 1);
   return n_past_[seq];
@@ -63,6 +69,7 @@ void Engine::truncate(int32_t seq, int32_t n_keep) {
   if (n_keep < 0 || n_keep > n_past(seq))
     fail("engine", "truncate slot {} to {} positions, {} held", seq, n_keep, n_past_[seq]);
   n_past_[seq] = n_keep;
+  fed_[seq].resize(n_keep);
 }
 
 std::vector<device::StepResult> Engine::run_step(device::Step s) {
@@ -159,11 +166,12 @@ std::vector<SeqOutput> Engine::step_batch(std::span<const SeqStep> batch) {
   }
   if (static_cast<int64_t>(s.tokens.size()) > opt_.n_batch)
     fail("engine", "a batch of {} tokens exceeds --batch-size {}", s.tokens.size(), opt_.n_batch);
-  auto results = run_step(std::move(s));
+  auto results = run_step_surviving(s);
   std::vector<SeqOutput> out(batch.size());
   for (size_t k = 0; k < batch.size(); ++k) {
     const SeqStep& q = batch[k];
     n_past_[q.seq] += static_cast<int32_t>(q.tokens.size());
+    fed_[q.seq].insert(fed_[q.seq].end(), q.tokens.begin(), q.tokens.end());
     if (q.logits) out[k].logits.assign(config_.dims.n_vocab, 0.f);
     std::vector<model::LocalCandidates> parts;
     std::vector<std::vector<model::SliceScore>> scores(q.score_next.size());  // per row, every slice

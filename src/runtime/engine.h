@@ -3,6 +3,7 @@
 // only those cross to the coordinator.
 #pragma once
 
+#include "core/error.h"
 #include "device/device.h"
 #include "device/device_spec.h"
 #include "graph/graph.h"
@@ -17,6 +18,11 @@
 
 namespace weft::runtime {
 
+// What a step does when a device fails (its process killed, its host silent, a collective broken):
+// Replan drops it, re-plans over the devices left and rebuilds every sequence's KV cache on them
+// (see device_loss.h); Fail ends with the device's error, as before there was a choice.
+enum class OnDeviceLoss { Replan, Fail };
+
 struct EngineOptions {
   std::vector<device::DeviceSpec> devices;  // empty: one CPU device with all cores
   parallel::SplitMode mode = parallel::SplitMode::Tensor;
@@ -26,8 +32,10 @@ struct EngineOptions {
   int32_t n_batch = 512;  // most tokens in one step (all sequences of a batch together)
   int32_t n_seq = 1;      // KV cache slots (sequences decoded together, -np); each holds n_ctx positions
   parallel::WireType wire = parallel::WireType::F32;
-  bool map_weights = false;                        // CPU devices read weights from the file mapping (--mmap)
-  DType k_type = DType::F16, v_type = DType::F16;  // KV cache (-ctk / -ctv)
+  bool map_weights = false;                            // CPU devices read weights from the file mapping (--mmap)
+  DType k_type = DType::F16, v_type = DType::F16;      // KV cache (-ctk / -ctv)
+  OnDeviceLoss on_device_loss = OnDeviceLoss::Replan;  // --on-device-loss
+  bool rejoin = false;  // --rejoin: each re-plan also retries the workers lost before (see device_loss.h)
 };
 
 // One sequence's part of a batched step. Continuous batching: the sequences of several requests,
@@ -66,6 +74,14 @@ class Engine {
   int32_t n_seq() const { return opt_.n_seq; }
   int32_t n_batch() const { return opt_.n_batch; }
   const std::vector<std::unique_ptr<device::Device>>& devices() const { return devices_; }
+  // Devices dropped so far (each re-plan drops one; see device_loss.h).
+  int device_losses() const { return device_losses_; }
+  // Workers lost and not back yet.
+  size_t lost_workers() const { return lost_.size(); }
+  // Retries the lost workers: those that answer a handshake rejoin, and the engine re-plans over
+  // them and the live devices (the device-loss machinery: reload, replay). Returns whether any
+  // rejoined. `weft serve` calls it between requests; a re-plan calls it under opt.rejoin.
+  bool rejoin_lost();
 
   // Feeds tokens at the current position (in n_batch chunks) and draws the next token.
   Token eval_and_sample(std::span<const Token> tokens, const model::SamplingParams& p, std::span<const Token> recent,
@@ -83,9 +99,21 @@ class Engine {
   void truncate(int32_t seq, int32_t n_keep);
 
  private:
+  // Creates the devices of opt_.devices, checks each runs its part of plan_, joins and loads them.
+  void start_devices();
   std::vector<device::StepResult> run_step(device::Step s);
   void wait_all(std::vector<device::StepResult>& results);
   SeqOutput eval(std::span<const Token> tokens, SeqStep last);
+  // Recovery from device loss (device_loss.cpp): run_step, and while a device fails and the
+  // policy allows it, drop the device, re-plan, replay every slot's tokens and run the step again.
+  std::vector<device::StepResult> run_step_surviving(const device::Step& s);
+  void recover(const Error& cause);
+  void drop_device(size_t index);
+  // Appends the lost workers that answer a probe (but `skip`, just lost) and re-plans; their count.
+  size_t readmit_answering(const std::string& skip);
+  void replan();
+  void report_plan() const;
+  void replay();
 
   const gguf::File& file_;
   EngineOptions opt_;
@@ -93,7 +121,15 @@ class Engine {
   graph::Graph graph_;
   parallel::Plan plan_;
   std::vector<std::unique_ptr<device::Device>> devices_;
-  std::vector<int32_t> n_past_;  // per slot
+  std::vector<int32_t> n_past_;          // per slot
+  std::vector<std::vector<Token>> fed_;  // per slot: the n_past_ tokens its KV cache holds (for a replay)
+  int device_losses_ = 0;
+  parallel::SplitMode mode_asked_;  // opt_.mode before losses brought it down to one device
+  struct LostWorker {
+    device::DeviceSpec spec;
+    double ratio = 0;
+  };
+  std::vector<LostWorker> lost_;
 };
 
 }  // namespace weft::runtime

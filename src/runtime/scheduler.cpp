@@ -163,8 +163,20 @@ void Scheduler::loop() {
   for (;;) {
     {
       std::unique_lock lock(mu_);
-      cv_.wait(lock, [&] { return stop_ || !queue_.empty() || !order_.empty(); });
+      const auto ready = [&] { return stop_ || !queue_.empty() || !order_.empty(); };
+      if (engine_.lost_workers() == 0)
+        cv_.wait(lock, ready);
+      else  // wake now and then to retry them
+        cv_.wait_for(lock, kRejoinInterval, ready);
       if (stop_) return;
+    }
+    if (order_.empty()) {  // between requests: lost workers that answer again rejoin
+      try {
+        retry_lost_workers();
+      } catch (const Error& e) {
+        fail_all(e);
+        return;
+      }
     }
     drop_cancelled();
     admit();
@@ -179,6 +191,12 @@ void Scheduler::loop() {
       return;
     }
   }
+}
+
+void Scheduler::retry_lost_workers() {
+  if (engine_.lost_workers() == 0 || Clock::now() - last_rejoin_try_ < kRejoinInterval) return;
+  last_rejoin_try_ = Clock::now();
+  engine_.rejoin_lost();
 }
 
 // Frees the slots of cancelled jobs and forgets cancelled requests still queued.
@@ -325,6 +343,7 @@ void Scheduler::record_step(double seconds, int64_t prompt_tokens, int64_t gener
   stats_.prompt_tokens += prompt_tokens;
   stats_.generated_tokens += generated_tokens;
   stats_.devices = std::move(devices);
+  stats_.device_losses = static_cast<uint64_t>(engine_.device_losses());
   window_.push_back({now, seconds, prompt_tokens, generated_tokens});
   while (!window_.empty() && window_.front().at < now - kRateWindowSeconds) window_.pop_front();
 }

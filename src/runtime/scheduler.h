@@ -11,6 +11,7 @@
 #include "runtime/engine.h"
 #include "tokenizer/tokenizer.h"
 
+#include <chrono>
 #include <condition_variable>
 #include <cstdint>
 #include <deque>
@@ -90,7 +91,8 @@ struct SchedulerStats {
   uint64_t steps = 0, prompt_tokens = 0, generated_tokens = 0;  // since start
   // Tokens per second of stepping (idle time not counted) over the last kRateWindowSeconds.
   double prompt_tokens_per_second = 0, generated_tokens_per_second = 0;
-  std::vector<DeviceTimes> devices;
+  std::vector<DeviceTimes> devices;  // the live ones
+  uint64_t device_losses = 0;        // devices dropped and re-planned around (Engine::device_losses)
 };
 
 class Scheduler {
@@ -122,6 +124,10 @@ class Scheduler {
   void loop();
   void admit();
   void drop_cancelled();
+  // Between requests, at most every kRejoinInterval: lost workers that answer again rejoin.
+  void retry_lost_workers();
+  static constexpr std::chrono::seconds kRejoinInterval{2};
+  std::chrono::steady_clock::time_point last_rejoin_try_{};
   void step();
   void on_token(Slot& s, Token t);
   void release(Slot& s);

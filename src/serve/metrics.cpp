@@ -22,6 +22,11 @@ Metrics::Metrics()
       generated_tokens_(
           BuildCounter().Name("weft_generated_tokens_total").Help("Tokens sampled").Register(*registry_).Add({})),
       steps_(BuildCounter().Name("weft_steps_total").Help("Engine steps (batched)").Register(*registry_).Add({})),
+      device_losses_(BuildCounter()
+                         .Name("weft_device_losses_total")
+                         .Help("Devices lost mid-run and re-planned around (--on-device-loss replan)")
+                         .Register(*registry_)
+                         .Add({})),
       prompt_rate_(BuildGauge()
                        .Name("weft_prompt_tokens_per_second")
                        .Help("Prompt tokens per second of stepping over the last 10 s")
@@ -35,6 +40,7 @@ Metrics::Metrics()
       queued_(BuildGauge().Name("weft_queue_depth").Help("Requests waiting for a slot").Register(*registry_).Add({})),
       busy_(BuildGauge().Name("weft_slots_busy").Help("Slots serving a request").Register(*registry_).Add({})),
       slots_(BuildGauge().Name("weft_slots").Help("KV cache slots (-np)").Register(*registry_).Add({})),
+      devices_(BuildGauge().Name("weft_devices").Help("Devices the model runs on now").Register(*registry_).Add({})),
       compute_seconds_(BuildCounter()
                            .Name("weft_device_compute_seconds_total")
                            .Help("Seconds each device spent in its ops")
@@ -63,6 +69,8 @@ std::string Metrics::render(const runtime::SchedulerStats* stats) {
     queued_.Set(stats->queued);
     busy_.Set(stats->busy_slots);
     slots_.Set(stats->slots);
+    advance(device_losses_, static_cast<double>(stats->device_losses));
+    devices_.Set(static_cast<double>(stats->devices.size()));
     for (const auto& d : stats->devices) {
       advance(compute_seconds_.Add({{"device", d.name}}), d.compute_seconds);
       advance(collective_seconds_.Add({{"device", d.name}}), d.collective_seconds);

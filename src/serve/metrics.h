@@ -31,7 +31,8 @@ class Metrics {
   std::shared_ptr<prometheus::Registry> registry_;
   prometheus::Family<prometheus::Counter>& requests_;
   prometheus::Counter &prompt_tokens_, &generated_tokens_, &steps_;
-  prometheus::Gauge &prompt_rate_, &generated_rate_, &queued_, &busy_, &slots_;
+  prometheus::Counter& device_losses_;
+  prometheus::Gauge &prompt_rate_, &generated_rate_, &queued_, &busy_, &slots_, &devices_;
   prometheus::Family<prometheus::Counter>& compute_seconds_;
   prometheus::Family<prometheus::Counter>& collective_seconds_;
   std::mutex mu_;                              // scrapes

@@ -92,7 +92,7 @@ void expect_silent_worker_named(const std::string& devices, const std::string& t
   for (auto [name, w] : {std::pair{"{w1}", &w1}, std::pair{"{w2}", &w2}})
     if (const size_t at = list.find(name); at != std::string::npos) list.replace(at, 4, w->url());
   const std::string err = testing::TempDir() + "/weft_stop_stderr_" + tag;
-  const pid_t pid = start_long_run(list, err);
+  const pid_t pid = start_long_run(list, err, {"--on-device-loss", "fail"});  // the stop ends the run
   std::this_thread::sleep_for(std::chrono::milliseconds(1500));
   int status = 0;
   ASSERT_EQ(::waitpid(pid, &status, WNOHANG), 0) << read_all(err);

@@ -246,10 +246,11 @@ TEST(RemoteWorker, WrongKeyIsRejectedNamingTheWorker) {
   EXPECT_NO_THROW(RemoteDevice(w.address(), 1, net::read_key_file(key_file)));
 }
 
+// With --on-device-loss fail (replan: tests/runtime/device_loss_test.cpp).
 TEST(RemoteWorker, KilledWorkerFailsTheCoordinatorQuicklyNamingIt) {
   Worker w1, w2;
   const std::string err = testing::TempDir() + "/weft_kill_stderr";
-  const pid_t pid = testing_support::start_long_run(w1.url() + "," + w2.url(), err);
+  const pid_t pid = testing_support::start_long_run(w1.url() + "," + w2.url(), err, {"--on-device-loss", "fail"});
   std::this_thread::sleep_for(std::chrono::milliseconds(1500));  // loaded and generating
   int status = 0;
   ASSERT_EQ(::waitpid(pid, &status, WNOHANG), 0) << "coordinator ended before the kill";

@@ -23,9 +23,9 @@ class Worker {
   explicit Worker(std::vector<std::string> extra = {}, std::string host = "127.0.0.1",
                   std::vector<std::string> prefix = {}, const std::string& log = "")
       : host_(std::move(host)) {
-    std::vector<std::string> args = std::move(prefix);
-    for (const char* a : {WEFT_BINARY, "worker", "--listen"}) args.push_back(a);
-    args.push_back(host_ + ":0");
+    args_ = std::move(prefix);
+    for (const char* a : {WEFT_BINARY, "worker", "--listen"}) args_.push_back(a);
+    args_.push_back(host_ + ":0");
     bool has_cache = false, has_poll = false;
     for (const auto& e : extra) {
       has_cache |= e == "--cache-dir" || e == "--no-cache";
@@ -33,20 +33,46 @@ class Worker {
     }
     if (!has_cache) extra.push_back("--no-cache");
     if (!has_poll) extra.insert(extra.end(), {"--net-poll", "block"});
-    args.insert(args.end(), extra.begin(), extra.end());
+    args_.insert(args_.end(), extra.begin(), extra.end());
+    log_ = log;
+    start();
+  }
+  ~Worker() { kill(SIGTERM); }
+  Worker(const Worker&) = delete;
+  Worker& operator=(const Worker&) = delete;
+  void kill(int sig) {
+    if (pid_ <= 0) return;
+    ::kill(pid_, sig);
+    if (sig == SIGSTOP || sig == SIGCONT) return;
+    ::waitpid(pid_, nullptr, 0);
+    pid_ = -1;
+  }
+  // A worker killed before starts again, as it was, on the same port (a restarted host).
+  void restart() {
+    WEFT_ASSERT(pid_ <= 0);
+    for (auto& a : args_)
+      if (a == host_ + ":0") a = address();
+    restarted_ = true;
+    start();
+  }
+  std::string address() const { return host_ + ":" + std::to_string(port_); }
+  std::string url() const { return "tcp://" + address(); }
+
+ private:
+  void start() {
     int fds[2];
     WEFT_ASSERT(::pipe(fds) == 0);
     pid_ = ::fork();
     WEFT_ASSERT(pid_ >= 0);
     if (pid_ == 0) {
       ::dup2(fds[1], 1);
-      if (!log.empty())
-        std::freopen(log.c_str(), "w", stderr);
+      if (!log_.empty())
+        std::freopen(log_.c_str(), restarted_ ? "a" : "w", stderr);  // a restart adds to its log
       else if (!std::getenv("WEFT_TEST_WORKER_LOG"))
         std::freopen("/dev/null", "w", stderr);
       ::close(fds[0]);
       std::vector<char*> argv;
-      for (auto& a : args) argv.push_back(a.data());
+      for (auto& a : args_) argv.push_back(a.data());
       argv.push_back(nullptr);
       ::execvp(argv[0], argv.data());
       ::_exit(127);
@@ -60,21 +86,10 @@ class Worker {
     if (colon == std::string::npos) fail("test", "worker did not start: '{}'", line);
     port_ = std::stoi(line.substr(colon + 1));
   }
-  ~Worker() { kill(SIGTERM); }
-  Worker(const Worker&) = delete;
-  Worker& operator=(const Worker&) = delete;
-  void kill(int sig) {
-    if (pid_ <= 0) return;
-    ::kill(pid_, sig);
-    if (sig == SIGSTOP || sig == SIGCONT) return;
-    ::waitpid(pid_, nullptr, 0);
-    pid_ = -1;
-  }
-  std::string address() const { return host_ + ":" + std::to_string(port_); }
-  std::string url() const { return "tcp://" + address(); }
 
- private:
-  std::string host_;
+  std::string host_, log_;
+  std::vector<std::string> args_;
+  bool restarted_ = false;
   pid_t pid_ = -1;
   int port_ = 0;
 };
@@ -106,16 +121,22 @@ inline std::string greedy_text(const std::string& model, const std::string& devi
 
 inline std::string stories() { return std::string(WEFT_SHARED_DIR) + "/models/stories260K.gguf"; }
 
-// Forks `weft run` generating "forever" on devices; stderr goes to err_path.
-inline pid_t start_long_run(const std::string& devices, const std::string& err_path) {
+// Forks `weft run` generating "forever" on devices (then `extra` flags); stderr goes to err_path.
+inline pid_t start_long_run(const std::string& devices, const std::string& err_path,
+                            const std::vector<std::string>& extra = {}) {
   const pid_t pid = ::fork();
   WEFT_ASSERT(pid >= 0);
   if (pid == 0) {
     std::freopen("/dev/null", "w", stdout);
     std::freopen(err_path.c_str(), "w", stderr);
-    const std::string model = stories();
-    ::execl(WEFT_BINARY, WEFT_BINARY, "run", "--temp", "0", "-n", "200000", "-c", "200001", "-p", "Once upon a time",
-            "-m", model.c_str(), "--devices", devices.c_str(), "--net-poll", "block", static_cast<char*>(nullptr));
+    std::vector<std::string> args = {WEFT_BINARY,  "run",  "--temp",           "0",  "-n",      "200000",    "-c",
+                                     "200001",     "-p",   "Once upon a time", "-m", stories(), "--devices", devices,
+                                     "--net-poll", "block"};
+    args.insert(args.end(), extra.begin(), extra.end());
+    std::vector<char*> argv;
+    for (auto& a : args) argv.push_back(a.data());
+    argv.push_back(nullptr);
+    ::execv(WEFT_BINARY, argv.data());
     ::_exit(127);
   }
   return pid;

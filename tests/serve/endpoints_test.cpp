@@ -59,11 +59,12 @@ TEST_F(Endpoints, MetricsInPrometheusTextFormat) {
   const Reply m = get(*client_, "/metrics");
   ASSERT_EQ(m.status, 200);
   EXPECT_EQ(m.content_type.rfind("text/plain", 0), 0u);
-  for (const char* line : {"# TYPE weft_requests_total counter", "weft_requests_total{status=\"200\"}",
-                           "# TYPE weft_generated_tokens_total counter", "# TYPE weft_prompt_tokens_total counter",
-                           "# TYPE weft_generated_tokens_per_second gauge", "# TYPE weft_queue_depth gauge",
-                           "weft_slots_busy 0", "weft_slots 2", "weft_device_compute_seconds_total{device=\"cpu:0\"}",
-                           "weft_device_collective_seconds_total{device=\"cpu:0\"}"})
+  for (const char* line :
+       {"# TYPE weft_requests_total counter", "weft_requests_total{status=\"200\"}",
+        "# TYPE weft_generated_tokens_total counter", "# TYPE weft_prompt_tokens_total counter",
+        "# TYPE weft_generated_tokens_per_second gauge", "# TYPE weft_queue_depth gauge", "weft_slots_busy 0",
+        "weft_slots 2", "weft_device_compute_seconds_total{device=\"cpu:0\"}",
+        "weft_device_collective_seconds_total{device=\"cpu:0\"}", "weft_device_losses_total 0", "weft_devices 1"})
     EXPECT_NE(m.text.find(line), std::string::npos) << "no '" << line << "' in:\n" << m.text;
   // The totals count what the scheduler did, at least this test's 3 tokens.
   const auto at = m.text.find("\nweft_generated_tokens_total ");

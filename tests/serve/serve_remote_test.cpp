@@ -1,5 +1,7 @@
-// A worker that dies mid-request: the requests in flight fail with 500 naming it, /health
-// reports the failure, and the server goes on answering (with that error) instead of hanging.
+// A worker that dies mid-request: with a device left the request goes on (the engine re-plans
+// around the loss) and /metrics counts it; the last device lost fails the requests in flight with
+// 500 naming it, /health reports the failure, and the server goes on answering (with that error)
+// instead of hanging.
 #include "test_server.h"
 
 #include "device/device_spec.h"
@@ -47,6 +49,38 @@ TEST(ServeRemote, DeadWorkerFailsRequestsWith500NamingIt) {
   const Reply after = post(c, "/v1/completions", json{{"prompt", "hello"}, {"max_tokens", 2}});
   EXPECT_EQ(after.status, 500);
   EXPECT_NE(error_message(after).find(worker.url()), std::string::npos) << after.text;
+}
+
+// Two workers; one is killed while a request generates. The reply is the one the surviving worker
+// gives alone afterwards (the same greedy text), and /metrics shows the loss.
+TEST(ServeRemote, LostWorkerIsReplannedAroundMidRequest) {
+  auto file = gguf::File::open(stories_path());
+  auto tok = tokenizer::Tokenizer::from_gguf(*file);
+  device::remote::testing_support::Worker w1, w2;
+  runtime::EngineOptions eo;
+  eo.devices = device::parse_devices(w1.url() + "," + w2.url());
+  eo.n_seq = 1;
+  eo.n_ctx = 1024;
+  TestServer server(*file, *tok, eo);
+  const json request = {{"prompt", "Once upon a time"}, {"temperature", 0}, {"max_tokens", 800}};
+
+  auto running = std::async(std::launch::async, [&] {
+    auto mine = server.client();
+    return post(mine, "/v1/completions", request);
+  });
+  ASSERT_TRUE(eventually([&] { return server.scheduler().stats().generated_tokens > 20; }));
+  w2.kill(SIGKILL);
+  const Reply during = running.get();
+  ASSERT_EQ(during.status, 200) << during.text;
+  auto c = server.client();
+  const Reply after = post(c, "/v1/completions", request);
+  ASSERT_EQ(after.status, 200) << after.text;
+  EXPECT_EQ(during.body["choices"][0]["text"], after.body["choices"][0]["text"]);
+  EXPECT_EQ(during.body["usage"]["completion_tokens"], 800);
+
+  const Reply m = get(c, "/metrics");
+  for (const char* line : {"\nweft_device_losses_total 1", "\nweft_devices 1"})
+    EXPECT_NE(m.text.find(line), std::string::npos) << "no '" << line << "' in:\n" << m.text;
 }
 
 }  // namespace

@@ -316,6 +316,11 @@ void WorkerServer::connection(net::Socket s) {
       send_error(ch, Error("worker", e.what()));
       std::fprintf(stderr, "weft worker: session from %s failed: %s\n", ch.peer().c_str(), e.what());
     }
+    // The slot is free before the connection closes: a coordinator that saw it close (a probe,
+    // worker_discovery.h) is admitted when it comes back at once.
+    std::lock_guard lock(mu_);
+    holder_.clear();
+    took = false;
   }
   std::lock_guard lock(mu_);
   if (took) holder_.clear();
