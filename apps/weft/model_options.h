@@ -11,18 +11,20 @@ namespace weft::cli {
 
 struct ModelOptions {
   std::string model;
-  int threads = 0;                 // -t: threads of the single default device (0: all cores)
-  std::string devices;             // --devices cpu:1,cpu:1
-  std::string split_mode;          // -sm none|layer|tensor ("" : tensor with several devices)
-  std::string tensor_split;        // -ts 3,1
-  std::string moe_split = "auto";  // --moe-split auto|tensor|expert
-  int ctx = 0;                     // -c
-  int batch = 512;                 // -b
-  std::string wire = "f32";        // --wire f32|bf16|f16
-  std::string rpc;                 // --rpc HOST:PORT,... : workers appended after --devices (llama.cpp's flag)
-  std::string auth_key_file;       // --auth-key-file (else $WEFT_AUTH_KEY_FILE)
-  std::string net_poll = "auto";   // --net-poll auto|busy|block, for this process's Gloo ranks
-  bool mmap = false;               // --mmap: CPU devices read weights from the file mapping
+  int threads = 0;                            // -t: threads of the single default device (0: all cores)
+  std::string devices;                        // --devices cpu:1,cpu:1
+  std::string split_mode;                     // -sm none|layer|tensor ("" : tensor with several devices)
+  std::string tensor_split;                   // -ts 3,1 | auto
+  bool rebalance = false;                     // --rebalance
+  runtime::RebalancePolicy rebalance_policy;  // its hidden knobs (tests): window, lag, min change
+  std::string moe_split = "auto";             // --moe-split auto|tensor|expert
+  int ctx = 0;                                // -c
+  int batch = 512;                            // -b
+  std::string wire = "f32";                   // --wire f32|bf16|f16
+  std::string rpc;                // --rpc HOST:PORT,... : workers appended after --devices (llama.cpp's flag)
+  std::string auth_key_file;      // --auth-key-file (else $WEFT_AUTH_KEY_FILE)
+  std::string net_poll = "auto";  // --net-poll auto|busy|block, for this process's Gloo ranks
+  bool mmap = false;              // --mmap: CPU devices read weights from the file mapping
   std::string cache_type_k = "f16", cache_type_v = "f16";  // -ctk / -ctv
   std::string on_device_loss = "replan";                   // --on-device-loss replan|fail
   // llama.cpp's device flags, accepted so its command lines run; notes() says what each means here.

@@ -1,15 +1,14 @@
 #include "runtime/device_loss.h"
 
-#include "core/progress.h"
 #include "model/model_config.h"
 #include "parallel/planner.h"
 #include "runtime/engine.h"
+#include "runtime/report.h"
 
 #include <fmt/format.h>
 
 #include <algorithm>
 #include <chrono>
-#include <cstdio>
 #include <thread>
 #include <utility>
 
@@ -22,11 +21,6 @@ namespace {
 // a worker finishing a cache write, takes longer. Past this a busy worker counts as lost.
 constexpr auto kBusyWait = std::chrono::seconds(10);
 constexpr auto kBusyRetry = std::chrono::milliseconds(100);
-
-template <typename... Args>
-void report(fmt::format_string<Args...> f, Args&&... args) {
-  if (!log_disabled()) std::fprintf(stderr, "[engine] %s\n", fmt::format(f, std::forward<Args>(args)...).c_str());
-}
 }  // namespace
 
 std::optional<size_t> lost_device(const Error& e, std::span<const std::string> names) {
@@ -110,6 +104,19 @@ void Engine::drop_device(size_t index) {
   // One device needs no split (and no collectives).
   if (opt_.devices.size() == 1) opt_.mode = parallel::SplitMode::None;
   plan_ = parallel::make_plan(opt_.mode, graph_, model::weight_table(file_), opt_.ratios, opt_.moe_split);
+}
+
+void Engine::replan_with(std::vector<double> ratios) {
+  WEFT_ASSERT(ratios.size() == opt_.devices.size());
+  opt_.ratios = std::move(ratios);
+  devices_.clear();  // ends every session: each worker accepts the new one once it has noticed
+  plan_ = parallel::make_plan(opt_.mode, graph_, model::weight_table(file_), opt_.ratios, opt_.moe_split);
+  try {
+    start_devices();
+    replay();
+  } catch (const Error& e) {
+    recover(e);  // a worker still ending the old session is waited for; a lost device dropped
+  }
 }
 
 // Runs every slot's tokens through the new devices (their KV caches start empty), several slots
