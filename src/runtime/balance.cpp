@@ -62,7 +62,7 @@ std::vector<double> ratios_from_speeds(std::span<const double> speeds, double mi
   int64_t left = kUnits;
   for (size_t i = 0; i < n; ++i) {
     const double exact = share[i] * kUnits;
-    units[i] = static_cast<int64_t>(std::floor(exact + 1e-9));  // 20.000000001 or 19.999999999 -> 20
+    units[i] = static_cast<int64_t>(std::floor(exact + 1e-9));             // 20.000000001 or 19.999999999 -> 20
     rest[i] = speeds[i] > 0 ? exact - static_cast<double>(units[i]) : -1;  // a device of speed 0 stays at 0
     left -= units[i];
   }

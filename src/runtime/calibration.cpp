@@ -70,8 +70,8 @@ Calibration Engine::measure(int n_steps) {
   const std::vector<double> cm = compute.medians(), lm = link.medians();
   for (size_t i = 0; i < n; ++i) {
     const uint64_t bytes = plan_.devices[i].decode_bytes;
-    c.devices.push_back({devices_[i]->name(), devices_[i]->threads(), plan_.ratios[i], bytes, cm[i] * 1e3,
-                         lm[i] * 1e3, device_speed({bytes, cm[i]})});
+    c.devices.push_back({devices_[i]->name(), devices_[i]->threads(), plan_.ratios[i], bytes, cm[i] * 1e3, lm[i] * 1e3,
+                         device_speed({bytes, cm[i]})});
   }
   return c;
 }
@@ -79,7 +79,7 @@ Calibration Engine::measure(int n_steps) {
 void Engine::calibrate() {
   Calibration c = measure(opt_.calibration_steps);
   if (c.steps == 0) {
-    report("-ts auto: -c {} leaves no room for a calibration step; keeping the ratios {}", opt_.n_ctx,
+    report("-ts auto: no step timed (-c {}, {} asked for); keeping the ratios {}", opt_.n_ctx, opt_.calibration_steps,
            ratios_flag(plan_.ratios));
     calibration_ = std::move(c);
     return;

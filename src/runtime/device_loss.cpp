@@ -108,6 +108,7 @@ void Engine::drop_device(size_t index) {
 
 void Engine::replan_with(std::vector<double> ratios) {
   WEFT_ASSERT(ratios.size() == opt_.devices.size());
+  const auto t0 = Clock::now();
   opt_.ratios = std::move(ratios);
   devices_.clear();  // ends every session: each worker accepts the new one once it has noticed
   plan_ = parallel::make_plan(opt_.mode, graph_, model::weight_table(file_), opt_.ratios, opt_.moe_split);
@@ -116,7 +117,12 @@ void Engine::replan_with(std::vector<double> ratios) {
     replay();
   } catch (const Error& e) {
     recover(e);  // a worker still ending the old session is waited for; a lost device dropped
+    return;      // recover reported the split it ended with
   }
+  size_t replayed = 0;
+  for (const auto& f : fed_) replayed += f.size();
+  report("re-planned with ratios {} in {:.0f} ms ({} tokens of the KV cache replayed)", ratios_flag(plan_.ratios),
+         std::chrono::duration<double, std::milli>(Clock::now() - t0).count(), replayed);
 }
 
 // Runs every slot's tokens through the new devices (their KV caches start empty), several slots

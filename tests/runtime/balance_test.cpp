@@ -15,8 +15,8 @@ double sum(const std::vector<double>& v) { return std::accumulate(v.begin(), v.e
 
 TEST(Balance, SpeedIsBytesReadOverComputeTime) {
   EXPECT_DOUBLE_EQ(device_speed({1000, 0.5}), 2000.0);
-  EXPECT_EQ(device_speed({0, 0.5}), 0.0);      // holds nothing: nothing to measure it by
-  EXPECT_GT(device_speed({1000, 0.0}), 1e8);   // too fast for the clock: finite, very fast
+  EXPECT_EQ(device_speed({0, 0.5}), 0.0);     // holds nothing: nothing to measure it by
+  EXPECT_GT(device_speed({1000, 0.0}), 1e8);  // too fast for the clock: finite, very fast
   EXPECT_LT(device_speed({1000, 0.0}), 1e10);
 }
 
