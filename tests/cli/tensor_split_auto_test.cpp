@@ -27,8 +27,9 @@ TEST(TensorSplitAuto, PlanCalibratePrintsARowPerDeviceAndTheRatios) {
   const auto r = run("plan -m " + tiny_model() + " --devices cpu:1,cpu:1,cpu:1 --calibrate");
   ASSERT_EQ(r.code, 0) << r.out;
   EXPECT_NE(r.out.find("calibration: 8 decode steps on the starting split"), std::string::npos) << r.out;
-  EXPECT_NE(r.out.find("| device | threads | share | read per token | compute ms/step | link ms/step | speed | ratio |"),
-            std::string::npos)
+  EXPECT_NE(
+      r.out.find("| device | threads | share | read per token | compute ms/step | link ms/step | speed | ratio |"),
+      std::string::npos)
       << r.out;
   for (const std::string row : {"| #0 cpu:0 | 1 | 0.333 |", "| #1 cpu:1 | 1 | 0.333 |", "| #2 cpu:2 | 1 | 0.333 |"})
     EXPECT_NE(r.out.find(row), std::string::npos) << row << "\n" << r.out;
