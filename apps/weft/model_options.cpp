@@ -31,8 +31,11 @@ void ModelOptions::add_to(CLI::App& cmd, bool with_ctx) {
   cmd.add_option("--rebalance-window", rebalance_policy.window, "steps judged together")
       ->check(CLI::Range(1, 1 << 20))
       ->group("");
-  cmd.add_option("--rebalance-lag", rebalance_policy.lag, "least lag of the slowest device")->group("");
+  cmd.add_option("--rebalance-lag", rebalance_policy.lag, "least lag of the slowest device")
+      ->check(CLI::Range(0.0, 1e6))
+      ->group("");
   cmd.add_option("--rebalance-min-change", rebalance_policy.min_change, "least change of a share to re-plan")
+      ->check(CLI::Range(0.0, 1.0))
       ->group("");
   cmd.add_option("--moe-split", moe_split,
                  "how a tensor split cuts a mixture of experts: auto | tensor (rows of every expert) | expert (whole "

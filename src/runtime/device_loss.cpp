@@ -86,12 +86,10 @@ void Engine::recover(const Error& cause) {
   }
   std::vector<std::string> names;
   for (const auto& d : devices_) names.push_back(d->name());
-  size_t replayed = 0;
-  for (const auto& f : fed_) replayed += f.size();
   report("re-planned over {} device{} (split {}): {}", names.size(), names.size() == 1 ? "" : "s",
          parallel::split_mode_name(plan_.mode), describe_split(names, opt_.ratios));
   report("recovered in {:.0f} ms ({} tokens of the KV cache replayed)",
-         std::chrono::duration<double, std::milli>(Clock::now() - t0).count(), replayed);
+         std::chrono::duration<double, std::milli>(Clock::now() - t0).count(), held_tokens());
 }
 
 // Forgets device `index` and plans over the others, keeping their ratios.
@@ -119,10 +117,14 @@ void Engine::replan_with(std::vector<double> ratios) {
     recover(e);  // a worker still ending the old session is waited for; a lost device dropped
     return;      // recover reported the split it ended with
   }
-  size_t replayed = 0;
-  for (const auto& f : fed_) replayed += f.size();
   report("re-planned with ratios {} in {:.0f} ms ({} tokens of the KV cache replayed)", ratios_flag(plan_.ratios),
-         std::chrono::duration<double, std::milli>(Clock::now() - t0).count(), replayed);
+         std::chrono::duration<double, std::milli>(Clock::now() - t0).count(), held_tokens());
+}
+
+size_t Engine::held_tokens() const {
+  size_t n = 0;
+  for (const auto& f : fed_) n += f.size();
+  return n;
 }
 
 // Runs every slot's tokens through the new devices (their KV caches start empty), several slots

@@ -114,6 +114,7 @@ class Engine {
   void recover(const Error& cause);
   void drop_device(size_t index);
   void replay();
+  size_t held_tokens() const;  // in every slot's KV cache: what a replay runs
   // Same devices, new ratios (-ts auto, --rebalance): re-plan, load afresh and replay, through the
   // machinery of a device loss (device_loss.cpp); a device lost on the way is recovered from as there.
   void replan_with(std::vector<double> ratios);
