@@ -4,6 +4,7 @@
 #include "core/error.h"
 #include "model/llama_graph.h"
 #include "parallel/planner.h"
+#include "runtime/engine.h"
 
 #include <fmt/format.h>
 
@@ -16,19 +17,52 @@ namespace {
 
 std::string mib(uint64_t b) { return fmt::format("{:.2f} MiB", b / 1048576.0); }
 
-int plan(const ModelOptions& o) {
+struct PlanArgs {
+  ModelOptions model;
+  bool calibrate = false;  // --calibrate (or -ts auto): load the devices and measure them
+};
+
+// -ts auto's measurements, one row per device, and the ratios chosen from them.
+void print_calibration(const runtime::Calibration& c) {
+  if (c.steps == 0) {
+    std::printf("calibration: no room in the context for a step; ratios kept\n\n");
+    return;
+  }
+  std::printf("calibration: %d decode steps on the starting split\n\n", c.steps);
+  std::printf("| device | threads | share | read per token | compute ms/step | link ms/step | speed | ratio |\n");
+  std::printf("|---|---|---|---|---|---|---|---|\n");
+  for (size_t d = 0; d < c.devices.size(); ++d) {
+    const auto& m = c.devices[d];
+    std::printf("| #%zu %s | %d | %.3f | %s | %.3f | %.3f | %.2f GB/s | %.3f |\n", d, m.name.c_str(), m.threads,
+                m.share, mib(m.decode_bytes).c_str(), m.compute_ms, m.link_ms, m.speed / 1e9,
+                d < c.ratios.size() ? c.ratios[d] : 0.0);
+  }
+  std::printf("\nchosen ratios: -ts %s (%s)\n\n", runtime::ratios_flag(c.ratios).c_str(),
+              c.replanned ? "re-planned with them" : "close to the starting split, which is kept");
+}
+
+int plan(const PlanArgs& args) {
+  const ModelOptions& o = args.model;
   auto file = gguf::File::open(o.model);
   const auto cfg = model::read_config(*file);
   const auto g = model::build_llama_graph(cfg);
   auto eo = o.engine_options();
-  if (eo.ratios.empty() || eo.mode == parallel::SplitMode::None) {
-    if (eo.mode == parallel::SplitMode::None) eo.devices.resize(1);
-    eo.ratios.clear();
-    for (const auto& d : eo.devices) eo.ratios.push_back(d.threads);
+  parallel::Plan p;
+  if (args.calibrate || eo.auto_ratios) {
+    eo.auto_ratios = true;
+    const runtime::Engine engine(*file, eo);
+    print_calibration(engine.calibration());
+    p = engine.plan();
+  } else {
+    if (eo.ratios.empty() || eo.mode == parallel::SplitMode::None) {
+      if (eo.mode == parallel::SplitMode::None) eo.devices.resize(1);
+      eo.ratios.clear();
+      for (const auto& d : eo.devices) eo.ratios.push_back(d.threads);
+    }
+    if (eo.ratios.size() != eo.devices.size())
+      fail("cli", "--tensor-split has {} values for {} devices", eo.ratios.size(), eo.devices.size());
+    p = parallel::make_plan(eo.mode, g, model::weight_table(*file), eo.ratios, eo.moe_split);
   }
-  if (eo.ratios.size() != eo.devices.size())
-    fail("cli", "--tensor-split has {} values for {} devices", eo.ratios.size(), eo.devices.size());
-  const auto p = parallel::make_plan(eo.mode, g, model::weight_table(*file), eo.ratios, eo.moe_split);
   const int64_t n_ctx = eo.n_ctx > 0 ? eo.n_ctx : std::min<int64_t>(cfg.n_ctx_train, 4096);
 
   std::printf("model: %s (%s), %lld layers, %lld heads / %lld kv heads, ffn %lld, vocab %lld\n", o.model.c_str(),
@@ -108,10 +142,13 @@ int plan(const ModelOptions& o) {
 }  // namespace
 
 Action add_plan(CLI::App& app) {
-  auto o = std::make_shared<ModelOptions>();
+  auto a = std::make_shared<PlanArgs>();
   auto* cmd = app.add_subcommand("plan", "show how a model is split across devices");
-  o->add_to(*cmd);
-  return [o] { return plan(*o); };
+  a->model.add_to(*cmd);
+  cmd->add_flag("--calibrate", a->calibrate,
+                "load the devices, time a few decode steps on each and print the measurements and the ratios "
+                "-ts auto chooses (the plan shown is theirs)");
+  return [a] { return plan(*a); };
 }
 
 }  // namespace weft::cli

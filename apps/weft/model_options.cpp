@@ -23,7 +23,21 @@ void ModelOptions::add_to(CLI::App& cmd, bool with_ctx) {
   cmd.add_option("--devices", devices, "devices to split across, e.g. cpu:1,cpu:1 or cpu:2@0,cpu:2@1");
   cmd.add_option("--split-mode", split_mode, "(-sm) none | layer | tensor (default: tensor with several devices)")
       ->check(CLI::IsMember({"none", "layer", "tensor"}));
-  cmd.add_option("--tensor-split", tensor_split, "(-ts) share of each device, e.g. 3,1 (default: by threads)");
+  cmd.add_option("--tensor-split", tensor_split,
+                 "(-ts) share of each device, e.g. 3,1 (default: by threads), or auto: measured at load");
+  cmd.add_flag("--rebalance", rebalance,
+               "re-plan while running when one device stays the slowest by 15% over 64 steps (ratios from the "
+               "devices' measured speeds)");
+  // Tests force a re-plan with these (lag 0, min change 0: every window); hidden from --help.
+  cmd.add_option("--rebalance-window", rebalance_policy.window, "steps judged together")
+      ->check(CLI::Range(1, 1 << 20))
+      ->group("");
+  cmd.add_option("--rebalance-lag", rebalance_policy.lag, "least lag of the slowest device")
+      ->check(CLI::Range(0.0, 1e6))
+      ->group("");
+  cmd.add_option("--rebalance-min-change", rebalance_policy.min_change, "least change of a share to re-plan")
+      ->check(CLI::Range(0.0, 1.0))
+      ->group("");
   cmd.add_option("--moe-split", moe_split,
                  "how a tensor split cuts a mixture of experts: auto | tensor (rows of every expert) | expert (whole "
                  "experts per device)")
@@ -170,7 +184,12 @@ runtime::EngineOptions ModelOptions::engine_options() const {
     o.mode = parallel::SplitMode::Layer;
   else
     o.mode = o.devices.size() > 1 ? parallel::SplitMode::Tensor : parallel::SplitMode::None;
-  if (!tensor_split.empty()) o.ratios = parse_ratios(tensor_split);
+  if (tensor_split == "auto")
+    o.auto_ratios = true;
+  else if (!tensor_split.empty())
+    o.ratios = parse_ratios(tensor_split);
+  o.rebalance = rebalance_policy;
+  o.rebalance.enabled = rebalance;
   o.moe_split = moe_split == "tensor"   ? parallel::MoeSplit::Tensor
                 : moe_split == "expert" ? parallel::MoeSplit::Expert
                                         : parallel::MoeSplit::Auto;

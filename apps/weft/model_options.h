@@ -11,15 +11,17 @@ namespace weft::cli {
 
 struct ModelOptions {
   std::string model;
-  int threads = 0;                 // -t: threads of the single default device (0: all cores)
-  std::string devices;             // --devices cpu:1,cpu:1
-  std::string split_mode;          // -sm none|layer|tensor ("" : tensor with several devices)
-  std::string tensor_split;        // -ts 3,1
-  std::string moe_split = "auto";  // --moe-split auto|tensor|expert
-  int ctx = 0;                     // -c
-  int batch = 512;                 // -b
-  std::string wire = "f32";        // --wire f32|bf16|f16
-  std::string rpc;                 // --rpc HOST:PORT,... : workers appended after --devices (llama.cpp's flag)
+  int threads = 0;                            // -t: threads of the single default device (0: all cores)
+  std::string devices;                        // --devices cpu:1,cpu:1
+  std::string split_mode;                     // -sm none|layer|tensor ("" : tensor with several devices)
+  std::string tensor_split;                   // -ts 3,1 | auto
+  bool rebalance = false;                     // --rebalance
+  runtime::RebalancePolicy rebalance_policy;  // its hidden knobs (tests): window, lag, min change
+  std::string moe_split = "auto";             // --moe-split auto|tensor|expert
+  int ctx = 0;                                // -c
+  int batch = 512;                            // -b
+  std::string wire = "f32";                   // --wire f32|bf16|f16
+  std::string rpc;  // --rpc HOST:PORT,... : workers appended after --devices (llama.cpp's flag)
   // --devices auto / --rpc auto: the workers that answer on the local segment (net/discovery.h)
   int discover_timeout_ms = 1000;  // --discover-timeout
   std::string discover_addr;       // --discover-addr GROUP:PORT (default net::kDefaultDiscoveryAddress)

@@ -6,12 +6,12 @@
 #include "model/model_config.h"
 #include "parallel/planner.h"
 #include "runtime/engine.h"
+#include "runtime/report.h"
 
 #include <fmt/format.h>
 
 #include <algorithm>
 #include <chrono>
-#include <cstdio>
 #include <thread>
 #include <utility>
 
@@ -24,11 +24,6 @@ namespace {
 // a worker finishing a cache write, takes longer. Past this a busy worker counts as lost.
 constexpr auto kBusyWait = std::chrono::seconds(10);
 constexpr auto kBusyRetry = std::chrono::milliseconds(100);
-
-template <typename... Args>
-void report(fmt::format_string<Args...> f, Args&&... args) {
-  if (!log_disabled()) std::fprintf(stderr, "[engine] %s\n", fmt::format(f, std::forward<Args>(args)...).c_str());
-}
 }  // namespace
 
 std::optional<size_t> lost_device(const Error& e, std::span<const std::string> names) {
@@ -94,10 +89,8 @@ void Engine::recover(const Error& cause) {
     }
   }
   report_plan();
-  size_t replayed = 0;
-  for (const auto& f : fed_) replayed += f.size();
   report("recovered in {:.0f} ms ({} tokens of the KV cache replayed)",
-         std::chrono::duration<double, std::milli>(Clock::now() - t0).count(), replayed);
+         std::chrono::duration<double, std::milli>(Clock::now() - t0).count(), held_tokens());
 }
 
 void Engine::report_plan() const {
@@ -172,6 +165,29 @@ bool Engine::rejoin_lost() {
   report_plan();
   report("rejoined in {:.0f} ms", std::chrono::duration<double, std::milli>(Clock::now() - t0).count());
   return true;
+}
+
+void Engine::replan_with(std::vector<double> ratios) {
+  WEFT_ASSERT(ratios.size() == opt_.devices.size());
+  const auto t0 = Clock::now();
+  opt_.ratios = std::move(ratios);
+  devices_.clear();  // ends every session: each worker accepts the new one once it has noticed
+  replan();
+  try {
+    start_devices();
+    replay();
+  } catch (const Error& e) {
+    recover(e);  // a worker still ending the old session is waited for; a lost device dropped
+    return;      // recover reported the split it ended with
+  }
+  report("re-planned with ratios {} in {:.0f} ms ({} tokens of the KV cache replayed)", ratios_flag(plan_.ratios),
+         std::chrono::duration<double, std::milli>(Clock::now() - t0).count(), held_tokens());
+}
+
+size_t Engine::held_tokens() const {
+  size_t n = 0;
+  for (const auto& f : fed_) n += f.size();
+  return n;
 }
 
 // Runs every slot's tokens through the new devices (their KV caches start empty), several slots

@@ -39,11 +39,14 @@ Engine::Engine(const gguf::File& file, EngineOptions opt) : file_(file), opt_(st
   mode_asked_ = opt_.mode;
   replan();
   start_devices();
+  if (opt_.auto_ratios) calibrate();
 }
 
 Engine::~Engine() = default;
 
 void Engine::start_devices() {
+  compute_base_.clear();  // new devices: --rebalance starts watching afresh
+  step_times_.clear();
   devices_ = device::create_devices(opt_.devices, opt_.map_weights);
   for (const auto& dg : plan_.devices)
     for (const auto& ln : dg.nodes) {
@@ -198,6 +201,7 @@ std::vector<SeqOutput> Engine::step_batch(std::span<const SeqStep> batch) {
       out[k].token = model::sample(std::move(parts), q.sampling, q.rng ? *q.rng : unused);
     }
   }
+  observe_step();  // last: a rebalance re-plans and replays what this step fed too
   return out;
 }
 

@@ -10,6 +10,8 @@
 #include "model/model_config.h"
 #include "model/sampling.h"
 #include "parallel/plan.h"
+#include "runtime/balance.h"
+#include "runtime/calibration.h"
 
 #include <memory>
 #include <random>
@@ -28,9 +30,14 @@ struct EngineOptions {
   parallel::SplitMode mode = parallel::SplitMode::Tensor;
   parallel::MoeSplit moe_split = parallel::MoeSplit::Auto;  // how a tensor split cuts the experts
   std::vector<double> ratios;                               // empty: proportional to each device's threads
-  int32_t n_ctx = 0;                                        // 0: min(training context, 4096)
-  int32_t n_batch = 512;  // most tokens in one step (all sequences of a batch together)
-  int32_t n_seq = 1;      // KV cache slots (sequences decoded together, -np); each holds n_ctx positions
+  // -ts auto: start from `ratios` (or threads), measure every device at load (calibration.h) and
+  // re-plan with ratios proportional to the speeds measured.
+  bool auto_ratios = false;
+  int calibration_steps = 8;  // timed decode steps of that measurement (after two untimed ones)
+  RebalancePolicy rebalance;  // --rebalance; its min_change also decides whether -ts auto re-plans
+  int32_t n_ctx = 0;          // 0: min(training context, 4096)
+  int32_t n_batch = 512;      // most tokens in one step (all sequences of a batch together)
+  int32_t n_seq = 1;          // KV cache slots (sequences decoded together, -np); each holds n_ctx positions
   parallel::WireType wire = parallel::WireType::F32;
   bool map_weights = false;                            // CPU devices read weights from the file mapping (--mmap)
   DType k_type = DType::F16, v_type = DType::F16;      // KV cache (-ctk / -ctv)
@@ -82,6 +89,10 @@ class Engine {
   // them and the live devices (the device-loss machinery: reload, replay). Returns whether any
   // rejoined. `weft serve` calls it between requests; a re-plan calls it under opt.rejoin.
   bool rejoin_lost();
+  // -ts auto: what the load-time calibration measured and chose (empty devices otherwise).
+  const Calibration& calibration() const { return calibration_; }
+  // Re-plans made by --rebalance so far.
+  int rebalances() const { return rebalances_; }
 
   // Feeds tokens at the current position (in n_batch chunks) and draws the next token.
   Token eval_and_sample(std::span<const Token> tokens, const model::SamplingParams& p, std::span<const Token> recent,
@@ -114,6 +125,15 @@ class Engine {
   void replan();
   void report_plan() const;
   void replay();
+  size_t held_tokens() const;  // in every slot's KV cache: what a replay runs
+  // Same devices, new ratios (-ts auto, --rebalance): re-plan, load afresh and replay, through the
+  // machinery of a device loss (device_loss.cpp); a device lost on the way is recovered from as there.
+  void replan_with(std::vector<double> ratios);
+  // Self-balancing (calibration.cpp): measure at load; watch each step's compute times.
+  Calibration measure(int n_steps);
+  void calibrate();
+  void observe_step();
+  std::vector<double> compute_seconds() const;  // each device's compute so far, collectives excluded
 
   const gguf::File& file_;
   EngineOptions opt_;
@@ -130,6 +150,10 @@ class Engine {
     double ratio = 0;
   };
   std::vector<LostWorker> lost_;
+  Calibration calibration_;
+  StepTimes step_times_;              // --rebalance: the current window
+  std::vector<double> compute_base_;  // compute_seconds() after the last step watched; empty after a load
+  int rebalances_ = 0;
 };
 
 }  // namespace weft::runtime
