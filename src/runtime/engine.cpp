@@ -38,13 +38,26 @@ Engine::Engine(const gguf::File& file, EngineOptions opt) : file_(file), opt_(st
 
   mode_asked_ = opt_.mode;
   replan();
-  start_devices();
+  // A worker that cannot be reached or refuses the handshake is a start-up error (a mistyped
+  // address is never silently dropped); one that answered and then fails while joining or loading
+  // is a device loss like any later one.
+  open_devices();
+  try {
+    join_and_load();
+  } catch (const Error& e) {
+    recover(e);
+  }
   if (opt_.auto_ratios) calibrate();
 }
 
 Engine::~Engine() = default;
 
 void Engine::start_devices() {
+  open_devices();
+  join_and_load();
+}
+
+void Engine::open_devices() {
   compute_base_.clear();  // new devices: --rebalance starts watching afresh
   step_times_.clear();
   devices_ = device::create_devices(opt_.devices, opt_.map_weights);
@@ -56,6 +69,9 @@ void Engine::start_devices() {
         fail("engine", "{} cannot run {} on {} weights ({})", devices_[dg.device]->name(),
              parallel::local_op_name(ln.op), dtype_name(t), ln.weight.tensor);
     }
+}
+
+void Engine::join_and_load() {
   if (plan_.mode == SplitMode::Tensor) device::connect_group(devices_, opt_.wire);
   const device::LoadOptions lo{opt_.n_ctx, opt_.n_seq, opt_.n_batch, opt_.k_type, opt_.v_type};
   device::load_devices(devices_, plan_.devices, file_, lo);

@@ -112,6 +112,8 @@ class Engine {
  private:
   // Creates the devices of opt_.devices, checks each runs its part of plan_, joins and loads them.
   void start_devices();
+  void open_devices();   // start_devices' first half: creating (a worker's handshake) and checking
+  void join_and_load();  // and its second: the group joined, every device loaded
   std::vector<device::StepResult> run_step(device::Step s);
   void wait_all(std::vector<device::StepResult>& results);
   SeqOutput eval(std::span<const Token> tokens, SeqStep last);

@@ -159,6 +159,19 @@ SchedulerStats Scheduler::stats() const {
   return s;
 }
 
+namespace {
+// Each live device's times so far (devices loaded afresh by a re-plan start from zero).
+std::vector<DeviceTimes> device_times(Engine& engine) {
+  std::vector<DeviceTimes> devices;
+  for (const auto& d : engine.devices()) {
+    const device::DeviceStats ds = d->stats();
+    devices.push_back(
+        {d->name(), std::accumulate(ds.op_seconds.begin(), ds.op_seconds.end(), 0.0), ds.collective_seconds});
+  }
+  return devices;
+}
+}  // namespace
+
 void Scheduler::loop() {
   for (;;) {
     {
@@ -196,7 +209,12 @@ void Scheduler::loop() {
 void Scheduler::retry_lost_workers() {
   if (engine_.lost_workers() == 0 || Clock::now() - last_rejoin_try_ < kRejoinInterval) return;
   last_rejoin_try_ = Clock::now();
-  engine_.rejoin_lost();
+  if (!engine_.rejoin_lost()) return;
+  // Shown at once (/metrics' weft_devices), not only after the next request's first step.
+  std::vector<DeviceTimes> devices = device_times(engine_);
+  std::lock_guard lock(mu_);
+  stats_.devices = std::move(devices);
+  stats_.device_losses = static_cast<uint64_t>(engine_.device_losses());
 }
 
 // Frees the slots of cancelled jobs and forgets cancelled requests still queued.
@@ -331,12 +349,7 @@ void Scheduler::fail_all(const Error& e) {
 }
 
 void Scheduler::record_step(double seconds, int64_t prompt_tokens, int64_t generated_tokens) {
-  std::vector<DeviceTimes> devices;
-  for (const auto& d : engine_.devices()) {
-    const device::DeviceStats ds = d->stats();
-    devices.push_back(
-        {d->name(), std::accumulate(ds.op_seconds.begin(), ds.op_seconds.end(), 0.0), ds.collective_seconds});
-  }
+  std::vector<DeviceTimes> devices = device_times(engine_);
   const double now = std::chrono::duration<double>(Clock::now().time_since_epoch()).count();
   std::lock_guard lock(mu_);
   ++stats_.steps;

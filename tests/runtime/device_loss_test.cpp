@@ -1,19 +1,23 @@
 // Surviving device loss (--on-device-loss replan, the default): `weft run` over workers (and a
-// local CPU device) loses workers mid-generation, killed or stopped past the heartbeat bound, and
-// still prints exactly what an undisturbed run prints; losing the last device, or any device with
-// --on-device-loss fail, ends the run with an error naming it. Each run is watched from outside:
-// a worker is killed once the run's stdout has grown past a mark, so the loss lands mid-generation.
+// local CPU device) loses workers during load, at the prompt and mid-generation, killed or stopped
+// past the heartbeat bound, and still prints exactly what an undisturbed run prints; losing the last
+// device, or any device with --on-device-loss fail, ends the run with an error naming it, and so
+// does a worker that cannot be reached at start-up. Each run is watched from outside: a worker is
+// killed once the run's output (or the worker's log) shows the moment meant.
 #include "device/device_spec.h"
 #include "device/worker_process.h"
 #include "gguf/gguf_reader.h"
 #include "runtime/engine.h"
 
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 
 #include <chrono>
 #include <filesystem>
 #include <fstream>
 #include <functional>
+#include <map>
+#include <memory>
 #include <thread>
 
 namespace weft::runtime {
@@ -27,6 +31,15 @@ using Clock = std::chrono::steady_clock;
 const std::vector<std::string> kRunArgs = {"--temp",           "0",          "-n",   "1000", "-c", "1024", "-p",
                                            "Once upon a time", "--net-poll", "block"};
 
+// A prompt of about 750 tokens read two at a time: 375 steps, long enough that a worker killed once
+// every worker has reported its load dies while the prompt is being read.
+std::vector<std::string> long_prompt_args() {
+  std::string prompt;
+  for (int i = 0; i < 30; ++i)
+    prompt += "Once upon a time there was a little girl named Lily. She liked to play in the park. ";
+  return {"--temp", "0", "-n", "32", "-c", "1024", "-b", "2", "-p", prompt, "--net-poll", "block"};
+}
+
 std::string read_all(const std::string& path) {
   std::ifstream in(path);
   return {(std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>()};
@@ -35,21 +48,23 @@ std::string read_all(const std::string& path) {
 // A `weft run` child: stdout and stderr to files of their own.
 class RunChild {
  public:
-  RunChild(const std::string& devices, const std::vector<std::string>& extra = {}) {
+  // `args`: the run's flags after the model and devices (kRunArgs unless told).
+  explicit RunChild(const std::string& devices, const std::vector<std::string>& extra = {},
+                    const std::vector<std::string>& args = kRunArgs) {
     const std::string base =
         ::testing::TempDir() + "/weft_device_loss_" + std::to_string(::getpid()) + "_" + std::to_string(counter()++);
     out_ = base + ".out";
     err_ = base + ".err";
-    std::vector<std::string> args = {WEFT_BINARY, "run", "-m", stories(), "--devices", devices};
-    args.insert(args.end(), kRunArgs.begin(), kRunArgs.end());
-    args.insert(args.end(), extra.begin(), extra.end());
+    std::vector<std::string> argv_s = {WEFT_BINARY, "run", "-m", stories(), "--devices", devices};
+    argv_s.insert(argv_s.end(), args.begin(), args.end());
+    argv_s.insert(argv_s.end(), extra.begin(), extra.end());
     pid_ = ::fork();
     WEFT_ASSERT(pid_ >= 0);
     if (pid_ == 0) {
       std::freopen(out_.c_str(), "w", stdout);
       std::freopen(err_.c_str(), "w", stderr);
       std::vector<char*> argv;
-      for (auto& a : args) argv.push_back(a.data());
+      for (auto& a : argv_s) argv.push_back(a.data());
       argv.push_back(nullptr);
       ::execv(WEFT_BINARY, argv.data());
       ::_exit(127);
@@ -73,6 +88,18 @@ class RunChild {
       if (std::filesystem::file_size(out_, ec) >= bytes && !ec) return running();
       if (!running()) return false;
       std::this_thread::sleep_for(std::chrono::milliseconds(2));
+    }
+    return false;
+  }
+  // Waits until stderr says `needle` `times` times; false if the run ended first (or a minute passed).
+  bool wait_for_err(const std::string& needle, int times) {
+    for (const auto t0 = Clock::now(); Clock::now() - t0 < std::chrono::seconds(60);) {
+      const std::string e = err();
+      int seen = 0;
+      for (size_t at = e.find(needle); at != std::string::npos; at = e.find(needle, at + 1)) ++seen;
+      if (seen >= times) return running();
+      if (!running()) return false;
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));
     }
     return false;
   }
@@ -104,23 +131,26 @@ class RunChild {
   std::string out_, err_;
 };
 
-// What one undisturbed device prints (the reference every run below must match).
-const std::string& reference() {
-  static const std::string text = [] {
-    RunChild r("cpu:1");
+// What one undisturbed device prints with `args` (the reference every run below must match).
+const std::string& reference(const std::vector<std::string>& args = kRunArgs) {
+  static std::map<std::vector<std::string>, std::string> texts;
+  auto it = texts.find(args);
+  if (it == texts.end()) {
+    RunChild r("cpu:1", {}, args);
     const int status = r.finish();
     WEFT_ASSERT(status == 0);
-    return r.out();
-  }();
-  return text;
+    it = texts.emplace(args, r.out()).first;
+  }
+  return it->second;
 }
 
-// Expects the run to have finished as an undisturbed one would, after losing `lost`.
-void expect_recovered(RunChild& run, const std::vector<const Worker*>& lost) {
+// Expects the run (with `args`) to have finished as an undisturbed one would, after losing `lost`.
+void expect_recovered(RunChild& run, const std::vector<const Worker*>& lost,
+                      const std::vector<std::string>& args = kRunArgs) {
   const int status = run.finish();
   const std::string err = run.err();
   EXPECT_EQ(status, 0) << err;
-  EXPECT_EQ(run.out(), reference()) << err;
+  EXPECT_EQ(run.out(), reference(args)) << err;
   for (const Worker* w : lost) EXPECT_NE(err.find("lost device " + w->url()), std::string::npos) << err;
   EXPECT_NE(err.find("re-planned over"), std::string::npos) << err;
   EXPECT_NE(err.find("recovered in"), std::string::npos) << err;
@@ -140,16 +170,127 @@ TEST(DeviceLoss, ReferenceIsLongEnoughToLoseDevicesMidGeneration) {
   EXPECT_GT(reference().size(), 1500u);  // the marks below lie inside the generation
 }
 
-// Two workers and a local CPU device (one Gloo group); one worker is killed.
-TEST(DeviceLoss, KilledWorkerBesideALocalDeviceIsReplannedAround) {
-  reference();  // before the workers start: the runs below have the cores to themselves
-  Worker w1, w2;
-  RunChild run("cpu:1," + w1.url() + "," + w2.url());
-  ASSERT_TRUE(run.wait_for_output(300)) << "the run ended before the kill: " << run.err();
+// The tokens a recovery replayed, from its report ("recovered in 35 ms (12 tokens of ...)"); -1 if none.
+int replayed_tokens(const std::string& err) {
+  const size_t at = err.find("recovered in ");
+  const size_t open = err.find(" (", at);
+  if (at == std::string::npos || open == std::string::npos) return -1;
+  return std::stoi(err.substr(open + 2));
+}
+
+// The prompt's tokens, from the run's timings ("prompt: 350 tokens in ..."); -1 if none.
+int prompt_tokens(const std::string& err) {
+  const size_t at = err.find("prompt: ");
+  return at == std::string::npos ? -1 : std::stoi(err.substr(at + 8));
+}
+
+// Waits until the worker logging to `log` has found its weights (it is loading, held there by
+// --test-load-delay-ms); false if the run ended first (or a minute passed).
+bool loading(RunChild& run, const std::string& log) {
+  for (const auto t0 = Clock::now(); Clock::now() - t0 < std::chrono::minutes(1);) {
+    if (read_all(log).find("weft worker: weights of") != std::string::npos) return run.running();
+    if (!run.running()) return false;
+    std::this_thread::sleep_for(std::chrono::milliseconds(2));
+  }
+  return false;
+}
+
+// When the worker dies.
+enum class Moment { Load, Prompt, Generation };
+
+struct LossCase {
+  int n_workers;
+  Moment when;
+};
+
+std::string loss_case_name(const ::testing::TestParamInfo<LossCase>& param) {
+  constexpr const char* kWhen[] = {"AtLoad", "AtPrompt", "MidGeneration"};
+  return fmt::format("{}Workers{}", param.param.n_workers, kWhen[static_cast<int>(param.param.when)]);
+}
+
+class KilledWorker : public ::testing::TestWithParam<LossCase> {};
+
+// N workers and a local CPU device (one Gloo group); the last worker is killed while it loads
+// (slowed by the hidden load delay, killed once it has found its weights), while the prompt is read
+// (once the run reports every worker loaded), or mid-generation.
+TEST_P(KilledWorker, IsReplannedAroundBesideALocalDevice) {
+  const auto [n_workers, when] = GetParam();
+  const std::vector<std::string> args = when == Moment::Prompt ? long_prompt_args() : kRunArgs;
+  reference(args);  // before the workers start: the runs below have the cores to themselves
+  const std::string log = ::testing::TempDir() + "/weft_device_loss_worker_" + std::to_string(::getpid());
+  std::vector<std::unique_ptr<Worker>> workers;
+  std::string devices = "cpu:1";
+  for (int i = 0; i < n_workers; ++i) {
+    const bool victim = i == n_workers - 1;
+    std::vector<std::string> extra;
+    if (victim && when == Moment::Load) extra = {"--test-load-delay-ms", "60000"};  // killed long before
+    workers.push_back(std::make_unique<Worker>(extra, "127.0.0.1", std::vector<std::string>{}, victim ? log : ""));
+    devices += "," + workers.back()->url();
+  }
+  Worker& victim = *workers.back();
+  RunChild run(devices, {}, args);
+  switch (when) {
+    case Moment::Load:
+      ASSERT_TRUE(loading(run, log)) << "the run ended first: " << run.err();
+      ASSERT_EQ(run.err().find(victim.url() + ": loaded in"), std::string::npos)
+          << "loaded before the kill: " << run.err();
+      break;
+    case Moment::Prompt:
+      // Each worker reports its load ("tcp://...: loaded in 0.0 s"); the local device loads meanwhile.
+      ASSERT_TRUE(run.wait_for_err(": loaded in ", n_workers)) << "the run ended before the kill: " << run.err();
+      break;
+    case Moment::Generation:
+      ASSERT_TRUE(run.wait_for_output(300)) << "the run ended before the kill: " << run.err();
+      break;
+  }
+  victim.kill(SIGKILL);
+  std::filesystem::remove(log);
+  expect_recovered(run, {&victim}, args);
+  const std::string err = run.err();
+  EXPECT_NE(err.find(fmt::format("re-planned over {} devices (split tensor): cpu:0 (ratio 1), {}", n_workers,
+                                 workers.front()->url())),
+            std::string::npos)
+      << err;
+  // Where the loss landed, from what the recovery replayed: nothing yet, part of the prompt, more.
+  const int replayed = replayed_tokens(err), prompt = prompt_tokens(err);
+  ASSERT_GT(prompt, 0) << err;
+  ASSERT_GE(replayed, 0) << err;
+  switch (when) {
+    case Moment::Load: EXPECT_EQ(replayed, 0) << err; break;
+    case Moment::Prompt: EXPECT_LT(replayed, prompt) << "the loss came after the prompt: " << err; break;
+    case Moment::Generation: EXPECT_GT(replayed, prompt) << err; break;
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(DeviceLoss, KilledWorker,
+                         ::testing::Values(LossCase{2, Moment::Generation}, LossCase{3, Moment::Generation},
+                                           LossCase{4, Moment::Generation}, LossCase{2, Moment::Prompt},
+                                           LossCase{3, Moment::Prompt}, LossCase{4, Moment::Prompt},
+                                           LossCase{2, Moment::Load}, LossCase{3, Moment::Load},
+                                           LossCase{4, Moment::Load}),
+                         loss_case_name);
+
+// A worker that cannot be reached at start-up (a mistyped address, say) is an error, not a loss:
+// the run never starts without it.
+TEST(DeviceLoss, UnreachableWorkerAtStartIsAnError) {
+  Worker w1, gone;
+  gone.kill(SIGKILL);  // its port is closed now
+  RunChild run("cpu:1," + w1.url() + "," + gone.url());
+  const std::string err = expect_failed(run, gone.address());
+  EXPECT_EQ(err.find("re-planned"), std::string::npos) << err;
+  EXPECT_EQ(run.out(), "");
+}
+
+// Under --on-device-loss fail a worker lost during load ends the run, naming it.
+TEST(DeviceLoss, FailPolicyEndsTheRunOnALossDuringLoad) {
+  const std::string log = ::testing::TempDir() + "/weft_device_loss_fail_worker_" + std::to_string(::getpid());
+  Worker w1, w2({"--test-load-delay-ms", "60000"}, "127.0.0.1", {}, log);
+  RunChild run("cpu:1," + w1.url() + "," + w2.url(), {"--on-device-loss", "fail"});
+  ASSERT_TRUE(loading(run, log)) << "the run ended first: " << run.err();
   w2.kill(SIGKILL);
-  expect_recovered(run, {&w2});
-  EXPECT_NE(run.err().find("re-planned over 2 devices (split tensor): cpu:0 (ratio 1), " + w1.url()), std::string::npos)
-      << run.err();
+  std::filesystem::remove(log);
+  const std::string err = expect_failed(run, w2.url());
+  EXPECT_EQ(err.find("re-planned"), std::string::npos) << err;
 }
 
 // Three workers and a local device lose the workers one after another, down to the local device.

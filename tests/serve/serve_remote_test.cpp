@@ -52,8 +52,10 @@ TEST(ServeRemote, DeadWorkerFailsRequestsWith500NamingIt) {
 }
 
 // Two workers; one is killed while a request generates. The reply is the one the surviving worker
-// gives alone afterwards (the same greedy text), and /metrics shows the loss.
-TEST(ServeRemote, LostWorkerIsReplannedAroundMidRequest) {
+// gives alone afterwards (the same greedy text), and /metrics shows the loss. Restarted on its port,
+// the worker rejoins between requests (an idle scheduler retries lost workers every 2 s), and the
+// next request runs over both devices again, with the same text.
+TEST(ServeRemote, LostWorkerIsReplannedAroundMidRequestAndRejoinsWhenRestarted) {
   auto file = gguf::File::open(stories_path());
   auto tok = tokenizer::Tokenizer::from_gguf(*file);
   device::remote::testing_support::Worker w1, w2;
@@ -81,6 +83,16 @@ TEST(ServeRemote, LostWorkerIsReplannedAroundMidRequest) {
   const Reply m = get(c, "/metrics");
   for (const char* line : {"\nweft_device_losses_total 1", "\nweft_devices 1"})
     EXPECT_NE(m.text.find(line), std::string::npos) << "no '" << line << "' in:\n" << m.text;
+
+  w2.restart();
+  ASSERT_TRUE(eventually([&] { return get(c, "/metrics").text.find("\nweft_devices 2") != std::string::npos; }))
+      << get(c, "/metrics").text;
+  const Reply rejoined = post(c, "/v1/completions", request);
+  ASSERT_EQ(rejoined.status, 200) << rejoined.text;
+  EXPECT_EQ(rejoined.body["choices"][0]["text"], during.body["choices"][0]["text"]);
+  const Reply m2 = get(c, "/metrics");
+  for (const char* line : {"\nweft_device_losses_total 1", "\nweft_devices 2"})  // no loss on the way
+    EXPECT_NE(m2.text.find(line), std::string::npos) << "no '" << line << "' in:\n" << m2.text;
 }
 
 }  // namespace
