@@ -39,11 +39,12 @@ BUILD_DIR=build-tsan CMAKE_ARGS="-DWEFT_TSAN=ON -DWEFT_BUILD_BENCH=OFF $SAN_OPT"
   ./scripts/build.sh >/dev/null
 stage "tsan build"
 # Left out here (they run under ASan above): the per-type sweeps of the equality tests (kernels,
-# not threads) and the remote tests that wait out load and silence bounds in worker processes.
+# not threads), the remote tests that wait out load and silence bounds in worker processes, and
+# the matrix of worker counts x kill moments of device loss (DeviceLoss.* keeps one of each kind).
 tsan() { TSAN_OPTIONS="halt_on_error=1 second_deadlock_stack=1" "./build-tsan/tests/$1" --gtest_brief=1 "${@:2}"; }
 tsan parallel_tests
 tsan device_tests --gtest_filter='-RemoteLoad.*:RemoteSession.*'
-tsan runtime_tests --gtest_filter='-Types/*'
+tsan runtime_tests --gtest_filter='-Types/*:DeviceLoss/*'
 stage "tsan tests"
 
 # libFuzzer, for a bounded time each (clang): fuzz TARGET names the target; its corpus and log
