@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include <sys/wait.h>
+#include <unistd.h>
 
 #include <array>
 #include <cstdio>
@@ -28,9 +29,10 @@ inline Result run(const std::string& args, bool merge_stderr = false) {
   return {WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status), out};
 }
 
-// weft gen-model's tiny preset, once per test binary; `extra` adds flags (and names the file).
+// weft gen-model's tiny preset, once per test process (ctest runs tests in parallel, each in a
+// process of its own: a shared path would have two of them writing one file); `extra` adds flags.
 inline std::string generated_model(const std::string& name, const std::string& extra) {
-  const std::string p = testing::TempDir() + "/weft_cli_" + name + ".gguf";
+  const std::string p = testing::TempDir() + "/weft_cli_" + name + "_" + std::to_string(::getpid()) + ".gguf";
   EXPECT_EQ(run("gen-model -o " + p + " --preset tiny --type q8_0 " + extra).code, 0) << extra;
   return p;
 }
