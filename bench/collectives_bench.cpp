@@ -49,6 +49,7 @@ BENCHMARK(BM_shm_all_reduce_sleep)->Arg(2048)->Arg(4096)->Threads(2)->UseRealTim
 // Across processes the peer is a forked child making the same number of calls, so the count is
 // fixed (kCalls) rather than chosen by the benchmark library.
 constexpr int kCalls = 2000, kWarmup = 100;
+constexpr int calls_for(size_t floats) { return floats <= 8192 ? kCalls : kCalls / 10; }
 
 void wait_child(pid_t pid, benchmark::State& state) {
   int status = 0;
@@ -57,18 +58,18 @@ void wait_child(pid_t pid, benchmark::State& state) {
 }
 
 // Arg: floats per all-reduce. Gloo between this process (rank 0) and a forked rank 1.
-void gloo_all_reduce(benchmark::State& state, bool busy, size_t sync_max_bytes) {
+void gloo_all_reduce(benchmark::State& state, bool busy, size_t sync_chunk_bytes) {
   const size_t n = static_cast<size_t>(state.range(0));
   net::KvServer store("127.0.0.1");
   const parallel::GlooOptions opt{
-      "127.0.0.1:" + std::to_string(store.port()), "lat", "127.0.0.1", 5000, busy, sync_max_bytes};
+      "127.0.0.1:" + std::to_string(store.port()), "lat", "127.0.0.1", 5000, busy, sync_chunk_bytes};
   const pid_t pid = ::fork();
   if (pid == 0) {
     int rc = 0;
     try {
       auto g = parallel::make_gloo_group(1, 2, parallel::WireType::F32, opt);
       std::vector<float> x(n, 1.0f);
-      for (int i = 0; i < kCalls + kWarmup; ++i) g->all_reduce_sum(x.data(), n);
+      for (int i = 0; i < calls_for(n) + kWarmup; ++i) g->all_reduce_sum(x.data(), n);
     } catch (...) {
       rc = 1;
     }
@@ -81,12 +82,17 @@ void gloo_all_reduce(benchmark::State& state, bool busy, size_t sync_max_bytes) 
   wait_child(pid, state);
   state.SetBytesProcessed(static_cast<int64_t>(state.iterations()) * n * 4);
 }
-void BM_gloo_all_reduce_busy_poll(benchmark::State& s) { gloo_all_reduce(s, true, parallel::kSyncAllReduceMaxBytes); }
-void BM_gloo_all_reduce_blocking(benchmark::State& s) { gloo_all_reduce(s, false, parallel::kSyncAllReduceMaxBytes); }
+void BM_gloo_all_reduce_busy_poll(benchmark::State& s) { gloo_all_reduce(s, true, parallel::kSyncChunkBytes); }
+void BM_gloo_all_reduce_blocking(benchmark::State& s) { gloo_all_reduce(s, false, parallel::kSyncChunkBytes); }
 void BM_gloo_all_reduce_async(benchmark::State& s) { gloo_all_reduce(s, false, 0); }
-BENCHMARK(BM_gloo_all_reduce_busy_poll)->Arg(4096)->Iterations(kCalls)->UseRealTime();
-BENCHMARK(BM_gloo_all_reduce_blocking)->Arg(4096)->Iterations(kCalls)->UseRealTime();
-BENCHMARK(BM_gloo_all_reduce_async)->Arg(4096)->Iterations(kCalls)->UseRealTime();
+// Args: one decoded token of the 500m model (2048 floats), 16 batched tokens, a 128-token prompt.
+#define WEFT_GLOO_SIZES(fn)                                               \
+  BENCHMARK(fn)->Arg(2048)->Iterations(calls_for(2048))->UseRealTime();   \
+  BENCHMARK(fn)->Arg(32768)->Iterations(calls_for(32768))->UseRealTime(); \
+  BENCHMARK(fn)->Arg(262144)->Iterations(calls_for(262144))->UseRealTime()
+WEFT_GLOO_SIZES(BM_gloo_all_reduce_busy_poll);
+WEFT_GLOO_SIZES(BM_gloo_all_reduce_blocking);
+WEFT_GLOO_SIZES(BM_gloo_all_reduce_async);
 
 // What a two-rank ring all-reduce moves, over plain TCP_NODELAY sockets: both sides send the
 // bytes, then each reads the other's.
@@ -99,7 +105,7 @@ void BM_raw_tcp_exchange(benchmark::State& state) {
     try {
       net::Socket s = net::connect_tcp({"127.0.0.1", l.port()}, 5000);
       std::vector<uint8_t> in(bytes), out(bytes, 1);
-      for (int i = 0; i < kCalls + kWarmup; ++i) {
+      for (int i = 0; i < calls_for(bytes / 4) + kWarmup; ++i) {
         s.send_all(out.data(), bytes, 5000);
         s.recv_exact(in.data(), bytes, 5000);
       }
@@ -119,6 +125,6 @@ void BM_raw_tcp_exchange(benchmark::State& state) {
   wait_child(pid, state);
   state.SetBytesProcessed(static_cast<int64_t>(state.iterations()) * bytes);
 }
-BENCHMARK(BM_raw_tcp_exchange)->Arg(4096)->Iterations(kCalls)->UseRealTime();
+WEFT_GLOO_SIZES(BM_raw_tcp_exchange);
 
 }  // namespace

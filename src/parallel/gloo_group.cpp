@@ -1,12 +1,13 @@
 #include "parallel/gloo_group.h"
 
+#include "parallel/gloo_all_reduce.h"
+
 #include "core/error.h"
 #include "core/fp16.h"
 #include "net/kv_store.h"
 
 #include <gloo/allgatherv.h>
 #include <gloo/allreduce.h>
-#include <gloo/allreduce_ring.h>
 #include <gloo/barrier.h>
 #include <gloo/broadcast.h>
 #include <gloo/math.h>
@@ -23,7 +24,6 @@
 #include <chrono>
 #include <cstring>
 #include <filesystem>
-#include <list>
 #include <numeric>
 #include <optional>
 
@@ -85,9 +85,10 @@ std::vector<SocketId> connected_sockets() {
   return out;
 }
 
-// Reduced-precision wire: values travel as 16-bit bf16 / f16 and each hop of the ring adds in f32
-// and rounds the partial sum back. As in f32, the ring adds in each rank's own order, so ranks may
-// differ in the last bits; the equality tests bound what that does to logits.
+// Reduced-precision wire: values travel as 16-bit bf16 / f16 and each addition happens in f32,
+// rounded back to the wire type (one rounding per partial sum, as a ring would do on the way). On
+// the sync path every rank ends with the same bits; the equality tests bound what the rounding does
+// to logits.
 template <WireType W>
 float from_wire(uint16_t h) {
   return W == WireType::BF16 ? bf16_to_f32(h) : fp16_to_f32(h);
@@ -97,8 +98,10 @@ uint16_t to_wire(float f) {
   return W == WireType::BF16 ? f32_to_bf16(f) : f32_to_fp16(f);
 }
 template <WireType W>
-void wire_sum(uint16_t* x, const uint16_t* y, size_t n) {  // the ring's x += y
-  for (size_t i = 0; i < n; ++i) x[i] = to_wire<W>(from_wire<W>(x[i]) + from_wire<W>(y[i]));
+void wire_add(void* acc, const void* x, size_t n) {  // SyncAllReduce's acc += x
+  auto* a = static_cast<uint16_t*>(acc);
+  const auto* y = static_cast<const uint16_t*>(x);
+  for (size_t i = 0; i < n; ++i) a[i] = to_wire<W>(from_wire<W>(a[i]) + from_wire<W>(y[i]));
 }
 template <WireType W>
 void wire_sum3(void* c, const void* a, const void* b, size_t n) {  // gloo::allreduce's c = a + b
@@ -106,19 +109,21 @@ void wire_sum3(void* c, const void* a, const void* b, size_t n) {  // gloo::allr
   const auto *x = static_cast<const uint16_t*>(a), *y = static_cast<const uint16_t*>(b);
   for (size_t i = 0; i < n; ++i) out[i] = to_wire<W>(from_wire<W>(x[i]) + from_wire<W>(y[i]));
 }
-const gloo::ReductionFunction<uint16_t> kBf16Sum(gloo::CUSTOM, &wire_sum<WireType::BF16>);
-const gloo::ReductionFunction<uint16_t> kF16Sum(gloo::CUSTOM, &wire_sum<WireType::F16>);
+void f32_add(void* acc, const void* x, size_t n) {
+  auto* a = static_cast<float*>(acc);
+  const auto* y = static_cast<const float*>(x);
+  for (size_t i = 0; i < n; ++i) a[i] += y[i];
+}
 
 // Why two contexts: Gloo's tcp pairs in sync mode leave the device's event loop and are read only
-// by the thread that waits (optionally busy-polling). Only the classic algorithm classes
-// (gloo::AllreduceRing, on pre-registered gloo::transport::Buffers) wait that way; the newer
-// gloo::allreduce(options) API receives into unbound buffers, which only the event loop fills, so
-// on a sync pair it would never see its bytes and time out. Small all-reduces therefore run
-// AllreduceRing on a second, sync-mode mesh; everything else stays on the asynchronous mesh.
+// by the thread that waits (optionally busy-polling). Only pre-registered transport buffers wait
+// that way; the gloo::allreduce(options) API and the other collectives receive into unbound
+// buffers, which only the event loop fills, so on a sync pair they would never see their bytes.
+// All-reduces (every step's hot path) therefore run SyncAllReduce on a second, sync-mode mesh; the
+// rarer collectives stay on the asynchronous one.
 class GlooGroup : public Group {
  public:
-  GlooGroup(int rank, int size, WireType wire, const GlooOptions& opt)
-      : wire_(wire), timeout_(opt.timeout_ms), sync_max_bytes_(opt.sync_max_bytes) {
+  GlooGroup(int rank, int size, WireType wire, const GlooOptions& opt) : wire_(wire), timeout_(opt.timeout_ms) {
     const std::vector<SocketId> before = connected_sockets();
     try {
       KvStore kv(opt.store, opt.timeout_ms, opt.store_key);
@@ -136,6 +141,7 @@ class GlooGroup : public Group {
       sync_ctx_ = connect(opt.prefix + "/sync");
       for (int r = 0; r < size; ++r)
         if (r != rank) sync_ctx_->getPair(r)->setSync(true, opt.busy_poll);
+      if (opt.sync_chunk_bytes > 0) sync_ = std::make_unique<SyncAllReduce>(sync_ctx_, opt.sync_chunk_bytes);
     } catch (const Error&) {
       throw;
     } catch (const std::exception& e) {
@@ -152,9 +158,9 @@ class GlooGroup : public Group {
     ++stats_.n_all_reduce;
     run("all_reduce", [&] {
       switch (wire_) {
-        case WireType::F32: return all_reduce(data, n, rings_, gloo::ReductionFunction<float>::sum, &gloo::sum<float>);
-        case WireType::BF16: return all_reduce_16<WireType::BF16>(data, n, kBf16Sum);
-        case WireType::F16: return all_reduce_16<WireType::F16>(data, n, kF16Sum);
+        case WireType::F32: return all_reduce(data, n, &f32_add, &gloo::sum<float>);
+        case WireType::BF16: return all_reduce_16<WireType::BF16>(data, n);
+        case WireType::F16: return all_reduce_16<WireType::F16>(data, n);
       }
     });
   }
@@ -225,39 +231,10 @@ class GlooGroup : public Group {
     }
   }
 
-  // One AllreduceRing per element count, on a buffer of its own (its transport buffers are
-  // registered once, at construction, under slots every rank draws in the same order). Keyed by
-  // count, never by the caller's pointer: counts are identical on every rank, pointers are not.
-  // Least recently used first out; every rank evicts the same entry, since all see the same calls.
+  // On the sync mesh unless the options turned it off (then Gloo's own, asynchronous algorithm).
   template <class T>
-  struct SyncRing {
-    size_t n;
-    std::vector<T> buf;
-    std::unique_ptr<gloo::AllreduceRing<T>> algo;
-  };
-  static constexpr size_t kMaxSyncRings = 8;
-  template <class T>
-  void sync_all_reduce(T* data, size_t n, std::list<SyncRing<T>>& rings, const gloo::ReductionFunction<T>* fn) {
-    auto it = std::find_if(rings.begin(), rings.end(), [&](const SyncRing<T>& r) { return r.n == n; });
-    if (it == rings.end()) {
-      if (rings.size() == kMaxSyncRings) rings.pop_back();
-      rings.push_front({n, std::vector<T>(n), nullptr});
-      auto& r = rings.front();
-      r.algo =
-          std::make_unique<gloo::AllreduceRing<T>>(sync_ctx_, std::vector<T*>{r.buf.data()}, static_cast<int>(n), fn);
-    } else if (it != rings.begin()) {
-      rings.splice(rings.begin(), rings, it);
-    }
-    auto& r = rings.front();
-    std::copy(data, data + n, r.buf.begin());
-    r.algo->run();
-    std::copy(r.buf.begin(), r.buf.end(), data);
-  }
-  // Small ones on the sync mesh, the rest on the async one (see the class comment).
-  template <class T>
-  void all_reduce(T* data, size_t n, std::list<SyncRing<T>>& rings, const gloo::ReductionFunction<T>* fn,
-                  void (*fn3)(void*, const void*, const void*, size_t)) {
-    if (n * sizeof(T) <= sync_max_bytes_ && size() > 1) return sync_all_reduce(data, n, rings, fn);
+  void all_reduce(T* data, size_t n, AddFn add, void (*fn3)(void*, const void*, const void*, size_t)) {
+    if (sync_) return sync_->run(data, n, sizeof(T), add);
     gloo::AllreduceOptions o(ctx_);
     o.setInput(data, n);
     o.setOutput(data, n);
@@ -267,22 +244,19 @@ class GlooGroup : public Group {
     gloo::allreduce(o);
   }
   template <WireType W>
-  void all_reduce_16(float* data, size_t n, const gloo::ReductionFunction<uint16_t>& fn) {
+  void all_reduce_16(float* data, size_t n) {
     wire_buf_.resize(n);
     for (size_t i = 0; i < n; ++i) wire_buf_[i] = to_wire<W>(data[i]);
-    all_reduce(wire_buf_.data(), n, rings16_, &fn, &wire_sum3<W>);
+    all_reduce(wire_buf_.data(), n, &wire_add<W>, &wire_sum3<W>);
     for (size_t i = 0; i < n; ++i) data[i] = from_wire<W>(wire_buf_[i]);
   }
 
   const WireType wire_;
   std::shared_ptr<gloo::Context> ctx_;
   std::shared_ptr<gloo::Context> sync_ctx_;
-  // Destroyed before the contexts (declared after them).
-  std::list<SyncRing<float>> rings_;
-  std::list<SyncRing<uint16_t>> rings16_;
+  std::unique_ptr<SyncAllReduce> sync_;  // destroyed before the contexts (declared after them)
   std::vector<uint16_t> wire_buf_;
   std::chrono::milliseconds timeout_;
-  size_t sync_max_bytes_;
   uint32_t tag_ = 0;
   std::vector<float> tmp_;
   GroupStats stats_;

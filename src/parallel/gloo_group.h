@@ -22,11 +22,11 @@ bool resolve_busy_poll(NetPoll poll, int process_threads);
 // Cores this process may run on (its affinity mask), not the machine's.
 int available_cores();
 
-// All-reduces of at most this many bytes take the synchronous path: Gloo's ring algorithm over
-// pairs in sync mode, read by the calling thread itself (see gloo_group.cpp). Larger ones use the
-// asynchronous pairs: a sync-mode send blocks until the peer reads, and two ranks each sending more
-// than the socket buffers hold to the other would wait on each other until the timeout.
-inline constexpr size_t kSyncAllReduceMaxBytes = 64 * 1024;
+// All-reduces run over pairs in sync mode, read by the calling thread itself (SyncAllReduce in
+// gloo_all_reduce.h), in messages of at most this many bytes: a sync-mode send blocks until the
+// bytes are in the socket buffers, and every rank sends before it reads, so a message must fit the
+// buffers (64 KiB: below Linux's default TCP receive buffer, 128 KiB).
+inline constexpr size_t kSyncChunkBytes = 64 * 1024;
 
 struct GlooOptions {
   std::string store;       // HOST:PORT of the coordinator's rendezvous store
@@ -34,8 +34,9 @@ struct GlooOptions {
   std::string hostname;    // address the other ranks reach this rank at
   int timeout_ms = 30000;  // connect and each collective: a dead or stuck peer becomes an error
   bool busy_poll = false;  // see NetPoll
-  // All-reduces up to this many bytes take the sync path; must be equal on every rank (0: never).
-  size_t sync_max_bytes = kSyncAllReduceMaxBytes;
+  // Largest message of an all-reduce on the sync pairs; equal on every rank. 0: all-reduces run
+  // Gloo's own asynchronous algorithm instead (slower: kept for the benchmark's comparison).
+  size_t sync_chunk_bytes = kSyncChunkBytes;
   // Tags and checks the store's entries (net::rendezvous_key; empty: untagged, no key in use).
   // Only the rendezvous is authenticated: Gloo's own traffic is plain TCP (see net/kv_store.h).
   std::vector<uint8_t> store_key;

@@ -11,6 +11,7 @@
 
 #include <chrono>
 #include <cmath>
+#include <cstring>
 #include <future>
 #include <thread>
 
@@ -22,41 +23,53 @@ using Clock = std::chrono::steady_clock;
 // Integers below 2^24 add exactly in f32, so the expected sums are exact.
 float value(int rank, size_t i) { return static_cast<float>(i % 97) + 1000.0f * rank; }
 
-TEST(GlooGroup, SyncAndAsyncAllReducesGiveExactSums) {
+// Every size class of the sync path (one message; several ring segments of several messages,
+// segments of unequal length) and Gloo's asynchronous algorithm (chunk 0), with 2 and 3 ranks:
+// exact sums, the same on every rank, and the async mesh usable in between.
+TEST(GlooGroup, AllReducesGiveExactSumsOnEveryPath) {
   net::KvServer store("127.0.0.1");
   const std::string addr = "127.0.0.1:" + std::to_string(store.port());
-  std::vector<size_t> sizes = {1, 7, 4096, 4096, kSyncAllReduceMaxBytes / 4, kSyncAllReduceMaxBytes / 4 + 1, 200000};
-  for (size_t k = 0; k < 12; ++k) sizes.push_back(100 + k);  // more distinct sizes than cached rings
-  sizes.push_back(4096);                                     // evicted and rebuilt
-  auto rank_main = [&](int rank) {
-    auto g = make_gloo_group(rank, 2, WireType::F32, {addr, "t", "127.0.0.1", 5000, /*busy_poll=*/rank == 0});
-    std::vector<std::string> errors;
-    for (size_t n : sizes) {
-      std::vector<float> x(n);
-      for (size_t i = 0; i < n; ++i) x[i] = value(rank, i);
-      g->all_reduce_sum(x.data(), n);
-      for (size_t i = 0; i < n; ++i)
-        if (x[i] != value(0, i) + value(1, i)) {
-          errors.push_back(fmt::format("n={} i={}: {}", n, i, x[i]));
-          break;
+  const std::vector<size_t> sizes = {1, 7, 63, 64, 65, 191, 4096, kSyncChunkBytes / 4, kSyncChunkBytes / 4 + 1, 200000};
+  for (int n_ranks : {2, 3})
+    for (size_t chunk : {kSyncChunkBytes, size_t{256}, size_t{0}}) {
+      const std::string prefix = fmt::format("t{}-{}", n_ranks, chunk);
+      auto rank_main = [&](int rank) {
+        GlooOptions opt{addr, prefix, "127.0.0.1", 5000, /*busy_poll=*/rank == 0};
+        opt.sync_chunk_bytes = chunk;
+        auto g = make_gloo_group(rank, n_ranks, WireType::F32, opt);
+        std::vector<std::string> errors;
+        for (size_t n : sizes) {
+          std::vector<float> x(n);
+          for (size_t i = 0; i < n; ++i) x[i] = value(rank, i);
+          g->all_reduce_sum(x.data(), n);
+          for (size_t i = 0; i < n; ++i) {
+            float want = 0;
+            for (int q = 0; q < n_ranks; ++q) want += value(q, i);
+            if (x[i] != want) {
+              errors.push_back(fmt::format("{} ranks, chunk {}, n={} i={}: {}", n_ranks, chunk, n, i, x[i]));
+              break;
+            }
+          }
+          const float mine = static_cast<float>(rank + 1);  // the async mesh still works in between
+          std::vector<float> all(n_ranks);
+          g->all_gather(&mine, std::vector<size_t>(n_ranks, 1), all.data());
+          if (all[0] != 1.0f || all[1] != 2.0f) errors.push_back("all_gather");
         }
-      const float mine = static_cast<float>(rank + 1);  // the async mesh still works in between
-      std::vector<float> both(2);
-      g->all_gather(&mine, {1, 1}, both.data());
-      if (both[0] != 1.0f || both[1] != 2.0f) errors.push_back("all_gather");
+        return errors;
+      };
+      std::vector<std::future<std::vector<std::string>>> peers;
+      for (int r = 1; r < n_ranks; ++r) peers.push_back(std::async(std::launch::async, rank_main, r));
+      const auto e0 = rank_main(0);
+      EXPECT_TRUE(e0.empty()) << e0[0];
+      for (auto& p : peers) {
+        const auto e = p.get();
+        EXPECT_TRUE(e.empty()) << e[0];
+      }
     }
-    return errors;
-  };
-  auto r1 = std::async(std::launch::async, rank_main, 1);
-  const auto e0 = rank_main(0);
-  const auto e1 = r1.get();
-  EXPECT_TRUE(e0.empty()) << e0[0];
-  EXPECT_TRUE(e1.empty()) << e1[0];
 }
 
-// bf16 / f16 wires: each value within the rounding of a few partial sums, on both paths (small:
-// sync ring; large: async), with 3 ranks (a ring of several hops). Gloo's ring adds in each
-// rank's own order, so ranks may differ in the last bits (as they do in f32).
+// bf16 / f16 wires: each value within the rounding of a few partial sums, in one message and over
+// the ring, with 3 ranks (a ring of several hops); every rank ends with the same bits.
 TEST(GlooGroup, HalfPrecisionWiresSumWithinRounding) {
   net::KvServer store("127.0.0.1");
   const std::string addr = "127.0.0.1:" + std::to_string(store.port());
@@ -67,13 +80,13 @@ TEST(GlooGroup, HalfPrecisionWiresSumWithinRounding) {
     auto rank_main = [&](int rank) {
       auto g = make_gloo_group(rank, 3, wire, {addr, prefix, "127.0.0.1", 5000});
       std::vector<std::vector<float>> out;
-      for (size_t n : {size_t{4096}, kSyncAllReduceMaxBytes / 2 + 5}) {
+      for (size_t n : {size_t{4096}, kSyncChunkBytes / 2 + 5}) {
         std::vector<float> x(n);
         for (size_t i = 0; i < n; ++i) x[i] = x_of(rank, i);
         g->all_reduce_sum(x.data(), n);
         out.push_back(std::move(x));
       }
-      EXPECT_EQ(g->stats().bytes_all_reduce, (4096 + kSyncAllReduceMaxBytes / 2 + 5) * 2);
+      EXPECT_EQ(g->stats().bytes_all_reduce, (4096 + kSyncChunkBytes / 2 + 5) * 2);
       return out;
     };
     auto r1 = std::async(std::launch::async, rank_main, 1);
@@ -88,6 +101,8 @@ TEST(GlooGroup, HalfPrecisionWiresSumWithinRounding) {
       }
       EXPECT_LT(worst, tol) << wire_type_name(wire) << " n=" << a[k].size();
       EXPECT_GT(worst, 0.0) << "no rounding at all: the wire was not " << wire_type_name(wire);
+      EXPECT_EQ(0, std::memcmp(a[k].data(), b[k].data(), a[k].size() * 4)) << "ranks 0 and 1 differ";
+      EXPECT_EQ(0, std::memcmp(a[k].data(), c[k].data(), a[k].size() * 4)) << "ranks 0 and 2 differ";
     }
   }
 }
@@ -116,8 +131,8 @@ void expect_abort_releases(size_t n) {
 }
 
 TEST(GlooGroup, AbortReleasesARankBlockedInACollective) {
-  expect_abort_releases(1024);    // the sync path (the calling thread reads the socket)
-  expect_abort_releases(100000);  // the async path (Gloo's event loop reads)
+  expect_abort_releases(1024);    // one message
+  expect_abort_releases(100000);  // the ring, several messages per segment
 }
 
 }  // namespace
