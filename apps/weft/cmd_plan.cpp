@@ -3,6 +3,7 @@
 #include "apps/weft/model_options.h"
 #include "core/error.h"
 #include "model/llama_graph.h"
+#include "parallel/cost_model.h"
 #include "parallel/planner.h"
 #include "runtime/engine.h"
 
@@ -20,7 +21,34 @@ std::string mib(uint64_t b) { return fmt::format("{:.2f} MiB", b / 1048576.0); }
 struct PlanArgs {
   ModelOptions model;
   bool calibrate = false;  // --calibrate (or -ts auto): load the devices and measure them
+  // The cost model's inputs (print_expected_steps): read speed per device, the link between them.
+  std::vector<double> device_gbs;
+  double link_latency_us = 30, link_gbit = 10;
 };
+
+// The cost model's expected decode step of one sequence for the tensor and the layer split of
+// these devices (parallel/cost_model.h says what it counts; batches add compute it does not count).
+void print_expected_steps(const PlanArgs& args, const graph::Graph& g, const graph::WeightTable& weights,
+                          const std::vector<double>& ratios, const std::vector<double>& speeds,
+                          parallel::WireType wire) {
+  parallel::LinkCost link;
+  link.latency_s = args.link_latency_us * 1e-6;
+  link.bytes_per_s = args.link_gbit * 1e9 / 8;
+  std::string speed_list;
+  for (double s : speeds) speed_list += fmt::format("{}{:.1f}", speed_list.empty() ? "" : ", ", s / 1e9);
+  std::printf(
+      "\nexpected decode step (cost model: devices read %s GB/s; link %.0f us per message, %.1f Gbit/s; %s wire):\n",
+      speed_list.c_str(), args.link_latency_us, args.link_gbit, std::string(parallel::wire_type_name(wire)).c_str());
+  std::printf("| split | compute ms | link ms | messages | wire KiB | step ms | tokens/s |\n");
+  std::printf("|---|---|---|---|---|---|---|\n");
+  for (auto mode : {parallel::SplitMode::Tensor, parallel::SplitMode::Layer}) {
+    const auto c = parallel::estimate_decode_step(parallel::make_plan(mode, g, weights, ratios), speeds, link, wire);
+    std::printf("| %s | %.3f | %.3f | %d | %.1f | %.3f | %.1f |\n",
+                std::string(parallel::split_mode_name(mode)).c_str(), c.compute_s * 1e3, c.link_s * 1e3, c.messages,
+                c.wire_bytes / 1024, c.total_s() * 1e3, 1 / c.total_s());
+  }
+  std::printf("(layer split: the devices run one after another for one sequence; hybrid splits are not planned)\n");
+}
 
 // -ts auto's measurements, one row per device, and the ratios chosen from them.
 void print_calibration(const runtime::Calibration& c) {
@@ -48,11 +76,15 @@ int plan(const PlanArgs& args) {
   const auto g = model::build_llama_graph(cfg);
   auto eo = o.engine_options();
   parallel::Plan p;
+  std::vector<double> speeds = args.device_gbs;  // bytes/s once scaled below
+  for (double& s : speeds) s *= 1e9;
   if (args.calibrate || eo.auto_ratios) {
     eo.auto_ratios = true;
     const runtime::Engine engine(*file, eo);
     print_calibration(engine.calibration());
     p = engine.plan();
+    if (speeds.empty())
+      for (const auto& m : engine.calibration().devices) speeds.push_back(m.speed);
   } else {
     if (eo.ratios.empty() || eo.mode == parallel::SplitMode::None) {
       if (eo.mode == parallel::SplitMode::None) eo.devices.resize(1);
@@ -136,6 +168,14 @@ int plan(const PlanArgs& args) {
   std::printf("\nfallbacks (ops without a split rule, gathered and replicated): %s\n",
               p.fallbacks.empty() ? "none" : "");
   for (const auto& f : p.fallbacks) std::printf("  %s\n", f.c_str());
+  if (speeds.size() == 1 && p.devices.size() > 1) speeds.resize(p.devices.size(), speeds[0]);
+  if (p.devices.size() > 1 && !speeds.empty()) {
+    if (speeds.size() != p.devices.size())
+      fail("cli", "--device-gbs has {} values for {} devices", speeds.size(), p.devices.size());
+    print_expected_steps(args, g, model::weight_table(*file), p.ratios, speeds, eo.wire);
+  } else if (p.devices.size() > 1) {
+    std::printf("\nexpected step times: give --device-gbs (each device's read speed) or --calibrate\n");
+  }
   return 0;
 }
 
@@ -148,6 +188,17 @@ Action add_plan(CLI::App& app) {
   cmd->add_flag("--calibrate", a->calibrate,
                 "load the devices, time a few decode steps on each and print the measurements and the ratios "
                 "-ts auto chooses (the plan shown is theirs)");
+  cmd->add_option("--device-gbs", a->device_gbs,
+                  "read speed of each device in GB/s (one value: all), for the expected step times; "
+                  "--calibrate measures it")
+      ->delimiter(',')
+      ->check(CLI::PositiveNumber);
+  cmd->add_option("--link-latency-us", a->link_latency_us, "cost model: one message between devices, in us")
+      ->capture_default_str()
+      ->check(CLI::NonNegativeNumber);
+  cmd->add_option("--link-gbit", a->link_gbit, "cost model: link bandwidth per direction, in Gbit/s")
+      ->capture_default_str()
+      ->check(CLI::PositiveNumber);
   return [a] { return plan(*a); };
 }
 

@@ -55,8 +55,8 @@ class SyncAllReduce {
   std::shared_ptr<gloo::Context> ctx_;
   int rank_, size_;
   size_t chunk_bytes_;
-  std::vector<uint8_t> out_;               // what this rank sends (one message)
-  std::vector<std::vector<uint8_t>> in_;   // per peer: its last message
+  std::vector<uint8_t> out_;                                         // what this rank sends (one message)
+  std::vector<std::vector<uint8_t>> in_;                             // per peer: its last message
   std::vector<std::unique_ptr<gloo::transport::Buffer>> to_, from_;  // per peer (null at rank_)
 };
 

@@ -101,6 +101,33 @@ TEST(Cli, PlanSizesCollectivesInTheWireType) {
       << bf16.out;
 }
 
+// The cost model's table: tensor split pays 10 one-message all-reduces, layer split one hand-off;
+// with slow devices and a fast link the tensor split wins, a slow link turns the order round.
+// Without speeds the table is not guessed.
+TEST(Cli, PlanPrintsExpectedStepTimesFromTheCostModel) {
+  WEFT_NEED_SHARED_FILE(kStories);
+  const std::string base = "plan -m " + kStories + " --devices cpu:1,cpu:1 --device-gbs 0.1";
+  auto fast = run(base + " --link-latency-us 20 --link-gbit 10");
+  ASSERT_EQ(fast.code, 0) << fast.out;
+  EXPECT_NE(fast.out.find("link 20 us per message, 10.0 Gbit/s; f32 wire"), std::string::npos) << fast.out;
+  EXPECT_NE(fast.out.find("| tensor | "), std::string::npos) << fast.out;
+  EXPECT_NE(fast.out.find(" | 10 | 2.5 | "), std::string::npos) << "10 messages of 256 B" << fast.out;
+  EXPECT_NE(fast.out.find(" | 1 | 0.2 | "), std::string::npos) << "1 hand-off of 256 B" << fast.out;
+  auto tps = [](const std::string& out, const std::string& split) {
+    const size_t row = out.find("| " + split + " | ");
+    const size_t end = out.find('\n', row), last = out.rfind("| ", end - 3);
+    return std::stod(out.substr(last + 2, end - last - 3));
+  };
+  EXPECT_GT(tps(fast.out, "tensor"), tps(fast.out, "layer")) << fast.out;
+  auto slow = run(base + " --link-latency-us 5000 --link-gbit 0.1");
+  EXPECT_LT(tps(slow.out, "tensor"), tps(slow.out, "layer")) << slow.out;
+  auto none = run("plan -m " + kStories + " --devices cpu:1,cpu:1");
+  EXPECT_NE(none.out.find("give --device-gbs"), std::string::npos) << none.out;
+  auto wrong = run(base + ",1,1", true);
+  EXPECT_NE(wrong.code, 0);
+  EXPECT_NE(wrong.out.find("--device-gbs has 3 values for 2 devices"), std::string::npos) << wrong.out;
+}
+
 // gen-model --split-max-tensors writes llama-gguf-split's parts; run reads them from the first.
 TEST(Cli, SplitModelRunsAsTheWholeFile) {
   const std::string prefix = testing::TempDir() + "/weft_cli_split";
