@@ -24,10 +24,10 @@ struct LinkCost {
 };
 
 struct StepCost {
-  double compute_s = 0;      // tensor: the slowest device; layer: the devices in turn
-  double link_s = 0;         // collectives or hand-offs on the critical path
-  int messages = 0;          // message latencies paid per step
-  double wire_bytes = 0;     // bytes one rank sends per step (tensor) / the hand-offs (layer)
+  double compute_s = 0;   // tensor: the slowest device; layer: the devices in turn
+  double link_s = 0;      // collectives or hand-offs on the critical path
+  int messages = 0;       // message latencies paid per step
+  double wire_bytes = 0;  // bytes one rank sends per step (tensor) / the hand-offs (layer)
   double total_s() const { return compute_s + link_s; }
 };
 

@@ -17,6 +17,8 @@
 #include <chrono>
 #include <filesystem>
 #include <fstream>
+#include <iterator>
+#include <memory>
 #include <thread>
 
 namespace weft::device::remote {
@@ -252,48 +254,56 @@ TEST(RemoteSession, StreamedWeightsWithAKeyMatchOneDevice) {
   EXPECT_EQ(greedy_text(m.path, w1.url() + ",cpu:1," + w2.url(), "-ts 2,1,1 --auth-key-file " + key), ref);
 }
 
-// Workers in two network namespaces joined by a bridge; the coordinator in the test's namespace.
-class Netns {
+// Workers in network namespaces on one bridge (scripts/netbed.sh, which the network benchmark
+// shares), the coordinator in the test's namespace; links shaped by a profile.
+class Netbed {
  public:
-  Netns() {
-    tag_ = std::to_string(::getpid() % 100000);
-    br_ = "wbr" + tag_;
-    const std::string setup = "set -e; ip link add " + br_ + " type bridge; ip addr add 10.213.0.1/24 dev " + br_ +
-                              "; ip link set " + br_ + " up;" + ns_cmds(1) + ns_cmds(2);
-    ok_ = ::geteuid() == 0 && std::system(("(" + setup + ") >/dev/null 2>&1").c_str()) == 0;
-    if (!ok_) cleanup();
+  Netbed(int n, const std::string& profile) : tag_(std::to_string(::getpid() % 10000)), n_(n) {
+    const std::string out = testing::TempDir() + "/weft_netbed_" + tag_;
+    const int rc = std::system(
+        (script() + " up " + tag_ + " " + std::to_string(n) + " " + profile + " >" + out + " 2>" + out + ".err")
+            .c_str());
+    std::ifstream in(out);
+    std::string ns, ip;
+    while (in >> ns >> ip) hosts_.push_back({ns, ip});
+    ok_ = rc == 0 && static_cast<int>(hosts_.size()) == n;
+    if (!ok_) {
+      std::ifstream err(out + ".err");
+      why_.assign(std::istreambuf_iterator<char>(err), {});
+      down();
+    }
   }
-  ~Netns() { cleanup(); }
+  ~Netbed() { down(); }
   bool ok() const { return ok_; }
-  std::string ns(int i) const { return "wns" + tag_ + "_" + std::to_string(i); }
-  std::string ip(int i) const { return "10.213.0." + std::to_string(i + 1); }
+  const std::string& why() const { return why_; }
+  const std::string& ns(int i) const { return hosts_.at(i).first; }
+  const std::string& ip(int i) const { return hosts_.at(i).second; }
 
  private:
-  std::string ns_cmds(int i) const {
-    const std::string n = ns(i), v = "wv" + tag_ + "_" + std::to_string(i);
-    return "ip netns add " + n + "; ip link add " + v + " type veth peer name " + v + "p; ip link set " + v +
-           "p netns " + n + "; ip link set " + v + " master " + br_ + " up; ip -n " + n + " addr add " + ip(i) +
-           "/24 dev " + v + "p; ip -n " + n + " link set " + v + "p up; ip -n " + n + " link set lo up;";
-  }
-  void cleanup() {
-    std::system(
-        ("(ip netns del " + ns(1) + "; ip netns del " + ns(2) + "; ip link del " + br_ + ") >/dev/null 2>&1").c_str());
-  }
-  std::string tag_, br_;
+  static std::string script() { return std::string(WEFT_SOURCE_DIR) + "/scripts/netbed.sh"; }
+  void down() { std::system((script() + " down " + tag_ + " " + std::to_string(n_) + " >/dev/null 2>&1").c_str()); }
+  std::string tag_, why_;
+  int n_;
+  std::vector<std::pair<std::string, std::string>> hosts_;
   bool ok_ = false;
 };
 
+// Three workers on links of the 100 us / 10 Gbit profile (the rate only where the kernel has no
+// netem): the same tokens as one device, with and without the coordinator's own CPU device.
 TEST(RemoteSession, WorkersInSeparateNetworkNamespaces) {
-  Netns net;
-  if (!net.ok()) GTEST_SKIP() << "ip netns / bridge setup not permitted here: loopback tests only";
+  Netbed net(3, "100us-10gbit");
+  if (!net.ok()) GTEST_SKIP() << "no network namespaces here, loopback tests only: " << net.why();
   const std::string key = testing::TempDir() + "/weft_netns_key";
   write_key_file(key, "netns test key 0123456789\n");
-  Worker w1({"--auth-key-file", key}, net.ip(1), {"ip", "netns", "exec", net.ns(1)});
-  Worker w2({"--auth-key-file", key}, net.ip(2), {"ip", "netns", "exec", net.ns(2)});
+  std::vector<std::unique_ptr<Worker>> w;
+  for (int i = 0; i < 3; ++i)
+    w.push_back(std::make_unique<Worker>(std::vector<std::string>{"--auth-key-file", key}, net.ip(i),
+                                         std::vector<std::string>{"ip", "netns", "exec", net.ns(i)}));
   const std::string ref = greedy_text(stories(), "cpu:1");
   ASSERT_NE(ref.find("exit=0"), std::string::npos) << ref;
-  EXPECT_EQ(greedy_text(stories(), w1.url() + "," + w2.url(), "--auth-key-file " + key), ref);
-  EXPECT_EQ(greedy_text(stories(), "cpu:1," + w1.url() + "," + w2.url(), "--auth-key-file " + key), ref);
+  const std::string urls = w[0]->url() + "," + w[1]->url() + "," + w[2]->url();
+  EXPECT_EQ(greedy_text(stories(), urls, "--auth-key-file " + key), ref);
+  EXPECT_EQ(greedy_text(stories(), "cpu:1," + urls, "--auth-key-file " + key), ref);
 }
 
 }  // namespace
