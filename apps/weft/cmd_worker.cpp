@@ -67,7 +67,7 @@ Action add_worker(CLI::App& app) {
   cmd->add_flag("--no-cache", a->no_cache, "do not cache streamed shards");
   // Hidden (no group): tests stop a worker while it is busy loading.
   cmd->add_option("--test-load-delay-ms", a->load_delay_ms)->group("")->check(CLI::Range(0, 600000));
-  cmd->add_option("--net-poll", a->net_poll, "waiting in small all-reduces: auto | busy | block")
+  cmd->add_option("--net-poll", a->net_poll, "waiting in all-reduces: auto | busy (poll 50 us, then sleep) | block")
       ->check(CLI::IsMember({"auto", "busy", "block"}))
       ->capture_default_str();
   cmd->add_option("--preload-timeout", a->preload_timeout_s,

@@ -65,7 +65,8 @@ void ModelOptions::add_to(CLI::App& cmd, bool with_ctx) {
                "handshake again rejoin (weft serve retries them between requests)");
   cmd.add_option("--auth-key-file", auth_key_file,
                  "shared key the workers require, a file only its owner can read (default: $WEFT_AUTH_KEY_FILE)");
-  cmd.add_option("--net-poll", net_poll, "how this process's ranks wait in small all-reduces: auto | busy | block")
+  cmd.add_option("--net-poll", net_poll,
+                 "how this process's ranks wait in all-reduces: auto | busy (poll 50 us, then sleep) | block")
       ->check(CLI::IsMember({"auto", "busy", "block"}));
   cmd.add_option("--cache-type-k", cache_type_k, "(-ctk) KV cache type of K: f16 | f32")
       ->check(CLI::IsMember({"f16", "f32"}));

@@ -1,18 +1,26 @@
 #include "parallel/gloo_all_reduce.h"
 
 #include "core/error.h"
+#include "parallel/shm_barrier.h"
 
 #include <gloo/context.h>
 #include <gloo/transport/buffer.h>
 #include <gloo/transport/pair.h>
 
+#include <poll.h>
+
 #include <algorithm>
+#include <chrono>
 #include <cstring>
 
 namespace weft::parallel {
 
-SyncAllReduce::SyncAllReduce(std::shared_ptr<gloo::Context> ctx, size_t chunk_bytes)
-    : ctx_(std::move(ctx)), rank_(ctx_->rank), size_(ctx_->size), chunk_bytes_(chunk_bytes) {
+SyncAllReduce::SyncAllReduce(std::shared_ptr<gloo::Context> ctx, size_t chunk_bytes, std::vector<int> spin_fds)
+    : ctx_(std::move(ctx)),
+      rank_(ctx_->rank),
+      size_(ctx_->size),
+      chunk_bytes_(chunk_bytes),
+      spin_fds_(std::move(spin_fds)) {
   WEFT_ASSERT(chunk_bytes_ >= 16);
   out_.resize(chunk_bytes_);
   in_.resize(size_);
@@ -54,7 +62,7 @@ void SyncAllReduce::one_shot(uint8_t* data, size_t n, size_t elem_bytes, AddFn a
     to_[p]->send(0, len);
     to_[p]->waitSend();
   }
-  for (int k = 1; k < size_; ++k) from_[(rank_ + size_ - k) % size_]->waitRecv();
+  for (int k = 1; k < size_; ++k) receive((rank_ + size_ - k) % size_);
   // Rank order, on every rank: the same sum to the last bit. out_ is free again (sent).
   auto contribution = [&](int q) { return q == rank_ ? data : in_[q].data(); };
   std::memcpy(out_.data(), contribution(0), len);
@@ -75,7 +83,7 @@ void SyncAllReduce::ring_step(uint8_t* data, Segment send, Segment recv, size_t 
     }
     if (c < n_recv) {
       const size_t count = std::min(per, recv.count - c * per);
-      from_[left]->waitRecv();
+      receive(left);
       uint8_t* dst = data + (recv.offset + c * per) * elem_bytes;
       if (add)
         add(dst, in_[left].data(), count);
@@ -83,6 +91,17 @@ void SyncAllReduce::ring_step(uint8_t* data, Segment send, Segment recv, size_t 
         std::memcpy(dst, in_[left].data(), count * elem_bytes);
     }
   }
+}
+
+void SyncAllReduce::receive(int peer) {
+  if (!spin_fds_.empty()) {
+    std::vector<pollfd> fds;
+    for (int fd : spin_fds_) fds.push_back({fd, POLLIN, 0});
+    const auto deadline = std::chrono::steady_clock::now() + ShmBarrier::kSpinTime;
+    while (::poll(fds.data(), fds.size(), 0) == 0 && std::chrono::steady_clock::now() < deadline) {
+    }
+  }
+  from_[peer]->waitRecv();  // blocking read (with the group's timeout) of what is there or comes
 }
 
 SyncAllReduce::Segment SyncAllReduce::segment(size_t n, int index) const {

@@ -12,6 +12,10 @@
 // ranks send before they read; a message that fits the buffers always completes, whatever the peer
 // is doing. No flow control is needed beyond that: a sync pair's bytes reach a buffer only when its
 // owner reads them, in the order they were sent.
+// Waiting: with spin sockets, a rank polls them for a bounded time (ShmBarrier::kSpinTime) until
+// one is readable, before it sleeps in the read, so a quiet machine gets a busy-poll's latency and a loaded one
+// does not lose the cores its peers need (Gloo's own busy-poll spins until the bytes come: with
+// one more runnable process than cores, decode fell from ~200 to 24-46 tokens/s here).
 #pragma once
 
 #include <cstddef>
@@ -33,8 +37,10 @@ using AddFn = void (*)(void* acc, const void* x, size_t n);
 
 class SyncAllReduce {
  public:
-  // ctx: connected, every pair already in sync mode. Every rank passes the same chunk_bytes.
-  SyncAllReduce(std::shared_ptr<gloo::Context> ctx, size_t chunk_bytes);
+  // ctx: connected, every pair already in sync mode (blocking reads). Every rank passes the same
+  // chunk_bytes. spin_fds: the context's sockets (Gloo does not say which pair owns which, so
+  // any of them readable ends the spin); empty: no spinning, each rank's own choice.
+  SyncAllReduce(std::shared_ptr<gloo::Context> ctx, size_t chunk_bytes, std::vector<int> spin_fds);
   ~SyncAllReduce();
   SyncAllReduce(const SyncAllReduce&) = delete;
   SyncAllReduce& operator=(const SyncAllReduce&) = delete;
@@ -51,10 +57,12 @@ class SyncAllReduce {
   // message; received elements are added into data (add) or copied over it (add == nullptr).
   void ring_step(uint8_t* data, Segment send, Segment recv, size_t elem_bytes, AddFn add);
   Segment segment(size_t n, int index) const;
+  void receive(int peer);  // the peer's next message into in_[peer]
 
   std::shared_ptr<gloo::Context> ctx_;
   int rank_, size_;
   size_t chunk_bytes_;
+  std::vector<int> spin_fds_;
   std::vector<uint8_t> out_;                                         // what this rank sends (one message)
   std::vector<std::vector<uint8_t>> in_;                             // per peer: its last message
   std::vector<std::unique_ptr<gloo::transport::Buffer>> to_, from_;  // per peer (null at rank_)

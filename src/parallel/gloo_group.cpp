@@ -138,10 +138,16 @@ class GlooGroup : public Group {
         return ctx;
       };
       ctx_ = connect(opt.prefix);
+      const std::vector<SocketId> before_sync = connected_sockets();
       sync_ctx_ = connect(opt.prefix + "/sync");
+      std::vector<int> spin_fds;  // the sync mesh's sockets (see SyncAllReduce)
+      if (opt.busy_poll)
+        for (const SocketId& id : connected_sockets())
+          if (std::find(before_sync.begin(), before_sync.end(), id) == before_sync.end()) spin_fds.push_back(id.fd);
       for (int r = 0; r < size; ++r)
-        if (r != rank) sync_ctx_->getPair(r)->setSync(true, opt.busy_poll);
-      if (opt.sync_chunk_bytes > 0) sync_ = std::make_unique<SyncAllReduce>(sync_ctx_, opt.sync_chunk_bytes);
+        if (r != rank) sync_ctx_->getPair(r)->setSync(true, /*busyPoll=*/false);  // SyncAllReduce spins itself
+      if (opt.sync_chunk_bytes > 0)
+        sync_ = std::make_unique<SyncAllReduce>(sync_ctx_, opt.sync_chunk_bytes, std::move(spin_fds));
     } catch (const Error&) {
       throw;
     } catch (const std::exception& e) {

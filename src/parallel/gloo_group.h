@@ -11,9 +11,10 @@
 
 namespace weft::parallel {
 
-// How a rank waits for its peers' bytes in a small all-reduce (the per-token latency path):
-// Busy spins on recv() (lowest latency; burns the calling core), Block sleeps in recv(). Auto picks
-// Busy when the process's compute threads fit on the cores it may run on. Each rank chooses for
+// How a rank waits for its peers' bytes in an all-reduce (the per-token latency path): Busy polls
+// the socket for a bounded time (50 us) before it sleeps in recv() (a busy-poll's latency when
+// the peer is about to send; the core back when it is not), Block sleeps at once. Auto picks Busy
+// when the process's compute threads fit on the cores it may run on. Each rank chooses for
 // itself; the wire protocol is the same either way.
 enum class NetPoll { Auto, Busy, Block };
 NetPoll parse_net_poll(const std::string& text);  // "auto" | "busy" | "block"; throws weft::Error("cli")
