@@ -97,6 +97,11 @@ struct DeviceStats {
   double collective_seconds = 0;  // inside collectives, waiting for peers included
   double step_seconds = 0;        // whole steps
   uint64_t steps = 0;
+  // Remote devices only (0 elsewhere): the worker's time from a step's message to its reply, and
+  // the coordinator's from sending the step to taking the reply. What they add to step_seconds is
+  // the worker's own overhead and the link's (both ways, with the coordinator's wake-up).
+  double served_seconds = 0;
+  double round_trip_seconds = 0;
 };
 
 class Device {

@@ -317,6 +317,7 @@ void RemoteDevice::submit(Step step) {
     if (in_step_) fail("net", "submit while a step is running");
     net::ByteWriter w;
     write_step(w, step);
+    submitted_ = std::chrono::steady_clock::now();
     send(MsgType::Step, w.data());
     in_step_ = true;
   });
@@ -340,8 +341,11 @@ StepResult RemoteDevice::wait() {
     if (!in_step_) fail("net", "wait without a step");
     in_step_ = false;
     net::Frame f = await(MsgType::StepResult);
+    round_trip_seconds_ += std::chrono::duration<double>(std::chrono::steady_clock::now() - submitted_).count();
     net::ByteReader r(f.payload);
-    return read_step_result(r, stats_);
+    StepResult res = read_step_result(r, stats_);
+    stats_.round_trip_seconds = round_trip_seconds_;
+    return res;
   });
 }
 

@@ -111,6 +111,8 @@ class RemoteDevice : public Device {
   std::atomic<bool> in_step_{false};  // read by check_peers of the group's other members
   Clock::time_point last_heard_ = Clock::now();
   DeviceStats stats_;
+  double round_trip_seconds_ = 0;  // kept here: each reply's stats overwrite stats_
+  std::chrono::steady_clock::time_point submitted_;
   LoadReport load_report_;
   std::shared_ptr<GroupWatch> watch_;
 };

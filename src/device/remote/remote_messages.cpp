@@ -338,6 +338,7 @@ void write_step_result(ByteWriter& w, const StepResult& s, const DeviceStats& st
   w.f64(st.collective_seconds);
   w.f64(st.step_seconds);
   w.u64(st.steps);
+  w.f64(st.served_seconds);
 }
 
 StepResult read_step_result(ByteReader& r, DeviceStats& st) {
@@ -364,6 +365,7 @@ StepResult read_step_result(ByteReader& r, DeviceStats& st) {
   st.collective_seconds = r.f64("collective seconds");
   st.step_seconds = r.f64("step seconds");
   st.steps = r.u64("steps");
+  st.served_seconds = r.f64("served seconds");
   r.finish("step result");
   return s;
 }

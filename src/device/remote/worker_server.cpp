@@ -165,6 +165,7 @@ struct Session {
   std::jthread cache_writer;
   std::unique_ptr<CpuDevice> dev;
   bool loaded = false;
+  double served_seconds = 0;  // steps, from their message to the reply (DeviceStats)
 };
 
 // GroupSetup: this worker's device joins the coordinator's network group as its rank.
@@ -354,12 +355,16 @@ void WorkerServer::session(net::Channel& s) {
       case MsgType::Load: load(opt_, s, reply, ss, r); break;
       case MsgType::Step: {
         if (!ss.loaded) fail("net", "step before load");
+        const auto t0 = Clock::now();
         reply.busy();
         ss.dev->submit(read_step(r));
         watch_coordinator(s, *ss.dev);
         StepResult res = ss.dev->wait();
+        DeviceStats st = ss.dev->stats();
+        ss.served_seconds += std::chrono::duration<double>(Clock::now() - t0).count();
+        st.served_seconds = ss.served_seconds;  // up to here: the reply's encoding and send are left out
         net::ByteWriter w;
-        write_step_result(w, res, ss.dev->stats());
+        write_step_result(w, res, st);
         reply.send(MsgType::StepResult, w.data());
         break;
       }
