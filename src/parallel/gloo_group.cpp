@@ -213,6 +213,7 @@ class GlooGroup : public Group {
     });
   }
   const GroupStats& stats() const override { return stats_; }
+  bool waits_on_network() const override { return true; }
   // Called from another thread while this rank may be blocked in a collective (see shutdown_pairs).
   // The group is unusable afterwards.
   void abort() override {

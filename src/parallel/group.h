@@ -39,6 +39,9 @@ class Group {
   // Called by a rank that fails mid-step: peers waiting in (or later entering) a collective of
   // this group get an error instead of waiting forever. Backends with timeouts may ignore it.
   virtual void abort() {}
+  // Whether collectives wait on a network (worth overlapping with computation) rather than on
+  // memory shared with the peers.
+  virtual bool waits_on_network() const { return false; }
 
   virtual const GroupStats& stats() const = 0;
 };

@@ -1,6 +1,8 @@
-// Reduced-precision wires (--wire bf16 | f16) halve the bytes of every all-reduce, in-process
-// (shared memory) and across processes (Gloo). On stories260K they keep the greedy tokens of one
-// device and logits within kBf16WireLogitRelTol / kF16WireLogitRelTol of it.
+// Collectives across processes on stories260K. Reduced-precision wires (--wire bf16 | f16) halve
+// the bytes of every all-reduce, in-process (shared memory) and across processes (Gloo), keeping
+// the greedy tokens of one device and logits within kBf16WireLogitRelTol / kF16WireLogitRelTol of
+// it. Prompts over a network group overlap each chunk's all-reduce with the next chunk's matmul
+// and keep f32 results within kF32LogitRelTol.
 #include "gguf/gguf_reader.h"
 #include "runtime/engine.h"
 #include "runtime/generate.h"
@@ -23,6 +25,8 @@ namespace {
 // 1.7e-4 to 3.3e-4.
 constexpr double kBf16WireLogitRelTol = 1e-2;
 constexpr double kF16WireLogitRelTol = 1e-3;
+// f32 across devices: the same products, summed in another order.
+constexpr double kF32LogitRelTol = 1e-4;
 
 const std::string kStories = std::string(WEFT_SHARED_DIR) + "/models/stories260K.gguf";
 using device::DeviceSpec;
@@ -82,6 +86,29 @@ TEST(Wire, HalfPrecisionWiresKeepGreedyTokensInProcessAndAcrossProcesses) {
                              << parallel::wire_type_name(wire);
       std::printf("%s %s: worst logit difference %.2e\n", name.c_str(),
                   std::string(parallel::wire_type_name(wire)).c_str(), worst);
+    }
+  }
+}
+
+// Prompts of 70 and 100 tokens (chunks of 32 and a short last one) over two and three workers:
+// every row-parallel matmul overlaps its all-reduce chunk by chunk (CpuGraphRunner::matmul).
+TEST(Wire, OverlappedPromptAllReducesKeepResults) {
+  WEFT_NEED_SHARED_FILE(kStories);
+  auto f = gguf::File::open(kStories);
+  auto tok = tokenizer::Tokenizer::from_gguf(*f);
+  std::vector<Token> prompt = tok->encode("Once upon a time, there was a little girl named Lily. She loved to", true);
+  for (int i = 0; prompt.size() < 100; ++i) prompt.push_back(prompt[1 + i % 12]);
+  const DeviceSpec cpu{DeviceSpec::Kind::Cpu, 1, -1, ""};
+  Engine ref(*f, with({cpu}, parallel::WireType::F32));
+  Worker w1, w2, w3;
+  auto remote = [](const Worker& w) { return DeviceSpec{DeviceSpec::Kind::Remote, 1, -1, w.address()}; };
+  for (size_t n : {size_t{70}, size_t{100}}) {
+    const std::vector<Token> p(prompt.begin(), prompt.begin() + static_cast<std::ptrdiff_t>(n));
+    const auto want = greedy(ref, p);
+    for (const auto& devices : {std::vector{remote(w1), remote(w2)}, std::vector{remote(w1), remote(w2), remote(w3)}}) {
+      Engine e(*f, with(devices, parallel::WireType::F32));
+      EXPECT_EQ(greedy(e, p), want) << devices.size() << " workers, " << n << " tokens";
+      EXPECT_LT(worst_logit_diff(ref, e, p), kF32LogitRelTol) << devices.size() << " workers, " << n << " tokens";
     }
   }
 }

@@ -266,7 +266,7 @@ void CpuGraphRunner::exec(int i, const StepCtx& c) {
       return;
     case LocalOp::AllReduce:
       copy_input(y, in(0), n);
-      if (group_) group_->all_reduce_sum(y, n);
+      if (group_ && !(reduced_node_ == i && reduced_step_ == step_id_)) group_->all_reduce_sum(y, n);
       return;
     case LocalOp::AllGather: return all_gather(i, c);
     case LocalOp::MoeRoute:
@@ -324,19 +324,62 @@ void CpuGraphRunner::matmul(int i, const StepCtx& c) {
     x = logit_rows_.data();
   }
   WEFT_ASSERT(ns.w.rows == w && ns.w.cols == k);
-  if (k == 0) {  // row-parallel with no input features here: this device adds nothing
+  if (overlaps_all_reduce(i, c)) {
+    // In chunks of tokens: each chunk's partial sums go to the all-reduce (on the collective
+    // thread) while the next chunk computes; the all-reduce node then finds its work done. Every
+    // rank takes this path for the same steps (same graph shape, token count and group), so the
+    // chunks' collectives line up.
+    if (!collectives_) collectives_ = std::make_unique<CollectiveThread>();
+    for (int64_t t0 = 0; t0 < rows; t0 += kOverlapTokens) {
+      const int64_t n = std::min(kOverlapTokens, rows - t0);
+      float* yc = y + t0 * w;
+      matmul_rows(i, x + t0 * k, k, n, yc, /*prepare=*/true);
+      collectives_->submit([this, yc, n, w] { group_->all_reduce_sum(yc, static_cast<size_t>(n * w)); });
+    }
+    held_ = {};  // scratch_ holds the last chunk's activations only
+    const auto tw = Clock::now();
+    collectives_->wait();
+    const double waited = std::chrono::duration<double>(Clock::now() - tw).count();
+    stats_.collective_seconds += waited;  // in the profile as all_reduce, not as this matmul
+    stats_.op_seconds[static_cast<size_t>(LocalOp::AllReduce)] += waited;
+    stats_.op_seconds[static_cast<size_t>(LocalOp::MatMul)] -= waited;
+    reduced_node_ = readers_[i][0];
+    reduced_step_ = step_id_;
+    return;
+  }
+  if (k > 0) {  // Q, K and V (gate and up) read one input: converted once, by the first of them or its producer
+    const HeldActivations want{ln.inputs[0], step_id_, kernels::activation_layout(ns.w, rows)};
+    if (last_only || held_ != want) {
+      kernels::prepare_activations(ns.w, x, k, rows, pool_, scratch_);
+      held_ = last_only ? HeldActivations{} : want;
+    }
+  }
+  matmul_rows(i, x, k, rows, y, /*prepare=*/false);
+}
+
+// y = this node's weights x the rows of x (converted into scratch_ first when `prepare`, else
+// already there), plus its bias; zeros where the device holds no input features (row-parallel:
+// nothing to add).
+void CpuGraphRunner::matmul_rows(int i, const float* x, int64_t k, int64_t rows, float* y, bool prepare) {
+  const NodeState& ns = nodes_[i];
+  const int64_t w = graph_.nodes[i].width;
+  if (k == 0) {
     std::fill(y, y + rows * w, 0.f);
     return;
   }
-  // Q, K and V (gate and up) read one input: converted once, by the first of them or its producer.
-  const HeldActivations want{ln.inputs[0], step_id_, kernels::activation_layout(ns.w, rows)};
-  if (last_only || held_ != want) {
-    kernels::prepare_activations(ns.w, x, k, rows, pool_, scratch_);
-    held_ = last_only ? HeldActivations{} : want;
-  }
+  if (prepare) kernels::prepare_activations(ns.w, x, k, rows, pool_, scratch_);
   kernels::matmul_prepared(ns.w, x, k, rows, y, w, pool_, scratch_);
   if (!ns.bias.empty())
     for (int64_t t = 0; t < rows; ++t) kernels::add_inplace(y + t * w, ns.bias.data(), w);
+}
+
+// Prompts over a network group: a row-parallel matmul (its one reader the all-reduce of its
+// partial sums) of at least two chunks. Decided from what every rank sees alike.
+bool CpuGraphRunner::overlaps_all_reduce(int i, const StepCtx& c) const {
+  if (!group_ || !group_->waits_on_network() || c.n_tokens < 2 * kOverlapTokens) return false;
+  if (i == graph_.output && graph_.has_logits) return false;
+  const auto& readers = readers_[i];
+  return readers.size() == 1 && graph_.nodes[readers[0]].op == LocalOp::AllReduce;
 }
 
 // Writes the step's rows ([n_tokens, kv width] f32) at their rows of a KV cache of `type`.

@@ -3,11 +3,13 @@
 #pragma once
 
 #include "core/thread_pool.h"
+#include "device/cpu/collective_thread.h"
 #include "device/cpu/cpu_weights.h"
 #include "device/device.h"
 #include "kernels/matmul.h"
 #include "kernels/moe.h"
 
+#include <memory>
 #include <vector>
 
 namespace weft::device {
@@ -46,6 +48,10 @@ class CpuGraphRunner {
   void embed(int i, const StepCtx& c);
   void rms_norm(int i, const StepCtx& c);
   void matmul(int i, const StepCtx& c);
+  // Row-parallel matmul straight into an all-reduce over a network, on a prompt: see matmul.
+  bool overlaps_all_reduce(int i, const StepCtx& c) const;
+  void matmul_rows(int i, const float* x, int64_t k, int64_t rows, float* y, bool prepare);
+  static constexpr int64_t kOverlapTokens = 32;  // a chunk: 256 KiB of partial sums at n_embd 2048
   void attention(int i, const StepCtx& c);
   void all_gather(int i, const StepCtx& c);
   void expert_op(int i, const StepCtx& c);
@@ -69,7 +75,10 @@ class CpuGraphRunner {
   uint64_t step_id_ = 0;
   std::vector<std::vector<int>> readers_;  // nodes reading each node's output
   std::vector<float> gather_tmp_;
-  std::vector<float> logit_rows_;  // the output node's input rows of out_rows, side by side
+  std::vector<float> logit_rows_;                  // the output node's input rows of out_rows, side by side
+  std::unique_ptr<CollectiveThread> collectives_;  // created on the first overlapped all-reduce
+  int reduced_node_ = -1;                          // this step's all-reduce node done by overlap
+  uint64_t reduced_step_ = 0;
   LoadOptions opt_;
   std::vector<int32_t> n_cached_;  // per slot: positions [0, n_cached_) hold valid K/V
   DeviceStats stats_;
