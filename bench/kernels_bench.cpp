@@ -2,7 +2,7 @@
 // its weights at close to the machine's copy bandwidth. Every benchmark reports bytes_per_second;
 // BM_memcpy is the roofline to divide by.
 //   build/bench/weft_microbench --benchmark_filter=. --benchmark_min_time=0.5
-// Roofline of decode: BM_matvec_big_Q4_0 (a whole 500m q4_0 model's bytes) / BM_read.
+// Roofline of decode: BM_matvec_big/<type> (a whole 500m q4_0 model's bytes) / BM_read.
 #include "core/thread_pool.h"
 #include "kernels/matmul.h"
 #include "kernels/ops.h"
@@ -14,6 +14,7 @@
 
 #include <cstring>
 #include <new>
+#include <optional>
 #include <random>
 #include <vector>
 
@@ -112,13 +113,14 @@ void matmul_bench(benchmark::State& state, DType type, int64_t n_tokens) {
   state.SetLabel(std::string(dtype_name(type)) + " " + kernels::isa_name(kernels::kernels_for(type).isa));
 }
 
-// A Q4_0 matrix as big as the 500m q4_0 model (264 MiB, 2048 columns): decode streams this
-// much per token from DRAM, so its bytes_per_second against BM_read is the decode roofline.
-void BM_matvec_big_Q4_0(benchmark::State& state) {
+// A matrix of type T as big as the 500m q4_0 model (264 MiB, 2048 columns), repacked into panels
+// where the engine repacks it (kernels::can_repack): decode streams this much per token from
+// DRAM, so its bytes_per_second against BM_read is the decode roofline of the type.
+void BM_matvec_big(benchmark::State& state, DType type) {
   const int threads = static_cast<int>(state.range(0));
   const bool huge = state.range(1) != 0;
   const int64_t cols = 2048, tile_rows = 256;
-  const size_t rb = row_bytes(DType::Q4_0, cols);
+  const size_t rb = row_bytes(type, cols);
   const int64_t rows = (int64_t{264} << 20) / static_cast<int64_t>(rb) / tile_rows * tile_rows;
   // Quantize one tile of rows and repeat it: quantizing 240k rows would take seconds.
   std::mt19937 rng(7);
@@ -127,11 +129,16 @@ void BM_matvec_big_Q4_0(benchmark::State& state) {
   HugeBuffer w(rb * rows, huge);
   for (int64_t r = 0; r < tile_rows; ++r) {
     for (auto& v : row) v = nd(rng) * 0.02f;
-    kernels::quantize_row_ref(DType::Q4_0, row.data(), w.data() + rb * r, cols);
+    kernels::quantize_row_ref(type, row.data(), w.data() + rb * r, cols);
   }
   for (int64_t r = tile_rows; r < rows; r += tile_rows) std::memcpy(w.data() + rb * r, w.data(), rb * tile_rows);
   for (auto& v : x) v = nd(rng);
-  kernels::WeightMatrix m{DType::Q4_0, w.data(), rows, cols, rb};
+  kernels::WeightMatrix m{type, w.data(), rows, cols, rb};
+  std::optional<HugeBuffer> panels;
+  if (kernels::can_repack(m)) {
+    panels.emplace(kernels::repacked_bytes(m), huge);
+    m = kernels::repack(m, panels->data());
+  }
   ThreadPool pool(threads);
   kernels::MatmulScratch scratch;
   for (auto _ : state) {
@@ -139,8 +146,22 @@ void BM_matvec_big_Q4_0(benchmark::State& state) {
     benchmark::DoNotOptimize(y.data());
   }
   state.SetBytesProcessed(static_cast<int64_t>(state.iterations()) * static_cast<int64_t>(rb * rows));
+  state.SetLabel(std::string(dtype_name(type)) + " " + kernels::isa_name(kernels::kernels_for(type).isa) +
+                 (panels ? " panels" : ""));
 }
-BENCHMARK(BM_matvec_big_Q4_0)->ArgsProduct({{1, 2}, {0, 1}})->ArgNames({"threads", "huge"})->UseRealTime();
+#define WEFT_MATVEC_BIG(T)                      \
+  BENCHMARK_CAPTURE(BM_matvec_big, T, DType::T) \
+      ->ArgsProduct({{1, 2}, {0, 1}})           \
+      ->ArgNames({"threads", "huge"})           \
+      ->UseRealTime();
+WEFT_MATVEC_BIG(Q4_0)
+WEFT_MATVEC_BIG(Q4_1)
+WEFT_MATVEC_BIG(Q5_0)
+WEFT_MATVEC_BIG(Q5_1)
+WEFT_MATVEC_BIG(Q8_0)
+WEFT_MATVEC_BIG(Q4_K)
+WEFT_MATVEC_BIG(Q5_K)
+WEFT_MATVEC_BIG(Q6_K)
 
 #define WEFT_MATMUL_BENCH(T)                                                     \
   void BM_matvec_##T(benchmark::State& s) { matmul_bench(s, DType::T, 1); }      \
