@@ -2,7 +2,7 @@
 # Decode bandwidth and prompt speed per weight type on the generated 500m models, per kernel level
 # (WEFT_MAX_ISA) and thread count, against rooflines measured in the same run: the streaming read
 # (BM_read/1, /2: best of 3, GiB/s) for decode, the int8 dot peak (BM_int8_peak, MAC/s) for
-# prompts. Decode bandwidth = the bytes a decoded token reads (`weft plan`'s "read per token": the
+# prompts, both just before each type's run. Decode bandwidth = the bytes a decoded token reads (`weft plan`'s "read per token": the
 # weights less the token embedding rows not looked up) x tg t/s. Prompt MACs per token = the
 # layers' matmul weights (the output matrix runs for the last prompt token only, so 1/PP of it).
 # Writes the "## Decode bandwidth per weight type" section of bench/results.md (the other sections
@@ -38,7 +38,6 @@ for r in rows[head + 1:]:
 '
 }
 
-micro 'BM_int8_peak' >"$work/peak.csv"
 for isa in $ISAS; do
   for type in $TYPES; do
     model=models/weft-500m-$type.gguf
@@ -49,7 +48,7 @@ for isa in $ISAS; do
       $1 ~ /^blk\..*\.(attn_[qkv]|attn_output|ffn_gate|ffn_up|ffn_down)\.weight$/ { gsub(/[\[\],]/, " "); s += $3 * $4 }
       $1 == "output.weight" { gsub(/[\[\],]/, " "); s += $3 * $4 / pp }
       END { printf "%.0f", s }')
-    micro 'BM_read/' | sed "s/^/read,$isa,$type,/" >>"$work/read.csv"
+    { micro 'BM_read/'; micro 'BM_int8_peak'; } | sed "s/^/$isa,$type,/" >>"$work/roof.csv"  # csv: one counter set per run
     WEFT_MAX_ISA=$isa "$WEFT" bench -m "$model" -p "$PP" -n "$TG" -r "$REPS" -t "$THREADS" -o jsonl 2>/dev/null |
       sed "s/^{/{\"isa\": \"$isa\", \"type\": \"$type\", \"read_mib\": $read_mib, \"macs\": $macs, /" >>"$work/bench.jsonl"
   done
@@ -68,16 +67,14 @@ section=$(python3 - "$work" "$PP" "$TG" "$REPS" "$rss_copy" "$rss_mmap" \
   "$(($(stat -c %s models/weft-500m-q4_0.gguf) >> 20))" <<'EOF'
 import json, statistics, sys
 work, pp, tg, reps, rss_copy, rss_mmap, file_mib = sys.argv[1:]
-peak = {}
-for line in open(work + "/peak.csv"):
-    name, v = line.strip().rsplit(",", 1)
-    t, i = (int(p.split(":")[1]) for p in name.split("/")[1:3])
-    peak.setdefault((t, "avx512" if i == 2 else "avx2"), []).append(float(v))
-peak = {k: max(v) for k, v in peak.items()}
-read = {}
-for line in open(work + "/read.csv"):
-    _, isa, typ, name, v = line.strip().split(",")
-    read.setdefault((isa, typ, int(name.split("/")[1])), []).append(float(v) / 2**30)
+read, peak = {}, {}  # best of 3 per (isa, type, threads): BM_read GiB/s, BM_int8_peak MAC/s
+for line in open(work + "/roof.csv"):
+    isa, typ, name, v = line.strip().split(",")
+    parts = name.split("/")
+    if parts[0] == "BM_read":
+        read.setdefault((isa, typ, int(parts[1])), []).append(float(v) / 2**30)
+    elif parts[2] == ("isa:2" if isa == "avx512" else "isa:1"):
+        peak.setdefault((isa, typ, int(parts[1].split(":")[1])), []).append(float(v))
 rows = [json.loads(l) for l in open(work + "/bench.jsonl") if l.strip()]
 print("## Decode bandwidth per weight type")
 print()
@@ -89,24 +86,23 @@ print("weights less the token embedding rows not looked up). Decode bandwidth = 
       "against BM_read at the same")
 print("thread count, measured just before each type (best of 3: the machine is shared, so the best run is "
       "the roofline). Prompt:")
-print("MACs per token = the layers' matmul weights + 1/%s of the output matrix; int8 peak = BM_int8_peak "
-      "(register-only vpdpbusd," % pp)
-print("or vpmaddubsw + vpmaddwd + vpaddd under avx2), best of 3: %s." % ", ".join(
-      "%s %d thread%s %.0f G MAC/s" % (isa, t, "s" if t > 1 else "", v / 1e9) for (t, isa), v in sorted(peak.items())))
+print("MACs per token = the layers' matmul weights + 1/%s of the output matrix, against the int8 peak: "
+      "BM_int8_peak (register-only" % pp)
+print("vpdpbusd, or vpmaddubsw + vpmaddwd + vpaddd under avx2), measured with BM_read, best of 3.")
 print()
-print("| type | isa | threads | read per token | tg t/s | decode GiB/s | BM_read GiB/s | of BM_read | pp t/s | of int8 peak |")
-print("| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
+print("| type | isa | threads | read per token | tg t/s | decode GiB/s | BM_read GiB/s | of BM_read | pp t/s "
+      "| int8 peak | of peak |")
+print("| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
 by = {}
 for r in rows:
     by.setdefault((r["isa"], r["type"], r["n_threads"]), {})["pp" if r["n_prompt"] else "tg"] = r
 for (isa, typ, t), x in by.items():
     tgr, ppr = x["tg"], x["pp"]
     gib = tgr["read_mib"] * tgr["avg_ts"] / 1024
-    rd = max(read[(isa, typ, t)])
-    frac_pp = ppr["avg_ts"] * ppr["macs"] / peak[(t, isa)]
-    print("| %s | %s | %d | %.1f MiB | %.1f ± %.1f | %.1f | %.1f | %.0f%% | %.1f ± %.1f | %.1f%% |" % (
+    rd, pk = max(read[(isa, typ, t)]), max(peak[(isa, typ, t)])
+    print("| %s | %s | %d | %.1f MiB | %.1f ± %.1f | %.1f | %.1f | %.0f%% | %.1f ± %.1f | %.0f G MAC/s | %.1f%% |" % (
         typ, isa, t, tgr["read_mib"], tgr["avg_ts"], tgr["stddev_ts"], gib, rd, 100 * gib / rd,
-        ppr["avg_ts"], ppr["stddev_ts"], 100 * frac_pp))
+        ppr["avg_ts"], ppr["stddev_ts"], pk / 1e9, 100 * ppr["avg_ts"] * ppr["macs"] / pk))
 print()
 print("Peak RSS of `weft run -m models/weft-500m-q4_0.gguf -n 16` (`/usr/bin/time -v`): weights copied "
       "(default) %s MiB, `--mmap` %s MiB" % (rss_copy, rss_mmap))
