@@ -2,18 +2,21 @@
 // its weights at close to the machine's copy bandwidth. Every benchmark reports bytes_per_second;
 // BM_memcpy is the roofline to divide by.
 //   build/bench/weft_microbench --benchmark_filter=. --benchmark_min_time=0.5
-// Roofline of decode: BM_matvec_big_Q4_0 (a whole 500m q4_0 model's bytes) / BM_read.
+// Roofline of decode: BM_matvec_big/<type> (a whole 500m q4_0 model's bytes) / BM_read.
 #include "core/thread_pool.h"
+#include "kernels/isa.h"
 #include "kernels/matmul.h"
 #include "kernels/ops.h"
 #include "kernels/quants.h"
 
 #include <benchmark/benchmark.h>
+#include <immintrin.h>
 
 #include <sys/mman.h>
 
 #include <cstring>
 #include <new>
+#include <optional>
 #include <random>
 #include <vector>
 
@@ -76,6 +79,64 @@ void BM_read(benchmark::State& state) {
 }
 BENCHMARK(BM_read)->Arg(1)->Arg(2)->UseRealTime();
 
+// The int8 peak of the dot instruction the GEMM uses, from registers only: 16 independent chains
+// (enough to cover its latency at full throughput), per thread. Arg 0: threads; arg 1: the ISA's
+// sequence, 2 = AVX-512 VNNI vpdpbusd (64 u8 x s8 MACs into int32 per instruction), 1 = AVX2
+// vpmaddubsw + vpmaddwd + vpaddd (32 MACs per three). Reports MAC/s; pp t/s x MACs per prompt
+// token over it is a prompt's fraction of peak.
+constexpr int kPeakChains = 16;
+constexpr int64_t kPeakIters = 1 << 16;
+
+WEFT_TARGET_AVX512 int64_t int8_peak_avx512(int8_t seed) {
+  __m512i acc[kPeakChains];
+  for (auto& a : acc) a = _mm512_set1_epi32(seed);
+  const __m512i u = _mm512_set1_epi8(static_cast<char>(seed + 1)), v = _mm512_set1_epi8(static_cast<char>(seed + 2));
+  for (int64_t i = 0; i < kPeakIters; ++i) {
+#pragma GCC unroll 16
+    for (auto& a : acc) a = _mm512_dpbusd_epi32(a, u, v);
+  }
+  __m512i s = acc[0];
+  for (int c = 1; c < kPeakChains; ++c) s = _mm512_add_epi32(s, acc[c]);
+  return _mm512_reduce_add_epi32(s);
+}
+
+WEFT_TARGET_AVX2 int64_t int8_peak_avx2(int8_t seed) {
+  __m256i acc[kPeakChains];
+  for (auto& a : acc) a = _mm256_set1_epi32(seed);
+  // The products read the accumulator (as s8): without it the compiler hoists them out of the loop.
+  const __m256i u = _mm256_set1_epi8(static_cast<char>(seed + 1));
+  const __m256i ones = _mm256_set1_epi16(1);
+  for (int64_t i = 0; i < kPeakIters; ++i) {
+#pragma GCC unroll 16
+    for (auto& a : acc) a = _mm256_add_epi32(a, _mm256_madd_epi16(_mm256_maddubs_epi16(u, a), ones));
+  }
+  __m256i s = acc[0];
+  for (int c = 1; c < kPeakChains; ++c) s = _mm256_add_epi32(s, acc[c]);
+  alignas(32) int32_t lanes[8];
+  _mm256_store_si256(reinterpret_cast<__m256i*>(lanes), s);
+  return lanes[0];
+}
+
+void BM_int8_peak(benchmark::State& state) {
+  const int threads = static_cast<int>(state.range(0));
+  const bool avx512 = state.range(1) == 2;
+  if (!kernels::isa_supported(avx512 ? kernels::Isa::Avx512 : kernels::Isa::Avx2)) {
+    state.SkipWithError("ISA not supported on this CPU");
+    return;
+  }
+  ThreadPool pool(threads);
+  std::vector<int64_t> sink(threads * 8);
+  volatile int8_t seed = 1;  // unknown to the compiler: the loop cannot be folded
+  for (auto _ : state) {
+    pool.run([&](int ith, int) { sink[ith * 8] = avx512 ? int8_peak_avx512(seed) : int8_peak_avx2(seed); });
+    benchmark::DoNotOptimize(sink.data());
+  }
+  const double macs_per_iter = static_cast<double>(threads) * kPeakIters * kPeakChains * (avx512 ? 64 : 32);
+  state.counters["MAC/s"] = benchmark::Counter(macs_per_iter * state.iterations(), benchmark::Counter::kIsRate);
+  state.SetLabel(avx512 ? "avx512 vpdpbusd" : "avx2 maddubs+madd+add");
+}
+BENCHMARK(BM_int8_peak)->ArgsProduct({{1, 2}, {2, 1}})->ArgNames({"threads", "isa"})->UseRealTime();
+
 // Per-call cost of waking the pool and joining it again: decode runs ~200 pool calls a token.
 void BM_pool_run(benchmark::State& state) {
   ThreadPool pool(static_cast<int>(state.range(0)));
@@ -112,13 +173,14 @@ void matmul_bench(benchmark::State& state, DType type, int64_t n_tokens) {
   state.SetLabel(std::string(dtype_name(type)) + " " + kernels::isa_name(kernels::kernels_for(type).isa));
 }
 
-// A Q4_0 matrix as big as the 500m q4_0 model (264 MiB, 2048 columns): decode streams this
-// much per token from DRAM, so its bytes_per_second against BM_read is the decode roofline.
-void BM_matvec_big_Q4_0(benchmark::State& state) {
+// A matrix of type T as big as the 500m q4_0 model (264 MiB, 2048 columns), repacked into panels
+// where the engine repacks it (kernels::can_repack): decode streams this much per token from
+// DRAM, so its bytes_per_second against BM_read is the decode roofline of the type.
+void BM_matvec_big(benchmark::State& state, DType type) {
   const int threads = static_cast<int>(state.range(0));
   const bool huge = state.range(1) != 0;
   const int64_t cols = 2048, tile_rows = 256;
-  const size_t rb = row_bytes(DType::Q4_0, cols);
+  const size_t rb = row_bytes(type, cols);
   const int64_t rows = (int64_t{264} << 20) / static_cast<int64_t>(rb) / tile_rows * tile_rows;
   // Quantize one tile of rows and repeat it: quantizing 240k rows would take seconds.
   std::mt19937 rng(7);
@@ -127,11 +189,16 @@ void BM_matvec_big_Q4_0(benchmark::State& state) {
   HugeBuffer w(rb * rows, huge);
   for (int64_t r = 0; r < tile_rows; ++r) {
     for (auto& v : row) v = nd(rng) * 0.02f;
-    kernels::quantize_row_ref(DType::Q4_0, row.data(), w.data() + rb * r, cols);
+    kernels::quantize_row_ref(type, row.data(), w.data() + rb * r, cols);
   }
   for (int64_t r = tile_rows; r < rows; r += tile_rows) std::memcpy(w.data() + rb * r, w.data(), rb * tile_rows);
   for (auto& v : x) v = nd(rng);
-  kernels::WeightMatrix m{DType::Q4_0, w.data(), rows, cols, rb};
+  kernels::WeightMatrix m{type, w.data(), rows, cols, rb};
+  std::optional<HugeBuffer> panels;
+  if (kernels::can_repack(m)) {
+    panels.emplace(kernels::repacked_bytes(m), huge);
+    m = kernels::repack(m, panels->data());
+  }
   ThreadPool pool(threads);
   kernels::MatmulScratch scratch;
   for (auto _ : state) {
@@ -139,8 +206,22 @@ void BM_matvec_big_Q4_0(benchmark::State& state) {
     benchmark::DoNotOptimize(y.data());
   }
   state.SetBytesProcessed(static_cast<int64_t>(state.iterations()) * static_cast<int64_t>(rb * rows));
+  state.SetLabel(std::string(dtype_name(type)) + " " + kernels::isa_name(kernels::kernels_for(type).isa) +
+                 (panels ? " panels" : ""));
 }
-BENCHMARK(BM_matvec_big_Q4_0)->ArgsProduct({{1, 2}, {0, 1}})->ArgNames({"threads", "huge"})->UseRealTime();
+#define WEFT_MATVEC_BIG(T)                      \
+  BENCHMARK_CAPTURE(BM_matvec_big, T, DType::T) \
+      ->ArgsProduct({{1, 2}, {0, 1}})           \
+      ->ArgNames({"threads", "huge"})           \
+      ->UseRealTime();
+WEFT_MATVEC_BIG(Q4_0)
+WEFT_MATVEC_BIG(Q4_1)
+WEFT_MATVEC_BIG(Q5_0)
+WEFT_MATVEC_BIG(Q5_1)
+WEFT_MATVEC_BIG(Q8_0)
+WEFT_MATVEC_BIG(Q4_K)
+WEFT_MATVEC_BIG(Q5_K)
+WEFT_MATVEC_BIG(Q6_K)
 
 #define WEFT_MATMUL_BENCH(T)                                                     \
   void BM_matvec_##T(benchmark::State& s) { matmul_bench(s, DType::T, 1); }      \

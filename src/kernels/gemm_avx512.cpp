@@ -33,6 +33,11 @@ WEFT_TARGET_AVX512 inline __m512i high_nibbles(__m512i v) {
   return _mm512_and_si512(_mm512_srli_epi16(v, 4), _mm512_set1_epi8(0x0F));
 }
 
+// 16 fp16 scales at p as floats.
+WEFT_TARGET_AVX512 inline __m512 fp16_vector(const uint8_t* p) {
+  return _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)));
+}
+
 // Where a tile finds a block's group vectors (16 rows x 4 levels), scales and mins: a panel packed
 // for this call (PanelFormat) ...
 struct PackedBlock {
@@ -45,17 +50,25 @@ struct PackedBlock {
   }
 };
 
-// ... or a Q4_0 panel repacked at load (gemm_q8.h): groups g and g + 4 are the low and high
-// nibbles of one vector (loaded twice: the second load hits L1), the scales fp16.
-struct Q4_0PanelBlock {
+// ... or a legacy-type panel repacked at load (gemm_q8.h): Q4_0/Q4_1/Q5_0/Q5_1 keep groups g and
+// g + 4 as the low and high nibbles of one vector (loaded twice: the second load hits L1), Q5 adds
+// each group's fifth bits by a masked add; Q8_0's vectors are read as they are.
+template <DType kType>
+struct LegacyPanelBlock {
+  static constexpr bool kQ8 = kType == DType::Q8_0;
+  static constexpr bool kQ5 = kType == DType::Q5_0 || kType == DType::Q5_1;
+  static constexpr size_t kScaleOffset = (kQ8 ? 8 * 64 : 4 * 64) + (kQ5 ? kGroups * 8 : 0);
   WEFT_TARGET_AVX512 static __m512i group(const uint8_t* pb, int g) {
+    if constexpr (kQ8) return _mm512_loadu_si512(pb + 64 * g);
     const __m512i v = _mm512_loadu_si512(pb + 64 * (g % 4));
-    return g < 4 ? low_nibbles(v) : high_nibbles(v);
+    const __m512i q = g < 4 ? low_nibbles(v) : high_nibbles(v);
+    if constexpr (!kQ5) return q;
+    uint64_t fifth;
+    std::memcpy(&fifth, pb + 4 * 64 + 8 * g, 8);
+    return _mm512_mask_add_epi8(q, fifth, q, _mm512_set1_epi8(16));
   }
-  WEFT_TARGET_AVX512 static __m512 scale(const uint8_t* pb, int) {
-    return _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(pb + 4 * 64)));
-  }
-  WEFT_TARGET_AVX512 static __m512 min(const uint8_t*, int) { return _mm512_setzero_ps(); }
+  WEFT_TARGET_AVX512 static __m512 scale(const uint8_t* pb, int) { return fp16_vector(pb + kScaleOffset); }
+  WEFT_TARGET_AVX512 static __m512 min(const uint8_t* pb, int) { return fp16_vector(pb + kScaleOffset + 32); }
 };
 
 // A TileFn (gemm_q8.h) reading blocks through Src: the lanes of rows past n_rows are computed but
@@ -345,12 +358,18 @@ struct Avx512Gemm {
   }
 };
 
-struct Avx512Q4_0Panels {
+// Matrices of type kType repacked at load, read in place.
+template <DType kType>
+struct Avx512Panels {
   static constexpr int kTokens = kTileTokens;
   static constexpr bool kRepacked = true;
-  static constexpr size_t kBlockBytes = kQ4_0PanelBytes;
+  static constexpr size_t kBlockBytes = kPanelRows * (kType == DType::Q4_0   ? sizeof(legacy::BlockQ4_0)
+                                                      : kType == DType::Q4_1 ? sizeof(legacy::BlockQ4_1)
+                                                      : kType == DType::Q5_0 ? sizeof(legacy::BlockQ5_0)
+                                                      : kType == DType::Q5_1 ? sizeof(legacy::BlockQ5_1)
+                                                                             : sizeof(legacy::BlockQ8_0));
   template <int kScales, bool kMin, bool kCorr, int T>
-  static constexpr TileFn tile = gemm::tile<Q4_0PanelBlock, kScales, kMin, kCorr, T>;
+  static constexpr TileFn tile = gemm::tile<LegacyPanelBlock<kType>, kScales, kMin, kCorr, T>;
 };
 
 }  // namespace
@@ -361,8 +380,15 @@ GemmFn find<Isa::Avx512>(DType t) {
 }
 
 GemmFn find_repacked(Isa isa, DType t) {
-  if (isa != Isa::Avx512 || !isa_supported(isa) || !has_repacked(t)) return nullptr;
-  return gemm_driver<Avx512Q4_0Panels>;
+  if (isa != Isa::Avx512 || !isa_supported(isa)) return nullptr;
+  switch (t) {
+    case DType::Q4_0: return gemm_driver<Avx512Panels<DType::Q4_0>>;
+    case DType::Q4_1: return gemm_driver<Avx512Panels<DType::Q4_1>>;
+    case DType::Q5_0: return gemm_driver<Avx512Panels<DType::Q5_0>>;
+    case DType::Q5_1: return gemm_driver<Avx512Panels<DType::Q5_1>>;
+    case DType::Q8_0: return gemm_driver<Avx512Panels<DType::Q8_0>>;
+    default: return nullptr;
+  }
 }
 
 }  // namespace weft::kernels::gemm

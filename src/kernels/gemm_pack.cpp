@@ -258,29 +258,77 @@ void gemm_ref(const WeightMatrix& w, int64_t r0, int64_t r1, const ActBlock* act
   }
 }
 
-bool has_repacked(DType t) { return t == DType::Q4_0; }
+bool has_repacked(DType t) {
+  return t == DType::Q4_0 || t == DType::Q4_1 || t == DType::Q5_0 || t == DType::Q5_1 || t == DType::Q8_0;
+}
+
+size_t repacked_block_bytes(DType t) {
+  WEFT_ASSERT(has_repacked(t));
+  return kPanelRows * row_bytes(t, kQK);  // ggml's bytes, rearranged (gemm_q8.h)
+}
 
 size_t repacked_bytes(const WeightMatrix& w) {
   WEFT_ASSERT(has_repacked(w.type) && w.cols % kQK == 0);
   const int64_t n_panels = (w.rows + kPanelRows - 1) / kPanelRows;
-  return static_cast<size_t>(n_panels * (w.cols / kQK)) * kQ4_0PanelBytes;
+  return static_cast<size_t>(n_panels * (w.cols / kQK)) * repacked_block_bytes(w.type);
 }
 
-void repack(const WeightMatrix& w, uint8_t* dst) {
-  WEFT_ASSERT(w.layout == WeightLayout::Rows);
+namespace {
+
+// Row r's block into panel block ob (layouts in gemm_q8.h).
+template <class Block>
+void repack_block(const Block& blk, int r, uint8_t* ob) {
+  constexpr bool kQ8 = std::is_same_v<Block, BlockQ8_0>;
+  constexpr bool kQ5 = std::is_same_v<Block, BlockQ5_0> || std::is_same_v<Block, BlockQ5_1>;
+  constexpr bool kMin = std::is_same_v<Block, BlockQ4_1> || std::is_same_v<Block, BlockQ5_1>;
+  size_t off = 0;
+  if constexpr (kQ8) {
+    for (int k = 0; k < 8; ++k)
+      for (int i = 0; i < 4; ++i) ob[64 * k + 4 * r + i] = static_cast<uint8_t>(blk.qs[4 * k + i] ^ 0x80);  // + 128
+    off = 8 * 64;
+  } else {
+    for (int k = 0; k < 4; ++k) std::memcpy(ob + 64 * k + 4 * r, blk.qs + 4 * k, 4);
+    off = 4 * 64;
+  }
+  if constexpr (kQ5) {
+    const uint32_t qh = load_u32(blk.qh);
+    for (int g = 0; g < kGroups; ++g) {
+      uint64_t mask;
+      std::memcpy(&mask, ob + off + 8 * g, 8);
+      mask |= static_cast<uint64_t>((qh >> (4 * g)) & 0xF) << (4 * r);
+      std::memcpy(ob + off + 8 * g, &mask, 8);
+    }
+    off += kGroups * 8;
+  }
+  std::memcpy(ob + off + 2 * r, &blk.d, 2);
+  if constexpr (kMin) std::memcpy(ob + off + 2 * kPanelRows + 2 * r, &blk.m, 2);
+}
+
+template <class Block>
+void repack_rows(const WeightMatrix& w, uint8_t* dst) {
+  const size_t bb = repacked_block_bytes(w.type);
   const int64_t nb = w.cols / kQK, n_panels = (w.rows + kPanelRows - 1) / kPanelRows;
   for (int64_t p = 0; p < n_panels; ++p) {
-    uint8_t* out = dst + p * nb * kQ4_0PanelBytes;
+    uint8_t* out = dst + p * nb * bb;
     const int n_rows = static_cast<int>(std::min<int64_t>(kPanelRows, w.rows - p * kPanelRows));
-    if (n_rows < kPanelRows) std::memset(out, 0, nb * kQ4_0PanelBytes);  // absent rows: zero scale and levels
+    std::memset(out, 0, nb * bb);  // absent rows: zero scale and levels; the Q5 masks are or-ed in
     for (int r = 0; r < n_rows; ++r) {
-      const auto* blocks = reinterpret_cast<const BlockQ4_0*>(w.data + (p * kPanelRows + r) * w.row_stride);
-      for (int64_t b = 0; b < nb; ++b) {
-        uint8_t* ob = out + b * kQ4_0PanelBytes;
-        for (int k = 0; k < 4; ++k) std::memcpy(ob + 64 * k + 4 * r, blocks[b].qs + 4 * k, 4);
-        std::memcpy(ob + 4 * 64 + 2 * r, &blocks[b].d, 2);
-      }
+      const auto* blocks = reinterpret_cast<const Block*>(w.data + (p * kPanelRows + r) * w.row_stride);
+      for (int64_t b = 0; b < nb; ++b) repack_block(blocks[b], r, out + b * bb);
     }
+  }
+}
+
+}  // namespace
+
+void repack(const WeightMatrix& w, uint8_t* dst) {
+  WEFT_ASSERT(w.layout == WeightLayout::Rows && has_repacked(w.type));
+  switch (w.type) {
+    case DType::Q4_0: return repack_rows<BlockQ4_0>(w, dst);
+    case DType::Q4_1: return repack_rows<BlockQ4_1>(w, dst);
+    case DType::Q5_0: return repack_rows<BlockQ5_0>(w, dst);
+    case DType::Q5_1: return repack_rows<BlockQ5_1>(w, dst);
+    default: return repack_rows<BlockQ8_0>(w, dst);
   }
 }
 

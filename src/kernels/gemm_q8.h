@@ -91,13 +91,19 @@ GemmFn find(Isa isa, DType t);
 
 // ---- matrices repacked at load (WeightLayout::Panels) ----
 //
-// Q4_0 as panels: panel p (rows 16p .. 16p + 15; rows past the matrix are zero) holds its 32-value
-// blocks one after another, each kQ4_0PanelBytes: 4 x 64 bytes whose dword lane r of vector k is
-// bytes 4k .. 4k + 3 of row r's qs (low nibbles: group k, high nibbles: group k + 4, as in ggml's
-// block), then the 16 rows' fp16 scales. Same size as ggml's blocks; unpacking is two ops per
-// vector in registers.
-constexpr size_t kQ4_0PanelBytes = 4 * 64 + 2 * kPanelRows;
-bool has_repacked(DType t);
+// The legacy types as panels: panel p (rows 16p .. 16p + 15; rows past the matrix are zero) holds
+// its 32-value blocks one after another, each repacked_block_bytes(type), ggml's bytes rearranged
+// (same size) so that the kernel reads whole vectors with one dword lane per row:
+//   Q4_0/Q4_1/Q5_0/Q5_1: 4 x 64 bytes whose lane r of vector k is bytes 4k .. 4k + 3 of row r's qs
+//     (low nibbles: group k, high nibbles: group k + 4, as in ggml's block); unpacking is two ops
+//     per vector in registers;
+//   Q5_0/Q5_1 then: 8 x 8 bytes, the fifth bits of group g as a byte mask of its vector (bit
+//     4r + i: bit 4g + i of row r's qh), added as 16 by one masked add;
+//   Q8_0: 8 x 64 bytes, lane r of vector g = qs[4g .. 4g + 3] of row r plus 128 (the unsigned levels
+//     dpbusd takes, flipped once here instead of every call);
+// then the 16 rows' fp16 scales d, then (Q4_1/Q5_1) their fp16 mins m.
+bool has_repacked(DType t);            // the legacy types Q4_0, Q4_1, Q5_0, Q5_1, Q8_0
+size_t repacked_block_bytes(DType t);  // bytes of one 32-value block of a panel
 size_t repacked_bytes(const WeightMatrix& w);
 void repack(const WeightMatrix& w, uint8_t* dst);  // w in Rows layout
 // The GEMM over a repacked matrix at ISA level `isa` (nullptr: none, so nothing may be repacked).

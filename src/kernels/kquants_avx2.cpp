@@ -58,6 +58,7 @@ WEFT_TARGET_AVX2 void dot_rows_q45_K(int64_t n, const uint8_t* w, size_t w_strid
   WEFT_ASSERT(n >= 0 && n % kQK == 0);
   const int64_t nb = n / kQK;
   const auto* y = static_cast<const BlockQ8K*>(act);
+  const size_t ahead = prefetch_ahead(R, w_stride);
   using Block = std::conditional_t<kHigh, BlockQ5K, BlockQ4K>;
   const __m256i low4 = _mm256_set1_epi8(0x0f);
   const __m256i bit4 = _mm256_set1_epi8(0x10);
@@ -72,6 +73,7 @@ WEFT_TARGET_AVX2 void dot_rows_q45_K(int64_t n, const uint8_t* w, size_t w_strid
 #pragma GCC unroll 4
     for (int r = 0; r < R; ++r) {
       x[r] = reinterpret_cast<const Block*>(w + r * w_stride) + i;
+      prefetch_lines<sizeof(Block)>(reinterpret_cast<const uint8_t*>(x[r]) + ahead);
       sm[r] = scale_min_terms(x[r]->scales, bsums);
       sumi[r] = _mm256_setzero_si256();
       if constexpr (kHigh) qh[r] = load256(x[r]->qh);
@@ -116,6 +118,7 @@ WEFT_TARGET_AVX2 void dot_rows_q6_K(int64_t n, const uint8_t* w, size_t w_stride
   WEFT_ASSERT(n >= 0 && n % kQK == 0);
   const int64_t nb = n / kQK;
   const auto* y = static_cast<const BlockQ8K*>(act);
+  const size_t ahead = prefetch_ahead(R, w_stride);
   const __m256i low4 = _mm256_set1_epi8(0x0f);
   const __m256i bits45 = _mm256_set1_epi8(0x30);
   // Part p of a half: scale 2p in the low 128 bits (values 0..15), 2p + 1 in the high ones.
@@ -133,6 +136,7 @@ WEFT_TARGET_AVX2 void dot_rows_q6_K(int64_t n, const uint8_t* w, size_t w_stride
 #pragma GCC unroll 4
     for (int r = 0; r < R; ++r) {
       x[r] = reinterpret_cast<const BlockQ6K*>(w + r * w_stride) + i;
+      prefetch_lines<sizeof(BlockQ6K)>(reinterpret_cast<const uint8_t*>(x[r]) + ahead);
       sc16[r] = _mm256_cvtepi8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(x[r]->scales)));
       // -32 * sum_j sc[j] * bsums[j]: the level offset, applied once per block.
       sumi[r] = _mm256_slli_epi32(_mm256_sub_epi32(_mm256_setzero_si256(), _mm256_madd_epi16(bsums, sc16[r])), 5);

@@ -54,13 +54,6 @@ WEFT_TARGET_AVX512 inline __m512i quarters_index(int base) {
       _mm256_set_m128i(_mm_set1_epi16(static_cast<short>(base + 3)), _mm_set1_epi16(static_cast<short>(base + 2))));
 }
 
-// Decode streams the weights from DRAM in runs of one row (~1 KiB), too short for the hardware
-// prefetcher to ramp up on: each row prefetches the block R rows on, which the next group reads.
-template <size_t kBytes>
-inline void prefetch_block(const void* p) {
-  for (size_t off = 0; off < kBytes; off += 64) _mm_prefetch(static_cast<const char*>(p) + off, _MM_HINT_T0);
-}
-
 WEFT_TARGET_AVX512 inline __m512i widen(__m256i v) { return _mm512_inserti64x4(_mm512_setzero_si512(), v, 0); }
 
 // Q4_K (kHigh = false) and Q5_K (kHigh = true). Vector k (k = 0, 1) covers qs[64k .. 64k + 63]:
@@ -71,6 +64,7 @@ WEFT_TARGET_AVX512 void dot_rows_q45_K(int64_t n, const uint8_t* w, size_t w_str
   WEFT_ASSERT(n >= 0 && n % kQK == 0);
   const int64_t nb = n / kQK;
   const auto* y = static_cast<const BlockQ8K*>(act);
+  const size_t ahead = prefetch_ahead(R, w_stride);  // rows_dot.h
   using Block = std::conditional_t<kHigh, BlockQ5K, BlockQ4K>;
   const __m512i low4 = _mm512_set1_epi8(0x0f);
   const __m512i bit4 = _mm512_set1_epi8(0x10);
@@ -85,7 +79,7 @@ WEFT_TARGET_AVX512 void dot_rows_q45_K(int64_t n, const uint8_t* w, size_t w_str
 #pragma GCC unroll 4
     for (int r = 0; r < R; ++r) {
       x[r] = reinterpret_cast<const Block*>(w + r * w_stride) + i;
-      prefetch_block<sizeof(Block)>(reinterpret_cast<const uint8_t*>(x[r]) + R * w_stride);
+      prefetch_lines<sizeof(Block)>(reinterpret_cast<const uint8_t*>(x[r]) + ahead);
       uint64_t sc8, m8;
       unpack_scales_mins_x8(x[r]->scales, &sc8, &m8);
       sc[r] = _mm512_zextsi128_si512(_mm_cvtepu8_epi16(_mm_cvtsi64_si128(static_cast<long long>(sc8))));
@@ -138,6 +132,7 @@ WEFT_TARGET_AVX512 void dot_rows_q6_K(int64_t n, const uint8_t* w, size_t w_stri
   WEFT_ASSERT(n >= 0 && n % kQK == 0);
   const int64_t nb = n / kQK;
   const auto* y = static_cast<const BlockQ8K*>(act);
+  const size_t ahead = prefetch_ahead(R, w_stride);  // rows_dot.h
   const __m512i low4 = _mm512_set1_epi8(0x0f);
   const __m512i bits45 = _mm512_set1_epi8(0x30);
   const __m512i sel[2][2] = {{quarters_index(0), quarters_index(4)}, {quarters_index(8), quarters_index(12)}};
@@ -151,7 +146,7 @@ WEFT_TARGET_AVX512 void dot_rows_q6_K(int64_t n, const uint8_t* w, size_t w_stri
 #pragma GCC unroll 4
     for (int r = 0; r < R; ++r) {
       x[r] = reinterpret_cast<const BlockQ6K*>(w + r * w_stride) + i;
-      prefetch_block<sizeof(BlockQ6K)>(reinterpret_cast<const uint8_t*>(x[r]) + R * w_stride);
+      prefetch_lines<sizeof(BlockQ6K)>(reinterpret_cast<const uint8_t*>(x[r]) + ahead);
       const __m256i sc16 = _mm256_cvtepi8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(x[r]->scales)));
       sc[r] = widen(sc16);
       // -32 * sum_j sc[j] * bsums[j]: the level offset, applied once per block.

@@ -26,7 +26,8 @@ struct WeightMatrix {
 };
 
 // Panels: weights streamed every step can be stored as 16-row panels in the layout the int8 GEMM
-// reads (Q4_0: the same bytes per block as ggml's, rows interleaved; see gemm_q8.h). Decode and
+// reads (the legacy types Q4_0 .. Q8_0: the same bytes per block as ggml's, rows interleaved; see
+// gemm_q8.h). Decode and
 // batches then share one kernel that needs no per-call unpacking (llama.cpp's CPU "repack" buffers
 // do the same). Only where this CPU's kernel level has a panel GEMM for the type.
 bool can_repack(const WeightMatrix& w);

@@ -225,10 +225,7 @@ WEFT_TARGET_AVX512 void dot_rows(int64_t n, const uint8_t* w, size_t stride, con
     acc_m[r] = _mm_setzero_ps();
   }
   int64_t b = 0;
-  // Decode streams the weights from DRAM in short runs (a row is ~1 KiB), too short for the
-  // hardware prefetcher to ramp up on; each row's step prefetches the same bytes of the row R
-  // rows on, which the next pass reads, so that pass finds its lines in flight or in L1.
-  const size_t ahead = static_cast<size_t>(R) * stride;
+  const size_t ahead = prefetch_ahead(R, stride);  // rows_dot.h
   for (; b + K::kBlocks <= nb; b += K::kBlocks) {
     const typename K::Pair p = K::load(a + b);
 #pragma GCC unroll 8

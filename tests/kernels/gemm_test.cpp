@@ -151,61 +151,69 @@ struct Repacked {
   }
 };
 
-TEST(Gemm, RepackedQ4_0MatchesVecDot) {
-  const GemmFn gemm = find_repacked(Isa::Avx512, DType::Q4_0);
+// The types repacked into panels at load (has_repacked).
+constexpr DType kRepackedTypes[] = {DType::Q4_0, DType::Q4_1, DType::Q5_0, DType::Q5_1, DType::Q8_0};
+
+TEST(Gemm, RepackedMatchesVecDot) {
   if (!isa_supported(Isa::Avx512)) {
-    EXPECT_EQ(gemm, nullptr);
+    for (DType t : kRepackedTypes) EXPECT_EQ(find_repacked(Isa::Avx512, t), nullptr);
     GTEST_SKIP() << "no AVX-512 VNNI";
   }
-  ASSERT_NE(gemm, nullptr);
-  EXPECT_EQ(find_repacked(Isa::Avx512, DType::Q8_0), nullptr);
+  EXPECT_EQ(find_repacked(Isa::Avx512, DType::Q4_K), nullptr);
   EXPECT_EQ(find_repacked(Isa::Avx2, DType::Q4_0), nullptr);
-  for (int64_t n_tokens : {1, 2, 3, 8, 13, 131}) {
-    // 37 rows: a last panel of 5 whose absent rows are zero; rows 4 bytes apart past their blocks.
-    const Case c = make_case(DType::Q4_0, 37, 256, n_tokens, 300 + static_cast<uint32_t>(n_tokens));
-    ASSERT_TRUE(kernels::can_repack(c.matrix()));
-    const Repacked p(c.matrix());
-    ASSERT_EQ(p.m.layout, WeightLayout::Panels);
-    EXPECT_EQ(kernels::repacked_bytes(c.matrix()), 3u * 8 * kQ4_0PanelBytes);  // 3 panels x 8 blocks
-    check_gemm(gemm, c, 0, 37, "repacked", &p.m);
-    check_gemm(gemm, c, 16, 32, "repacked", &p.m);
-    check_gemm(gemm, c, 32, 37, "repacked", &p.m);
+  for (DType t : kRepackedTypes) {
+    const GemmFn gemm = find_repacked(Isa::Avx512, t);
+    ASSERT_NE(gemm, nullptr) << dtype_name(t);
+    for (int64_t n_tokens : {1, 2, 3, 8, 13, 131}) {
+      // 37 rows: a last panel of 5 whose absent rows are zero; rows 4 bytes apart past their blocks.
+      const Case c = make_case(t, 37, 256, n_tokens, 300 + static_cast<uint32_t>(n_tokens));
+      ASSERT_TRUE(kernels::can_repack(c.matrix()));
+      const Repacked p(c.matrix());
+      ASSERT_EQ(p.m.layout, WeightLayout::Panels);
+      EXPECT_EQ(kernels::repacked_bytes(c.matrix()), 3u * 8 * repacked_block_bytes(t));  // 3 panels x 8 blocks
+      EXPECT_EQ(repacked_block_bytes(t), kPanelRows * row_bytes(t, kQK));                // ggml's bytes, rearranged
+      check_gemm(gemm, c, 0, 37, "repacked", &p.m);
+      check_gemm(gemm, c, 16, 32, "repacked", &p.m);
+      check_gemm(gemm, c, 32, 37, "repacked", &p.m);
+    }
   }
 }
 
 // matmul on a repacked matrix (decode, small batches and prompts alike) gives what it gives on
 // the rows, for the whole matrix and for a column slice viewed in place (as WeightStore repacks it).
 TEST(Gemm, MatmulOnRepackedMatchesRows) {
-  const Case c = make_case(DType::Q4_0, 45, 512, 1, 17);
-  WeightMatrix slice = c.matrix();  // columns 128..383 of every row
-  slice.data += row_bytes(DType::Q4_0, 128);
-  slice.cols = 256;
-  if (!kernels::can_repack(c.matrix())) GTEST_SKIP() << "no repacked kernel on this CPU";
-  ThreadPool pool(2, {}, /*spin=*/false);
-  MatmulScratch scratch;
-  for (const WeightMatrix& w : {c.matrix(), slice}) {
-    const Repacked p(w);
-    for (int64_t n_tokens : {1, 2, 3, 4, 9, 40}) {
-      std::mt19937 rng(static_cast<uint32_t>(n_tokens));
-      std::normal_distribution<float> normal(0.f, 1.f);
-      std::vector<float> x(w.cols * n_tokens);
-      for (auto& v : x) v = normal(rng);
-      std::vector<float> y(w.rows * n_tokens), y_ref(w.rows * n_tokens);
-      matmul(p.m, x.data(), w.cols, n_tokens, y.data(), w.rows, pool, scratch);
-      matmul_ref(w, x.data(), w.cols, n_tokens, y_ref.data(), w.rows);
-      int64_t failures = 0;
-      std::vector<float> row(w.cols);
-      for (size_t i = 0; i < y.size(); ++i) {
-        const int64_t r = static_cast<int64_t>(i) % w.rows, k = static_cast<int64_t>(i) / w.rows;
-        dequantize_row_ref(DType::Q4_0, w.data + r * w.row_stride, row.data(), w.cols);
-        double scale = 0;  // sum |w_j x_j|
-        for (int64_t j = 0; j < w.cols; ++j) scale += std::fabs(double(row[j]) * x[k * w.cols + j]);
-        if (std::fabs(y[i] - y_ref[i]) > kActQuantRelTol * scale && failures++ < 5)
-          ADD_FAILURE() << "cols " << w.cols << " tokens " << n_tokens << " token " << k << " row " << r << ": " << y[i]
-                        << " vs " << y_ref[i];
+  for (DType t : kRepackedTypes) {
+    const Case c = make_case(t, 45, 512, 1, 17);
+    WeightMatrix slice = c.matrix();  // columns 128..383 of every row
+    slice.data += row_bytes(t, 128);
+    slice.cols = 256;
+    if (!kernels::can_repack(c.matrix())) GTEST_SKIP() << "no repacked kernel on this CPU";
+    ThreadPool pool(2, {}, /*spin=*/false);
+    MatmulScratch scratch;
+    for (const WeightMatrix& w : {c.matrix(), slice}) {
+      const Repacked p(w);
+      for (int64_t n_tokens : {1, 2, 3, 4, 9, 40}) {
+        std::mt19937 rng(static_cast<uint32_t>(n_tokens));
+        std::normal_distribution<float> normal(0.f, 1.f);
+        std::vector<float> x(w.cols * n_tokens);
+        for (auto& v : x) v = normal(rng);
+        std::vector<float> y(w.rows * n_tokens), y_ref(w.rows * n_tokens);
+        matmul(p.m, x.data(), w.cols, n_tokens, y.data(), w.rows, pool, scratch);
+        matmul_ref(w, x.data(), w.cols, n_tokens, y_ref.data(), w.rows);
+        int64_t failures = 0;
+        std::vector<float> row(w.cols);
+        for (size_t i = 0; i < y.size(); ++i) {
+          const int64_t r = static_cast<int64_t>(i) % w.rows, k = static_cast<int64_t>(i) / w.rows;
+          dequantize_row_ref(t, w.data + r * w.row_stride, row.data(), w.cols);
+          double scale = 0;  // sum |w_j x_j|
+          for (int64_t j = 0; j < w.cols; ++j) scale += std::fabs(double(row[j]) * x[k * w.cols + j]);
+          if (std::fabs(y[i] - y_ref[i]) > kActQuantRelTol * scale && failures++ < 5)
+            ADD_FAILURE() << dtype_name(t) << " cols " << w.cols << " tokens " << n_tokens << " token " << k << " row "
+                          << r << ": " << y[i] << " vs " << y_ref[i];
+        }
+        EXPECT_EQ(failures, 0);
+        EXPECT_NE(y[0], y[1]);
       }
-      EXPECT_EQ(failures, 0);
-      EXPECT_NE(y[0], y[1]);
     }
   }
 }

@@ -1,0 +1,133 @@
+#!/usr/bin/env bash
+# Decode bandwidth and prompt speed per weight type on the generated 500m models, per kernel level
+# (WEFT_MAX_ISA) and thread count, against rooflines measured in the same run: the streaming read
+# (BM_read/1, /2: best of 3, GiB/s) for decode, the int8 dot peak (BM_int8_peak, MAC/s) for
+# prompts, both just before each type's run. Decode bandwidth = the bytes a decoded token reads (`weft plan`'s "read per token": the
+# weights less the token embedding rows not looked up) x tg t/s. Prompt MACs per token = the
+# layers' matmul weights (the output matrix runs for the last prompt token only, so 1/PP of it).
+# Writes the "## Decode bandwidth per weight type" section of bench/results.md (the other sections
+# are kept) and prints it; last, peak RSS of `weft run` on the q4_0 model, copied vs --mmap.
+#   TYPES="q4_0 ... q5_k_m"  ISAS="avx512 avx2"  THREADS=1,2  REPS=3  PP=128  TG=64  WEFT=build/weft
+set -euo pipefail
+cd "$(dirname "$0")/.."
+TYPES=${TYPES:-"q4_0 q4_1 q5_0 q5_1 q8_0 q4_k q5_k q6_k q4_k_m q5_k_m"}
+ISAS=${ISAS:-"avx512 avx2"}
+THREADS=${THREADS:-1,2}
+REPS=${REPS:-3}
+PP=${PP:-128}
+TG=${TG:-64}
+WEFT=${WEFT:-build/weft}
+MICRO=${MICRO:-build/bench/weft_microbench}
+if [ ! -x "$WEFT" ] || [ ! -x "$MICRO" ]; then TARGETS="weft weft_microbench" ./scripts/build.sh >/dev/null; fi
+mkdir -p models bench
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+
+# name,value lines from the microbenchmarks' csv (value: bytes_per_second, else the MAC/s counter).
+micro() {
+  "$MICRO" --benchmark_filter="$1" --benchmark_repetitions=3 --benchmark_min_time=0.2 --benchmark_format=csv \
+    2>/dev/null | python3 -c '
+import csv, sys
+rows = list(csv.reader(sys.stdin))
+head = next(i for i, r in enumerate(rows) if r and r[0] == "name")
+cols = rows[head]
+for r in rows[head + 1:]:
+    if len(r) != len(cols) or r[0].endswith(("_mean", "_median", "_stddev", "_cv")): continue
+    v = dict(zip(cols, r))
+    print("%s,%s" % (v["name"].replace("/real_time", ""), v.get("bytes_per_second") or v.get("MAC/s")))
+'
+}
+
+for isa in $ISAS; do
+  for type in $TYPES; do
+    model=models/weft-500m-$type.gguf
+    [ -f "$model" ] || "$WEFT" gen-model --preset 500m --type "$type" -o "$model" >/dev/null 2>&1
+    read_mib=$("$WEFT" plan -m "$model" | awk -F'|' '/^\| #/ { gsub(/ MiB/, "", $5); s += $5 } END { print s }')
+    # MACs per prompt token: each layer matmul's rows x cols, the output matrix's / PP.
+    macs=$("$WEFT" info "$model" | awk -v pp="$PP" '
+      $1 ~ /^blk\..*\.(attn_[qkv]|attn_output|ffn_gate|ffn_up|ffn_down)\.weight$/ { gsub(/[\[\],]/, " "); s += $3 * $4 }
+      $1 == "output.weight" { gsub(/[\[\],]/, " "); s += $3 * $4 / pp }
+      END { printf "%.0f", s }')
+    { micro 'BM_read/'; micro 'BM_int8_peak'; } | sed "s/^/$isa,$type,/" >>"$work/roof.csv"  # csv: one counter set per run
+    WEFT_MAX_ISA=$isa "$WEFT" bench -m "$model" -p "$PP" -n "$TG" -r "$REPS" -t "$THREADS" -o jsonl 2>/dev/null |
+      sed "s/^{/{\"isa\": \"$isa\", \"type\": \"$type\", \"read_mib\": $read_mib, \"macs\": $macs, /" >>"$work/bench.jsonl"
+  done
+done
+
+# Peak RSS of a short generation, weights copied (the default) vs read from the mapping.
+rss() {
+  /usr/bin/time -v "$WEFT" run -m models/weft-500m-q4_0.gguf -p "Once upon a time" -n 16 --temp 0 "$@" 2>&1 >/dev/null |
+    awk '/Maximum resident set size/ { printf "%.0f", $NF / 1024 }'
+}
+rss_copy=$(rss)
+rss_mmap=$(rss --mmap)
+
+# shellcheck disable=SC2016  # the backquotes are markdown, inside python
+section=$(python3 - "$work" "$PP" "$TG" "$REPS" "$rss_copy" "$rss_mmap" \
+  "$(($(stat -c %s models/weft-500m-q4_0.gguf) >> 20))" <<'EOF'
+import json, statistics, sys
+work, pp, tg, reps, rss_copy, rss_mmap, file_mib = sys.argv[1:]
+read, peak = {}, {}  # best of 3 per (isa, type, threads): BM_read GiB/s, BM_int8_peak MAC/s
+for line in open(work + "/roof.csv"):
+    isa, typ, name, v = line.strip().split(",")
+    parts = name.split("/")
+    if parts[0] == "BM_read":
+        read.setdefault((isa, typ, int(parts[1])), []).append(float(v) / 2**30)
+    elif parts[2] == ("isa:2" if isa == "avx512" else "isa:1"):
+        peak.setdefault((isa, typ, int(parts[1].split(":")[1])), []).append(float(v))
+rows = [json.loads(l) for l in open(work + "/bench.jsonl") if l.strip()]
+print("## Decode bandwidth per weight type")
+print()
+print("`scripts/bench_types.sh`: the 500m preset per type (`weft gen-model --preset 500m --type T`), "
+      "`weft bench -p %s -n %s -r %s`, one CPU device," % (pp, tg, reps))
+print("kernel level capped with `WEFT_MAX_ISA`. Read per token: the bytes a decoded token reads "
+      "(`weft plan`'s \"read per token\": the")
+print("weights less the token embedding rows not looked up). Decode bandwidth = read per token x tg t/s, "
+      "against BM_read at the same")
+print("thread count, measured just before each type (best of 3: the machine is shared, so the best run is "
+      "the roofline). Prompt:")
+print("MACs per token = the layers' matmul weights + 1/%s of the output matrix, against the int8 peak: "
+      "BM_int8_peak (register-only" % pp)
+print("vpdpbusd, or vpmaddubsw + vpmaddwd + vpaddd under avx2), measured with BM_read, best of 3.")
+print()
+print("| type | isa | threads | read per token | tg t/s | decode GiB/s | BM_read GiB/s | of BM_read | pp t/s "
+      "| int8 peak | of peak |")
+print("| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
+by = {}
+for r in rows:
+    by.setdefault((r["isa"], r["type"], r["n_threads"]), {})["pp" if r["n_prompt"] else "tg"] = r
+for (isa, typ, t), x in by.items():
+    tgr, ppr = x["tg"], x["pp"]
+    gib = tgr["read_mib"] * tgr["avg_ts"] / 1024
+    rd, pk = max(read[(isa, typ, t)]), max(peak[(isa, typ, t)])
+    print("| %s | %s | %d | %.1f MiB | %.1f ± %.1f | %.1f | %.1f | %.0f%% | %.1f ± %.1f | %.0f G MAC/s | %.1f%% |" % (
+        typ, isa, t, tgr["read_mib"], tgr["avg_ts"], tgr["stddev_ts"], gib, rd, 100 * gib / rd,
+        ppr["avg_ts"], ppr["stddev_ts"], pk / 1e9, 100 * ppr["avg_ts"] * ppr["macs"] / pk))
+print()
+print("Peak RSS of `weft run -m models/weft-500m-q4_0.gguf -n 16` (`/usr/bin/time -v`): weights copied "
+      "(default) %s MiB, `--mmap` %s MiB" % (rss_copy, rss_mmap))
+print("(file %s MiB; the copy drops the file's pages once loaded, `gguf::File::release`)." % file_mib)
+EOF
+)
+out=bench/results.md
+# Kept: every other section; this one is replaced where it was, or appended.
+python3 - "$out" "$section" <<'EOF'
+import re, sys
+path, section = sys.argv[1], sys.argv[2]
+try:
+    text = open(path).read()
+except FileNotFoundError:
+    text = ""
+title = "## Decode bandwidth per weight type"
+if title in text:
+    start = text.index(title)
+    nxt = text.find("\n## ", start + len(title))
+    text = text[:start] + section + ("\n" + text[nxt:] if nxt >= 0 else "\n")
+elif "\n## Mixture of experts" in text:  # before bench_moe.sh's section, which it keeps last
+    at = text.index("\n## Mixture of experts") + 1
+    text = text[:at] + section + "\n\n" + text[at:]
+else:
+    text = text.rstrip("\n") + ("\n\n" if text else "") + section + "\n"
+open(path, "w").write(text)
+EOF
+echo "$section"
