@@ -4,6 +4,7 @@
 #include "kernels/moe.h"
 
 #include "core/error.h"
+#include "kernels/gemm_q8.h"
 #include "kernels/ops.h"
 #include "kernels/quants.h"
 
@@ -73,11 +74,37 @@ bool rows_path_only(const ExpertStack& w, const MoeScratch& s) {
   return true;
 }
 
+// fused_rows over a stack of panels: each slot's activation as the GEMM's blocks (one token),
+// then every (slot, 16-row aligned range) through the panel kernel, in one pass of the pool.
+template <typename RowOf>
+void fused_panels(const ExpertStack& w, ThreadPool& pool, MoeScratch& s, RowOf row_of) {
+  const TypeKernels& tk = kernels_for(w.w.type);
+  const gemm::GemmFn gemm = gemm::find_repacked(tk.isa, w.w.type);
+  WEFT_ASSERT(gemm && w.rows % gemm::kPanelRows == 0);
+  const int64_t cols = w.w.cols, rows = w.rows, n = static_cast<int64_t>(s.slots.size()), nb = cols / gemm::kQK;
+  const size_t row_act = row_bytes(tk.act_type, cols);
+  at_least(s.act, sizeof(gemm::ActBlock) * nb * n + row_act);
+  auto* act = reinterpret_cast<gemm::ActBlock*>(s.act.data());
+  uint8_t* row = s.act.data() + sizeof(gemm::ActBlock) * nb * n;  // one slot's row in act_type
+  for (int64_t p = 0; p < n; ++p) {
+    tk.quantize_act(row_of(s.slots[p]), row, cols);
+    gemm::prepare_act_row(w.w.type, row, cols, act + p * nb, 1);
+  }
+  at_least(s.y, n * rows);
+  pool.parallel_for(n * rows, gemm::kPanelRows, [&](int64_t b, int64_t e) {
+    for (int64_t p = b / rows; p * rows < e; ++p) {
+      const int64_t r0 = std::max(b, p * rows) - p * rows, r1 = std::min(e, (p + 1) * rows) - p * rows;
+      gemm(w.expert(w.first + s.expert[p]), r0, r1, act + p * nb, 1, s.y.data() + p * rows, rows);
+    }
+  });
+}
+
 // Decode and small batches: the rows of every (selected expert, token) pair, back to back, split
 // over the pool in one pass (a pool wake per expert would cost more than a small expert's rows).
 // The results land in s.y, one row of w.rows per entry of s.slots.
 template <typename RowOf>
 void fused_rows(const ExpertStack& w, ThreadPool& pool, MoeScratch& s, RowOf row_of) {
+  if (w.w.layout == WeightLayout::Panels) return fused_panels(w, pool, s, row_of);
   const TypeKernels& tk = kernels_for(w.w.type);
   const int64_t cols = w.w.cols, rows = w.rows, n = static_cast<int64_t>(s.slots.size());
   const size_t act_stride = row_bytes(tk.act_type, cols);
@@ -127,6 +154,10 @@ void for_each_expert(const ExpertStack& w, const float* routes, int64_t k, int64
 }
 
 }  // namespace
+
+bool can_repack_experts(const WeightMatrix& one) {
+  return can_repack(one) && one.rows % gemm::kPanelRows == 0 && repacked_bytes(one) % 64 == 0;
+}
 
 WeightMatrix ExpertStack::expert(int64_t id) const {
   WEFT_ASSERT(holds(id));

@@ -24,12 +24,19 @@ void moe_route_ref(const float* logits, int64_t n_tokens, int64_t n_expert, int6
 
 // The matrices of experts [first, first + n), each `rows` rows of `w.cols` (rows of expert `first + i`
 // are rows [i * rows, (i + 1) * rows) of w): what one device holds of a stacked tensor.
+// The stack may be in WeightLayout::Panels when every expert is whole panels (see
+// can_repack_experts): its matrices are then repacked one by one, each where its rows would be.
 struct ExpertStack {
   WeightMatrix w;
   int64_t first = 0, n = 0, rows = 0;
   bool holds(int64_t id) const { return id >= first && id < first + n; }
   WeightMatrix expert(int64_t id) const;  // id held
 };
+
+// Whether experts shaped like `one` (rows, cols, type) may be stored as panels, each repacked on
+// its own (kernels::repack) at one expert's bytes from the last: whole 16-row panels, 64-byte
+// aligned, and a panel kernel for the type on this CPU.
+bool can_repack_experts(const WeightMatrix& one);
 
 // Per-runner buffers reused across calls, so a step allocates nothing once warm.
 struct MoeScratch {

@@ -7,8 +7,10 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <numeric>
+#include <optional>
 #include <random>
 #include <set>
 #include <vector>
@@ -98,6 +100,26 @@ Stack make_stack(DType t, int64_t n_expert, int64_t rows, int64_t cols, uint32_t
   return s;
 }
 
+// The stack with each expert repacked into panels on its own, as WeightStore stores it; nullopt
+// where its experts are not whole panels of a type this CPU has a panel kernel for.
+struct PanelStack {
+  std::vector<uint8_t> bytes;
+  ExpertStack stack;
+};
+std::optional<PanelStack> panels_of(const ExpertStack& v) {
+  WeightMatrix one = v.w;
+  one.rows = v.rows;
+  if (!can_repack_experts(one)) return std::nullopt;
+  PanelStack p;
+  const size_t each = repacked_bytes(one);
+  p.bytes.resize(each * v.n + 64);
+  uint8_t* dst = p.bytes.data() + (64 - reinterpret_cast<uintptr_t>(p.bytes.data()) % 64) % 64;
+  for (int64_t e = 0; e < v.n; ++e, one.data += v.rows * v.w.row_stride) repack(one, dst + each * e);
+  p.stack = v;
+  p.stack.w = {v.w.type, dst, v.w.rows, v.w.cols, row_bytes(v.w.type, v.w.cols), WeightLayout::Panels};
+  return p;
+}
+
 // Routes of n_tokens tokens, k of n_expert experts each (from seeded logits, like the model's).
 std::vector<float> make_routes(int64_t n_tokens, int64_t n_expert, int64_t k, uint32_t seed) {
   const auto logits = normal_values(n_tokens * n_expert, seed);
@@ -112,6 +134,13 @@ void expect_close(const std::vector<float>& got, const std::vector<float>& want,
   for (float v : want) scale = std::max(scale, std::abs(static_cast<double>(v)));
   ASSERT_GT(scale, 0.0) << what << ": outputs must vary";
   for (size_t i = 0; i < got.size(); ++i) ASSERT_NEAR(got[i], want[i], rel * scale) << what << " at " << i;
+}
+
+// The same, or exact zeros where nothing was routed to the experts held.
+void expect_close_or_zero(const std::vector<float>& got, const std::vector<float>& want, double rel, const char* what) {
+  if (std::any_of(want.begin(), want.end(), [](float v) { return v != 0.f; }))
+    return expect_close(got, want, rel, what);
+  for (size_t i = 0; i < got.size(); ++i) ASSERT_EQ(got[i], 0.f) << what << " at " << i;
 }
 
 struct MatmulCase {
@@ -129,6 +158,7 @@ TEST_P(ExpertMatmul, MatchesReferenceForEveryHolding) {
   const Stack down = make_stack(c.type, n_expert, c.cols, rows, 2);  // [rows -> cols]
   ThreadPool pool(2);
   MoeScratch scratch;
+  int panel_cases = 0;
   for (int64_t n_tokens : {1, 3, 24}) {  // decode, a few tokens per expert, the GEMM path
     SCOPED_TRACE(std::string(dtype_name(c.type)) + " tokens " + std::to_string(n_tokens));
     const auto routes = make_routes(n_tokens, n_expert, k, static_cast<uint32_t>(n_tokens));
@@ -145,11 +175,22 @@ TEST_P(ExpertMatmul, MatchesReferenceForEveryHolding) {
         for (int64_t i = 0; i < rows; ++i) ASSERT_EQ(got[s * rows + i], 0.f);
       }
       if (n == n_expert) expect_close(got, want, c.rel, "expert_matmul");
+      if (const auto p = panels_of(g)) {  // the same through the panel kernels (decode: fused_panels)
+        std::vector<float> got_p(got.size(), 7.f);
+        expert_matmul(p->stack, x.data(), routes.data(), k, n_tokens, got_p.data(), pool, scratch);
+        expect_close_or_zero(got_p, want, c.rel, "expert_matmul on panels");
+      }
 
       const ExpertStack d = down.view(first, n, c.type, c.cols, rows);
       std::vector<float> sum(n_tokens * c.cols, 7.f), sum_ref(n_tokens * c.cols);
       expert_matmul_sum(d, xs.data(), routes.data(), k, n_tokens, sum.data(), pool, scratch);
       expert_matmul_sum_ref(d, xs.data(), routes.data(), k, n_tokens, sum_ref.data());
+      if (const auto p = panels_of(d)) {
+        std::vector<float> sum_p(sum.size(), 7.f);
+        expert_matmul_sum(p->stack, xs.data(), routes.data(), k, n_tokens, sum_p.data(), pool, scratch);
+        expect_close_or_zero(sum_p, sum_ref, c.rel, "expert_matmul_sum on panels");
+        panel_cases++;
+      }
       if (n == n_expert) {
         expect_close(sum, sum_ref, c.rel, "expert_matmul_sum");
         full_sum = sum;
@@ -163,6 +204,8 @@ TEST_P(ExpertMatmul, MatchesReferenceForEveryHolding) {
       }
     }
   }
+  WeightMatrix one = gate.view(0, 1, c.type, rows, c.cols).w;
+  if (can_repack_experts(one)) EXPECT_EQ(panel_cases, 3 * 4) << "every holding on panels, at every token count";
 }
 
 INSTANTIATE_TEST_SUITE_P(Types, ExpertMatmul,

@@ -42,7 +42,7 @@ void CpuGraphRunner::load(const parallel::DeviceGraph& graph, const gguf::File& 
       case LocalOp::ExpertMatMul:
       case LocalOp::ExpertMatMulSum: {
         if (ln.weight.kind == parallel::WeightSlice::Kind::None) break;  // holds none of this layer's experts
-        const kernels::WeightMatrix m = store_.matrix(f, ln.weight, WeightStore::Use::Stream);
+        const kernels::WeightMatrix m = store_.matrix(f, ln.weight, WeightStore::Use::Experts);
         const int64_t n = ln.experts.size();
         if (n <= 0 || m.rows % n) fail("cpu", "{}: {} rows for {} experts", ln.label, m.rows, n);
         ns.experts = {m, ln.experts.begin, n, m.rows / n};

@@ -2,6 +2,7 @@
 
 #include "core/error.h"
 #include "core/system_memory.h"
+#include "kernels/moe.h"
 #include "kernels/quants.h"
 
 #include <fmt/format.h>
@@ -76,7 +77,37 @@ kernels::WeightMatrix WeightStore::copy(const kernels::WeightMatrix& m, Use use)
   return out;
 }
 
+std::optional<kernels::WeightMatrix> WeightStore::expert_panels(const gguf::File& f, const parallel::WeightSlice& s) {
+  if (map_weights_ && !repack_mapped_ && numa_node_ < 0) return std::nullopt;  // --mmap: read in place
+  const auto& t = f.tensor(s.tensor);
+  const int64_t cols = t.shape[0], rows = t.shape.size() > 1 ? t.shape[1] : 1, mats = t.n_elements() / (cols * rows);
+  const parallel::Range ex = s.experts.empty() ? parallel::Range{0, mats} : s.experts;
+  const size_t stride = row_bytes(t.type, cols);
+  // Expert 0's part as a matrix over the file (rows stride apart); expert e's is e * rows rows on.
+  kernels::WeightMatrix one{t.type, t.data + stride * rows * ex.begin, rows, cols, stride};
+  if (s.kind == Kind::Rows) {
+    one.data += stride * s.range.begin;
+    one.rows = s.range.size();
+  } else if (s.kind == Kind::Cols) {
+    if (s.range.begin % block_size(t.type) || s.range.end % block_size(t.type)) return std::nullopt;
+    one.data += row_bytes(t.type, s.range.begin);
+    one.cols = s.range.size();
+  }
+  if (!kernels::can_repack_experts(one)) return std::nullopt;
+  const size_t each = kernels::repacked_bytes(one), n = each * ex.size();
+  if (!room_for_copy(n)) return std::nullopt;
+  uint8_t* dst = allocate(n + 64);
+  kernels::WeightMatrix src = one;
+  for (int64_t e = 0; e < ex.size(); ++e, src.data += stride * rows) kernels::repack(src, dst + each * e);
+  copied_ += n;
+  f.release(t.data + stride * rows * ex.begin, stride * rows * ex.size());
+  return kernels::WeightMatrix{
+      t.type, dst, one.rows * ex.size(), one.cols, row_bytes(t.type, one.cols), kernels::WeightLayout::Panels};
+}
+
 kernels::WeightMatrix WeightStore::matrix(const gguf::File& f, const parallel::WeightSlice& s, Use use) {
+  if (use == Use::Experts)
+    if (auto panels = expert_panels(f, s)) return *panels;
   const auto& t = f.tensor(s.tensor);
   kernels::WeightMatrix m;
   m.type = t.type;

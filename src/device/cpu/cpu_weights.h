@@ -10,6 +10,7 @@
 #include "parallel/plan.h"
 
 #include <memory>
+#include <optional>
 #include <vector>
 
 namespace weft::device {
@@ -26,9 +27,10 @@ class WeightStore {
   WeightStore& operator=(const WeightStore&) = delete;
 
   // How a matrix is read: rows looked up (the embedding: a copy would only duplicate it), or
-  // streamed whole every step by row kernels (experts), or by kernels::matmul, whose copy is
-  // repacked into panels where the kernels have them (kernels::can_repack).
-  enum class Use { Lookup, Stream, Matmul };
+  // streamed whole every step by row kernels, or by kernels::matmul, whose copy is repacked into
+  // panels where the kernels have them (kernels::can_repack), or as a stack of experts by the
+  // expert kernels: panels too where every expert is whole panels (kernels::can_repack_experts).
+  enum class Use { Lookup, Stream, Matmul, Experts };
   // A matrix slice as the kernels read it.
   kernels::WeightMatrix matrix(const gguf::File& f, const parallel::WeightSlice& s, Use use);
   // A vector (norm weight, bias) as f32, sliced by s.range for Rows slices.
@@ -37,6 +39,9 @@ class WeightStore {
 
  private:
   uint8_t* allocate(size_t n);
+  // Use::Experts: the slice's part of each expert repacked straight from the file; nullopt where
+  // the experts are not whole panels (or no copy fits).
+  std::optional<kernels::WeightMatrix> expert_panels(const gguf::File& f, const parallel::WeightSlice& s);
   bool room_for_copy(size_t n);
   kernels::WeightMatrix copy(const kernels::WeightMatrix& m, Use use);
   struct Chunk {
