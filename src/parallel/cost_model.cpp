@@ -39,14 +39,14 @@ StepCost estimate_decode_step(const Plan& plan, const std::vector<double>& read_
   if (plan.mode == SplitMode::Layer) {
     const graph::Dims& dims = plan.devices.front().dims;
     const double handoff = static_cast<double>(dims.n_embd) * n_tokens * sizeof(float);
+    c.messages = 2 * static_cast<int>(n);  // each device's step message and reply, in turn
     for (const DeviceGraph& dg : plan.devices)
-      if (dg.passes_residual) {
-        c.messages += 1;
-        c.wire_bytes += handoff;
-        c.link_s += link.latency_s + handoff / link.bytes_per_s;
-      }
+      if (dg.passes_residual) c.wire_bytes += 2 * handoff;  // to the coordinator, on to the next
+    c.link_s = c.messages * link.latency_s + c.wire_bytes / link.bytes_per_s;
     return c;
   }
+  c.messages = 2;  // the step message to every device at once, their replies
+  c.link_s = c.messages * link.latency_s;
   for (const CollectiveInfo& ci : plan.collectives) {
     const StepCost a = all_reduce_cost(ci.bytes_per_token(wire) * n_tokens, static_cast<int>(n), link);
     c.messages += a.messages;

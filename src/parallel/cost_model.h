@@ -5,8 +5,10 @@
 //
 // Collectives follow SyncAllReduce (gloo_all_reduce.h): a payload of at most one message goes to
 // every peer at once (one latency); a larger one takes a ring, 2 (N - 1) hops of messages.
-// A layer split hands the residual stream from device to device: one message per boundary, and
-// the devices run one after another (one sequence keeps one device busy at a time).
+// A layer split hands the residual stream from device to device through the coordinator (two
+// transfers per boundary), and the devices run one after another (one sequence keeps one device
+// busy at a time). Either split pays the coordinator's step message and each reply: one round trip
+// per step (tensor: to every device at once), one per device (layer).
 #pragma once
 
 #include "parallel/plan.h"
@@ -25,7 +27,7 @@ struct LinkCost {
 
 struct StepCost {
   double compute_s = 0;   // tensor: the slowest device; layer: the devices in turn
-  double link_s = 0;      // collectives or hand-offs on the critical path
+  double link_s = 0;      // control, collectives or hand-offs on the critical path
   int messages = 0;       // message latencies paid per step
   double wire_bytes = 0;  // bytes one rank sends per step (tensor) / the hand-offs (layer)
   double total_s() const { return compute_s + link_s; }

@@ -36,26 +36,27 @@ TEST(CostModel, TensorSplitPaysTwoAllReducesPerLayerAndRunsDevicesAtOnce) {
   const double slowest = std::max(p.devices[0].decode_bytes, p.devices[1].decode_bytes) / 10e9;
   EXPECT_DOUBLE_EQ(c.compute_s, slowest);
   ASSERT_EQ(p.collectives.size(), 2u * k500m.n_layer);  // dense: two per layer, logits not gathered
-  EXPECT_EQ(c.messages, 2 * k500m.n_layer);             // 8 KiB each: one message
+  EXPECT_EQ(c.messages, 2 + 2 * k500m.n_layer);         // the step's round trip; 8 KiB each: one message
   EXPECT_DOUBLE_EQ(c.wire_bytes, 2.0 * k500m.n_layer * 2048 * 4);
-  EXPECT_NEAR(c.link_s, 2 * k500m.n_layer * (50e-6 + 2048 * 4 / 1.25e9), 1e-12);
+  EXPECT_NEAR(c.link_s, 2 * 50e-6 + 2 * k500m.n_layer * (50e-6 + 2048 * 4 / 1.25e9), 1e-12);
   // bf16 halves the bytes, not the messages; 16 tokens pass one message and take the ring.
   const StepCost h = estimate_decode_step(p, {10e9, 10e9}, link, WireType::BF16);
   EXPECT_DOUBLE_EQ(h.wire_bytes, c.wire_bytes / 2);
   EXPECT_EQ(h.messages, c.messages);
   const StepCost b16 = estimate_decode_step(p, {10e9, 10e9}, link, WireType::F32, 16);
-  EXPECT_EQ(b16.messages, 2 * k500m.n_layer * 2);  // 128 KiB: two 64 KiB hops
-  EXPECT_DOUBLE_EQ(b16.compute_s, c.compute_s);    // weights read once per step, whatever the batch
+  EXPECT_EQ(b16.messages, 2 + 2 * k500m.n_layer * 2);  // 128 KiB: two 64 KiB hops
+  EXPECT_DOUBLE_EQ(b16.compute_s, c.compute_s);        // weights read once per step, whatever the batch
 }
 
-TEST(CostModel, LayerSplitRunsDevicesInTurnAndHandsOffOnce) {
+TEST(CostModel, LayerSplitRunsDevicesInTurnAndHandsOffThroughTheCoordinator) {
   const Plan p = plan_of(SplitMode::Layer, {1, 1, 2});
   const LinkCost link{200e-6, 125e6, 64 * 1024};
   const StepCost c = estimate_decode_step(p, {5e9, 10e9, 20e9}, link, WireType::F32);
   EXPECT_DOUBLE_EQ(c.compute_s, p.devices[0].decode_bytes / 5e9 + p.devices[1].decode_bytes / 10e9 +
                                     p.devices[2].decode_bytes / 20e9);
-  EXPECT_EQ(c.messages, 2);  // three devices, two boundaries
-  EXPECT_DOUBLE_EQ(c.link_s, 2 * (200e-6 + 2048 * 4 / 125e6));
+  EXPECT_EQ(c.messages, 6);                            // three devices: a step message and a reply each
+  EXPECT_DOUBLE_EQ(c.wire_bytes, 2 * 2 * 2048 * 4.0);  // two boundaries, in and out of the coordinator
+  EXPECT_DOUBLE_EQ(c.link_s, 6 * 200e-6 + 4 * 2048 * 4 / 125e6);
 }
 
 TEST(CostModel, SlowLinksFavourTheLayerSplitFastOnesTheTensorSplit) {
