@@ -22,6 +22,7 @@
 #include <algorithm>
 #include <charconv>
 #include <chrono>
+#include <csignal>
 #include <cstring>
 #include <filesystem>
 #include <numeric>
@@ -124,6 +125,10 @@ void f32_add(void* acc, const void* x, size_t n) {
 class GlooGroup : public Group {
  public:
   GlooGroup(int rank, int size, WireType wire, const GlooOptions& opt) : wire_(wire), timeout_(opt.timeout_ms) {
+    // Gloo writes with writev, not send(MSG_NOSIGNAL): a write to a peer that died raises SIGPIPE,
+    // whose default action ends this process. It must be an error (EPIPE) the engine reports.
+    static const bool sigpipe_ignored = std::signal(SIGPIPE, SIG_IGN) != SIG_ERR;
+    (void)sigpipe_ignored;
     const std::vector<SocketId> before = connected_sockets();
     try {
       KvStore kv(opt.store, opt.timeout_ms, opt.store_key);

@@ -330,11 +330,20 @@ void CpuGraphRunner::matmul(int i, const StepCtx& c) {
     // rank takes this path for the same steps (same graph shape, token count and group), so the
     // chunks' collectives line up.
     if (!collectives_) collectives_ = std::make_unique<CollectiveThread>();
-    for (int64_t t0 = 0; t0 < rows; t0 += kOverlapTokens) {
-      const int64_t n = std::min(kOverlapTokens, rows - t0);
-      float* yc = y + t0 * w;
-      matmul_rows(i, x + t0 * k, k, n, yc, /*prepare=*/true);
-      collectives_->submit([this, yc, n, w] { group_->all_reduce_sum(yc, static_cast<size_t>(n * w)); });
+    try {
+      for (int64_t t0 = 0; t0 < rows; t0 += kOverlapTokens) {
+        const int64_t n = std::min(kOverlapTokens, rows - t0);
+        float* yc = y + t0 * w;
+        matmul_rows(i, x + t0 * k, k, n, yc, /*prepare=*/true);
+        collectives_->submit([this, yc, n, w] { group_->all_reduce_sum(yc, static_cast<size_t>(n * w)); });
+      }
+    } catch (...) {  // no chunk left behind in a collective, nor its error for the next step
+      group_->abort();
+      try {
+        collectives_->wait();
+      } catch (...) {
+      }
+      throw;
     }
     held_ = {};  // scratch_ holds the last chunk's activations only
     const auto tw = Clock::now();
