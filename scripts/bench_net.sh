@@ -18,7 +18,7 @@ REPS=${REPS:-3}
 PROFILES=${PROFILES:-$(scripts/netbed.sh profiles | awk '{ print $1 }' | tr '\n' ' ')}
 BEFORE=${BEFORE:-}
 MICRO=${MICRO:-build/bench/weft_microbench}
-[ -x "$WEFT" ] && [ -x "$MICRO" ] || ./scripts/build.sh >/dev/null
+if [ ! -x "$WEFT" ] || [ ! -x "$MICRO" ]; then ./scripts/build.sh >/dev/null; fi
 mkdir -p models bench
 [ -f "$MODEL" ] || "$WEFT" gen-model --preset 500m --type q4_0 -o "$MODEL" 2>/dev/null
 MODEL_DIR=$(dirname "$(realpath "$MODEL")")
