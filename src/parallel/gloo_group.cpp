@@ -16,6 +16,8 @@
 #include <gloo/rendezvous/store.h>
 #include <gloo/transport/tcp/device.h>
 
+#include <arpa/inet.h>
+#include <netinet/in.h>
 #include <sched.h>
 #include <sys/socket.h>
 
@@ -72,6 +74,13 @@ std::optional<SocketId> socket_id(int fd) {
     return std::nullopt;
   if (id.local.ss_family != AF_INET && id.local.ss_family != AF_INET6) return std::nullopt;
   return id;
+}
+
+bool is_loopback(const sockaddr_storage& a) {
+  if (a.ss_family == AF_INET) return (ntohl(reinterpret_cast<const sockaddr_in&>(a).sin_addr.s_addr) >> 24) == 127;
+  const auto& in6 = reinterpret_cast<const sockaddr_in6&>(a).sin6_addr;
+  if (IN6_IS_ADDR_V4MAPPED(&in6)) return in6.s6_addr[12] == 127;
+  return IN6_IS_ADDR_LOOPBACK(&in6);
 }
 
 std::vector<SocketId> connected_sockets() {
@@ -160,6 +169,7 @@ class GlooGroup : public Group {
     }
     for (const SocketId& id : connected_sockets())
       if (std::find(before.begin(), before.end(), id) == before.end()) sockets_.push_back(id);
+    network_ = std::any_of(sockets_.begin(), sockets_.end(), [](const SocketId& id) { return !is_loopback(id.peer); });
   }
   int rank() const override { return ctx_->rank; }
   int size() const override { return ctx_->size; }
@@ -218,7 +228,10 @@ class GlooGroup : public Group {
     });
   }
   const GroupStats& stats() const override { return stats_; }
-  bool waits_on_network() const override { return true; }
+  // Peers beyond loopback. On loopback the bytes are copied by the cores that compute, so overlap
+  // only adds contention (measured: pp128 over two one-thread workers on 2 cores, x0.83). Every
+  // rank decides alike: a group spanning hosts publishes routable addresses to all its ranks.
+  bool waits_on_network() const override { return network_; }
   // Called from another thread while this rank may be blocked in a collective (see shutdown_pairs).
   // The group is unusable afterwards.
   void abort() override {
@@ -273,6 +286,7 @@ class GlooGroup : public Group {
   std::vector<float> tmp_;
   GroupStats stats_;
   std::vector<SocketId> sockets_;  // this group's connections (see abort)
+  bool network_ = false;
 };
 
 }  // namespace

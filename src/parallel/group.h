@@ -40,7 +40,7 @@ class Group {
   // this group get an error instead of waiting forever. Backends with timeouts may ignore it.
   virtual void abort() {}
   // Whether collectives wait on a network (worth overlapping with computation) rather than on
-  // memory shared with the peers.
+  // memory or loopback copies made by the same cores. Equal on every rank of a group.
   virtual bool waits_on_network() const { return false; }
 
   virtual const GroupStats& stats() const = 0;

@@ -254,40 +254,6 @@ TEST(RemoteSession, StreamedWeightsWithAKeyMatchOneDevice) {
   EXPECT_EQ(greedy_text(m.path, w1.url() + ",cpu:1," + w2.url(), "-ts 2,1,1 --auth-key-file " + key), ref);
 }
 
-// Workers in network namespaces on one bridge (scripts/netbed.sh, which the network benchmark
-// shares), the coordinator in the test's namespace; links shaped by a profile.
-class Netbed {
- public:
-  Netbed(int n, const std::string& profile) : tag_(std::to_string(::getpid() % 10000)), n_(n) {
-    const std::string out = testing::TempDir() + "/weft_netbed_" + tag_;
-    const int rc = std::system(
-        (script() + " up " + tag_ + " " + std::to_string(n) + " " + profile + " >" + out + " 2>" + out + ".err")
-            .c_str());
-    std::ifstream in(out);
-    std::string ns, ip;
-    while (in >> ns >> ip) hosts_.push_back({ns, ip});
-    ok_ = rc == 0 && static_cast<int>(hosts_.size()) == n;
-    if (!ok_) {
-      std::ifstream err(out + ".err");
-      why_.assign(std::istreambuf_iterator<char>(err), {});
-      down();
-    }
-  }
-  ~Netbed() { down(); }
-  bool ok() const { return ok_; }
-  const std::string& why() const { return why_; }
-  const std::string& ns(int i) const { return hosts_.at(i).first; }
-  const std::string& ip(int i) const { return hosts_.at(i).second; }
-
- private:
-  static std::string script() { return std::string(WEFT_SOURCE_DIR) + "/scripts/netbed.sh"; }
-  void down() { std::system((script() + " down " + tag_ + " " + std::to_string(n_) + " >/dev/null 2>&1").c_str()); }
-  std::string tag_, why_;
-  int n_;
-  std::vector<std::pair<std::string, std::string>> hosts_;
-  bool ok_ = false;
-};
-
 // Three workers on links of the 100 us / 10 Gbit profile (the rate only where the kernel has no
 // netem): the same tokens as one device, with and without the coordinator's own CPU device.
 TEST(RemoteSession, WorkersInSeparateNetworkNamespaces) {

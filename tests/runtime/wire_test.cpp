@@ -1,13 +1,14 @@
 // Collectives across processes on stories260K. Reduced-precision wires (--wire bf16 | f16) halve
 // the bytes of every all-reduce, in-process (shared memory) and across processes (Gloo), keeping
 // the greedy tokens of one device and logits within kBf16WireLogitRelTol / kF16WireLogitRelTol of
-// it. Prompts over a network group overlap each chunk's all-reduce with the next chunk's matmul
-// and keep f32 results within kF32LogitRelTol.
+// it. Prompts over a group beyond loopback overlap each chunk's all-reduce with the next chunk's
+// matmul and keep f32 results within kF32LogitRelTol.
 #include "gguf/gguf_reader.h"
 #include "runtime/engine.h"
 #include "runtime/generate.h"
 #include "tokenizer/tokenizer.h"
 
+#include "device/remote/remote_device.h"
 #include "device/worker_process.h"
 #include "support/shared_data.h"
 
@@ -15,6 +16,9 @@
 
 #include <algorithm>
 #include <cmath>
+#include <memory>
+#include <string>
+#include <vector>
 
 namespace weft::runtime {
 namespace {
@@ -90,27 +94,40 @@ TEST(Wire, HalfPrecisionWiresKeepGreedyTokensInProcessAndAcrossProcesses) {
   }
 }
 
-// Prompts of 70 and 100 tokens (chunks of 32 and a short last one) over two and three workers:
-// every row-parallel matmul overlaps its all-reduce chunk by chunk (CpuGraphRunner::matmul).
+// Prompts of 70 and 100 tokens (chunks of 32 and a short last one) over two and three workers in
+// network namespaces (beyond loopback, where the group overlaps): every row-parallel matmul
+// overlaps its all-reduce chunk by chunk (CpuGraphRunner::matmul), and results stay.
 TEST(Wire, OverlappedPromptAllReducesKeepResults) {
   WEFT_NEED_SHARED_FILE(kStories);
+  device::remote::testing_support::Netbed net(3, "none");
+  if (!net.ok()) GTEST_SKIP() << "no network namespaces here: " << net.why();
+  const std::string key = testing::TempDir() + "/weft_overlap_key_" + std::to_string(::getpid());
+  device::remote::testing_support::write_key_file(key, "overlap test key 0123456789\n");
+  const auto saved = device::remote::coordinator_config();
+  auto with_key = saved;
+  with_key.key_file = key;
+  device::remote::set_coordinator_config(with_key);
   auto f = gguf::File::open(kStories);
   auto tok = tokenizer::Tokenizer::from_gguf(*f);
   std::vector<Token> prompt = tok->encode("Once upon a time, there was a little girl named Lily. She loved to", true);
   for (int i = 0; prompt.size() < 100; ++i) prompt.push_back(prompt[1 + i % 12]);
   const DeviceSpec cpu{DeviceSpec::Kind::Cpu, 1, -1, ""};
   Engine ref(*f, with({cpu}, parallel::WireType::F32));
-  Worker w1, w2, w3;
-  auto remote = [](const Worker& w) { return DeviceSpec{DeviceSpec::Kind::Remote, 1, -1, w.address()}; };
+  std::vector<std::unique_ptr<Worker>> w;
+  for (int i = 0; i < 3; ++i)
+    w.push_back(std::make_unique<Worker>(std::vector<std::string>{"--auth-key-file", key}, net.ip(i),
+                                         std::vector<std::string>{"ip", "netns", "exec", net.ns(i)}));
+  auto remote = [&](int i) { return DeviceSpec{DeviceSpec::Kind::Remote, 1, -1, w[i]->address()}; };
   for (size_t n : {size_t{70}, size_t{100}}) {
     const std::vector<Token> p(prompt.begin(), prompt.begin() + static_cast<std::ptrdiff_t>(n));
     const auto want = greedy(ref, p);
-    for (const auto& devices : {std::vector{remote(w1), remote(w2)}, std::vector{remote(w1), remote(w2), remote(w3)}}) {
+    for (const auto& devices : {std::vector{remote(0), remote(1)}, std::vector{remote(0), remote(1), remote(2)}}) {
       Engine e(*f, with(devices, parallel::WireType::F32));
       EXPECT_EQ(greedy(e, p), want) << devices.size() << " workers, " << n << " tokens";
       EXPECT_LT(worst_logit_diff(ref, e, p), kF32LogitRelTol) << devices.size() << " workers, " << n << " tokens";
     }
   }
+  device::remote::set_coordinator_config(saved);
 }
 
 }  // namespace
