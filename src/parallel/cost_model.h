@@ -11,6 +11,7 @@
 // per step (tensor: to every device at once), one per device (layer).
 #pragma once
 
+#include "parallel/gloo_group.h"
 #include "parallel/plan.h"
 #include "parallel/wire_type.h"
 
@@ -22,7 +23,7 @@ namespace weft::parallel {
 struct LinkCost {
   double latency_s = 30e-6;     // one message: one way plus the receiver's wake-up
   double bytes_per_s = 1.25e9;  // per direction (10 Gbit/s)
-  size_t message_bytes = 64 * 1024;
+  size_t message_bytes = kSyncChunkBytes;
 };
 
 struct StepCost {

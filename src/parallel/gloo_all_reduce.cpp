@@ -7,8 +7,6 @@
 #include <gloo/transport/buffer.h>
 #include <gloo/transport/pair.h>
 
-#include <poll.h>
-
 #include <algorithm>
 #include <chrono>
 #include <cstring>
@@ -16,12 +14,9 @@
 namespace weft::parallel {
 
 SyncAllReduce::SyncAllReduce(std::shared_ptr<gloo::Context> ctx, size_t chunk_bytes, std::vector<int> spin_fds)
-    : ctx_(std::move(ctx)),
-      rank_(ctx_->rank),
-      size_(ctx_->size),
-      chunk_bytes_(chunk_bytes),
-      spin_fds_(std::move(spin_fds)) {
+    : ctx_(std::move(ctx)), rank_(ctx_->rank), size_(ctx_->size), chunk_bytes_(chunk_bytes) {
   WEFT_ASSERT(chunk_bytes_ >= 16);
+  for (int fd : spin_fds) spin_fds_.push_back({fd, POLLIN, 0});
   out_.resize(chunk_bytes_);
   in_.resize(size_);
   to_.resize(size_);
@@ -95,10 +90,8 @@ void SyncAllReduce::ring_step(uint8_t* data, Segment send, Segment recv, size_t 
 
 void SyncAllReduce::receive(int peer) {
   if (!spin_fds_.empty()) {
-    std::vector<pollfd> fds;
-    for (int fd : spin_fds_) fds.push_back({fd, POLLIN, 0});
     const auto deadline = std::chrono::steady_clock::now() + ShmBarrier::kSpinTime;
-    while (::poll(fds.data(), fds.size(), 0) == 0 && std::chrono::steady_clock::now() < deadline) {
+    while (::poll(spin_fds_.data(), spin_fds_.size(), 0) == 0 && std::chrono::steady_clock::now() < deadline) {
     }
   }
   from_[peer]->waitRecv();  // blocking read (with the group's timeout) of what is there or comes

@@ -18,6 +18,8 @@
 // one more runnable process than cores, decode fell from ~200 to 24-46 tokens/s here).
 #pragma once
 
+#include <poll.h>
+
 #include <cstddef>
 #include <cstdint>
 #include <memory>
@@ -62,7 +64,7 @@ class SyncAllReduce {
   std::shared_ptr<gloo::Context> ctx_;
   int rank_, size_;
   size_t chunk_bytes_;
-  std::vector<int> spin_fds_;
+  std::vector<pollfd> spin_fds_;                                     // built once: polled before every receive
   std::vector<uint8_t> out_;                                         // what this rank sends (one message)
   std::vector<std::vector<uint8_t>> in_;                             // per peer: its last message
   std::vector<std::unique_ptr<gloo::transport::Buffer>> to_, from_;  // per peer (null at rank_)

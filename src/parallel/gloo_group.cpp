@@ -108,16 +108,14 @@ uint16_t to_wire(float f) {
   return W == WireType::BF16 ? f32_to_bf16(f) : f32_to_fp16(f);
 }
 template <WireType W>
-void wire_add(void* acc, const void* x, size_t n) {  // SyncAllReduce's acc += x
-  auto* a = static_cast<uint16_t*>(acc);
-  const auto* y = static_cast<const uint16_t*>(x);
-  for (size_t i = 0; i < n; ++i) a[i] = to_wire<W>(from_wire<W>(a[i]) + from_wire<W>(y[i]));
-}
-template <WireType W>
 void wire_sum3(void* c, const void* a, const void* b, size_t n) {  // gloo::allreduce's c = a + b
   auto* out = static_cast<uint16_t*>(c);
   const auto *x = static_cast<const uint16_t*>(a), *y = static_cast<const uint16_t*>(b);
   for (size_t i = 0; i < n; ++i) out[i] = to_wire<W>(from_wire<W>(x[i]) + from_wire<W>(y[i]));
+}
+template <WireType W>
+void wire_add(void* acc, const void* x, size_t n) {  // SyncAllReduce's acc += x (elementwise: c may be a)
+  wire_sum3<W>(acc, acc, x, n);
 }
 void f32_add(void* acc, const void* x, size_t n) {
   auto* a = static_cast<float*>(acc);

@@ -205,7 +205,9 @@ TEST_P(ExpertMatmul, MatchesReferenceForEveryHolding) {
     }
   }
   WeightMatrix one = gate.view(0, 1, c.type, rows, c.cols).w;
-  if (can_repack_experts(one)) EXPECT_EQ(panel_cases, 3 * 4) << "every holding on panels, at every token count";
+  if (can_repack_experts(one)) {
+    EXPECT_EQ(panel_cases, 3 * 4) << "every holding on panels, at every token count";
+  }
 }
 
 INSTANTIATE_TEST_SUITE_P(Types, ExpertMatmul,

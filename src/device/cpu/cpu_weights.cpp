@@ -77,20 +77,47 @@ kernels::WeightMatrix WeightStore::copy(const kernels::WeightMatrix& m, Use use)
   return out;
 }
 
+namespace {
+
+// The experts a slice takes of its tensor, whole, as one matrix of their rows over the file: a
+// stacked tensor (experts) is `mats` matrices of `rows` rows, and the slice takes the same part of
+// each of s.experts, which lie one after another (a plain matrix is a stack of one).
+struct StackRows {
+  kernels::WeightMatrix m;
+  int64_t rows;  // per expert
+  parallel::Range ex;
+};
+StackRows stack_rows(const gguf::File& f, const parallel::WeightSlice& s) {
+  const auto& t = f.tensor(s.tensor);
+  StackRows st;
+  st.m.type = t.type;
+  st.m.cols = t.shape[0];
+  st.rows = t.shape.size() > 1 ? t.shape[1] : 1;
+  const int64_t mats = t.n_elements() / (st.m.cols * st.rows);
+  st.ex = s.experts.empty() ? parallel::Range{0, mats} : s.experts;
+  WEFT_ASSERT(st.ex.begin >= 0 && st.ex.end <= mats && !st.ex.empty());
+  st.m.row_stride = row_bytes(t.type, st.m.cols);
+  st.m.data = t.data + st.m.row_stride * st.rows * st.ex.begin;
+  st.m.rows = st.rows * st.ex.size();
+  return st;
+}
+
+}  // namespace
+
 std::optional<kernels::WeightMatrix> WeightStore::expert_panels(const gguf::File& f, const parallel::WeightSlice& s) {
   if (map_weights_ && !repack_mapped_ && numa_node_ < 0) return std::nullopt;  // --mmap: read in place
-  const auto& t = f.tensor(s.tensor);
-  const int64_t cols = t.shape[0], rows = t.shape.size() > 1 ? t.shape[1] : 1, mats = t.n_elements() / (cols * rows);
-  const parallel::Range ex = s.experts.empty() ? parallel::Range{0, mats} : s.experts;
-  const size_t stride = row_bytes(t.type, cols);
+  const auto [stack, rows, ex] = stack_rows(f, s);
+  const DType type = stack.type;
+  const size_t stride = stack.row_stride;
   // Expert 0's part as a matrix over the file (rows stride apart); expert e's is e * rows rows on.
-  kernels::WeightMatrix one{t.type, t.data + stride * rows * ex.begin, rows, cols, stride};
+  kernels::WeightMatrix one = stack;
+  one.rows = rows;
   if (s.kind == Kind::Rows) {
     one.data += stride * s.range.begin;
     one.rows = s.range.size();
   } else if (s.kind == Kind::Cols) {
-    if (s.range.begin % block_size(t.type) || s.range.end % block_size(t.type)) return std::nullopt;
-    one.data += row_bytes(t.type, s.range.begin);
+    if (s.range.begin % block_size(type) || s.range.end % block_size(type)) return std::nullopt;
+    one.data += row_bytes(type, s.range.begin);
     one.cols = s.range.size();
   }
   if (!kernels::can_repack_experts(one)) return std::nullopt;
@@ -100,26 +127,16 @@ std::optional<kernels::WeightMatrix> WeightStore::expert_panels(const gguf::File
   kernels::WeightMatrix src = one;
   for (int64_t e = 0; e < ex.size(); ++e, src.data += stride * rows) kernels::repack(src, dst + each * e);
   copied_ += n;
-  f.release(t.data + stride * rows * ex.begin, stride * rows * ex.size());
+  f.release(stack.data, stride * stack.rows);
   return kernels::WeightMatrix{
-      t.type, dst, one.rows * ex.size(), one.cols, row_bytes(t.type, one.cols), kernels::WeightLayout::Panels};
+      type, dst, one.rows * ex.size(), one.cols, row_bytes(type, one.cols), kernels::WeightLayout::Panels};
 }
 
 kernels::WeightMatrix WeightStore::matrix(const gguf::File& f, const parallel::WeightSlice& s, Use use) {
   if (use == Use::Experts)
     if (auto panels = expert_panels(f, s)) return *panels;
   const auto& t = f.tensor(s.tensor);
-  kernels::WeightMatrix m;
-  m.type = t.type;
-  m.cols = t.shape[0];
-  // A stacked tensor (experts) is `mats` matrices of `rows` rows; the slice takes the same part of
-  // each of s.experts, which lie one after another.
-  const int64_t rows = t.shape.size() > 1 ? t.shape[1] : 1, mats = t.n_elements() / (m.cols * rows);
-  const parallel::Range ex = s.experts.empty() ? parallel::Range{0, mats} : s.experts;
-  WEFT_ASSERT(ex.begin >= 0 && ex.end <= mats && !ex.empty());
-  m.row_stride = row_bytes(t.type, m.cols);
-  m.data = t.data + m.row_stride * rows * ex.begin;
-  m.rows = rows * ex.size();
+  auto [m, rows, ex] = stack_rows(f, s);
   if (s.kind == Kind::Rows) {
     WEFT_ASSERT(s.range.begin >= 0 && s.range.end <= rows);
     if (ex.size() > 1 && s.range.size() != rows) {  // part of every expert: not contiguous, so copied
