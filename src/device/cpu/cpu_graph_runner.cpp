@@ -266,7 +266,7 @@ void CpuGraphRunner::exec(int i, const StepCtx& c) {
       return;
     case LocalOp::AllReduce:
       copy_input(y, in(0), n);
-      if (group_ && !(reduced_node_ == i && reduced_step_ == step_id_)) group_->all_reduce_sum(y, n);
+      if (group_ && !overlaps_all_reduce(ln.inputs[0], c)) group_->all_reduce_sum(y, n);  // else done by matmul
       return;
     case LocalOp::AllGather: return all_gather(i, c);
     case LocalOp::MoeRoute:
@@ -352,8 +352,6 @@ void CpuGraphRunner::matmul(int i, const StepCtx& c) {
     stats_.collective_seconds += waited;  // in the profile as all_reduce, not as this matmul
     stats_.op_seconds[static_cast<size_t>(LocalOp::AllReduce)] += waited;
     stats_.op_seconds[static_cast<size_t>(LocalOp::MatMul)] -= waited;
-    reduced_node_ = readers_[i][0];
-    reduced_step_ = step_id_;
     return;
   }
   if (k > 0) {  // Q, K and V (gate and up) read one input: converted once, by the first of them or its producer

@@ -77,8 +77,6 @@ class CpuGraphRunner {
   std::vector<float> gather_tmp_;
   std::vector<float> logit_rows_;                  // the output node's input rows of out_rows, side by side
   std::unique_ptr<CollectiveThread> collectives_;  // created on the first overlapped all-reduce
-  int reduced_node_ = -1;                          // this step's all-reduce node done by overlap
-  uint64_t reduced_step_ = 0;
   LoadOptions opt_;
   std::vector<int32_t> n_cached_;  // per slot: positions [0, n_cached_) hold valid K/V
   DeviceStats stats_;
