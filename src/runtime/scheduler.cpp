@@ -259,10 +259,7 @@ void Scheduler::admit() {
     s.next = -1;
     s.usage = {static_cast<int32_t>(s.req.prompt.size()), static_cast<int32_t>(keep), 0};
     order_.push_back(&s);
-    if (s.req.max_tokens == 0) {
-      s.job->finish(FinishReason::Length, "", s.usage);
-      release(s);
-    }
+    if (s.req.max_tokens == 0) finish(s, FinishReason::Length, "");
   }
 }
 
@@ -303,24 +300,13 @@ void Scheduler::step() {
 }
 
 void Scheduler::on_token(Slot& s, Token t) {
-  if (tok_.is_eog(t)) {
-    s.job->finish(FinishReason::Stop, s.text->finish(), s.usage);
-    release(s);
-    return;
-  }
+  if (tok_.is_eog(t)) return finish(s, FinishReason::Stop, s.text->finish());
   ++s.usage.completion_tokens;
   s.history.push_back(t);
-  if (s.text->push(t)) {
-    s.job->finish(FinishReason::Stop, s.text->take(), s.usage);
-    release(s);
-    return;
-  }
+  if (s.text->push(t)) return finish(s, FinishReason::Stop, s.text->take());
   const bool limit = s.req.max_tokens >= 0 && s.usage.completion_tokens >= s.req.max_tokens;
-  if (limit || engine_.n_past(s.seq) >= n_ctx_) {  // a full context: no room to feed t back
-    s.job->finish(FinishReason::Length, s.text->finish(), s.usage);
-    release(s);
-    return;
-  }
+  if (limit || engine_.n_past(s.seq) >= n_ctx_)  // a full context: no room to feed t back
+    return finish(s, FinishReason::Length, s.text->finish());
   s.next = t;
   s.job->publish(s.text->take(), s.usage);
 }
@@ -332,6 +318,13 @@ void Scheduler::release(Slot& s) {
   std::erase(order_, &s);
   std::lock_guard lock(mu_);
   --busy_;
+}
+
+void Scheduler::finish(Slot& s, FinishReason reason, std::string text) {
+  const std::shared_ptr<Job> job = s.job;
+  const JobUsage usage = s.usage;
+  release(s);  // first: a client that asks /metrics as soon as its reply ends sees the slot free
+  job->finish(reason, text, usage);
 }
 
 void Scheduler::fail_all(const Error& e) {

@@ -131,6 +131,8 @@ class Scheduler {
   void step();
   void on_token(Slot& s, Token t);
   void release(Slot& s);
+  // The request in s ends: the slot is freed (and counted free) before its client hears the end.
+  void finish(Slot& s, FinishReason reason, std::string text);
   void fail_all(const Error& e);
   void record_step(double seconds, int64_t prompt_tokens, int64_t generated_tokens);
 
