@@ -18,6 +18,7 @@
 #include <new>
 #include <optional>
 #include <random>
+#include <string>
 #include <vector>
 
 namespace {
@@ -175,39 +176,78 @@ void matmul_bench(benchmark::State& state, DType type, int64_t n_tokens) {
 
 // A matrix of type T as big as the 500m q4_0 model (264 MiB, 2048 columns), repacked into panels
 // where the engine repacks it (kernels::can_repack): decode streams this much per token from
-// DRAM, so its bytes_per_second against BM_read is the decode roofline of the type.
-void BM_matvec_big(benchmark::State& state, DType type) {
-  const int threads = static_cast<int>(state.range(0));
-  const bool huge = state.range(1) != 0;
-  const int64_t cols = 2048, tile_rows = 256;
-  const size_t rb = row_bytes(type, cols);
-  const int64_t rows = (int64_t{264} << 20) / static_cast<int64_t>(rb) / tile_rows * tile_rows;
-  // Quantize one tile of rows and repeat it: quantizing 240k rows would take seconds.
-  std::mt19937 rng(7);
+// DRAM, so a matvec's bytes_per_second against BM_read is the decode roofline of the type.
+class BigMatrix {
+ public:
+  static constexpr int64_t kCols = 2048;
+  BigMatrix(DType type, bool huge) : rb_(row_bytes(type, kCols)) {
+    constexpr int64_t tile_rows = 256;
+    const int64_t rows = (int64_t{264} << 20) / static_cast<int64_t>(rb_) / tile_rows * tile_rows;
+    // Quantize one tile of rows and repeat it: quantizing 240k rows would take seconds.
+    std::mt19937 rng(7);
+    std::normal_distribution<float> nd(0.f, 1.f);
+    std::vector<float> row(kCols);
+    rows_.emplace(rb_ * rows, huge);
+    for (int64_t r = 0; r < tile_rows; ++r) {
+      for (auto& v : row) v = nd(rng) * 0.02f;
+      kernels::quantize_row_ref(type, row.data(), rows_->data() + rb_ * r, kCols);
+    }
+    for (int64_t r = tile_rows; r < rows; r += tile_rows)
+      std::memcpy(rows_->data() + rb_ * r, rows_->data(), rb_ * tile_rows);
+    m_ = kernels::WeightMatrix{type, rows_->data(), rows, kCols, rb_};
+    if (kernels::can_repack(m_)) {
+      panels_.emplace(kernels::repacked_bytes(m_), huge);
+      m_ = kernels::repack(m_, panels_->data());
+      rows_.reset();
+    }
+  }
+  const kernels::WeightMatrix& matrix() const { return m_; }
+  // Rows [r0, r0 + n) (r0 a multiple of the panel height where repacked).
+  kernels::WeightMatrix rows(int64_t r0, int64_t n) const {
+    kernels::WeightMatrix head = m_, part = m_;
+    head.rows = r0;
+    part.rows = n;
+    part.data += panels_ ? kernels::repacked_bytes(head) : rb_ * r0;
+    return part;
+  }
+  int64_t bytes() const { return static_cast<int64_t>(rb_) * m_.rows; }  // as stored in the file
+  std::string label() const {
+    return std::string(dtype_name(m_.type)) + " " + kernels::isa_name(kernels::kernels_for(m_.type).isa) +
+           (panels_ ? " panels" : "");
+  }
+
+ private:
+  size_t rb_;
+  std::optional<HugeBuffer> rows_, panels_;
+  kernels::WeightMatrix m_{};
+};
+
+// Rows [0, part_rows), [part_rows, 2 part_rows), ... of big times n_tokens tokens, one matmul
+// each (the rows that do not fill a part are left out).
+void big_matmul(benchmark::State& state, const BigMatrix& big, int64_t n_tokens, int64_t part_rows) {
+  const int64_t n_parts = big.matrix().rows / part_rows;
+  std::vector<float> x(BigMatrix::kCols * n_tokens), y(part_rows * n_tokens);
+  std::mt19937 rng(11);
   std::normal_distribution<float> nd(0.f, 1.f);
-  std::vector<float> row(cols), x(cols), y(rows);
-  HugeBuffer w(rb * rows, huge);
-  for (int64_t r = 0; r < tile_rows; ++r) {
-    for (auto& v : row) v = nd(rng) * 0.02f;
-    kernels::quantize_row_ref(type, row.data(), w.data() + rb * r, cols);
-  }
-  for (int64_t r = tile_rows; r < rows; r += tile_rows) std::memcpy(w.data() + rb * r, w.data(), rb * tile_rows);
   for (auto& v : x) v = nd(rng);
-  kernels::WeightMatrix m{type, w.data(), rows, cols, rb};
-  std::optional<HugeBuffer> panels;
-  if (kernels::can_repack(m)) {
-    panels.emplace(kernels::repacked_bytes(m), huge);
-    m = kernels::repack(m, panels->data());
-  }
-  ThreadPool pool(threads);
+  ThreadPool pool(static_cast<int>(state.range(0)));
   kernels::MatmulScratch scratch;
   for (auto _ : state) {
-    kernels::matmul(m, x.data(), cols, 1, y.data(), rows, pool, scratch);
+    for (int64_t i = 0; i < n_parts; ++i)
+      kernels::matmul(big.rows(i * part_rows, part_rows), x.data(), BigMatrix::kCols, n_tokens, y.data(), part_rows,
+                      pool, scratch);
     benchmark::DoNotOptimize(y.data());
   }
-  state.SetBytesProcessed(static_cast<int64_t>(state.iterations()) * static_cast<int64_t>(rb * rows));
-  state.SetLabel(std::string(dtype_name(type)) + " " + kernels::isa_name(kernels::kernels_for(type).isa) +
-                 (panels ? " panels" : ""));
+  state.SetBytesProcessed(static_cast<int64_t>(state.iterations()) * big.bytes() / big.matrix().rows * n_parts *
+                          part_rows);
+  state.counters["tokens/s"] =
+      benchmark::Counter(static_cast<double>(n_tokens) * state.iterations(), benchmark::Counter::kIsRate);
+  state.SetLabel(big.label());
+}
+
+void BM_matvec_big(benchmark::State& state, DType type) {
+  const BigMatrix big(type, state.range(1) != 0);
+  big_matmul(state, big, 1, big.matrix().rows);
 }
 #define WEFT_MATVEC_BIG(T)                      \
   BENCHMARK_CAPTURE(BM_matvec_big, T, DType::T) \
@@ -222,6 +262,16 @@ WEFT_MATVEC_BIG(Q8_0)
 WEFT_MATVEC_BIG(Q4_K)
 WEFT_MATVEC_BIG(Q5_K)
 WEFT_MATVEC_BIG(Q6_K)
+
+// The same matrix times a small batch of tokens (batched decode: one weight read serves every
+// sequence): tokens/s against the prompt path's (128) shows what a small batch loses, and
+// bytes_per_second against BM_read whether the weight stream still overlaps the arithmetic.
+void BM_gemm_big(benchmark::State& state) {
+  // An FFN-sized matrix at a time, as a model's step runs them: the outputs stay in cache while
+  // the weights stream from DRAM.
+  big_matmul(state, BigMatrix(DType::Q4_0, true), state.range(1), 5632);
+}
+BENCHMARK(BM_gemm_big)->ArgsProduct({{1, 2}, {2, 4, 8, 16, 32, 128}})->ArgNames({"threads", "tokens"})->UseRealTime();
 
 #define WEFT_MATMUL_BENCH(T)                                                     \
   void BM_matvec_##T(benchmark::State& s) { matmul_bench(s, DType::T, 1); }      \

@@ -17,7 +17,7 @@ namespace {
 
 template <int kScales, bool kMin, bool kCorr, int T>
 WEFT_TARGET_AVX2 void tile(const uint8_t* panel, size_t block_bytes, int64_t nb, const ActBlock* act,
-                           int64_t act_stride, float* y, int64_t ldy, int n_rows) {
+                           int64_t act_stride, float* y, int64_t ldy, int n_rows, size_t) {
   constexpr int kPerScale = kGroups / kScales;
   const __m256i ones = _mm256_set1_epi16(1);
   __m256 acc[T][2];

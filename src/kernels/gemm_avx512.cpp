@@ -75,13 +75,16 @@ struct LegacyPanelBlock {
 // not stored.
 template <class Src, int kScales, bool kMin, bool kCorr, int T>
 WEFT_TARGET_AVX512 void tile(const uint8_t* panel, size_t block_bytes, int64_t nb, const ActBlock* act,
-                             int64_t act_stride, float* y, int64_t ldy, int n_rows) {
+                             int64_t act_stride, float* y, int64_t ldy, int n_rows, size_t ahead) {
   constexpr int kPerScale = kGroups / kScales;
   const auto row_mask = static_cast<__mmask16>((1u << n_rows) - 1);
   __m512 acc[T];
 #pragma GCC unroll 8
   for (int t = 0; t < T; ++t) acc[t] = _mm512_setzero_ps();
   for (int64_t b = 0; b < nb; ++b, panel += block_bytes, act += act_stride) {
+    if (ahead)
+      for (size_t off = 0; off < block_bytes; off += 64)
+        _mm_prefetch(reinterpret_cast<const char*>(panel + ahead + off), _MM_HINT_T0);
 #pragma GCC unroll 2
     for (int s = 0; s < kScales; ++s) {
       __m512i sumi[T];

@@ -114,11 +114,19 @@ GemmFn find_repacked(Isa isa, DType t);
 // Tokens per pass over a panel: their activation blocks (48 bytes per 32 values) stay in L2
 // (128 tokens x 5632 columns ~ 1 MiB) while every panel of the thread's rows passes over them.
 constexpr int64_t kTokenChunk = 128;
+// The first pass over a panel repacked at load streams it from DRAM, and from 4 tokens on the
+// hardware prefetcher falls behind the arithmetic: BM_gemm_big (1 thread, q4_0) moved 12 GB/s at
+// 8 tokens and 6 at 16 without this, 17 and 8.7 with it (32 blocks, ~9 KiB ahead; 8 blocks gained
+// less). At 1 and 2 tokens the loop is bound by the stream alone and a prefetch only costs (decode
+// 26-34 vs 22-25 GB/s).
+constexpr size_t kPrefetchBlocks = 32;
+constexpr int64_t kPrefetchMinTokens = 4;
 
 // y[t * ldy + r] for rows r < n_rows of one packed panel and tokens t < T (T fixed per function);
-// act points at token 0 of block 0, blocks act_stride (= total tokens) ActBlocks apart.
+// act points at token 0 of block 0, blocks act_stride (= total tokens) ActBlocks apart. With
+// ahead > 0 the tile also prefetches the bytes `ahead` past each block it reads.
 using TileFn = void (*)(const uint8_t* panel, size_t block_bytes, int64_t nb, const ActBlock* act, int64_t act_stride,
-                        float* y, int64_t ldy, int n_rows);
+                        float* y, int64_t ldy, int n_rows, size_t ahead);
 
 // The calling thread's panel, grown once and reused by every later call (64-byte aligned).
 uint8_t* panel_buffer(size_t n_bytes);
@@ -168,7 +176,9 @@ void gemm_driver(const WeightMatrix& w, int64_t r0, int64_t r1, const ActBlock* 
         G::pack(w, p, n_rows, buffer, bb);
       for (int64_t t = c0; t < c1; t += G::kTokens) {
         const int64_t n_t = std::min<int64_t>(G::kTokens, c1 - t);
-        tiles[n_t - 1](panel, bb, nb, act + t, n_tokens, y + t * ldy + p, ldy, n_rows);
+        // The first pass over a panel read in place streams it from DRAM: fetch ahead of it.
+        const size_t ahead = G::kRepacked && t == c0 && n_tokens >= kPrefetchMinTokens ? kPrefetchBlocks * bb : 0;
+        tiles[n_t - 1](panel, bb, nb, act + t, n_tokens, y + t * ldy + p, ldy, n_rows, ahead);
       }
     }
   }
