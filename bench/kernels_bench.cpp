@@ -294,29 +294,40 @@ WEFT_MATMUL_BENCH(Q5_0)
 // One layer's attention at a deep context, the 500m preset's heads (32 q, 8 kv, head_dim 64), one
 // thread. Decode (one token) reads the whole K/V cache, so its bytes_per_second against BM_read/1
 // is its roofline; a prompt chunk is compute bound (FLOP/s counter: 4 per q head, key and dim).
-// Args: positions in the cache, cache type (0 f32, 1 f16), tokens.
+// Args: positions in the cache, cache type (0 f32, 1 f16), tokens, caches.
 void BM_attention(benchmark::State& state) {
   const int64_t n_pos = state.range(0), n_tokens = state.range(2), n_q = 32, n_kv = 8, hd = 64;
+  // Caches, one per call: with many, each call reads its cache from DRAM as a batched decode step
+  // does (16 sequences x 8 layers of 160 positions are 40 MiB of f16 cache).
+  const int64_t n_caches = state.range(3);
   const DType cache = state.range(1) ? DType::F16 : DType::F32;
   std::mt19937 rng(5);
   std::normal_distribution<float> nd(0.f, 1.f);
   std::vector<float> q(n_tokens * n_q * hd), out(q.size()), kv(n_pos * n_kv * hd);
   for (auto& v : q) v = nd(rng);
   for (auto& v : kv) v = nd(rng);
-  std::vector<uint16_t> kv16(kv.size());
-  kernels::f32_to_f16_row(kv.data(), kv16.data(), static_cast<int64_t>(kv.size()));
-  const void* k = cache == DType::F16 ? static_cast<const void*>(kv16.data()) : kv.data();
+  const size_t cache_bytes = row_bytes(cache, static_cast<int64_t>(kv.size()));
+  std::vector<uint8_t> caches(cache_bytes * n_caches);
+  for (int64_t c = 0; c < n_caches; ++c) {
+    uint8_t* dst = caches.data() + cache_bytes * c;
+    if (cache == DType::F16)
+      kernels::f32_to_f16_row(kv.data(), reinterpret_cast<uint16_t*>(dst), static_cast<int64_t>(kv.size()));
+    else
+      std::memcpy(dst, kv.data(), cache_bytes);
+  }
   std::vector<int32_t> kv_of_q(n_q), pos(n_tokens);
   for (int64_t h = 0; h < n_q; ++h) kv_of_q[h] = static_cast<int32_t>(h / (n_q / n_kv));
   for (int64_t t = 0; t < n_tokens; ++t) pos[t] = static_cast<int32_t>(n_pos - n_tokens + t);
   kernels::AttentionShape s{n_tokens, n_q, n_kv, hd, 0.125f};
   s.k_type = s.v_type = cache;
+  int64_t c = 0;
   for (auto _ : state) {
+    const uint8_t* k = caches.data() + cache_bytes * c;
+    c = (c + 1) % n_caches;
     kernels::attention(s, q.data(), k, k, kv_of_q.data(), pos.data(), out.data());  // V = K: same bytes read
     benchmark::DoNotOptimize(out.data());
   }
-  state.SetBytesProcessed(static_cast<int64_t>(state.iterations()) * 2 *
-                          static_cast<int64_t>(row_bytes(cache, kv.size())));
+  state.SetBytesProcessed(static_cast<int64_t>(state.iterations()) * 2 * static_cast<int64_t>(cache_bytes));
   double keys = 0;
   for (int32_t p : pos) keys += p + 1;
   state.counters["FLOP/s"] =
@@ -324,10 +335,11 @@ void BM_attention(benchmark::State& state) {
   state.SetLabel(std::string(dtype_name(cache)) + " cache, " + kernels::isa_name(kernels::ops_kernels().isa));
 }
 BENCHMARK(BM_attention)
-    ->ArgsProduct({{512, 4096}, {0, 1}, {1}})
-    ->Args({3200, 1, 128})
-    ->Args({3200, 0, 128})
-    ->ArgNames({"pos", "f16", "tokens"})
+    ->ArgsProduct({{160, 512, 4096}, {0, 1}, {1}, {1}})
+    ->ArgsProduct({{160}, {1}, {1}, {128}})
+    ->Args({3200, 1, 128, 1})
+    ->Args({3200, 0, 128, 1})
+    ->ArgNames({"pos", "f16", "tokens", "caches"})
     ->UseRealTime();
 
 }  // namespace

@@ -2,6 +2,7 @@
 // llama-batched-bench's table (same flags and columns, so the two compare side by side), plus the
 // time to first token of a new prompt while the other sequences keep decoding.
 #include "apps/weft/commands.h"
+#include "apps/weft/device_report.h"
 #include "apps/weft/model_options.h"
 #include "core/error.h"
 #include "runtime/engine.h"
@@ -21,6 +22,7 @@ namespace {
 struct BatchedBenchArgs {
   ModelOptions model;
   std::vector<int> npp = {128}, ntg = {32}, npl = {1, 8, 16};
+  bool profile = false;
 };
 
 using Clock = std::chrono::steady_clock;
@@ -145,9 +147,14 @@ int run(const BatchedBenchArgs& a) {
         auto t0 = Clock::now();
         prefill(e, prompts, greedy);
         const double t_pp = since(t0);
+        const auto before_tg = stats_of(e);
         t0 = Clock::now();
         decode_steps(e, pl, tg, greedy);
         const double t_tg = since(t0);
+        if (a.profile) {
+          fmt::print(stderr, "decode steps of B = {}:\n", pl);
+          print_device_report(e, true, before_tg);
+        }
         // A new prompt of pp tokens beside the pl - 1 sequences still decoding, and alone.
         const auto probe = random_prompt(pp);
         const double ttft = time_to_first_token(e, pl - 1, max_pl, probe, greedy);
@@ -175,6 +182,7 @@ Action add_batched_bench(CLI::App& app) {
   cmd->add_option("--npp", (*lists)[0], "prompt tokens of each sequence, comma list (default 128)");
   cmd->add_option("--ntg", (*lists)[1], "generated tokens of each sequence, comma list (default 32)");
   cmd->add_option("--npl", (*lists)[2], "sequences decoded together, comma list (default 1,8,16)");
+  cmd->add_flag("--profile", a->profile, "print time per op kind per device of each B's decode steps");
   return [a, lists] {
     if (!(*lists)[0].empty()) a->npp = parse_ints("-npp", (*lists)[0]);
     if (!(*lists)[1].empty()) a->ntg = parse_ints("-ntg", (*lists)[1]);

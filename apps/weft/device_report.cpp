@@ -5,10 +5,30 @@
 #include <string>
 
 namespace weft::cli {
+namespace {
 
-void print_device_report(const runtime::Engine& engine, bool per_op) {
-  for (const auto& d : engine.devices()) {
-    const auto s = d->stats();
+device::DeviceStats minus(device::DeviceStats a, const device::DeviceStats& b) {
+  for (size_t op = 0; op < a.op_seconds.size(); ++op) a.op_seconds[op] -= b.op_seconds[op];
+  a.collective_seconds -= b.collective_seconds;
+  a.step_seconds -= b.step_seconds;
+  a.steps -= b.steps;
+  a.served_seconds -= b.served_seconds;
+  a.round_trip_seconds -= b.round_trip_seconds;
+  return a;
+}
+
+}  // namespace
+
+std::vector<device::DeviceStats> stats_of(const runtime::Engine& engine) {
+  std::vector<device::DeviceStats> out;
+  for (const auto& d : engine.devices()) out.push_back(d->stats());
+  return out;
+}
+
+void print_device_report(const runtime::Engine& engine, bool per_op, const std::vector<device::DeviceStats>& since) {
+  for (size_t i = 0; i < engine.devices().size(); ++i) {
+    const auto& d = engine.devices()[i];
+    const auto s = i < since.size() ? minus(d->stats(), since[i]) : d->stats();
     if (s.steps == 0) continue;
     const double per_step = 1e3 / static_cast<double>(s.steps);
     std::fprintf(stderr, "%s: %llu steps, compute %.3f ms/step, collectives %.3f ms/step", d->name().c_str(),

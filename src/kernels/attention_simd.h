@@ -20,6 +20,7 @@ namespace weft::kernels::detail::simd {
 
 constexpr int64_t kKeyTile = 64;        // keys per softmax update; their scores stay in L1
 constexpr int64_t kMaxDecodeRows = 16;  // rows attention_decode_dv keeps state for
+constexpr int64_t kPrefetchRows = 32;
 
 // Scores of NK keys (rows of kb) against the block, masked to -inf where a key is not visible.
 template <class V, int NK>
@@ -64,7 +65,11 @@ WEFT_SIMD_TARGET inline const float* cache_tile(const void* cache, bool f16, int
     return static_cast<const float*>(cache) + j0 * kv_stride;
   }
   const uint16_t* src = static_cast<const uint16_t*>(cache) + j0 * kv_stride;
-  for (int64_t j = 0; j < nj; ++j) from_f16<V>(src + j * kv_stride, buf + j * hd, hd);
+  for (int64_t j = 0; j < nj; ++j) {
+    const auto* ahead = reinterpret_cast<const char*>(src + (j + kPrefetchRows) * kv_stride);
+    for (int64_t b = 0; b < hd * 2; b += 64) __builtin_prefetch(ahead + b, 0, 3);
+    from_f16<V>(src + j * kv_stride, buf + j * hd, hd);
+  }
   *stride = hd;
   return buf;
 }

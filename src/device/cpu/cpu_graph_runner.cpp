@@ -23,7 +23,7 @@ CpuGraphRunner::CpuGraphRunner(int n_threads, const Placement& placement, bool s
 void CpuGraphRunner::load(const parallel::DeviceGraph& graph, const gguf::File& f, const LoadOptions& opt) {
   graph_ = graph;
   opt_ = opt;
-  nodes_.assign(graph_.nodes.size(), {});
+  nodes_ = std::vector<NodeState>(graph_.nodes.size());
   const auto& d = graph_.dims;
   Progress progress("loading weights", graph_.nodes.size(), "nodes");  // shared by the devices loading
   for (size_t i = 0; i < graph_.nodes.size(); ++i) {
@@ -52,8 +52,8 @@ void CpuGraphRunner::load(const parallel::DeviceGraph& graph, const gguf::File& 
         for (DType t : {opt.k_type, opt.v_type})
           if (t != DType::F32 && t != DType::F16) fail("cpu", "KV cache type {}: f32 or f16", dtype_name(t));
         const int64_t n = int64_t{opt.n_seq} * opt.n_ctx * ln.kv_heads.size() * d.head_dim;
-        ns.k_cache.assign(row_bytes(opt.k_type, n), 0);
-        ns.v_cache.assign(row_bytes(opt.v_type, n), 0);
+        ns.k_cache = HugeBuffer(row_bytes(opt.k_type, n), "cpu", "the K cache");
+        ns.v_cache = HugeBuffer(row_bytes(opt.v_type, n), "cpu", "the V cache");
         for (int64_t h = ln.q_heads.begin; h < ln.q_heads.end; ++h)
           ns.kv_of_q.push_back(static_cast<int32_t>(h / d.group() - ln.kv_heads.begin));
         break;
@@ -390,7 +390,7 @@ bool CpuGraphRunner::overlaps_all_reduce(int i, const StepCtx& c) const {
 }
 
 // Writes the step's rows ([n_tokens, kv width] f32) at their rows of a KV cache of `type`.
-static void store_kv(std::vector<uint8_t>& cache, DType type, const float* rows, int64_t n_tokens, int64_t kvw,
+static void store_kv(HugeBuffer& cache, DType type, const float* rows, int64_t n_tokens, int64_t kvw,
                      const int64_t* kv_row) {
   const size_t row = row_bytes(type, kvw);
   for (int64_t t = 0; t < n_tokens; ++t) {

@@ -2,6 +2,7 @@
 // a KV cache per attention node. Lives on the device thread.
 #pragma once
 
+#include "core/huge_buffer.h"
 #include "core/thread_pool.h"
 #include "device/cpu/collective_thread.h"
 #include "device/cpu/cpu_weights.h"
@@ -24,13 +25,15 @@ class CpuGraphRunner {
 
  private:
   struct NodeState {
-    kernels::WeightMatrix w;                // MatMul, Embed
-    std::vector<float> vec;                 // RmsNorm / HeadNorm weight
-    std::vector<float> bias;                // MatMul bias slice
-    int buffer = -1;                        // index into buffers_
-    std::vector<uint8_t> k_cache, v_cache;  // Attention: [n_seq, n_ctx, kv_heads, head_dim] of opt_.k_type / v_type
-    std::vector<int32_t> kv_of_q;           // Attention: local kv head of each local q head
-    kernels::ExpertStack experts;           // Expert*: the experts held (none: n == 0)
+    kernels::WeightMatrix w;  // MatMul, Embed
+    std::vector<float> vec;   // RmsNorm / HeadNorm weight
+    std::vector<float> bias;  // MatMul bias slice
+    int buffer = -1;          // index into buffers_
+    // Attention: [n_seq, n_ctx, kv_heads, head_dim] of opt_.k_type / v_type; a decode step reads
+    // rows of one head 1 KiB or more apart, a TLB miss every few rows on 4 KiB pages.
+    HugeBuffer k_cache, v_cache;
+    std::vector<int32_t> kv_of_q;  // Attention: local kv head of each local q head
+    kernels::ExpertStack experts;  // Expert*: the experts held (none: n == 0)
   };
   float* out(int node) { return buffers_[nodes_[node].buffer].data(); }
   void plan_buffers(int32_t max_tokens);

@@ -8,19 +8,12 @@
 #include <fmt/format.h>
 #include <numa.h>
 
-#include <sys/mman.h>
-
 #include <algorithm>
-#include <cerrno>
 #include <cstring>
 
 namespace weft::device {
 
 using Kind = parallel::WeightSlice::Kind;
-
-WeightStore::~WeightStore() {
-  for (const Chunk& c : chunks_) ::munmap(c.p, c.size);
-}
 
 // Weights are streamed every token: 2 MiB pages keep TLB misses (two-level walks in a VM) off
 // that stream (`scripts/bench_ab.sh "-t 2 --mmap" "-t 2"`: median +2% tg on the 500m q4_0).
@@ -29,16 +22,13 @@ WeightStore::~WeightStore() {
 uint8_t* WeightStore::allocate(size_t n) {
   constexpr size_t kAlign = 64, kHuge = size_t{2} << 20, kChunk = size_t{64} << 20;
   n = (n + kAlign - 1) / kAlign * kAlign;
-  if (chunks_.empty() || chunks_.back().size - chunks_.back().used < n) {
-    const size_t size = std::max(kChunk, (n + kHuge - 1) / kHuge * kHuge);
-    void* p = ::mmap(nullptr, size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
-    if (p == MAP_FAILED) fail("cpu", "cannot allocate {} bytes for weights: {}", size, std::strerror(errno));
-    ::madvise(p, size, MADV_HUGEPAGE);  // advice only: without THP the copy still works on 4 KiB pages
-    if (numa_node_ >= 0 && numa_available() >= 0) numa_tonode_memory(p, size, numa_node_);
-    chunks_.push_back({static_cast<uint8_t*>(p), size, 0});
+  if (chunks_.empty() || chunks_.back().memory.size() - chunks_.back().used < n) {
+    HugeBuffer memory(std::max(kChunk, (n + kHuge - 1) / kHuge * kHuge), "cpu", "weights");
+    if (numa_node_ >= 0 && numa_available() >= 0) numa_tonode_memory(memory.data(), memory.size(), numa_node_);
+    chunks_.push_back({std::move(memory), 0});
   }
   Chunk& c = chunks_.back();
-  uint8_t* p = c.p + c.used;
+  uint8_t* p = c.memory.data() + c.used;
   c.used += n;
   return p;
 }

@@ -5,6 +5,7 @@
 // Column slices are always copied: their rows are not contiguous.
 #pragma once
 
+#include "core/huge_buffer.h"
 #include "gguf/gguf_reader.h"
 #include "kernels/matmul.h"
 #include "parallel/plan.h"
@@ -22,7 +23,6 @@ class WeightStore {
   // reserve_bytes: the memory copies must leave free (tests raise it to see the fallback).
   WeightStore(int numa_node, bool map_weights, bool repack_mapped = false, uint64_t reserve_bytes = uint64_t{1} << 30)
       : numa_node_(numa_node), map_weights_(map_weights), repack_mapped_(repack_mapped), reserve_(reserve_bytes) {}
-  ~WeightStore();
   WeightStore(const WeightStore&) = delete;
   WeightStore& operator=(const WeightStore&) = delete;
 
@@ -45,8 +45,8 @@ class WeightStore {
   bool room_for_copy(size_t n);
   kernels::WeightMatrix copy(const kernels::WeightMatrix& m, Use use);
   struct Chunk {
-    uint8_t* p;
-    size_t size, used;
+    HugeBuffer memory;
+    size_t used;
   };
   int numa_node_;
   bool map_weights_, repack_mapped_;

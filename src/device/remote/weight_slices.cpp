@@ -4,10 +4,7 @@
 #include "gguf/gguf_writer.h"
 #include "net/content_hash.h"
 
-#include <sys/mman.h>
-
 #include <algorithm>
-#include <cerrno>
 #include <cstring>
 #include <map>
 #include <tuple>
@@ -139,17 +136,10 @@ SliceImage::SliceImage(const std::vector<TensorHeader>& headers) {
   for (const auto& h : headers)  // the data is placed by the caller: layout() never fills
     w.add_tensor(h.name, h.type, h.shape, [](uint8_t*, size_t) { WEFT_ASSERT(!"a slice image is never filled"); });
   gguf::Writer::Layout l = w.layout();
-  size_ = l.size;
   offsets_ = std::move(l.offsets);
-  void* p = ::mmap(nullptr, std::max<size_t>(size_, 1), PROT_READ | PROT_WRITE,
-                   MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
-  if (p == MAP_FAILED) fail("net", "cannot allocate {} bytes for weights: {}", size_, std::strerror(errno));
-  ::madvise(p, size_, MADV_HUGEPAGE);  // the device reads the weights from here every step (advice only)
-  p_ = static_cast<uint8_t*>(p);
-  std::copy(l.head.begin(), l.head.end(), p_);
+  image_ = HugeBuffer(l.size, "net", "weights");  // the device reads the weights from here every step
+  std::copy(l.head.begin(), l.head.end(), image_.data());
 }
-
-SliceImage::~SliceImage() { ::munmap(p_, std::max<size_t>(size_, 1)); }
 
 std::string slices_key(const ModelId& model, const std::vector<SliceSpec>& specs) {
   net::ByteWriter w;

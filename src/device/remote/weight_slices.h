@@ -5,6 +5,7 @@
 // the bytes streamed.
 #pragma once
 
+#include "core/huge_buffer.h"
 #include "device/remote/remote_messages.h"
 #include "gguf/gguf_reader.h"
 #include "parallel/plan.h"
@@ -63,16 +64,12 @@ void for_each_piece(const SliceSpec& s, const gguf::TensorInfo& src,
 class SliceImage {
  public:
   explicit SliceImage(const std::vector<TensorHeader>& headers);
-  ~SliceImage();
-  SliceImage(const SliceImage&) = delete;
-  SliceImage& operator=(const SliceImage&) = delete;
   // Where tensor i's n_bytes go.
-  uint8_t* tensor_data(size_t i) { return p_ + offsets_[i]; }
-  std::span<const uint8_t> bytes() const { return {p_, size_}; }
+  uint8_t* tensor_data(size_t i) { return image_.data() + offsets_[i]; }
+  std::span<const uint8_t> bytes() const { return {image_.data(), image_.size()}; }
 
  private:
-  uint8_t* p_ = nullptr;
-  size_t size_ = 0;
+  HugeBuffer image_;
   std::vector<uint64_t> offsets_;
 };
 
