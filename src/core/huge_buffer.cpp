@@ -22,8 +22,7 @@ HugeBuffer::~HugeBuffer() {
   if (p_) ::munmap(p_, n_);
 }
 
-HugeBuffer::HugeBuffer(HugeBuffer&& o) noexcept
-    : p_(std::exchange(o.p_, nullptr)), n_(std::exchange(o.n_, 0)) {}
+HugeBuffer::HugeBuffer(HugeBuffer&& o) noexcept : p_(std::exchange(o.p_, nullptr)), n_(std::exchange(o.n_, 0)) {}
 
 HugeBuffer& HugeBuffer::operator=(HugeBuffer&& o) noexcept {
   if (this != &o) {

@@ -74,6 +74,24 @@ bool rows_path_only(const ExpertStack& w, const MoeScratch& s) {
   return true;
 }
 
+// For each entry p of s.slots, the first entry whose input row is the same (the gate and up
+// products of one token give all of its k slots the same row): that row is converted once.
+template <typename RowOf>
+const std::vector<int64_t>& distinct_rows(MoeScratch& s, RowOf row_of) {
+  const int64_t n = static_cast<int64_t>(s.slots.size());
+  s.src.resize(n);
+  for (int64_t p = 0; p < n; ++p) {
+    s.src[p] = p;
+    const float* x = row_of(s.slots[p]);
+    for (int64_t q = 0; q < p; ++q)
+      if (s.src[q] == q && row_of(s.slots[q]) == x) {
+        s.src[p] = q;
+        break;
+      }
+  }
+  return s.src;
+}
+
 // fused_rows over a stack of panels: each slot's activation as the GEMM's blocks (one token),
 // then every (slot, 16-row aligned range) through the panel kernel, in one pass of the pool.
 template <typename RowOf>
@@ -86,7 +104,9 @@ void fused_panels(const ExpertStack& w, ThreadPool& pool, MoeScratch& s, RowOf r
   at_least(s.act, sizeof(gemm::ActBlock) * nb * n + row_act);
   auto* act = reinterpret_cast<gemm::ActBlock*>(s.act.data());
   uint8_t* row = s.act.data() + sizeof(gemm::ActBlock) * nb * n;  // one slot's row in act_type
+  const std::vector<int64_t>& src = distinct_rows(s, row_of);
   for (int64_t p = 0; p < n; ++p) {
+    if (src[p] != p) continue;
     tk.quantize_act(row_of(s.slots[p]), row, cols);
     gemm::prepare_act_row(w.w.type, row, cols, act + p * nb, 1);
   }
@@ -94,7 +114,7 @@ void fused_panels(const ExpertStack& w, ThreadPool& pool, MoeScratch& s, RowOf r
   pool.parallel_for(n * rows, gemm::kPanelRows, [&](int64_t b, int64_t e) {
     for (int64_t p = b / rows; p * rows < e; ++p) {
       const int64_t r0 = std::max(b, p * rows) - p * rows, r1 = std::min(e, (p + 1) * rows) - p * rows;
-      gemm(w.expert(w.first + s.expert[p]), r0, r1, act + p * nb, 1, s.y.data() + p * rows, rows);
+      gemm(w.expert(w.first + s.expert[p]), r0, r1, act + src[p] * nb, 1, s.y.data() + p * rows, rows);
     }
   });
 }
@@ -108,9 +128,11 @@ void fused_rows(const ExpertStack& w, ThreadPool& pool, MoeScratch& s, RowOf row
   const TypeKernels& tk = kernels_for(w.w.type);
   const int64_t cols = w.w.cols, rows = w.rows, n = static_cast<int64_t>(s.slots.size());
   const size_t act_stride = row_bytes(tk.act_type, cols);
+  const std::vector<int64_t>& src = distinct_rows(s, row_of);
   if (tk.act_type != DType::F32) {
     at_least(s.act, act_stride * n);
-    for (int64_t p = 0; p < n; ++p) tk.quantize_act(row_of(s.slots[p]), s.act.data() + p * act_stride, cols);
+    for (int64_t p = 0; p < n; ++p)
+      if (src[p] == p) tk.quantize_act(row_of(s.slots[p]), s.act.data() + p * act_stride, cols);
   }
   at_least(s.y, n * rows);
   const size_t ws = w.w.row_stride;
@@ -118,7 +140,7 @@ void fused_rows(const ExpertStack& w, ThreadPool& pool, MoeScratch& s, RowOf row
     for (int64_t p = b / rows; p * rows < e; ++p) {
       const int64_t r0 = std::max(b, p * rows) - p * rows, r1 = std::min(e, (p + 1) * rows) - p * rows;
       const void* act =
-          tk.act_type == DType::F32 ? static_cast<const void*>(row_of(s.slots[p])) : s.act.data() + p * act_stride;
+          tk.act_type == DType::F32 ? static_cast<const void*>(row_of(s.slots[p])) : s.act.data() + src[p] * act_stride;
       const uint8_t* we = w.w.data + (s.expert[p] * rows + r0) * ws;
       tk.rows_dot(cols, r1 - r0, we, ws, act, s.y.data() + p * rows + r0);
     }

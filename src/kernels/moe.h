@@ -45,6 +45,7 @@ struct MoeScratch {
   std::vector<int64_t> expert;  // the held expert of each entry of slots
   std::vector<float> x, y;      // gathered inputs and outputs
   std::vector<uint8_t> act;     // decode: each slot's input in the weight type's activation format
+  std::vector<int64_t> src;     // decode: the entry of slots whose converted input each entry reads
   MatmulScratch mm;
 };
 
