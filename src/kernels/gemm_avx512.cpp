@@ -40,35 +40,83 @@ WEFT_TARGET_AVX512 inline __m512 fp16_vector(const uint8_t* p) {
 
 // Where a tile finds a block's group vectors (16 rows x 4 levels), scales and mins: a panel packed
 // for this call (PanelFormat) ...
+// Every Src has kSub blocks per super-block, kHead bytes before them, and a Super read from those
+// bytes once per super-block (nothing for the one-block super-blocks of all but the K-quants).
+struct NoSuper {
+  WEFT_TARGET_AVX512 static NoSuper read(const uint8_t*) { return {}; }
+};
+
 struct PackedBlock {
+  static constexpr int kSub = 1;
+  static constexpr size_t kHead = 0;
+  using Super = NoSuper;
   WEFT_TARGET_AVX512 static __m512i group(const uint8_t* pb, int g) { return _mm512_loadu_si512(pb + 64 * g); }
-  WEFT_TARGET_AVX512 static __m512 scale(const uint8_t* pb, int s) {
+  WEFT_TARGET_AVX512 static __m512 scale(const uint8_t* pb, int s, Super) {
     return _mm512_loadu_ps(pb + kGroups * 64 + 64 * s);
   }
-  WEFT_TARGET_AVX512 static __m512 min(const uint8_t* pb, int n_scales) {
+  WEFT_TARGET_AVX512 static __m512 min(const uint8_t* pb, int n_scales, Super) {
     return _mm512_loadu_ps(pb + kGroups * 64 + 64 * n_scales);
   }
 };
 
-// ... or a legacy-type panel repacked at load (gemm_q8.h): Q4_0/Q4_1/Q5_0/Q5_1 keep groups g and
-// g + 4 as the low and high nibbles of one vector (loaded twice: the second load hits L1), Q5 adds
-// each group's fifth bits by a masked add; Q8_0's vectors are read as they are.
+// The 4- and 5-bit levels of a repacked block (gemm_q8.h): groups g and g + 4 are the low and high
+// nibbles of one vector (loaded twice: the second load hits L1); 5-bit types add each group's
+// fifth bits, a byte mask per group after the four vectors, by a masked add.
+template <bool kQ5>
+WEFT_TARGET_AVX512 inline __m512i nibble_group(const uint8_t* pb, int g) {
+  const __m512i v = _mm512_loadu_si512(pb + 64 * (g % 4));
+  const __m512i q = g < 4 ? low_nibbles(v) : high_nibbles(v);
+  if constexpr (!kQ5) return q;
+  uint64_t fifth;
+  std::memcpy(&fifth, pb + 4 * 64 + 8 * g, 8);
+  return _mm512_mask_add_epi8(q, fifth, q, _mm512_set1_epi8(16));
+}
+
+// ... or a legacy-type panel repacked at load: Q4_0/Q4_1/Q5_0/Q5_1 as nibble_group, Q8_0's vectors
+// read as they are ...
 template <DType kType>
 struct LegacyPanelBlock {
+  static constexpr int kSub = 1;
+  static constexpr size_t kHead = 0;
+  using Super = NoSuper;
   static constexpr bool kQ8 = kType == DType::Q8_0;
   static constexpr bool kQ5 = kType == DType::Q5_0 || kType == DType::Q5_1;
   static constexpr size_t kScaleOffset = (kQ8 ? 8 * 64 : 4 * 64) + (kQ5 ? kGroups * 8 : 0);
   WEFT_TARGET_AVX512 static __m512i group(const uint8_t* pb, int g) {
     if constexpr (kQ8) return _mm512_loadu_si512(pb + 64 * g);
-    const __m512i v = _mm512_loadu_si512(pb + 64 * (g % 4));
-    const __m512i q = g < 4 ? low_nibbles(v) : high_nibbles(v);
-    if constexpr (!kQ5) return q;
-    uint64_t fifth;
-    std::memcpy(&fifth, pb + 4 * 64 + 8 * g, 8);
-    return _mm512_mask_add_epi8(q, fifth, q, _mm512_set1_epi8(16));
+    return nibble_group<kQ5>(pb, g);
   }
-  WEFT_TARGET_AVX512 static __m512 scale(const uint8_t* pb, int) { return fp16_vector(pb + kScaleOffset); }
-  WEFT_TARGET_AVX512 static __m512 min(const uint8_t* pb, int) { return fp16_vector(pb + kScaleOffset + 32); }
+  WEFT_TARGET_AVX512 static __m512 scale(const uint8_t* pb, int, Super) { return fp16_vector(pb + kScaleOffset); }
+  WEFT_TARGET_AVX512 static __m512 min(const uint8_t* pb, int, Super) { return fp16_vector(pb + kScaleOffset + 32); }
+};
+
+// 16 bytes at p as floats.
+WEFT_TARGET_AVX512 inline __m512 u8_vector(const uint8_t* p) {
+  return _mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p))));
+}
+
+// ... or a Q4_K / Q5_K panel repacked at load: per super-block the rows' d and dmin, then 8
+// sub-blocks of nibble_group levels, 6-bit scales and mins. A sub-block's scale is d * sc and its
+// min -dmin * m, the products the unpacked K-quant panels hold (exact in f32).
+template <DType kType>
+struct KPanelBlock {
+  static constexpr int kSub = 8;
+  static constexpr size_t kHead = 4 * kPanelRows;
+  static constexpr bool kQ5 = kType == DType::Q5_K;
+  static constexpr size_t kScaleOffset = 4 * 64 + (kQ5 ? kGroups * 8 : 0);
+  struct Super {
+    __m512 d, neg_dmin;
+    WEFT_TARGET_AVX512 static Super read(const uint8_t* head) {
+      return {fp16_vector(head), _mm512_sub_ps(_mm512_setzero_ps(), fp16_vector(head + 2 * kPanelRows))};
+    }
+  };
+  WEFT_TARGET_AVX512 static __m512i group(const uint8_t* pb, int g) { return nibble_group<kQ5>(pb, g); }
+  WEFT_TARGET_AVX512 static __m512 scale(const uint8_t* pb, int, const Super& s) {
+    return _mm512_mul_ps(s.d, u8_vector(pb + kScaleOffset));
+  }
+  WEFT_TARGET_AVX512 static __m512 min(const uint8_t* pb, int, const Super& s) {
+    return _mm512_mul_ps(s.neg_dmin, u8_vector(pb + kScaleOffset + kPanelRows));
+  }
 };
 
 // A TileFn (gemm_q8.h) reading blocks through Src: the lanes of rows past n_rows are computed but
@@ -81,9 +129,14 @@ WEFT_TARGET_AVX512 void tile(const uint8_t* panel, size_t block_bytes, int64_t n
   __m512 acc[T];
 #pragma GCC unroll 8
   for (int t = 0; t < T; ++t) acc[t] = _mm512_setzero_ps();
+  typename Src::Super sup{};
   for (int64_t b = 0; b < nb; ++b, panel += block_bytes, act += act_stride) {
+    if (b % Src::kSub == 0) {  // a super-block's head, then its blocks
+      sup = Src::Super::read(panel);
+      panel += Src::kHead;
+    }
     if (ahead)
-      for (size_t off = 0; off < block_bytes; off += 64)
+      for (size_t off = 0; off < block_bytes + Src::kHead; off += 64)
         _mm_prefetch(reinterpret_cast<const char*>(panel + ahead + off), _MM_HINT_T0);
 #pragma GCC unroll 2
     for (int s = 0; s < kScales; ++s) {
@@ -98,13 +151,13 @@ WEFT_TARGET_AVX512 void tile(const uint8_t* panel, size_t block_bytes, int64_t n
         for (int t = 0; t < T; ++t)
           sumi[t] = _mm512_dpbusd_epi32(sumi[t], w, _mm512_set1_epi32(load_i32(act[t].q + 4 * g)));
       }
-      const __m512 scale = Src::scale(panel, s);
+      const __m512 scale = Src::scale(panel, s, sup);
 #pragma GCC unroll 8
       for (int t = 0; t < T; ++t)
         acc[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(sumi[t]), _mm512_mul_ps(scale, _mm512_set1_ps(act[t].d)), acc[t]);
     }
     if constexpr (kMin) {
-      const __m512 mn = Src::min(panel, kScales);
+      const __m512 mn = Src::min(panel, kScales, sup);
 #pragma GCC unroll 8
       for (int t = 0; t < T; ++t) acc[t] = _mm512_fmadd_ps(mn, _mm512_set1_ps(act[t].s), acc[t]);
     }
@@ -364,15 +417,20 @@ struct Avx512Gemm {
 // Matrices of type kType repacked at load, read in place.
 template <DType kType>
 struct Avx512Panels {
+  static constexpr bool kK = kType == DType::Q4_K || kType == DType::Q5_K;
+  using Src = std::conditional_t<kK, KPanelBlock<kType>, LegacyPanelBlock<kType>>;
   static constexpr int kTokens = kTileTokens;
   static constexpr bool kRepacked = true;
-  static constexpr size_t kBlockBytes = kPanelRows * (kType == DType::Q4_0   ? sizeof(legacy::BlockQ4_0)
-                                                      : kType == DType::Q4_1 ? sizeof(legacy::BlockQ4_1)
-                                                      : kType == DType::Q5_0 ? sizeof(legacy::BlockQ5_0)
-                                                      : kType == DType::Q5_1 ? sizeof(legacy::BlockQ5_1)
-                                                                             : sizeof(legacy::BlockQ8_0));
+  static constexpr size_t kBlockBytes = kType == DType::Q4_K ? 4 * 64 + 2 * kPanelRows
+                                        : kType == DType::Q5_K
+                                            ? 4 * 64 + kGroups * 8 + 2 * kPanelRows
+                                            : kPanelRows * (kType == DType::Q4_0   ? sizeof(legacy::BlockQ4_0)
+                                                            : kType == DType::Q4_1 ? sizeof(legacy::BlockQ4_1)
+                                                            : kType == DType::Q5_0 ? sizeof(legacy::BlockQ5_0)
+                                                            : kType == DType::Q5_1 ? sizeof(legacy::BlockQ5_1)
+                                                                                   : sizeof(legacy::BlockQ8_0));
   template <int kScales, bool kMin, bool kCorr, int T>
-  static constexpr TileFn tile = gemm::tile<LegacyPanelBlock<kType>, kScales, kMin, kCorr, T>;
+  static constexpr TileFn tile = gemm::tile<Src, kScales, kMin, kCorr, T>;
 };
 
 }  // namespace
@@ -390,6 +448,8 @@ GemmFn find_repacked(Isa isa, DType t) {
     case DType::Q5_0: return gemm_driver<Avx512Panels<DType::Q5_0>>;
     case DType::Q5_1: return gemm_driver<Avx512Panels<DType::Q5_1>>;
     case DType::Q8_0: return gemm_driver<Avx512Panels<DType::Q8_0>>;
+    case DType::Q4_K: return gemm_driver<Avx512Panels<DType::Q4_K>>;
+    case DType::Q5_K: return gemm_driver<Avx512Panels<DType::Q5_K>>;
     default: return nullptr;
   }
 }

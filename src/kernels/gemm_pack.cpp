@@ -259,18 +259,34 @@ void gemm_ref(const WeightMatrix& w, int64_t r0, int64_t r1, const ActBlock* act
 }
 
 bool has_repacked(DType t) {
-  return t == DType::Q4_0 || t == DType::Q4_1 || t == DType::Q5_0 || t == DType::Q5_1 || t == DType::Q8_0;
+  return t == DType::Q4_0 || t == DType::Q4_1 || t == DType::Q5_0 || t == DType::Q5_1 || t == DType::Q8_0 ||
+         t == DType::Q4_K || t == DType::Q5_K;
 }
+
+namespace {
+bool is_k(DType t) { return t == DType::Q4_K || t == DType::Q5_K; }
+}  // namespace
 
 size_t repacked_block_bytes(DType t) {
   WEFT_ASSERT(has_repacked(t));
+  if (is_k(t)) return 4 * 64 + (t == DType::Q5_K ? kGroups * 8 : 0) + 2 * kPanelRows;  // levels, masks, scales, mins
   return kPanelRows * row_bytes(t, kQK);  // ggml's bytes, rearranged (gemm_q8.h)
 }
 
+int repacked_sub_blocks(DType t) { return is_k(t) ? 8 : 1; }
+
+size_t repacked_head_bytes(DType t) { return is_k(t) ? 4 * kPanelRows : 0; }
+
+size_t repacked_panel_bytes(DType t, int64_t cols) {
+  const int64_t values = int64_t{kQK} * repacked_sub_blocks(t);
+  WEFT_ASSERT(has_repacked(t) && cols % values == 0);
+  return static_cast<size_t>(cols / values) *
+         (repacked_head_bytes(t) + static_cast<size_t>(repacked_sub_blocks(t)) * repacked_block_bytes(t));
+}
+
 size_t repacked_bytes(const WeightMatrix& w) {
-  WEFT_ASSERT(has_repacked(w.type) && w.cols % kQK == 0);
   const int64_t n_panels = (w.rows + kPanelRows - 1) / kPanelRows;
-  return static_cast<size_t>(n_panels * (w.cols / kQK)) * repacked_block_bytes(w.type);
+  return static_cast<size_t>(n_panels) * repacked_panel_bytes(w.type, w.cols);
 }
 
 namespace {
@@ -304,17 +320,47 @@ void repack_block(const Block& blk, int r, uint8_t* ob) {
   if constexpr (kMin) std::memcpy(ob + off + 2 * kPanelRows + 2 * r, &blk.m, 2);
 }
 
+// Row r's super-block into a K-quant panel's super-block ob (gemm_q8.h): its d and dmin, then per
+// sub-block the levels as a Q4_0 / Q5_0 block (value i paired with value i + 16), scale and min.
 template <class Block>
-void repack_rows(const WeightMatrix& w, uint8_t* dst) {
-  const size_t bb = repacked_block_bytes(w.type);
-  const int64_t nb = w.cols / kQK, n_panels = (w.rows + kPanelRows - 1) / kPanelRows;
+void repack_k_block(const Block& blk, int r, uint8_t* ob) {
+  constexpr bool kQ5 = std::is_same_v<Block, BlockQ5K>;
+  const size_t bb = repacked_block_bytes(kQ5 ? DType::Q5_K : DType::Q4_K), levels = 4 * 64 + (kQ5 ? kGroups * 8 : 0);
+  std::memcpy(ob + 2 * r, &blk.d, 2);
+  std::memcpy(ob + 2 * kPanelRows + 2 * r, &blk.dmin, 2);
+  uint8_t sc[8], m[8];
+  kquants::unpack_scales_mins(blk.scales, sc, m);
+  for (int j = 0; j < 8; ++j) {
+    uint8_t* sb = ob + 4 * kPanelRows + j * bb;
+    const uint8_t* qs = blk.qs + 32 * (j / 2);
+    const int shift = 4 * (j & 1);
+    uint8_t v[kQK];
+    for (int l = 0; l < kQK; ++l) v[l] = (qs[l] >> shift) & 0x0F;
+    for (int k = 0; k < 4; ++k)
+      for (int i = 0; i < 4; ++i) sb[64 * k + 4 * r + i] = static_cast<uint8_t>(v[4 * k + i] | v[16 + 4 * k + i] << 4);
+    if constexpr (kQ5)  // bit 4r + i of group g's mask: the fifth bit of value 4g + i (bit j of qh[4g + i])
+      for (int g = 0; g < kGroups; ++g)
+        for (int i = 0; i < 4; ++i)
+          if ((blk.qh[4 * g + i] >> j) & 1) sb[4 * 64 + 8 * g + (4 * r + i) / 8] |= uint8_t(1u << ((4 * r + i) % 8));
+    sb[levels + r] = sc[j];
+    sb[levels + kPanelRows + r] = m[j];
+  }
+}
+
+// Every panel of w: its rows' units (blocks of the legacy types, super-blocks of the K-quants,
+// `Block` in ggml's rows, unit_values values each) through repack_unit(block, row, unit's bytes).
+template <class Block>
+void repack_panels(const WeightMatrix& w, uint8_t* dst, int64_t unit_values,
+                   void (*repack_unit)(const Block&, int, uint8_t*)) {
+  const size_t unit_bytes = repacked_panel_bytes(w.type, unit_values);
+  const int64_t n_units = w.cols / unit_values, n_panels = (w.rows + kPanelRows - 1) / kPanelRows;
   for (int64_t p = 0; p < n_panels; ++p) {
-    uint8_t* out = dst + p * nb * bb;
+    uint8_t* out = dst + p * n_units * unit_bytes;
     const int n_rows = static_cast<int>(std::min<int64_t>(kPanelRows, w.rows - p * kPanelRows));
-    std::memset(out, 0, nb * bb);  // absent rows: zero scale and levels; the Q5 masks are or-ed in
+    std::memset(out, 0, n_units * unit_bytes);  // absent rows: zero scales and levels; the Q5 masks are or-ed in
     for (int r = 0; r < n_rows; ++r) {
       const auto* blocks = reinterpret_cast<const Block*>(w.data + (p * kPanelRows + r) * w.row_stride);
-      for (int64_t b = 0; b < nb; ++b) repack_block(blocks[b], r, out + b * bb);
+      for (int64_t i = 0; i < n_units; ++i) repack_unit(blocks[i], r, out + i * unit_bytes);
     }
   }
 }
@@ -324,11 +370,13 @@ void repack_rows(const WeightMatrix& w, uint8_t* dst) {
 void repack(const WeightMatrix& w, uint8_t* dst) {
   WEFT_ASSERT(w.layout == WeightLayout::Rows && has_repacked(w.type));
   switch (w.type) {
-    case DType::Q4_0: return repack_rows<BlockQ4_0>(w, dst);
-    case DType::Q4_1: return repack_rows<BlockQ4_1>(w, dst);
-    case DType::Q5_0: return repack_rows<BlockQ5_0>(w, dst);
-    case DType::Q5_1: return repack_rows<BlockQ5_1>(w, dst);
-    default: return repack_rows<BlockQ8_0>(w, dst);
+    case DType::Q4_K: return repack_panels<BlockQ4K>(w, dst, 256, repack_k_block<BlockQ4K>);
+    case DType::Q5_K: return repack_panels<BlockQ5K>(w, dst, 256, repack_k_block<BlockQ5K>);
+    case DType::Q4_0: return repack_panels<BlockQ4_0>(w, dst, kQK, repack_block<BlockQ4_0>);
+    case DType::Q4_1: return repack_panels<BlockQ4_1>(w, dst, kQK, repack_block<BlockQ4_1>);
+    case DType::Q5_0: return repack_panels<BlockQ5_0>(w, dst, kQK, repack_block<BlockQ5_0>);
+    case DType::Q5_1: return repack_panels<BlockQ5_1>(w, dst, kQK, repack_block<BlockQ5_1>);
+    default: return repack_panels<BlockQ8_0>(w, dst, kQK, repack_block<BlockQ8_0>);
   }
 }
 

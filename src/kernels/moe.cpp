@@ -184,8 +184,11 @@ bool can_repack_experts(const WeightMatrix& one) {
 WeightMatrix ExpertStack::expert(int64_t id) const {
   WEFT_ASSERT(holds(id));
   WeightMatrix m = w;
-  m.data += static_cast<size_t>(id - first) * rows * w.row_stride;
   m.rows = rows;
+  // Each expert repacked on its own (can_repack_experts) takes its panels' bytes, which for the
+  // K-quants are more than its rows'.
+  m.data +=
+      static_cast<size_t>(id - first) * (w.layout == WeightLayout::Panels ? repacked_bytes(m) : rows * w.row_stride);
   return m;
 }
 

@@ -152,26 +152,32 @@ struct Repacked {
 };
 
 // The types repacked into panels at load (has_repacked).
-constexpr DType kRepackedTypes[] = {DType::Q4_0, DType::Q4_1, DType::Q5_0, DType::Q5_1, DType::Q8_0};
+constexpr DType kRepackedTypes[] = {DType::Q4_0, DType::Q4_1, DType::Q5_0, DType::Q5_1,
+                                    DType::Q8_0, DType::Q4_K, DType::Q5_K};
 
 TEST(Gemm, RepackedMatchesVecDot) {
   if (!isa_supported(Isa::Avx512)) {
     for (DType t : kRepackedTypes) EXPECT_EQ(find_repacked(Isa::Avx512, t), nullptr);
     GTEST_SKIP() << "no AVX-512 VNNI";
   }
-  EXPECT_EQ(find_repacked(Isa::Avx512, DType::Q4_K), nullptr);
+  EXPECT_EQ(find_repacked(Isa::Avx512, DType::Q6_K), nullptr);
   EXPECT_EQ(find_repacked(Isa::Avx2, DType::Q4_0), nullptr);
   for (DType t : kRepackedTypes) {
     const GemmFn gemm = find_repacked(Isa::Avx512, t);
     ASSERT_NE(gemm, nullptr) << dtype_name(t);
     for (int64_t n_tokens : {1, 2, 3, 8, 13, 131}) {
-      // 37 rows: a last panel of 5 whose absent rows are zero; rows 4 bytes apart past their blocks.
-      const Case c = make_case(t, 37, 256, n_tokens, 300 + static_cast<uint32_t>(n_tokens));
+      // 37 rows: a last panel of 5 whose absent rows are zero; rows 4 bytes apart past their blocks;
+      // 512 columns: two K-quant super-blocks.
+      const Case c = make_case(t, 37, 512, n_tokens, 300 + static_cast<uint32_t>(n_tokens));
       ASSERT_TRUE(kernels::can_repack(c.matrix()));
       const Repacked p(c.matrix());
       ASSERT_EQ(p.m.layout, WeightLayout::Panels);
-      EXPECT_EQ(kernels::repacked_bytes(c.matrix()), 3u * 8 * repacked_block_bytes(t));  // 3 panels x 8 blocks
-      EXPECT_EQ(repacked_block_bytes(t), kPanelRows * row_bytes(t, kQK));                // ggml's bytes, rearranged
+      EXPECT_EQ(kernels::repacked_bytes(c.matrix()), 3u * repacked_panel_bytes(t, 512));  // 3 panels
+      const size_t ggml = kPanelRows * row_bytes(t, 512);
+      if (repacked_sub_blocks(t) == 1)
+        EXPECT_EQ(repacked_panel_bytes(t, 512), ggml);  // ggml's bytes, rearranged
+      else                                              // plus the scales and mins unpacked to a byte each
+        EXPECT_EQ(repacked_panel_bytes(t, 512), ggml + 2 * (kPanelRows * 8 * 2 - kPanelRows * 12));
       check_gemm(gemm, c, 0, 37, "repacked", &p.m);
       check_gemm(gemm, c, 16, 32, "repacked", &p.m);
       check_gemm(gemm, c, 32, 37, "repacked", &p.m);
@@ -183,10 +189,12 @@ TEST(Gemm, RepackedMatchesVecDot) {
 // the rows, for the whole matrix and for a column slice viewed in place (as WeightStore repacks it).
 TEST(Gemm, MatmulOnRepackedMatchesRows) {
   for (DType t : kRepackedTypes) {
-    const Case c = make_case(t, 45, 512, 1, 17);
-    WeightMatrix slice = c.matrix();  // columns 128..383 of every row
-    slice.data += row_bytes(t, 128);
-    slice.cols = 256;
+    // Columns q .. 3q of every row, q = 128 (the K-quants: a super-block, 256).
+    const int64_t q = std::max<int64_t>(128, block_size(t));
+    const Case c = make_case(t, 45, 4 * q, 1, 17);
+    WeightMatrix slice = c.matrix();
+    slice.data += row_bytes(t, q);
+    slice.cols = 2 * q;
     if (!kernels::can_repack(c.matrix())) GTEST_SKIP() << "no repacked kernel on this CPU";
     ThreadPool pool(2, {}, /*spin=*/false);
     MatmulScratch scratch;
