@@ -414,21 +414,53 @@ struct Avx512Gemm {
   }
 };
 
+// ... or a Q6_K panel repacked at load: per super-block the rows' d, then 8 sub-blocks of low
+// nibbles (nibble_group), two vectors of top bits (group g: bits 2 (g % 4) of vector g / 4, moved
+// to bits 4..5 and or-ed in by one ternary-logic op) and the int8 scales of the two halves.
+struct Q6KPanelBlock {
+  static constexpr int kSub = 8;
+  static constexpr size_t kHead = 2 * kPanelRows;
+  struct Super {
+    __m512 d;
+    WEFT_TARGET_AVX512 static Super read(const uint8_t* head) { return {fp16_vector(head)}; }
+  };
+  WEFT_TARGET_AVX512 static __m512i group(const uint8_t* pb, int g) {
+    const __m512i high = _mm512_loadu_si512(pb + 4 * 64 + 64 * (g / 4));
+    // Top bits 2k .. 2k + 1 to 4 .. 5 by 16-bit shifts: the mask drops what crosses into a byte.
+    const int k = g % 4;
+    const __m512i moved = k < 2 ? _mm512_slli_epi16(high, 4 - 2 * k) : k == 2 ? high : _mm512_srli_epi16(high, 2);
+    return _mm512_ternarylogic_epi32(nibble_group<false>(pb, g), moved, _mm512_set1_epi8(0x30), 0xF8);  // a | (b & c)
+  }
+  WEFT_TARGET_AVX512 static __m512 scale(const uint8_t* pb, int s, const Super& sup) {
+    const __m128i sc = _mm_loadu_si128(reinterpret_cast<const __m128i*>(pb + 6 * 64 + kPanelRows * s));
+    return _mm512_mul_ps(sup.d, _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(sc)));
+  }
+  WEFT_TARGET_AVX512 static __m512 min(const uint8_t*, int, const Super&) { return _mm512_setzero_ps(); }
+};
+
+// Bytes of one repacked (sub-)block of type t (repacked_block_bytes, at compile time).
+constexpr size_t panel_block_bytes(DType t) {
+  switch (t) {
+    case DType::Q4_K: return 4 * 64 + 2 * kPanelRows;
+    case DType::Q5_K: return 4 * 64 + kGroups * 8 + 2 * kPanelRows;
+    case DType::Q6_K: return 6 * 64 + 2 * kPanelRows;
+    case DType::Q4_0: return kPanelRows * sizeof(legacy::BlockQ4_0);
+    case DType::Q4_1: return kPanelRows * sizeof(legacy::BlockQ4_1);
+    case DType::Q5_0: return kPanelRows * sizeof(legacy::BlockQ5_0);
+    case DType::Q5_1: return kPanelRows * sizeof(legacy::BlockQ5_1);
+    default: return kPanelRows * sizeof(legacy::BlockQ8_0);
+  }
+}
+
 // Matrices of type kType repacked at load, read in place.
 template <DType kType>
 struct Avx512Panels {
-  static constexpr bool kK = kType == DType::Q4_K || kType == DType::Q5_K;
-  using Src = std::conditional_t<kK, KPanelBlock<kType>, LegacyPanelBlock<kType>>;
+  using Src = std::conditional_t<
+      kType == DType::Q6_K, Q6KPanelBlock,
+      std::conditional_t<kType == DType::Q4_K || kType == DType::Q5_K, KPanelBlock<kType>, LegacyPanelBlock<kType>>>;
   static constexpr int kTokens = kTileTokens;
   static constexpr bool kRepacked = true;
-  static constexpr size_t kBlockBytes = kType == DType::Q4_K ? 4 * 64 + 2 * kPanelRows
-                                        : kType == DType::Q5_K
-                                            ? 4 * 64 + kGroups * 8 + 2 * kPanelRows
-                                            : kPanelRows * (kType == DType::Q4_0   ? sizeof(legacy::BlockQ4_0)
-                                                            : kType == DType::Q4_1 ? sizeof(legacy::BlockQ4_1)
-                                                            : kType == DType::Q5_0 ? sizeof(legacy::BlockQ5_0)
-                                                            : kType == DType::Q5_1 ? sizeof(legacy::BlockQ5_1)
-                                                                                   : sizeof(legacy::BlockQ8_0));
+  static constexpr size_t kBlockBytes = panel_block_bytes(kType);
   template <int kScales, bool kMin, bool kCorr, int T>
   static constexpr TileFn tile = gemm::tile<Src, kScales, kMin, kCorr, T>;
 };
@@ -450,6 +482,7 @@ GemmFn find_repacked(Isa isa, DType t) {
     case DType::Q8_0: return gemm_driver<Avx512Panels<DType::Q8_0>>;
     case DType::Q4_K: return gemm_driver<Avx512Panels<DType::Q4_K>>;
     case DType::Q5_K: return gemm_driver<Avx512Panels<DType::Q5_K>>;
+    case DType::Q6_K: return gemm_driver<Avx512Panels<DType::Q6_K>>;
     default: return nullptr;
   }
 }

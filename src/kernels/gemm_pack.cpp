@@ -260,22 +260,29 @@ void gemm_ref(const WeightMatrix& w, int64_t r0, int64_t r1, const ActBlock* act
 
 bool has_repacked(DType t) {
   return t == DType::Q4_0 || t == DType::Q4_1 || t == DType::Q5_0 || t == DType::Q5_1 || t == DType::Q8_0 ||
-         t == DType::Q4_K || t == DType::Q5_K;
+         t == DType::Q4_K || t == DType::Q5_K || t == DType::Q6_K;
 }
 
 namespace {
-bool is_k(DType t) { return t == DType::Q4_K || t == DType::Q5_K; }
+bool is_k(DType t) { return t == DType::Q4_K || t == DType::Q5_K || t == DType::Q6_K; }
 }  // namespace
 
 size_t repacked_block_bytes(DType t) {
   WEFT_ASSERT(has_repacked(t));
-  if (is_k(t)) return 4 * 64 + (t == DType::Q5_K ? kGroups * 8 : 0) + 2 * kPanelRows;  // levels, masks, scales, mins
-  return kPanelRows * row_bytes(t, kQK);  // ggml's bytes, rearranged (gemm_q8.h)
+  switch (t) {
+    case DType::Q4_K: return 4 * 64 + 2 * kPanelRows;                // levels, scales, mins
+    case DType::Q5_K: return 4 * 64 + kGroups * 8 + 2 * kPanelRows;  // levels, fifth bits, scales, mins
+    case DType::Q6_K: return 4 * 64 + 2 * 64 + 2 * kPanelRows;       // low nibbles, high bits, two scales
+    default: return kPanelRows * row_bytes(t, kQK);                  // ggml's bytes, rearranged (gemm_q8.h)
+  }
 }
 
 int repacked_sub_blocks(DType t) { return is_k(t) ? 8 : 1; }
 
-size_t repacked_head_bytes(DType t) { return is_k(t) ? 4 * kPanelRows : 0; }
+size_t repacked_head_bytes(DType t) {
+  if (!is_k(t)) return 0;
+  return t == DType::Q6_K ? 2 * kPanelRows : 4 * kPanelRows;  // d; or d and dmin
+}
 
 size_t repacked_panel_bytes(DType t, int64_t cols) {
   const int64_t values = int64_t{kQK} * repacked_sub_blocks(t);
@@ -347,6 +354,31 @@ void repack_k_block(const Block& blk, int r, uint8_t* ob) {
   }
 }
 
+// Row r's Q6_K super-block into a panel's super-block ob (gemm_q8.h): its d, then per sub-block
+// the low four bits of its levels as a Q4_0 block, their top two bits (group g: bits 2 (g % 4) of
+// byte 4r + i of vector g / 4) and the scales of its two halves.
+void repack_q6_k_block(const BlockQ6K& blk, int r, uint8_t* ob) {
+  const size_t bb = repacked_block_bytes(DType::Q6_K);
+  std::memcpy(ob + 2 * r, &blk.d, 2);
+  for (int j = 0; j < 8; ++j) {
+    uint8_t* sb = ob + 2 * kPanelRows + j * bb;
+    const int h = j / 4, p = j % 4, shift = p < 2 ? 0 : 4;
+    const uint8_t* ql = blk.ql + 64 * h + 32 * (p & 1);
+    const uint8_t* qh = blk.qh + 32 * h;
+    uint8_t v[kQK];
+    for (int l = 0; l < kQK; ++l)
+      v[l] = static_cast<uint8_t>(((ql[l] >> shift) & 0x0F) | (((qh[l] >> (2 * p)) & 3) << 4));
+    for (int k = 0; k < 4; ++k)
+      for (int i = 0; i < 4; ++i)
+        sb[64 * k + 4 * r + i] = static_cast<uint8_t>((v[4 * k + i] & 0x0F) | (v[16 + 4 * k + i] & 0x0F) << 4);
+    for (int g = 0; g < kGroups; ++g)
+      for (int i = 0; i < 4; ++i)
+        sb[4 * 64 + 64 * (g / 4) + 4 * r + i] |= static_cast<uint8_t>((v[4 * g + i] >> 4) << (2 * (g % 4)));
+    sb[6 * 64 + r] = static_cast<uint8_t>(blk.scales[8 * h + 2 * p]);
+    sb[6 * 64 + kPanelRows + r] = static_cast<uint8_t>(blk.scales[8 * h + 2 * p + 1]);
+  }
+}
+
 // Every panel of w: its rows' units (blocks of the legacy types, super-blocks of the K-quants,
 // `Block` in ggml's rows, unit_values values each) through repack_unit(block, row, unit's bytes).
 template <class Block>
@@ -372,6 +404,7 @@ void repack(const WeightMatrix& w, uint8_t* dst) {
   switch (w.type) {
     case DType::Q4_K: return repack_panels<BlockQ4K>(w, dst, 256, repack_k_block<BlockQ4K>);
     case DType::Q5_K: return repack_panels<BlockQ5K>(w, dst, 256, repack_k_block<BlockQ5K>);
+    case DType::Q6_K: return repack_panels<BlockQ6K>(w, dst, 256, repack_q6_k_block);
     case DType::Q4_0: return repack_panels<BlockQ4_0>(w, dst, kQK, repack_block<BlockQ4_0>);
     case DType::Q4_1: return repack_panels<BlockQ4_1>(w, dst, kQK, repack_block<BlockQ4_1>);
     case DType::Q5_0: return repack_panels<BlockQ5_0>(w, dst, kQK, repack_block<BlockQ5_0>);

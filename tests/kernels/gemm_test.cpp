@@ -153,14 +153,14 @@ struct Repacked {
 
 // The types repacked into panels at load (has_repacked).
 constexpr DType kRepackedTypes[] = {DType::Q4_0, DType::Q4_1, DType::Q5_0, DType::Q5_1,
-                                    DType::Q8_0, DType::Q4_K, DType::Q5_K};
+                                    DType::Q8_0, DType::Q4_K, DType::Q5_K, DType::Q6_K};
 
 TEST(Gemm, RepackedMatchesVecDot) {
   if (!isa_supported(Isa::Avx512)) {
     for (DType t : kRepackedTypes) EXPECT_EQ(find_repacked(Isa::Avx512, t), nullptr);
     GTEST_SKIP() << "no AVX-512 VNNI";
   }
-  EXPECT_EQ(find_repacked(Isa::Avx512, DType::Q6_K), nullptr);
+  EXPECT_EQ(find_repacked(Isa::Avx512, DType::F16), nullptr);
   EXPECT_EQ(find_repacked(Isa::Avx2, DType::Q4_0), nullptr);
   for (DType t : kRepackedTypes) {
     const GemmFn gemm = find_repacked(Isa::Avx512, t);
@@ -174,7 +174,7 @@ TEST(Gemm, RepackedMatchesVecDot) {
       ASSERT_EQ(p.m.layout, WeightLayout::Panels);
       EXPECT_EQ(kernels::repacked_bytes(c.matrix()), 3u * repacked_panel_bytes(t, 512));  // 3 panels
       const size_t ggml = kPanelRows * row_bytes(t, 512);
-      if (repacked_sub_blocks(t) == 1)
+      if (repacked_sub_blocks(t) == 1 || t == DType::Q6_K)
         EXPECT_EQ(repacked_panel_bytes(t, 512), ggml);  // ggml's bytes, rearranged
       else                                              // plus the scales and mins unpacked to a byte each
         EXPECT_EQ(repacked_panel_bytes(t, 512), ggml + 2 * (kPanelRows * 8 * 2 - kPanelRows * 12));
