@@ -3,7 +3,9 @@
 // levels by the broadcast int8 values and adds pairs to int16; two groups' int16 sums are
 // added before vpmaddwd widens them to int32, which is exact while levels stay <= 63
 // (2 groups x 2 x 63 x 127 < 32767). Q8_0's levels (q + 128) would saturate vpmaddubsw, so it
-// keeps rows_dot here. Packing is the scalar pack_panel.
+// keeps rows_dot here, unpacked or repacked. The tile reads its blocks through a Src, as the
+// AVX-512 one does: panels packed per call (the scalar pack_panel) or repacked at load, whose
+// nibbles are unpacked in registers (decode then streams ggml's bytes, not one byte per level).
 #include "kernels/gemm_q8.h"
 
 #include "kernels/isa.h"
@@ -11,19 +13,159 @@
 #include <immintrin.h>
 
 #include <cstring>
+#include <type_traits>
 
 namespace weft::kernels::gemm {
 namespace {
 
-template <int kScales, bool kMin, bool kCorr, int T>
+// A group's 16 lanes as two halves (rows 0..7, 8..15), levels or floats.
+struct Halves {
+  __m256i v[2];
+};
+struct HalvesF {
+  __m256 v[2];
+};
+
+WEFT_TARGET_AVX2 inline Halves load_halves(const uint8_t* p) {
+  return {{_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)),
+           _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p + 32))}};
+}
+
+WEFT_TARGET_AVX2 inline HalvesF fp16_halves(const uint8_t* p) {
+  return {{_mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p))),
+           _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p + 16)))}};
+}
+
+// 16 bytes at p (unsigned, or signed) as two halves of floats.
+template <bool kSigned>
+WEFT_TARGET_AVX2 inline HalvesF byte_halves(const uint8_t* p) {
+  const __m128i b = _mm_loadu_si128(reinterpret_cast<const __m128i*>(p));
+  const __m128i hi = _mm_srli_si128(b, 8);
+  if constexpr (kSigned)
+    return {{_mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(b)), _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(hi))}};
+  return {{_mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(b)), _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(hi))}};
+}
+
+WEFT_TARGET_AVX2 inline HalvesF mul(const HalvesF& a, const HalvesF& b) {
+  return {{_mm256_mul_ps(a.v[0], b.v[0]), _mm256_mul_ps(a.v[1], b.v[1])}};
+}
+
+struct NoSuper {
+  WEFT_TARGET_AVX2 static NoSuper read(const uint8_t*) { return {}; }
+};
+
+// A panel packed for this call (PanelFormat): levels as bytes, float scales and mins.
+struct PackedSrc : PackedLayout {
+  using Super = NoSuper;
+  WEFT_TARGET_AVX2 static Halves group(const uint8_t* pb, int g) { return load_halves(pb + 64 * g); }
+  WEFT_TARGET_AVX2 static HalvesF scale(const uint8_t* pb, int s, Super) {
+    const auto* sc = reinterpret_cast<const float*>(pb + kGroups * 64 + 64 * s);
+    return {{_mm256_loadu_ps(sc), _mm256_loadu_ps(sc + 8)}};
+  }
+  WEFT_TARGET_AVX2 static HalvesF min(const uint8_t* pb, int n_scales, Super s) { return scale(pb, n_scales, s); }
+};
+
+// Levels of group g of a repacked 4- or 5-bit block: the low (g < 4) or high nibbles of vector
+// g % 4, plus 16 where the group's fifth-bit mask (8 bytes after the four vectors) has bit 4r + i.
+template <bool kQ5>
+WEFT_TARGET_AVX2 inline Halves nibble_group(const uint8_t* pb, int g) {
+  Halves q = load_halves(pb + 64 * (g % 4));
+  const __m256i low4 = _mm256_set1_epi8(0x0F);
+  for (__m256i& v : q.v) v = _mm256_and_si256(g < 4 ? v : _mm256_srli_epi16(v, 4), low4);
+  if constexpr (kQ5) {
+    // Byte k of each half takes bit k of its half's 32 mask bits: spread the 4 mask bytes over
+    // the 8-byte lanes, then test bit k % 8.
+    uint64_t mask;
+    std::memcpy(&mask, pb + 4 * 64 + 8 * g, 8);
+    const __m256i spread = _mm256_setr_epi8(0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1,  //
+                                            2, 2, 2, 2, 2, 2, 2, 2, 3, 3, 3, 3, 3, 3, 3, 3);
+    const __m256i bit = _mm256_set1_epi64x(static_cast<long long>(0x8040201008040201ull));
+    for (int h = 0; h < 2; ++h) {
+      const __m256i m = _mm256_shuffle_epi8(_mm256_set1_epi32(static_cast<int>(mask >> (32 * h))), spread);
+      q.v[h] = _mm256_or_si256(
+          q.v[h], _mm256_and_si256(_mm256_cmpeq_epi8(_mm256_and_si256(m, bit), bit), _mm256_set1_epi8(16)));
+    }
+  }
+  return q;
+}
+
+// The legacy 4- and 5-bit types repacked at load (gemm_q8.h).
+template <DType kType>
+struct LegacySrc : RepackedLayout<kType> {
+  using L = RepackedLayout<kType>;
+  using Super = NoSuper;
+  WEFT_TARGET_AVX2 static Halves group(const uint8_t* pb, int g) { return nibble_group<L::kQ5>(pb, g); }
+  WEFT_TARGET_AVX2 static HalvesF scale(const uint8_t* pb, int, Super) { return fp16_halves(pb + L::kScaleOffset); }
+  WEFT_TARGET_AVX2 static HalvesF min(const uint8_t* pb, int, Super) { return fp16_halves(pb + L::kScaleOffset + 32); }
+};
+
+// Q4_K / Q5_K repacked at load: a super-block's d and dmin, then sub-blocks of levels, 6-bit
+// scales and mins (scale d * sc, min -dmin * m, as the unpacked panels hold them).
+template <DType kType>
+struct KSrc : RepackedLayout<kType> {
+  using L = RepackedLayout<kType>;
+  struct Super {
+    HalvesF d, neg_dmin;
+    WEFT_TARGET_AVX2 static Super read(const uint8_t* head) {
+      HalvesF neg = fp16_halves(head + 2 * kPanelRows);
+      for (__m256& v : neg.v) v = _mm256_sub_ps(_mm256_setzero_ps(), v);
+      return {fp16_halves(head), neg};
+    }
+  };
+  WEFT_TARGET_AVX2 static Halves group(const uint8_t* pb, int g) { return nibble_group<L::kQ5>(pb, g); }
+  WEFT_TARGET_AVX2 static HalvesF scale(const uint8_t* pb, int, const Super& s) {
+    return mul(s.d, byte_halves<false>(pb + L::kScaleOffset));
+  }
+  WEFT_TARGET_AVX2 static HalvesF min(const uint8_t* pb, int, const Super& s) {
+    return mul(s.neg_dmin, byte_halves<false>(pb + L::kScaleOffset + kPanelRows));
+  }
+};
+
+// Q6_K repacked at load: d, then sub-blocks of low nibbles, top bits (group g: bits 2 (g % 4) of
+// vector g / 4) and the int8 scales of the two halves.
+struct Q6KSrc : RepackedLayout<DType::Q6_K> {
+  struct Super {
+    HalvesF d;
+    WEFT_TARGET_AVX2 static Super read(const uint8_t* head) { return {fp16_halves(head)}; }
+  };
+  WEFT_TARGET_AVX2 static Halves group(const uint8_t* pb, int g) {
+    Halves q = nibble_group<false>(pb, g);
+    const Halves high = load_halves(pb + 4 * 64 + 64 * (g / 4));
+    const int k = g % 4;  // top bits at 2k .. 2k + 1, wanted at 4 .. 5 (the mask drops what crosses bytes)
+    for (int h = 0; h < 2; ++h) {
+      const __m256i v = high.v[h];
+      const __m256i moved = k == 0   ? _mm256_slli_epi16(v, 4)
+                            : k == 1 ? _mm256_slli_epi16(v, 2)
+                            : k == 2 ? v
+                                     : _mm256_srli_epi16(v, 2);
+      q.v[h] = _mm256_or_si256(q.v[h], _mm256_and_si256(moved, _mm256_set1_epi8(0x30)));
+    }
+    return q;
+  }
+  WEFT_TARGET_AVX2 static HalvesF scale(const uint8_t* pb, int s, const Super& sup) {
+    return mul(sup.d, byte_halves<true>(pb + kScaleOffset + kPanelRows * s));
+  }
+  WEFT_TARGET_AVX2 static HalvesF min(const uint8_t*, int, const Super&) {
+    return {{_mm256_setzero_ps(), _mm256_setzero_ps()}};
+  }
+};
+
+template <class Src, int kScales, bool kMin, bool kCorr, int T>
 WEFT_TARGET_AVX2 void tile(const uint8_t* panel, size_t block_bytes, int64_t nb, const ActBlock* act,
-                           int64_t act_stride, float* y, int64_t ldy, int n_rows, size_t) {
+                           int64_t act_stride, float* y, int64_t ldy, int n_rows, size_t ahead) {
   constexpr int kPerScale = kGroups / kScales;
   const __m256i ones = _mm256_set1_epi16(1);
   __m256 acc[T][2];
   for (int t = 0; t < T; ++t) acc[t][0] = acc[t][1] = _mm256_setzero_ps();
+  typename Src::Super sup{};
   for (int64_t b = 0; b < nb; ++b, panel += block_bytes, act += act_stride) {
-    const auto* sc = reinterpret_cast<const float*>(panel + kGroups * 64);
+    if (b % Src::kSub == 0) {  // a super-block's head, then its blocks
+      sup = Src::Super::read(panel);
+      panel += Src::kHead;
+    }
+    if (ahead)
+      for (size_t off = 0; off < block_bytes + Src::kHead; off += 64)
+        _mm_prefetch(reinterpret_cast<const char*>(panel + ahead + off), _MM_HINT_T0);
     for (int s = 0; s < kScales; ++s) {
       __m256i sumi[T][2];
       for (int t = 0; t < T; ++t) {
@@ -32,34 +174,30 @@ WEFT_TARGET_AVX2 void tile(const uint8_t* panel, size_t block_bytes, int64_t nb,
       }
 #pragma GCC unroll 4
       for (int g = s * kPerScale; g < (s + 1) * kPerScale; g += 2) {
-        const uint8_t* pg = panel + 64 * g;
-        const __m256i w00 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(pg));
-        const __m256i w01 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(pg + 32));
-        const __m256i w10 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(pg + 64));
-        const __m256i w11 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(pg + 96));
+        const Halves w0 = Src::group(panel, g), w1 = Src::group(panel, g + 1);
 #pragma GCC unroll 2
         for (int t = 0; t < T; ++t) {
           const __m256i a0 = _mm256_set1_epi32(load_i32(act[t].q + 4 * g));
           const __m256i a1 = _mm256_set1_epi32(load_i32(act[t].q + 4 * g + 4));
-          const __m256i p0 = _mm256_add_epi16(_mm256_maddubs_epi16(w00, a0), _mm256_maddubs_epi16(w10, a1));
-          const __m256i p1 = _mm256_add_epi16(_mm256_maddubs_epi16(w01, a0), _mm256_maddubs_epi16(w11, a1));
-          sumi[t][0] = _mm256_add_epi32(sumi[t][0], _mm256_madd_epi16(p0, ones));
-          sumi[t][1] = _mm256_add_epi32(sumi[t][1], _mm256_madd_epi16(p1, ones));
+#pragma GCC unroll 2
+          for (int h = 0; h < 2; ++h) {
+            const __m256i p = _mm256_add_epi16(_mm256_maddubs_epi16(w0.v[h], a0), _mm256_maddubs_epi16(w1.v[h], a1));
+            sumi[t][h] = _mm256_add_epi32(sumi[t][h], _mm256_madd_epi16(p, ones));
+          }
         }
       }
-      const __m256 sc0 = _mm256_loadu_ps(sc + 16 * s), sc1 = _mm256_loadu_ps(sc + 16 * s + 8);
+      const HalvesF sc = Src::scale(panel, s, sup);
       for (int t = 0; t < T; ++t) {
         const __m256 d = _mm256_set1_ps(act[t].d);
-        acc[t][0] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(sumi[t][0]), _mm256_mul_ps(sc0, d), acc[t][0]);
-        acc[t][1] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(sumi[t][1]), _mm256_mul_ps(sc1, d), acc[t][1]);
+        for (int h = 0; h < 2; ++h)
+          acc[t][h] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(sumi[t][h]), _mm256_mul_ps(sc.v[h], d), acc[t][h]);
       }
     }
     if constexpr (kMin) {
-      const __m256 mn0 = _mm256_loadu_ps(sc + 16 * kScales), mn1 = _mm256_loadu_ps(sc + 16 * kScales + 8);
+      const HalvesF mn = Src::min(panel, kScales, sup);
       for (int t = 0; t < T; ++t) {
         const __m256 s = _mm256_set1_ps(act[t].s);
-        acc[t][0] = _mm256_fmadd_ps(mn0, s, acc[t][0]);
-        acc[t][1] = _mm256_fmadd_ps(mn1, s, acc[t][1]);
+        for (int h = 0; h < 2; ++h) acc[t][h] = _mm256_fmadd_ps(mn.v[h], s, acc[t][h]);
       }
     }
   }
@@ -71,15 +209,29 @@ WEFT_TARGET_AVX2 void tile(const uint8_t* panel, size_t block_bytes, int64_t nb,
   }
 }
 
+// 16 ymm registers: 2 tokens x (2 int32 + 2 float accumulators) plus four weight vectors.
+constexpr int kAvx2Tokens = 2;
+
 struct Avx2Gemm {
-  // 16 ymm registers: 2 tokens x (2 int32 + 2 float accumulators) plus four weight vectors.
-  static constexpr int kTokens = 2;
+  static constexpr int kTokens = kAvx2Tokens;
   static constexpr bool kRepacked = false;
   template <int kScales, bool kMin, bool kCorr, int T>
-  static constexpr TileFn tile = gemm::tile<kScales, kMin, kCorr, T>;
+  static constexpr TileFn tile = gemm::tile<PackedSrc, kScales, kMin, kCorr, T>;
   static void pack(const WeightMatrix& w, int64_t r0, int n_rows, uint8_t* panel, size_t) {
     pack_panel(w, r0, n_rows, panel);
   }
+};
+
+template <DType kType>
+struct Avx2Panels {
+  using Src = std::conditional_t<
+      kType == DType::Q6_K, Q6KSrc,
+      std::conditional_t<kType == DType::Q4_K || kType == DType::Q5_K, KSrc<kType>, LegacySrc<kType>>>;
+  static constexpr int kTokens = kAvx2Tokens;
+  static constexpr bool kRepacked = true;
+  static constexpr size_t kBlockBytes = Src::kBlockBytes;
+  template <int kScales, bool kMin, bool kCorr, int T>
+  static constexpr TileFn tile = gemm::tile<Src, kScales, kMin, kCorr, T>;
 };
 
 }  // namespace
@@ -87,6 +239,11 @@ struct Avx2Gemm {
 template <>
 GemmFn find<Isa::Avx2>(DType t) {
   return has_panel(t) && t != DType::Q8_0 ? gemm_driver<Avx2Gemm> : nullptr;
+}
+
+template <>
+GemmFn find_repacked<Isa::Avx2>(DType t) {
+  return repacked_driver<Avx2Panels, false>(t);  // Q8_0's levels saturate vpmaddubsw
 }
 
 }  // namespace weft::kernels::gemm

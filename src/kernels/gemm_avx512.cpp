@@ -46,9 +46,7 @@ struct NoSuper {
   WEFT_TARGET_AVX512 static NoSuper read(const uint8_t*) { return {}; }
 };
 
-struct PackedBlock {
-  static constexpr int kSub = 1;
-  static constexpr size_t kHead = 0;
+struct PackedBlock : PackedLayout {
   using Super = NoSuper;
   WEFT_TARGET_AVX512 static __m512i group(const uint8_t* pb, int g) { return _mm512_loadu_si512(pb + 64 * g); }
   WEFT_TARGET_AVX512 static __m512 scale(const uint8_t* pb, int s, Super) {
@@ -75,19 +73,15 @@ WEFT_TARGET_AVX512 inline __m512i nibble_group(const uint8_t* pb, int g) {
 // ... or a legacy-type panel repacked at load: Q4_0/Q4_1/Q5_0/Q5_1 as nibble_group, Q8_0's vectors
 // read as they are ...
 template <DType kType>
-struct LegacyPanelBlock {
-  static constexpr int kSub = 1;
-  static constexpr size_t kHead = 0;
+struct LegacyPanelBlock : RepackedLayout<kType> {
+  using L = RepackedLayout<kType>;
   using Super = NoSuper;
-  static constexpr bool kQ8 = kType == DType::Q8_0;
-  static constexpr bool kQ5 = kType == DType::Q5_0 || kType == DType::Q5_1;
-  static constexpr size_t kScaleOffset = (kQ8 ? 8 * 64 : 4 * 64) + (kQ5 ? kGroups * 8 : 0);
   WEFT_TARGET_AVX512 static __m512i group(const uint8_t* pb, int g) {
-    if constexpr (kQ8) return _mm512_loadu_si512(pb + 64 * g);
-    return nibble_group<kQ5>(pb, g);
+    if constexpr (kType == DType::Q8_0) return _mm512_loadu_si512(pb + 64 * g);
+    return nibble_group<L::kQ5>(pb, g);
   }
-  WEFT_TARGET_AVX512 static __m512 scale(const uint8_t* pb, int, Super) { return fp16_vector(pb + kScaleOffset); }
-  WEFT_TARGET_AVX512 static __m512 min(const uint8_t* pb, int, Super) { return fp16_vector(pb + kScaleOffset + 32); }
+  WEFT_TARGET_AVX512 static __m512 scale(const uint8_t* pb, int, Super) { return fp16_vector(pb + L::kScaleOffset); }
+  WEFT_TARGET_AVX512 static __m512 min(const uint8_t* pb, int, Super) { return fp16_vector(pb + L::kScaleOffset + 32); }
 };
 
 // 16 bytes at p as floats.
@@ -99,23 +93,20 @@ WEFT_TARGET_AVX512 inline __m512 u8_vector(const uint8_t* p) {
 // sub-blocks of nibble_group levels, 6-bit scales and mins. A sub-block's scale is d * sc and its
 // min -dmin * m, the products the unpacked K-quant panels hold (exact in f32).
 template <DType kType>
-struct KPanelBlock {
-  static constexpr int kSub = 8;
-  static constexpr size_t kHead = 4 * kPanelRows;
-  static constexpr bool kQ5 = kType == DType::Q5_K;
-  static constexpr size_t kScaleOffset = 4 * 64 + (kQ5 ? kGroups * 8 : 0);
+struct KPanelBlock : RepackedLayout<kType> {
+  using L = RepackedLayout<kType>;
   struct Super {
     __m512 d, neg_dmin;
     WEFT_TARGET_AVX512 static Super read(const uint8_t* head) {
       return {fp16_vector(head), _mm512_sub_ps(_mm512_setzero_ps(), fp16_vector(head + 2 * kPanelRows))};
     }
   };
-  WEFT_TARGET_AVX512 static __m512i group(const uint8_t* pb, int g) { return nibble_group<kQ5>(pb, g); }
+  WEFT_TARGET_AVX512 static __m512i group(const uint8_t* pb, int g) { return nibble_group<L::kQ5>(pb, g); }
   WEFT_TARGET_AVX512 static __m512 scale(const uint8_t* pb, int, const Super& s) {
-    return _mm512_mul_ps(s.d, u8_vector(pb + kScaleOffset));
+    return _mm512_mul_ps(s.d, u8_vector(pb + L::kScaleOffset));
   }
   WEFT_TARGET_AVX512 static __m512 min(const uint8_t* pb, int, const Super& s) {
-    return _mm512_mul_ps(s.neg_dmin, u8_vector(pb + kScaleOffset + kPanelRows));
+    return _mm512_mul_ps(s.neg_dmin, u8_vector(pb + L::kScaleOffset + kPanelRows));
   }
 };
 
@@ -417,9 +408,7 @@ struct Avx512Gemm {
 // ... or a Q6_K panel repacked at load: per super-block the rows' d, then 8 sub-blocks of low
 // nibbles (nibble_group), two vectors of top bits (group g: bits 2 (g % 4) of vector g / 4, moved
 // to bits 4..5 and or-ed in by one ternary-logic op) and the int8 scales of the two halves.
-struct Q6KPanelBlock {
-  static constexpr int kSub = 8;
-  static constexpr size_t kHead = 2 * kPanelRows;
+struct Q6KPanelBlock : RepackedLayout<DType::Q6_K> {
   struct Super {
     __m512 d;
     WEFT_TARGET_AVX512 static Super read(const uint8_t* head) { return {fp16_vector(head)}; }
@@ -432,25 +421,11 @@ struct Q6KPanelBlock {
     return _mm512_ternarylogic_epi32(nibble_group<false>(pb, g), moved, _mm512_set1_epi8(0x30), 0xF8);  // a | (b & c)
   }
   WEFT_TARGET_AVX512 static __m512 scale(const uint8_t* pb, int s, const Super& sup) {
-    const __m128i sc = _mm_loadu_si128(reinterpret_cast<const __m128i*>(pb + 6 * 64 + kPanelRows * s));
+    const __m128i sc = _mm_loadu_si128(reinterpret_cast<const __m128i*>(pb + kScaleOffset + kPanelRows * s));
     return _mm512_mul_ps(sup.d, _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(sc)));
   }
   WEFT_TARGET_AVX512 static __m512 min(const uint8_t*, int, const Super&) { return _mm512_setzero_ps(); }
 };
-
-// Bytes of one repacked (sub-)block of type t (repacked_block_bytes, at compile time).
-constexpr size_t panel_block_bytes(DType t) {
-  switch (t) {
-    case DType::Q4_K: return 4 * 64 + 2 * kPanelRows;
-    case DType::Q5_K: return 4 * 64 + kGroups * 8 + 2 * kPanelRows;
-    case DType::Q6_K: return 6 * 64 + 2 * kPanelRows;
-    case DType::Q4_0: return kPanelRows * sizeof(legacy::BlockQ4_0);
-    case DType::Q4_1: return kPanelRows * sizeof(legacy::BlockQ4_1);
-    case DType::Q5_0: return kPanelRows * sizeof(legacy::BlockQ5_0);
-    case DType::Q5_1: return kPanelRows * sizeof(legacy::BlockQ5_1);
-    default: return kPanelRows * sizeof(legacy::BlockQ8_0);
-  }
-}
 
 // Matrices of type kType repacked at load, read in place.
 template <DType kType>
@@ -460,7 +435,7 @@ struct Avx512Panels {
       std::conditional_t<kType == DType::Q4_K || kType == DType::Q5_K, KPanelBlock<kType>, LegacyPanelBlock<kType>>>;
   static constexpr int kTokens = kTileTokens;
   static constexpr bool kRepacked = true;
-  static constexpr size_t kBlockBytes = panel_block_bytes(kType);
+  static constexpr size_t kBlockBytes = Src::kBlockBytes;
   template <int kScales, bool kMin, bool kCorr, int T>
   static constexpr TileFn tile = gemm::tile<Src, kScales, kMin, kCorr, T>;
 };
@@ -472,19 +447,9 @@ GemmFn find<Isa::Avx512>(DType t) {
   return has_panel(t) ? gemm_driver<Avx512Gemm> : nullptr;
 }
 
-GemmFn find_repacked(Isa isa, DType t) {
-  if (isa != Isa::Avx512 || !isa_supported(isa)) return nullptr;
-  switch (t) {
-    case DType::Q4_0: return gemm_driver<Avx512Panels<DType::Q4_0>>;
-    case DType::Q4_1: return gemm_driver<Avx512Panels<DType::Q4_1>>;
-    case DType::Q5_0: return gemm_driver<Avx512Panels<DType::Q5_0>>;
-    case DType::Q5_1: return gemm_driver<Avx512Panels<DType::Q5_1>>;
-    case DType::Q8_0: return gemm_driver<Avx512Panels<DType::Q8_0>>;
-    case DType::Q4_K: return gemm_driver<Avx512Panels<DType::Q4_K>>;
-    case DType::Q5_K: return gemm_driver<Avx512Panels<DType::Q5_K>>;
-    case DType::Q6_K: return gemm_driver<Avx512Panels<DType::Q6_K>>;
-    default: return nullptr;
-  }
+template <>
+GemmFn find_repacked<Isa::Avx512>(DType t) {
+  return repacked_driver<Avx512Panels, true>(t);
 }
 
 }  // namespace weft::kernels::gemm

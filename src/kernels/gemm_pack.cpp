@@ -267,16 +267,6 @@ namespace {
 bool is_k(DType t) { return t == DType::Q4_K || t == DType::Q5_K || t == DType::Q6_K; }
 }  // namespace
 
-size_t repacked_block_bytes(DType t) {
-  WEFT_ASSERT(has_repacked(t));
-  switch (t) {
-    case DType::Q4_K: return 4 * 64 + 2 * kPanelRows;                // levels, scales, mins
-    case DType::Q5_K: return 4 * 64 + kGroups * 8 + 2 * kPanelRows;  // levels, fifth bits, scales, mins
-    case DType::Q6_K: return 4 * 64 + 2 * 64 + 2 * kPanelRows;       // low nibbles, high bits, two scales
-    default: return kPanelRows * row_bytes(t, kQK);                  // ggml's bytes, rearranged (gemm_q8.h)
-  }
-}
-
 int repacked_sub_blocks(DType t) { return is_k(t) ? 8 : 1; }
 
 size_t repacked_head_bytes(DType t) {
@@ -429,6 +419,17 @@ GemmFn find(Isa isa, DType t) {
   static constexpr std::array<GemmFn (*)(DType), kIsaCount> kFind = {find<Isa::Scalar>, find<Isa::Avx2>,
                                                                      find<Isa::Avx512>};
   return isa_supported(isa) ? kFind[static_cast<int>(isa)](t) : nullptr;
+}
+
+template <>
+GemmFn find_repacked<Isa::Scalar>(DType) {
+  return nullptr;  // the scalar level reads ggml's rows
+}
+
+GemmFn find_repacked(Isa isa, DType t) {
+  static constexpr std::array<GemmFn (*)(DType), kIsaCount> kFind = {
+      find_repacked<Isa::Scalar>, find_repacked<Isa::Avx2>, find_repacked<Isa::Avx512>};
+  return isa_supported(isa) && has_repacked(t) ? kFind[static_cast<int>(isa)](t) : nullptr;
 }
 
 }  // namespace weft::kernels::gemm

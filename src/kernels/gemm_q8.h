@@ -20,6 +20,7 @@
 #include "core/error.h"
 #include "kernels/isa.h"
 #include "kernels/matmul.h"
+#include "kernels/quants_legacy.h"
 
 #include <algorithm>
 #include <array>
@@ -107,15 +108,57 @@ GemmFn find(Isa isa, DType t);
 // paired as Q4_0 pairs them: value i with value i + 16) followed by the 16 rows' 6-bit scales and
 // then their 6-bit mins, a byte each. Decoding the packed 12-byte scales once at load instead of in
 // every product leaves decode to the weight stream (2.8% / 2.3% more bytes than ggml's).
-bool has_repacked(DType t);            // Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q4_K, Q5_K
-size_t repacked_block_bytes(DType t);  // bytes of one 32-value (sub-)block of a panel
+bool has_repacked(DType t);  // Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q4_K, Q5_K, Q6_K
+// Bytes of one 32-value (sub-)block of a panel (has_repacked(t)).
+constexpr size_t repacked_block_bytes(DType t) {
+  switch (t) {
+    case DType::Q4_K: return 4 * 64 + 2 * kPanelRows;                 // levels, scales, mins
+    case DType::Q5_K: return 4 * 64 + kGroups * 8 + 2 * kPanelRows;   // levels, fifth bits, scales, mins
+    case DType::Q6_K: return 4 * 64 + 2 * 64 + 2 * kPanelRows;        // low nibbles, top bits, two scales
+    case DType::Q4_0: return kPanelRows * sizeof(legacy::BlockQ4_0);  // ggml's bytes, rearranged
+    case DType::Q4_1: return kPanelRows * sizeof(legacy::BlockQ4_1);
+    case DType::Q5_0: return kPanelRows * sizeof(legacy::BlockQ5_0);
+    case DType::Q5_1: return kPanelRows * sizeof(legacy::BlockQ5_1);
+    default: return kPanelRows * sizeof(legacy::BlockQ8_0);
+  }
+}
+// Where a repacked (sub-)block of type kType keeps its parts, for every ISA's reader: kSub blocks
+// per super-block after kHead bytes of it (the K-quants' d / dmin), levels first, then (kQ5) the
+// fifth-bit masks, then the scales from kScaleOffset.
+template <DType kType>
+struct RepackedLayout {
+  static constexpr bool kKQuant = kType == DType::Q4_K || kType == DType::Q5_K || kType == DType::Q6_K;
+  static constexpr int kSub = kKQuant ? 8 : 1;
+  static constexpr size_t kHead = kType == DType::Q6_K ? 2 * kPanelRows : kKQuant ? 4 * kPanelRows : 0;
+  static constexpr bool kQ5 = kType == DType::Q5_0 || kType == DType::Q5_1 || kType == DType::Q5_K;
+  static constexpr size_t kScaleOffset = kType == DType::Q8_0   ? 8 * 64
+                                         : kType == DType::Q6_K ? 6 * 64
+                                                                : 4 * 64 + (kQ5 ? kGroups * 8 : 0);
+  static constexpr size_t kBlockBytes = repacked_block_bytes(kType);
+};
+// A panel packed per call (PanelFormat) has one block per super-block.
+struct PackedLayout {
+  static constexpr int kSub = 1;
+  static constexpr size_t kHead = 0;
+};
+
 // Per super-block of kSuperValues(t) values: its sub-blocks and the bytes before them.
 int repacked_sub_blocks(DType t);                    // 1 for the legacy types, 8 for the K-quants
 size_t repacked_head_bytes(DType t);                 // 0 for the legacy types, 64 (d, dmin) for the K-quants
 size_t repacked_panel_bytes(DType t, int64_t cols);  // one panel of 16 rows
 size_t repacked_bytes(const WeightMatrix& w);
 void repack(const WeightMatrix& w, uint8_t* dst);  // w in Rows layout
-// The GEMM over a repacked matrix at ISA level `isa` (nullptr: none, so nothing may be repacked).
+// The GEMM over a repacked matrix at ISA level I (nullptr: none, so nothing may be repacked): AVX-512
+// for every repacked type, AVX2 for all but Q8_0, none at the scalar level.
+template <Isa I>
+GemmFn find_repacked(DType t);
+template <>
+GemmFn find_repacked<Isa::Scalar>(DType t);
+template <>
+GemmFn find_repacked<Isa::Avx2>(DType t);
+template <>
+GemmFn find_repacked<Isa::Avx512>(DType t);
+// The same for a level chosen at run time; nullptr too where this CPU cannot run `isa`.
 GemmFn find_repacked(Isa isa, DType t);
 
 // ---- the driver every ISA's GEMM runs, written once ----
@@ -191,6 +234,24 @@ void gemm_driver(const WeightMatrix& w, int64_t r0, int64_t r1, const ActBlock* 
         tiles[n_t - 1](panel, bb, nb, act + t, n_tokens, y + t * ldy + p, ldy, n_rows, ahead);
       }
     }
+  }
+}
+
+// The driver over Panels<t> for each repacked type t an ISA reads (kQ8: Q8_0 too).
+template <template <DType> class Panels, bool kQ8>
+GemmFn repacked_driver(DType t) {
+  switch (t) {
+    case DType::Q4_0: return gemm_driver<Panels<DType::Q4_0>>;
+    case DType::Q4_1: return gemm_driver<Panels<DType::Q4_1>>;
+    case DType::Q5_0: return gemm_driver<Panels<DType::Q5_0>>;
+    case DType::Q5_1: return gemm_driver<Panels<DType::Q5_1>>;
+    case DType::Q4_K: return gemm_driver<Panels<DType::Q4_K>>;
+    case DType::Q5_K: return gemm_driver<Panels<DType::Q5_K>>;
+    case DType::Q6_K: return gemm_driver<Panels<DType::Q6_K>>;
+    case DType::Q8_0:
+      if constexpr (kQ8) return gemm_driver<Panels<DType::Q8_0>>;
+      return nullptr;
+    default: return nullptr;
   }
 }
 

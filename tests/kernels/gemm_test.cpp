@@ -156,33 +156,40 @@ constexpr DType kRepackedTypes[] = {DType::Q4_0, DType::Q4_1, DType::Q5_0, DType
                                     DType::Q8_0, DType::Q4_K, DType::Q5_K, DType::Q6_K};
 
 TEST(Gemm, RepackedMatchesVecDot) {
-  if (!isa_supported(Isa::Avx512)) {
-    for (DType t : kRepackedTypes) EXPECT_EQ(find_repacked(Isa::Avx512, t), nullptr);
-    GTEST_SKIP() << "no AVX-512 VNNI";
-  }
   EXPECT_EQ(find_repacked(Isa::Avx512, DType::F16), nullptr);
-  EXPECT_EQ(find_repacked(Isa::Avx2, DType::Q4_0), nullptr);
-  for (DType t : kRepackedTypes) {
-    const GemmFn gemm = find_repacked(Isa::Avx512, t);
-    ASSERT_NE(gemm, nullptr) << dtype_name(t);
-    for (int64_t n_tokens : {1, 2, 3, 8, 13, 131}) {
-      // 37 rows: a last panel of 5 whose absent rows are zero; rows 4 bytes apart past their blocks;
-      // 512 columns: two K-quant super-blocks.
-      const Case c = make_case(t, 37, 512, n_tokens, 300 + static_cast<uint32_t>(n_tokens));
-      ASSERT_TRUE(kernels::can_repack(c.matrix()));
-      const Repacked p(c.matrix());
-      ASSERT_EQ(p.m.layout, WeightLayout::Panels);
-      EXPECT_EQ(kernels::repacked_bytes(c.matrix()), 3u * repacked_panel_bytes(t, 512));  // 3 panels
-      const size_t ggml = kPanelRows * row_bytes(t, 512);
-      if (repacked_sub_blocks(t) == 1 || t == DType::Q6_K)
-        EXPECT_EQ(repacked_panel_bytes(t, 512), ggml);  // ggml's bytes, rearranged
-      else                                              // plus the scales and mins unpacked to a byte each
-        EXPECT_EQ(repacked_panel_bytes(t, 512), ggml + 2 * (kPanelRows * 8 * 2 - kPanelRows * 12));
-      check_gemm(gemm, c, 0, 37, "repacked", &p.m);
-      check_gemm(gemm, c, 16, 32, "repacked", &p.m);
-      check_gemm(gemm, c, 32, 37, "repacked", &p.m);
+  EXPECT_EQ(find_repacked(Isa::Scalar, DType::Q4_0), nullptr);
+  EXPECT_EQ(find_repacked(Isa::Avx2, DType::Q8_0), nullptr) << "Q8_0 levels saturate vpmaddubsw";
+  int levels_run = 0;
+  for (Isa isa : {Isa::Avx512, Isa::Avx2}) {
+    if (!isa_supported(isa)) {
+      for (DType t : kRepackedTypes) EXPECT_EQ(find_repacked(isa, t), nullptr);
+      continue;
+    }
+    ++levels_run;
+    for (DType t : kRepackedTypes) {
+      const GemmFn gemm = find_repacked(isa, t);
+      if (isa == Isa::Avx2 && t == DType::Q8_0) continue;
+      ASSERT_NE(gemm, nullptr) << isa_name(isa) << " " << dtype_name(t);
+      for (int64_t n_tokens : {1, 2, 3, 8, 13, 131}) {
+        // 37 rows: a last panel of 5 whose absent rows are zero; rows 4 bytes apart past their
+        // blocks; 512 columns: two K-quant super-blocks.
+        const Case c = make_case(t, 37, 512, n_tokens, 300 + static_cast<uint32_t>(n_tokens));
+        const Repacked p(c.matrix());
+        ASSERT_EQ(p.m.layout, WeightLayout::Panels);
+        EXPECT_EQ(kernels::repacked_bytes(c.matrix()), 3u * repacked_panel_bytes(t, 512));  // 3 panels
+        const size_t ggml = kPanelRows * row_bytes(t, 512);
+        if (repacked_sub_blocks(t) == 1 || t == DType::Q6_K)
+          EXPECT_EQ(repacked_panel_bytes(t, 512), ggml);  // ggml's bytes, rearranged
+        else                                              // plus the scales and mins unpacked to a byte each
+          EXPECT_EQ(repacked_panel_bytes(t, 512), ggml + 2 * (kPanelRows * 8 * 2 - kPanelRows * 12));
+        const std::string name = std::string("repacked ") + isa_name(isa);
+        check_gemm(gemm, c, 0, 37, name, &p.m);
+        check_gemm(gemm, c, 16, 32, name, &p.m);
+        check_gemm(gemm, c, 32, 37, name, &p.m);
+      }
     }
   }
+  if (levels_run == 0) GTEST_SKIP() << "no SIMD level with repacked kernels on this CPU";
 }
 
 // matmul on a repacked matrix (decode, small batches and prompts alike) gives what it gives on
