@@ -3,7 +3,7 @@
 // levels by the broadcast int8 values and adds pairs to int16; two groups' int16 sums are
 // added before vpmaddwd widens them to int32, which is exact while levels stay <= 63
 // (2 groups x 2 x 63 x 127 < 32767). Q8_0's levels (q + 128) would saturate vpmaddubsw, so it
-// keeps rows_dot here, unpacked or repacked. The tile reads its blocks through a Src, as the
+// keeps rows_dot here and is not repacked. The tile reads its blocks through a Src, as the
 // AVX-512 one does: panels packed per call (the scalar pack_panel) or repacked at load, whose
 // nibbles are unpacked in registers (decode then streams ggml's bytes, not one byte per level).
 #include "kernels/gemm_q8.h"
@@ -243,7 +243,11 @@ GemmFn find<Isa::Avx2>(DType t) {
 
 template <>
 GemmFn find_repacked<Isa::Avx2>(DType t) {
-  return repacked_driver<Avx2Panels, false>(t);  // Q8_0's levels saturate vpmaddubsw
+  // Q8_0's levels saturate vpmaddubsw. Q5_K's rows kernel decodes faster than its panels here: the
+  // fifth bits take seven ops per half-group to spread without mask registers (WEFT_MAX_ISA=avx2,
+  // 500m q5_k, tg x0.85 on one thread), while the legacy Q5 types still gain.
+  if (t == DType::Q5_K) return nullptr;
+  return repacked_driver<Avx2Panels, false>(t);
 }
 
 }  // namespace weft::kernels::gemm

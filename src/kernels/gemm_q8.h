@@ -149,7 +149,7 @@ size_t repacked_panel_bytes(DType t, int64_t cols);  // one panel of 16 rows
 size_t repacked_bytes(const WeightMatrix& w);
 void repack(const WeightMatrix& w, uint8_t* dst);  // w in Rows layout
 // The GEMM over a repacked matrix at ISA level I (nullptr: none, so nothing may be repacked): AVX-512
-// for every repacked type, AVX2 for all but Q8_0, none at the scalar level.
+// for every repacked type, AVX2 for all but Q8_0 and Q5_K, none at the scalar level.
 template <Isa I>
 GemmFn find_repacked(DType t);
 template <>

@@ -158,7 +158,6 @@ constexpr DType kRepackedTypes[] = {DType::Q4_0, DType::Q4_1, DType::Q5_0, DType
 TEST(Gemm, RepackedMatchesVecDot) {
   EXPECT_EQ(find_repacked(Isa::Avx512, DType::F16), nullptr);
   EXPECT_EQ(find_repacked(Isa::Scalar, DType::Q4_0), nullptr);
-  EXPECT_EQ(find_repacked(Isa::Avx2, DType::Q8_0), nullptr) << "Q8_0 levels saturate vpmaddubsw";
   int levels_run = 0;
   for (Isa isa : {Isa::Avx512, Isa::Avx2}) {
     if (!isa_supported(isa)) {
@@ -168,7 +167,10 @@ TEST(Gemm, RepackedMatchesVecDot) {
     ++levels_run;
     for (DType t : kRepackedTypes) {
       const GemmFn gemm = find_repacked(isa, t);
-      if (isa == Isa::Avx2 && t == DType::Q8_0) continue;
+      if (isa == Isa::Avx2 && (t == DType::Q8_0 || t == DType::Q5_K)) {
+        EXPECT_EQ(gemm, nullptr) << dtype_name(t) << " keeps its rows kernel under AVX2";
+        continue;
+      }
       ASSERT_NE(gemm, nullptr) << isa_name(isa) << " " << dtype_name(t);
       for (int64_t n_tokens : {1, 2, 3, 8, 13, 131}) {
         // 37 rows: a last panel of 5 whose absent rows are zero; rows 4 bytes apart past their
