@@ -2,8 +2,8 @@
 # The mixture-of-experts benchmark: `weft bench` on the generated moe-2b model (qwen3moe: 32 experts,
 # 8 active, 2.1B parameters, 0.6B active per token) on one device and on two devices under each
 # --moe-split, with decode bandwidth counted over the bytes a token actually reads (the dense
-# weights and its 8 experts, from `weft plan`). Writes the "## Mixture of experts" section at the
-# end of bench/results.md (the rest of the file is kept) and prints it.
+# weights and its 8 experts, from `weft plan`). Writes the "## Mixture of experts" section of
+# bench/results.md (moved to the end; the other sections are kept) and prints it.
 #   TYPE=q4_0  REPS=3  PP=128  TG=32  WEFT=build/weft
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -51,6 +51,6 @@ for cfg, t in by.items():
           pp["avg_ts"], pp["stddev_ts"], tg["avg_ts"], tg["stddev_ts"], tg["read_mib"], tg["read_mib"] * tg["avg_ts"] / 1024))
 ' <<<"$rows")
 out=bench/results.md
-kept=$(awk '/^## Mixture of experts/ { exit } { print }' "$out" 2>/dev/null || true)
+kept=$(awk '/^## Mixture of experts/ { skip = 1; next } /^## / { skip = 0 } !skip' "$out" 2>/dev/null || true)
 printf '%s\n\n%s\n' "$kept" "$section" >"$out"
 echo "$section"
