@@ -73,15 +73,13 @@ WEFT_TARGET_AVX2 inline Halves nibble_group(const uint8_t* pb, int g) {
   const __m256i low4 = _mm256_set1_epi8(0x0F);
   for (__m256i& v : q.v) v = _mm256_and_si256(g < 4 ? v : _mm256_srli_epi16(v, 4), low4);
   if constexpr (kQ5) {
-    // Byte k of each half takes bit k of its half's 32 mask bits: spread the 4 mask bytes over
-    // the 8-byte lanes, then test bit k % 8.
-    uint64_t mask;
-    std::memcpy(&mask, pb + 4 * 64 + 8 * g, 8);
+    // Byte k of each half takes bit k of its half's 32 mask bits: broadcast them (straight from
+    // memory, no general register), spread the 4 mask bytes over the 8-byte lanes, test bit k % 8.
     const __m256i spread = _mm256_setr_epi8(0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1,  //
                                             2, 2, 2, 2, 2, 2, 2, 2, 3, 3, 3, 3, 3, 3, 3, 3);
     const __m256i bit = _mm256_set1_epi64x(static_cast<long long>(0x8040201008040201ull));
     for (int h = 0; h < 2; ++h) {
-      const __m256i m = _mm256_shuffle_epi8(_mm256_set1_epi32(static_cast<int>(mask >> (32 * h))), spread);
+      const __m256i m = _mm256_shuffle_epi8(_mm256_set1_epi32(load_i32(pb + 4 * 64 + 8 * g + 4 * h)), spread);
       q.v[h] = _mm256_or_si256(
           q.v[h], _mm256_and_si256(_mm256_cmpeq_epi8(_mm256_and_si256(m, bit), bit), _mm256_set1_epi8(16)));
     }
@@ -222,11 +220,65 @@ struct Avx2Gemm {
   }
 };
 
+// A repacked panel unpacked into a panel packed per call (PanelFormat: a byte per level, float
+// scales and mins) through Src, so that a batch's tiles read it without unpacking it again.
+template <class Src>
+WEFT_TARGET_AVX2 void unpack_panel(const uint8_t* src, int64_t nb, const PanelFormat& f, uint8_t* out) {
+  typename Src::Super sup{};
+  for (int64_t b = 0; b < nb; ++b, src += Src::kBlockBytes, out += f.block_bytes()) {
+    if (b % Src::kSub == 0) {
+      sup = Src::Super::read(src);
+      src += Src::kHead;
+    }
+    for (int g = 0; g < kGroups; ++g) {
+      const Halves q = Src::group(src, g);
+      for (int h = 0; h < 2; ++h) _mm256_storeu_si256(reinterpret_cast<__m256i*>(out + 64 * g + 32 * h), q.v[h]);
+    }
+    auto* floats = reinterpret_cast<float*>(out + kGroups * 64);
+    for (int s = 0; s < f.n_scales; ++s) {
+      const HalvesF sc = Src::scale(src, s, sup);
+      for (int h = 0; h < 2; ++h) _mm256_storeu_ps(floats + 16 * s + 8 * h, sc.v[h]);
+    }
+    if (f.has_min) {
+      const HalvesF mn = Src::min(src, f.n_scales, sup);
+      for (int h = 0; h < 2; ++h) _mm256_storeu_ps(floats + 16 * f.n_scales + 8 * h, mn.v[h]);
+    }
+  }
+}
+
+// Batches over a repacked matrix: each panel unpacked once per chunk, then the packed tiles.
+template <class Src>
+struct Avx2Unpacked {
+  static constexpr int kTokens = kAvx2Tokens;
+  static constexpr bool kRepacked = false;
+  template <int kScales, bool kMin, bool kCorr, int T>
+  static constexpr TileFn tile = gemm::tile<PackedSrc, kScales, kMin, kCorr, T>;
+  static void pack(const WeightMatrix& w, int64_t r0, int, uint8_t* panel, size_t) {
+    unpack_panel<Src>(w.data + r0 / kPanelRows * repacked_panel_bytes(w.type, w.cols), w.cols / kQK,
+                      panel_format(w.type), panel);
+  }
+};
+
+// Where the levels' high bits (Q5: fifth, Q6_K: top two) take several ops per group to spread
+// without mask registers, a prompt tile would pay them again every two tokens (Q5_0 pp128 x0.90
+// against the rows' per-call packing; x1.34 unpacked once). Nibble-only types unpack faster in
+// registers than they read back a byte per level (Q4_0 pp128 x0.88 unpacked once).
+template <class Src, bool kHighBits>
+struct BatchesUnpacked {};
+template <class Src>
+struct BatchesUnpacked<Src, true> {
+  using Unpacked = Avx2Unpacked<Src>;
+};
+
+// Each repacked type's reader.
 template <DType kType>
-struct Avx2Panels {
-  using Src = std::conditional_t<
-      kType == DType::Q6_K, Q6KSrc,
-      std::conditional_t<kType == DType::Q4_K || kType == DType::Q5_K, KSrc<kType>, LegacySrc<kType>>>;
+using Avx2Src =
+    std::conditional_t<kType == DType::Q6_K, Q6KSrc,
+                       std::conditional_t<kType == DType::Q4_K || kType == DType::Q5_K, KSrc<kType>, LegacySrc<kType>>>;
+
+template <DType kType>
+struct Avx2Panels : BatchesUnpacked<Avx2Src<kType>, RepackedLayout<kType>::kQ5 || kType == DType::Q6_K> {
+  using Src = Avx2Src<kType>;
   static constexpr int kTokens = kAvx2Tokens;
   static constexpr bool kRepacked = true;
   static constexpr size_t kBlockBytes = Src::kBlockBytes;
@@ -243,11 +295,7 @@ GemmFn find<Isa::Avx2>(DType t) {
 
 template <>
 GemmFn find_repacked<Isa::Avx2>(DType t) {
-  // Q8_0's levels saturate vpmaddubsw. Q5_K's rows kernel decodes faster than its panels here: the
-  // fifth bits take seven ops per half-group to spread without mask registers (WEFT_MAX_ISA=avx2,
-  // 500m q5_k, tg x0.85 on one thread), while the legacy Q5 types still gain.
-  if (t == DType::Q5_K) return nullptr;
-  return repacked_driver<Avx2Panels, false>(t);
+  return repacked_driver<Avx2Panels, false>(t);  // Q8_0's levels saturate vpmaddubsw
 }
 
 }  // namespace weft::kernels::gemm

@@ -149,7 +149,7 @@ size_t repacked_panel_bytes(DType t, int64_t cols);  // one panel of 16 rows
 size_t repacked_bytes(const WeightMatrix& w);
 void repack(const WeightMatrix& w, uint8_t* dst);  // w in Rows layout
 // The GEMM over a repacked matrix at ISA level I (nullptr: none, so nothing may be repacked): AVX-512
-// for every repacked type, AVX2 for all but Q8_0 and Q5_K, none at the scalar level.
+// for every repacked type, AVX2 for all but Q8_0, none at the scalar level.
 template <Isa I>
 GemmFn find_repacked(DType t);
 template <>
@@ -206,8 +206,12 @@ const TileFn* tiles_for(const PanelFormat& f) {
 template <class G>
 void gemm_driver(const WeightMatrix& w, int64_t r0, int64_t r1, const ActBlock* act, int64_t n_tokens, float* y,
                  int64_t ldy) {
+  // A G whose tiles would unpack a repacked panel again on every pass hands batches to its
+  // Unpacked G, which unpacks each panel once per chunk.
+  if constexpr (requires { typename G::Unpacked; })
+    if (n_tokens > G::kTokens) return gemm_driver<typename G::Unpacked>(w, r0, r1, act, n_tokens, y, ldy);
   WEFT_ASSERT(r0 % kPanelRows == 0 && r0 <= r1 && r1 <= w.rows);
-  WEFT_ASSERT((w.layout == WeightLayout::Panels) == G::kRepacked);
+  WEFT_ASSERT(!G::kRepacked || w.layout == WeightLayout::Panels);
   const PanelFormat f = panel_format(w.type);
   const TileFn* tiles = tiles_for<G>(f);
   const int64_t nb = w.cols / kQK;
