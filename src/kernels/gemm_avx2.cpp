@@ -50,13 +50,8 @@ WEFT_TARGET_AVX2 inline HalvesF mul(const HalvesF& a, const HalvesF& b) {
   return {{_mm256_mul_ps(a.v[0], b.v[0]), _mm256_mul_ps(a.v[1], b.v[1])}};
 }
 
-struct NoSuper {
-  WEFT_TARGET_AVX2 static NoSuper read(const uint8_t*) { return {}; }
-};
-
 // A panel packed for this call (PanelFormat): levels as bytes, float scales and mins.
 struct PackedSrc : PackedLayout {
-  using Super = NoSuper;
   WEFT_TARGET_AVX2 static Halves group(const uint8_t* pb, int g) { return load_halves(pb + 64 * g); }
   WEFT_TARGET_AVX2 static HalvesF scale(const uint8_t* pb, int s, Super) {
     const auto* sc = reinterpret_cast<const float*>(pb + kGroups * 64 + 64 * s);
@@ -91,10 +86,11 @@ WEFT_TARGET_AVX2 inline Halves nibble_group(const uint8_t* pb, int g) {
 template <DType kType>
 struct LegacySrc : RepackedLayout<kType> {
   using L = RepackedLayout<kType>;
-  using Super = NoSuper;
   WEFT_TARGET_AVX2 static Halves group(const uint8_t* pb, int g) { return nibble_group<L::kQ5>(pb, g); }
-  WEFT_TARGET_AVX2 static HalvesF scale(const uint8_t* pb, int, Super) { return fp16_halves(pb + L::kScaleOffset); }
-  WEFT_TARGET_AVX2 static HalvesF min(const uint8_t* pb, int, Super) { return fp16_halves(pb + L::kScaleOffset + 32); }
+  WEFT_TARGET_AVX2 static HalvesF scale(const uint8_t* pb, int, NoSuper) { return fp16_halves(pb + L::kScaleOffset); }
+  WEFT_TARGET_AVX2 static HalvesF min(const uint8_t* pb, int, NoSuper) {
+    return fp16_halves(pb + L::kScaleOffset + 32);
+  }
 };
 
 // Q4_K / Q5_K repacked at load: a super-block's d and dmin, then sub-blocks of levels, 6-bit

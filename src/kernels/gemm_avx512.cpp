@@ -38,16 +38,9 @@ WEFT_TARGET_AVX512 inline __m512 fp16_vector(const uint8_t* p) {
   return _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)));
 }
 
-// Where a tile finds a block's group vectors (16 rows x 4 levels), scales and mins: a panel packed
-// for this call (PanelFormat) ...
-// Every Src has kSub blocks per super-block, kHead bytes before them, and a Super read from those
-// bytes once per super-block (nothing for the one-block super-blocks of all but the K-quants).
-struct NoSuper {
-  WEFT_TARGET_AVX512 static NoSuper read(const uint8_t*) { return {}; }
-};
-
+// Where a tile finds a block's group vectors (16 rows x 4 levels), scales and mins (its kSub, kHead
+// and Super from gemm_q8.h's layouts): a panel packed for this call (PanelFormat) ...
 struct PackedBlock : PackedLayout {
-  using Super = NoSuper;
   WEFT_TARGET_AVX512 static __m512i group(const uint8_t* pb, int g) { return _mm512_loadu_si512(pb + 64 * g); }
   WEFT_TARGET_AVX512 static __m512 scale(const uint8_t* pb, int s, Super) {
     return _mm512_loadu_ps(pb + kGroups * 64 + 64 * s);
@@ -75,13 +68,14 @@ WEFT_TARGET_AVX512 inline __m512i nibble_group(const uint8_t* pb, int g) {
 template <DType kType>
 struct LegacyPanelBlock : RepackedLayout<kType> {
   using L = RepackedLayout<kType>;
-  using Super = NoSuper;
   WEFT_TARGET_AVX512 static __m512i group(const uint8_t* pb, int g) {
     if constexpr (kType == DType::Q8_0) return _mm512_loadu_si512(pb + 64 * g);
     return nibble_group<L::kQ5>(pb, g);
   }
-  WEFT_TARGET_AVX512 static __m512 scale(const uint8_t* pb, int, Super) { return fp16_vector(pb + L::kScaleOffset); }
-  WEFT_TARGET_AVX512 static __m512 min(const uint8_t* pb, int, Super) { return fp16_vector(pb + L::kScaleOffset + 32); }
+  WEFT_TARGET_AVX512 static __m512 scale(const uint8_t* pb, int, NoSuper) { return fp16_vector(pb + L::kScaleOffset); }
+  WEFT_TARGET_AVX512 static __m512 min(const uint8_t* pb, int, NoSuper) {
+    return fp16_vector(pb + L::kScaleOffset + 32);
+  }
 };
 
 // 16 bytes at p as floats.

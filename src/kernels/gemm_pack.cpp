@@ -263,17 +263,6 @@ bool has_repacked(DType t) {
          t == DType::Q4_K || t == DType::Q5_K || t == DType::Q6_K;
 }
 
-namespace {
-bool is_k(DType t) { return t == DType::Q4_K || t == DType::Q5_K || t == DType::Q6_K; }
-}  // namespace
-
-int repacked_sub_blocks(DType t) { return is_k(t) ? 8 : 1; }
-
-size_t repacked_head_bytes(DType t) {
-  if (!is_k(t)) return 0;
-  return t == DType::Q6_K ? 2 * kPanelRows : 4 * kPanelRows;  // d; or d and dmin
-}
-
 size_t repacked_panel_bytes(DType t, int64_t cols) {
   const int64_t values = int64_t{kQK} * repacked_sub_blocks(t);
   WEFT_ASSERT(has_repacked(t) && cols % values == 0);
@@ -317,55 +306,59 @@ void repack_block(const Block& blk, int r, uint8_t* ob) {
   if constexpr (kMin) std::memcpy(ob + off + 2 * kPanelRows + 2 * r, &blk.m, 2);
 }
 
+// Row r's 32 levels v (low four bits) into a panel block's four level vectors, paired as Q4_0
+// pairs them: byte i of the row's 16 is value i | value i + 16 << 4, lane r of vector k its bytes
+// 4k .. 4k + 3.
+void put_nibble_pairs(const uint8_t* v, int r, uint8_t* sb) {
+  for (int k = 0; k < 4; ++k)
+    for (int i = 0; i < 4; ++i)
+      sb[64 * k + 4 * r + i] = static_cast<uint8_t>((v[4 * k + i] & 0x0F) | (v[16 + 4 * k + i] & 0x0F) << 4);
+}
+
 // Row r's super-block into a K-quant panel's super-block ob (gemm_q8.h): its d and dmin, then per
-// sub-block the levels as a Q4_0 / Q5_0 block (value i paired with value i + 16), scale and min.
+// sub-block the levels as a Q4_0 / Q5_0 block, scale and min.
 template <class Block>
 void repack_k_block(const Block& blk, int r, uint8_t* ob) {
-  constexpr bool kQ5 = std::is_same_v<Block, BlockQ5K>;
-  const size_t bb = repacked_block_bytes(kQ5 ? DType::Q5_K : DType::Q4_K), levels = 4 * 64 + (kQ5 ? kGroups * 8 : 0);
+  using L = RepackedLayout<std::is_same_v<Block, BlockQ5K> ? DType::Q5_K : DType::Q4_K>;
   std::memcpy(ob + 2 * r, &blk.d, 2);
   std::memcpy(ob + 2 * kPanelRows + 2 * r, &blk.dmin, 2);
   uint8_t sc[8], m[8];
   kquants::unpack_scales_mins(blk.scales, sc, m);
   for (int j = 0; j < 8; ++j) {
-    uint8_t* sb = ob + 4 * kPanelRows + j * bb;
+    uint8_t* sb = ob + L::kHead + j * L::kBlockBytes;
     const uint8_t* qs = blk.qs + 32 * (j / 2);
     const int shift = 4 * (j & 1);
     uint8_t v[kQK];
     for (int l = 0; l < kQK; ++l) v[l] = (qs[l] >> shift) & 0x0F;
-    for (int k = 0; k < 4; ++k)
-      for (int i = 0; i < 4; ++i) sb[64 * k + 4 * r + i] = static_cast<uint8_t>(v[4 * k + i] | v[16 + 4 * k + i] << 4);
-    if constexpr (kQ5)  // bit 4r + i of group g's mask: the fifth bit of value 4g + i (bit j of qh[4g + i])
+    put_nibble_pairs(v, r, sb);
+    if constexpr (L::kQ5)  // bit 4r + i of group g's mask: the fifth bit of value 4g + i (bit j of qh[4g + i])
       for (int g = 0; g < kGroups; ++g)
         for (int i = 0; i < 4; ++i)
           if ((blk.qh[4 * g + i] >> j) & 1) sb[4 * 64 + 8 * g + (4 * r + i) / 8] |= uint8_t(1u << ((4 * r + i) % 8));
-    sb[levels + r] = sc[j];
-    sb[levels + kPanelRows + r] = m[j];
+    sb[L::kScaleOffset + r] = sc[j];
+    sb[L::kScaleOffset + kPanelRows + r] = m[j];
   }
 }
 
 // Row r's Q6_K super-block into a panel's super-block ob (gemm_q8.h): its d, then per sub-block
-// the low four bits of its levels as a Q4_0 block, their top two bits (group g: bits 2 (g % 4) of
-// byte 4r + i of vector g / 4) and the scales of its two halves.
+// the low four bits of its levels as a Q4_0 block, their top two bits and the scales of its halves.
 void repack_q6_k_block(const BlockQ6K& blk, int r, uint8_t* ob) {
-  const size_t bb = repacked_block_bytes(DType::Q6_K);
+  using L = RepackedLayout<DType::Q6_K>;
   std::memcpy(ob + 2 * r, &blk.d, 2);
   for (int j = 0; j < 8; ++j) {
-    uint8_t* sb = ob + 2 * kPanelRows + j * bb;
+    uint8_t* sb = ob + L::kHead + j * L::kBlockBytes;
     const int h = j / 4, p = j % 4, shift = p < 2 ? 0 : 4;
     const uint8_t* ql = blk.ql + 64 * h + 32 * (p & 1);
     const uint8_t* qh = blk.qh + 32 * h;
     uint8_t v[kQK];
     for (int l = 0; l < kQK; ++l)
       v[l] = static_cast<uint8_t>(((ql[l] >> shift) & 0x0F) | (((qh[l] >> (2 * p)) & 3) << 4));
-    for (int k = 0; k < 4; ++k)
-      for (int i = 0; i < 4; ++i)
-        sb[64 * k + 4 * r + i] = static_cast<uint8_t>((v[4 * k + i] & 0x0F) | (v[16 + 4 * k + i] & 0x0F) << 4);
+    put_nibble_pairs(v, r, sb);
     for (int g = 0; g < kGroups; ++g)
       for (int i = 0; i < 4; ++i)
         sb[4 * 64 + 64 * (g / 4) + 4 * r + i] |= static_cast<uint8_t>((v[4 * g + i] >> 4) << (2 * (g % 4)));
-    sb[6 * 64 + r] = static_cast<uint8_t>(blk.scales[8 * h + 2 * p]);
-    sb[6 * 64 + kPanelRows + r] = static_cast<uint8_t>(blk.scales[8 * h + 2 * p + 1]);
+    sb[L::kScaleOffset + r] = static_cast<uint8_t>(blk.scales[8 * h + 2 * p]);
+    sb[L::kScaleOffset + kPanelRows + r] = static_cast<uint8_t>(blk.scales[8 * h + 2 * p + 1]);
   }
 }
 

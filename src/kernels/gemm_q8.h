@@ -103,12 +103,16 @@ GemmFn find(Isa isa, DType t);
 //   Q8_0: 8 x 64 bytes, lane r of vector g = qs[4g .. 4g + 3] of row r plus 128 (the unsigned levels
 //     dpbusd takes, flipped once here instead of every call);
 // then the 16 rows' fp16 scales d, then (Q4_1/Q5_1) their fp16 mins m.
-// Q4_K/Q5_K as panels: per 256-value super-block the 16 rows' fp16 d, then their fp16 dmin, then its
-// 8 sub-blocks of 32 values, each laid out as a Q4_0 / Q5_0 block above (the sub-block's nibbles
-// paired as Q4_0 pairs them: value i with value i + 16) followed by the 16 rows' 6-bit scales and
-// then their 6-bit mins, a byte each. Decoding the packed 12-byte scales once at load instead of in
-// every product leaves decode to the weight stream (2.8% / 2.3% more bytes than ggml's).
+// The K-quants as panels: per 256-value super-block a head of the 16 rows' fp16 d (Q4_K/Q5_K: then
+// their fp16 dmin), then 8 sub-blocks of 32 values. A Q4_K/Q5_K sub-block is laid out as a Q4_0 /
+// Q5_0 block above (its nibbles paired as Q4_0 pairs them: value i with value i + 16) followed by
+// the 16 rows' 6-bit scales and then their 6-bit mins, a byte each; a Q6_K sub-block is the low
+// four bits of its levels as a Q4_0 block, their top two bits in two vectors (group g: bits
+// 2 (g % 4) of byte 4r + i of vector g / 4), then the int8 scales of its two halves. Decoding the
+// packed scales once at load instead of in every product leaves decode to the weight stream (2.8% /
+// 2.3% more bytes than ggml's for Q4_K / Q5_K, the same for Q6_K).
 bool has_repacked(DType t);  // Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q4_K, Q5_K, Q6_K
+constexpr bool is_k_quant(DType t) { return t == DType::Q4_K || t == DType::Q5_K || t == DType::Q6_K; }
 // Bytes of one 32-value (sub-)block of a panel (has_repacked(t)).
 constexpr size_t repacked_block_bytes(DType t) {
   switch (t) {
@@ -122,29 +126,38 @@ constexpr size_t repacked_block_bytes(DType t) {
     default: return kPanelRows * sizeof(legacy::BlockQ8_0);
   }
 }
+// Per super-block (32 values for the legacy types, 256 for the K-quants): its (sub-)blocks and the
+// head bytes before them.
+constexpr int repacked_sub_blocks(DType t) { return is_k_quant(t) ? 8 : 1; }
+constexpr size_t repacked_head_bytes(DType t) {
+  return t == DType::Q6_K ? 2 * kPanelRows : is_k_quant(t) ? 4 * kPanelRows : 0;  // d; d and dmin
+}
+// Where a block without a Super (below) comes from: nothing to read before its blocks.
+struct NoSuper {
+  static NoSuper read(const uint8_t*) { return {}; }
+};
 // Where a repacked (sub-)block of type kType keeps its parts, for every ISA's reader: kSub blocks
-// per super-block after kHead bytes of it (the K-quants' d / dmin), levels first, then (kQ5) the
-// fifth-bit masks, then the scales from kScaleOffset.
+// per super-block after kHead bytes of it (read once per super-block into a Super, which the
+// K-quants' readers define), levels first, then (kQ5) the fifth-bit masks, then the scales from
+// kScaleOffset.
 template <DType kType>
 struct RepackedLayout {
-  static constexpr bool kKQuant = kType == DType::Q4_K || kType == DType::Q5_K || kType == DType::Q6_K;
-  static constexpr int kSub = kKQuant ? 8 : 1;
-  static constexpr size_t kHead = kType == DType::Q6_K ? 2 * kPanelRows : kKQuant ? 4 * kPanelRows : 0;
+  static constexpr int kSub = repacked_sub_blocks(kType);
+  static constexpr size_t kHead = repacked_head_bytes(kType);
   static constexpr bool kQ5 = kType == DType::Q5_0 || kType == DType::Q5_1 || kType == DType::Q5_K;
   static constexpr size_t kScaleOffset = kType == DType::Q8_0   ? 8 * 64
                                          : kType == DType::Q6_K ? 6 * 64
                                                                 : 4 * 64 + (kQ5 ? kGroups * 8 : 0);
   static constexpr size_t kBlockBytes = repacked_block_bytes(kType);
+  using Super = NoSuper;
 };
 // A panel packed per call (PanelFormat) has one block per super-block.
 struct PackedLayout {
   static constexpr int kSub = 1;
   static constexpr size_t kHead = 0;
+  using Super = NoSuper;
 };
 
-// Per super-block of kSuperValues(t) values: its sub-blocks and the bytes before them.
-int repacked_sub_blocks(DType t);                    // 1 for the legacy types, 8 for the K-quants
-size_t repacked_head_bytes(DType t);                 // 0 for the legacy types, 64 (d, dmin) for the K-quants
 size_t repacked_panel_bytes(DType t, int64_t cols);  // one panel of 16 rows
 size_t repacked_bytes(const WeightMatrix& w);
 void repack(const WeightMatrix& w, uint8_t* dst);  // w in Rows layout
