@@ -3,6 +3,7 @@
 // BM_memcpy is the roofline to divide by.
 //   build/bench/weft_microbench --benchmark_filter=. --benchmark_min_time=0.5
 // Roofline of decode: BM_matvec_big/<type> (a whole 500m q4_0 model's bytes) / BM_read.
+#include "core/huge_buffer.h"
 #include "core/thread_pool.h"
 #include "kernels/isa.h"
 #include "kernels/matmul.h"
@@ -12,10 +13,7 @@
 #include <benchmark/benchmark.h>
 #include <immintrin.h>
 
-#include <sys/mman.h>
-
 #include <cstring>
-#include <new>
 #include <optional>
 #include <random>
 #include <string>
@@ -24,25 +22,6 @@
 namespace {
 
 using namespace weft;
-
-// An anonymous mapping, on 2 MiB pages when asked (madvise; the kernel may still refuse).
-class HugeBuffer {
- public:
-  HugeBuffer(size_t n, bool huge) : n_((n + (size_t{2} << 20) - 1) & ~((size_t{2} << 20) - 1)) {
-    p_ = static_cast<uint8_t*>(::mmap(nullptr, n_, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0));
-    if (p_ == MAP_FAILED) throw std::bad_alloc();
-    ::madvise(p_, n_, huge ? MADV_HUGEPAGE : MADV_NOHUGEPAGE);
-  }
-  ~HugeBuffer() { ::munmap(p_, n_); }
-  HugeBuffer(const HugeBuffer&) = delete;
-  HugeBuffer& operator=(const HugeBuffer&) = delete;
-  uint8_t* data() { return p_; }
-  size_t size() const { return n_; }
-
- private:
-  size_t n_;
-  uint8_t* p_;
-};
 
 // Big enough to leave every cache (~64 MiB of f32 source).
 constexpr size_t kCopyBytes = size_t{64} << 20;
@@ -187,7 +166,7 @@ class BigMatrix {
     std::mt19937 rng(7);
     std::normal_distribution<float> nd(0.f, 1.f);
     std::vector<float> row(kCols);
-    rows_.emplace(rb_ * rows, huge);
+    rows_.emplace(rb_ * rows, "bench", "a matrix", huge);
     for (int64_t r = 0; r < tile_rows; ++r) {
       for (auto& v : row) v = nd(rng) * 0.02f;
       kernels::quantize_row_ref(type, row.data(), rows_->data() + rb_ * r, kCols);
@@ -196,7 +175,7 @@ class BigMatrix {
       std::memcpy(rows_->data() + rb_ * r, rows_->data(), rb_ * tile_rows);
     m_ = kernels::WeightMatrix{type, rows_->data(), rows, kCols, rb_};
     if (kernels::can_repack(m_)) {
-      panels_.emplace(kernels::repacked_bytes(m_), huge);
+      panels_.emplace(kernels::repacked_bytes(m_), "bench", "its panels", huge);
       m_ = kernels::repack(m_, panels_->data());
       rows_.reset();
     }

@@ -10,11 +10,11 @@
 
 namespace weft {
 
-HugeBuffer::HugeBuffer(size_t n, const char* layer, const char* what) : n_(n) {
+HugeBuffer::HugeBuffer(size_t n, const char* layer, const char* what, bool huge) : n_(n) {
   if (n == 0) return;
   void* p = ::mmap(nullptr, n, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
   if (p == MAP_FAILED) fail(layer, "cannot allocate {} bytes for {}: {}", n, what, std::strerror(errno));
-  ::madvise(p, n, MADV_HUGEPAGE);
+  ::madvise(p, n, huge ? MADV_HUGEPAGE : MADV_NOHUGEPAGE);
   p_ = static_cast<uint8_t*>(p);
 }
 

@@ -12,8 +12,9 @@ namespace weft {
 class HugeBuffer {
  public:
   HugeBuffer() = default;
-  // n bytes (none allocated for 0); fails with weft::Error in `layer`, naming `what`.
-  HugeBuffer(size_t n, const char* layer, const char* what);
+  // n bytes (none allocated for 0); fails with weft::Error in `layer`, naming `what`. huge = false
+  // advises 4 KiB pages instead (benchmarks compare the two).
+  HugeBuffer(size_t n, const char* layer, const char* what, bool huge = true);
   ~HugeBuffer();
   HugeBuffer(HugeBuffer&& o) noexcept;
   HugeBuffer& operator=(HugeBuffer&& o) noexcept;
