@@ -299,6 +299,7 @@ void BM_attention(benchmark::State& state) {
   for (int64_t t = 0; t < n_tokens; ++t) pos[t] = static_cast<int32_t>(n_pos - n_tokens + t);
   kernels::AttentionShape s{n_tokens, n_q, n_kv, hd, 0.125f};
   s.k_type = s.v_type = cache;
+  s.n_ctx = n_pos;
   int64_t c = 0;
   for (auto _ : state) {
     const uint8_t* k = caches.data() + cache_bytes * c;

@@ -8,11 +8,13 @@
 //   Each FMA reads one broadcast scalar and one vector already in L1; the kv cache is read once
 //   per block. Lanes are independent, so a row's result does not depend on its neighbours.
 // - attention_decode (one token): too few rows to fill the lanes, so lanes hold head dims and keys.
-// The kv cache is read once per block either way, converted tile by tile when it holds f16.
+// The kv cache is read once per block either way; an f16 cache is converted tile by tile into L1
+// for attention_rows, and in registers as attention_decode loads it.
 #pragma once
 
 #include "kernels/ops_simd.h"
 
+#include <algorithm>
 #include <cmath>
 #include <vector>
 
@@ -190,80 +192,159 @@ WEFT_SIMD_TARGET void attention_rows(const AttentionRows& b) {
 // attention_rows empty, so here the lanes hold head dims (scores) and keys (softmax) instead:
 //   scores of L keys for one row: sum_k = sum over d-vectors q[dv] * k_k[dv], then transpose_add
 //   puts the L sums in one vector;  values: out[dv] = out[dv] * rescale + sum_j bcast(p_j) * v_j[dv].
-// kDv = head_dim / L vectors per row, a compile-time count so the query and the output block
-// stay in registers.
-template <class V, int kDv>
-WEFT_SIMD_TARGET void attention_decode_dv(const AttentionRows& b) {
+// kDv = head_dim / L vectors per row, a compile-time count so the queries and the output block
+// stay in registers. kR rows go through a tile together, so each key and value vector loaded
+// (and converted, from an f16 cache) feeds kR FMAs: one row at a time, the loads bound the kernel.
+template <int kDv>
+constexpr int decode_rows_together() {
+  return kDv >= 16 ? 1 : 16 / kDv < 4 ? 16 / kDv : 4;  // kR * kDv query vectors in registers
+}
+
+template <class V>
+WEFT_SIMD_TARGET inline V load_cache(const float* p) {
+  return V::load(p);
+}
+template <class V>
+WEFT_SIMD_TARGET inline V load_cache(const uint16_t* p) {
+  return V::load_f16(p);
+}
+
+// Prefetching a later row pays on f16 caches; f32 rows measured slower with it (BM_attention).
+template <class T>
+constexpr bool kPrefetch = sizeof(T) == 2;
+
+// The rows of one decode call and their running state: output accumulators, softmax max and sum.
+template <class KT, class VT>
+struct DecodeRows {
+  const AttentionRows& b;
+  const KT* k;  // key j at k + j * b.kv_stride
+  const VT* v;
+  float* out;  // [rows][head_dim]
+  float* run_max;
+  float* run_sum;
+};
+
+// Rows [i0, i0 + kR) against keys [j0, j0 + nj), visible to each row up to its n_valid.
+// p: kR score rows of kKeyTile + L floats.
+template <class V, int kDv, int kR, class KT, class VT>
+WEFT_SIMD_TARGET inline void decode_tile(const DecodeRows<KT, VT>& d, int64_t i0, int64_t j0, int64_t nj, float* p) {
   constexpr int L = V::kLanes;
-  constexpr int kOut = kDv < 8 ? kDv : 8;  // output vectors held across a tile's keys
+  constexpr int kOut = kDv < 8 ? kDv : 8;  // output vectors per row held across a tile's keys
+  constexpr int64_t hd = int64_t{kDv} * L, kP = kKeyTile + L;
+  const AttentionRows& b = d.b;
+  const int64_t stride = b.kv_stride;
+  alignas(64) float sums[kR][L * L];
+  int64_t visible[kR], keys = 0;  // keys of this tile each row sees, and any row
+  for (int r = 0; r < kR; ++r) {
+    visible[r] = std::clamp<int64_t>(b.n_valid[i0 + r] - j0, 0, nj);
+    keys = std::max(keys, visible[r]);
+  }
+  if (keys == 0) return;
+  const V neg_inf = V::set1(-INFINITY), zero = V::zero(), scale = V::set1(b.scale);
+  V q[kR][kDv], m[kR];
+  for (int r = 0; r < kR; ++r) {
+    for (int dv = 0; dv < kDv; ++dv) q[r][dv] = V::load(b.q[i0 + r] + dv * L);
+    m[r] = neg_inf;
+  }
+  const KT* k0 = d.k + j0 * stride;
+  for (int64_t kb = 0; kb < keys; kb += L) {
+    for (int c = 0; c < L; ++c) {  // keys past `keys` repeat the last one; masked below
+      const KT* kr = k0 + std::min<int64_t>(kb + c, keys - 1) * stride;
+      if constexpr (kPrefetch<KT>) {
+        const auto* ahead = reinterpret_cast<const char*>(kr + kPrefetchRows * stride);
+        for (size_t o = 0; o < hd * sizeof(KT); o += 64) __builtin_prefetch(ahead + o, 0, 3);
+      }
+      V kv[kDv];
+      for (int dv = 0; dv < kDv; ++dv) kv[dv] = load_cache<V>(kr + dv * L);
+      for (int r = 0; r < kR; ++r) {
+        V acc = zero;
+        for (int dv = 0; dv < kDv; ++dv) acc = fmadd(q[r][dv], kv[dv], acc);
+        acc.store(sums[r] + c * L);
+      }
+    }
+    const V lane = V::iota() + V::set1(static_cast<float>(kb));
+    for (int r = 0; r < kR; ++r) {
+      V t[L];
+      for (int c = 0; c < L; ++c) t[c] = V::load(sums[r] + c * L);
+      const V sc = where_less(lane, V::set1(static_cast<float>(visible[r])), transpose_add(t) * scale, neg_inf);
+      sc.store(p + r * kP + kb);
+      m[r] = max(m[r], sc);
+    }
+  }
+  float rescale[kR];
+  for (int r = 0; r < kR; ++r) {  // a row that sees no key here keeps its max: rescale 1, p 0
+    const int64_t i = i0 + r;
+    const float m_new = std::max(d.run_max[i], reduce_max(m[r]));
+    rescale[r] = std::exp(d.run_max[i] - m_new);  // 0 on the first tile
+    const V n_visible = V::set1(static_cast<float>(visible[r]));
+    V sum = zero;
+    for (int64_t kb = 0; kb < keys; kb += L) {
+      const V lane = V::iota() + V::set1(static_cast<float>(kb));
+      const V e = where_less(lane, n_visible, exp(V::load(p + r * kP + kb) - V::set1(m_new)), zero);
+      e.store(p + r * kP + kb);
+      sum = sum + e;
+    }
+    d.run_sum[i] = d.run_sum[i] * rescale[r] + reduce_add(sum);
+    d.run_max[i] = m_new;
+  }
+  const VT* v0 = d.v + j0 * stride;
+  for (int dv = 0; dv < kDv; dv += kOut) {
+    V a[kR][kOut];
+    for (int r = 0; r < kR; ++r)
+      for (int c = 0; c < kOut; ++c) a[r][c] = V::load(d.out + (i0 + r) * hd + (dv + c) * L) * V::set1(rescale[r]);
+    for (int64_t j = 0; j < keys; ++j) {
+      const VT* vr = v0 + j * stride + dv * L;
+      if (kPrefetch<VT> && dv == 0) {
+        const auto* ahead = reinterpret_cast<const char*>(vr + kPrefetchRows * stride);
+        for (size_t o = 0; o < hd * sizeof(VT); o += 64) __builtin_prefetch(ahead + o, 0, 3);
+      }
+      V vv[kOut];
+      for (int c = 0; c < kOut; ++c) vv[c] = load_cache<V>(vr + c * L);
+      for (int r = 0; r < kR; ++r) {
+        const V pj = V::set1(p[r * kP + j]);
+        for (int c = 0; c < kOut; ++c) a[r][c] = fmadd(pj, vv[c], a[r][c]);
+      }
+    }
+    for (int r = 0; r < kR; ++r)
+      for (int c = 0; c < kOut; ++c) a[r][c].store(d.out + (i0 + r) * hd + (dv + c) * L);
+  }
+}
+
+template <class V, int kDv, class KT, class VT>
+WEFT_SIMD_TARGET void attention_decode_cache(const AttentionRows& b) {
+  constexpr int L = V::kLanes, kR = decode_rows_together<kDv>();
   constexpr int64_t hd = int64_t{kDv} * L;
-  alignas(64) float k_buf[kKeyTile * hd], v_buf[kKeyTile * hd];
   alignas(64) float out[kMaxDecodeRows * hd];
-  alignas(64) float p[kKeyTile + L];
-  alignas(64) float sums[L * L];
+  alignas(64) float p[kR * (kKeyTile + L)];
   float run_max[kMaxDecodeRows], run_sum[kMaxDecodeRows];
   int32_t n_keys = 0;
   for (int i = 0; i < b.n_rows; ++i) {
     n_keys = std::max(n_keys, b.n_valid[i]);
     run_max[i] = -INFINITY;
     run_sum[i] = 0.f;
-    for (int64_t d = 0; d < hd; ++d) out[i * hd + d] = 0.f;
+    for (int64_t dd = 0; dd < hd; ++dd) out[i * hd + dd] = 0.f;
   }
-  const V neg_inf = V::set1(-INFINITY), zero = V::zero(), scale = V::set1(b.scale);
+  const DecodeRows<KT, VT> d{b, static_cast<const KT*>(b.k), static_cast<const VT*>(b.v), out, run_max, run_sum};
   for (int64_t j0 = 0; j0 < n_keys; j0 += kKeyTile) {
     const int64_t nj = std::min<int64_t>(kKeyTile, n_keys - j0);
-    int64_t k_stride = 0, v_stride = 0;
-    const float* k0 = cache_tile<V>(b.k, b.k_f16, j0, nj, b.kv_stride, hd, k_buf, &k_stride);
-    const float* v0 = cache_tile<V>(b.v, b.v_f16, j0, nj, b.kv_stride, hd, v_buf, &v_stride);
-    for (int i = 0; i < b.n_rows; ++i) {
-      const int64_t visible = std::min<int64_t>(nj, b.n_valid[i] - j0);  // keys of this tile the row sees
-      if (visible <= 0) continue;
-      V q[kDv];
-      for (int dv = 0; dv < kDv; ++dv) q[dv] = V::load(b.q[i] + dv * L);
-      const V n_visible = V::set1(static_cast<float>(visible));
-      V m = neg_inf;
-      for (int64_t kb = 0; kb < visible; kb += L) {
-        for (int c = 0; c < L; ++c) {  // keys past `visible` repeat the last one; masked below
-          const float* kr = k0 + std::min<int64_t>(kb + c, visible - 1) * k_stride;
-          V acc = zero;
-          for (int dv = 0; dv < kDv; ++dv) acc = fmadd(q[dv], V::load(kr + dv * L), acc);
-          acc.store(sums + c * L);
-        }
-        V t[L];
-        for (int c = 0; c < L; ++c) t[c] = V::load(sums + c * L);
-        const V lane = V::iota() + V::set1(static_cast<float>(kb));
-        const V sc = where_less(lane, n_visible, transpose_add(t) * scale, neg_inf);
-        sc.store(p + kb);
-        m = max(m, sc);
-      }
-      const float m_new = std::max(run_max[i], reduce_max(m));
-      const float rescale = std::exp(run_max[i] - m_new);  // 0 on the first tile
-      V sum = zero;
-      for (int64_t kb = 0; kb < visible; kb += L) {
-        const V lane = V::iota() + V::set1(static_cast<float>(kb));
-        const V e = where_less(lane, n_visible, exp(V::load(p + kb) - V::set1(m_new)), zero);
-        e.store(p + kb);
-        sum = sum + e;
-      }
-      run_sum[i] = run_sum[i] * rescale + reduce_add(sum);
-      run_max[i] = m_new;
-      float* o = out + i * hd;
-      for (int dv = 0; dv < kDv; dv += kOut) {
-        V a[kOut];
-        for (int c = 0; c < kOut; ++c) a[c] = V::load(o + (dv + c) * L) * V::set1(rescale);
-        for (int64_t j = 0; j < visible; ++j) {
-          const V pj = V::set1(p[j]);
-          const float* vr = v0 + j * v_stride + dv * L;
-          for (int c = 0; c < kOut; ++c) a[c] = fmadd(pj, V::load(vr + c * L), a[c]);
-        }
-        for (int c = 0; c < kOut; ++c) a[c].store(o + (dv + c) * L);
-      }
-    }
+    int64_t i = 0;
+    for (; i + kR <= b.n_rows; i += kR) decode_tile<V, kDv, kR>(d, i, j0, nj, p);
+    if constexpr (kR > 2)
+      for (; i + 2 <= b.n_rows; i += 2) decode_tile<V, kDv, 2>(d, i, j0, nj, p);
+    for (; i < b.n_rows; ++i) decode_tile<V, kDv, 1>(d, i, j0, nj, p);
   }
   for (int i = 0; i < b.n_rows; ++i) {
     const float inv = 1.f / run_sum[i];
-    for (int64_t d = 0; d < hd; ++d) b.out[i][d] = out[i * hd + d] * inv;
+    for (int64_t dd = 0; dd < hd; ++dd) b.out[i][dd] = out[i * hd + dd] * inv;
   }
+}
+
+template <class V, int kDv>
+WEFT_SIMD_TARGET void attention_decode_dv(const AttentionRows& b) {
+  if (b.k_f16)
+    return b.v_f16 ? attention_decode_cache<V, kDv, uint16_t, uint16_t>(b)
+                   : attention_decode_cache<V, kDv, uint16_t, float>(b);
+  return b.v_f16 ? attention_decode_cache<V, kDv, float, uint16_t>(b) : attention_decode_cache<V, kDv, float, float>(b);
 }
 
 // Head dims that are not a whole number of vectors (of at most 32) go through attention_rows,

@@ -40,8 +40,9 @@ void f32_to_f16_row(const float* x, uint16_t* y, int64_t n);
 
 // Causal attention of one layer over a KV cache, for one device's heads.
 //   q:  [n_tokens, n_q_heads, head_dim]   (already roped)
-//   k_cache, v_cache: [n_ctx, n_kv_heads, head_dim] of k_type / v_type (F32 or F16); rows 0..pos[t]
-//                     are valid for token t
+//   k_cache, v_cache: [n_kv_heads, n_ctx, head_dim] of k_type / v_type (F32 or F16); rows 0..pos[t]
+//                     are valid for token t. Head-major: a decode step streams each head's rows
+//                     as one contiguous run, which the hardware prefetcher follows
 //   kv_of_q[h]: the local kv head that q head h reads (GQA; computed by the caller)
 //   out: [n_tokens, n_q_heads, head_dim]
 struct AttentionShape {
@@ -50,6 +51,7 @@ struct AttentionShape {
   int64_t head_begin = 0, head_end = -1;  // q heads to compute ([0, n_q_heads) when end < 0),
                                           // so threads can split the heads of one call
   DType k_type = DType::F32, v_type = DType::F32;
+  int64_t n_ctx = 0;  // rows of each kv head in the caches; every pos[t] < n_ctx
 };
 void attention(const AttentionShape& s, const float* q, const void* k_cache, const void* v_cache,
                const int32_t* kv_of_q, const int32_t* pos, float* out);

@@ -27,7 +27,8 @@ std::pair<int64_t, int64_t> head_range(const AttentionShape& s, const int32_t* k
     if (kv_of_q[h] < 0 || kv_of_q[h] >= s.n_kv_heads)
       fail("kernels", "attention: q head {} maps to kv head {} of {}", h, kv_of_q[h], s.n_kv_heads);
   for (int64_t t = 0; t < s.n_tokens; ++t)
-    if (pos[t] < 0) fail("kernels", "attention: token {} has negative position {}", t, pos[t]);
+    if (pos[t] < 0 || pos[t] >= s.n_ctx)
+      fail("kernels", "attention: token {} at position {} outside the cache's {} rows", t, pos[t], s.n_ctx);
   for (DType c : {s.k_type, s.v_type})
     if (c != DType::F32 && c != DType::F16) fail("kernels", "attention: cache type {} (f32 or f16)", dtype_name(c));
   return {begin, end};
@@ -87,7 +88,7 @@ void attention(const AttentionShape& s, const float* q, const void* k_cache, con
   const OpsKernels& k = ops_kernels();
   const auto run = s.n_tokens == 1 ? k.attention_decode : k.attention_rows;
   AttentionRows b;
-  b.kv_stride = s.n_kv_heads * hd;
+  b.kv_stride = hd;
   b.head_dim = hd;
   b.scale = s.scale;
   b.k_f16 = s.k_type == DType::F16;
@@ -106,8 +107,8 @@ void attention(const AttentionShape& s, const float* q, const void* k_cache, con
         n_valid.push_back(pos[t] + 1);
       }
     if (qs.empty()) continue;
-    b.k = static_cast<const uint8_t*>(k_cache) + kv * hd * k_size;
-    b.v = static_cast<const uint8_t*>(v_cache) + kv * hd * v_size;
+    b.k = static_cast<const uint8_t*>(k_cache) + kv * s.n_ctx * hd * k_size;
+    b.v = static_cast<const uint8_t*>(v_cache) + kv * s.n_ctx * hd * v_size;
     b.q = qs.data();
     b.out = outs.data();
     b.n_valid = n_valid.data();
@@ -119,7 +120,7 @@ void attention(const AttentionShape& s, const float* q, const void* k_cache, con
 void attention_ref(const AttentionShape& s, const float* q, const void* k_cache, const void* v_cache,
                    const int32_t* kv_of_q, const int32_t* pos, float* out) {
   const auto [h_begin, h_end] = head_range(s, kv_of_q, pos);
-  const int64_t hd = s.head_dim, nkv = s.n_kv_heads;
+  const int64_t hd = s.head_dim;
   std::vector<float> p;
   for (int64_t t = 0; t < s.n_tokens; ++t) {
     const int64_t n_valid = int64_t{pos[t]} + 1;
@@ -130,7 +131,7 @@ void attention_ref(const AttentionShape& s, const float* q, const void* k_cache,
       float m = -INFINITY;
       for (int64_t j = 0; j < n_valid; ++j) {
         float dot = 0.f;
-        for (int64_t d = 0; d < hd; ++d) dot += qh[d] * cache_at(k_cache, s.k_type, (j * nkv + kv) * hd + d);
+        for (int64_t d = 0; d < hd; ++d) dot += qh[d] * cache_at(k_cache, s.k_type, (kv * s.n_ctx + j) * hd + d);
         p[j] = dot * s.scale;
         m = std::max(m, p[j]);
       }
@@ -142,7 +143,7 @@ void attention_ref(const AttentionShape& s, const float* q, const void* k_cache,
       float* oh = out + (t * s.n_q_heads + h) * hd;
       for (int64_t d = 0; d < hd; ++d) {
         float acc = 0.f;
-        for (int64_t j = 0; j < n_valid; ++j) acc += p[j] * cache_at(v_cache, s.v_type, (j * nkv + kv) * hd + d);
+        for (int64_t j = 0; j < n_valid; ++j) acc += p[j] * cache_at(v_cache, s.v_type, (kv * s.n_ctx + j) * hd + d);
         oh[d] = acc / sum;
       }
     }

@@ -125,6 +125,8 @@ struct AttnCase {
   std::vector<float> q, k, v;
   std::vector<int32_t> kv_of_q, pos;
   int64_t n_ctx;
+  // Where row j of kv head kv starts in k and v (head-major, as attention reads them).
+  size_t at(int64_t kv, int64_t j) const { return static_cast<size_t>((kv * n_ctx + j) * shape.head_dim); }
 };
 
 // interleaved: q head h reads kv head h % n_kv instead of llama.cpp's h / (n_q / n_kv), so that
@@ -136,6 +138,7 @@ AttnCase make_attn(int64_t n_q, int64_t n_kv, int64_t head_dim, std::vector<int3
   c.n_ctx = *std::max_element(c.pos.begin(), c.pos.end()) + 3;  // rows past every pos exist too
   const int64_t n_tokens = int64_t(c.pos.size());
   c.shape = AttentionShape{n_tokens, n_q, n_kv, head_dim, 1.0f / std::sqrt(float(head_dim))};
+  c.shape.n_ctx = c.n_ctx;
   c.q = random_vec(n_tokens * n_q * head_dim, seed, -2.f, 2.f);
   c.k = random_vec(c.n_ctx * n_kv * head_dim, seed + 1, -2.f, 2.f);
   c.v = random_vec(c.n_ctx * n_kv * head_dim, seed + 2);
@@ -146,7 +149,7 @@ AttnCase make_attn(int64_t n_q, int64_t n_kv, int64_t head_dim, std::vector<int3
 
 std::vector<double> attention_d(const AttnCase& c) {
   const auto& s = c.shape;
-  const int64_t hd = s.head_dim, nkv = s.n_kv_heads;
+  const int64_t hd = s.head_dim;
   std::vector<double> out(s.n_tokens * s.n_q_heads * hd);
   for (int64_t t = 0; t < s.n_tokens; ++t)
     for (int64_t h = 0; h < s.n_q_heads; ++h) {
@@ -154,8 +157,7 @@ std::vector<double> attention_d(const AttnCase& c) {
       std::vector<double> sc(n_valid);
       for (int64_t j = 0; j < n_valid; ++j) {
         double d = 0;
-        for (int64_t e = 0; e < hd; ++e)
-          d += double(c.q[(t * s.n_q_heads + h) * hd + e]) * c.k[(j * nkv + kv) * hd + e];
+        for (int64_t e = 0; e < hd; ++e) d += double(c.q[(t * s.n_q_heads + h) * hd + e]) * c.k[c.at(kv, j) + e];
         sc[j] = d * s.scale;
       }
       const double m = *std::max_element(sc.begin(), sc.end());
@@ -163,7 +165,7 @@ std::vector<double> attention_d(const AttnCase& c) {
       for (auto& x : sc) sum += x = std::exp(x - m);
       for (int64_t e = 0; e < hd; ++e) {
         double acc = 0;
-        for (int64_t j = 0; j < n_valid; ++j) acc += sc[j] * c.v[(j * nkv + kv) * hd + e];
+        for (int64_t j = 0; j < n_valid; ++j) acc += sc[j] * c.v[c.at(kv, j) + e];
         out[(t * s.n_q_heads + h) * hd + e] = acc / sum;
       }
     }
@@ -603,14 +605,15 @@ TEST(Attention, IsCausalByPosition) {
   attention(c.shape, c.q.data(), c.k.data(), c.v.data(), c.kv_of_q.data(), c.pos.data(), before.data());
   // Token 0 at pos 0 sees only row 0: its output is v row 0 of its kv head.
   for (int64_t h = 0; h < 4; ++h)
-    for (int64_t d = 0; d < 16; ++d) EXPECT_NEAR(before[h * 16 + d], c.v[c.kv_of_q[h] * 16 + d], 1e-6);
+    for (int64_t d = 0; d < 16; ++d) EXPECT_NEAR(before[h * 16 + d], c.v[c.at(c.kv_of_q[h], 0) + d], 1e-6);
   // Rows past pos[1] = 4 must not matter; row 4 must.
-  const int64_t row = 2 * 16;
-  for (int64_t j = 5; j < c.n_ctx; ++j)
-    for (int64_t e = 0; e < row; ++e) c.k[j * row + e] = 50.f, c.v[j * row + e] = 1e6f;
+  for (int64_t kv = 0; kv < 2; ++kv)
+    for (int64_t j = 5; j < c.n_ctx; ++j)
+      for (int64_t e = 0; e < 16; ++e) c.k[c.at(kv, j) + e] = 50.f, c.v[c.at(kv, j) + e] = 1e6f;
   attention(c.shape, c.q.data(), c.k.data(), c.v.data(), c.kv_of_q.data(), c.pos.data(), after.data());
   expect_near_all(after, before, 0.0, "rows beyond pos");
-  for (int64_t e = 0; e < row; ++e) c.v[4 * row + e] += 1.f;
+  for (int64_t kv = 0; kv < 2; ++kv)
+    for (int64_t e = 0; e < 16; ++e) c.v[c.at(kv, 4) + e] += 1.f;
   attention(c.shape, c.q.data(), c.k.data(), c.v.data(), c.kv_of_q.data(), c.pos.data(), after.data());
   EXPECT_NE(after[4 * 16], before[4 * 16]);
 }

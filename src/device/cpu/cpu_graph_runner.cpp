@@ -389,16 +389,21 @@ bool CpuGraphRunner::overlaps_all_reduce(int i, const StepCtx& c) const {
   return readers.size() == 1 && graph_.nodes[readers[0]].op == LocalOp::AllReduce;
 }
 
-// Writes the step's rows ([n_tokens, kv width] f32) at their rows of a KV cache of `type`.
-static void store_kv(HugeBuffer& cache, DType type, const float* rows, int64_t n_tokens, int64_t kvw,
-                     const int64_t* kv_row) {
-  const size_t row = row_bytes(type, kvw);
+// Writes the step's rows ([n_tokens, n_kv heads, head_dim] f32) into a KV cache of `type`, laid
+// out [slot][kv head][n_ctx][head_dim] (kernels::attention reads each slot head-major).
+static void store_kv(HugeBuffer& cache, DType type, const float* rows, int64_t n_tokens, int64_t n_kv, int64_t hd,
+                     int64_t n_ctx, const int64_t* kv_row) {
+  const size_t head_row = row_bytes(type, hd);
   for (int64_t t = 0; t < n_tokens; ++t) {
-    uint8_t* dst = cache.data() + static_cast<size_t>(kv_row[t]) * row;
-    if (type == DType::F16)
-      kernels::f32_to_f16_row(rows + t * kvw, reinterpret_cast<uint16_t*>(dst), kvw);
-    else
-      std::memcpy(dst, rows + t * kvw, row);
+    const int64_t slot = kv_row[t] / n_ctx, pos = kv_row[t] % n_ctx;
+    for (int64_t h = 0; h < n_kv; ++h) {
+      const float* src = rows + (t * n_kv + h) * hd;
+      uint8_t* dst = cache.data() + static_cast<size_t>((slot * n_kv + h) * n_ctx + pos) * head_row;
+      if (type == DType::F16)
+        kernels::f32_to_f16_row(src, reinterpret_cast<uint16_t*>(dst), hd);
+      else
+        std::memcpy(dst, src, head_row);
+    }
   }
 }
 
@@ -408,11 +413,12 @@ void CpuGraphRunner::attention(int i, const StepCtx& c) {
   const auto& d = graph_.dims;
   if (ln.width == 0) return;
   const int64_t n_kv = ln.kv_heads.size(), kvw = n_kv * d.head_dim;
-  store_kv(ns.k_cache, opt_.k_type, out(ln.inputs[1]), c.n_tokens, kvw, c.kv_row.data());
-  store_kv(ns.v_cache, opt_.v_type, out(ln.inputs[2]), c.n_tokens, kvw, c.kv_row.data());
+  store_kv(ns.k_cache, opt_.k_type, out(ln.inputs[1]), c.n_tokens, n_kv, d.head_dim, opt_.n_ctx, c.kv_row.data());
+  store_kv(ns.v_cache, opt_.v_type, out(ln.inputs[2]), c.n_tokens, n_kv, d.head_dim, opt_.n_ctx, c.kv_row.data());
   kernels::AttentionShape s{0, ln.q_heads.size(), n_kv, d.head_dim, 1.f / std::sqrt(static_cast<float>(d.head_dim))};
   s.k_type = opt_.k_type;
   s.v_type = opt_.v_type;
+  s.n_ctx = opt_.n_ctx;
   const int64_t qw = ln.width;  // == n_q_heads * head_dim, also the output width
   const size_t k_slot = row_bytes(opt_.k_type, kvw) * opt_.n_ctx, v_slot = row_bytes(opt_.v_type, kvw) * opt_.n_ctx;
   const float* q = out(ln.inputs[0]);
