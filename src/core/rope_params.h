@@ -21,6 +21,7 @@ struct RopeParams {
   // Per-pair frequency divisors [n_rot/2] as llama.cpp's rope_freqs tensor stores them (Llama 3.1
   // GGUFs carry llama3 scaling this way). When set they replace the llama3_* parameters.
   std::vector<float> freq_factors;
+  bool operator==(const RopeParams&) const = default;
 };
 
 }  // namespace weft

@@ -46,6 +46,32 @@ inline void rotate_head(float* x, const float* cos_t, const float* sin_t, int64_
   }
 }
 
+// The cos and sin of every pair's angle at position pos: [cos | sin], n_rot / 2 each. A step ropes
+// the same positions twice per layer (q and k), so recent positions' tables are kept per thread
+// (the angles in double cost more than rotating the token's heads).
+const float* rope_table(const RopeParams& p, int32_t pos) {
+  struct Table {
+    RopeParams p;
+    int32_t pos = -1;
+    std::vector<float> cs;
+  };
+  constexpr int kTables = 64;
+  thread_local std::vector<Table> tables(kTables);
+  Table& e = tables[static_cast<size_t>(pos) % kTables];
+  if (e.pos == pos && e.p == p) return e.cs.data();
+  const int64_t half = p.n_rot / 2;
+  e.p = p;
+  e.pos = pos;
+  e.cs.resize(2 * half);
+  const double pos_scaled = static_cast<double>(pos) * p.freq_scale;
+  for (int64_t i = 0; i < half; ++i) {
+    const double theta = pos_scaled * inv_freq(p, i);
+    e.cs[i] = static_cast<float>(std::cos(theta));
+    e.cs[half + i] = static_cast<float>(std::sin(theta));
+  }
+  return e.cs.data();
+}
+
 }  // namespace
 
 float rope_freq_factor(const RopeParams& p, int64_t i) {
@@ -75,22 +101,9 @@ float rope_freq_factor(const RopeParams& p, int64_t i) {
 void rope(float* x, int64_t n_tokens, int64_t n_heads, int64_t head_dim, const int32_t* pos, const RopeParams& p) {
   check_params(head_dim, pos, p);
   const int64_t half = p.n_rot / 2;
-  // Per-thread buffers: [inv_freq | cos | sin], each `half` long; reused so decode allocates nothing.
-  thread_local std::vector<double> freqs;
-  thread_local std::vector<float> cs;
-  freqs.resize(half);
-  cs.resize(2 * half);
-  for (int64_t i = 0; i < half; ++i) freqs[i] = inv_freq(p, i);
   for (int64_t t = 0; t < n_tokens; ++t) {
-    // One cos/sin table per token, shared by all its heads.
-    const double pos_scaled = static_cast<double>(pos[t]) * p.freq_scale;
-    for (int64_t i = 0; i < half; ++i) {
-      const double theta = pos_scaled * freqs[i];
-      cs[i] = static_cast<float>(std::cos(theta));
-      cs[half + i] = static_cast<float>(std::sin(theta));
-    }
-    for (int64_t h = 0; h < n_heads; ++h)
-      rotate_head(x + (t * n_heads + h) * head_dim, cs.data(), cs.data() + half, p.n_rot, p.neox);
+    const float* cs = rope_table(p, pos[t]);  // one table per token, shared by all its heads
+    for (int64_t h = 0; h < n_heads; ++h) rotate_head(x + (t * n_heads + h) * head_dim, cs, cs + half, p.n_rot, p.neox);
   }
 }
 

@@ -248,22 +248,30 @@ void CpuGraphRunner::exec(int i, const StepCtx& c) {
       std::memcpy(y, c.step.input.data(), c.step.input.size() * sizeof(float));
       return;
     case LocalOp::Embed: return embed(i, c);
-    case LocalOp::RmsNorm: return rms_norm(i, c);
+    case LocalOp::RmsNorm:
+      return produce_rows(i, c, [&, w = ln.width](int64_t t) {
+        kernels::rms_norm(in(0) + t * w, nodes_[i].vec.data(), y + t * w, 1, w, d.norm_eps);
+      });
     case LocalOp::MatMul: return matmul(i, c);
     case LocalOp::HeadNorm:
-      copy_input(y, in(0), n);
-      kernels::rms_norm_heads(y, nodes_[i].vec.data(), c.n_tokens, ln.width / d.head_dim, d.head_dim, d.norm_eps);
-      return;
+      return each_row(c.n_tokens, [&, w = ln.width](int64_t t) {
+        copy_input(y + t * w, in(0) + t * w, w);
+        kernels::rms_norm_heads(y + t * w, nodes_[i].vec.data(), 1, w / d.head_dim, d.head_dim, d.norm_eps);
+      });
     case LocalOp::Rope:
-      copy_input(y, in(0), n);
-      kernels::rope(y, c.n_tokens, ln.width / d.head_dim, d.head_dim, c.pos.data(), d.rope);
-      return;
+      return each_row(c.n_tokens, [&, w = ln.width](int64_t t) {
+        copy_input(y + t * w, in(0) + t * w, w);
+        kernels::rope(y + t * w, 1, w / d.head_dim, d.head_dim, c.pos.data() + t, d.rope);
+      });
     case LocalOp::Attention: return attention(i, c);
-    case LocalOp::SwiGlu: kernels::swiglu(in(0), in(1), y, n); return;
+    case LocalOp::SwiGlu:
+      return produce_rows(
+          i, c, [&, w = ln.width](int64_t t) { kernels::swiglu(in(0) + t * w, in(1) + t * w, y + t * w, w); });
     case LocalOp::Add:
-      copy_input(y, in(0), n);
-      kernels::add_inplace(y, in(1), n);
-      return;
+      return each_row(c.n_tokens, [&, w = ln.width](int64_t t) {
+        copy_input(y + t * w, in(0) + t * w, w);
+        kernels::add_inplace(y + t * w, in(1) + t * w, w);
+      });
     case LocalOp::AllReduce:
       copy_input(y, in(0), n);
       if (group_ && !overlaps_all_reduce(ln.inputs[0], c)) group_->all_reduce_sum(y, n);  // else done by matmul
@@ -280,31 +288,31 @@ void CpuGraphRunner::exec(int i, const StepCtx& c) {
   fail("cpu", "op {} is not implemented on the CPU device", parallel::local_op_name(ln.op));
 }
 
+void CpuGraphRunner::each_row(int64_t n_tokens, const kernels::RowProducer& row) {
+  if (n_tokens == 1) return row(0);
+  pool_.parallel_for(n_tokens, 1, [&](int64_t b, int64_t e) {
+    for (int64_t t = b; t < e; ++t) row(t);
+  });
+}
+
+void CpuGraphRunner::produce_rows(int i, const StepCtx& c, const kernels::RowProducer& row) {
+  const kernels::WeightMatrix* m = fusable_matmul(i, c.n_tokens);
+  if (!m) return each_row(c.n_tokens, row);
+  // The op and the activation conversion in one pass over each row (its readers convert nothing).
+  kernels::prepare_activations(*m, out(i), graph_.nodes[i].width, c.n_tokens, pool_, scratch_, row);
+  held_ = {i, step_id_, kernels::activation_layout(*m, c.n_tokens)};
+}
+
 void CpuGraphRunner::embed(int i, const StepCtx& c) {
   const NodeState& ns = nodes_[i];
   const int64_t w = graph_.nodes[i].width;
   float* y = out(i);
-  const auto& k = kernels::kernels_for(ns.w.type);
   for (int64_t t = 0; t < c.n_tokens; ++t) {
     const auto id = c.step.tokens[t];
     if (id < 0 || id >= ns.w.rows) fail("cpu", "token id {} outside the vocabulary (0..{})", id, ns.w.rows - 1);
-    k.dequantize(ns.w.data + ns.w.row_stride * id, y + t * w, w);
   }
-}
-
-void CpuGraphRunner::rms_norm(int i, const StepCtx& c) {
-  const auto& ln = graph_.nodes[i];
-  const float* x = out(ln.inputs[0]);
-  const float* weight = nodes_[i].vec.data();
-  const float eps = graph_.dims.norm_eps;
-  const int64_t w = ln.width;
-  float* y = out(i);
-  const kernels::WeightMatrix* m = fusable_matmul(i, c.n_tokens);
-  if (!m) return kernels::rms_norm(x, weight, y, c.n_tokens, w, eps);
-  // RMSNorm + activation quantization in one pass over each row (its readers convert nothing).
-  kernels::prepare_activations(*m, y, w, c.n_tokens, pool_, scratch_,
-                               [&](int64_t t) { kernels::rms_norm(x + t * w, weight, y + t * w, 1, w, eps); });
-  held_ = {i, step_id_, kernels::activation_layout(*m, c.n_tokens)};
+  const auto& k = kernels::kernels_for(ns.w.type);
+  each_row(c.n_tokens, [&](int64_t t) { k.dequantize(ns.w.data + ns.w.row_stride * c.step.tokens[t], y + t * w, w); });
 }
 
 void CpuGraphRunner::matmul(int i, const StepCtx& c) {

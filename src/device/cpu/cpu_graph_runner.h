@@ -48,8 +48,12 @@ class CpuGraphRunner {
   };
   void check_step(const Step& step) const;
   void exec(int i, const StepCtx& c);
+  // Runs row(t) for every token of the step, the rows spread over the pool when there are several.
+  void each_row(int64_t n_tokens, const kernels::RowProducer& row);
+  // Node i's output, row by row; when its only readers are matmuls, each row is converted for
+  // them as it is made (see fusable_matmul).
+  void produce_rows(int i, const StepCtx& c, const kernels::RowProducer& row);
   void embed(int i, const StepCtx& c);
-  void rms_norm(int i, const StepCtx& c);
   void matmul(int i, const StepCtx& c);
   // Row-parallel matmul straight into an all-reduce over a network, on a prompt: see matmul.
   bool overlaps_all_reduce(int i, const StepCtx& c) const;
