@@ -11,6 +11,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <functional>
 
 namespace weft::kernels {
 namespace {
@@ -21,6 +22,15 @@ template <typename T>
 T* at_least(std::vector<T>& v, size_t n) {
   if (v.size() < n) v.resize(n);
   return v.data();
+}
+
+// fn(b, e) over [0, n): inline for a decode step's few entries (waking the pool would cost more
+// than converting or copying them), else split over the pool.
+constexpr int64_t kInlineEntries = 16;
+template <typename Fn>
+void over_entries(int64_t n, ThreadPool& pool, Fn&& fn) {
+  if (n <= kInlineEntries) return fn(int64_t{0}, n);
+  pool.parallel_for(n, 1, fn);
 }
 
 // llama.cpp clamps the sum of the selected weights to the smallest normal f16 before dividing.
@@ -76,45 +86,72 @@ bool rows_path_only(const ExpertStack& w, const MoeScratch& s) {
 
 // For each entry p of s.slots, the first entry whose input row is the same (the gate and up
 // products of one token give all of its k slots the same row): that row is converted once.
+// Sorted by row, stable, so each run of equal rows starts at its first entry.
 template <typename RowOf>
 const std::vector<int64_t>& distinct_rows(MoeScratch& s, RowOf row_of) {
   const int64_t n = static_cast<int64_t>(s.slots.size());
+  s.order.resize(n);
+  for (int64_t p = 0; p < n; ++p) s.order[p] = p;
+  std::stable_sort(s.order.begin(), s.order.end(), [&](int64_t a, int64_t b) {
+    return std::less<const float*>()(row_of(s.slots[a]), row_of(s.slots[b]));
+  });
   s.src.resize(n);
-  for (int64_t p = 0; p < n; ++p) {
-    s.src[p] = p;
-    const float* x = row_of(s.slots[p]);
-    for (int64_t q = 0; q < p; ++q)
-      if (s.src[q] == q && row_of(s.slots[q]) == x) {
-        s.src[p] = q;
-        break;
-      }
+  for (int64_t i = 0; i < n; ++i) {
+    const int64_t p = s.order[i];
+    const bool same = i > 0 && row_of(s.slots[p]) == row_of(s.slots[s.order[i - 1]]);
+    s.src[p] = same ? s.src[s.order[i - 1]] : p;
   }
   return s.src;
 }
 
-// fused_rows over a stack of panels: each slot's activation as the GEMM's blocks (one token),
-// then every (slot, 16-row aligned range) through the panel kernel, in one pass of the pool.
+// A stack of panels, decode and prompts alike: each distinct input row converted once to the GEMM's
+// blocks, straight into its expert's batch (block-major, as the GEMM reads one), then every
+// (expert, panel) through the panel kernel in one pass of the pool, split by work (panels x
+// tokens) so that no thread waits on another's crowded expert.
 template <typename RowOf>
-void fused_panels(const ExpertStack& w, ThreadPool& pool, MoeScratch& s, RowOf row_of) {
+void grouped_panels(const ExpertStack& w, ThreadPool& pool, MoeScratch& s, RowOf row_of) {
   const TypeKernels& tk = kernels_for(w.w.type);
   const gemm::GemmFn gemm = gemm::find_repacked(tk.isa, w.w.type);
   WEFT_ASSERT(gemm && w.rows % gemm::kPanelRows == 0);
   const int64_t cols = w.w.cols, rows = w.rows, n = static_cast<int64_t>(s.slots.size()), nb = cols / gemm::kQK;
-  const size_t row_act = row_bytes(tk.act_type, cols);
-  at_least(s.act, sizeof(gemm::ActBlock) * nb * n + row_act);
-  auto* act = reinterpret_cast<gemm::ActBlock*>(s.act.data());
-  uint8_t* row = s.act.data() + sizeof(gemm::ActBlock) * nb * n;  // one slot's row in act_type
+  auto* act = reinterpret_cast<gemm::ActBlock*>(at_least(s.act, sizeof(gemm::ActBlock) * nb * n));
+  // Entry p is token p - begin[i] of expert i's batch of m(i) tokens.
+  auto m = [&](int64_t i) { return s.begin[i + 1] - s.begin[i]; };
+  auto blocks_of = [&](int64_t p) { return act + s.begin[s.expert[p]] * nb + (p - s.begin[s.expert[p]]); };
   const std::vector<int64_t>& src = distinct_rows(s, row_of);
-  for (int64_t p = 0; p < n; ++p) {
-    if (src[p] != p) continue;
-    tk.quantize_act(row_of(s.slots[p]), row, cols);
-    gemm::prepare_act_row(w.w.type, row, cols, act + p * nb, 1);
-  }
-  at_least(s.y, n * rows);
-  pool.parallel_for(n * rows, gemm::kPanelRows, [&](int64_t b, int64_t e) {
-    for (int64_t p = b / rows; p * rows < e; ++p) {
-      const int64_t r0 = std::max(b, p * rows) - p * rows, r1 = std::min(e, (p + 1) * rows) - p * rows;
-      gemm(w.expert(w.first + s.expert[p]), r0, r1, act + src[p] * nb, 1, s.y.data() + p * rows, rows);
+  const size_t row_act = row_bytes(tk.act_type, cols);
+  over_entries(n, pool, [&](int64_t b, int64_t e) {
+    thread_local std::vector<uint8_t> row;
+    at_least(row, row_act);
+    for (int64_t p = b; p < e; ++p) {
+      if (src[p] != p) continue;
+      tk.quantize_act(row_of(s.slots[p]), row.data(), cols);
+      gemm::prepare_act_row(w.w.type, row.data(), cols, blocks_of(p), m(s.expert[p]));
+    }
+  });
+  bool shared = false;  // some entries read another's converted row
+  for (int64_t p = 0; p < n && !shared; ++p) shared = src[p] != p;
+  if (shared)
+    over_entries(n, pool, [&](int64_t b, int64_t e) {
+      for (int64_t p = b; p < e; ++p) {
+        if (src[p] == p) continue;
+        const int64_t mp = m(s.expert[p]), mq = m(s.expert[src[p]]);
+        const gemm::ActBlock* from = blocks_of(src[p]);
+        gemm::ActBlock* to = blocks_of(p);
+        for (int64_t blk = 0; blk < nb; ++blk) to[blk * mp] = from[blk * mq];
+      }
+    });
+  const int64_t panels = rows / gemm::kPanelRows, work = n * panels;  // expert i's panel q: m(i) units
+  pool.run([&](int ith, int nth) {
+    const int64_t lo = work * ith / nth, hi = work * (ith + 1) / nth;  // panels starting in [lo, hi)
+    for (int64_t i = 0; i < w.n; ++i) {
+      const int64_t mi = m(i), base = s.begin[i] * panels;
+      if (mi == 0 || base >= hi || base + panels * mi <= lo) continue;
+      const int64_t q0 = std::clamp<int64_t>((lo - base + mi - 1) / mi, 0, panels);
+      const int64_t q1 = std::clamp<int64_t>((hi - base + mi - 1) / mi, 0, panels);
+      if (q0 < q1)
+        gemm(w.expert(w.first + i), q0 * gemm::kPanelRows, q1 * gemm::kPanelRows, act + s.begin[i] * nb, mi,
+             s.y.data() + s.begin[i] * rows, rows);
     }
   });
 }
@@ -124,7 +161,6 @@ void fused_panels(const ExpertStack& w, ThreadPool& pool, MoeScratch& s, RowOf r
 // The results land in s.y, one row of w.rows per entry of s.slots.
 template <typename RowOf>
 void fused_rows(const ExpertStack& w, ThreadPool& pool, MoeScratch& s, RowOf row_of) {
-  if (w.w.layout == WeightLayout::Panels) return fused_panels(w, pool, s, row_of);
   const TypeKernels& tk = kernels_for(w.w.type);
   const int64_t cols = w.w.cols, rows = w.rows, n = static_cast<int64_t>(s.slots.size());
   const size_t act_stride = row_bytes(tk.act_type, cols);
@@ -134,7 +170,6 @@ void fused_rows(const ExpertStack& w, ThreadPool& pool, MoeScratch& s, RowOf row
     for (int64_t p = 0; p < n; ++p)
       if (src[p] == p) tk.quantize_act(row_of(s.slots[p]), s.act.data() + p * act_stride, cols);
   }
-  at_least(s.y, n * rows);
   const size_t ws = w.w.row_stride;
   pool.parallel_for(n * rows, 16, [&](int64_t b, int64_t e) {
     for (int64_t p = b / rows; p * rows < e; ++p) {
@@ -147,31 +182,26 @@ void fused_rows(const ExpertStack& w, ThreadPool& pool, MoeScratch& s, RowOf row
   });
 }
 
-// For each held expert that some slot selected: its input rows (row_of(slot)) gathered, one matmul
-// over them, and out(slot, its row of the result) for each of its slots.
-template <typename RowOf, typename Out>
-void for_each_expert(const ExpertStack& w, const float* routes, int64_t k, int64_t n_tokens, ThreadPool& pool,
-                     MoeScratch& s, RowOf row_of, Out out) {
+// For each held expert that some slot selected, its matrix times the input rows of its slots
+// (row_of(slot)): the product of entry p of s.slots lands in s.y at p * w.rows.
+template <typename RowOf>
+void expert_products(const ExpertStack& w, const float* routes, int64_t k, int64_t n_tokens, ThreadPool& pool,
+                     MoeScratch& s, RowOf row_of) {
   group_slots(w, routes, k, n_tokens, s);
   const int64_t cols = w.w.cols, rows = w.rows;
-  if (rows_path_only(w, s)) {
-    fused_rows(w, pool, s, row_of);
-    for (size_t p = 0; p < s.slots.size(); ++p) out(s.slots[p], s.y.data() + p * rows);
-    return;
-  }
+  at_least(s.y, s.slots.size() * rows);
+  if (w.w.layout == WeightLayout::Panels) return grouped_panels(w, pool, s, row_of);
+  if (rows_path_only(w, s)) return fused_rows(w, pool, s, row_of);
   for (int64_t i = 0; i < w.n; ++i) {
     const int64_t b = s.begin[i], m = s.begin[i + 1] - b;
     if (m == 0) continue;  // an expert nobody chose is never read
-    const WeightMatrix we = w.expert(w.first + i);
     const float* x = row_of(s.slots[b]);
     if (m > 1) {
       at_least(s.x, m * cols);
       for (int64_t r = 0; r < m; ++r) std::memcpy(&s.x[r * cols], row_of(s.slots[b + r]), cols * sizeof(float));
       x = s.x.data();
     }
-    at_least(s.y, m * rows);
-    matmul(we, x, cols, m, s.y.data(), rows, pool, s.mm);
-    for (int64_t r = 0; r < m; ++r) out(s.slots[b + r], s.y.data() + r * rows);
+    matmul(w.expert(w.first + i), x, cols, m, s.y.data() + b * rows, rows, pool, s.mm);
   }
 }
 
@@ -219,24 +249,39 @@ void expert_matmul(const ExpertStack& w, const float* x, const float* routes, in
   for (int64_t t = 0; t < n_tokens; ++t)  // slots of experts held elsewhere stay zero
     for (int64_t j = 0; j < k; ++j)
       if (!w.holds(route_id(routes + t * 2 * k, j))) std::fill_n(y + (t * k + j) * rows, rows, 0.f);
-  for_each_expert(
-      w, routes, k, n_tokens, pool, s, [&](int64_t slot) { return x + slot / k * cols; },
-      [&](int64_t slot, float* r) { std::memcpy(y + slot * rows, r, rows * sizeof(float)); });
+  expert_products(w, routes, k, n_tokens, pool, s, [&](int64_t slot) { return x + slot / k * cols; });
+  const int64_t n = static_cast<int64_t>(s.slots.size());
+  over_entries(n, pool, [&](int64_t b, int64_t e) {
+    for (int64_t p = b; p < e; ++p) std::memcpy(y + s.slots[p] * rows, s.y.data() + p * rows, rows * sizeof(float));
+  });
 }
 
 void expert_matmul_sum(const ExpertStack& w, const float* x, const float* routes, int64_t k, int64_t n_tokens, float* y,
                        ThreadPool& pool, MoeScratch& s) {
   const int64_t cols = w.w.cols, rows = w.rows;
-  std::fill_n(y, n_tokens * rows, 0.f);
+  expert_products(w, routes, k, n_tokens, pool, s, [&](int64_t slot) { return x + slot * cols; });
+  // Each token's products are added in ascending expert id (the order of s.slots), whatever the
+  // thread count: the same sum on every run.
+  s.entry.assign(n_tokens * k, -1);
+  for (size_t p = 0; p < s.slots.size(); ++p) s.entry[s.slots[p]] = static_cast<int64_t>(p);
   const OpsKernels& ops = ops_kernels();
-  // Experts are added in ascending id, whatever the thread count: the same sum on every run.
-  for_each_expert(
-      w, routes, k, n_tokens, pool, s, [&](int64_t slot) { return x + slot * cols; },
-      [&](int64_t slot, float* r) {  // r: a row of s.y, ours to scale in place
-        const int64_t t = slot / k;
+  over_entries(n_tokens, pool, [&](int64_t b, int64_t e) {
+    for (int64_t t = b; t < e; ++t) {
+      thread_local std::vector<int64_t> mine;  // the token's entries
+      mine.clear();
+      for (int64_t j = 0; j < k; ++j)
+        if (s.entry[t * k + j] >= 0) mine.push_back(s.entry[t * k + j]);
+      std::sort(mine.begin(), mine.end());
+      float* yt = y + t * rows;
+      std::fill_n(yt, rows, 0.f);
+      for (const int64_t p : mine) {
+        float* r = s.y.data() + p * rows;  // ours to scale in place
+        const int64_t slot = s.slots[p];
         ops.scale(r, route_weight(routes + t * 2 * k, k, slot % k), rows);
-        ops.add(y + t * rows, r, rows);
-      });
+        ops.add(yt, r, rows);
+      }
+    }
+  });
 }
 
 void expert_matmul_ref(const ExpertStack& w, const float* x, const float* routes, int64_t k, int64_t n_tokens,

@@ -44,8 +44,10 @@ struct MoeScratch {
   std::vector<int64_t> slots;   // t * k + j, grouped by expert, tokens ascending
   std::vector<int64_t> expert;  // the held expert of each entry of slots
   std::vector<float> x, y;      // gathered inputs and outputs
-  std::vector<uint8_t> act;     // decode: each slot's input in the weight type's activation format
-  std::vector<int64_t> src;     // decode: the entry of slots whose converted input each entry reads
+  std::vector<uint8_t> act;     // each slot's input in the weight type's activation format
+  std::vector<int64_t> src;     // the entry of slots whose converted input each entry reads
+  std::vector<int64_t> order;   // entries sorted by input row (finding src)
+  std::vector<int64_t> entry;   // the entry of slots of each slot t * k + j (-1: expert held elsewhere)
   MatmulScratch mm;
 };
 
