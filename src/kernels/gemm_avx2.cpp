@@ -2,8 +2,9 @@
 // panels, each 64-byte group as two ymm (rows 0..7, 8..15). vpmaddubsw multiplies the u8
 // levels by the broadcast int8 values and adds pairs to int16; two groups' int16 sums are
 // added before vpmaddwd widens them to int32, which is exact while levels stay <= 63
-// (2 groups x 2 x 63 x 127 < 32767). Q8_0's levels (q + 128) would saturate vpmaddubsw, so it
-// keeps rows_dot here and is not repacked. The tile reads its blocks through a Src, as the
+// (2 groups x 2 x 63 x 127 < 32767). Q8_0's levels (q + 128) would saturate vpmaddubsw: its
+// prompts multiply |q| by the activations given q's sign instead (2 x 128 x 127 < 32767, one
+// group at a time), and its decode keeps rows_dot (not repacked). The tile reads its blocks through a Src, as the
 // AVX-512 one does: panels packed per call (the scalar pack_panel) or repacked at load, whose
 // nibbles are unpacked in registers (decode then streams ggml's bytes, not one byte per level).
 #include "kernels/gemm_q8.h"
@@ -144,6 +145,34 @@ struct Q6KSrc : RepackedLayout<DType::Q6_K> {
   }
 };
 
+// Q8_0 packed per call: its levels q + 128 are read back as signed q (signed_group).
+struct PackedQ8Src : PackedSrc {
+  static constexpr bool kSignedLevels = true;
+};
+template <class Src>
+constexpr bool kSignedLevels = requires {
+  requires Src::kSignedLevels;
+};
+
+// sumi[t] += the dot of group g's signed levels (stored as q + 128) with token t's four values
+// per lane: vpmaddubsw takes |q| unsigned and the values with q's sign, so no pair saturates.
+template <class Src, int T>
+WEFT_TARGET_AVX2 inline void signed_group(const uint8_t* panel, int g, const ActBlock* act, __m256i (&sumi)[T][2]) {
+  const __m256i ones = _mm256_set1_epi16(1);
+  const Halves w = Src::group(panel, g);
+  __m256i q[2], abs_q[2];
+  for (int h = 0; h < 2; ++h) {
+    q[h] = _mm256_xor_si256(w.v[h], _mm256_set1_epi8(static_cast<char>(0x80)));
+    abs_q[h] = _mm256_abs_epi8(q[h]);  // -128 becomes 0x80: 128 as unsigned
+  }
+  for (int t = 0; t < T; ++t) {
+    const __m256i a = _mm256_set1_epi32(load_i32(act[t].q + 4 * g));
+    for (int h = 0; h < 2; ++h)
+      sumi[t][h] = _mm256_add_epi32(sumi[t][h],
+                                    _mm256_madd_epi16(_mm256_maddubs_epi16(abs_q[h], _mm256_sign_epi8(a, q[h])), ones));
+  }
+}
+
 template <class Src, int kScales, bool kMin, bool kCorr, int T>
 WEFT_TARGET_AVX2 void tile(const uint8_t* panel, size_t block_bytes, int64_t nb, const ActBlock* act,
                            int64_t act_stride, float* y, int64_t ldy, int n_rows, size_t ahead) {
@@ -162,21 +191,26 @@ WEFT_TARGET_AVX2 void tile(const uint8_t* panel, size_t block_bytes, int64_t nb,
         _mm_prefetch(reinterpret_cast<const char*>(panel + ahead + off), _MM_HINT_T0);
     for (int s = 0; s < kScales; ++s) {
       __m256i sumi[T][2];
-      for (int t = 0; t < T; ++t) {
-        const __m256i c = kCorr ? _mm256_set1_epi32(s == 0 ? act[t].c0 : act[t].c1) : _mm256_setzero_si256();
+      for (int t = 0; t < T; ++t) {  // signed levels need no offset correction
+        const __m256i c =
+            kCorr && !kSignedLevels<Src> ? _mm256_set1_epi32(s == 0 ? act[t].c0 : act[t].c1) : _mm256_setzero_si256();
         sumi[t][0] = sumi[t][1] = c;
       }
+      if constexpr (kSignedLevels<Src>) {
+        for (int g = s * kPerScale; g < (s + 1) * kPerScale; ++g) signed_group<Src, T>(panel, g, act, sumi);
+      } else {
 #pragma GCC unroll 4
-      for (int g = s * kPerScale; g < (s + 1) * kPerScale; g += 2) {
-        const Halves w0 = Src::group(panel, g), w1 = Src::group(panel, g + 1);
+        for (int g = s * kPerScale; g < (s + 1) * kPerScale; g += 2) {
+          const Halves w0 = Src::group(panel, g), w1 = Src::group(panel, g + 1);
 #pragma GCC unroll 2
-        for (int t = 0; t < T; ++t) {
-          const __m256i a0 = _mm256_set1_epi32(load_i32(act[t].q + 4 * g));
-          const __m256i a1 = _mm256_set1_epi32(load_i32(act[t].q + 4 * g + 4));
+          for (int t = 0; t < T; ++t) {
+            const __m256i a0 = _mm256_set1_epi32(load_i32(act[t].q + 4 * g));
+            const __m256i a1 = _mm256_set1_epi32(load_i32(act[t].q + 4 * g + 4));
 #pragma GCC unroll 2
-          for (int h = 0; h < 2; ++h) {
-            const __m256i p = _mm256_add_epi16(_mm256_maddubs_epi16(w0.v[h], a0), _mm256_maddubs_epi16(w1.v[h], a1));
-            sumi[t][h] = _mm256_add_epi32(sumi[t][h], _mm256_madd_epi16(p, ones));
+            for (int h = 0; h < 2; ++h) {
+              const __m256i p = _mm256_add_epi16(_mm256_maddubs_epi16(w0.v[h], a0), _mm256_maddubs_epi16(w1.v[h], a1));
+              sumi[t][h] = _mm256_add_epi32(sumi[t][h], _mm256_madd_epi16(p, ones));
+            }
           }
         }
       }
@@ -206,11 +240,12 @@ WEFT_TARGET_AVX2 void tile(const uint8_t* panel, size_t block_bytes, int64_t nb,
 // 16 ymm registers: 2 tokens x (2 int32 + 2 float accumulators) plus four weight vectors.
 constexpr int kAvx2Tokens = 2;
 
+template <class Src>
 struct Avx2Gemm {
   static constexpr int kTokens = kAvx2Tokens;
   static constexpr bool kRepacked = false;
   template <int kScales, bool kMin, bool kCorr, int T>
-  static constexpr TileFn tile = gemm::tile<PackedSrc, kScales, kMin, kCorr, T>;
+  static constexpr TileFn tile = gemm::tile<Src, kScales, kMin, kCorr, T>;
   static void pack(const WeightMatrix& w, int64_t r0, int n_rows, uint8_t* panel, size_t) {
     pack_panel(w, r0, n_rows, panel);
   }
@@ -286,12 +321,13 @@ struct Avx2Panels : BatchesUnpacked<Avx2Src<kType>, RepackedLayout<kType>::kQ5 |
 
 template <>
 GemmFn find<Isa::Avx2>(DType t) {
-  return has_panel(t) && t != DType::Q8_0 ? gemm_driver<Avx2Gemm> : nullptr;
+  if (t == DType::Q8_0) return gemm_driver<Avx2Gemm<PackedQ8Src>>;
+  return has_panel(t) ? gemm_driver<Avx2Gemm<PackedSrc>> : nullptr;
 }
 
 template <>
 GemmFn find_repacked<Isa::Avx2>(DType t) {
-  return repacked_driver<Avx2Panels, false>(t);  // Q8_0's levels saturate vpmaddubsw
+  return repacked_driver<Avx2Panels, false>(t);  // Q8_0: decode stays on rows_dot (see the top)
 }
 
 }  // namespace weft::kernels::gemm

@@ -77,8 +77,8 @@ using GemmFn = void (*)(const WeightMatrix& w, int64_t r0, int64_t r1, const Act
 void gemm_ref(const WeightMatrix& w, int64_t r0, int64_t r1, const ActBlock* act, int64_t n_tokens, float* y,
               int64_t ldy);
 // The GEMM of weight type t at ISA level I (gemm_pack.cpp, gemm_avx2.cpp, gemm_avx512.cpp);
-// nullptr for a type without a panel, for Scalar (whose prompts run rows_dot), and for Q8_0
-// under Avx2 (see gemm_avx2.cpp). A SIMD level's kernel must only run where isa_supported().
+// nullptr for a type without a panel and for Scalar (whose prompts run rows_dot). A SIMD
+// level's kernel must only run where isa_supported().
 template <Isa I>
 GemmFn find(DType t);
 template <>

@@ -40,7 +40,7 @@ struct ActRows {
 };
 
 // Rows [r0, r0 + nr) x tokens [t0, t1) through rows_dot, one token at a time: the prompt path of
-// types without a GEMM panel (float weights, Q8_0 under AVX2, the ref level).
+// types without a GEMM panel (float weights, the ref level).
 void prompt_block(const TypeKernels& k, const WeightMatrix& w, const ActRows& act, int64_t r0, int64_t nr, int64_t t0,
                   int64_t t1, float* y, int64_t ldy) {
   const size_t ws = w.row_stride;

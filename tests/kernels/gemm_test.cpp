@@ -239,16 +239,38 @@ TEST(Gemm, Avx2MatchesVecDot) {
   if (!isa_supported(Isa::Avx2)) GTEST_SKIP() << "no AVX2";
   for (DType t : kPanelTypes) {
     const GemmFn gemm = find(Isa::Avx2, t);
-    if (t == DType::Q8_0) {
-      EXPECT_EQ(gemm, nullptr) << "Q8_0 levels saturate vpmaddubsw";
-      continue;
-    }
     ASSERT_NE(gemm, nullptr) << dtype_name(t);
     for (int64_t n_tokens : {1, 2, 5, 131}) {
       const Case c = make_case(t, 37, 256, n_tokens, 200 + static_cast<uint32_t>(n_tokens));
       check_gemm(gemm, c, 0, 37, "avx2");
       check_gemm(gemm, c, 32, 37, "avx2");
     }
+  }
+}
+
+// Q8_0's extreme levels against activations of full magnitude: pairs of products that would
+// saturate vpmaddubsw's int16 sums if the levels were read unsigned (q + 128), at every ISA.
+TEST(Gemm, Q8_0ExtremeLevelsDoNotSaturate) {
+  Case c = make_case(DType::Q8_0, 16, 64, 3, 77);
+  const size_t block = row_bytes(DType::Q8_0, kQK);
+  for (int64_t r = 0; r < c.rows; ++r)
+    for (int64_t b = 0; b < c.cols / kQK; ++b)
+      for (int64_t i = 0; i < kQK; ++i) {  // rows of -128, of 127, and mixed
+        const int8_t q = r % 3 == 0 ? -128 : r % 3 == 1 ? 127 : ((i + r) % 4 ? -128 : 127);
+        c.w[r * c.row_stride + b * block + 2 + i] = static_cast<uint8_t>(q);
+      }
+  for (int64_t r = 0; r < c.rows; ++r)
+    dequantize_row_ref(DType::Q8_0, c.w.data() + r * c.row_stride, c.wf.data() + r * c.cols, c.cols);
+  std::vector<float> v(c.cols);
+  for (int64_t k = 0; k < c.n_tokens; ++k) {  // every value at full scale: levels of +-127
+    for (int64_t j = 0; j < c.cols; ++j) v[j] = j % (k + 2) == 0 ? -3.f : 3.f;
+    quantize_row_ref(DType::Q8_0, v.data(), c.act.data() + k * c.act_row_bytes, c.cols);
+    dequantize_row_ref(DType::Q8_0, c.act.data() + k * c.act_row_bytes, c.af.data() + k * c.cols, c.cols);
+    prepare_act_row(DType::Q8_0, c.act.data() + k * c.act_row_bytes, c.cols, c.blocks.data() + k, c.n_tokens);
+  }
+  for (Isa isa : {Isa::Avx2, Isa::Avx512}) {
+    if (!isa_supported(isa)) continue;
+    check_gemm(find(isa, DType::Q8_0), c, 0, c.rows, isa_name(isa));
   }
 }
 
