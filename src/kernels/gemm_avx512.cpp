@@ -125,21 +125,32 @@ WEFT_TARGET_AVX512 void tile(const uint8_t* panel, size_t block_bytes, int64_t n
         _mm_prefetch(reinterpret_cast<const char*>(panel + ahead + off), _MM_HINT_T0);
 #pragma GCC unroll 2
     for (int s = 0; s < kScales; ++s) {
-      __m512i sumi[T];
+      // Decode of two scales per block (Q6_K) leaves each token one short chain of dependent
+      // vpdpbusd per scale and little else to overlap: two chains (even and odd groups), added
+      // before the float step. 500m q6_k tg, 1 thread: x1.09 (median of 6 interleaved rounds);
+      // Q4_0 (one chain of 8 per block) measured no gain.
+      constexpr int kChains = T <= 2 && kPerScale <= 4 ? 2 : 1;
+      __m512i sumi[kChains][T];
 #pragma GCC unroll 8
-      for (int t = 0; t < T; ++t)
-        sumi[t] = kCorr ? _mm512_set1_epi32(s == 0 ? act[t].c0 : act[t].c1) : _mm512_setzero_si512();
+      for (int t = 0; t < T; ++t) {
+        sumi[0][t] = kCorr ? _mm512_set1_epi32(s == 0 ? act[t].c0 : act[t].c1) : _mm512_setzero_si512();
+        if constexpr (kChains == 2) sumi[1][t] = _mm512_setzero_si512();
+      }
 #pragma GCC unroll 8
       for (int g = s * kPerScale; g < (s + 1) * kPerScale; ++g) {
         const __m512i w = Src::group(panel, g);
+        __m512i(&chain)[T] = sumi[g % kChains];
 #pragma GCC unroll 8
         for (int t = 0; t < T; ++t)
-          sumi[t] = _mm512_dpbusd_epi32(sumi[t], w, _mm512_set1_epi32(load_i32(act[t].q + 4 * g)));
+          chain[t] = _mm512_dpbusd_epi32(chain[t], w, _mm512_set1_epi32(load_i32(act[t].q + 4 * g)));
       }
+      if constexpr (kChains == 2)
+        for (int t = 0; t < T; ++t) sumi[0][t] = _mm512_add_epi32(sumi[0][t], sumi[1][t]);
       const __m512 scale = Src::scale(panel, s, sup);
 #pragma GCC unroll 8
       for (int t = 0; t < T; ++t)
-        acc[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(sumi[t]), _mm512_mul_ps(scale, _mm512_set1_ps(act[t].d)), acc[t]);
+        acc[t] =
+            _mm512_fmadd_ps(_mm512_cvtepi32_ps(sumi[0][t]), _mm512_mul_ps(scale, _mm512_set1_ps(act[t].d)), acc[t]);
     }
     if constexpr (kMin) {
       const __m512 mn = Src::min(panel, kScales, sup);
