@@ -89,7 +89,8 @@ print("thread count, measured just before each type (best of 3: the machine is s
 print("MACs per token = the layers' matmul weights + 1/%s of the output matrix, against the int8 peak: "
       "BM_int8_peak (register-only" % pp)
 print("vpdpbusd, or vpmaddubsw + vpmaddwd + vpaddd under avx2), measured with BM_read, best of 3. On a shared machine a row")
-print("reads low when a neighbour takes memory bandwidth during its run: compare builds with scripts/bench_ab.sh (interleaved).")
+print("reads low when a neighbour takes memory bandwidth during its run (over 100% when it took it during BM_read instead):")
+print("compare builds with scripts/bench_ab.sh (interleaved).")
 print()
 print("| type | isa | threads | read per token | tg t/s | decode GiB/s | BM_read GiB/s | of BM_read | pp t/s "
       "| int8 peak | of peak |")
