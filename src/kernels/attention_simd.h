@@ -21,7 +21,7 @@
 namespace weft::kernels::detail::simd {
 
 constexpr int64_t kKeyTile = 64;        // keys per softmax update; their scores stay in L1
-constexpr int64_t kMaxDecodeRows = 16;  // rows attention_decode_dv keeps state for
+constexpr int64_t kMaxDecodeRows = 16;  // rows attention_decode_cache keeps state for
 constexpr int64_t kPrefetchRows = 32;
 
 // Scores of NK keys (rows of kb) against the block, masked to -inf where a key is not visible.

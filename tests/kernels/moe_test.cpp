@@ -175,7 +175,7 @@ TEST_P(ExpertMatmul, MatchesReferenceForEveryHolding) {
         for (int64_t i = 0; i < rows; ++i) ASSERT_EQ(got[s * rows + i], 0.f);
       }
       if (n == n_expert) expect_close(got, want, c.rel, "expert_matmul");
-      if (const auto p = panels_of(g)) {  // the same through the panel kernels (decode: fused_panels)
+      if (const auto p = panels_of(g)) {  // the same through the panel kernels (grouped_panels)
         std::vector<float> got_p(got.size(), 7.f);
         expert_matmul(p->stack, x.data(), routes.data(), k, n_tokens, got_p.data(), pool, scratch);
         expect_close_or_zero(got_p, want, c.rel, "expert_matmul on panels");
