@@ -46,6 +46,16 @@ class ThreadPool {
   std::atomic<bool> stop_{false};
 };
 
+// fn(i) for every i < n (a token's row, say): inline for one (microseconds: not worth waking the
+// pool), else spread over the pool in contiguous chunks.
+template <class Fn>
+void for_each_index(ThreadPool& pool, int64_t n, Fn&& fn) {
+  if (n == 1) return fn(int64_t{0});
+  pool.parallel_for(n, 1, [&](int64_t b, int64_t e) {
+    for (int64_t i = b; i < e; ++i) fn(i);
+  });
+}
+
 // Range of chunk ith of nth over [0, n), chunk starts aligned to `align`.
 inline std::pair<int64_t, int64_t> split_range(int64_t n, int64_t align, int ith, int nth) {
   const int64_t units = (n + align - 1) / align;

@@ -55,16 +55,6 @@ gemm::GemmFn gemm_kernel(const TypeKernels& k, const WeightMatrix& w, int64_t n_
   return n_tokens < kGemmMinTokens ? nullptr : gemm::find(k.isa, k.type);
 }
 
-// fn(t) for every token: inline for one token (microseconds: not worth waking the pool), else
-// spread over the pool.
-template <class Fn>
-void for_each_token(int64_t n_tokens, ThreadPool& pool, Fn&& fn) {
-  if (n_tokens == 1) return fn(0);
-  pool.parallel_for(n_tokens, 1, [&](int64_t b, int64_t e) {
-    for (int64_t t = b; t < e; ++t) fn(t);
-  });
-}
-
 // Layouts of converted activations: a row per token in act_type (rows_dot), or the GEMM's
 // block-major ActBlocks, whose offsets depend on the weight type.
 constexpr int kGemmLayouts = 1000;
@@ -87,7 +77,7 @@ void prepare_activations(const WeightMatrix& w, const float* x, int64_t ldx, int
     if (scratch.act.size() < act_bytes) scratch.act.resize(act_bytes);
     auto* act = reinterpret_cast<gemm::ActBlock*>(scratch.act.data());
     const size_t row_bytes_act = row_bytes(k.act_type, n);
-    for_each_token(n_tokens, pool, [&](int64_t t) {
+    for_each_index(pool, n_tokens, [&](int64_t t) {
       thread_local std::vector<uint8_t> row;
       if (row.size() < row_bytes_act) row.resize(row_bytes_act);
       if (produce) produce(t);
@@ -97,13 +87,13 @@ void prepare_activations(const WeightMatrix& w, const float* x, int64_t ldx, int
     return;
   }
   if (k.act_type == DType::F32) {  // read in place
-    if (produce) for_each_token(n_tokens, pool, produce);
+    if (produce) for_each_index(pool, n_tokens, produce);
     return;
   }
   const size_t stride = row_bytes(k.act_type, n);
   if (scratch.act.size() < stride * n_tokens) scratch.act.resize(stride * n_tokens);
   uint8_t* act = scratch.act.data();
-  for_each_token(n_tokens, pool, [&](int64_t t) {
+  for_each_index(pool, n_tokens, [&](int64_t t) {
     if (produce) produce(t);
     k.quantize_act(x + t * ldx, act + t * stride, n);
   });

@@ -254,12 +254,12 @@ void CpuGraphRunner::exec(int i, const StepCtx& c) {
       });
     case LocalOp::MatMul: return matmul(i, c);
     case LocalOp::HeadNorm:
-      return each_row(c.n_tokens, [&, w = ln.width](int64_t t) {
+      return for_each_index(pool_, c.n_tokens, [&, w = ln.width](int64_t t) {
         copy_input(y + t * w, in(0) + t * w, w);
         kernels::rms_norm_heads(y + t * w, nodes_[i].vec.data(), 1, w / d.head_dim, d.head_dim, d.norm_eps);
       });
     case LocalOp::Rope:
-      return each_row(c.n_tokens, [&, w = ln.width](int64_t t) {
+      return for_each_index(pool_, c.n_tokens, [&, w = ln.width](int64_t t) {
         copy_input(y + t * w, in(0) + t * w, w);
         kernels::rope(y + t * w, 1, w / d.head_dim, d.head_dim, c.pos.data() + t, d.rope);
       });
@@ -268,7 +268,7 @@ void CpuGraphRunner::exec(int i, const StepCtx& c) {
       return produce_rows(
           i, c, [&, w = ln.width](int64_t t) { kernels::swiglu(in(0) + t * w, in(1) + t * w, y + t * w, w); });
     case LocalOp::Add:
-      return each_row(c.n_tokens, [&, w = ln.width](int64_t t) {
+      return for_each_index(pool_, c.n_tokens, [&, w = ln.width](int64_t t) {
         copy_input(y + t * w, in(0) + t * w, w);
         kernels::add_inplace(y + t * w, in(1) + t * w, w);
       });
@@ -288,16 +288,9 @@ void CpuGraphRunner::exec(int i, const StepCtx& c) {
   fail("cpu", "op {} is not implemented on the CPU device", parallel::local_op_name(ln.op));
 }
 
-void CpuGraphRunner::each_row(int64_t n_tokens, const kernels::RowProducer& row) {
-  if (n_tokens == 1) return row(0);
-  pool_.parallel_for(n_tokens, 1, [&](int64_t b, int64_t e) {
-    for (int64_t t = b; t < e; ++t) row(t);
-  });
-}
-
 void CpuGraphRunner::produce_rows(int i, const StepCtx& c, const kernels::RowProducer& row) {
   const kernels::WeightMatrix* m = fusable_matmul(i, c.n_tokens);
-  if (!m) return each_row(c.n_tokens, row);
+  if (!m) return for_each_index(pool_, c.n_tokens, row);
   // The op and the activation conversion in one pass over each row (its readers convert nothing).
   kernels::prepare_activations(*m, out(i), graph_.nodes[i].width, c.n_tokens, pool_, scratch_, row);
   held_ = {i, step_id_, kernels::activation_layout(*m, c.n_tokens)};
@@ -312,7 +305,8 @@ void CpuGraphRunner::embed(int i, const StepCtx& c) {
     if (id < 0 || id >= ns.w.rows) fail("cpu", "token id {} outside the vocabulary (0..{})", id, ns.w.rows - 1);
   }
   const auto& k = kernels::kernels_for(ns.w.type);
-  each_row(c.n_tokens, [&](int64_t t) { k.dequantize(ns.w.data + ns.w.row_stride * c.step.tokens[t], y + t * w, w); });
+  for_each_index(pool_, c.n_tokens,
+                 [&](int64_t t) { k.dequantize(ns.w.data + ns.w.row_stride * c.step.tokens[t], y + t * w, w); });
 }
 
 void CpuGraphRunner::matmul(int i, const StepCtx& c) {

@@ -48,8 +48,6 @@ class CpuGraphRunner {
   };
   void check_step(const Step& step) const;
   void exec(int i, const StepCtx& c);
-  // Runs row(t) for every token of the step, the rows spread over the pool when there are several.
-  void each_row(int64_t n_tokens, const kernels::RowProducer& row);
   // Node i's output, row by row; when its only readers are matmuls, each row is converted for
   // them as it is made (see fusable_matmul).
   void produce_rows(int i, const StepCtx& c, const kernels::RowProducer& row);
