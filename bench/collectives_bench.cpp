@@ -57,12 +57,14 @@ void wait_child(pid_t pid, benchmark::State& state) {
   if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) state.SkipWithError("the peer process failed");
 }
 
-// Arg: floats per all-reduce. Gloo between this process (rank 0) and a forked rank 1.
-void gloo_all_reduce(benchmark::State& state, bool busy, size_t sync_chunk_bytes) {
+// Arg: floats per all-reduce. Gloo between this process (rank 0) and a forked rank 1, over
+// loopback TCP or (host_shm) the host's shared memory that two processes of one host choose.
+void gloo_all_reduce(benchmark::State& state, bool busy, size_t sync_chunk_bytes, bool host_shm = false) {
   const size_t n = static_cast<size_t>(state.range(0));
   net::KvServer store("127.0.0.1");
-  const parallel::GlooOptions opt{
+  parallel::GlooOptions opt{
       "127.0.0.1:" + std::to_string(store.port()), "lat", "127.0.0.1", 5000, busy, sync_chunk_bytes};
+  opt.host_shm = host_shm;
   const pid_t pid = ::fork();
   if (pid == 0) {
     int rc = 0;
@@ -85,6 +87,8 @@ void gloo_all_reduce(benchmark::State& state, bool busy, size_t sync_chunk_bytes
 void BM_gloo_all_reduce_busy_poll(benchmark::State& s) { gloo_all_reduce(s, true, parallel::kSyncChunkBytes); }
 void BM_gloo_all_reduce_blocking(benchmark::State& s) { gloo_all_reduce(s, false, parallel::kSyncChunkBytes); }
 void BM_gloo_all_reduce_async(benchmark::State& s) { gloo_all_reduce(s, false, 0); }
+void BM_host_shm_all_reduce_spin(benchmark::State& s) { gloo_all_reduce(s, true, parallel::kSyncChunkBytes, true); }
+void BM_host_shm_all_reduce_sleep(benchmark::State& s) { gloo_all_reduce(s, false, parallel::kSyncChunkBytes, true); }
 // Args: one decoded token of the 500m model (2048 floats), 16 batched tokens, a 128-token prompt.
 #define WEFT_GLOO_SIZES(fn)                                               \
   BENCHMARK(fn)->Arg(2048)->Iterations(calls_for(2048))->UseRealTime();   \
@@ -93,6 +97,8 @@ void BM_gloo_all_reduce_async(benchmark::State& s) { gloo_all_reduce(s, false, 0
 WEFT_GLOO_SIZES(BM_gloo_all_reduce_busy_poll);
 WEFT_GLOO_SIZES(BM_gloo_all_reduce_blocking);
 WEFT_GLOO_SIZES(BM_gloo_all_reduce_async);
+WEFT_GLOO_SIZES(BM_host_shm_all_reduce_spin);
+WEFT_GLOO_SIZES(BM_host_shm_all_reduce_sleep);
 
 // What a two-rank ring all-reduce moves, over plain TCP_NODELAY sockets: both sides send the
 // bytes, then each reads the other's.

@@ -242,6 +242,8 @@ Action add_bench(CLI::App& app) {
   cmd->add_option("--wire", a->base.wire, "element type of collectives: f32 | bf16 | f16")
       ->check(CLI::IsMember({"f32", "bf16", "f16"}));
   cmd->add_option("--net-poll", a->base.net_poll, "auto | busy | block");
+  cmd->add_option("--net-shm", a->base.net_shm, "on | off: same-host groups all-reduce through shared memory")
+      ->check(CLI::IsMember({"on", "off"}));
   cmd->add_flag("--mmap", a->base.mmap, "as -mmp 1");
   cmd->add_flag("--profile", a->profile, "print time per op kind per device");
   return [a] { return bench(*a); };

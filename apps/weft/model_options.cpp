@@ -68,6 +68,10 @@ void ModelOptions::add_to(CLI::App& cmd, bool with_ctx) {
   cmd.add_option("--net-poll", net_poll,
                  "how this process's ranks wait in all-reduces: auto | busy (poll 50 us, then sleep) | block")
       ->check(CLI::IsMember({"auto", "busy", "block"}));
+  cmd.add_option("--net-shm", net_shm,
+                 "on: a group whose ranks (workers, this process) all share one host all-reduces through shared "
+                 "memory instead of loopback TCP | off")
+      ->check(CLI::IsMember({"on", "off"}));
   cmd.add_option("--cache-type-k", cache_type_k, "(-ctk) KV cache type of K: f16 | f32")
       ->check(CLI::IsMember({"f16", "f32"}));
   cmd.add_option("--cache-type-v", cache_type_v, "(-ctv) KV cache type of V: f16 | f32")
@@ -159,6 +163,7 @@ runtime::EngineOptions ModelOptions::engine_options() const {
   net.key_file = auth_key_file;
   net.progress = !log_disabled();
   net.net_poll = parallel::parse_net_poll(net_poll);
+  net.host_shm = net_shm == "on";
   device::remote::set_coordinator_config(net);
   runtime::EngineOptions o;
   const bool discover = devices == "auto" || rpc == "auto";

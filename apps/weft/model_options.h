@@ -29,6 +29,7 @@ struct ModelOptions {
   bool rejoin = false;             // --rejoin: lost workers that answer again rejoin at each re-plan
   std::string auth_key_file;       // --auth-key-file (else $WEFT_AUTH_KEY_FILE)
   std::string net_poll = "auto";   // --net-poll auto|busy|block, for this process's Gloo ranks
+  std::string net_shm = "on";      // --net-shm on|off
   bool mmap = false;               // --mmap: CPU devices read weights from the file mapping
   std::string cache_type_k = "f16", cache_type_v = "f16";  // -ctk / -ctv
   std::string on_device_loss = "replan";                   // --on-device-loss replan|fail

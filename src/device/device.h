@@ -74,6 +74,7 @@ struct NetworkGroup {
   std::string host;                // the address peers reach a rank of this process at
   bool busy_poll = false;          // see parallel::NetPoll
   int timeout_ms = 30000;          // connecting, and each collective
+  bool host_shm = true;            // see parallel::GlooOptions::host_shm (the coordinator's --net-shm)
 };
 
 // How a device joins a tensor-parallel group (see device_group.h, which fills it). A group whose

@@ -73,6 +73,7 @@ void connect_group(const Devices& devices, parallel::WireType wire, int timeout_
   g.host = host;
   g.busy_poll = parallel::resolve_busy_poll(config.net_poll, local_threads);
   g.timeout_ms = timeout_ms;
+  g.host_shm = config.host_shm;
   for (int i = 0; i < n; ++i) devices[i]->begin_join({i, n, wire, nullptr, g});
   // Every rank is connecting now; wait for all, even after a failure (none is left connecting).
   std::vector<std::exception_ptr> errors(n);

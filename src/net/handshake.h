@@ -24,7 +24,7 @@ inline constexpr uint32_t kHelloMagic = 0x54464557;  // "WEFT" little-endian
 // 5: a step carries several sequences in KV slots (continuous batching).
 // 6: a step's sequences may ask for scored rows (perplexity), its results carry their terms.
 // 7: mixture of experts: expert ranges in weight slices and nodes, expert counts in the dims.
-inline constexpr uint16_t kProtocolMajor = 8;
+inline constexpr uint16_t kProtocolMajor = 9;
 inline constexpr uint16_t kProtocolMinor = 0;
 inline constexpr size_t kNonceBytes = 32;
 inline constexpr size_t kMinKeyBytes = 16;

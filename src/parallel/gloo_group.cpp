@@ -1,11 +1,13 @@
 #include "parallel/gloo_group.h"
 
 #include "parallel/gloo_all_reduce.h"
+#include "parallel/host_shm.h"
 
 #include "core/error.h"
 #include "core/fp16.h"
 #include "net/kv_store.h"
 
+#include <gloo/allgather.h>
 #include <gloo/allgatherv.h>
 #include <gloo/allreduce.h>
 #include <gloo/barrier.h>
@@ -123,6 +125,63 @@ void f32_add(void* acc, const void* x, size_t n) {
   for (size_t i = 0; i < n; ++i) a[i] += y[i];
 }
 
+// Whether the group's all-reduces can run through shared memory: every rank on this host (equal
+// host_identity()) and asking for it. Every rank runs the same three collectives whatever it
+// finds (identities; the segment's name from rank 0; whether each rank mapped it), so all of them
+// decide alike, and a rank that cannot create or open the segment leaves the group on TCP.
+std::unique_ptr<HostShm> join_host_shm(const std::shared_ptr<gloo::Context>& ctx, bool wanted,
+                                       std::chrono::milliseconds timeout, uint32_t& tag) {
+  constexpr size_t kRecord = 128;  // a flag byte, then the identity
+  const int rank = ctx->rank, size = ctx->size;
+  auto gather = [&](std::vector<uint8_t> mine) {
+    std::vector<uint8_t> all(mine.size() * size);
+    gloo::AllgatherOptions o(ctx);
+    o.setInput(mine.data(), mine.size());
+    o.setOutput(all.data(), all.size());
+    o.setTag(tag++);
+    o.setTimeout(timeout);
+    gloo::allgather(o);
+    return all;
+  };
+  std::vector<uint8_t> record(kRecord, 0);
+  const std::string id = wanted ? host_identity() : "";
+  if (!id.empty() && id.size() < kRecord) {
+    record[0] = 1;
+    std::memcpy(record.data() + 1, id.data(), id.size());
+  }
+  const std::vector<uint8_t> ids = gather(record);
+  for (int r = 0; r < size; ++r)
+    if (!std::equal(record.begin(), record.end(), ids.begin() + r * kRecord) || record[0] != 1) return nullptr;
+
+  std::unique_ptr<HostShm> shm;
+  std::vector<char> name(64, 0);
+  if (rank == 0) {
+    try {
+      shm = HostShm::create(size);
+      std::copy(shm->name().begin(), shm->name().end(), name.begin());
+    } catch (const Error&) {  // e.g. no /dev/shm: the group stays on TCP
+    }
+  }
+  gloo::BroadcastOptions b(ctx);
+  b.setOutput(name.data(), name.size());
+  if (rank == 0) b.setInput(name.data(), name.size());
+  b.setRoot(0);
+  b.setTag(tag++);
+  b.setTimeout(timeout);
+  gloo::broadcast(b);
+  name.back() = 0;
+  if (rank != 0 && name[0] != 0) {
+    try {
+      shm = HostShm::open(name.data(), rank, size);
+    } catch (const Error&) {
+    }
+  }
+  const std::vector<uint8_t> mapped = gather({static_cast<uint8_t>(shm != nullptr)});
+  if (rank == 0 && shm) shm->unlink();  // every rank has opened it, or given up
+  if (std::find(mapped.begin(), mapped.end(), 0) != mapped.end()) return nullptr;
+  return shm;
+}
+
 // Why two contexts: Gloo's tcp pairs in sync mode leave the device's event loop and are read only
 // by the thread that waits (optionally busy-polling). Only pre-registered transport buffers wait
 // that way; the gloo::allreduce(options) API and the other collectives receive into unbound
@@ -131,7 +190,8 @@ void f32_add(void* acc, const void* x, size_t n) {
 // rarer collectives stay on the asynchronous one.
 class GlooGroup : public Group {
  public:
-  GlooGroup(int rank, int size, WireType wire, const GlooOptions& opt) : wire_(wire), timeout_(opt.timeout_ms) {
+  GlooGroup(int rank, int size, WireType wire, const GlooOptions& opt)
+      : wire_(wire), timeout_(opt.timeout_ms), busy_poll_(opt.busy_poll) {
     // Gloo writes with writev, not send(MSG_NOSIGNAL): a write to a peer that died raises SIGPIPE,
     // whose default action ends this process. It must be an error (EPIPE) the engine reports.
     static const bool sigpipe_ignored = std::signal(SIGPIPE, SIG_IGN) != SIG_ERR;
@@ -160,6 +220,7 @@ class GlooGroup : public Group {
         if (r != rank) sync_ctx_->getPair(r)->setSync(true, /*busyPoll=*/false);  // SyncAllReduce spins itself
       if (opt.sync_chunk_bytes > 0)
         sync_ = std::make_unique<SyncAllReduce>(sync_ctx_, opt.sync_chunk_bytes, std::move(spin_fds));
+      shm_ = join_host_shm(ctx_, opt.host_shm, timeout_, tag_);
     } catch (const Error&) {
       throw;
     } catch (const std::exception& e) {
@@ -175,6 +236,7 @@ class GlooGroup : public Group {
   void all_reduce_sum(float* data, size_t n) override {
     Timer t(this, n * wire_type_bytes(wire_));
     ++stats_.n_all_reduce;
+    if (shm_) return shm_->all_reduce_sum(data, n, wire_, busy_poll_, static_cast<int>(timeout_.count()));
     run("all_reduce", [&] {
       switch (wire_) {
         case WireType::F32: return all_reduce(data, n, &f32_add, &gloo::sum<float>);
@@ -230,9 +292,11 @@ class GlooGroup : public Group {
   // only adds contention (measured: pp128 over two one-thread workers on 2 cores, x0.83). Every
   // rank decides alike: a group spanning hosts publishes routable addresses to all its ranks.
   bool waits_on_network() const override { return network_; }
+  std::string_view transport() const override { return shm_ ? "host shared memory" : "tcp"; }
   // Called from another thread while this rank may be blocked in a collective (see shutdown_pairs).
   // The group is unusable afterwards.
   void abort() override {
+    if (shm_) shm_->abort();
     for (const SocketId& id : sockets_)
       if (socket_id(id.fd) == id) ::shutdown(id.fd, SHUT_RDWR);
   }
@@ -280,7 +344,9 @@ class GlooGroup : public Group {
   std::unique_ptr<SyncAllReduce> sync_;  // destroyed before the contexts (declared after them)
   std::vector<uint16_t> wire_buf_;
   std::chrono::milliseconds timeout_;
+  bool busy_poll_;
   uint32_t tag_ = 0;
+  std::unique_ptr<HostShm> shm_;  // set: all-reduces run through it (every rank on this host)
   std::vector<float> tmp_;
   GroupStats stats_;
   std::vector<SocketId> sockets_;  // this group's connections (see abort)

@@ -41,6 +41,10 @@ struct GlooOptions {
   // Tags and checks the store's entries (net::rendezvous_key; empty: untagged, no key in use).
   // Only the rendezvous is authenticated: Gloo's own traffic is plain TCP (see net/kv_store.h).
   std::vector<uint8_t> store_key;
+  // All-reduces through a shared-memory segment (host_shm.h) when every rank of the group is on
+  // this host and asks for it; loopback TCP otherwise. Ranks may differ: any rank saying no, or
+  // on another host, keeps the whole group on TCP.
+  bool host_shm = true;
 };
 
 // Whether this build has the Gloo backend (see no_gloo.cpp).

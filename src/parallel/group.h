@@ -42,6 +42,9 @@ class Group {
   // Whether collectives wait on a network (worth overlapping with computation) rather than on
   // memory or loopback copies made by the same cores. Equal on every rank of a group.
   virtual bool waits_on_network() const { return false; }
+  // What all-reduces travel over, for logs and tests: "shared memory" (one process), "host shared
+  // memory" (processes of one host), "tcp".
+  virtual std::string_view transport() const = 0;
 
   virtual const GroupStats& stats() const = 0;
 };

@@ -1,14 +1,22 @@
-// Sense-reversing barrier for the threads of one in-process group (internal to shm_group).
+// Sense-reversing barrier for the ranks of a shared-memory group: the threads of one process
+// (shm_group) or the processes of one host, with the barrier in a shared mapping (host_shm).
 // Arrivals count up; the last one resets the count and flips the phase, which releases the rest.
-// Waiters spin with pause for a bounded time, then sleep on the phase word (futex), so a group
-// with more threads than free cores does not burn the cores of the peers it is waiting for.
+// Waiters spin with pause for a bounded time, then sleep on the phase word (a futex without the
+// private flag, so it wakes sleepers in other processes too), so a group with more ranks than
+// free cores does not burn the cores of the peers it is waiting for.
 #pragma once
 
 #include "core/error.h"
 
+#include <linux/futex.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
 #include <atomic>
 #include <chrono>
+#include <climits>
 #include <cstdint>
+#include <ctime>
 #include <thread>
 
 #if defined(__x86_64__)
@@ -20,6 +28,9 @@
 
 namespace weft::parallel {
 
+// The barrier's words are futexes shared between processes: plain 32-bit atomics, nothing else.
+static_assert(sizeof(std::atomic<uint32_t>) == 4 && std::atomic<uint32_t>::is_always_lock_free);
+
 class ShmBarrier {
  public:
   // Spin budget, bounded by time rather than a pause count because pause latency varies ~30x
@@ -28,21 +39,30 @@ class ShmBarrier {
   // scheduled at all) costs one futex wake, not a burned core.
   static constexpr std::chrono::microseconds kSpinTime{50};
   static constexpr int kPausesPerClockRead = 32;  // a clock read costs about one pause
+  // A sleeping waiter wakes this often to run its idle check (a deadline, a peer's liveness).
+  static constexpr std::chrono::milliseconds kIdleCheck{10};
 
-  ShmBarrier(int n, bool spin) : n_(n), spin_(spin) {}
+  explicit ShmBarrier(int n) : n_(static_cast<uint32_t>(n)) {}
 
   // Wakes every waiter, now and later, with an error: a rank that failed mid-step will never
   // arrive, and its peers must not wait for it forever.
   void abort() {
-    aborted_.store(true, std::memory_order_seq_cst);
+    aborted_.store(1, std::memory_order_seq_cst);
     phase_.fetch_add(1, std::memory_order_seq_cst);
-    phase_.notify_all();
+    wake_all();
   }
 
-  void arrive_and_wait() {
+  // `spin`: spin before sleeping (a rank whose process leaves a core free for it). on_idle() runs
+  // about every kIdleCheck while this rank sleeps; it throws to stop waiting (the barrier is
+  // unusable afterwards, as after abort()).
+  template <class OnIdle>
+  void arrive_and_wait(bool spin, OnIdle&& on_idle) {
     check_aborted();
-    wait_phase();
+    wait_phase(spin, on_idle);
     check_aborted();
+  }
+  void arrive_and_wait(bool spin) {
+    arrive_and_wait(spin, [] {});
   }
 
  private:
@@ -50,8 +70,12 @@ class ShmBarrier {
     if (aborted_.load(std::memory_order_acquire)) fail_by_peer("shm", "a peer device failed during a collective");
   }
 
-  void wait_phase() {
-    // Read the phase before arriving: it cannot flip until this thread has arrived, so a waiter
+  void wake_all() { ::syscall(SYS_futex, word(phase_), FUTEX_WAKE, INT_MAX, nullptr, nullptr, 0); }
+  static uint32_t* word(std::atomic<uint32_t>& a) { return reinterpret_cast<uint32_t*>(&a); }
+
+  template <class OnIdle>
+  void wait_phase(bool spin, OnIdle& on_idle) {
+    // Read the phase before arriving: it cannot flip until this rank has arrived, so a waiter
     // never misses the release it is waiting for.
     const uint32_t phase = phase_.load(std::memory_order_acquire);
     if (arrived_.fetch_add(1, std::memory_order_acq_rel) == n_ - 1) {
@@ -62,10 +86,10 @@ class ShmBarrier {
       // Dekker pair with the sleeper (sleepers_++ then phase_ load, both seq_cst): either the
       // sleeper sees the new phase, or we see it counted and wake it. Skips a syscall per round
       // when every peer is still spinning.
-      if (sleepers_.load(std::memory_order_seq_cst) != 0) phase_.notify_all();
+      if (sleepers_.load(std::memory_order_seq_cst) != 0) wake_all();
       return;
     }
-    if (spin_) {
+    if (spin) {
       const auto deadline = std::chrono::steady_clock::now() + kSpinTime;
       for (int i = 1;; ++i) {
         if (phase_.load(std::memory_order_acquire) != phase) return;
@@ -74,17 +98,23 @@ class ShmBarrier {
       }
     }
     sleepers_.fetch_add(1, std::memory_order_seq_cst);
-    while (phase_.load(std::memory_order_seq_cst) == phase) phase_.wait(phase, std::memory_order_acquire);
-    sleepers_.fetch_sub(1, std::memory_order_relaxed);
+    struct Leave {  // also when on_idle throws
+      std::atomic<uint32_t>& s;
+      ~Leave() { s.fetch_sub(1, std::memory_order_relaxed); }
+    } leave{sleepers_};
+    constexpr timespec slice{0, std::chrono::nanoseconds(kIdleCheck).count()};
+    while (phase_.load(std::memory_order_seq_cst) == phase) {
+      ::syscall(SYS_futex, word(phase_), FUTEX_WAIT, phase, &slice, nullptr, 0);
+      if (phase_.load(std::memory_order_acquire) == phase) on_idle();
+    }
   }
 
-  const int n_;
-  const bool spin_;
+  const uint32_t n_;
   // Separate cache lines: arrivals hammer arrived_, waiters poll phase_.
-  alignas(64) std::atomic<int> arrived_{0};
+  alignas(64) std::atomic<uint32_t> arrived_{0};
   alignas(64) std::atomic<uint32_t> phase_{0};
-  alignas(64) std::atomic<int> sleepers_{0};
-  std::atomic<bool> aborted_{false};
+  alignas(64) std::atomic<uint32_t> sleepers_{0};
+  std::atomic<uint32_t> aborted_{0};
 };
 
 }  // namespace weft::parallel

@@ -4,10 +4,10 @@
 // every buffer alive and unchanged until all peers are done with it. Between the barriers each
 // destination element is written by exactly one rank, so there is no data race.
 #include "core/error.h"
-#include "core/fp16.h"
 #include "core/thread_pool.h"
 #include "parallel/group.h"
 #include "parallel/shm_barrier.h"
+#include "parallel/wire_sum.h"
 
 #include <algorithm>
 #include <chrono>
@@ -19,8 +19,6 @@ namespace {
 // 16 floats = one 64-byte cache line: all_reduce chunk boundaries fall on line boundaries (of
 // buffers that are themselves line aligned), so two ranks never write the same line.
 constexpr int64_t kLineFloats = 16;
-// Sum in blocks small enough for the accumulator to live in L1 while every rank's block streams.
-constexpr size_t kSumBlock = 512;
 
 // What one rank tells its peers for the current collective.
 struct alignas(64) Slot {
@@ -31,49 +29,14 @@ struct alignas(64) Slot {
 };
 
 struct ShmState {
-  ShmState(int n_ranks, WireType w, bool spin) : n(n_ranks), wire(w), barrier(n_ranks, spin), slots(n_ranks) {}
+  ShmState(int n_ranks, WireType w, bool spin_wait)
+      : n(n_ranks), wire(w), spin(spin_wait), barrier(n_ranks), slots(n_ranks) {}
   const int n;
   const WireType wire;
+  const bool spin;
   ShmBarrier barrier;
   std::vector<Slot> slots;
 };
-
-// Value of x after a trip over the wire.
-template <WireType W>
-inline float wire_round(float x) {
-  if constexpr (W == WireType::BF16)
-    return bf16_to_f32(f32_to_bf16(x));
-  else if constexpr (W == WireType::F16)
-    return fp16_to_f32(f32_to_fp16(x));
-  else
-    return x;
-}
-
-// For i in [0, len): sum over ranks k (in rank order, so every rank gets bit-identical sums) of
-// wire_round(srcs[k][i]), written to every dsts[j][i]. srcs and dsts may be the same buffers:
-// each block is fully read before it is written.
-template <WireType W>
-void sum_into(const float* const* srcs, int n_src, float* const* dsts, int n_dst, size_t len) {
-  float acc[kSumBlock];
-  for (size_t b = 0; b < len; b += kSumBlock) {
-    const size_t m = std::min(kSumBlock, len - b);
-    const float* s0 = srcs[0] + b;
-    for (size_t i = 0; i < m; ++i) acc[i] = wire_round<W>(s0[i]);
-    for (int k = 1; k < n_src; ++k) {
-      const float* s = srcs[k] + b;
-      for (size_t i = 0; i < m; ++i) acc[i] += wire_round<W>(s[i]);
-    }
-    for (int j = 0; j < n_dst; ++j) std::memcpy(dsts[j] + b, acc, m * sizeof(float));
-  }
-}
-
-void sum_into(WireType w, const float* const* srcs, int n_src, float* const* dsts, int n_dst, size_t len) {
-  switch (w) {
-    case WireType::F32: return sum_into<WireType::F32>(srcs, n_src, dsts, n_dst, len);
-    case WireType::BF16: return sum_into<WireType::BF16>(srcs, n_src, dsts, n_dst, len);
-    case WireType::F16: return sum_into<WireType::F16>(srcs, n_src, dsts, n_dst, len);
-  }
-}
 
 class ShmGroup final : public Group {
  public:
@@ -83,6 +46,7 @@ class ShmGroup final : public Group {
   int size() const override { return s_->n; }
   const GroupStats& stats() const override { return stats_; }
   void abort() override { s_->barrier.abort(); }
+  std::string_view transport() const override { return "shared memory"; }
 
   void all_reduce_sum(float* data, size_t n) override {
     Timer t(stats_);
@@ -99,7 +63,7 @@ class ShmGroup final : public Group {
         sum_into(s_->wire, bufs_.data(), nr, bufs_.data(), nr, static_cast<size_t>(e - b));
       }
     }
-    s_->barrier.arrive_and_wait();
+    s_->barrier.arrive_and_wait(s_->spin);
     if (!ok) mismatch("all_reduce_sum");
   }
 
@@ -119,7 +83,7 @@ class ShmGroup final : public Group {
         off += counts[k];
       }
     }
-    s_->barrier.arrive_and_wait();
+    s_->barrier.arrive_and_wait(s_->spin);
     if (!ok) mismatch("all_gather");
   }
 
@@ -130,7 +94,7 @@ class ShmGroup final : public Group {
     bool ok = same_n_everywhere();
     for (int k = 0; k < s_->n; ++k) ok = ok && s_->slots[k].root == root;
     if (ok && rank_ != root && n != 0) std::memcpy(data, s_->slots[root].src, n * sizeof(float));
-    s_->barrier.arrive_and_wait();
+    s_->barrier.arrive_and_wait(s_->spin);
     if (!ok) mismatch("broadcast");
   }
 
@@ -149,13 +113,13 @@ class ShmGroup final : public Group {
       for (int k = 0; k < nr; ++k) srcs_[k] = s_->slots[k].src + offset;
       sum_into(s_->wire, srcs_.data(), nr, &out, 1, counts[rank_]);
     }
-    s_->barrier.arrive_and_wait();
+    s_->barrier.arrive_and_wait(s_->spin);
     if (!ok) mismatch("reduce_scatter_sum");
   }
 
   void barrier() override {
     Timer t(stats_);
-    s_->barrier.arrive_and_wait();
+    s_->barrier.arrive_and_wait(s_->spin);
   }
 
  private:
@@ -175,7 +139,7 @@ class ShmGroup final : public Group {
     me.dst = dst;
     me.n = n;
     me.root = root;
-    s_->barrier.arrive_and_wait();
+    s_->barrier.arrive_and_wait(s_->spin);
   }
 
   // Ranks disagreeing on a size is a caller bug; every rank sees the same slots, so all of them

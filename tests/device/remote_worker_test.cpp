@@ -21,6 +21,7 @@
 #include <cstdio>
 #include <fstream>
 #include <functional>
+#include <iterator>
 #include <memory>
 #include <string>
 #include <thread>
@@ -52,9 +53,27 @@ TEST(RemoteWorker, StoriesGreedyTokensMatchOneLocalDevice) {
   EXPECT_EQ(greedy_ids(stories(), w1.url() + "," + w2.url(), "-ts 3,1"), ref);
   EXPECT_EQ(greedy_ids(stories(), "cpu:1," + w1.url() + "," + w2.url(), "-ts 1,2,1"), ref);
   EXPECT_EQ(greedy_ids(stories(), w1.url() + ",cpu:1", "-sm layer"), ref);
+  // The workers share this host, so their all-reduces take shared memory; the same over TCP:
+  EXPECT_EQ(greedy_ids(stories(), w1.url() + "," + w2.url(), "-ts 3,1 --net-shm off"), ref);
+  EXPECT_EQ(greedy_ids(stories(), "cpu:1," + w1.url() + "," + w2.url(), "-ts 1,2,1 --net-shm off"), ref);
   Worker w3;  // three worker processes, and three plus a local device, uneven
   EXPECT_EQ(greedy_ids(stories(), w1.url() + "," + w2.url() + "," + w3.url(), "-ts 1,1,2"), ref);
   EXPECT_EQ(greedy_ids(stories(), w1.url() + ",cpu:1," + w2.url() + "," + w3.url(), "-ts 2,1,1,3"), ref);
+}
+
+// Workers on one host tell which transport their group chose, and take the one asked for.
+TEST(RemoteWorker, WorkersOnOneHostAllReduceThroughSharedMemoryUnlessTold) {
+  const std::string log = testing::TempDir() + "/weft_shm_worker_" + std::to_string(::getpid()) + ".log";
+  Worker w1({}, "127.0.0.1", {}, log), w2;
+  auto logged = [&] {
+    std::ifstream in(log);
+    return std::string(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+  };
+  const std::string pair = w1.url() + "," + w2.url();
+  ASSERT_EQ(greedy_ids(stories(), pair).find("ERROR"), std::string::npos);
+  EXPECT_NE(logged().find("rank 0 of 2, all-reduces over host shared memory"), std::string::npos) << logged();
+  ASSERT_EQ(greedy_ids(stories(), pair, "--net-shm off").find("ERROR"), std::string::npos);
+  EXPECT_NE(logged().find("rank 0 of 2, all-reduces over tcp"), std::string::npos) << logged();
 }
 
 TEST(RemoteWorker, GeneratedModelGreedyTokensMatchOneLocalDevice) {

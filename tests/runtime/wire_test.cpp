@@ -1,5 +1,6 @@
 // Collectives across processes on stories260K. Reduced-precision wires (--wire bf16 | f16) halve
-// the bytes of every all-reduce, in-process (shared memory) and across processes (Gloo), keeping
+// the bytes of every all-reduce, in-process (shared memory) and across processes (Gloo over TCP,
+// and the host's shared memory that workers on one host use: --net-shm on | off), keeping
 // the greedy tokens of one device and logits within kBf16WireLogitRelTol / kF16WireLogitRelTol of
 // it. Prompts over a group beyond loopback overlap each chunk's all-reduce with the next chunk's
 // matmul and keep f32 results within kF32LogitRelTol.
@@ -77,11 +78,23 @@ TEST(Wire, HalfPrecisionWiresKeepGreedyTokensInProcessAndAcrossProcesses) {
   const auto want = greedy(ref, prompt);
   Worker w1, w2;
   const DeviceSpec r1{DeviceSpec::Kind::Remote, 1, -1, w1.address()}, r2{DeviceSpec::Kind::Remote, 1, -1, w2.address()};
+  const auto saved = device::remote::coordinator_config();
   for (auto wire : {parallel::WireType::BF16, parallel::WireType::F16}) {
     const double tol = wire == parallel::WireType::BF16 ? kBf16WireLogitRelTol : kF16WireLogitRelTol;
-    const std::vector<std::pair<std::string, std::vector<DeviceSpec>>> mixes = {
-        {"shm tp3", {cpu, cpu, cpu}}, {"gloo 2 workers", {r1, r2}}, {"gloo cpu + 2 workers", {cpu, r1, r2}}};
-    for (const auto& [name, devices] : mixes) {
+    struct Mix {
+      std::string name;
+      std::vector<DeviceSpec> devices;
+      bool host_shm;
+    };
+    const std::vector<Mix> mixes = {{"shm tp3", {cpu, cpu, cpu}, true},
+                                    {"gloo 2 workers", {r1, r2}, false},
+                                    {"gloo cpu + 2 workers", {cpu, r1, r2}, false},
+                                    {"host shm 2 workers", {r1, r2}, true},
+                                    {"host shm cpu + 2 workers", {cpu, r1, r2}, true}};
+    for (const auto& [name, devices, host_shm] : mixes) {
+      auto config = saved;
+      config.host_shm = host_shm;
+      device::remote::set_coordinator_config(config);
       Engine e(*f, with(devices, wire));
       EXPECT_EQ(greedy(e, prompt), want) << name << " " << parallel::wire_type_name(wire);
       const double worst = worst_logit_diff(ref, e, prompt);
@@ -92,6 +105,7 @@ TEST(Wire, HalfPrecisionWiresKeepGreedyTokensInProcessAndAcrossProcesses) {
                   std::string(parallel::wire_type_name(wire)).c_str(), worst);
     }
   }
+  device::remote::set_coordinator_config(saved);
 }
 
 // Prompts of 70 and 100 tokens (chunks of 32 and a short last one) over two and three workers in

@@ -54,7 +54,7 @@ void CpuDevice::begin_join(GroupJoin j) {
       const NetworkGroup& g = j.net;
       group_ = parallel::make_gloo_group(
           j.rank, j.size, j.wire,
-          {g.store, g.prefix, g.host, g.timeout_ms, g.busy_poll, parallel::kSyncChunkBytes, g.store_key});
+          {g.store, g.prefix, g.host, g.timeout_ms, g.busy_poll, parallel::kSyncChunkBytes, g.store_key, g.host_shm});
     } catch (...) {
       join_error_ = std::current_exception();
     }

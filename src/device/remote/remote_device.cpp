@@ -250,7 +250,7 @@ void RemoteDevice::begin_join(GroupJoin j) {
     watch_ = watch_of(j.net.prefix);
     watch_->members.push_back(this);
     net::ByteWriter w;
-    write_group_setup(w, {j.net.store, j.net.prefix, j.rank, j.size, j.wire, j.net.timeout_ms});
+    write_group_setup(w, {j.net.store, j.net.prefix, j.rank, j.size, j.wire, j.net.timeout_ms, j.net.host_shm});
     send(MsgType::GroupSetup, w.data());
   });
 }

@@ -35,6 +35,7 @@ struct CoordinatorConfig {
   std::string key_file;                                  // --auth-key-file; empty: $WEFT_AUTH_KEY_FILE, else no key
   parallel::NetPoll net_poll = parallel::NetPoll::Auto;  // for the coordinator's own Gloo ranks
   bool progress = true;                                  // weight streaming progress on stderr
+  bool host_shm = true;  // --net-shm: a group whose ranks share one host all-reduces through shared memory
 };
 void set_coordinator_config(const CoordinatorConfig& c);
 const CoordinatorConfig& coordinator_config();

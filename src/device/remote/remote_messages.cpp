@@ -100,6 +100,7 @@ void write_group_setup(ByteWriter& w, const GroupSetup& g) {
   w.i32(g.size);
   w.u8(static_cast<uint8_t>(g.wire));
   w.i32(g.timeout_ms);
+  w.u8(g.host_shm ? 1 : 0);
 }
 GroupSetup read_group_setup(ByteReader& r) {
   GroupSetup g;
@@ -112,6 +113,9 @@ GroupSetup read_group_setup(ByteReader& r) {
   g.wire = read_enum(r, "wire type", static_cast<parallel::WireType>(3));
   g.timeout_ms = r.i32("group timeout");
   if (g.timeout_ms <= 0) fail("net", "group setup: timeout {} ms", g.timeout_ms);
+  const uint8_t shm = r.u8("host shm");
+  if (shm > 1) fail("net", "group setup: host shm flag {}", shm);
+  g.host_shm = shm == 1;
   return g;
 }
 

@@ -41,6 +41,7 @@ struct GroupSetup {
   int32_t rank = 0, size = 1;
   parallel::WireType wire = parallel::WireType::F32;
   int32_t timeout_ms = 30000;
+  bool host_shm = true;  // see parallel::GlooOptions::host_shm
 };
 
 // Header of one weight slice the coordinator streams. The Tensor frame carries every slice's

@@ -179,9 +179,13 @@ void join_group(const WorkerOptions& opt, net::Channel& s, Replier& reply, Sessi
                    net::rendezvous_key(opt.key, g.prefix),
                    s.socket().local_host(),
                    parallel::resolve_busy_poll(opt.net_poll, opt.threads),
-                   g.timeout_ms};
+                   g.timeout_ms,
+                   g.host_shm};
   ss.dev->begin_join({g.rank, g.size, g.wire, nullptr, std::move(net)});
   ss.dev->finish_join();
+  const std::string_view over = ss.dev->group_transport();
+  std::fprintf(stderr, "weft worker: rank %d of %d, all-reduces over %.*s\n", g.rank, g.size,
+               static_cast<int>(over.size()), over.data());
   reply.send(MsgType::GroupReady, {});
 }
 
