@@ -7,8 +7,10 @@
 #   MODEL=models/weft-500m-q4_0.gguf  WORKERS="2 3"  REPS=3  PROFILES="none 25us-10gbit ..."
 #   WEFT=build/weft  BEFORE=path/to/an/older/weft (optional: its loopback tensor rows too)
 # Cost model inputs, measured here first: a device's read speed (one process, -t 1, decode) and
-# one all-reduce message's latency on loopback (BM_gloo_all_reduce_blocking/2048); each profile
-# adds its delay (where netem exists) and its rate.
+# one all-reduce message's latency on loopback (BM_gloo_all_reduce_blocking/2048), and through the
+# host's shared memory that workers of one host use (BM_host_shm_all_reduce_spin/2048); each
+# profile adds its delay (where netem exists) and its rate. On loopback (profile none) the tensor
+# split runs twice: host shared memory (the default) and TCP (--net-shm off).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 WEFT=${WEFT:-build/weft}
@@ -70,8 +72,12 @@ start_workers() {
 read_mib=$("$WEFT" plan -m "$MODEL" | awk -F'|' '/^\| #/ { gsub(/ MiB/, "", $5); print $5 }')
 read -r _ tg1 <<<"$(bench "$WEFT" -t 1)"
 device_gbs=$(python3 -c "print(round($read_mib * 1048576 * $tg1 / 1e9, 2))")
-base_us=$("$MICRO" --benchmark_filter='BM_gloo_all_reduce_blocking/2048' --benchmark_format=json 2>/dev/null |
-  python3 -c "import json,sys; print(round(json.load(sys.stdin)['benchmarks'][0]['real_time'] / 1000, 1))")
+latency_us() {
+  "$MICRO" --benchmark_filter="$1" --benchmark_format=json 2>/dev/null |
+    python3 -c "import json,sys; print(round(json.load(sys.stdin)['benchmarks'][0]['real_time'] / 1000, 1))"
+}
+base_us=$(latency_us 'BM_gloo_all_reduce_blocking/2048')
+shm_us=$(latency_us 'BM_host_shm_all_reduce_spin/2048')
 
 rows=""
 row() { rows+="| $1 | $2 | $3 | $4 | $5 | $6 |"$'\n'; }
@@ -99,12 +105,22 @@ for n in $WORKERS; do
     start_workers "$WEFT"
     delay_us=$(python3 -c "d = '$delay'; print(float(d[:-2]) if d.endswith('us') else 0.0)")
     gbit=$(python3 -c "r = '$rate'; print(float(r[:-4]) if r.endswith('gbit') else 40.0)")  # none: loopback
-    for sm in tensor layer; do
-      read -r pp tg <<<"$(bench "$WEFT" --devices "$devices" -sm "$sm")"
+    runs="tensor layer"
+    [ "$profile" = none ] && runs="tensor tensor-tcp layer"
+    for run in $runs; do
+      sm=${run%-tcp}
+      extra=() link_us=$(python3 -c "print($base_us + $delay_us)") label=$sm
+      if [ "$profile" = none ]; then
+        case $run in
+          tensor) link_us=$shm_us label="tensor, host shm" ;;
+          tensor-tcp) extra=(--net-shm off) label="tensor, tcp" ;;
+        esac
+      fi
+      read -r pp tg <<<"$(bench "$WEFT" --devices "$devices" -sm "$sm" "${extra[@]}")"
       predicted=$("$WEFT" plan -m "$MODEL" --devices "$devices" -sm "$sm" --device-gbs "$device_gbs" \
-        --link-latency-us "$(python3 -c "print($base_us + $delay_us)")" --link-gbit "$gbit" |
+        --link-latency-us "$link_us" --link-gbit "$gbit" |
         awk -F'|' -v sm="$sm" '$2 == " " sm " " { gsub(/ /, "", $8); print $8 }')
-      row "$n workers" "$profile" "$sm" "$pp" "$tg" "$predicted"
+      row "$n workers" "$profile" "$label" "$pp" "$tg" "$predicted"
     done
     stop_workers
     if [ "$bed" != 0 ]; then
@@ -121,7 +137,8 @@ section=$(
   echo "Profiles from \`scripts/netbed.sh\` (none: loopback; else workers in network namespaces on a bridge, links"
   echo "shaped with tc; where the kernel has no netem the rate is applied and the delay is not). Cost model"
   echo "inputs measured here: one device reads $device_gbs GB/s (\`-t 1\` decode), one all-reduce message"
-  echo "takes $base_us us on loopback; tg predicted = 1 / the model's decode step (\`weft plan --device-gbs\`)."
+  echo "takes $base_us us on loopback TCP and $shm_us us through host shared memory (workers of one host, the"
+  echo "default: \`--net-shm on\`); tg predicted = 1 / the model's decode step (\`weft plan --device-gbs\`)."
   echo
   echo "| run | profile | split | pp128 t/s | tg32 t/s | tg predicted |"
   echo "| --- | --- | --- | ---: | ---: | ---: |"

@@ -47,15 +47,17 @@ inline void rotate_head(float* x, const float* cos_t, const float* sin_t, int64_
 }
 
 // The cos and sin of every pair's angle at position pos: [cos | sin], n_rot / 2 each. A step ropes
-// the same positions twice per layer (q and k), so recent positions' tables are kept per thread
-// (the angles in double cost more than rotating the token's heads).
+// the same positions twice per layer (q and k), in every layer, so recent positions' tables are
+// kept per thread (the angles in double cost more than rotating the token's heads). 256 of them:
+// one thread may rope a whole prompt chunk, and with 64 a 128-token chunk evicted every table
+// before k (or the next layer) came back to it (a one-thread worker's rope took 4x its share).
 const float* rope_table(const RopeParams& p, int32_t pos) {
   struct Table {
     RopeParams p;
     int32_t pos = -1;
     std::vector<float> cs;
   };
-  constexpr int kTables = 64;
+  constexpr int kTables = 256;
   thread_local std::vector<Table> tables(kTables);
   Table& e = tables[static_cast<size_t>(pos) % kTables];
   if (e.pos == pos && e.p == p) return e.cs.data();
