@@ -14,8 +14,8 @@
 #include <algorithm>
 #include <atomic>
 #include <cctype>
-#include <chrono>
 #include <cerrno>
+#include <chrono>
 #include <csignal>
 #include <cstring>
 #include <fstream>
@@ -89,7 +89,8 @@ std::string host_identity() {
 }
 
 std::unique_ptr<HostShm> HostShm::create(int size, size_t chunk) {
-  if (size < 1 || chunk == 0 || chunk % (kLine / sizeof(float)) != 0) fail("shm", "bad segment shape {} x {}", size, chunk);
+  if (size < 1 || chunk == 0 || chunk % (kLine / sizeof(float)) != 0)
+    fail("shm", "bad segment shape {} x {}", size, chunk);
   std::string name = "/weft-";
   for (uint8_t b : net::random_bytes(kNameHexBytes)) name += fmt::format("{:02x}", b);
   const size_t bytes = segment_bytes(size, chunk);
@@ -110,15 +111,16 @@ std::unique_ptr<HostShm> HostShm::create(int size, size_t chunk) {
 
 std::unique_ptr<HostShm> HostShm::open(const std::string& name, int rank, int size) {
   const bool well_formed = name.size() == 6 + 2 * kNameHexBytes && name.rfind("/weft-", 0) == 0 &&
-                           std::all_of(name.begin() + 6, name.end(), [](char c) { return std::isxdigit(static_cast<unsigned char>(c)) != 0; });
+                           std::all_of(name.begin() + 6, name.end(),
+                                       [](char c) { return std::isxdigit(static_cast<unsigned char>(c)) != 0; });
   if (!well_formed || rank < 1 || rank >= size) fail("shm", "rank {} of {}: bad segment name '{}'", rank, size, name);
   const int fd = ::shm_open(name.c_str(), O_RDWR | O_CLOEXEC, 0);
   if (fd < 0) fail("shm", "cannot open shared memory {}: {}", name, std::strerror(errno));
   struct stat st {};
   const bool owned = ::fstat(fd, &st) == 0 && st.st_uid == ::geteuid() && (st.st_mode & 077) == 0;
   const auto bytes = static_cast<size_t>(st.st_size);
-  void* base = owned && bytes >= sizeof(Header) ? ::mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0)
-                                                : MAP_FAILED;
+  void* base =
+      owned && bytes >= sizeof(Header) ? ::mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0) : MAP_FAILED;
   ::close(fd);
   if (base == MAP_FAILED) fail("shm", "shared memory {} is not this user's segment", name);
   const auto* h = static_cast<const Header*>(base);
@@ -132,8 +134,14 @@ std::unique_ptr<HostShm> HostShm::open(const std::string& name, int rank, int si
 }
 
 HostShm::HostShm(std::string name, int rank, int size, size_t chunk, void* base, size_t bytes)
-    : name_(std::move(name)), rank_(rank), size_(size), chunk_(chunk), base_(base), bytes_(bytes),
-      header_(static_cast<Header*>(base)), srcs_(size) {
+    : name_(std::move(name)),
+      rank_(rank),
+      size_(size),
+      chunk_(chunk),
+      base_(base),
+      bytes_(bytes),
+      header_(static_cast<Header*>(base)),
+      srcs_(size) {
   line(rank_).pid = ::getpid();
 }
 
