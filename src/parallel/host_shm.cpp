@@ -181,7 +181,7 @@ void HostShm::all_reduce_sum(float* data, size_t n, WireType wire, bool spin, in
   size_t off = 0;
   do {
     const size_t m = std::min(chunk_, n - off);
-    std::memcpy(buffer(parity_, rank_), data + off, m * sizeof(float));
+    if (m != 0) std::memcpy(buffer(parity_, rank_), data + off, m * sizeof(float));  // data may be null when n = 0
     line(rank_).count[parity_].store(m, std::memory_order_relaxed);
     header_->barrier.arrive_and_wait(spin, on_idle);
     for (int k = 0; k < size_; ++k) {
