@@ -162,9 +162,11 @@ std::unique_ptr<HostShm> join_host_shm(const std::shared_ptr<gloo::Context>& ctx
     } catch (const Error&) {  // e.g. no /dev/shm: the group stays on TCP
     }
   }
+  // The root's input is a copy: Gloo copies input to output while its loop thread still sends it.
+  std::vector<char> sent = name;
   gloo::BroadcastOptions b(ctx);
   b.setOutput(name.data(), name.size());
-  if (rank == 0) b.setInput(name.data(), name.size());
+  if (rank == 0) b.setInput(sent.data(), sent.size());
   b.setRoot(0);
   b.setTag(tag++);
   b.setTimeout(timeout);
