@@ -150,8 +150,9 @@ std::unique_ptr<HostShm> join_host_shm(const std::shared_ptr<gloo::Context>& ctx
     std::memcpy(record.data() + 1, id.data(), id.size());
   }
   const std::vector<uint8_t> ids = gather(record);
+  if (record[0] != 1) return nullptr;
   for (int r = 0; r < size; ++r)
-    if (!std::equal(record.begin(), record.end(), ids.begin() + r * kRecord) || record[0] != 1) return nullptr;
+    if (!std::equal(record.begin(), record.end(), ids.begin() + r * kRecord)) return nullptr;
 
   std::unique_ptr<HostShm> shm;
   std::vector<char> name(64, 0);
@@ -192,8 +193,7 @@ std::unique_ptr<HostShm> join_host_shm(const std::shared_ptr<gloo::Context>& ctx
 // rarer collectives stay on the asynchronous one.
 class GlooGroup : public Group {
  public:
-  GlooGroup(int rank, int size, WireType wire, const GlooOptions& opt)
-      : wire_(wire), timeout_(opt.timeout_ms), busy_poll_(opt.busy_poll) {
+  GlooGroup(int rank, int size, WireType wire, const GlooOptions& opt) : wire_(wire), timeout_(opt.timeout_ms) {
     // Gloo writes with writev, not send(MSG_NOSIGNAL): a write to a peer that died raises SIGPIPE,
     // whose default action ends this process. It must be an error (EPIPE) the engine reports.
     static const bool sigpipe_ignored = std::signal(SIGPIPE, SIG_IGN) != SIG_ERR;
@@ -226,7 +226,7 @@ class GlooGroup : public Group {
       // Every rank of a host shm group computes on this host: with more ranks than this process's
       // cores, a spinning rank holds the core a late peer needs (3 one-thread workers on 2 cores,
       // 500m tg32: 110-134 t/s spinning, 155-165 sleeping at once).
-      shm_spin_ = busy_poll_ && size <= available_cores();
+      shm_spin_ = opt.busy_poll && size <= available_cores();
     } catch (const Error&) {
       throw;
     } catch (const std::exception& e) {
@@ -350,7 +350,6 @@ class GlooGroup : public Group {
   std::unique_ptr<SyncAllReduce> sync_;  // destroyed before the contexts (declared after them)
   std::vector<uint16_t> wire_buf_;
   std::chrono::milliseconds timeout_;
-  bool busy_poll_;
   uint32_t tag_ = 0;
   std::unique_ptr<HostShm> shm_;  // set: all-reduces run through it (every rank on this host)
   bool shm_spin_ = false;
