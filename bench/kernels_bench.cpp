@@ -242,6 +242,37 @@ WEFT_MATVEC_BIG(Q4_K)
 WEFT_MATVEC_BIG(Q5_K)
 WEFT_MATVEC_BIG(Q6_K)
 
+// A prompt's activations converted for the GEMM (quantized per token, then spread into blocks
+// across tokens), as every matmul input is once per step: 128 tokens of 2048 columns, one thread.
+void BM_prepare_act(benchmark::State& state, DType type) {
+  const int64_t cols = 2048, n_tokens = 128;
+  std::mt19937 rng(5);
+  std::normal_distribution<float> nd(0.f, 1.f);
+  std::vector<float> x(cols * n_tokens);
+  for (auto& v : x) v = nd(rng);
+  std::vector<uint8_t> w(row_bytes(type, cols) * 16);
+  kernels::WeightMatrix m{type, w.data(), 16, cols, row_bytes(type, cols)};
+  ThreadPool pool(1);
+  kernels::MatmulScratch scratch;
+  for (auto _ : state) {
+    kernels::prepare_activations(m, x.data(), cols, n_tokens, pool, scratch);
+    benchmark::DoNotOptimize(scratch.act.data());
+  }
+  state.counters["tokens/s"] =
+      benchmark::Counter(static_cast<double>(n_tokens) * state.iterations(), benchmark::Counter::kIsRate);
+}
+BENCHMARK_CAPTURE(BM_prepare_act, Q4_0, DType::Q4_0)->UseRealTime();
+BENCHMARK_CAPTURE(BM_prepare_act, Q4_K, DType::Q4_K)->UseRealTime();
+
+// Decode over matrices of part rows (Q4_0, 2048 columns) one matmul each, the whole big matrix per
+// iteration: how much of the stream a small matrix (an expert's 768 rows, a k/v projection's 512)
+// loses to its op's start and end (the pool's wake, the threads' imbalance, prefetch ramp-up).
+void BM_matvec_parts(benchmark::State& state) { big_matmul(state, BigMatrix(DType::Q4_0, true), 1, state.range(1)); }
+BENCHMARK(BM_matvec_parts)
+    ->ArgsProduct({{1, 2}, {256, 768, 2048, 5632}})
+    ->ArgNames({"threads", "rows"})
+    ->UseRealTime();
+
 // The same matrix times a small batch of tokens (batched decode: one weight read serves every
 // sequence): tokens/s against the prompt path's (128) shows what a small batch loses, and
 // bytes_per_second against BM_read whether the weight stream still overlaps the arithmetic.

@@ -162,7 +162,7 @@ void prepare_act_row(DType weight, const void* act_row, int64_t n, ActBlock* out
     case DType::Q5_0:
     case DType::Q8_0: {
       // The weights' levels carry +8 / +16 / +128; their sum over a block times sum(a) cancels it.
-      const int32_t offset = weight == DType::Q4_0 ? 8 : weight == DType::Q5_0 ? 16 : 128;
+      const int32_t offset = act_offset(weight);
       const auto* a = static_cast<const BlockQ8_0*>(act_row);
       for (int64_t b = 0; b < nb; ++b) {
         ActBlock& o = out[b * n_tokens];
@@ -205,6 +205,20 @@ void prepare_act_row(DType weight, const void* act_row, int64_t n, ActBlock* out
     }
     default: fail("gemm", "no panel format for type {}", dtype_name(weight));
   }
+}
+
+void quantize_act_blocks(const TypeKernels& k, const float* x, int64_t n, ActBlock* out, int64_t n_tokens,
+                         uint8_t* row) {
+  legacy::ActBlocksFn fused = nullptr;
+  switch (k.isa) {
+    case Isa::Avx512: fused = legacy::act_blocks<Isa::Avx512>(k.type); break;
+    case Isa::Avx2: fused = legacy::act_blocks<Isa::Avx2>(k.type); break;
+    case Isa::Scalar:
+    case Isa::Count: fused = legacy::act_blocks<Isa::Scalar>(k.type); break;
+  }
+  if (fused) return fused(x, n, out, n_tokens);
+  k.quantize_act(x, row, n);
+  prepare_act_row(k.type, row, n, out, n_tokens);
 }
 
 void pack_panel(const WeightMatrix& w, int64_t r0, int n_rows, uint8_t* panel) {

@@ -64,6 +64,15 @@ static_assert(sizeof(ActBlock) == 48);
 // to out[b * n_tokens] for block b: blocks are stored block-major so that the tokens of a tile
 // are adjacent.
 void prepare_act_row(DType weight, const void* act_row, int64_t n, ActBlock* out, int64_t n_tokens);
+// The int offset of the levels of a weight type whose panels have has_corr and one scale per block.
+constexpr int32_t act_offset(DType weight) {
+  return weight == DType::Q4_0 ? 8 : weight == DType::Q5_0 ? 16 : weight == DType::Q8_0 ? 128 : 0;
+}
+// prepare_act_row of the row k.quantize_act makes of the f32 row x (k: kernels_for(weight type) at
+// some level): in one pass where k's level has one (legacy::act_blocks: the row conversion took
+// half of a prompt's activation preparation), else through `row` (row_bytes(k.act_type, n) bytes).
+void quantize_act_blocks(const TypeKernels& k, const float* x, int64_t n, ActBlock* out, int64_t n_tokens,
+                         uint8_t* row);
 
 // Unpacks rows [r0, r0 + n_rows) of w (n_rows <= kPanelRows; absent rows read as zero) into
 // panel, which holds cols / 32 blocks of panel_format(w.type).block_bytes().

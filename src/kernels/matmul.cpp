@@ -81,8 +81,7 @@ void prepare_activations(const WeightMatrix& w, const float* x, int64_t ldx, int
       thread_local std::vector<uint8_t> row;
       if (row.size() < row_bytes_act) row.resize(row_bytes_act);
       if (produce) produce(t);
-      k.quantize_act(x + t * ldx, row.data(), n);
-      gemm::prepare_act_row(w.type, row.data(), n, act + t, n_tokens);
+      gemm::quantize_act_blocks(k, x + t * ldx, n, act + t, n_tokens, row.data());
     });
     return;
   }

@@ -125,8 +125,7 @@ void grouped_panels(const ExpertStack& w, ThreadPool& pool, MoeScratch& s, RowOf
     at_least(row, row_act);
     for (int64_t p = b; p < e; ++p) {
       if (src[p] != p) continue;
-      tk.quantize_act(row_of(s.slots[p]), row.data(), cols);
-      gemm::prepare_act_row(w.w.type, row.data(), cols, blocks_of(p), m(s.expert[p]));
+      gemm::quantize_act_blocks(tk, row_of(s.slots[p]), cols, blocks_of(p), m(s.expert[p]), row.data());
     }
   });
   bool shared = false;  // some entries read another's converted row

@@ -8,6 +8,10 @@
 
 #include <cstdint>
 
+namespace weft::kernels::gemm {
+struct ActBlock;  // gemm_q8.h
+}  // namespace weft::kernels::gemm
+
 namespace weft::kernels::legacy {
 
 constexpr int kQK = 32;  // elements per block, every legacy type
@@ -77,5 +81,19 @@ template <>
 TypeTable table<Isa::Avx2>();
 template <>
 TypeTable table<Isa::Avx512>();
+
+// An f32 activation row straight into the prompt GEMM's activation blocks for weight type t (block
+// b at out[b * n_tokens]): gemm::prepare_act_row of the Q8_0 row this level's quantize_act writes,
+// bit for bit, in one pass (no row in between, and the block sums come from the quantizer).
+// Q4_0, Q5_0 and Q8_0 at the SIMD levels; nullptr for other types and at Scalar.
+using ActBlocksFn = void (*)(const float* x, int64_t n, gemm::ActBlock* out, int64_t n_tokens);
+template <Isa I>
+ActBlocksFn act_blocks(DType t);
+template <>
+ActBlocksFn act_blocks<Isa::Scalar>(DType t);
+template <>
+ActBlocksFn act_blocks<Isa::Avx2>(DType t);
+template <>
+ActBlocksFn act_blocks<Isa::Avx512>(DType t);
 
 }  // namespace weft::kernels::legacy

@@ -307,6 +307,11 @@ TypeTable table<Isa::Avx2>() {
   return simd::table_of<Avx2Kernels>();
 }
 
+template <>
+ActBlocksFn act_blocks<Isa::Avx2>(DType t) {
+  return simd::act_blocks_of<Avx2Kernels::QuantizeQ8>(t);
+}
+
 }  // namespace weft::kernels::legacy
 
 #undef WEFT_AVX2_INLINE

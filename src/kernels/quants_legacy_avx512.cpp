@@ -387,6 +387,11 @@ TypeTable table<Isa::Avx512>() {
   return simd::table_of<Avx512Kernels>();
 }
 
+template <>
+ActBlocksFn act_blocks<Isa::Avx512>(DType t) {
+  return simd::act_blocks_of<Avx512Kernels::QuantizeQ8>(t);
+}
+
 }  // namespace weft::kernels::legacy
 
 #undef WEFT_AVX512_INLINE

@@ -323,6 +323,11 @@ TypeTable table<Isa::Scalar>() {
   return kRefTable;
 }
 
+template <>
+ActBlocksFn act_blocks<Isa::Scalar>(DType) {
+  return nullptr;  // the scalar level keeps the two steps (quantize_ref, then prepare_act_row)
+}
+
 void dequantize_ref(DType t, const void* src, float* dst, int64_t n) {
   if (t == DType::Q8_1) return dequantize_q8_1(src, dst, n);
   const TypeKernels* k = find_type(kRefTable, t);

@@ -5,6 +5,7 @@
 #pragma once
 
 #include "core/fp16.h"
+#include "kernels/gemm_q8.h"
 #include "kernels/quants_legacy.h"
 #include "kernels/rows_dot.h"
 
@@ -33,6 +34,30 @@ WEFT_SIMD_TARGET void quantize_act_q8_1(const float* x, void* dst, int64_t n) {
     float d;
     const int sum = Q::block(x + i * kQK, &b[i].d, b[i].qs, d);
     b[i].s = f32_to_fp16(static_cast<float>(sum) * d);
+  }
+}
+
+// quantize_act_q8_0 then gemm::prepare_act_row in one pass (legacy::act_blocks).
+template <class Q, DType kWeight>
+WEFT_SIMD_TARGET void quantize_act_blocks_q8_0(const float* x, int64_t n, gemm::ActBlock* out, int64_t n_tokens) {
+  for (int64_t b = 0; b < n / kQK; ++b) {
+    gemm::ActBlock& o = out[b * n_tokens];
+    uint16_t d16;
+    float d;
+    const int sum = Q::block(x + b * kQK, &d16, o.q, d);
+    o.d = fp16_to_f32(d16);
+    o.s = 0;
+    o.c0 = -gemm::act_offset(kWeight) * sum;
+    o.c1 = 0;
+  }
+}
+template <class Q>
+ActBlocksFn act_blocks_of(DType t) {
+  switch (t) {
+    case DType::Q4_0: return quantize_act_blocks_q8_0<Q, DType::Q4_0>;
+    case DType::Q5_0: return quantize_act_blocks_q8_0<Q, DType::Q5_0>;
+    case DType::Q8_0: return quantize_act_blocks_q8_0<Q, DType::Q8_0>;
+    default: return nullptr;
   }
 }
 

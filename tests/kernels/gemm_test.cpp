@@ -12,6 +12,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstring>
 #include <random>
 #include <set>
 #include <string>
@@ -272,6 +273,39 @@ TEST(Gemm, Q8_0ExtremeLevelsDoNotSaturate) {
     if (!isa_supported(isa)) continue;
     check_gemm(find(isa, DType::Q8_0), c, 0, c.rows, isa_name(isa));
   }
+}
+
+// quantize_act_blocks (one pass where a level has legacy::act_blocks) writes the same bytes as the
+// ref quantizer's row through prepare_act_row, at every level and for every panel type: rows with
+// a zero block, a block of one huge value, and halves (the quantizer's rounding ties).
+TEST(Gemm, ActivationBlocksInOnePassMatchTheTwoSteps) {
+  const int64_t cols = 256, n_tokens = 3;
+  std::mt19937 rng(17);
+  std::normal_distribution<float> normal(0.f, 1.f);
+  std::vector<float> x(cols * n_tokens);
+  for (auto& v : x) v = normal(rng) * 3.f + 0.5f;
+  std::fill_n(x.begin() + 32, 32, 0.f);  // an all-zero block: d = 0
+  x[70] = 3e4f;                          // one value dominates its block
+  for (int i = 0; i < 32; ++i) x[cols + 96 + i] = 0.5f * static_cast<float>(i - 16) * (127.f / 8.f);  // exact halves
+  int fused_levels = 0;
+  for (const DType t : kPanelTypes)
+    for (int l = 0; l < kIsaCount; ++l) {
+      const auto isa = static_cast<Isa>(l);
+      const TypeKernels* k = kernels_for_isa(t, isa);
+      if (!k) continue;
+      SCOPED_TRACE(std::string(dtype_name(t)) + " at " + std::string(isa_name(isa)));
+      const DType at = vec_dot_type(t);
+      std::vector<uint8_t> row(row_bytes(at, cols));
+      std::vector<ActBlock> want(cols / kQK * n_tokens), got(want.size());
+      for (int64_t tok = 0; tok < n_tokens; ++tok) {
+        quantize_row_ref(at, x.data() + tok * cols, row.data(), cols);
+        prepare_act_row(t, row.data(), cols, want.data() + tok, n_tokens);
+        quantize_act_blocks(*k, x.data() + tok * cols, cols, got.data() + tok, n_tokens, row.data());
+      }
+      EXPECT_EQ(std::memcmp(want.data(), got.data(), want.size() * sizeof(ActBlock)), 0);
+      fused_levels += isa != Isa::Scalar && (t == DType::Q4_0 || t == DType::Q5_0 || t == DType::Q8_0);
+    }
+  if (isa_supported(Isa::Avx2)) EXPECT_GT(fused_levels, 0) << "no level converted in one pass";
 }
 
 TEST(Gemm, MatmulOfKQuantsMatchesReferences) {
