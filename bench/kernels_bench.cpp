@@ -268,10 +268,7 @@ BENCHMARK_CAPTURE(BM_prepare_act, Q4_K, DType::Q4_K)->UseRealTime();
 // iteration: how much of the stream a small matrix (an expert's 768 rows, a k/v projection's 512)
 // loses to its op's start and end (the pool's wake, the threads' imbalance, prefetch ramp-up).
 void BM_matvec_parts(benchmark::State& state) { big_matmul(state, BigMatrix(DType::Q4_0, true), 1, state.range(1)); }
-BENCHMARK(BM_matvec_parts)
-    ->ArgsProduct({{1, 2}, {256, 768, 2048, 5632}})
-    ->ArgNames({"threads", "rows"})
-    ->UseRealTime();
+BENCHMARK(BM_matvec_parts)->ArgsProduct({{1, 2}, {256, 768, 2048, 5632}})->ArgNames({"threads", "rows"})->UseRealTime();
 
 // The same matrix times a small batch of tokens (batched decode: one weight read serves every
 // sequence): tokens/s against the prompt path's (128) shows what a small batch loses, and

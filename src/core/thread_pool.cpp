@@ -3,6 +3,7 @@
 #include <pthread.h>
 #include <sched.h>
 #include <unistd.h>
+#include <algorithm>
 
 #if defined(__x86_64__)
 #include <immintrin.h>
@@ -121,6 +122,44 @@ void ThreadPool::parallel_for(int64_t n, int64_t align, const std::function<void
   run([&](int ith, int nth) {
     auto [b, e] = split_range(n, align, ith, nth);
     if (b < e) fn(b, e);
+  });
+}
+
+void ThreadPool::parallel_steal(int64_t n, int64_t chunk, const std::function<void(int64_t, int64_t)>& fn) {
+  if (n <= 0) return;
+  chunk = std::max<int64_t>(chunk, 1);
+  const int64_t n_chunks = (n + chunk - 1) / chunk;
+  if (n_threads_ == 1 || n_chunks == 1) return fn(0, n);
+  // Thread i's chunks [front, back) in one word (front low, back high), so that its owner taking
+  // the front and a thief taking the back cannot both take the last chunk.
+  struct alignas(64) Range {
+    std::atomic<uint64_t> word;
+  };
+  static_assert(sizeof(Range) == 64);
+  std::vector<Range> ranges(n_threads_);
+  for (int i = 0; i < n_threads_; ++i) {
+    const auto [b, e] = split_range(n_chunks, 1, i, n_threads_);
+    ranges[i].word.store(static_cast<uint64_t>(b) | static_cast<uint64_t>(e) << 32, std::memory_order_relaxed);
+  }
+  auto take = [&](Range& r, bool front) -> int64_t {  // a chunk index, or -1 when none is left
+    uint64_t w = r.word.load(std::memory_order_relaxed);
+    for (;;) {
+      const uint64_t f = w & 0xffffffffu, b = w >> 32;
+      if (f >= b) return -1;
+      const uint64_t next = front ? w + 1 : (b - 1) << 32 | f;
+      if (r.word.compare_exchange_weak(w, next, std::memory_order_relaxed))
+        return static_cast<int64_t>(front ? f : b - 1);
+    }
+  };
+  auto chunk_range = [&](int64_t c) { fn(c * chunk, std::min(n, (c + 1) * chunk)); };
+  run([&](int ith, int nth) {
+    for (int64_t c; (c = take(ranges[ith], true)) >= 0;) chunk_range(c);
+    for (int k = 1; k < nth; ++k)  // then the others', nearest first
+      for (Range& r = ranges[(ith + k) % nth];;) {
+        const int64_t c = take(r, false);
+        if (c < 0) break;
+        chunk_range(c);
+      }
   });
 }
 

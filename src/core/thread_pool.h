@@ -33,6 +33,12 @@ class ThreadPool {
   void run(const std::function<void(int ith, int nth)>& fn);
   // Splits [0, n) into contiguous chunks, one per thread, aligned to `align` items.
   void parallel_for(int64_t n, int64_t align, const std::function<void(int64_t begin, int64_t end)>& fn);
+  // The same split, in chunks of `chunk` items (a multiple of align) that each thread takes from the
+  // front of its own range and, once that is empty, from the back of the others': a thread that runs
+  // slower (a core shared with another tenant, an efficiency core, a late wake) hands the rest of
+  // its range to the faster ones instead of making them wait, and each thread still streams
+  // through contiguous memory. fn may run several times per thread, on ranges in any order.
+  void parallel_steal(int64_t n, int64_t chunk, const std::function<void(int64_t begin, int64_t end)>& fn);
 
  private:
   void worker_loop(int ith);
@@ -47,11 +53,11 @@ class ThreadPool {
 };
 
 // fn(i) for every i < n (a token's row, say): inline for one (microseconds: not worth waking the
-// pool), else spread over the pool in contiguous chunks.
+// pool), else spread over the pool in contiguous chunks, a quarter of a thread's share each.
 template <class Fn>
 void for_each_index(ThreadPool& pool, int64_t n, Fn&& fn) {
   if (n == 1) return fn(int64_t{0});
-  pool.parallel_for(n, 1, [&](int64_t b, int64_t e) {
+  pool.parallel_steal(n, n / (int64_t{pool.size()} * 4), [&](int64_t b, int64_t e) {
     for (int64_t i = b; i < e; ++i) fn(i);
   });
 }

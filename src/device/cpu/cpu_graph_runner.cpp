@@ -425,9 +425,9 @@ void CpuGraphRunner::attention(int i, const StepCtx& c) {
   const size_t k_slot = row_bytes(opt_.k_type, kvw) * opt_.n_ctx, v_slot = row_bytes(opt_.v_type, kvw) * opt_.n_ctx;
   const float* q = out(ln.inputs[0]);
   float* y = out(i);
-  pool_.run([&](int ith, int nth) {  // query heads spread over the pool; each sequence reads its own slot
-    auto [h0, h1] = split_range(s.n_q_heads, 1, ith, nth);
-    if (h0 >= h1) return;
+  // Query heads spread over the pool, two chunks per thread (a slower thread's second goes to a
+  // faster one); each sequence reads its own slot.
+  pool_.parallel_steal(s.n_q_heads, s.n_q_heads / (2 * pool_.size()), [&](int64_t h0, int64_t h1) {
     kernels::AttentionShape part = s;
     part.head_begin = h0;
     part.head_end = h1;
