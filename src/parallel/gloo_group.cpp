@@ -267,7 +267,10 @@ class GlooGroup : public Group {
     Timer t(this, 0);
     run("broadcast", [&] {
       gloo::BroadcastOptions o(ctx_);
-      if (rank() == root) o.setInput(data, n);
+      if (rank() == root) {  // from a copy: Gloo copies input to output while its loop thread sends it
+        tmp_.assign(data, data + n);
+        o.setInput(tmp_.data(), n);
+      }
       o.setOutput(data, n);
       o.setRoot(root);
       o.setTag(tag_++);

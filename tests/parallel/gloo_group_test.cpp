@@ -27,7 +27,8 @@ float value(int rank, size_t i) { return static_cast<float>(i % 97) + 1000.0f * 
 
 // Every size class of the sync path (one message; several ring segments of several messages,
 // segments of unequal length) and Gloo's asynchronous algorithm (chunk 0), with 2 and 3 ranks:
-// exact sums, the same on every rank, and the async mesh usable in between.
+// exact sums, the same on every rank, and the async mesh usable in between (all-gathers, and
+// broadcasts whose root keeps its own buffer).
 const char* transport_name(bool shm) { return shm ? "host shared memory" : "tcp"; }
 
 TEST(GlooGroup, AllReducesGiveExactSumsOnEveryPath) {
@@ -63,6 +64,14 @@ TEST(GlooGroup, AllReducesGiveExactSumsOnEveryPath) {
             std::vector<float> all(n_ranks);
             g->all_gather(&mine, std::vector<size_t>(n_ranks, 1), all.data());
             if (all[0] != 1.0f || all[1] != 2.0f) errors.push_back("all_gather");
+            const int root = static_cast<int>(n % n_ranks);  // and a broadcast from each rank in turn
+            for (size_t i = 0; i < n; ++i) x[i] = value(rank, i);
+            g->broadcast(x.data(), n, root);
+            for (size_t i = 0; i < n; ++i)
+              if (x[i] != value(root, i)) {
+                errors.push_back(fmt::format("broadcast from {}, n={} i={}: {}", root, n, i, x[i]));
+                break;
+              }
           }
           return errors;
         };
