@@ -60,6 +60,7 @@ int hardware_cores() {
 ThreadPool::ThreadPool(int n_threads, Placement placement, bool spin)
     : n_threads_(n_threads < 1 ? 1 : n_threads), spin_(spin) {
   if (n_threads_ > static_cast<int>(kSlotMask)) n_threads_ = static_cast<int>(kSlotMask);
+  ranges_ = std::make_unique<StealRange[]>(n_threads_);
   if (!placement.cpus.empty()) pin_current_thread(placement.cpus[0]);
   for (int i = 1; i < n_threads_; ++i) {
     workers_.emplace_back([this, i, placement] {
@@ -127,21 +128,14 @@ void ThreadPool::parallel_for(int64_t n, int64_t align, const std::function<void
 
 void ThreadPool::parallel_steal(int64_t n, int64_t chunk, const std::function<void(int64_t, int64_t)>& fn) {
   if (n <= 0) return;
-  chunk = std::max<int64_t>(chunk, 1);
+  chunk = std::max({chunk, int64_t{1}, n >> 31});  // chunk indices fit the 32 bits of a Range half
   const int64_t n_chunks = (n + chunk - 1) / chunk;
   if (n_threads_ == 1 || n_chunks == 1) return fn(0, n);
-  // Thread i's chunks [front, back) in one word (front low, back high), so that its owner taking
-  // the front and a thief taking the back cannot both take the last chunk.
-  struct alignas(64) Range {
-    std::atomic<uint64_t> word;
-  };
-  static_assert(sizeof(Range) == 64);
-  std::vector<Range> ranges(n_threads_);
   for (int i = 0; i < n_threads_; ++i) {
     const auto [b, e] = split_range(n_chunks, 1, i, n_threads_);
-    ranges[i].word.store(static_cast<uint64_t>(b) | static_cast<uint64_t>(e) << 32, std::memory_order_relaxed);
+    ranges_[i].word.store(static_cast<uint64_t>(b) | static_cast<uint64_t>(e) << 32, std::memory_order_relaxed);
   }
-  auto take = [&](Range& r, bool front) -> int64_t {  // a chunk index, or -1 when none is left
+  auto take = [](StealRange& r, bool front) -> int64_t {  // a chunk index, or -1 when none is left
     uint64_t w = r.word.load(std::memory_order_relaxed);
     for (;;) {
       const uint64_t f = w & 0xffffffffu, b = w >> 32;
@@ -152,10 +146,12 @@ void ThreadPool::parallel_steal(int64_t n, int64_t chunk, const std::function<vo
     }
   };
   auto chunk_range = [&](int64_t c) { fn(c * chunk, std::min(n, (c + 1) * chunk)); };
+  // run() publishes the ranges to the workers (its job store is a release, their claim an acquire)
+  // and returns only when every slot is done, so the next call may overwrite them.
   run([&](int ith, int nth) {
-    for (int64_t c; (c = take(ranges[ith], true)) >= 0;) chunk_range(c);
+    for (int64_t c; (c = take(ranges_[ith], true)) >= 0;) chunk_range(c);
     for (int k = 1; k < nth; ++k)  // then the others', nearest first
-      for (Range& r = ranges[(ith + k) % nth];;) {
+      for (StealRange& r = ranges_[(ith + k) % nth];;) {
         const int64_t c = take(r, false);
         if (c < 0) break;
         chunk_range(c);

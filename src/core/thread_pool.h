@@ -4,6 +4,7 @@
 
 #include <atomic>
 #include <functional>
+#include <memory>
 #include <thread>
 #include <vector>
 
@@ -43,8 +44,15 @@ class ThreadPool {
  private:
   void worker_loop(int ith);
 
+  // parallel_steal's chunks of thread i: [front, back) in one word (front low, back high), so that
+  // its owner taking the front and a thief taking the back cannot both take the last one.
+  struct alignas(64) StealRange {
+    std::atomic<uint64_t> word{0};
+  };
+
   int n_threads_;
   bool spin_;
+  std::unique_ptr<StealRange[]> ranges_;  // one per thread, reused by every call
   std::vector<std::thread> workers_;
   const std::function<void(int, int)>* job_ = nullptr;
   std::atomic<uint64_t> generation_{0};
