@@ -40,6 +40,12 @@ class ThreadPool {
   // its range to the faster ones instead of making them wait, and each thread still streams
   // through contiguous memory. fn may run several times per thread, on ranges in any order.
   void parallel_steal(int64_t n, int64_t chunk, const std::function<void(int64_t begin, int64_t end)>& fn);
+  // A chunk for parallel_steal: about 1/per_thread of each thread's share of n, a multiple of
+  // align and at least align.
+  int64_t steal_chunk(int64_t n, int64_t align, int64_t per_thread) const {
+    const int64_t want = n / (int64_t{n_threads_} * per_thread) / align * align;
+    return want > align ? want : align;
+  }
 
  private:
   void worker_loop(int ith);
@@ -65,7 +71,7 @@ class ThreadPool {
 template <class Fn>
 void for_each_index(ThreadPool& pool, int64_t n, Fn&& fn) {
   if (n == 1) return fn(int64_t{0});
-  pool.parallel_steal(n, n / (int64_t{pool.size()} * 4), [&](int64_t b, int64_t e) {
+  pool.parallel_steal(n, pool.steal_chunk(n, 1, 4), [&](int64_t b, int64_t e) {
     for (int64_t i = b; i < e; ++i) fn(i);
   });
 }

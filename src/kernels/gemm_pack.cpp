@@ -209,14 +209,9 @@ void prepare_act_row(DType weight, const void* act_row, int64_t n, ActBlock* out
 
 void quantize_act_blocks(const TypeKernels& k, const float* x, int64_t n, ActBlock* out, int64_t n_tokens,
                          uint8_t* row) {
-  legacy::ActBlocksFn fused = nullptr;
-  switch (k.isa) {
-    case Isa::Avx512: fused = legacy::act_blocks<Isa::Avx512>(k.type); break;
-    case Isa::Avx2: fused = legacy::act_blocks<Isa::Avx2>(k.type); break;
-    case Isa::Scalar:
-    case Isa::Count: fused = legacy::act_blocks<Isa::Scalar>(k.type); break;
-  }
-  if (fused) return fused(x, n, out, n_tokens);
+  static constexpr std::array<legacy::ActBlocksFn (*)(DType), kIsaCount> kFind = {
+      legacy::act_blocks<Isa::Scalar>, legacy::act_blocks<Isa::Avx2>, legacy::act_blocks<Isa::Avx512>};
+  if (const legacy::ActBlocksFn fused = kFind[static_cast<int>(k.isa)](k.type)) return fused(x, n, out, n_tokens);
   k.quantize_act(x, row, n);
   prepare_act_row(k.type, row, n, out, n_tokens);
 }

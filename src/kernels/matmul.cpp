@@ -29,11 +29,6 @@ constexpr int64_t kGemmMinTokens = 4;
 // that finishes early takes from the back of a slower one's range (ThreadPool::parallel_steal).
 constexpr int64_t kStealChunks = 16;
 
-int64_t steal_chunk(int64_t rows, const ThreadPool& pool) {
-  const int64_t want = rows / (int64_t{pool.size()} * kStealChunks);
-  return std::max<int64_t>(kRowAlign, want / kRowAlign * kRowAlign);
-}
-
 void check_shapes(const WeightMatrix& w, int64_t ldx, int64_t n_tokens, int64_t ldy) {
   WEFT_ASSERT(w.rows >= 0 && w.cols >= 0 && n_tokens >= 0);
   WEFT_ASSERT(w.cols % block_size(w.type) == 0);
@@ -113,7 +108,7 @@ void matmul_prepared(const WeightMatrix& w, const float* x, int64_t ldx, int64_t
   const TypeKernels& k = kernels_for(w.type);
   if (const gemm::GemmFn gemm = gemm_kernel(k, w, n_tokens)) {  // each thread over its 16-row aligned panels
     const auto* act = reinterpret_cast<const gemm::ActBlock*>(scratch.act.data());
-    pool.parallel_steal(w.rows, steal_chunk(w.rows, pool),
+    pool.parallel_steal(w.rows, pool.steal_chunk(w.rows, kRowAlign, kStealChunks),
                         [&](int64_t b, int64_t e) { gemm(w, b, e, act, n_tokens, y, ldy); });
     return;
   }
@@ -124,7 +119,7 @@ void matmul_prepared(const WeightMatrix& w, const float* x, int64_t ldx, int64_t
                           : ActRows{scratch.act.data(), row_bytes(k.act_type, n)};
 
   if (n_tokens == 1) {  // decode: each thread streams its rows once, several rows per pass
-    pool.parallel_steal(w.rows, steal_chunk(w.rows, pool),
+    pool.parallel_steal(w.rows, pool.steal_chunk(w.rows, kRowAlign, kStealChunks),
                         [&](int64_t b, int64_t e) { k.rows_dot(n, e - b, w.data + b * ws, ws, act.data, y + b); });
     return;
   }
@@ -133,7 +128,8 @@ void matmul_prepared(const WeightMatrix& w, const float* x, int64_t ldx, int64_t
   // reused by every token of a token tile before moving on, so weights come from memory
   // n_tokens / kTokenTile times instead of n_tokens times.
   const int64_t tile_rows = std::max<int64_t>(4, static_cast<int64_t>(kWeightTileBytes / ws) / 4 * 4);
-  pool.parallel_steal(w.rows, std::max(tile_rows / kRowAlign * kRowAlign, steal_chunk(w.rows, pool)),
+  pool.parallel_steal(w.rows,
+                      std::max(tile_rows / kRowAlign * kRowAlign, pool.steal_chunk(w.rows, kRowAlign, kStealChunks)),
                       [&](int64_t b, int64_t e) {
                         for (int64_t t0 = 0; t0 < n_tokens; t0 += kTokenTile) {
                           const int64_t t1 = std::min(n_tokens, t0 + kTokenTile);

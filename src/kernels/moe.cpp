@@ -141,8 +141,7 @@ void grouped_panels(const ExpertStack& w, ThreadPool& pool, MoeScratch& s, RowOf
       }
     });
   const int64_t panels = rows / gemm::kPanelRows, work = n * panels;  // expert i's panel q: m(i) units
-  const int64_t chunk = std::max<int64_t>(1, work / (int64_t{pool.size()} * 16));
-  pool.parallel_steal(work, chunk, [&](int64_t lo, int64_t hi) {  // panels starting in [lo, hi)
+  pool.parallel_steal(work, pool.steal_chunk(work, 1, 16), [&](int64_t lo, int64_t hi) {  // panels starting in [lo, hi)
     for (int64_t i = 0; i < w.n; ++i) {
       const int64_t mi = m(i), base = s.begin[i] * panels;
       if (mi == 0 || base >= hi || base + panels * mi <= lo) continue;
@@ -170,8 +169,7 @@ void fused_rows(const ExpertStack& w, ThreadPool& pool, MoeScratch& s, RowOf row
       if (src[p] == p) tk.quantize_act(row_of(s.slots[p]), s.act.data() + p * act_stride, cols);
   }
   const size_t ws = w.w.row_stride;
-  const int64_t chunk = std::max<int64_t>(16, n * rows / (int64_t{pool.size()} * 16) / 16 * 16);
-  pool.parallel_steal(n * rows, chunk, [&](int64_t b, int64_t e) {
+  pool.parallel_steal(n * rows, pool.steal_chunk(n * rows, 16, 16), [&](int64_t b, int64_t e) {
     for (int64_t p = b / rows; p * rows < e; ++p) {
       const int64_t r0 = std::max(b, p * rows) - p * rows, r1 = std::min(e, (p + 1) * rows) - p * rows;
       const void* act =

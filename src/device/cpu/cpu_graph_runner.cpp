@@ -427,7 +427,7 @@ void CpuGraphRunner::attention(int i, const StepCtx& c) {
   float* y = out(i);
   // Query heads spread over the pool, two chunks per thread (a slower thread's second goes to a
   // faster one); each sequence reads its own slot.
-  pool_.parallel_steal(s.n_q_heads, s.n_q_heads / (2 * pool_.size()), [&](int64_t h0, int64_t h1) {
+  pool_.parallel_steal(s.n_q_heads, pool_.steal_chunk(s.n_q_heads, 1, 2), [&](int64_t h0, int64_t h1) {
     kernels::AttentionShape part = s;
     part.head_begin = h0;
     part.head_end = h1;
