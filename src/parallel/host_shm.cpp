@@ -48,8 +48,15 @@ std::string ns_link(const char* path) {
 // Exited, or a zombie not yet reaped (its memory and sockets are gone either way).
 bool process_gone(int pid) {
   if (::kill(pid, 0) != 0) return errno == ESRCH;
-  std::ifstream f("/proc/" + std::to_string(pid) + "/stat");
-  const std::string stat((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
+  // Read with read(2): a process that exits between kill and the read makes it fail with ESRCH,
+  // which libstdc++'s filebuf throws as an exception; that is a gone process, not an error.
+  const int fd = ::open(("/proc/" + std::to_string(pid) + "/stat").c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return true;
+  char buf[1024];
+  const ssize_t n = ::read(fd, buf, sizeof buf);
+  ::close(fd);
+  if (n <= 0) return true;
+  const std::string stat(buf, static_cast<size_t>(n));
   const size_t p = stat.rfind(')');  // the command name in parentheses may hold anything
   return p != std::string::npos && p + 2 < stat.size() && (stat[p + 2] == 'Z' || stat[p + 2] == 'X');
 }
