@@ -18,6 +18,15 @@ HugeBuffer::HugeBuffer(size_t n, const char* layer, const char* what, bool huge)
   p_ = static_cast<uint8_t*>(p);
 }
 
+bool HugeBuffer::populate() {
+  if (!p_) return true;
+#ifdef MADV_POPULATE_WRITE
+  return ::madvise(p_, n_, MADV_POPULATE_WRITE) == 0;
+#else
+  return false;
+#endif
+}
+
 HugeBuffer::~HugeBuffer() {
   if (p_) ::munmap(p_, n_);
 }

@@ -21,6 +21,11 @@ class HugeBuffer {
   HugeBuffer(const HugeBuffer&) = delete;
   HugeBuffer& operator=(const HugeBuffer&) = delete;
 
+  // Backs every page now (MADV_POPULATE_WRITE), so that first use pays no page faults (a KV
+  // cache: else the first requests fault in its pages step by step). False where the kernel
+  // could not (no memory, or a kernel before 5.14): the pages then come on first use, as before.
+  bool populate();
+
   uint8_t* data() { return p_; }
   const uint8_t* data() const { return p_; }
   size_t size() const { return n_; }

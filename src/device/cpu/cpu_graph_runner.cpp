@@ -2,6 +2,7 @@
 
 #include "core/error.h"
 #include "core/progress.h"
+#include "core/system_memory.h"
 #include "kernels/ops.h"
 #include "kernels/quants.h"
 
@@ -10,6 +11,9 @@
 #include <cmath>
 #include <cstring>
 #include <map>
+#include <optional>
+#include <tuple>
+#include <utility>
 
 namespace weft::device {
 
@@ -56,11 +60,17 @@ void CpuGraphRunner::load(const parallel::DeviceGraph& graph, const gguf::File& 
         ns.v_cache = HugeBuffer(row_bytes(opt.v_type, n), "cpu", "the V cache");
         for (int64_t h = ln.q_heads.begin; h < ln.q_heads.end; ++h)
           ns.kv_of_q.push_back(static_cast<int32_t>(h / d.group() - ln.kv_heads.begin));
+        for (int64_t h = 0; h < static_cast<int64_t>(ns.kv_of_q.size()); ++h)
+          if (h == 0 || ns.kv_of_q[h] != ns.kv_of_q[h - 1])
+            ns.head_runs.emplace_back(h, h + 1);
+          else
+            ns.head_runs.back().second = h + 1;
         break;
       }
       default: break;
     }
   }
+  populate_kv_caches();
   readers_.assign(graph_.nodes.size(), {});
   for (size_t i = 0; i < graph_.nodes.size(); ++i)
     for (int in : graph_.nodes[i].inputs)
@@ -145,14 +155,16 @@ StepResult CpuGraphRunner::run(const Step& step) {
   const int64_t n_tokens = static_cast<int64_t>(step.tokens.size());
   ++step_id_;
   std::vector<int32_t> pos;
-  std::vector<int64_t> kv_row, out_rows;
+  std::vector<int64_t> kv_row, out_rows, seq_first;
   // Per sequence, where in out_rows its scored rows start and where its last row is (-1: none).
   std::vector<int64_t> score_at(step.seqs.size(), -1), last_at(step.seqs.size(), -1);
   pos.reserve(n_tokens);
   kv_row.reserve(n_tokens);
+  seq_first.reserve(step.seqs.size());
   for (size_t k = 0; k < step.seqs.size(); ++k) {
     const StepSeq& q = step.seqs[k];
     const int64_t first = static_cast<int64_t>(pos.size());
+    seq_first.push_back(first);
     for (int32_t t = 0; t < q.n_tokens; ++t) {
       pos.push_back(q.pos0 + t);
       kv_row.push_back(int64_t{q.seq} * opt_.n_ctx + q.pos0 + t);
@@ -174,7 +186,7 @@ StepResult CpuGraphRunner::run(const Step& step) {
   for (int i = 0; i < static_cast<int>(graph_.nodes.size()); ++i) {
     const auto ts = Clock::now();
     try {
-      exec(i, {step, n_tokens, pos, kv_row, out_rows});
+      exec(i, {step, n_tokens, pos, kv_row, out_rows, seq_first});
     } catch (...) {
       if (group_) group_->abort();  // peers must not wait for this device in a collective
       throw;
@@ -409,6 +421,18 @@ static void store_kv(HugeBuffer& cache, DType type, const float* rows, int64_t n
   }
 }
 
+// The KV caches are backed at load, as llama.cpp clears its cache at load, so that the first
+// requests pay no page faults; where they would take over half the memory left (a -c far past
+// what is used), their pages still come as positions are written.
+void CpuGraphRunner::populate_kv_caches() {
+  size_t bytes = 0;
+  for (const NodeState& ns : nodes_) bytes += ns.k_cache.size() + ns.v_cache.size();
+  const std::optional<uint64_t> left = available_memory_bytes();
+  if (bytes == 0 || !left || bytes > *left / 2) return;
+  for (NodeState& ns : nodes_)
+    if (!ns.k_cache.populate() || !ns.v_cache.populate()) return;
+}
+
 void CpuGraphRunner::attention(int i, const StepCtx& c) {
   const auto& ln = graph_.nodes[i];
   NodeState& ns = nodes_[i];
@@ -425,18 +449,23 @@ void CpuGraphRunner::attention(int i, const StepCtx& c) {
   const size_t k_slot = row_bytes(opt_.k_type, kvw) * opt_.n_ctx, v_slot = row_bytes(opt_.v_type, kvw) * opt_.n_ctx;
   const float* q = out(ln.inputs[0]);
   float* y = out(i);
-  // Query heads spread over the pool, two chunks per thread (a slower thread's second goes to a
-  // faster one); each sequence reads its own slot.
-  pool_.parallel_steal(s.n_q_heads, pool_.steal_chunk(s.n_q_heads, 1, 2), [&](int64_t h0, int64_t h1) {
+  // The pool's work items are (sequence, kv head) pairs: a batch of decoding sequences gives it
+  // sequences x kv heads small items to balance, not a few wide head ranges, and the kernel reads
+  // each kv head's cache rows once for all the q heads of its group. With fewer items than two
+  // per thread (one long prompt on a device holding one or two kv heads), (sequence, q head).
+  const int64_t n_seqs = static_cast<int64_t>(c.step.seqs.size());
+  const bool per_head = n_seqs * static_cast<int64_t>(ns.head_runs.size()) < 2 * pool_.size();
+  const int64_t n_units = per_head ? s.n_q_heads : static_cast<int64_t>(ns.head_runs.size()),
+                n_items = n_seqs * n_units;
+  pool_.parallel_steal(n_items, pool_.steal_chunk(n_items, 1, 4), [&](int64_t b, int64_t e) {
     kernels::AttentionShape part = s;
-    part.head_begin = h0;
-    part.head_end = h1;
-    int64_t t0 = 0;
-    for (const StepSeq& sq : c.step.seqs) {
+    for (int64_t item = b; item < e; ++item) {
+      const int64_t si = item / n_units, ts = c.seq_first[si], u = item % n_units;
+      const StepSeq& sq = c.step.seqs[si];
+      std::tie(part.head_begin, part.head_end) = per_head ? std::pair{u, u + 1} : ns.head_runs[u];
       part.n_tokens = sq.n_tokens;
-      kernels::attention(part, q + t0 * qw, ns.k_cache.data() + sq.seq * k_slot, ns.v_cache.data() + sq.seq * v_slot,
-                         ns.kv_of_q.data(), c.pos.data() + t0, y + t0 * qw);
-      t0 += sq.n_tokens;
+      kernels::attention(part, q + ts * qw, ns.k_cache.data() + sq.seq * k_slot, ns.v_cache.data() + sq.seq * v_slot,
+                         ns.kv_of_q.data(), c.pos.data() + ts, y + ts * qw);
     }
   });
 }

@@ -33,18 +33,22 @@ class CpuGraphRunner {
     // rows of one head 1 KiB or more apart, a TLB miss every few rows on 4 KiB pages.
     HugeBuffer k_cache, v_cache;
     std::vector<int32_t> kv_of_q;  // Attention: local kv head of each local q head
+    // Attention: the local q heads of each local kv head, [begin, end), the pool's work items
+    std::vector<std::pair<int64_t, int64_t>> head_runs;
     kernels::ExpertStack experts;  // Expert*: the experts held (none: n == 0)
   };
   float* out(int node) { return buffers_[nodes_[node].buffer].data(); }
   void plan_buffers(int32_t max_tokens);
+  void populate_kv_caches();
   const kernels::WeightMatrix* fusable_matmul(int node, int64_t n_tokens) const;
   // What every node of one step reads besides its inputs.
   struct StepCtx {
     const Step& step;
     int64_t n_tokens;
-    const std::vector<int32_t>& pos;       // position of each token in its sequence
-    const std::vector<int64_t>& kv_row;    // its row in the KV caches: slot * n_ctx + position
-    const std::vector<int64_t>& out_rows;  // tokens whose logits are wanted: each wanting sequence's last
+    const std::vector<int32_t>& pos;        // position of each token in its sequence
+    const std::vector<int64_t>& kv_row;     // its row in the KV caches: slot * n_ctx + position
+    const std::vector<int64_t>& out_rows;   // tokens whose logits are wanted: each wanting sequence's last
+    const std::vector<int64_t>& seq_first;  // each sequence's first token in the step
   };
   void check_step(const Step& step) const;
   void exec(int i, const StepCtx& c);
