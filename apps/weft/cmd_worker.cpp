@@ -3,6 +3,7 @@
 // serving after each ends, whether the coordinator said goodbye or died.
 #include "apps/weft/commands.h"
 #include "core/error.h"
+#include "core/sched_policy.h"
 #include "core/system_memory.h"
 #include "device/remote/model_store.h"
 #include "device/remote/worker_server.h"
@@ -46,6 +47,7 @@ Action add_worker(CLI::App& app) {
     std::string cache_dir = device::remote::default_cache_dir();
     bool no_cache = false;
     std::string net_poll = "auto";
+    std::string sched = "batch";
     int preload_timeout_s = 60;
     int load_delay_ms = 0;
     bool announce = false;
@@ -70,6 +72,12 @@ Action add_worker(CLI::App& app) {
   cmd->add_option("--net-poll", a->net_poll, "waiting in all-reduces: auto | busy (poll 50 us, then sleep) | block")
       ->check(CLI::IsMember({"auto", "busy", "block"}))
       ->capture_default_str();
+  cmd->add_option("--sched", a->sched,
+                  "scheduling policy of the worker's threads: batch (SCHED_BATCH: woken by a message, a thread does "
+                  "not preempt its sender, e.g. a coordinator on the same cores sending the next worker its step) | "
+                  "normal")
+      ->check(CLI::IsMember({"batch", "normal"}))
+      ->capture_default_str();
   cmd->add_option("--preload-timeout", a->preload_timeout_s,
                   "seconds a coordinator may hold the worker between its handshake and its load")
       ->check(CLI::Range(1, 24 * 3600))
@@ -81,6 +89,11 @@ Action add_worker(CLI::App& app) {
                   "where announcements go: a multicast group or a broadcast address, with the port")
       ->capture_default_str();
   return [a] {
+    try {  // before any thread starts: they inherit it
+      set_sched_policy(parse_sched_policy(a->sched));
+    } catch (const Error& e) {  // e.g. a sandbox that forbids it: serve anyway, as before
+      std::fprintf(stderr, "weft worker: warning: %s; threads keep the default policy\n", e.what());
+    }
     device::remote::WorkerOptions o;
     o.listen = net::parse_host_port(a->listen);
     o.threads = a->threads;

@@ -14,11 +14,13 @@
 
 #include <gtest/gtest.h>
 
+#include <sched.h>
 #include <sys/wait.h>
 #include <unistd.h>
 #include <chrono>
 #include <csignal>
 #include <cstdio>
+#include <filesystem>
 #include <fstream>
 #include <functional>
 #include <iterator>
@@ -74,6 +76,29 @@ TEST(RemoteWorker, WorkersOnOneHostAllReduceThroughSharedMemoryUnlessTold) {
   EXPECT_NE(logged().find("rank 0 of 2, all-reduces over host shared memory"), std::string::npos) << logged();
   ASSERT_EQ(greedy_ids(stories(), pair, "--net-shm off").find("ERROR"), std::string::npos);
   EXPECT_NE(logged().find("rank 0 of 2, all-reduces over tcp"), std::string::npos) << logged();
+}
+
+// Scheduling policy of every thread of process pid: SCHED_BATCH, SCHED_OTHER, or -1 when they differ.
+int threads_policy(pid_t pid) {
+  int policy = -2;
+  for (const auto& task : std::filesystem::directory_iterator("/proc/" + std::to_string(pid) + "/task")) {
+    const int p = ::sched_getscheduler(std::stoi(task.path().filename().string()));
+    if (p < 0) continue;  // a thread that ended while we looked
+    policy = policy == -2 || policy == p ? p : -1;
+  }
+  return policy;
+}
+
+// Workers run their threads as SCHED_BATCH (see core/sched_policy.h), or as told.
+TEST(RemoteWorker, WorkerThreadsTakeTheBatchPolicyUnlessTold) {
+  Worker batch, normal({"--sched", "normal"});
+  EXPECT_EQ(threads_policy(batch.pid()), SCHED_BATCH);
+  EXPECT_EQ(threads_policy(normal.pid()), SCHED_OTHER);
+  ASSERT_EQ(greedy_ids(stories(), batch.url() + "," + normal.url()).find("ERROR"), std::string::npos);
+  EXPECT_EQ(threads_policy(batch.pid()), SCHED_BATCH);  // also the threads its sessions started
+  const std::string bad = shell(std::string(WEFT_BINARY) + " worker --sched fifo 2>&1; echo rc=$?");
+  EXPECT_NE(bad.find("--sched: fifo not in {batch,normal}"), std::string::npos) << bad;
+  EXPECT_EQ(bad.find("rc=0"), std::string::npos) << bad;
 }
 
 TEST(RemoteWorker, GeneratedModelGreedyTokensMatchOneLocalDevice) {

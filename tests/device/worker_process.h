@@ -60,6 +60,7 @@ class Worker {
     start();
   }
   std::string address() const { return host_ + ":" + std::to_string(port_); }
+  pid_t pid() const { return pid_; }
   std::string url() const { return "tcp://" + address(); }
 
  private:
