@@ -241,6 +241,37 @@ WEFT_MATVEC_BIG(Q8_0)
 WEFT_MATVEC_BIG(Q4_K)
 WEFT_MATVEC_BIG(Q5_K)
 WEFT_MATVEC_BIG(Q6_K)
+WEFT_MATVEC_BIG(Q3_K)
+
+// The decode kernel on rows that stay in L2 (the first 256 rows, 144-420 KiB by type), one
+// thread: what it can consume when memory is not the limit. Against BM_read/1 it tells whether a
+// type's decode can keep up with the weight stream at all (the arithmetic per byte must fit in the
+// time the byte takes to arrive, with room for the overlap).
+void BM_matvec_hot(benchmark::State& state, DType type) {
+  const BigMatrix big(type, true);
+  constexpr int64_t kRows = 256;
+  const kernels::WeightMatrix part = big.rows(0, kRows);
+  std::vector<float> x(BigMatrix::kCols, 0.5f), y(kRows);
+  ThreadPool pool(1);
+  kernels::MatmulScratch scratch;
+  kernels::prepare_activations(part, x.data(), BigMatrix::kCols, 1, pool, scratch);  // once: the weights are timed
+  for (auto _ : state) {
+    kernels::matmul_prepared(part, x.data(), BigMatrix::kCols, 1, y.data(), kRows, pool, scratch);
+    benchmark::DoNotOptimize(y.data());
+  }
+  state.SetBytesProcessed(static_cast<int64_t>(state.iterations()) * big.bytes() / big.matrix().rows * kRows);
+  state.SetLabel(big.label());
+}
+#define WEFT_MATVEC_HOT(T) BENCHMARK_CAPTURE(BM_matvec_hot, T, DType::T);
+WEFT_MATVEC_HOT(Q4_0)
+WEFT_MATVEC_HOT(Q4_1)
+WEFT_MATVEC_HOT(Q5_0)
+WEFT_MATVEC_HOT(Q5_1)
+WEFT_MATVEC_HOT(Q8_0)
+WEFT_MATVEC_HOT(Q4_K)
+WEFT_MATVEC_HOT(Q5_K)
+WEFT_MATVEC_HOT(Q6_K)
+WEFT_MATVEC_HOT(Q3_K)
 
 // A prompt's activations converted for the GEMM (quantized per token, then spread into blocks
 // across tokens), as every matmul input is once per step: 128 tokens of 2048 columns, one thread.

@@ -1,4 +1,4 @@
-// K-quant kernels: Q4_K, Q5_K, Q6_K weights with Q8_K activations (ggml's super-block formats,
+// K-quant kernels: Q2_K, Q3_K, Q4_K, Q5_K, Q6_K weights with Q8_K activations (ggml's super-block formats,
 // 256 values per block, bit-compatible with ggml-common.h). The dispatcher in quants.cpp routes
 // these types here; everything else in this module sees only this header.
 #pragma once
@@ -11,7 +11,7 @@
 
 namespace weft::kernels::kquants {
 
-// Whether t is one of the types below: Q4_K, Q5_K, Q6_K (weights) or Q8_K (activations).
+// Whether t is one of the types below: Q2_K .. Q6_K (weights) or Q8_K (activations).
 bool handles(DType t);
 
 // Scalar references; n is a multiple of 256. Throws weft::Error for a type not handled.
@@ -19,7 +19,7 @@ void dequantize_ref(DType t, const void* src, float* dst, int64_t n);
 // Also Q8_K. Weight types fit a scale and min per sub-block by weighted least squares; the
 // result is valid ggml data but need not be bit-identical to ggml's quantizer.
 void quantize_ref(DType t, const float* src, void* dst, int64_t n);
-// w: a Q4_K/Q5_K/Q6_K row, a: a Q8_K row, both of n values.
+// w: a Q2_K .. Q6_K row, a: a Q8_K row, both of n values.
 float vec_dot_ref(DType t, int64_t n, const void* w, const void* a);
 
 // This family's kernels at one ISA level (kquants_find.cpp, kquants_avx2.cpp, kquants_avx512.cpp),

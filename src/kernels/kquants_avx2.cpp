@@ -1,4 +1,4 @@
-// AVX2 + FMA + F16C K-quant kernels: Q4_K/Q5_K/Q6_K . Q8_K dot products and f32 -> Q8_K.
+// AVX2 + FMA + F16C K-quant kernels: Q2_K .. Q6_K . Q8_K dot products and f32 -> Q8_K.
 // Only these functions carry the target attribute, so the binary still runs on older CPUs
 // (quants.cpp offers this table only where isa_supported(Isa::Avx2)).
 //
@@ -34,6 +34,15 @@ constexpr int kGroupRows = 2;
 // vpshufb control that copies int16 lane `k` (of each 128-bit half) to every lane.
 WEFT_TARGET_AVX2 inline __m256i word_broadcast_mask(int k) {
   return _mm256_set1_epi16(static_cast<short>(0x0100 + 0x0202 * k));
+}
+
+// For 16-value sub-blocks (Q2_K, Q3_K, Q6_K), with a half's 8 scales as int16 in both 128-bit
+// lanes: vpshufb controls that give part p (32 values) scale 2p in the low lane (its values
+// 0..15) and 2p + 1 in the high one.
+WEFT_TARGET_AVX2 inline void part_scale_masks(__m256i sel[4]) {
+  for (int p = 0; p < 4; ++p)
+    sel[p] = _mm256_set_m128i(_mm256_castsi256_si128(word_broadcast_mask(2 * p + 1)),
+                              _mm256_castsi256_si128(word_broadcast_mask(2 * p)));
 }
 
 // Per-row state of a Q4_K/Q5_K block: its 8 scales as int16 in both 128-bit halves, and the min
@@ -121,11 +130,8 @@ WEFT_TARGET_AVX2 void dot_rows_q6_K(int64_t n, const uint8_t* w, size_t w_stride
   const size_t ahead = prefetch_ahead(R, w_stride);
   const __m256i low4 = _mm256_set1_epi8(0x0f);
   const __m256i bits45 = _mm256_set1_epi8(0x30);
-  // Part p of a half: scale 2p in the low 128 bits (values 0..15), 2p + 1 in the high ones.
   __m256i sel[4];
-  for (int p = 0; p < 4; ++p)
-    sel[p] = _mm256_set_m128i(_mm_set1_epi16(static_cast<short>(0x0100 + 0x0202 * (2 * p + 1))),
-                              _mm_set1_epi16(static_cast<short>(0x0100 + 0x0202 * (2 * p))));
+  part_scale_masks(sel);
   __m256 acc[R];
 #pragma GCC unroll 4
   for (int r = 0; r < R; ++r) acc[r] = _mm256_setzero_ps();
@@ -171,6 +177,78 @@ WEFT_TARGET_AVX2 void dot_rows_q6_K(int64_t n, const uint8_t* w, size_t w_stride
     for (int r = 0; r < R; ++r) {
       const float d = y[i].d * _cvtsh_ss(x[r]->d);
       acc[r] = _mm256_fmadd_ps(_mm256_set1_ps(d), _mm256_cvtepi32_ps(sumi[r]), acc[r]);
+    }
+  }
+#pragma GCC unroll 4
+  for (int r = 0; r < R; ++r) out[r] = hsum(acc[r]);
+}
+
+// Q2_K (kQ3 = false) and Q3_K (kQ3 = true): 16 sub-blocks of 16 values, so as Q6_K each vpmaddwd
+// takes one scale per 128-bit half. The 2-bit levels of values 128h + 32p .. + 31 are bits
+// 2p..2p+1 of the 32 bytes qs[32h ..]; Q3_K adds bit 4h + p of hmask as bit 2. The offsets (Q2_K's
+// min, Q3_K's -4) come from bsums once per block.
+template <int R, bool kQ3>
+WEFT_TARGET_AVX2 void dot_rows_q23_K(int64_t n, const uint8_t* w, size_t w_stride, const void* act, float* out) {
+  WEFT_ASSERT(n >= 0 && n % kQK == 0);
+  const int64_t nb = n / kQK;
+  const auto* y = static_cast<const BlockQ8K*>(act);
+  const size_t ahead = prefetch_ahead(R, w_stride);
+  using Block = std::conditional_t<kQ3, BlockQ3K, BlockQ2K>;
+  const __m256i low2 = _mm256_set1_epi8(3);
+  const __m256i bit0 = _mm256_set1_epi8(1);
+  __m256i sel[4];
+  part_scale_masks(sel);
+  __m256 acc[R];
+#pragma GCC unroll 4
+  for (int r = 0; r < R; ++r) acc[r] = _mm256_setzero_ps();
+  for (int64_t i = 0; i < nb; ++i) {
+    const Block* x[R];
+    __m256i sc16[R], sumi[R], min_term[R], hm[R];
+    const __m256i bsums = load256(y[i].bsums);
+#pragma GCC unroll 4
+    for (int r = 0; r < R; ++r) {
+      x[r] = reinterpret_cast<const Block*>(w + r * w_stride) + i;
+      prefetch_lines<sizeof(Block)>(reinterpret_cast<const uint8_t*>(x[r]) + ahead);
+      if constexpr (kQ3) {
+        alignas(16) int8_t sc[16];
+        unpack_q3_scales(x[r]->scales, sc);
+        sc16[r] = _mm256_cvtepi8_epi16(_mm_load_si128(reinterpret_cast<const __m128i*>(sc)));
+        // -4 * sum_j sc[j] * bsums[j]: the level offset, applied once per block.
+        sumi[r] = _mm256_slli_epi32(_mm256_sub_epi32(_mm256_setzero_si256(), _mm256_madd_epi16(bsums, sc16[r])), 2);
+        hm[r] = load256(x[r]->hmask);
+      } else {
+        const __m128i s = _mm_loadu_si128(reinterpret_cast<const __m128i*>(x[r]->scales));
+        sc16[r] = _mm256_cvtepu8_epi16(_mm_and_si128(s, _mm_set1_epi8(0x0f)));
+        min_term[r] =
+            _mm256_madd_epi16(bsums, _mm256_cvtepu8_epi16(_mm_and_si128(_mm_srli_epi16(s, 4), _mm_set1_epi8(0x0f))));
+        sumi[r] = _mm256_setzero_si256();
+      }
+    }
+    for (int h = 0; h < 2; ++h) {
+      const int8_t* q8 = y[i].qs + 128 * h;
+#pragma GCC unroll 4
+      for (int r = 0; r < R; ++r) {
+        const __m256i qs = load256(x[r]->qs + 32 * h);
+        // This half's 8 scales in both 128-bit lanes, then one per (part, 16 values).
+        const __m256i sc_h = h == 0 ? _mm256_permute2x128_si256(sc16[r], sc16[r], 0x00)
+                                    : _mm256_permute2x128_si256(sc16[r], sc16[r], 0x11);
+#pragma GCC unroll 4
+        for (int p = 0; p < 4; ++p) {
+          __m256i q = _mm256_and_si256(_mm256_srli_epi16(qs, 2 * p), low2);
+          if constexpr (kQ3)  // bit 4h + p of hmask to bit 2 (what the 16-bit shift carries in, the mask drops)
+            q = _mm256_or_si256(q, _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(hm[r], 4 * h + p), bit0), 2));
+          const __m256i prod =
+              _mm256_madd_epi16(_mm256_maddubs_epi16(q, load256(q8 + 32 * p)), _mm256_shuffle_epi8(sc_h, sel[p]));
+          sumi[r] = _mm256_add_epi32(sumi[r], prod);
+        }
+      }
+    }
+#pragma GCC unroll 4
+    for (int r = 0; r < R; ++r) {
+      acc[r] = _mm256_fmadd_ps(_mm256_set1_ps(y[i].d * _cvtsh_ss(x[r]->d)), _mm256_cvtepi32_ps(sumi[r]), acc[r]);
+      if constexpr (!kQ3)
+        acc[r] =
+            _mm256_fnmadd_ps(_mm256_set1_ps(y[i].d * _cvtsh_ss(x[r]->dmin)), _mm256_cvtepi32_ps(min_term[r]), acc[r]);
     }
   }
 #pragma GCC unroll 4
@@ -225,6 +303,10 @@ struct Avx2Kernels {
   static constexpr DotRowsFn dot_q45 = dot_rows_q45_K<R, kHigh>;
   template <int R>
   static constexpr DotRowsFn dot_q6 = dot_rows_q6_K<R>;
+  template <int R>
+  static constexpr DotRowsFn dot_q2 = dot_rows_q23_K<R, false>;
+  template <int R>
+  static constexpr DotRowsFn dot_q3 = dot_rows_q23_K<R, true>;
   static constexpr QuantizeFn quantize_q8 = quantize_row_q8_K_avx2;
 };
 

@@ -12,7 +12,7 @@ namespace weft::kernels::kquants {
 
 namespace {
 
-constexpr int kTypes = 4;  // Q4_K, Q5_K, Q6_K, Q8_K, in that order in each table
+constexpr int kTypes = 6;  // Q4_K, Q5_K, Q6_K, Q8_K, Q2_K, Q3_K, in that order in each table
 
 int type_index(DType t) {
   switch (t) {
@@ -20,6 +20,8 @@ int type_index(DType t) {
     case DType::Q5_K: return 1;
     case DType::Q6_K: return 2;
     case DType::Q8_K: return 3;
+    case DType::Q2_K: return 4;
+    case DType::Q3_K: return 5;
     default: return -1;
   }
 }
@@ -40,6 +42,10 @@ constexpr Table kRef = {{
     {DType::Q6_K, DType::Q8_K, dequantize_row_q6_K_ref, quantize_row_q8_K_ref, vec_dot_q6_K_q8_K_ref,
      rows_dot_each<vec_dot_q6_K_q8_K_ref>, Isa::Scalar},
     {DType::Q8_K, DType::Q8_K, dequantize_row_q8_K_ref, quantize_row_q8_K_ref, nullptr, nullptr, Isa::Scalar},
+    {DType::Q2_K, DType::Q8_K, dequantize_row_q2_K_ref, quantize_row_q8_K_ref, vec_dot_q2_K_q8_K_ref,
+     rows_dot_each<vec_dot_q2_K_q8_K_ref>, Isa::Scalar},
+    {DType::Q3_K, DType::Q8_K, dequantize_row_q3_K_ref, quantize_row_q8_K_ref, vec_dot_q3_K_q8_K_ref,
+     rows_dot_each<vec_dot_q3_K_q8_K_ref>, Isa::Scalar},
 }};
 
 }  // namespace
@@ -54,6 +60,8 @@ void quantize_ref(DType t, const float* src, void* dst, int64_t n) {
     case DType::Q5_K: return quantize_row_q5_K_ref(src, dst, n);
     case DType::Q6_K: return quantize_row_q6_K_ref(src, dst, n);
     case DType::Q8_K: return quantize_row_q8_K_ref(src, dst, n);
+    case DType::Q2_K: return quantize_row_q2_K_ref(src, dst, n);
+    case DType::Q3_K: return quantize_row_q3_K_ref(src, dst, n);
     default: fail("kquants", "type {} is not a K-quant", static_cast<uint32_t>(t));
   }
 }

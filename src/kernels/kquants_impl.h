@@ -6,6 +6,8 @@
 //   Q4_K: x = d * sc[j] * q - dmin * m[j], q in [0, 15], 8 sub-blocks of 32
 //   Q5_K: same with q in [0, 31] (fifth bit in qh)
 //   Q6_K: x = d * sc[j] * (q - 32), q in [0, 63], 16 sub-blocks of 16, sc int8
+//   Q2_K: x = d * sc[j] * q - dmin * m[j], q in [0, 3], 16 sub-blocks of 16, sc and m 4 bits
+//   Q3_K: x = d * sc[j] * (q - 4), q in [0, 7] (third bit in hmask), 16 sub-blocks of 16, sc 6 bits - 32
 //   Q8_K: x = d * q, q in [-127, 127], with bsums[j] = sum of q over each 16 values
 #pragma once
 
@@ -51,6 +53,23 @@ struct BlockQ6K {
   uint16_t d;
 };
 
+// Q2_K and Q3_K share the order of their 2-bit levels: value 128h + 32p + l (h = 0..1, p = 0..3,
+// l = 0..31) is bits 2p..2p+1 of qs[32h + l]; its sub-block is value / 16. Q3_K's third bit of it
+// is bit 4h + p of hmask[l].
+struct BlockQ2K {
+  uint8_t scales[kQK / 16];  // sub-block j: sc in the low nibble, m in the high one
+  uint8_t qs[kQK / 4];
+  uint16_t d;     // fp16 super-scale of the sub-block scales
+  uint16_t dmin;  // fp16 super-scale of the sub-block mins
+};
+
+struct BlockQ3K {
+  uint8_t hmask[kQK / 8];
+  uint8_t qs[kQK / 4];
+  uint8_t scales[kScaleBytes];  // 16 six-bit scales, + 32, as unpack_q3_scales() reads them
+  uint16_t d;
+};
+
 struct BlockQ8K {
   float d;
   int8_t qs[kQK];
@@ -58,6 +77,8 @@ struct BlockQ8K {
 };
 
 // Sizes GGUF files hold (dtype.cpp's table); the structs must not pad.
+static_assert(sizeof(BlockQ2K) == 84);
+static_assert(sizeof(BlockQ3K) == 110);
 static_assert(sizeof(BlockQ4K) == 144);
 static_assert(sizeof(BlockQ5K) == 176);
 static_assert(sizeof(BlockQ6K) == 210);
@@ -98,7 +119,35 @@ inline void unpack_scales_mins_x8(const uint8_t* q, uint64_t* sc, uint64_t* m) {
   *m = m_lo | (static_cast<uint64_t>(m_hi) << 32);
 }
 
+// The 12 scale bytes of Q3_K as 16 signed scales (stored value - 32). Bytes 0..7 hold the low 4
+// bits of scale j (j < 8) in their low nibble and of scale j + 8 in their high one; byte 8 + k
+// holds the top 2 bits of scales k, k + 4, k + 8 and k + 12 at bits 0, 2, 4 and 6 (ggml's
+// dequantize_row_q3_K).
+inline void unpack_q3_scales(const uint8_t* q, int8_t* sc) {
+  for (int j = 0; j < 16; ++j) {
+    const int low = j < 8 ? q[j] & 0x0f : q[j - 8] >> 4;
+    const int high = (q[8 + j % 4] >> (2 * (j / 4))) & 3;
+    sc[j] = static_cast<int8_t>((low | (high << 4)) - 32);
+  }
+}
+
+// Inverse of unpack_q3_scales; every input must be in [-32, 31].
+inline void pack_q3_scales(const int8_t* sc, uint8_t* q) {
+  for (int k = 0; k < kScaleBytes; ++k) q[k] = 0;
+  for (int j = 0; j < 16; ++j) {
+    const int u = sc[j] + 32;
+    q[j % 8] |= static_cast<uint8_t>((u & 0x0f) << (j < 8 ? 0 : 4));
+    q[8 + j % 4] |= static_cast<uint8_t>((u >> 4) << (2 * (j / 4)));
+  }
+}
+
 // Per-type scalar references (kquants_ref.cpp, kquants_quantize.cpp).
+void dequantize_row_q2_K_ref(const void* src, float* dst, int64_t n);
+void dequantize_row_q3_K_ref(const void* src, float* dst, int64_t n);
+void quantize_row_q2_K_ref(const float* src, void* dst, int64_t n);
+void quantize_row_q3_K_ref(const float* src, void* dst, int64_t n);
+float vec_dot_q2_K_q8_K_ref(int64_t n, const void* w, const void* a);
+float vec_dot_q3_K_q8_K_ref(int64_t n, const void* w, const void* a);
 void dequantize_row_q4_K_ref(const void* src, float* dst, int64_t n);
 void dequantize_row_q5_K_ref(const void* src, float* dst, int64_t n);
 void dequantize_row_q6_K_ref(const void* src, float* dst, int64_t n);
@@ -112,29 +161,55 @@ float vec_dot_q5_K_q8_K_ref(int64_t n, const void* w, const void* a);
 float vec_dot_q6_K_q8_K_ref(int64_t n, const void* w, const void* a);
 
 // The passes of a SIMD level's kernels (A, below) as rows_dot.h drives them.
-template <class A, int kType>  // kType: 4 (Q4_K), 5 (Q5_K), 6 (Q6_K)
+template <class A, int kType>  // kType: 2 (Q2_K), 3 (Q3_K), 4 (Q4_K), 5 (Q5_K), 6 (Q6_K)
 struct SimdDot {
   static constexpr int kPass = A::kGroupRows;
   template <int R>
-  static constexpr DotRowsFn rows = kType == 6 ? A::template dot_q6<R> : A::template dot_q45<R, kType == 5>;
+  static constexpr DotRowsFn rows() {
+    if constexpr (kType == 2) return A::template dot_q2<R>;
+    if constexpr (kType == 3) return A::template dot_q3<R>;
+    if constexpr (kType == 6) return A::template dot_q6<R>;
+    if constexpr (kType == 4 || kType == 5) return A::template dot_q45<R, kType == 5>;
+  }
+};
+template <class A, int kType>
+struct SimdDotOf : SimdDot<A, kType> {
+  template <int R>
+  static constexpr DotRowsFn rows = SimdDot<A, kType>::template rows<R>();
 };
 
 // The table of one SIMD level, written once. A (kquants_avx2.cpp, kquants_avx512.cpp) gives kIsa,
 // kGroupRows (rows sharing each q8 load), dot_q45<R, kHigh> (Q4_K, or Q5_K when kHigh) and
-// dot_q6<R> (DotRowsFn over R rows), and quantize_q8 (f32 -> Q8_K, bit-identical to the ref).
+// dot_q6<R> (DotRowsFn over R rows), and quantize_q8 (f32 -> Q8_K, bit-identical to the ref); a
+// level with dot_q2<R> and dot_q3<R> offers Q2_K and Q3_K too (a level without them leaves those
+// types to the next level down: kernels_for's fallback).
 // Dequantize stays scalar: it only runs off the hot path (the embedding lookup).
+// One weight type's entry of level A, its dot passes SimdDot<A, kType>.
+template <class A, int kType>
+constexpr TypeKernels simd_entry(DType t, DequantizeFn dequantize) {
+  using D = SimdDotOf<A, kType>;
+  return {t, DType::Q8_K, dequantize, A::quantize_q8, vec_dot<D>, rows_dot<D>, A::kIsa};
+}
+
 template <class A>
 TypeTable simd_table_of() {
-  using Q4 = SimdDot<A, 4>;
-  using Q5 = SimdDot<A, 5>;
-  using Q6 = SimdDot<A, 6>;
-  static constexpr TypeKernels kTable[] = {
-      {DType::Q4_K, DType::Q8_K, dequantize_row_q4_K_ref, A::quantize_q8, vec_dot<Q4>, rows_dot<Q4>, A::kIsa},
-      {DType::Q5_K, DType::Q8_K, dequantize_row_q5_K_ref, A::quantize_q8, vec_dot<Q5>, rows_dot<Q5>, A::kIsa},
-      {DType::Q6_K, DType::Q8_K, dequantize_row_q6_K_ref, A::quantize_q8, vec_dot<Q6>, rows_dot<Q6>, A::kIsa},
-      {DType::Q8_K, DType::Q8_K, dequantize_row_q8_K_ref, A::quantize_q8, nullptr, nullptr, A::kIsa},
-  };
-  return kTable;
+  constexpr TypeKernels q4 = simd_entry<A, 4>(DType::Q4_K, dequantize_row_q4_K_ref),
+                        q5 = simd_entry<A, 5>(DType::Q5_K, dequantize_row_q5_K_ref),
+                        q6 = simd_entry<A, 6>(DType::Q6_K, dequantize_row_q6_K_ref),
+                        q8 = {DType::Q8_K, DType::Q8_K, dequantize_row_q8_K_ref, A::quantize_q8, nullptr,
+                              nullptr,     A::kIsa};
+  if constexpr (requires { A::template dot_q3<1>; }) {
+    static constexpr TypeKernels kTable[] = {q4,
+                                             q5,
+                                             q6,
+                                             q8,
+                                             simd_entry<A, 2>(DType::Q2_K, dequantize_row_q2_K_ref),
+                                             simd_entry<A, 3>(DType::Q3_K, dequantize_row_q3_K_ref)};
+    return kTable;
+  } else {
+    static constexpr TypeKernels kTable[] = {q4, q5, q6, q8};
+    return kTable;
+  }
 }
 
 }  // namespace weft::kernels::kquants

@@ -1,4 +1,4 @@
-// f32 -> Q4_K / Q5_K / Q6_K (scalar; quantizing weights happens once, off the hot path).
+// f32 -> Q2_K / Q3_K / Q4_K / Q5_K / Q6_K (scalar; quantizing weights happens once, off the hot path).
 //
 // Two levels, as in ggml: first each sub-block gets a float scale (and min) fitted to its values,
 // then those floats are themselves quantized to 6 bits (Q4_K/Q5_K) or int8 (Q6_K) against one fp16
@@ -179,6 +179,71 @@ void quantize_row_q5_K_ref(const float* src, void* dst, int64_t n) {
         y[i].qs[32 * c + l] = static_cast<uint8_t>((lo & 0x0f) | ((hi & 0x0f) << 4));
         y[i].qh[l] |= static_cast<uint8_t>(((lo >> 4) << (2 * c)) | ((hi >> 4) << (2 * c + 1)));
       }
+  }
+}
+
+void quantize_row_q2_K_ref(const float* src, void* dst, int64_t n) {
+  auto* y = static_cast<BlockQ2K*>(dst);
+  for (int64_t i = 0; i < n_blocks(n); ++i) {
+    const float* x = src + i * kQK;
+    float w[kQK], scale[16], offset[16];
+    uint8_t L[kQK];
+    fit_weights(x, kQK, w);
+    float max_scale = 0.0f, max_offset = 0.0f;
+    for (int j = 0; j < 16; ++j) {
+      scale[j] = fit_scale_offset(x + 16 * j, w + 16 * j, 16, 3, L + 16 * j, &offset[j]);
+      max_scale = std::max(max_scale, scale[j]);
+      max_offset = std::max(max_offset, offset[j]);
+    }
+    // 4-bit sub-block scales and mins against d = max / 15 and dmin = max / 15.
+    const float inv_scale = max_scale > 0 ? 15.0f / max_scale : 0.0f;
+    const float inv_offset = max_offset > 0 ? 15.0f / max_offset : 0.0f;
+    y[i].d = f32_to_fp16(max_scale / 15.0f);
+    y[i].dmin = f32_to_fp16(max_offset / 15.0f);
+    const float d = fp16_to_f32(y[i].d), dmin = fp16_to_f32(y[i].dmin);
+    std::memset(y[i].qs, 0, sizeof(y[i].qs));
+    for (int j = 0; j < 16; ++j) {
+      const int sc = round_clamp(inv_scale * scale[j], 0, 15), m = round_clamp(inv_offset * offset[j], 0, 15);
+      y[i].scales[j] = static_cast<uint8_t>(sc | (m << 4));
+      const float dl = d * sc, ml = dmin * m;
+      for (int e = 16 * j; e < 16 * j + 16; ++e) {
+        const int q = dl > 0 ? round_clamp((x[e] + ml) / dl, 0, 3) : 0;
+        y[i].qs[32 * (e / 128) + e % 32] |= static_cast<uint8_t>(q << (2 * ((e % 128) / 32)));
+      }
+    }
+  }
+}
+
+void quantize_row_q3_K_ref(const float* src, void* dst, int64_t n) {
+  auto* y = static_cast<BlockQ3K*>(dst);
+  for (int64_t i = 0; i < n_blocks(n); ++i) {
+    const float* x = src + i * kQK;
+    float w[kQK], scale[16];
+    for (int e = 0; e < kQK; ++e) w[e] = x[e] * x[e];  // symmetric, as Q6_K
+    float max_abs_scale = 0.0f, max_scale = 0.0f;
+    for (int j = 0; j < 16; ++j) {
+      scale[j] = fit_scale_symmetric(x + 16 * j, w + 16 * j, 16, 4);
+      if (std::fabs(scale[j]) > max_abs_scale) {
+        max_abs_scale = std::fabs(scale[j]);
+        max_scale = scale[j];
+      }
+    }
+    // 6-bit signed sub-block scales against d = max_scale / -32: the largest uses the -32 level.
+    std::memset(&y[i], 0, sizeof(BlockQ3K));
+    int8_t sc[16] = {};
+    if (max_abs_scale > 0.0f) {
+      const float iscale = -32.0f / max_scale;
+      y[i].d = f32_to_fp16(1.0f / iscale);
+      for (int j = 0; j < 16; ++j) sc[j] = static_cast<int8_t>(round_clamp(iscale * scale[j], -32, 31));
+    }
+    pack_q3_scales(sc, y[i].scales);
+    const float d = fp16_to_f32(y[i].d);
+    for (int e = 0; e < kQK; ++e) {
+      const float dl = d * sc[e / 16];
+      const int q = (dl != 0.0f ? round_clamp(x[e] / dl, -4, 3) : 0) + 4;  // [0, 7]
+      y[i].qs[32 * (e / 128) + e % 32] |= static_cast<uint8_t>((q & 3) << (2 * ((e % 128) / 32)));
+      y[i].hmask[e % 32] |= static_cast<uint8_t>((q >> 2) << (4 * (e / 128) + (e % 128) / 32));
+    }
   }
 }
 

@@ -38,6 +38,12 @@ inline int q6_at(const BlockQ6K& b, int e) {
   return lo | (hi << 4);
 }
 
+// Q2_K / Q3_K: the 2-bit level of value e (0..255), and Q3_K's third bit of it.
+inline int q2_at(const uint8_t* qs, int e) { return (qs[32 * (e / 128) + e % 32] >> (2 * ((e % 128) / 32))) & 3; }
+inline int q3_high_bit(const uint8_t* hmask, int e) { return (hmask[e % 32] >> (4 * (e / 128) + (e % 128) / 32)) & 1; }
+// Q3_K value e in [0, 7], before the -4 offset (ggml: the level minus 4 where the bit is clear).
+inline int q3_at(const BlockQ3K& b, int e) { return q2_at(b.qs, e) | (q3_high_bit(b.hmask, e) << 2); }
+
 inline int q6_scale_index(int e) {
   const int h = e / 128, p = (e % 128) / 32, l = e % 32;
   return 8 * h + 2 * p + l / 16;
@@ -77,6 +83,27 @@ void dequantize_row_q6_K_ref(const void* src, float* dst, int64_t n) {
   for (int64_t i = 0; i < n_blocks(n); ++i) {
     const float d = fp16_to_f32(x[i].d);
     for (int e = 0; e < kQK; ++e) dst[i * kQK + e] = d * x[i].scales[q6_scale_index(e)] * (q6_at(x[i], e) - 32);
+  }
+}
+
+void dequantize_row_q2_K_ref(const void* src, float* dst, int64_t n) {
+  const auto* x = static_cast<const BlockQ2K*>(src);
+  for (int64_t i = 0; i < n_blocks(n); ++i) {
+    const float d = fp16_to_f32(x[i].d), dmin = fp16_to_f32(x[i].dmin);
+    for (int e = 0; e < kQK; ++e) {
+      const uint8_t s = x[i].scales[e / 16];
+      dst[i * kQK + e] = d * (s & 0x0f) * q2_at(x[i].qs, e) - dmin * (s >> 4);
+    }
+  }
+}
+
+void dequantize_row_q3_K_ref(const void* src, float* dst, int64_t n) {
+  const auto* x = static_cast<const BlockQ3K*>(src);
+  for (int64_t i = 0; i < n_blocks(n); ++i) {
+    const float d = fp16_to_f32(x[i].d);
+    int8_t sc[16];
+    unpack_q3_scales(x[i].scales, sc);
+    for (int e = 0; e < kQK; ++e) dst[i * kQK + e] = d * sc[e / 16] * (q3_at(x[i], e) - 4);
   }
 }
 
@@ -151,6 +178,43 @@ float vec_dot_q5_K_q8_K_ref(int64_t n, const void* w, const void* a) {
       sum_m += m[j] * (y[i].bsums[2 * j] + y[i].bsums[2 * j + 1]);
     }
     sum += y[i].d * (fp16_to_f32(x[i].d) * sum_q - fp16_to_f32(x[i].dmin) * sum_m);
+  }
+  return sum;
+}
+
+// Q2_K: as Q4_K with 16 sub-blocks of 16, each bsums entry one sub-block's q8 sum.
+float vec_dot_q2_K_q8_K_ref(int64_t n, const void* w, const void* a) {
+  const auto* x = static_cast<const BlockQ2K*>(w);
+  const auto* y = static_cast<const BlockQ8K*>(a);
+  float sum = 0.0f;
+  for (int64_t i = 0; i < n_blocks(n); ++i) {
+    int32_t sum_q = 0, sum_m = 0;
+    for (int j = 0; j < 16; ++j) {
+      int32_t s = 0;
+      for (int e = 16 * j; e < 16 * j + 16; ++e) s += q2_at(x[i].qs, e) * y[i].qs[e];
+      sum_q += (x[i].scales[j] & 0x0f) * s;
+      sum_m += (x[i].scales[j] >> 4) * y[i].bsums[j];
+    }
+    sum += y[i].d * (fp16_to_f32(x[i].d) * sum_q - fp16_to_f32(x[i].dmin) * sum_m);
+  }
+  return sum;
+}
+
+// Q3_K: the -4 offset through bsums, as Q6_K's -32 below.
+float vec_dot_q3_K_q8_K_ref(int64_t n, const void* w, const void* a) {
+  const auto* x = static_cast<const BlockQ3K*>(w);
+  const auto* y = static_cast<const BlockQ8K*>(a);
+  float sum = 0.0f;
+  for (int64_t i = 0; i < n_blocks(n); ++i) {
+    int8_t sc[16];
+    unpack_q3_scales(x[i].scales, sc);
+    int32_t sum_q = 0;
+    for (int j = 0; j < 16; ++j) {
+      int32_t s = 0;
+      for (int e = 16 * j; e < 16 * j + 16; ++e) s += q3_at(x[i], e) * y[i].qs[e];
+      sum_q += sc[j] * (s - 4 * y[i].bsums[j]);
+    }
+    sum += y[i].d * fp16_to_f32(x[i].d) * sum_q;
   }
   return sum;
 }

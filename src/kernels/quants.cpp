@@ -33,6 +33,8 @@ DType vec_dot_type(DType weight) {
     case DType::Q8_0: return DType::Q8_0;
     case DType::Q4_1:
     case DType::Q5_1: return DType::Q8_1;
+    case DType::Q2_K:
+    case DType::Q3_K:
     case DType::Q4_K:
     case DType::Q5_K:
     case DType::Q6_K: return DType::Q8_K;

@@ -91,22 +91,37 @@ TEST_P(GeneratedModel, GreedyTokensAndLogitsMatchEveryConfig) {
 }
 
 // Tiny rows are shorter than a K-quant block (256), so tiny K models hold only fallback types; this
-// shape keeps real Q4_K/Q6_K and forces head and FFN splits onto 256-wide blocks.
-TEST(TensorParallel, KQuantModelSplitsOnBlocks) {
+// shape keeps real K-quant blocks (Q4_K/Q6_K in q4_k_m, Q3_K) and forces head and FFN splits onto
+// 256-wide blocks. Greedy tokens are compared as far as the random weights' logits stay apart from
+// their runner-up by more than the splits' rounding (q3_k's part after 32 tokens, as plain q4_k's
+// after 20: near ties, while the logits of every step checked stay within kLogitRelTol).
+struct KQuantCase {
+  const char* type;
+  DType bulk;  // the type of attn_output, a matrix the split cuts by columns
+  int greedy_tokens;
+};
+
+class KQuantModel : public ::testing::TestWithParam<KQuantCase> {};
+
+TEST_P(KQuantModel, SplitsOnBlocks) {
   tools::GenModelOptions o;
   o.preset = "tiny";
-  o.type = "q4_k_m";
+  o.type = GetParam().type;
   o.overrides = {.n_embd = 512, .n_layer = 2, .n_ff = 1024, .n_head = 8, .n_head_kv = 4, .n_vocab = 320};
   const auto bytes = tools::generate_model_bytes(o);
-  auto f = gguf::File::parse(bytes.data(), bytes.size(), "kquant");
-  ASSERT_EQ(f->tensor("blk.0.attn_output.weight").type, DType::Q4_K);
+  auto f = gguf::File::parse(bytes.data(), bytes.size(), "kquant-" + o.type);
+  ASSERT_EQ(f->tensor("blk.0.attn_output.weight").type, GetParam().bulk);
   const auto prompt = some_prompt(320, 19);
-  const auto ref = greedy(*f, single(), prompt, 48);
+  const auto ref = greedy(*f, single(), prompt, GetParam().greedy_tokens);
   for (const auto& c : configs()) {
-    EXPECT_EQ(greedy(*f, options(c), prompt, 48), ref) << c.name;
+    EXPECT_EQ(greedy(*f, options(c), prompt, GetParam().greedy_tokens), ref) << c.name;
     expect_logits_match(*f, c, prompt);
   }
 }
+
+INSTANTIATE_TEST_SUITE_P(Types, KQuantModel,
+                         ::testing::Values(KQuantCase{"q4_k_m", DType::Q4_K, 48}, KQuantCase{"q3_k", DType::Q3_K, 32}),
+                         [](const auto& p) { return std::string(p.param.type); });
 
 INSTANTIATE_TEST_SUITE_P(Types, GeneratedModel,
                          ::testing::Values("f32", "f16", "bf16", "q8_0", "q4_0", "q4_1", "q5_0", "q5_1", "q4_k", "q5_k",

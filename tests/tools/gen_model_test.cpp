@@ -24,8 +24,8 @@
 namespace weft::tools {
 namespace {
 
-constexpr const char* kTypes[] = {"f32",  "f16",  "bf16", "q8_0", "q4_0",   "q4_1",  "q5_0",
-                                  "q5_1", "q4_k", "q5_k", "q6_k", "q4_k_m", "q5_k_m"};
+constexpr const char* kTypes[] = {"f32",  "f16",  "bf16", "q8_0", "q4_0", "q4_1",   "q5_0",
+                                  "q5_1", "q3_k", "q4_k", "q5_k", "q6_k", "q4_k_m", "q5_k_m"};
 
 // Relative RMS error of a quantized tensor against the f32 original, per stored type. Bounds are
 // a little above what each format gives on bell-shaped data (q4_0 ~0.11, q8_0 ~0.004).
@@ -42,6 +42,7 @@ double max_rel_rms(DType t) {
     case DType::Q4_0:
     case DType::Q4_1:
     case DType::Q4_K: return 0.16;
+    case DType::Q3_K: return 0.24;
     default: return 0;
   }
 }
@@ -157,6 +158,7 @@ TEST(GenModel, TinyEveryTypeRoundTrips) {
     const DType want = ts == "q4_k" || ts == "q4_k_m"   ? DType::Q5_0
                        : ts == "q5_k" || ts == "q5_k_m" ? DType::Q5_1
                        : ts == "q6_k"                   ? DType::Q8_0
+                       : ts == "q3_k"                   ? DType::Q4_0
                                                         : *dtype_from_name(ts);
     for (const char* name : {"token_embd.weight", "blk.0.attn_q.weight", "blk.1.ffn_up.weight"})
       EXPECT_EQ(f.tensor(name).type, want) << name;
@@ -412,8 +414,8 @@ TEST(GenModel, BadOptionsThrow) {
   o.preset = "70b";
   EXPECT_ERROR(generate_model_bytes(o), "unknown preset '70b'");
   o = {};
-  o.type = "q3_k";
-  EXPECT_ERROR(generate_model_bytes(o), "unknown type 'q3_k'");
+  o.type = "iq4_xs";
+  EXPECT_ERROR(generate_model_bytes(o), "unknown type 'iq4_xs'");
   o = {};
   o.arch = "gpt2";
   EXPECT_ERROR(generate_model_bytes(o), "unknown arch 'gpt2'");
