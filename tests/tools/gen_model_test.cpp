@@ -43,6 +43,7 @@ double max_rel_rms(DType t) {
     case DType::Q4_1:
     case DType::Q4_K: return 0.16;
     case DType::Q3_K: return 0.24;
+    case DType::Q2_K: return 0.40;
     default: return 0;
   }
 }
@@ -158,7 +159,7 @@ TEST(GenModel, TinyEveryTypeRoundTrips) {
     const DType want = ts == "q4_k" || ts == "q4_k_m"   ? DType::Q5_0
                        : ts == "q5_k" || ts == "q5_k_m" ? DType::Q5_1
                        : ts == "q6_k"                   ? DType::Q8_0
-                       : ts == "q3_k"                   ? DType::Q4_0
+                       : ts == "q2_k" || ts == "q3_k"   ? DType::Q4_0
                                                         : *dtype_from_name(ts);
     for (const char* name : {"token_embd.weight", "blk.0.attn_q.weight", "blk.1.ffn_up.weight"})
       EXPECT_EQ(f.tensor(name).type, want) << name;
