@@ -61,6 +61,20 @@ struct PackedSrc : PackedLayout {
   WEFT_TARGET_AVX2 static HalvesF min(const uint8_t* pb, int n_scales, Super s) { return scale(pb, n_scales, s); }
 };
 
+// q | value in the bytes whose bit (4r + i) is set in the 64-bit mask at p (Q5's fifth bits, Q3_K's
+// third bits): byte k of each half takes bit k of its half's 32 mask bits, broadcast (straight from
+// memory, no general register), spread 4 mask bytes over the 8-byte lanes, bit k % 8 tested.
+WEFT_TARGET_AVX2 inline void or_mask_bits(Halves& q, const uint8_t* p, char value) {
+  const __m256i spread = _mm256_setr_epi8(0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1,  //
+                                          2, 2, 2, 2, 2, 2, 2, 2, 3, 3, 3, 3, 3, 3, 3, 3);
+  const __m256i bit = _mm256_set1_epi64x(static_cast<long long>(0x8040201008040201ull));
+  for (int h = 0; h < 2; ++h) {
+    const __m256i m = _mm256_shuffle_epi8(_mm256_set1_epi32(load_i32(p + 4 * h)), spread);
+    q.v[h] = _mm256_or_si256(
+        q.v[h], _mm256_and_si256(_mm256_cmpeq_epi8(_mm256_and_si256(m, bit), bit), _mm256_set1_epi8(value)));
+  }
+}
+
 // Levels of group g of a repacked 4- or 5-bit block: the low (g < 4) or high nibbles of vector
 // g % 4, plus 16 where the group's fifth-bit mask (8 bytes after the four vectors) has bit 4r + i.
 template <bool kQ5>
@@ -68,18 +82,7 @@ WEFT_TARGET_AVX2 inline Halves nibble_group(const uint8_t* pb, int g) {
   Halves q = load_halves(pb + 64 * (g % 4));
   const __m256i low4 = _mm256_set1_epi8(0x0F);
   for (__m256i& v : q.v) v = _mm256_and_si256(g < 4 ? v : _mm256_srli_epi16(v, 4), low4);
-  if constexpr (kQ5) {
-    // Byte k of each half takes bit k of its half's 32 mask bits: broadcast them (straight from
-    // memory, no general register), spread the 4 mask bytes over the 8-byte lanes, test bit k % 8.
-    const __m256i spread = _mm256_setr_epi8(0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1,  //
-                                            2, 2, 2, 2, 2, 2, 2, 2, 3, 3, 3, 3, 3, 3, 3, 3);
-    const __m256i bit = _mm256_set1_epi64x(static_cast<long long>(0x8040201008040201ull));
-    for (int h = 0; h < 2; ++h) {
-      const __m256i m = _mm256_shuffle_epi8(_mm256_set1_epi32(load_i32(pb + 4 * 64 + 8 * g + 4 * h)), spread);
-      q.v[h] = _mm256_or_si256(
-          q.v[h], _mm256_and_si256(_mm256_cmpeq_epi8(_mm256_and_si256(m, bit), bit), _mm256_set1_epi8(16)));
-    }
-  }
+  if constexpr (kQ5) or_mask_bits(q, pb + 4 * 64 + 8 * g, 16);
   return q;
 }
 
@@ -135,6 +138,24 @@ struct Q6KSrc : RepackedLayout<DType::Q6_K> {
                                      : _mm256_srli_epi16(v, 2);
       q.v[h] = _mm256_or_si256(q.v[h], _mm256_and_si256(moved, _mm256_set1_epi8(0x30)));
     }
+    return q;
+  }
+  WEFT_TARGET_AVX2 static HalvesF scale(const uint8_t* pb, int s, const Super& sup) {
+    return mul(sup.d, byte_halves<true>(pb + kScaleOffset + kPanelRows * s));
+  }
+  WEFT_TARGET_AVX2 static HalvesF min(const uint8_t*, int, const Super&) {
+    return {{_mm256_setzero_ps(), _mm256_setzero_ps()}};
+  }
+};
+
+// Q3_K repacked at load: d, then sub-blocks of two-bit levels (group g: bits 2 (g % 4) of vector
+// g / 4), the third bits as a 64-bit mask per group, and the int8 scales of the two halves.
+struct Q3KSrc : RepackedLayout<DType::Q3_K> {
+  using Super = Q6KSrc::Super;
+  WEFT_TARGET_AVX2 static Halves group(const uint8_t* pb, int g) {
+    Halves q = load_halves(pb + 64 * (g / 4));
+    for (__m256i& v : q.v) v = _mm256_and_si256(_mm256_srli_epi16(v, 2 * (g % 4)), _mm256_set1_epi8(3));
+    or_mask_bits(q, pb + 2 * 64 + 8 * g, 4);
     return q;
   }
   WEFT_TARGET_AVX2 static HalvesF scale(const uint8_t* pb, int s, const Super& sup) {
@@ -290,7 +311,7 @@ struct Avx2Unpacked {
   }
 };
 
-// Where the levels' high bits (Q5: fifth, Q6_K: top two) take several ops per group to spread
+// Where the levels' high bits (Q5: fifth, Q6_K: top two, Q3_K: third) take several ops per group to spread
 // without mask registers, a prompt tile would pay them again every two tokens (Q5_0 pp128 x0.90
 // against the rows' per-call packing; x1.34 unpacked once). Nibble-only types unpack faster in
 // registers than they read back a byte per level (Q4_0 pp128 x0.88 unpacked once).
@@ -303,12 +324,14 @@ struct BatchesUnpacked<Src, true> {
 
 // Each repacked type's reader.
 template <DType kType>
-using Avx2Src =
-    std::conditional_t<kType == DType::Q6_K, Q6KSrc,
-                       std::conditional_t<kType == DType::Q4_K || kType == DType::Q5_K, KSrc<kType>, LegacySrc<kType>>>;
+using Avx2Src = std::conditional_t<kType == DType::Q6_K, Q6KSrc,
+                                   std::conditional_t<kType == DType::Q3_K, Q3KSrc,
+                                                      std::conditional_t<kType == DType::Q4_K || kType == DType::Q5_K,
+                                                                         KSrc<kType>, LegacySrc<kType>>>>;
 
 template <DType kType>
-struct Avx2Panels : BatchesUnpacked<Avx2Src<kType>, RepackedLayout<kType>::kQ5 || kType == DType::Q6_K> {
+struct Avx2Panels
+    : BatchesUnpacked<Avx2Src<kType>, RepackedLayout<kType>::kQ5 || kType == DType::Q6_K || kType == DType::Q3_K> {
   using Src = Avx2Src<kType>;
   static constexpr int kTokens = kAvx2Tokens;
   static constexpr bool kRepacked = true;

@@ -410,6 +410,12 @@ struct Avx512Gemm {
   }
 };
 
+// The 16 rows' int8 sub-block scales at p times their super-block's d (Q6_K, Q3_K).
+WEFT_TARGET_AVX512 inline __m512 int8_scales(const uint8_t* p, __m512 d) {
+  const __m128i sc = _mm_loadu_si128(reinterpret_cast<const __m128i*>(p));
+  return _mm512_mul_ps(d, _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(sc)));
+}
+
 // ... or a Q6_K panel repacked at load: per super-block the rows' d, then 8 sub-blocks of low
 // nibbles (nibble_group), two vectors of top bits (group g: bits 2 (g % 4) of vector g / 4, moved
 // to bits 4..5 and or-ed in by one ternary-logic op) and the int8 scales of the two halves.
@@ -426,8 +432,25 @@ struct Q6KPanelBlock : RepackedLayout<DType::Q6_K> {
     return _mm512_ternarylogic_epi32(nibble_group<false>(pb, g), moved, _mm512_set1_epi8(0x30), 0xF8);  // a | (b & c)
   }
   WEFT_TARGET_AVX512 static __m512 scale(const uint8_t* pb, int s, const Super& sup) {
-    const __m128i sc = _mm_loadu_si128(reinterpret_cast<const __m128i*>(pb + kScaleOffset + kPanelRows * s));
-    return _mm512_mul_ps(sup.d, _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(sc)));
+    return int8_scales(pb + kScaleOffset + kPanelRows * s, sup.d);
+  }
+  WEFT_TARGET_AVX512 static __m512 min(const uint8_t*, int, const Super&) { return _mm512_setzero_ps(); }
+};
+
+// ... or a Q3_K panel repacked at load: per super-block the rows' d, then 8 sub-blocks of two-bit
+// levels (group g: bits 2 (g % 4) of vector g / 4), the third bits as one 64-bit mask per group
+// (added as 4 by one masked add, as Q5's fifth bits) and the int8 scales of the two halves.
+struct Q3KPanelBlock : RepackedLayout<DType::Q3_K> {
+  using Super = Q6KPanelBlock::Super;
+  WEFT_TARGET_AVX512 static __m512i group(const uint8_t* pb, int g) {
+    const __m512i v = _mm512_loadu_si512(pb + 64 * (g / 4));
+    const __m512i low = _mm512_and_si512(g % 4 ? _mm512_srli_epi16(v, 2 * (g % 4)) : v, _mm512_set1_epi8(3));
+    uint64_t third;
+    std::memcpy(&third, pb + 2 * 64 + 8 * g, 8);
+    return _mm512_mask_add_epi8(low, third, low, _mm512_set1_epi8(4));
+  }
+  WEFT_TARGET_AVX512 static __m512 scale(const uint8_t* pb, int s, const Super& sup) {
+    return int8_scales(pb + kScaleOffset + kPanelRows * s, sup.d);
   }
   WEFT_TARGET_AVX512 static __m512 min(const uint8_t*, int, const Super&) { return _mm512_setzero_ps(); }
 };
@@ -435,9 +458,10 @@ struct Q6KPanelBlock : RepackedLayout<DType::Q6_K> {
 // Matrices of type kType repacked at load, read in place.
 template <DType kType>
 struct Avx512Panels {
-  using Src = std::conditional_t<
-      kType == DType::Q6_K, Q6KPanelBlock,
-      std::conditional_t<kType == DType::Q4_K || kType == DType::Q5_K, KPanelBlock<kType>, LegacyPanelBlock<kType>>>;
+  using Src = std::conditional_t<kType == DType::Q6_K, Q6KPanelBlock,
+                                 std::conditional_t<kType == DType::Q3_K, Q3KPanelBlock,
+                                                    std::conditional_t<kType == DType::Q4_K || kType == DType::Q5_K,
+                                                                       KPanelBlock<kType>, LegacyPanelBlock<kType>>>>;
   static constexpr int kTokens = kTileTokens;
   static constexpr bool kRepacked = true;
   static constexpr size_t kBlockBytes = Src::kBlockBytes;

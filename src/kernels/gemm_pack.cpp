@@ -16,6 +16,7 @@
 namespace weft::kernels::gemm {
 namespace {
 
+using kquants::BlockQ3K;
 using kquants::BlockQ4K;
 using kquants::BlockQ5K;
 using kquants::BlockQ6K;
@@ -149,6 +150,7 @@ PanelFormat panel_format(DType t) {
     case DType::Q5_1:
     case DType::Q4_K:
     case DType::Q5_K: return {1, true, false};
+    case DType::Q3_K:  // repacked only (has_panel false): the tiles' format of its panels
     case DType::Q6_K: return {2, false, true};
     default: fail("gemm", "no panel format for type {}", dtype_name(t));
   }
@@ -186,9 +188,12 @@ void prepare_act_row(DType weight, const void* act_row, int64_t n, ActBlock* out
       }
       return;
     }
+    case DType::Q3_K:
     case DType::Q4_K:
     case DType::Q5_K:
     case DType::Q6_K: {
+      // The level offset of the symmetric types (Q6_K 32, Q3_K 4) goes in through c0 / c1.
+      const int32_t offset = weight == DType::Q6_K ? 32 : weight == DType::Q3_K ? 4 : 0;
       const auto* a = static_cast<const BlockQ8K*>(act_row);
       for (int64_t b = 0; b < nb; ++b) {
         const BlockQ8K& sb = a[b / 8];
@@ -197,9 +202,9 @@ void prepare_act_row(DType weight, const void* act_row, int64_t n, ActBlock* out
         std::memcpy(o.q, sb.qs + kQK * j, kQK);
         o.d = sb.d;
         const int32_t s0 = sb.bsums[2 * j], s1 = sb.bsums[2 * j + 1];
-        o.s = weight == DType::Q6_K ? 0.f : sb.d * static_cast<float>(s0 + s1);
-        o.c0 = weight == DType::Q6_K ? -32 * s0 : 0;
-        o.c1 = weight == DType::Q6_K ? -32 * s1 : 0;
+        o.s = offset ? 0.f : sb.d * static_cast<float>(s0 + s1);
+        o.c0 = -offset * s0;
+        o.c1 = -offset * s1;
       }
       return;
     }
@@ -269,7 +274,7 @@ void gemm_ref(const WeightMatrix& w, int64_t r0, int64_t r1, const ActBlock* act
 
 bool has_repacked(DType t) {
   return t == DType::Q4_0 || t == DType::Q4_1 || t == DType::Q5_0 || t == DType::Q5_1 || t == DType::Q8_0 ||
-         t == DType::Q4_K || t == DType::Q5_K || t == DType::Q6_K;
+         t == DType::Q3_K || t == DType::Q4_K || t == DType::Q5_K || t == DType::Q6_K;
 }
 
 size_t repacked_panel_bytes(DType t, int64_t cols) {
@@ -371,6 +376,29 @@ void repack_q6_k_block(const BlockQ6K& blk, int r, uint8_t* ob) {
   }
 }
 
+// Row r's Q3_K super-block into a panel's super-block ob (gemm_q8.h): its d, then per sub-block the
+// two low bits of its levels (laid out as Q6_K's top bits), the third bits as masks and the int8
+// scales of its halves. Value 32j + l of the super-block is value l of sub-block j.
+void repack_q3_k_block(const BlockQ3K& blk, int r, uint8_t* ob) {
+  using L = RepackedLayout<DType::Q3_K>;
+  std::memcpy(ob + 2 * r, &blk.d, 2);
+  int8_t sc[16];
+  kquants::unpack_q3_scales(blk.scales, sc);
+  for (int j = 0; j < 8; ++j) {
+    uint8_t* sb = ob + L::kHead + j * L::kBlockBytes;
+    const int h = j / 4, p = j % 4;
+    for (int g = 0; g < kGroups; ++g)
+      for (int i = 0; i < 4; ++i) {
+        const int l = 4 * g + i;  // value 128h + 32p + l, ggml's order (kquants_impl.h)
+        const int low = (blk.qs[32 * h + l] >> (2 * p)) & 3, third = (blk.hmask[l] >> (4 * h + p)) & 1;
+        sb[64 * (g / 4) + 4 * r + i] |= static_cast<uint8_t>(low << (2 * (g % 4)));
+        sb[2 * 64 + 8 * g + (4 * r + i) / 8] |= static_cast<uint8_t>(third << ((4 * r + i) % 8));
+      }
+    sb[L::kScaleOffset + r] = static_cast<uint8_t>(sc[2 * j]);
+    sb[L::kScaleOffset + kPanelRows + r] = static_cast<uint8_t>(sc[2 * j + 1]);
+  }
+}
+
 // Every panel of w: its rows' units (blocks of the legacy types, super-blocks of the K-quants,
 // `Block` in ggml's rows, unit_values values each) through repack_unit(block, row, unit's bytes).
 template <class Block>
@@ -397,6 +425,7 @@ void repack(const WeightMatrix& w, uint8_t* dst) {
     case DType::Q4_K: return repack_panels<BlockQ4K>(w, dst, 256, repack_k_block<BlockQ4K>);
     case DType::Q5_K: return repack_panels<BlockQ5K>(w, dst, 256, repack_k_block<BlockQ5K>);
     case DType::Q6_K: return repack_panels<BlockQ6K>(w, dst, 256, repack_q6_k_block);
+    case DType::Q3_K: return repack_panels<BlockQ3K>(w, dst, 256, repack_q3_k_block);
     case DType::Q4_0: return repack_panels<BlockQ4_0>(w, dst, kQK, repack_block<BlockQ4_0>);
     case DType::Q4_1: return repack_panels<BlockQ4_1>(w, dst, kQK, repack_block<BlockQ4_1>);
     case DType::Q5_0: return repack_panels<BlockQ5_0>(w, dst, kQK, repack_block<BlockQ5_0>);

@@ -12,6 +12,7 @@
 // float per row (mn folded into an int offset where it is a power-of-two multiple of sc):
 //   Q4_0: q = nibble, int offset -8        Q5_0: q = 5 bits, offset -16   Q8_0: q = qs + 128, -128
 //   Q4_1/Q5_1/Q4_K/Q5_K: float min mn      Q6_K: two scales (16 values each), offset -32
+//   Q3_K: two scales (16 values each), offset -4
 // so dot = sum_blocks d_a * sc * (sum q a + corr) + mn * s_a, with corr = -offset * sum(a) and
 // s_a = d_a * sum(a) taken from the activation block (ActBlock below).
 #pragma once
@@ -117,17 +118,23 @@ GemmFn find(Isa isa, DType t);
 // Q5_0 block above (its nibbles paired as Q4_0 pairs them: value i with value i + 16) followed by
 // the 16 rows' 6-bit scales and then their 6-bit mins, a byte each; a Q6_K sub-block is the low
 // four bits of its levels as a Q4_0 block, their top two bits in two vectors (group g: bits
-// 2 (g % 4) of byte 4r + i of vector g / 4), then the int8 scales of its two halves. Decoding the
+// 2 (g % 4) of byte 4r + i of vector g / 4), then the int8 scales of its two halves; a Q3_K
+// sub-block is the two low bits of its levels laid out as Q6_K's top bits, the third bit of
+// group g as a mask of 64 bits (bit 4r + i: value 4g + i of row r, as Q5's fifth bits), then the
+// int8 scales (stored - 32) of its halves; its levels are 0 .. 7 with offset -4. Decoding the
 // packed scales once at load instead of in every product leaves decode to the weight stream (2.8% /
-// 2.3% more bytes than ggml's for Q4_K / Q5_K, the same for Q6_K).
-bool has_repacked(DType t);  // Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q4_K, Q5_K, Q6_K
-constexpr bool is_k_quant(DType t) { return t == DType::Q4_K || t == DType::Q5_K || t == DType::Q6_K; }
+// 2.3% / 3.6% more bytes than ggml's for Q4_K / Q5_K / Q3_K, the same for Q6_K).
+bool has_repacked(DType t);  // Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q3_K, Q4_K, Q5_K, Q6_K
+constexpr bool is_k_quant(DType t) {
+  return t == DType::Q3_K || t == DType::Q4_K || t == DType::Q5_K || t == DType::Q6_K;
+}
 // Bytes of one 32-value (sub-)block of a panel (has_repacked(t)).
 constexpr size_t repacked_block_bytes(DType t) {
   switch (t) {
     case DType::Q4_K: return 4 * 64 + 2 * kPanelRows;                 // levels, scales, mins
     case DType::Q5_K: return 4 * 64 + kGroups * 8 + 2 * kPanelRows;   // levels, fifth bits, scales, mins
     case DType::Q6_K: return 4 * 64 + 2 * 64 + 2 * kPanelRows;        // low nibbles, top bits, two scales
+    case DType::Q3_K: return 2 * 64 + kGroups * 8 + 2 * kPanelRows;   // low bits, third bits, two scales
     case DType::Q4_0: return kPanelRows * sizeof(legacy::BlockQ4_0);  // ggml's bytes, rearranged
     case DType::Q4_1: return kPanelRows * sizeof(legacy::BlockQ4_1);
     case DType::Q5_0: return kPanelRows * sizeof(legacy::BlockQ5_0);
@@ -139,7 +146,7 @@ constexpr size_t repacked_block_bytes(DType t) {
 // head bytes before them.
 constexpr int repacked_sub_blocks(DType t) { return is_k_quant(t) ? 8 : 1; }
 constexpr size_t repacked_head_bytes(DType t) {
-  return t == DType::Q6_K ? 2 * kPanelRows : is_k_quant(t) ? 4 * kPanelRows : 0;  // d; d and dmin
+  return t == DType::Q6_K || t == DType::Q3_K ? 2 * kPanelRows : is_k_quant(t) ? 4 * kPanelRows : 0;  // d; d, dmin
 }
 // Where a block without a Super (below) comes from: nothing to read before its blocks.
 struct NoSuper {
@@ -147,8 +154,8 @@ struct NoSuper {
 };
 // Where a repacked (sub-)block of type kType keeps its parts, for every ISA's reader: kSub blocks
 // per super-block after kHead bytes of it (read once per super-block into a Super, which the
-// K-quants' readers define), levels first, then (kQ5) the fifth-bit masks, then the scales from
-// kScaleOffset.
+// K-quants' readers define), levels first, then (kQ5) the fifth-bit masks (Q3_K: third-bit masks),
+// then the scales from kScaleOffset.
 template <DType kType>
 struct RepackedLayout {
   static constexpr int kSub = repacked_sub_blocks(kType);
@@ -156,6 +163,7 @@ struct RepackedLayout {
   static constexpr bool kQ5 = kType == DType::Q5_0 || kType == DType::Q5_1 || kType == DType::Q5_K;
   static constexpr size_t kScaleOffset = kType == DType::Q8_0   ? 8 * 64
                                          : kType == DType::Q6_K ? 6 * 64
+                                         : kType == DType::Q3_K ? 2 * 64 + kGroups * 8
                                                                 : 4 * 64 + (kQ5 ? kGroups * 8 : 0);
   static constexpr size_t kBlockBytes = repacked_block_bytes(kType);
   using Super = NoSuper;
@@ -274,6 +282,7 @@ GemmFn repacked_driver(DType t) {
     case DType::Q4_K: return gemm_driver<Panels<DType::Q4_K>>;
     case DType::Q5_K: return gemm_driver<Panels<DType::Q5_K>>;
     case DType::Q6_K: return gemm_driver<Panels<DType::Q6_K>>;
+    case DType::Q3_K: return gemm_driver<Panels<DType::Q3_K>>;
     case DType::Q8_0:
       if constexpr (kQ8) return gemm_driver<Panels<DType::Q8_0>>;
       return nullptr;

@@ -183,12 +183,69 @@ WEFT_TARGET_AVX2 void dot_rows_q6_K(int64_t n, const uint8_t* w, size_t w_stride
   for (int r = 0; r < R; ++r) out[r] = hsum(acc[r]);
 }
 
+// Same arithmetic as quantize_row_q8_K_ref (amax, 127 / amax, round to nearest even), so the
+// output is bit-identical to it.
+WEFT_TARGET_AVX2 void quantize_row_q8_K_avx2(const float* src, void* dst, int64_t n) {
+  WEFT_ASSERT(n >= 0 && n % kQK == 0);
+  auto* y = static_cast<BlockQ8K*>(dst);
+  const __m256 abs_mask = _mm256_castsi256_ps(_mm256_set1_epi32(0x7fffffff));
+  const __m256i lane_order = _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7);
+  const __m256i flip = _mm256_set1_epi8(static_cast<char>(0x80));
+  for (int64_t i = 0; i < n / kQK; ++i) {
+    const float* x = src + i * kQK;
+    __m256 vmax = _mm256_setzero_ps();
+    for (int k = 0; k < kQK; k += 8) vmax = _mm256_max_ps(vmax, _mm256_and_ps(_mm256_loadu_ps(x + k), abs_mask));
+    const float amax = hmax(vmax);
+    if (amax == 0.0f) {
+      std::memset(&y[i], 0, sizeof(BlockQ8K));
+      continue;
+    }
+    const float iscale = 127.0f / amax;
+    const __m256 vs = _mm256_set1_ps(iscale);
+    for (int k = 0; k < kQK; k += 32) {
+      const __m256i i0 = _mm256_cvtps_epi32(_mm256_mul_ps(vs, _mm256_loadu_ps(x + k)));
+      const __m256i i1 = _mm256_cvtps_epi32(_mm256_mul_ps(vs, _mm256_loadu_ps(x + k + 8)));
+      const __m256i i2 = _mm256_cvtps_epi32(_mm256_mul_ps(vs, _mm256_loadu_ps(x + k + 16)));
+      const __m256i i3 = _mm256_cvtps_epi32(_mm256_mul_ps(vs, _mm256_loadu_ps(x + k + 24)));
+      // The packs work per 128-bit half; the permute puts the 4-byte groups back in order.
+      __m256i q = _mm256_packs_epi16(_mm256_packs_epi32(i0, i1), _mm256_packs_epi32(i2, i3));
+      q = _mm256_permutevar8x32_epi32(q, lane_order);
+      q = _mm256_max_epi8(q, _mm256_set1_epi8(-127));
+      _mm256_storeu_si256(reinterpret_cast<__m256i*>(y[i].qs + k), q);
+      // Sums of 16: vpsadbw adds 8 bytes of q + 128 at a time, so each half-sum carries 8 * 128.
+      alignas(32) uint64_t s[4];
+      _mm256_store_si256(reinterpret_cast<__m256i*>(s),
+                         _mm256_sad_epu8(_mm256_xor_si256(q, flip), _mm256_setzero_si256()));
+      y[i].bsums[k / 16] = static_cast<int16_t>(static_cast<int>(s[0] + s[1]) - 2048);
+      y[i].bsums[k / 16 + 1] = static_cast<int16_t>(static_cast<int>(s[2] + s[3]) - 2048);
+    }
+    y[i].d = 1.0f / iscale;
+  }
+}
+
+// This file's kernels, as simd_table_of takes them.
+struct Avx2Kernels {
+  static constexpr Isa kIsa = Isa::Avx2;
+  static constexpr int kGroupRows = kquants::kGroupRows;
+  template <int R, bool kHigh>
+  static constexpr DotRowsFn dot_q45 = dot_rows_q45_K<R, kHigh>;
+  template <int R>
+  static constexpr DotRowsFn dot_q6 = dot_rows_q6_K<R>;
+  template <int R>
+  static constexpr DotRowsFn dot_q2 = dot_rows_q23_K_avx2<R, false>;
+  template <int R>
+  static constexpr DotRowsFn dot_q3 = dot_rows_q23_K_avx2<R, true>;
+  static constexpr QuantizeFn quantize_q8 = quantize_row_q8_K_avx2;
+};
+
+}  // namespace
+
 // Q2_K (kQ3 = false) and Q3_K (kQ3 = true): 16 sub-blocks of 16 values, so as Q6_K each vpmaddwd
 // takes one scale per 128-bit half. The 2-bit levels of values 128h + 32p .. + 31 are bits
 // 2p..2p+1 of the 32 bytes qs[32h ..]; Q3_K adds bit 4h + p of hmask as bit 2. The offsets (Q2_K's
 // min, Q3_K's -4) come from bsums once per block.
 template <int R, bool kQ3>
-WEFT_TARGET_AVX2 void dot_rows_q23_K(int64_t n, const uint8_t* w, size_t w_stride, const void* act, float* out) {
+WEFT_TARGET_AVX2 void dot_rows_q23_K_avx2(int64_t n, const uint8_t* w, size_t w_stride, const void* act, float* out) {
   WEFT_ASSERT(n >= 0 && n % kQK == 0);
   const int64_t nb = n / kQK;
   const auto* y = static_cast<const BlockQ8K*>(act);
@@ -255,62 +312,12 @@ WEFT_TARGET_AVX2 void dot_rows_q23_K(int64_t n, const uint8_t* w, size_t w_strid
   for (int r = 0; r < R; ++r) out[r] = hsum(acc[r]);
 }
 
-// Same arithmetic as quantize_row_q8_K_ref (amax, 127 / amax, round to nearest even), so the
-// output is bit-identical to it.
-WEFT_TARGET_AVX2 void quantize_row_q8_K_avx2(const float* src, void* dst, int64_t n) {
-  WEFT_ASSERT(n >= 0 && n % kQK == 0);
-  auto* y = static_cast<BlockQ8K*>(dst);
-  const __m256 abs_mask = _mm256_castsi256_ps(_mm256_set1_epi32(0x7fffffff));
-  const __m256i lane_order = _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7);
-  const __m256i flip = _mm256_set1_epi8(static_cast<char>(0x80));
-  for (int64_t i = 0; i < n / kQK; ++i) {
-    const float* x = src + i * kQK;
-    __m256 vmax = _mm256_setzero_ps();
-    for (int k = 0; k < kQK; k += 8) vmax = _mm256_max_ps(vmax, _mm256_and_ps(_mm256_loadu_ps(x + k), abs_mask));
-    const float amax = hmax(vmax);
-    if (amax == 0.0f) {
-      std::memset(&y[i], 0, sizeof(BlockQ8K));
-      continue;
-    }
-    const float iscale = 127.0f / amax;
-    const __m256 vs = _mm256_set1_ps(iscale);
-    for (int k = 0; k < kQK; k += 32) {
-      const __m256i i0 = _mm256_cvtps_epi32(_mm256_mul_ps(vs, _mm256_loadu_ps(x + k)));
-      const __m256i i1 = _mm256_cvtps_epi32(_mm256_mul_ps(vs, _mm256_loadu_ps(x + k + 8)));
-      const __m256i i2 = _mm256_cvtps_epi32(_mm256_mul_ps(vs, _mm256_loadu_ps(x + k + 16)));
-      const __m256i i3 = _mm256_cvtps_epi32(_mm256_mul_ps(vs, _mm256_loadu_ps(x + k + 24)));
-      // The packs work per 128-bit half; the permute puts the 4-byte groups back in order.
-      __m256i q = _mm256_packs_epi16(_mm256_packs_epi32(i0, i1), _mm256_packs_epi32(i2, i3));
-      q = _mm256_permutevar8x32_epi32(q, lane_order);
-      q = _mm256_max_epi8(q, _mm256_set1_epi8(-127));
-      _mm256_storeu_si256(reinterpret_cast<__m256i*>(y[i].qs + k), q);
-      // Sums of 16: vpsadbw adds 8 bytes of q + 128 at a time, so each half-sum carries 8 * 128.
-      alignas(32) uint64_t s[4];
-      _mm256_store_si256(reinterpret_cast<__m256i*>(s),
-                         _mm256_sad_epu8(_mm256_xor_si256(q, flip), _mm256_setzero_si256()));
-      y[i].bsums[k / 16] = static_cast<int16_t>(static_cast<int>(s[0] + s[1]) - 2048);
-      y[i].bsums[k / 16 + 1] = static_cast<int16_t>(static_cast<int>(s[2] + s[3]) - 2048);
-    }
-    y[i].d = 1.0f / iscale;
-  }
-}
-
-// This file's kernels, as simd_table_of takes them.
-struct Avx2Kernels {
-  static constexpr Isa kIsa = Isa::Avx2;
-  static constexpr int kGroupRows = kquants::kGroupRows;
-  template <int R, bool kHigh>
-  static constexpr DotRowsFn dot_q45 = dot_rows_q45_K<R, kHigh>;
-  template <int R>
-  static constexpr DotRowsFn dot_q6 = dot_rows_q6_K<R>;
-  template <int R>
-  static constexpr DotRowsFn dot_q2 = dot_rows_q23_K<R, false>;
-  template <int R>
-  static constexpr DotRowsFn dot_q3 = dot_rows_q23_K<R, true>;
-  static constexpr QuantizeFn quantize_q8 = quantize_row_q8_K_avx2;
-};
-
-}  // namespace
+template void dot_rows_q23_K_avx2<1, false>(int64_t, const uint8_t*, size_t, const void*, float*);
+template void dot_rows_q23_K_avx2<2, false>(int64_t, const uint8_t*, size_t, const void*, float*);
+template void dot_rows_q23_K_avx2<4, false>(int64_t, const uint8_t*, size_t, const void*, float*);
+template void dot_rows_q23_K_avx2<1, true>(int64_t, const uint8_t*, size_t, const void*, float*);
+template void dot_rows_q23_K_avx2<2, true>(int64_t, const uint8_t*, size_t, const void*, float*);
+template void dot_rows_q23_K_avx2<4, true>(int64_t, const uint8_t*, size_t, const void*, float*);
 
 template <>
 TypeTable table<Isa::Avx2>() {

@@ -216,6 +216,10 @@ struct Avx512Kernels {
   static constexpr DotRowsFn dot_q45 = dot_rows_q45_K<R, kHigh>;
   template <int R>
   static constexpr DotRowsFn dot_q6 = dot_rows_q6_K<R>;
+  template <int R>
+  static constexpr DotRowsFn dot_q2 = dot_rows_q23_K_avx2<R, false>;  // see kquants_impl.h
+  template <int R>
+  static constexpr DotRowsFn dot_q3 = dot_rows_q23_K_avx2<R, true>;
   static constexpr QuantizeFn quantize_q8 = quantize_row_q8_K_avx512;
 };
 

@@ -160,6 +160,12 @@ float vec_dot_q4_K_q8_K_ref(int64_t n, const void* w, const void* a);
 float vec_dot_q5_K_q8_K_ref(int64_t n, const void* w, const void* a);
 float vec_dot_q6_K_q8_K_ref(int64_t n, const void* w, const void* a);
 
+// The AVX2 passes over R rows of Q2_K (kQ3 false) or Q3_K (kQ3 true), R = 1, 2, 4
+// (kquants_avx2.cpp). The AVX-512 table offers them too: an AVX-512 CPU runs AVX2, and what it
+// gains there is Q3_K's AVX-512 panel GEMM, which follows the level of the type's table entry.
+template <int R, bool kQ3>
+WEFT_TARGET_AVX2 void dot_rows_q23_K_avx2(int64_t n, const uint8_t* w, size_t w_stride, const void* act, float* out);
+
 // The passes of a SIMD level's kernels (A, below) as rows_dot.h drives them.
 template <class A, int kType>  // kType: 2 (Q2_K), 3 (Q3_K), 4 (Q4_K), 5 (Q5_K), 6 (Q6_K)
 struct SimdDot {

@@ -153,8 +153,8 @@ struct Repacked {
 };
 
 // The types repacked into panels at load (has_repacked).
-constexpr DType kRepackedTypes[] = {DType::Q4_0, DType::Q4_1, DType::Q5_0, DType::Q5_1,
-                                    DType::Q8_0, DType::Q4_K, DType::Q5_K, DType::Q6_K};
+constexpr DType kRepackedTypes[] = {DType::Q4_0, DType::Q4_1, DType::Q5_0, DType::Q5_1, DType::Q8_0,
+                                    DType::Q3_K, DType::Q4_K, DType::Q5_K, DType::Q6_K};
 
 TEST(Gemm, RepackedMatchesVecDot) {
   EXPECT_EQ(find_repacked(Isa::Avx512, DType::F16), nullptr);
@@ -183,7 +183,9 @@ TEST(Gemm, RepackedMatchesVecDot) {
         const size_t ggml = kPanelRows * row_bytes(t, 512);
         if (repacked_sub_blocks(t) == 1 || t == DType::Q6_K)
           EXPECT_EQ(repacked_panel_bytes(t, 512), ggml);  // ggml's bytes, rearranged
-        else                                              // plus the scales and mins unpacked to a byte each
+        else if (t == DType::Q3_K)                        // plus its 16 six-bit scales unpacked to a byte each
+          EXPECT_EQ(repacked_panel_bytes(t, 512), ggml + 2 * (kPanelRows * 16 - kPanelRows * 12));
+        else  // plus the scales and mins unpacked to a byte each
           EXPECT_EQ(repacked_panel_bytes(t, 512), ggml + 2 * (kPanelRows * 8 * 2 - kPanelRows * 12));
         const std::string name = std::string("repacked ") + isa_name(isa);
         check_gemm(gemm, c, 0, 37, name, &p.m);
@@ -313,7 +315,7 @@ TEST(Gemm, MatmulOfKQuantsMatchesReferences) {
   // enough tokens to take the GEMM path (and 2 for the rows_dot one) and 3 threads.
   ThreadPool pool(3, {}, /*spin=*/false);
   MatmulScratch scratch;
-  for (DType t : {DType::Q4_K, DType::Q5_K, DType::Q6_K})
+  for (DType t : {DType::Q3_K, DType::Q4_K, DType::Q5_K, DType::Q6_K})
     for (int64_t n_tokens : {2, 9}) {
       const Case c = make_case(t, 50, 768, 1, 5);
       std::mt19937 rng(9);

@@ -37,8 +37,7 @@ constexpr double kRefDotRelTol = 1e-5;
 constexpr double kEndToEndRelTol = 0.03;
 
 const DType kWeightTypes[] = {DType::Q2_K, DType::Q3_K, DType::Q4_K, DType::Q5_K, DType::Q6_K};
-// The types whose SIMD kernels only AVX2 has: AVX-512 CPUs run them there (kernels_for's fallback).
-bool avx2_only(DType t) { return t == DType::Q2_K || t == DType::Q3_K; }
+
 const Isa kSimdIsas[] = {Isa::Avx2, Isa::Avx512};
 
 std::vector<float> gaussian(int64_t n, uint32_t seed, float sigma = 1.0f) {
@@ -375,14 +374,12 @@ TEST(KQuants, FindContract) {
     }
   }
   ASSERT_NE(kernels_for_isa(DType::Q4_K, Isa::Scalar), nullptr);
-  // Q2_K and Q3_K run on the AVX2 kernels wherever the CPU has AVX2 (AVX-512 ones too).
-  for (DType t : {DType::Q2_K, DType::Q3_K}) {
-    EXPECT_EQ(kernels_for_isa(t, Isa::Avx512), nullptr);
-    if (isa_supported(Isa::Avx2)) {
-      ASSERT_NE(kernels_for_isa(t, Isa::Avx2), nullptr);
-      EXPECT_EQ(kernels_for(t).isa, Isa::Avx2);
-    }
-  }
+  // Every level this CPU runs has Q2_K and Q3_K (the AVX-512 entries run the AVX2 passes).
+  for (DType t : {DType::Q2_K, DType::Q3_K})
+    for (Isa isa : {Isa::Scalar, Isa::Avx2, Isa::Avx512})
+      if (isa_supported(isa)) {
+        EXPECT_NE(kernels_for_isa(t, isa), nullptr) << isa_name(isa);
+      }
 }
 
 class KQuantsSimd : public ::testing::TestWithParam<Isa> {
@@ -390,10 +387,9 @@ class KQuantsSimd : public ::testing::TestWithParam<Isa> {
   void SetUp() override {
     if (!kernels_for_isa(DType::Q8_K, GetParam())) GTEST_SKIP() << isa_name(GetParam()) << " not supported on this CPU";
   }
-  // The level's kernels of t; for a type the level leaves to AVX2, the AVX2 ones (what runs).
+  // The level's kernels of t.
   static const TypeKernels& level(DType t) {
     const TypeKernels* k = kernels_for_isa(t, GetParam());
-    if (!k && avx2_only(t)) k = kernels_for_isa(t, Isa::Avx2);
     WEFT_ASSERT(k);
     return *k;
   }
