@@ -350,7 +350,8 @@ GemmFn find<Isa::Avx2>(DType t) {
 
 template <>
 GemmFn find_repacked<Isa::Avx2>(DType t) {
-  return repacked_driver<Avx2Panels, false>(t);  // Q8_0: decode stays on rows_dot (see the top)
+  // Q8_0: decode stays on rows_dot (see the top); Q2_K on its rows (no AVX2 reader of its mins yet).
+  return repacked_driver<Avx2Panels, false, false>(t);
 }
 
 }  // namespace weft::kernels::gemm

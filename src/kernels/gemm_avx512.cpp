@@ -152,10 +152,19 @@ WEFT_TARGET_AVX512 void tile(const uint8_t* panel, size_t block_bytes, int64_t n
         acc[t] =
             _mm512_fmadd_ps(_mm512_cvtepi32_ps(sumi[0][t]), _mm512_mul_ps(scale, _mm512_set1_ps(act[t].d)), acc[t]);
     }
-    if constexpr (kMin) {
+    if constexpr (kMin && kScales == 1) {
       const __m512 mn = Src::min(panel, kScales, sup);
 #pragma GCC unroll 8
       for (int t = 0; t < T; ++t) acc[t] = _mm512_fmadd_ps(mn, _mm512_set1_ps(act[t].s), acc[t]);
+    } else if constexpr (kMin) {  // a min per half (Q2_K), times the half's activation sum
+#pragma GCC unroll 2
+      for (int s = 0; s < kScales; ++s) {
+        const __m512 mn = Src::min(panel, s, sup);
+#pragma GCC unroll 8
+        for (int t = 0; t < T; ++t)
+          acc[t] = _mm512_fmadd_ps(mn, _mm512_set1_ps(act[t].d * static_cast<float>(s == 0 ? act[t].c0 : act[t].c1)),
+                                   acc[t]);
+      }
     }
   }
 #pragma GCC unroll 8
@@ -455,13 +464,45 @@ struct Q3KPanelBlock : RepackedLayout<DType::Q3_K> {
   WEFT_TARGET_AVX512 static __m512 min(const uint8_t*, int, const Super&) { return _mm512_setzero_ps(); }
 };
 
+// ... or a Q2_K panel repacked at load: per super-block the rows' d and dmin, then 8 sub-blocks of
+// two-bit levels (as Q3_K's) and, per half, each row's scale (low nibble) and min (high nibble).
+struct Q2KPanelBlock : RepackedLayout<DType::Q2_K> {
+  using Super = KPanelBlock<DType::Q4_K>::Super;
+  WEFT_TARGET_AVX512 static __m512i group(const uint8_t* pb, int g) {
+    const __m512i v = _mm512_loadu_si512(pb + 64 * (g / 4));
+    return _mm512_and_si512(g % 4 ? _mm512_srli_epi16(v, 2 * (g % 4)) : v, _mm512_set1_epi8(3));
+  }
+  // Half s's scale | min bytes as 16 int32 lanes.
+  WEFT_TARGET_AVX512 static __m512i bytes(const uint8_t* pb, int s) {
+    return _mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(pb + kScaleOffset + kPanelRows * s)));
+  }
+  WEFT_TARGET_AVX512 static __m512 scale(const uint8_t* pb, int s, const Super& sup) {
+    return _mm512_mul_ps(sup.d, _mm512_cvtepi32_ps(_mm512_and_si512(bytes(pb, s), _mm512_set1_epi32(0x0F))));
+  }
+  WEFT_TARGET_AVX512 static __m512 min(const uint8_t* pb, int s, const Super& sup) {
+    return _mm512_mul_ps(sup.neg_dmin, _mm512_cvtepi32_ps(_mm512_srli_epi32(bytes(pb, s), 4)));
+  }
+};
+
+// The reader of type kType's panels (a value of it: the readers are empty structs).
+template <DType kType>
+auto panel_reader() {
+  if constexpr (kType == DType::Q6_K)
+    return Q6KPanelBlock{};
+  else if constexpr (kType == DType::Q3_K)
+    return Q3KPanelBlock{};
+  else if constexpr (kType == DType::Q2_K)
+    return Q2KPanelBlock{};
+  else if constexpr (kType == DType::Q4_K || kType == DType::Q5_K)
+    return KPanelBlock<kType>{};
+  else
+    return LegacyPanelBlock<kType>{};
+}
+
 // Matrices of type kType repacked at load, read in place.
 template <DType kType>
 struct Avx512Panels {
-  using Src = std::conditional_t<kType == DType::Q6_K, Q6KPanelBlock,
-                                 std::conditional_t<kType == DType::Q3_K, Q3KPanelBlock,
-                                                    std::conditional_t<kType == DType::Q4_K || kType == DType::Q5_K,
-                                                                       KPanelBlock<kType>, LegacyPanelBlock<kType>>>>;
+  using Src = decltype(panel_reader<kType>());
   static constexpr int kTokens = kTileTokens;
   static constexpr bool kRepacked = true;
   static constexpr size_t kBlockBytes = Src::kBlockBytes;
@@ -478,7 +519,7 @@ GemmFn find<Isa::Avx512>(DType t) {
 
 template <>
 GemmFn find_repacked<Isa::Avx512>(DType t) {
-  return repacked_driver<Avx512Panels, true>(t);
+  return repacked_driver<Avx512Panels, true, true>(t);
 }
 
 }  // namespace weft::kernels::gemm

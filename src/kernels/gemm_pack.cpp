@@ -16,6 +16,7 @@
 namespace weft::kernels::gemm {
 namespace {
 
+using kquants::BlockQ2K;
 using kquants::BlockQ3K;
 using kquants::BlockQ4K;
 using kquants::BlockQ5K;
@@ -150,8 +151,9 @@ PanelFormat panel_format(DType t) {
     case DType::Q5_1:
     case DType::Q4_K:
     case DType::Q5_K: return {1, true, false};
-    case DType::Q3_K:  // repacked only (has_panel false): the tiles' format of its panels
+    case DType::Q3_K:  // repacked only (has_panel false): the tiles' format of their panels
     case DType::Q6_K: return {2, false, true};
+    case DType::Q2_K: return {2, true, false};
     default: fail("gemm", "no panel format for type {}", dtype_name(t));
   }
 }
@@ -188,6 +190,7 @@ void prepare_act_row(DType weight, const void* act_row, int64_t n, ActBlock* out
       }
       return;
     }
+    case DType::Q2_K:
     case DType::Q3_K:
     case DType::Q4_K:
     case DType::Q5_K:
@@ -202,9 +205,10 @@ void prepare_act_row(DType weight, const void* act_row, int64_t n, ActBlock* out
         std::memcpy(o.q, sb.qs + kQK * j, kQK);
         o.d = sb.d;
         const int32_t s0 = sb.bsums[2 * j], s1 = sb.bsums[2 * j + 1];
-        o.s = offset ? 0.f : sb.d * static_cast<float>(s0 + s1);
-        o.c0 = -offset * s0;
-        o.c1 = -offset * s1;
+        o.s = offset || weight == DType::Q2_K ? 0.f : sb.d * static_cast<float>(s0 + s1);
+        // Q2_K's mins are per half: the halves' sums themselves (ActBlock).
+        o.c0 = weight == DType::Q2_K ? s0 : -offset * s0;
+        o.c1 = weight == DType::Q2_K ? s1 : -offset * s1;
       }
       return;
     }
@@ -274,7 +278,7 @@ void gemm_ref(const WeightMatrix& w, int64_t r0, int64_t r1, const ActBlock* act
 
 bool has_repacked(DType t) {
   return t == DType::Q4_0 || t == DType::Q4_1 || t == DType::Q5_0 || t == DType::Q5_1 || t == DType::Q8_0 ||
-         t == DType::Q3_K || t == DType::Q4_K || t == DType::Q5_K || t == DType::Q6_K;
+         t == DType::Q2_K || t == DType::Q3_K || t == DType::Q4_K || t == DType::Q5_K || t == DType::Q6_K;
 }
 
 size_t repacked_panel_bytes(DType t, int64_t cols) {
@@ -399,6 +403,24 @@ void repack_q3_k_block(const BlockQ3K& blk, int r, uint8_t* ob) {
   }
 }
 
+// Row r's Q2_K super-block into a panel's super-block ob (gemm_q8.h): its d and dmin, then per
+// sub-block the levels (as Q3_K's two low bits) and ggml's scale | min byte of each half.
+void repack_q2_k_block(const BlockQ2K& blk, int r, uint8_t* ob) {
+  using L = RepackedLayout<DType::Q2_K>;
+  std::memcpy(ob + 2 * r, &blk.d, 2);
+  std::memcpy(ob + 2 * kPanelRows + 2 * r, &blk.dmin, 2);
+  for (int j = 0; j < 8; ++j) {
+    uint8_t* sb = ob + L::kHead + j * L::kBlockBytes;
+    const int h = j / 4, p = j % 4;
+    for (int g = 0; g < kGroups; ++g)
+      for (int i = 0; i < 4; ++i)
+        sb[64 * (g / 4) + 4 * r + i] |=
+            static_cast<uint8_t>(((blk.qs[32 * h + 4 * g + i] >> (2 * p)) & 3) << (2 * (g % 4)));
+    sb[L::kScaleOffset + r] = blk.scales[2 * j];
+    sb[L::kScaleOffset + kPanelRows + r] = blk.scales[2 * j + 1];
+  }
+}
+
 // Every panel of w: its rows' units (blocks of the legacy types, super-blocks of the K-quants,
 // `Block` in ggml's rows, unit_values values each) through repack_unit(block, row, unit's bytes).
 template <class Block>
@@ -426,6 +448,7 @@ void repack(const WeightMatrix& w, uint8_t* dst) {
     case DType::Q5_K: return repack_panels<BlockQ5K>(w, dst, 256, repack_k_block<BlockQ5K>);
     case DType::Q6_K: return repack_panels<BlockQ6K>(w, dst, 256, repack_q6_k_block);
     case DType::Q3_K: return repack_panels<BlockQ3K>(w, dst, 256, repack_q3_k_block);
+    case DType::Q2_K: return repack_panels<BlockQ2K>(w, dst, 256, repack_q2_k_block);
     case DType::Q4_0: return repack_panels<BlockQ4_0>(w, dst, kQK, repack_block<BlockQ4_0>);
     case DType::Q4_1: return repack_panels<BlockQ4_1>(w, dst, kQK, repack_block<BlockQ4_1>);
     case DType::Q5_0: return repack_panels<BlockQ5_0>(w, dst, kQK, repack_block<BlockQ5_0>);

@@ -56,8 +56,10 @@ struct ActBlock {
   int8_t q[kQK];  // quantized values, as in the Q8_0/Q8_1/Q8_K row
   float d;        // activation scale of the block
   float s;        // d * sum(q) (has_min types)
-  int32_t c0;     // -offset * sum(q) over values 0..31 (n_scales 1) or 0..15 (n_scales 2)
-  int32_t c1;     // -offset * sum(q) over values 16..31 (n_scales 2)
+  // -offset * sum(q) over values 0..31 (n_scales 1) or 0..15 (n_scales 2) and 16..31; for a type
+  // with a min per 16 values (Q2_K), sum(q) over each half: its mins' terms.
+  int32_t c0;
+  int32_t c1;
 };
 static_assert(sizeof(ActBlock) == 48);
 
@@ -121,12 +123,14 @@ GemmFn find(Isa isa, DType t);
 // 2 (g % 4) of byte 4r + i of vector g / 4), then the int8 scales of its two halves; a Q3_K
 // sub-block is the two low bits of its levels laid out as Q6_K's top bits, the third bit of
 // group g as a mask of 64 bits (bit 4r + i: value 4g + i of row r, as Q5's fifth bits), then the
-// int8 scales (stored - 32) of its halves; its levels are 0 .. 7 with offset -4. Decoding the
+// int8 scales (stored - 32) of its halves; its levels are 0 .. 7 with offset -4. A Q2_K super-block
+// has d and dmin as Q4_K's, each sub-block its levels as Q3_K's two low bits and, per half, ggml's
+// byte of scale (low nibble) and min (high nibble) for each row. Decoding the
 // packed scales once at load instead of in every product leaves decode to the weight stream (2.8% /
-// 2.3% / 3.6% more bytes than ggml's for Q4_K / Q5_K / Q3_K, the same for Q6_K).
-bool has_repacked(DType t);  // Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q3_K, Q4_K, Q5_K, Q6_K
+// 2.3% / 3.6% more bytes than ggml's for Q4_K / Q5_K / Q3_K, the same for Q6_K and Q2_K).
+bool has_repacked(DType t);  // Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q2_K, Q3_K, Q4_K, Q5_K, Q6_K
 constexpr bool is_k_quant(DType t) {
-  return t == DType::Q3_K || t == DType::Q4_K || t == DType::Q5_K || t == DType::Q6_K;
+  return t == DType::Q2_K || t == DType::Q3_K || t == DType::Q4_K || t == DType::Q5_K || t == DType::Q6_K;
 }
 // Bytes of one 32-value (sub-)block of a panel (has_repacked(t)).
 constexpr size_t repacked_block_bytes(DType t) {
@@ -135,6 +139,7 @@ constexpr size_t repacked_block_bytes(DType t) {
     case DType::Q5_K: return 4 * 64 + kGroups * 8 + 2 * kPanelRows;   // levels, fifth bits, scales, mins
     case DType::Q6_K: return 4 * 64 + 2 * 64 + 2 * kPanelRows;        // low nibbles, top bits, two scales
     case DType::Q3_K: return 2 * 64 + kGroups * 8 + 2 * kPanelRows;   // low bits, third bits, two scales
+    case DType::Q2_K: return 2 * 64 + 2 * kPanelRows;                 // levels, two scale | min bytes
     case DType::Q4_0: return kPanelRows * sizeof(legacy::BlockQ4_0);  // ggml's bytes, rearranged
     case DType::Q4_1: return kPanelRows * sizeof(legacy::BlockQ4_1);
     case DType::Q5_0: return kPanelRows * sizeof(legacy::BlockQ5_0);
@@ -164,6 +169,7 @@ struct RepackedLayout {
   static constexpr size_t kScaleOffset = kType == DType::Q8_0   ? 8 * 64
                                          : kType == DType::Q6_K ? 6 * 64
                                          : kType == DType::Q3_K ? 2 * 64 + kGroups * 8
+                                         : kType == DType::Q2_K ? 2 * 64
                                                                 : 4 * 64 + (kQ5 ? kGroups * 8 : 0);
   static constexpr size_t kBlockBytes = repacked_block_bytes(kType);
   using Super = NoSuper;
@@ -227,7 +233,7 @@ constexpr std::array<TileFn, G::kTokens> kTiles =
 
 template <class G>
 const TileFn* tiles_for(const PanelFormat& f) {
-  if (f.n_scales == 2) return kTiles<G, 2, false, true>.data();
+  if (f.n_scales == 2) return f.has_min ? kTiles<G, 2, true, false>.data() : kTiles<G, 2, false, true>.data();
   return f.has_min ? kTiles<G, 1, true, false>.data() : kTiles<G, 1, false, true>.data();
 }
 
@@ -271,8 +277,8 @@ void gemm_driver(const WeightMatrix& w, int64_t r0, int64_t r1, const ActBlock* 
   }
 }
 
-// The driver over Panels<t> for each repacked type t an ISA reads (kQ8: Q8_0 too).
-template <template <DType> class Panels, bool kQ8>
+// The driver over Panels<t> for each repacked type t an ISA reads (kQ8: Q8_0 too; kQ2: Q2_K too).
+template <template <DType> class Panels, bool kQ8, bool kQ2>
 GemmFn repacked_driver(DType t) {
   switch (t) {
     case DType::Q4_0: return gemm_driver<Panels<DType::Q4_0>>;
@@ -283,6 +289,9 @@ GemmFn repacked_driver(DType t) {
     case DType::Q5_K: return gemm_driver<Panels<DType::Q5_K>>;
     case DType::Q6_K: return gemm_driver<Panels<DType::Q6_K>>;
     case DType::Q3_K: return gemm_driver<Panels<DType::Q3_K>>;
+    case DType::Q2_K:
+      if constexpr (kQ2) return gemm_driver<Panels<DType::Q2_K>>;
+      return nullptr;
     case DType::Q8_0:
       if constexpr (kQ8) return gemm_driver<Panels<DType::Q8_0>>;
       return nullptr;
