@@ -10,7 +10,7 @@
 #   TYPES="q4_0 ... q5_k_m"  ISAS="avx512 avx2"  THREADS=1,2  REPS=3  PP=128  TG=64  WEFT=build/weft
 set -euo pipefail
 cd "$(dirname "$0")/.."
-TYPES=${TYPES:-"q4_0 q4_1 q5_0 q5_1 q8_0 q4_k q5_k q6_k q4_k_m q5_k_m"}
+TYPES=${TYPES:-"q4_0 q4_1 q5_0 q5_1 q8_0 q2_k q3_k q4_k q5_k q6_k q4_k_m q5_k_m"}
 ISAS=${ISAS:-"avx512 avx2"}
 THREADS=${THREADS:-1,2}
 REPS=${REPS:-3}
