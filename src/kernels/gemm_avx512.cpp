@@ -446,14 +446,19 @@ struct Q6KPanelBlock : RepackedLayout<DType::Q6_K> {
   WEFT_TARGET_AVX512 static __m512 min(const uint8_t*, int, const Super&) { return _mm512_setzero_ps(); }
 };
 
+// Group g's two-bit levels of a Q3_K / Q2_K panel sub-block: bits 2 (g % 4) of vector g / 4.
+WEFT_TARGET_AVX512 inline __m512i two_bit_group(const uint8_t* pb, int g) {
+  const __m512i v = _mm512_loadu_si512(pb + 64 * (g / 4));
+  return _mm512_and_si512(g % 4 ? _mm512_srli_epi16(v, 2 * (g % 4)) : v, _mm512_set1_epi8(3));
+}
+
 // ... or a Q3_K panel repacked at load: per super-block the rows' d, then 8 sub-blocks of two-bit
 // levels (group g: bits 2 (g % 4) of vector g / 4), the third bits as one 64-bit mask per group
 // (added as 4 by one masked add, as Q5's fifth bits) and the int8 scales of the two halves.
 struct Q3KPanelBlock : RepackedLayout<DType::Q3_K> {
   using Super = Q6KPanelBlock::Super;
   WEFT_TARGET_AVX512 static __m512i group(const uint8_t* pb, int g) {
-    const __m512i v = _mm512_loadu_si512(pb + 64 * (g / 4));
-    const __m512i low = _mm512_and_si512(g % 4 ? _mm512_srli_epi16(v, 2 * (g % 4)) : v, _mm512_set1_epi8(3));
+    const __m512i low = two_bit_group(pb, g);
     uint64_t third;
     std::memcpy(&third, pb + 2 * 64 + 8 * g, 8);
     return _mm512_mask_add_epi8(low, third, low, _mm512_set1_epi8(4));
@@ -468,10 +473,7 @@ struct Q3KPanelBlock : RepackedLayout<DType::Q3_K> {
 // two-bit levels (as Q3_K's) and, per half, each row's scale (low nibble) and min (high nibble).
 struct Q2KPanelBlock : RepackedLayout<DType::Q2_K> {
   using Super = KPanelBlock<DType::Q4_K>::Super;
-  WEFT_TARGET_AVX512 static __m512i group(const uint8_t* pb, int g) {
-    const __m512i v = _mm512_loadu_si512(pb + 64 * (g / 4));
-    return _mm512_and_si512(g % 4 ? _mm512_srli_epi16(v, 2 * (g % 4)) : v, _mm512_set1_epi8(3));
-  }
+  WEFT_TARGET_AVX512 static __m512i group(const uint8_t* pb, int g) { return two_bit_group(pb, g); }
   // Half s's scale | min bytes as 16 int32 lanes.
   WEFT_TARGET_AVX512 static __m512i bytes(const uint8_t* pb, int s) {
     return _mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(pb + kScaleOffset + kPanelRows * s)));

@@ -380,6 +380,14 @@ void repack_q6_k_block(const BlockQ6K& blk, int r, uint8_t* ob) {
   }
 }
 
+// The two low bits of sub-block j's levels (Q2_K / Q3_K qs) of row r into a panel sub-block sb:
+// group g at bits 2 (g % 4) of byte 4r + i of vector g / 4 (value 32j + 4g + i of the super-block).
+void put_two_bit_levels(const uint8_t* qs, int j, int r, uint8_t* sb) {
+  for (int g = 0; g < kGroups; ++g)
+    for (int i = 0; i < 4; ++i)
+      sb[64 * (g / 4) + 4 * r + i] |= static_cast<uint8_t>(kquants::q2_level(qs, 32 * j + 4 * g + i) << (2 * (g % 4)));
+}
+
 // Row r's Q3_K super-block into a panel's super-block ob (gemm_q8.h): its d, then per sub-block the
 // two low bits of its levels (laid out as Q6_K's top bits), the third bits as masks and the int8
 // scales of its halves. Value 32j + l of the super-block is value l of sub-block j.
@@ -390,14 +398,11 @@ void repack_q3_k_block(const BlockQ3K& blk, int r, uint8_t* ob) {
   kquants::unpack_q3_scales(blk.scales, sc);
   for (int j = 0; j < 8; ++j) {
     uint8_t* sb = ob + L::kHead + j * L::kBlockBytes;
-    const int h = j / 4, p = j % 4;
+    put_two_bit_levels(blk.qs, j, r, sb);
     for (int g = 0; g < kGroups; ++g)
-      for (int i = 0; i < 4; ++i) {
-        const int l = 4 * g + i;  // value 128h + 32p + l, ggml's order (kquants_impl.h)
-        const int low = (blk.qs[32 * h + l] >> (2 * p)) & 3, third = (blk.hmask[l] >> (4 * h + p)) & 1;
-        sb[64 * (g / 4) + 4 * r + i] |= static_cast<uint8_t>(low << (2 * (g % 4)));
-        sb[2 * 64 + 8 * g + (4 * r + i) / 8] |= static_cast<uint8_t>(third << ((4 * r + i) % 8));
-      }
+      for (int i = 0; i < 4; ++i)
+        sb[2 * 64 + 8 * g + (4 * r + i) / 8] |=
+            static_cast<uint8_t>(kquants::q3_third_bit(blk.hmask, 32 * j + 4 * g + i) << ((4 * r + i) % 8));
     sb[L::kScaleOffset + r] = static_cast<uint8_t>(sc[2 * j]);
     sb[L::kScaleOffset + kPanelRows + r] = static_cast<uint8_t>(sc[2 * j + 1]);
   }
@@ -411,11 +416,7 @@ void repack_q2_k_block(const BlockQ2K& blk, int r, uint8_t* ob) {
   std::memcpy(ob + 2 * kPanelRows + 2 * r, &blk.dmin, 2);
   for (int j = 0; j < 8; ++j) {
     uint8_t* sb = ob + L::kHead + j * L::kBlockBytes;
-    const int h = j / 4, p = j % 4;
-    for (int g = 0; g < kGroups; ++g)
-      for (int i = 0; i < 4; ++i)
-        sb[64 * (g / 4) + 4 * r + i] |=
-            static_cast<uint8_t>(((blk.qs[32 * h + 4 * g + i] >> (2 * p)) & 3) << (2 * (g % 4)));
+    put_two_bit_levels(blk.qs, j, r, sb);
     sb[L::kScaleOffset + r] = blk.scales[2 * j];
     sb[L::kScaleOffset + kPanelRows + r] = blk.scales[2 * j + 1];
   }

@@ -70,6 +70,16 @@ struct BlockQ3K {
   uint16_t d;
 };
 
+// Where value e (0..255) of a Q2_K / Q3_K block keeps its two low bits, and Q3_K its third bit.
+inline int q2_level(const uint8_t* qs, int e) { return (qs[32 * (e / 128) + e % 32] >> (2 * ((e % 128) / 32))) & 3; }
+inline void put_q2_level(uint8_t* qs, int e, int v) {
+  qs[32 * (e / 128) + e % 32] |= static_cast<uint8_t>((v & 3) << (2 * ((e % 128) / 32)));
+}
+inline int q3_third_bit(const uint8_t* hmask, int e) { return (hmask[e % 32] >> (4 * (e / 128) + (e % 128) / 32)) & 1; }
+inline void put_q3_third_bit(uint8_t* hmask, int e, int bit) {
+  hmask[e % 32] |= static_cast<uint8_t>((bit & 1) << (4 * (e / 128) + (e % 128) / 32));
+}
+
 struct BlockQ8K {
   float d;
   int8_t qs[kQK];
@@ -171,51 +181,34 @@ template <class A, int kType>  // kType: 2 (Q2_K), 3 (Q3_K), 4 (Q4_K), 5 (Q5_K),
 struct SimdDot {
   static constexpr int kPass = A::kGroupRows;
   template <int R>
-  static constexpr DotRowsFn rows() {
-    if constexpr (kType == 2) return A::template dot_q2<R>;
-    if constexpr (kType == 3) return A::template dot_q3<R>;
-    if constexpr (kType == 6) return A::template dot_q6<R>;
-    if constexpr (kType == 4 || kType == 5) return A::template dot_q45<R, kType == 5>;
-  }
-};
-template <class A, int kType>
-struct SimdDotOf : SimdDot<A, kType> {
-  template <int R>
-  static constexpr DotRowsFn rows = SimdDot<A, kType>::template rows<R>();
+  static constexpr DotRowsFn rows = kType == 2   ? A::template dot_q2<R>
+                                    : kType == 3 ? A::template dot_q3<R>
+                                    : kType == 6 ? A::template dot_q6<R>
+                                                 : A::template dot_q45<R, kType == 5>;
 };
 
-// The table of one SIMD level, written once. A (kquants_avx2.cpp, kquants_avx512.cpp) gives kIsa,
-// kGroupRows (rows sharing each q8 load), dot_q45<R, kHigh> (Q4_K, or Q5_K when kHigh) and
-// dot_q6<R> (DotRowsFn over R rows), and quantize_q8 (f32 -> Q8_K, bit-identical to the ref); a
-// level with dot_q2<R> and dot_q3<R> offers Q2_K and Q3_K too (a level without them leaves those
-// types to the next level down: kernels_for's fallback).
-// Dequantize stays scalar: it only runs off the hot path (the embedding lookup).
 // One weight type's entry of level A, its dot passes SimdDot<A, kType>.
 template <class A, int kType>
 constexpr TypeKernels simd_entry(DType t, DequantizeFn dequantize) {
-  using D = SimdDotOf<A, kType>;
+  using D = SimdDot<A, kType>;
   return {t, DType::Q8_K, dequantize, A::quantize_q8, vec_dot<D>, rows_dot<D>, A::kIsa};
 }
 
+// The table of one SIMD level, written once. A (kquants_avx2.cpp, kquants_avx512.cpp) gives kIsa,
+// kGroupRows (rows sharing each q8 load), dot_q45<R, kHigh> (Q4_K, or Q5_K when kHigh), dot_q6<R>,
+// dot_q2<R> and dot_q3<R> (DotRowsFn over R rows), and quantize_q8 (f32 -> Q8_K, bit-identical to
+// the ref). Dequantize stays scalar: it only runs off the hot path (the embedding lookup).
 template <class A>
 TypeTable simd_table_of() {
-  constexpr TypeKernels q4 = simd_entry<A, 4>(DType::Q4_K, dequantize_row_q4_K_ref),
-                        q5 = simd_entry<A, 5>(DType::Q5_K, dequantize_row_q5_K_ref),
-                        q6 = simd_entry<A, 6>(DType::Q6_K, dequantize_row_q6_K_ref),
-                        q8 = {DType::Q8_K, DType::Q8_K, dequantize_row_q8_K_ref, A::quantize_q8, nullptr,
-                              nullptr,     A::kIsa};
-  if constexpr (requires { A::template dot_q3<1>; }) {
-    static constexpr TypeKernels kTable[] = {q4,
-                                             q5,
-                                             q6,
-                                             q8,
-                                             simd_entry<A, 2>(DType::Q2_K, dequantize_row_q2_K_ref),
-                                             simd_entry<A, 3>(DType::Q3_K, dequantize_row_q3_K_ref)};
-    return kTable;
-  } else {
-    static constexpr TypeKernels kTable[] = {q4, q5, q6, q8};
-    return kTable;
-  }
+  static constexpr TypeKernels kTable[] = {
+      simd_entry<A, 4>(DType::Q4_K, dequantize_row_q4_K_ref),
+      simd_entry<A, 5>(DType::Q5_K, dequantize_row_q5_K_ref),
+      simd_entry<A, 6>(DType::Q6_K, dequantize_row_q6_K_ref),
+      {DType::Q8_K, DType::Q8_K, dequantize_row_q8_K_ref, A::quantize_q8, nullptr, nullptr, A::kIsa},
+      simd_entry<A, 2>(DType::Q2_K, dequantize_row_q2_K_ref),
+      simd_entry<A, 3>(DType::Q3_K, dequantize_row_q3_K_ref),
+  };
+  return kTable;
 }
 
 }  // namespace weft::kernels::kquants

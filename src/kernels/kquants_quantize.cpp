@@ -149,6 +149,23 @@ void quantize_block_scale_min(const float* x, int nmax, uint16_t* d_out, uint16_
   }
 }
 
+// Q6_K and Q3_K: each of a super-block's 16 sub-blocks of x gets a symmetric scale for levels
+// [-nmax, nmax - 1] (weights x^2: a symmetric fit has no min to protect small values, so favour
+// large ones). Returns the scale of largest magnitude, with its sign (0 for an all-zero block).
+float fit_symmetric_sub_blocks(const float* x, int nmax, float* scale) {
+  float w[kQK];
+  for (int e = 0; e < kQK; ++e) w[e] = x[e] * x[e];
+  float max_abs_scale = 0.0f, max_scale = 0.0f;
+  for (int j = 0; j < 16; ++j) {
+    scale[j] = fit_scale_symmetric(x + 16 * j, w + 16 * j, 16, nmax);
+    if (std::fabs(scale[j]) > max_abs_scale) {
+      max_abs_scale = std::fabs(scale[j]);
+      max_scale = scale[j];
+    }
+  }
+  return max_scale;
+}
+
 int64_t n_blocks(int64_t n) {
   WEFT_ASSERT(n >= 0 && n % kQK == 0);
   return n / kQK;
@@ -207,8 +224,7 @@ void quantize_row_q2_K_ref(const float* src, void* dst, int64_t n) {
       y[i].scales[j] = static_cast<uint8_t>(sc | (m << 4));
       const float dl = d * sc, ml = dmin * m;
       for (int e = 16 * j; e < 16 * j + 16; ++e) {
-        const int q = dl > 0 ? round_clamp((x[e] + ml) / dl, 0, 3) : 0;
-        y[i].qs[32 * (e / 128) + e % 32] |= static_cast<uint8_t>(q << (2 * ((e % 128) / 32)));
+        put_q2_level(y[i].qs, e, dl > 0 ? round_clamp((x[e] + ml) / dl, 0, 3) : 0);
       }
     }
   }
@@ -218,20 +234,12 @@ void quantize_row_q3_K_ref(const float* src, void* dst, int64_t n) {
   auto* y = static_cast<BlockQ3K*>(dst);
   for (int64_t i = 0; i < n_blocks(n); ++i) {
     const float* x = src + i * kQK;
-    float w[kQK], scale[16];
-    for (int e = 0; e < kQK; ++e) w[e] = x[e] * x[e];  // symmetric, as Q6_K
-    float max_abs_scale = 0.0f, max_scale = 0.0f;
-    for (int j = 0; j < 16; ++j) {
-      scale[j] = fit_scale_symmetric(x + 16 * j, w + 16 * j, 16, 4);
-      if (std::fabs(scale[j]) > max_abs_scale) {
-        max_abs_scale = std::fabs(scale[j]);
-        max_scale = scale[j];
-      }
-    }
+    float scale[16];
+    const float max_scale = fit_symmetric_sub_blocks(x, 4, scale);
     // 6-bit signed sub-block scales against d = max_scale / -32: the largest uses the -32 level.
     std::memset(&y[i], 0, sizeof(BlockQ3K));
     int8_t sc[16] = {};
-    if (max_abs_scale > 0.0f) {
+    if (max_scale != 0.0f) {
       const float iscale = -32.0f / max_scale;
       y[i].d = f32_to_fp16(1.0f / iscale);
       for (int j = 0; j < 16; ++j) sc[j] = static_cast<int8_t>(round_clamp(iscale * scale[j], -32, 31));
@@ -241,8 +249,8 @@ void quantize_row_q3_K_ref(const float* src, void* dst, int64_t n) {
     for (int e = 0; e < kQK; ++e) {
       const float dl = d * sc[e / 16];
       const int q = (dl != 0.0f ? round_clamp(x[e] / dl, -4, 3) : 0) + 4;  // [0, 7]
-      y[i].qs[32 * (e / 128) + e % 32] |= static_cast<uint8_t>((q & 3) << (2 * ((e % 128) / 32)));
-      y[i].hmask[e % 32] |= static_cast<uint8_t>((q >> 2) << (4 * (e / 128) + (e % 128) / 32));
+      put_q2_level(y[i].qs, e, q);
+      put_q3_third_bit(y[i].hmask, e, q >> 2);
     }
   }
 }
@@ -251,20 +259,11 @@ void quantize_row_q6_K_ref(const float* src, void* dst, int64_t n) {
   auto* y = static_cast<BlockQ6K*>(dst);
   for (int64_t i = 0; i < n_blocks(n); ++i) {
     const float* x = src + i * kQK;
-    // Weights x^2: a symmetric fit has no min to protect small values, so favour large ones.
-    float w[kQK], scale[16];
-    for (int e = 0; e < kQK; ++e) w[e] = x[e] * x[e];
-    float max_abs_scale = 0.0f, max_scale = 0.0f;
-    for (int j = 0; j < 16; ++j) {
-      scale[j] = fit_scale_symmetric(x + 16 * j, w + 16 * j, 16, 32);
-      if (std::fabs(scale[j]) > max_abs_scale) {
-        max_abs_scale = std::fabs(scale[j]);
-        max_scale = scale[j];
-      }
-    }
+    float scale[16];
+    const float max_scale = fit_symmetric_sub_blocks(x, 32, scale);
     // int8 sub-block scales against d = max_scale / -128, so the largest one uses the -128 level.
     std::memset(&y[i], 0, sizeof(BlockQ6K));
-    if (max_abs_scale == 0.0f) {
+    if (max_scale == 0.0f) {
       for (int l = 0; l < 64; ++l) y[i].qh[l] = 0xaa;  // every q = 32, i.e. value 0
       continue;
     }

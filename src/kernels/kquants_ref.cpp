@@ -38,11 +38,8 @@ inline int q6_at(const BlockQ6K& b, int e) {
   return lo | (hi << 4);
 }
 
-// Q2_K / Q3_K: the 2-bit level of value e (0..255), and Q3_K's third bit of it.
-inline int q2_at(const uint8_t* qs, int e) { return (qs[32 * (e / 128) + e % 32] >> (2 * ((e % 128) / 32))) & 3; }
-inline int q3_high_bit(const uint8_t* hmask, int e) { return (hmask[e % 32] >> (4 * (e / 128) + (e % 128) / 32)) & 1; }
 // Q3_K value e in [0, 7], before the -4 offset (ggml: the level minus 4 where the bit is clear).
-inline int q3_at(const BlockQ3K& b, int e) { return q2_at(b.qs, e) | (q3_high_bit(b.hmask, e) << 2); }
+inline int q3_at(const BlockQ3K& b, int e) { return q2_level(b.qs, e) | (q3_third_bit(b.hmask, e) << 2); }
 
 inline int q6_scale_index(int e) {
   const int h = e / 128, p = (e % 128) / 32, l = e % 32;
@@ -92,7 +89,7 @@ void dequantize_row_q2_K_ref(const void* src, float* dst, int64_t n) {
     const float d = fp16_to_f32(x[i].d), dmin = fp16_to_f32(x[i].dmin);
     for (int e = 0; e < kQK; ++e) {
       const uint8_t s = x[i].scales[e / 16];
-      dst[i * kQK + e] = d * (s & 0x0f) * q2_at(x[i].qs, e) - dmin * (s >> 4);
+      dst[i * kQK + e] = d * (s & 0x0f) * q2_level(x[i].qs, e) - dmin * (s >> 4);
     }
   }
 }
@@ -191,7 +188,7 @@ float vec_dot_q2_K_q8_K_ref(int64_t n, const void* w, const void* a) {
     int32_t sum_q = 0, sum_m = 0;
     for (int j = 0; j < 16; ++j) {
       int32_t s = 0;
-      for (int e = 16 * j; e < 16 * j + 16; ++e) s += q2_at(x[i].qs, e) * y[i].qs[e];
+      for (int e = 16 * j; e < 16 * j + 16; ++e) s += q2_level(x[i].qs, e) * y[i].qs[e];
       sum_q += (x[i].scales[j] & 0x0f) * s;
       sum_m += (x[i].scales[j] >> 4) * y[i].bsums[j];
     }
