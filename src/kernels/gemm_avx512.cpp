@@ -96,8 +96,8 @@ struct KPanelBlock : RepackedLayout<kType> {
     }
   };
   WEFT_TARGET_AVX512 static __m512i group(const uint8_t* pb, int g) { return nibble_group<L::kQ5>(pb, g); }
-  WEFT_TARGET_AVX512 static __m512 scale(const uint8_t* pb, int, const Super& s) {
-    return _mm512_mul_ps(s.d, u8_vector(pb + L::kScaleOffset));
+  WEFT_TARGET_AVX512 static __m512i iscale(const uint8_t* pb, int) {
+    return _mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(pb + L::kScaleOffset)));
   }
   WEFT_TARGET_AVX512 static __m512 min(const uint8_t* pb, int, const Super& s) {
     return _mm512_mul_ps(s.neg_dmin, u8_vector(pb + L::kScaleOffset + kPanelRows));
@@ -105,67 +105,85 @@ struct KPanelBlock : RepackedLayout<kType> {
 };
 
 // A TileFn (gemm_q8.h) reading blocks through Src: the lanes of rows past n_rows are computed but
-// not stored.
+// not stored. A Src with integer sub-block scales (iscale: the repacked K-quants) keeps a
+// super-block in int32: its activation scale is one (Q8_K's d), so each sub-block's int dot times
+// its int scale adds up exactly (|sum| < 2^28 for every K-quant), and the float step (cvt, mul, fma)
+// runs once per super-block instead of once per sub-block and scale, for a vpmulld and a vpaddd.
 template <class Src, int kScales, bool kMin, bool kCorr, int T>
 WEFT_TARGET_AVX512 void tile(const uint8_t* panel, size_t block_bytes, int64_t nb, const ActBlock* act,
                              int64_t act_stride, float* y, int64_t ldy, int n_rows, size_t ahead) {
   constexpr int kPerScale = kGroups / kScales;
+  constexpr bool kInt = requires(const uint8_t* p) { Src::iscale(p, 0); };
   const auto row_mask = static_cast<__mmask16>((1u << n_rows) - 1);
   __m512 acc[T];
 #pragma GCC unroll 8
   for (int t = 0; t < T; ++t) acc[t] = _mm512_setzero_ps();
-  typename Src::Super sup{};
-  for (int64_t b = 0; b < nb; ++b, panel += block_bytes, act += act_stride) {
-    if (b % Src::kSub == 0) {  // a super-block's head, then its blocks
-      sup = Src::Super::read(panel);
-      panel += Src::kHead;
-    }
-    if (ahead)
-      for (size_t off = 0; off < block_bytes + Src::kHead; off += 64)
-        _mm_prefetch(reinterpret_cast<const char*>(panel + ahead + off), _MM_HINT_T0);
-#pragma GCC unroll 2
-    for (int s = 0; s < kScales; ++s) {
-      // Decode of two scales per block (Q6_K) leaves each token one short chain of dependent
-      // vpdpbusd per scale and little else to overlap: two chains (even and odd groups), added
-      // before the float step. 500m q6_k tg, 1 thread: x1.09 (median of 6 interleaved rounds);
-      // Q4_0 (one chain of 8 per block) measured no gain.
-      constexpr int kChains = T <= 2 && kPerScale <= 4 ? 2 : 1;
-      __m512i sumi[kChains][T];
+  for (int64_t b0 = 0; b0 < nb; b0 += Src::kSub) {
+    const auto sup = Src::Super::read(panel);  // a super-block's head, then its blocks
+    panel += Src::kHead;
+    const ActBlock* const act0 = act;
+    __m512i iacc[T];
+    if constexpr (kInt)
 #pragma GCC unroll 8
-      for (int t = 0; t < T; ++t) {
-        sumi[0][t] = kCorr ? _mm512_set1_epi32(s == 0 ? act[t].c0 : act[t].c1) : _mm512_setzero_si512();
-        if constexpr (kChains == 2) sumi[1][t] = _mm512_setzero_si512();
-      }
-#pragma GCC unroll 8
-      for (int g = s * kPerScale; g < (s + 1) * kPerScale; ++g) {
-        const __m512i w = Src::group(panel, g);
-        __m512i(&chain)[T] = sumi[g % kChains];
-#pragma GCC unroll 8
-        for (int t = 0; t < T; ++t)
-          chain[t] = _mm512_dpbusd_epi32(chain[t], w, _mm512_set1_epi32(load_i32(act[t].q + 4 * g)));
-      }
-      if constexpr (kChains == 2)
-        for (int t = 0; t < T; ++t) sumi[0][t] = _mm512_add_epi32(sumi[0][t], sumi[1][t]);
-      const __m512 scale = Src::scale(panel, s, sup);
-#pragma GCC unroll 8
-      for (int t = 0; t < T; ++t)
-        acc[t] =
-            _mm512_fmadd_ps(_mm512_cvtepi32_ps(sumi[0][t]), _mm512_mul_ps(scale, _mm512_set1_ps(act[t].d)), acc[t]);
-    }
-    if constexpr (kMin && kScales == 1) {
-      const __m512 mn = Src::min(panel, kScales, sup);
-#pragma GCC unroll 8
-      for (int t = 0; t < T; ++t) acc[t] = _mm512_fmadd_ps(mn, _mm512_set1_ps(act[t].s), acc[t]);
-    } else if constexpr (kMin) {  // a min per half (Q2_K), times the half's activation sum
+      for (int t = 0; t < T; ++t) iacc[t] = _mm512_setzero_si512();
+    for (int j = 0; j < Src::kSub; ++j, panel += block_bytes, act += act_stride) {
+      if (ahead)
+        for (size_t off = 0; off < block_bytes + Src::kHead; off += 64)
+          _mm_prefetch(reinterpret_cast<const char*>(panel + ahead + off), _MM_HINT_T0);
 #pragma GCC unroll 2
       for (int s = 0; s < kScales; ++s) {
-        const __m512 mn = Src::min(panel, s, sup);
+        // Decode of two scales per block (Q6_K) leaves each token one short chain of dependent
+        // vpdpbusd per scale and little else to overlap: two chains (even and odd groups), added
+        // before the float step. 500m q6_k tg, 1 thread: x1.09 (median of 6 interleaved rounds);
+        // Q4_0 (one chain of 8 per block) measured no gain.
+        constexpr int kChains = T <= 2 && kPerScale <= 4 ? 2 : 1;
+        __m512i sumi[kChains][T];
 #pragma GCC unroll 8
-        for (int t = 0; t < T; ++t)
-          acc[t] = _mm512_fmadd_ps(mn, _mm512_set1_ps(act[t].d * static_cast<float>(s == 0 ? act[t].c0 : act[t].c1)),
-                                   acc[t]);
+        for (int t = 0; t < T; ++t) {
+          sumi[0][t] = kCorr ? _mm512_set1_epi32(s == 0 ? act[t].c0 : act[t].c1) : _mm512_setzero_si512();
+          if constexpr (kChains == 2) sumi[1][t] = _mm512_setzero_si512();
+        }
+#pragma GCC unroll 8
+        for (int g = s * kPerScale; g < (s + 1) * kPerScale; ++g) {
+          const __m512i w = Src::group(panel, g);
+          __m512i(&chain)[T] = sumi[g % kChains];
+#pragma GCC unroll 8
+          for (int t = 0; t < T; ++t)
+            chain[t] = _mm512_dpbusd_epi32(chain[t], w, _mm512_set1_epi32(load_i32(act[t].q + 4 * g)));
+        }
+        if constexpr (kChains == 2)
+          for (int t = 0; t < T; ++t) sumi[0][t] = _mm512_add_epi32(sumi[0][t], sumi[1][t]);
+        if constexpr (kInt) {
+          const __m512i sc = Src::iscale(panel, s);
+#pragma GCC unroll 8
+          for (int t = 0; t < T; ++t) iacc[t] = _mm512_add_epi32(iacc[t], _mm512_mullo_epi32(sumi[0][t], sc));
+        } else {
+          const __m512 scale = Src::scale(panel, s, sup);
+#pragma GCC unroll 8
+          for (int t = 0; t < T; ++t)
+            acc[t] =
+                _mm512_fmadd_ps(_mm512_cvtepi32_ps(sumi[0][t]), _mm512_mul_ps(scale, _mm512_set1_ps(act[t].d)), acc[t]);
+        }
+      }
+      if constexpr (kMin && kScales == 1) {
+        const __m512 mn = Src::min(panel, kScales, sup);
+#pragma GCC unroll 8
+        for (int t = 0; t < T; ++t) acc[t] = _mm512_fmadd_ps(mn, _mm512_set1_ps(act[t].s), acc[t]);
+      } else if constexpr (kMin) {  // a min per half (Q2_K), times the half's activation sum
+#pragma GCC unroll 2
+        for (int s = 0; s < kScales; ++s) {
+          const __m512 mn = Src::min(panel, s, sup);
+#pragma GCC unroll 8
+          for (int t = 0; t < T; ++t)
+            acc[t] = _mm512_fmadd_ps(mn, _mm512_set1_ps(act[t].d * static_cast<float>(s == 0 ? act[t].c0 : act[t].c1)),
+                                     acc[t]);
+        }
       }
     }
+    if constexpr (kInt)
+#pragma GCC unroll 8
+      for (int t = 0; t < T; ++t)
+        acc[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(iacc[t]), _mm512_mul_ps(sup.d, _mm512_set1_ps(act0[t].d)), acc[t]);
   }
 #pragma GCC unroll 8
   for (int t = 0; t < T; ++t) _mm512_mask_storeu_ps(y + t * ldy, row_mask, acc[t]);
@@ -419,12 +437,6 @@ struct Avx512Gemm {
   }
 };
 
-// The 16 rows' int8 sub-block scales at p times their super-block's d (Q6_K, Q3_K).
-WEFT_TARGET_AVX512 inline __m512 int8_scales(const uint8_t* p, __m512 d) {
-  const __m128i sc = _mm_loadu_si128(reinterpret_cast<const __m128i*>(p));
-  return _mm512_mul_ps(d, _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(sc)));
-}
-
 // ... or a Q6_K panel repacked at load: per super-block the rows' d, then 8 sub-blocks of low
 // nibbles (nibble_group), two vectors of top bits (group g: bits 2 (g % 4) of vector g / 4, moved
 // to bits 4..5 and or-ed in by one ternary-logic op) and the int8 scales of the two halves.
@@ -440,8 +452,8 @@ struct Q6KPanelBlock : RepackedLayout<DType::Q6_K> {
     const __m512i moved = k < 2 ? _mm512_slli_epi16(high, 4 - 2 * k) : k == 2 ? high : _mm512_srli_epi16(high, 2);
     return _mm512_ternarylogic_epi32(nibble_group<false>(pb, g), moved, _mm512_set1_epi8(0x30), 0xF8);  // a | (b & c)
   }
-  WEFT_TARGET_AVX512 static __m512 scale(const uint8_t* pb, int s, const Super& sup) {
-    return int8_scales(pb + kScaleOffset + kPanelRows * s, sup.d);
+  WEFT_TARGET_AVX512 static __m512i iscale(const uint8_t* pb, int s) {
+    return _mm512_cvtepi8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(pb + kScaleOffset + kPanelRows * s)));
   }
   WEFT_TARGET_AVX512 static __m512 min(const uint8_t*, int, const Super&) { return _mm512_setzero_ps(); }
 };
@@ -463,8 +475,8 @@ struct Q3KPanelBlock : RepackedLayout<DType::Q3_K> {
     std::memcpy(&third, pb + 2 * 64 + 8 * g, 8);
     return _mm512_mask_add_epi8(low, third, low, _mm512_set1_epi8(4));
   }
-  WEFT_TARGET_AVX512 static __m512 scale(const uint8_t* pb, int s, const Super& sup) {
-    return int8_scales(pb + kScaleOffset + kPanelRows * s, sup.d);
+  WEFT_TARGET_AVX512 static __m512i iscale(const uint8_t* pb, int s) {
+    return _mm512_cvtepi8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(pb + kScaleOffset + kPanelRows * s)));
   }
   WEFT_TARGET_AVX512 static __m512 min(const uint8_t*, int, const Super&) { return _mm512_setzero_ps(); }
 };
@@ -478,8 +490,8 @@ struct Q2KPanelBlock : RepackedLayout<DType::Q2_K> {
   WEFT_TARGET_AVX512 static __m512i bytes(const uint8_t* pb, int s) {
     return _mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(pb + kScaleOffset + kPanelRows * s)));
   }
-  WEFT_TARGET_AVX512 static __m512 scale(const uint8_t* pb, int s, const Super& sup) {
-    return _mm512_mul_ps(sup.d, _mm512_cvtepi32_ps(_mm512_and_si512(bytes(pb, s), _mm512_set1_epi32(0x0F))));
+  WEFT_TARGET_AVX512 static __m512i iscale(const uint8_t* pb, int s) {
+    return _mm512_and_si512(bytes(pb, s), _mm512_set1_epi32(0x0F));
   }
   WEFT_TARGET_AVX512 static __m512 min(const uint8_t* pb, int s, const Super& sup) {
     return _mm512_mul_ps(sup.neg_dmin, _mm512_cvtepi32_ps(_mm512_srli_epi32(bytes(pb, s), 4)));

@@ -6,6 +6,7 @@
 
 #include "core/fp16.h"
 #include "kernels/isa.h"
+#include "kernels/kquants_impl.h"
 #include "kernels/matmul.h"
 #include "kernels/quants.h"
 
@@ -82,7 +83,7 @@ double abs_dot(const Case& c, int64_t r, int64_t k) {
 // Runs gemm over rows [r0, r1) and checks every output against vec_dot_ref, and that rows
 // outside [r0, r1) and the ldy padding stay untouched.
 void check_gemm(GemmFn gemm, const Case& c, int64_t r0, int64_t r1, const std::string& name,
-                const WeightMatrix* m = nullptr) {
+                const WeightMatrix* m = nullptr, size_t min_distinct = 0) {
   SCOPED_TRACE(name + " " + std::string(dtype_name(c.type)) + " rows " + std::to_string(r0) + ".." +
                std::to_string(r1) + " tokens=" + std::to_string(c.n_tokens));
   const int64_t ldy = c.rows + 3;
@@ -105,7 +106,11 @@ void check_gemm(GemmFn gemm, const Case& c, int64_t r0, int64_t r1, const std::s
         ADD_FAILURE() << "token " << k << " row " << r << ": got " << got << ", vec_dot_ref " << want;
     }
   EXPECT_EQ(failures, 0);
-  EXPECT_GT(distinct.size(), static_cast<size_t>((r1 - r0) * c.n_tokens / 2)) << "outputs do not vary";
+  // Outputs vary, unless the case says how many distinct ones it has (identical rows).
+  if (min_distinct)
+    EXPECT_GE(distinct.size(), min_distinct);
+  else
+    EXPECT_GT(distinct.size(), static_cast<size_t>((r1 - r0) * c.n_tokens / 2)) << "outputs do not vary";
 }
 
 TEST(Gemm, PanelFormatsMatchTheirTypes) {
@@ -282,6 +287,64 @@ TEST(Gemm, Q8_0ExtremeLevelsDoNotSaturate) {
     if (!isa_supported(isa)) continue;
     check_gemm(find(isa, DType::Q8_0), c, 0, c.rows, isa_name(isa));
   }
+}
+
+// The repacked K-quant tiles sum a super-block's int dots times int sub-block scales in int32:
+// blocks at the extremes of every field (largest levels of the widest sign, largest scales, every
+// activation at +-127) must not overflow it.
+template <class Block>
+void fill_extreme(Case& c, uint8_t fill, void (*fix)(Block&)) {
+  for (int64_t r = 0; r < c.rows; ++r) {
+    auto* blocks = reinterpret_cast<Block*>(c.w.data() + r * c.row_stride);
+    for (int64_t b = 0; b < c.cols / 256; ++b) {
+      std::memset(&blocks[b], fill, sizeof(Block));
+      fix(blocks[b]);
+    }
+    dequantize_row_ref(c.type, c.w.data() + r * c.row_stride, c.wf.data() + r * c.cols, c.cols);
+  }
+}
+
+TEST(Gemm, KQuantExtremeBlocksDoNotOverflow) {
+  constexpr uint16_t kOne = 0x3C00;  // fp16 1.0
+  int runs = 0;
+  for (DType t : {DType::Q2_K, DType::Q3_K, DType::Q4_K, DType::Q5_K, DType::Q6_K}) {
+    Case c = make_case(t, 32, 1024, 3, 91);
+    switch (t) {  // levels and scales of the largest product, d (and dmin) 1
+      case DType::Q2_K:
+        fill_extreme<kquants::BlockQ2K>(c, 0xFF, [](kquants::BlockQ2K& b) { b.d = b.dmin = kOne; });
+        break;
+      case DType::Q3_K:
+        fill_extreme<kquants::BlockQ3K>(c, 0x00, [](kquants::BlockQ3K& b) { b.d = kOne; });
+        break;  // -4 x -32
+      case DType::Q4_K:
+        fill_extreme<kquants::BlockQ4K>(c, 0xFF, [](kquants::BlockQ4K& b) { b.d = b.dmin = kOne; });
+        break;
+      case DType::Q5_K:
+        fill_extreme<kquants::BlockQ5K>(c, 0xFF, [](kquants::BlockQ5K& b) { b.d = b.dmin = kOne; });
+        break;
+      default:  // -32 x -128
+        fill_extreme<kquants::BlockQ6K>(c, 0x00, [](kquants::BlockQ6K& b) {
+          std::memset(b.scales, 0x80, sizeof b.scales);
+          b.d = kOne;
+        });
+    }
+    std::vector<float> v(c.cols);
+    for (int64_t k = 0; k < c.n_tokens; ++k) {  // every activation level at +-127
+      for (int64_t j = 0; j < c.cols; ++j) v[j] = k == 1 ? -3.f : 3.f;
+      const DType at = vec_dot_type(t);
+      quantize_row_ref(at, v.data(), c.act.data() + k * c.act_row_bytes, c.cols);
+      dequantize_row_ref(at, c.act.data() + k * c.act_row_bytes, c.af.data() + k * c.cols, c.cols);
+      prepare_act_row(t, c.act.data() + k * c.act_row_bytes, c.cols, c.blocks.data() + k, c.n_tokens);
+    }
+    for (Isa isa : {Isa::Avx2, Isa::Avx512}) {
+      const GemmFn gemm = find_repacked(isa, t);
+      if (!gemm) continue;
+      ++runs;
+      const Repacked p(c.matrix());
+      check_gemm(gemm, c, 0, c.rows, std::string("extreme ") + isa_name(isa), &p.m, /*min_distinct=*/1);
+    }
+  }
+  if (runs == 0) GTEST_SKIP() << "no SIMD level with repacked kernels on this CPU";
 }
 
 // quantize_act_blocks (one pass where a level has legacy::act_blocks) writes the same bytes as the
