@@ -295,7 +295,22 @@ size_t repacked_bytes(const WeightMatrix& w) {
 
 namespace {
 
-// Row r's block into panel block ob (layouts in gemm_q8.h).
+// The repacks below move four bytes of a row at a time (one dword lane of a panel vector): value
+// by value they made loading a K-quant model take seconds.
+
+// Bit `bit` of each of the four bytes at p, as a nibble (byte i -> bit i): the multiply moves byte
+// i's bit to bit 24 + i, and every other product lands below bit 24 without carrying, or past 31.
+inline unsigned byte_bits(const uint8_t* p, int bit) {
+  return (((load_u32(p) >> bit) & 0x01010101u) * 0x01020408u) >> 24;
+}
+
+// Row r's four bits of a group's 64-bit mask (bit 4r + i: bit i of nibble), or-ed in.
+inline void put_mask_nibble(uint8_t* mask, int r, unsigned nibble) {
+  mask[r / 2] |= static_cast<uint8_t>((nibble & 0xF) << (4 * (r % 2)));
+}
+
+inline void store_u32(uint8_t* p, uint32_t v) { std::memcpy(p, &v, 4); }
+
 template <class Block>
 void repack_block(const Block& blk, int r, uint8_t* ob) {
   constexpr bool kQ8 = std::is_same_v<Block, BlockQ8_0>;
@@ -312,25 +327,35 @@ void repack_block(const Block& blk, int r, uint8_t* ob) {
   }
   if constexpr (kQ5) {
     const uint32_t qh = load_u32(blk.qh);
-    for (int g = 0; g < kGroups; ++g) {
-      uint64_t mask;
-      std::memcpy(&mask, ob + off + 8 * g, 8);
-      mask |= static_cast<uint64_t>((qh >> (4 * g)) & 0xF) << (4 * r);
-      std::memcpy(ob + off + 8 * g, &mask, 8);
-    }
+    for (int g = 0; g < kGroups; ++g) put_mask_nibble(ob + off + 8 * g, r, qh >> (4 * g));
     off += kGroups * 8;
   }
   std::memcpy(ob + off + 2 * r, &blk.d, 2);
   if constexpr (kMin) std::memcpy(ob + off + 2 * kPanelRows + 2 * r, &blk.m, 2);
 }
 
-// Row r's 32 levels v (low four bits) into a panel block's four level vectors, paired as Q4_0
-// pairs them: byte i of the row's 16 is value i | value i + 16 << 4, lane r of vector k its bytes
-// 4k .. 4k + 3.
-void put_nibble_pairs(const uint8_t* v, int r, uint8_t* sb) {
-  for (int k = 0; k < 4; ++k)
-    for (int i = 0; i < 4; ++i)
-      sb[64 * k + 4 * r + i] = static_cast<uint8_t>((v[4 * k + i] & 0x0F) | (v[16 + 4 * k + i] & 0x0F) << 4);
+// Row r's 32 four-bit levels of a sub-block, bits shift .. shift + 3 of the bytes at q, into a
+// panel block's four level vectors, paired as Q4_0 pairs them: byte i of the row's 16 is value i |
+// value i + 16 << 4, lane r of vector k its bytes 4k .. 4k + 3.
+void put_nibble_pairs(const uint8_t* q, int shift, int r, uint8_t* sb) {
+  for (int k = 0; k < 4; ++k) {
+    const uint32_t lo = (load_u32(q + 4 * k) >> shift) & 0x0F0F0F0Fu;
+    const uint32_t hi = (load_u32(q + 16 + 4 * k) >> shift) & 0x0F0F0F0Fu;
+    store_u32(sb + 64 * k + 4 * r, lo | hi << 4);
+  }
+}
+
+// Two-bit levels of sub-block j of row r into a panel sub-block's two vectors at sb: group g at
+// bits 2 (g % 4) of byte 4r + i of vector g / 4. Sub-block j's level l is bits 2 (j % 4) of
+// q[32 (j / 4) + l]: Q2_K / Q3_K's qs (kquants::q2_level) and Q6_K's top bits in qh alike.
+void put_two_bit_levels(const uint8_t* q, int j, int r, uint8_t* sb) {
+  const uint8_t* src = q + 32 * (j / 4);
+  const int shift = 2 * (j % 4);
+  for (int v = 0; v < 2; ++v) {  // lane r of vector v: groups 4v .. 4v + 3
+    uint32_t lane = 0;
+    for (int k = 0; k < 4; ++k) lane |= ((load_u32(src + 4 * (4 * v + k)) >> shift) & 0x03030303u) << (2 * k);
+    store_u32(sb + 64 * v + 4 * r, lane);
+  }
 }
 
 // Row r's super-block into a K-quant panel's super-block ob (gemm_q8.h): its d and dmin, then per
@@ -344,15 +369,9 @@ void repack_k_block(const Block& blk, int r, uint8_t* ob) {
   kquants::unpack_scales_mins(blk.scales, sc, m);
   for (int j = 0; j < 8; ++j) {
     uint8_t* sb = ob + L::kHead + j * L::kBlockBytes;
-    const uint8_t* qs = blk.qs + 32 * (j / 2);
-    const int shift = 4 * (j & 1);
-    uint8_t v[kQK];
-    for (int l = 0; l < kQK; ++l) v[l] = (qs[l] >> shift) & 0x0F;
-    put_nibble_pairs(v, r, sb);
+    put_nibble_pairs(blk.qs + 32 * (j / 2), 4 * (j & 1), r, sb);
     if constexpr (L::kQ5)  // bit 4r + i of group g's mask: the fifth bit of value 4g + i (bit j of qh[4g + i])
-      for (int g = 0; g < kGroups; ++g)
-        for (int i = 0; i < 4; ++i)
-          if ((blk.qh[4 * g + i] >> j) & 1) sb[4 * 64 + 8 * g + (4 * r + i) / 8] |= uint8_t(1u << ((4 * r + i) % 8));
+      for (int g = 0; g < kGroups; ++g) put_mask_nibble(sb + 4 * 64 + 8 * g, r, byte_bits(blk.qh + 4 * g, j));
     sb[L::kScaleOffset + r] = sc[j];
     sb[L::kScaleOffset + kPanelRows + r] = m[j];
   }
@@ -365,27 +384,12 @@ void repack_q6_k_block(const BlockQ6K& blk, int r, uint8_t* ob) {
   std::memcpy(ob + 2 * r, &blk.d, 2);
   for (int j = 0; j < 8; ++j) {
     uint8_t* sb = ob + L::kHead + j * L::kBlockBytes;
-    const int h = j / 4, p = j % 4, shift = p < 2 ? 0 : 4;
-    const uint8_t* ql = blk.ql + 64 * h + 32 * (p & 1);
-    const uint8_t* qh = blk.qh + 32 * h;
-    uint8_t v[kQK];
-    for (int l = 0; l < kQK; ++l)
-      v[l] = static_cast<uint8_t>(((ql[l] >> shift) & 0x0F) | (((qh[l] >> (2 * p)) & 3) << 4));
-    put_nibble_pairs(v, r, sb);
-    for (int g = 0; g < kGroups; ++g)
-      for (int i = 0; i < 4; ++i)
-        sb[4 * 64 + 64 * (g / 4) + 4 * r + i] |= static_cast<uint8_t>((v[4 * g + i] >> 4) << (2 * (g % 4)));
+    const int h = j / 4, p = j % 4;
+    put_nibble_pairs(blk.ql + 64 * h + 32 * (p & 1), p < 2 ? 0 : 4, r, sb);
+    put_two_bit_levels(blk.qh, j, r, sb + 4 * 64);
     sb[L::kScaleOffset + r] = static_cast<uint8_t>(blk.scales[8 * h + 2 * p]);
     sb[L::kScaleOffset + kPanelRows + r] = static_cast<uint8_t>(blk.scales[8 * h + 2 * p + 1]);
   }
-}
-
-// The two low bits of sub-block j's levels (Q2_K / Q3_K qs) of row r into a panel sub-block sb:
-// group g at bits 2 (g % 4) of byte 4r + i of vector g / 4 (value 32j + 4g + i of the super-block).
-void put_two_bit_levels(const uint8_t* qs, int j, int r, uint8_t* sb) {
-  for (int g = 0; g < kGroups; ++g)
-    for (int i = 0; i < 4; ++i)
-      sb[64 * (g / 4) + 4 * r + i] |= static_cast<uint8_t>(kquants::q2_level(qs, 32 * j + 4 * g + i) << (2 * (g % 4)));
 }
 
 // Row r's Q3_K super-block into a panel's super-block ob (gemm_q8.h): its d, then per sub-block the
@@ -399,10 +403,8 @@ void repack_q3_k_block(const BlockQ3K& blk, int r, uint8_t* ob) {
   for (int j = 0; j < 8; ++j) {
     uint8_t* sb = ob + L::kHead + j * L::kBlockBytes;
     put_two_bit_levels(blk.qs, j, r, sb);
-    for (int g = 0; g < kGroups; ++g)
-      for (int i = 0; i < 4; ++i)
-        sb[2 * 64 + 8 * g + (4 * r + i) / 8] |=
-            static_cast<uint8_t>(kquants::q3_third_bit(blk.hmask, 32 * j + 4 * g + i) << ((4 * r + i) % 8));
+    for (int g = 0; g < kGroups; ++g)  // third bit of value 32j + 4g + i: bit j of hmask[4g + i] (q3_third_bit)
+      put_mask_nibble(sb + 2 * 64 + 8 * g, r, byte_bits(blk.hmask + 4 * g, j));
     sb[L::kScaleOffset + r] = static_cast<uint8_t>(sc[2 * j]);
     sb[L::kScaleOffset + kPanelRows + r] = static_cast<uint8_t>(sc[2 * j + 1]);
   }
@@ -425,11 +427,11 @@ void repack_q2_k_block(const BlockQ2K& blk, int r, uint8_t* ob) {
 // Every panel of w: its rows' units (blocks of the legacy types, super-blocks of the K-quants,
 // `Block` in ggml's rows, unit_values values each) through repack_unit(block, row, unit's bytes).
 template <class Block>
-void repack_panels(const WeightMatrix& w, uint8_t* dst, int64_t unit_values,
+void repack_panels(const WeightMatrix& w, uint8_t* dst, int64_t p0, int64_t p1, int64_t unit_values,
                    void (*repack_unit)(const Block&, int, uint8_t*)) {
   const size_t unit_bytes = repacked_panel_bytes(w.type, unit_values);
-  const int64_t n_units = w.cols / unit_values, n_panels = (w.rows + kPanelRows - 1) / kPanelRows;
-  for (int64_t p = 0; p < n_panels; ++p) {
+  const int64_t n_units = w.cols / unit_values;
+  for (int64_t p = p0; p < p1; ++p) {
     uint8_t* out = dst + p * n_units * unit_bytes;
     const int n_rows = static_cast<int>(std::min<int64_t>(kPanelRows, w.rows - p * kPanelRows));
     std::memset(out, 0, n_units * unit_bytes);  // absent rows: zero scales and levels; the Q5 masks are or-ed in
@@ -442,19 +444,20 @@ void repack_panels(const WeightMatrix& w, uint8_t* dst, int64_t unit_values,
 
 }  // namespace
 
-void repack(const WeightMatrix& w, uint8_t* dst) {
+void repack(const WeightMatrix& w, uint8_t* dst, int64_t p0, int64_t p1) {
   WEFT_ASSERT(w.layout == WeightLayout::Rows && has_repacked(w.type));
+  WEFT_ASSERT(0 <= p0 && p0 <= p1 && p1 <= (w.rows + kPanelRows - 1) / kPanelRows);
   switch (w.type) {
-    case DType::Q4_K: return repack_panels<BlockQ4K>(w, dst, 256, repack_k_block<BlockQ4K>);
-    case DType::Q5_K: return repack_panels<BlockQ5K>(w, dst, 256, repack_k_block<BlockQ5K>);
-    case DType::Q6_K: return repack_panels<BlockQ6K>(w, dst, 256, repack_q6_k_block);
-    case DType::Q3_K: return repack_panels<BlockQ3K>(w, dst, 256, repack_q3_k_block);
-    case DType::Q2_K: return repack_panels<BlockQ2K>(w, dst, 256, repack_q2_k_block);
-    case DType::Q4_0: return repack_panels<BlockQ4_0>(w, dst, kQK, repack_block<BlockQ4_0>);
-    case DType::Q4_1: return repack_panels<BlockQ4_1>(w, dst, kQK, repack_block<BlockQ4_1>);
-    case DType::Q5_0: return repack_panels<BlockQ5_0>(w, dst, kQK, repack_block<BlockQ5_0>);
-    case DType::Q5_1: return repack_panels<BlockQ5_1>(w, dst, kQK, repack_block<BlockQ5_1>);
-    default: return repack_panels<BlockQ8_0>(w, dst, kQK, repack_block<BlockQ8_0>);
+    case DType::Q4_K: return repack_panels<BlockQ4K>(w, dst, p0, p1, 256, repack_k_block<BlockQ4K>);
+    case DType::Q5_K: return repack_panels<BlockQ5K>(w, dst, p0, p1, 256, repack_k_block<BlockQ5K>);
+    case DType::Q6_K: return repack_panels<BlockQ6K>(w, dst, p0, p1, 256, repack_q6_k_block);
+    case DType::Q3_K: return repack_panels<BlockQ3K>(w, dst, p0, p1, 256, repack_q3_k_block);
+    case DType::Q2_K: return repack_panels<BlockQ2K>(w, dst, p0, p1, 256, repack_q2_k_block);
+    case DType::Q4_0: return repack_panels<BlockQ4_0>(w, dst, p0, p1, kQK, repack_block<BlockQ4_0>);
+    case DType::Q4_1: return repack_panels<BlockQ4_1>(w, dst, p0, p1, kQK, repack_block<BlockQ4_1>);
+    case DType::Q5_0: return repack_panels<BlockQ5_0>(w, dst, p0, p1, kQK, repack_block<BlockQ5_0>);
+    case DType::Q5_1: return repack_panels<BlockQ5_1>(w, dst, p0, p1, kQK, repack_block<BlockQ5_1>);
+    default: return repack_panels<BlockQ8_0>(w, dst, p0, p1, kQK, repack_block<BlockQ8_0>);
   }
 }
 

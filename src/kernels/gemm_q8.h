@@ -183,7 +183,9 @@ struct PackedLayout {
 
 size_t repacked_panel_bytes(DType t, int64_t cols);  // one panel of 16 rows
 size_t repacked_bytes(const WeightMatrix& w);
-void repack(const WeightMatrix& w, uint8_t* dst);  // w in Rows layout
+// Panels [p0, p1) of w (in Rows layout) at their place in dst; panels are independent, so threads
+// may repack disjoint ranges at once.
+void repack(const WeightMatrix& w, uint8_t* dst, int64_t p0, int64_t p1);
 // The GEMM over a repacked matrix at ISA level I (nullptr: none, so nothing may be repacked): AVX-512
 // for every repacked type, AVX2 for all but Q8_0, none at the scalar level.
 template <Isa I>

@@ -154,9 +154,13 @@ bool can_repack(const WeightMatrix& w) {
 
 size_t repacked_bytes(const WeightMatrix& w) { return gemm::repacked_bytes(w); }
 
-WeightMatrix repack(const WeightMatrix& w, uint8_t* dst) {
+WeightMatrix repack(const WeightMatrix& w, uint8_t* dst, ThreadPool* pool) {
   WEFT_ASSERT(can_repack(w) && reinterpret_cast<uintptr_t>(dst) % 64 == 0);
-  gemm::repack(w, dst);
+  const int64_t n_panels = (w.rows + gemm::kPanelRows - 1) / gemm::kPanelRows;
+  if (pool && pool->size() > 1)
+    pool->parallel_for(n_panels, 1, [&](int64_t p0, int64_t p1) { gemm::repack(w, dst, p0, p1); });
+  else
+    gemm::repack(w, dst, 0, n_panels);
   WeightMatrix out = w;
   out.data = dst;
   out.row_stride = row_bytes(w.type, w.cols);

@@ -34,7 +34,9 @@ bool can_repack(const WeightMatrix& w);
 size_t repacked_bytes(const WeightMatrix& w);
 // Writes w (Rows layout; any row_stride, e.g. a column slice of a wider matrix) as panels into dst
 // (repacked_bytes(w), 64-byte aligned) and returns the matrix over them.
-WeightMatrix repack(const WeightMatrix& w, uint8_t* dst);
+// With a pool, its threads repack disjoint panels (load time: at 8b-shape the scalar repack of
+// the K-quants ran for seconds on one thread).
+WeightMatrix repack(const WeightMatrix& w, uint8_t* dst, ThreadPool* pool = nullptr);
 
 // Per-thread-pool scratch reused across calls, so decode allocates nothing per token.
 struct MatmulScratch {

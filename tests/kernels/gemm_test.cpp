@@ -377,7 +377,9 @@ TEST(Gemm, ActivationBlocksInOnePassMatchTheTwoSteps) {
       EXPECT_EQ(std::memcmp(want.data(), got.data(), want.size() * sizeof(ActBlock)), 0);
       fused_levels += isa != Isa::Scalar && (t == DType::Q4_0 || t == DType::Q5_0 || t == DType::Q8_0);
     }
-  if (isa_supported(Isa::Avx2)) EXPECT_GT(fused_levels, 0) << "no level converted in one pass";
+  if (isa_supported(Isa::Avx2)) {
+    EXPECT_GT(fused_levels, 0) << "no level converted in one pass";
+  }
 }
 
 TEST(Gemm, MatmulOfKQuantsMatchesReferences) {

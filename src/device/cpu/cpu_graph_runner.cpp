@@ -22,7 +22,9 @@ using Clock = std::chrono::steady_clock;
 
 CpuGraphRunner::CpuGraphRunner(int n_threads, const Placement& placement, bool spin, bool map_weights,
                                bool repack_mapped, parallel::Group* group)
-    : pool_(n_threads, placement, spin), group_(group), store_(placement.numa_node, map_weights, repack_mapped) {}
+    : pool_(n_threads, placement, spin),
+      group_(group),
+      store_(placement.numa_node, map_weights, repack_mapped, uint64_t{1} << 30, &pool_) {}
 
 void CpuGraphRunner::load(const parallel::DeviceGraph& graph, const gguf::File& f, const LoadOptions& opt) {
   graph_ = graph;

@@ -51,15 +51,21 @@ kernels::WeightMatrix WeightStore::copy(const kernels::WeightMatrix& m, Use use)
   if (use == Use::Matmul && kernels::can_repack(m)) {
     const size_t n = kernels::repacked_bytes(m);
     copied_ += n;
-    return kernels::repack(m, allocate(n + 64));
+    return repack_into(m, allocate(n + 64));
   }
   const size_t n = row_bytes(m.type, m.cols);
   uint8_t* dst = allocate(n * m.rows + 64);
-  if (n == m.row_stride) {
-    std::memcpy(dst, m.data, n * m.rows);
-  } else {
-    for (int64_t r = 0; r < m.rows; ++r) std::memcpy(dst + n * r, m.data + m.row_stride * r, n);
-  }
+  // Rows spread over the pool: reading the mapping faults its pages in, which one thread does slowly.
+  auto rows = [&](int64_t r0, int64_t r1) {
+    if (n == m.row_stride)
+      std::memcpy(dst + n * r0, m.data + n * r0, n * (r1 - r0));
+    else
+      for (int64_t r = r0; r < r1; ++r) std::memcpy(dst + n * r, m.data + m.row_stride * r, n);
+  };
+  if (pool_ && pool_->size() > 1)
+    pool_->parallel_for(m.rows, 1, rows);
+  else
+    rows(0, m.rows);
   copied_ += n * m.rows;
   kernels::WeightMatrix out = m;
   out.data = dst;
@@ -115,7 +121,7 @@ std::optional<kernels::WeightMatrix> WeightStore::expert_panels(const gguf::File
   if (!room_for_copy(n)) return std::nullopt;
   uint8_t* dst = allocate(n + 64);
   kernels::WeightMatrix src = one;
-  for (int64_t e = 0; e < ex.size(); ++e, src.data += stride * rows) kernels::repack(src, dst + each * e);
+  for (int64_t e = 0; e < ex.size(); ++e, src.data += stride * rows) repack_into(src, dst + each * e);
   copied_ += n;
   f.release(stack.data, stride * stack.rows);
   return kernels::WeightMatrix{

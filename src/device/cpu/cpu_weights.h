@@ -21,8 +21,14 @@ class WeightStore {
   // repack_mapped: with map_weights, matmul weights the kernels repack are still copied, as
   // panels (a worker's: its slices sit in memory once anyway, and every product reads them).
   // reserve_bytes: the memory copies must leave free (tests raise it to see the fallback).
-  WeightStore(int numa_node, bool map_weights, bool repack_mapped = false, uint64_t reserve_bytes = uint64_t{1} << 30)
-      : numa_node_(numa_node), map_weights_(map_weights), repack_mapped_(repack_mapped), reserve_(reserve_bytes) {}
+  // pool: threads that copy and repack the weights at load (null: the calling thread alone).
+  WeightStore(int numa_node, bool map_weights, bool repack_mapped = false, uint64_t reserve_bytes = uint64_t{1} << 30,
+              ThreadPool* pool = nullptr)
+      : numa_node_(numa_node),
+        map_weights_(map_weights),
+        repack_mapped_(repack_mapped),
+        reserve_(reserve_bytes),
+        pool_(pool) {}
   WeightStore(const WeightStore&) = delete;
   WeightStore& operator=(const WeightStore&) = delete;
 
@@ -43,6 +49,9 @@ class WeightStore {
   // the experts are not whole panels (or no copy fits).
   std::optional<kernels::WeightMatrix> expert_panels(const gguf::File& f, const parallel::WeightSlice& s);
   bool room_for_copy(size_t n);
+  kernels::WeightMatrix repack_into(const kernels::WeightMatrix& m, uint8_t* dst) {
+    return kernels::repack(m, dst, pool_);
+  }
   kernels::WeightMatrix copy(const kernels::WeightMatrix& m, Use use);
   struct Chunk {
     HugeBuffer memory;
@@ -51,6 +60,7 @@ class WeightStore {
   int numa_node_;
   bool map_weights_, repack_mapped_;
   uint64_t reserve_;
+  ThreadPool* pool_;
   bool out_of_room_ = false;
   std::vector<Chunk> chunks_;
   uint64_t copied_ = 0;
