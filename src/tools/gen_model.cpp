@@ -339,13 +339,14 @@ uint32_t gen_file_type(std::string_view type) {
     uint32_t ftype;
   };
   static constexpr Entry kTable[] = {
-      {"f32", 0},   {"f16", 1},   {"q4_0", 2},    {"q4_1", 3},    {"q8_0", 7},
-      {"q5_0", 8},  {"q5_1", 9},  {"q2_k", 10},   {"q3_k", 11},   {"q4_k", 14},
-      {"q5_k", 16}, {"q6_k", 18}, {"q4_k_m", 15}, {"q5_k_m", 17}, {"bf16", 32},
+      {"f32", 0},     {"f16", 1},     {"q4_0", 2},  {"q4_1", 3},    {"q8_0", 7},    {"q5_0", 8},
+      {"q5_1", 9},    {"q2_k", 10},   {"q3_k", 11}, {"q4_k", 14},   {"q5_k", 16},   {"q6_k", 18},
+      {"q4_k_m", 15}, {"q5_k_m", 17}, {"bf16", 32}, {"iq4_nl", 25}, {"iq4_xs", 30},
   };
   for (const auto& e : kTable)
     if (e.name == type) return e.ftype;
-  fail("gen-model", "unknown type '{}' (f32 f16 bf16 q8_0 q4_0 q4_1 q5_0 q5_1 q2_k q3_k q4_k q5_k q6_k q4_k_m q5_k_m)",
+  fail("gen-model",
+       "unknown type '{}' (f32 f16 bf16 q8_0 q4_0 q4_1 q5_0 q5_1 q2_k q3_k q4_k q5_k q6_k q4_k_m q5_k_m iq4_nl iq4_xs)",
        type);
 }
 
@@ -362,10 +363,10 @@ DType gen_tensor_type(std::string_view type, std::string_view tensor, int layer,
       t = DType::Q6_K;
   }
   if (block_size(t) == kQkK && row_len % kQkK != 0) {
-    // llama.cpp's fallback for rows that do not fill a super-block: the legacy type of about
-    // the same size (for Q2_K / Q3_K llama.cpp takes IQ4_NL, which weft does not read: Q4_0).
-    if (t == DType::Q2_K || t == DType::Q3_K)
-      t = DType::Q4_0;
+    // llama.cpp's fallback for rows that do not fill a super-block: a 32-value type of about
+    // the same size (IQ4_NL for the types below 4 bits and for IQ4_XS).
+    if (t == DType::Q2_K || t == DType::Q3_K || t == DType::IQ4_XS)
+      t = DType::IQ4_NL;
     else if (t == DType::Q4_K)
       t = DType::Q5_0;
     else if (t == DType::Q5_K)

@@ -24,8 +24,8 @@
 namespace weft::tools {
 namespace {
 
-constexpr const char* kTypes[] = {"f32",  "f16",  "bf16", "q8_0", "q4_0", "q4_1",   "q5_0",
-                                  "q5_1", "q3_k", "q4_k", "q5_k", "q6_k", "q4_k_m", "q5_k_m"};
+constexpr const char* kTypes[] = {"f32",  "f16",  "bf16", "q8_0", "q4_0",   "q4_1",   "q5_0",   "q5_1",
+                                  "q3_k", "q4_k", "q5_k", "q6_k", "q4_k_m", "q5_k_m", "iq4_nl", "iq4_xs"};
 
 // Relative RMS error of a quantized tensor against the f32 original, per stored type. Bounds are
 // a little above what each format gives on bell-shaped data (q4_0 ~0.11, q8_0 ~0.004).
@@ -41,7 +41,9 @@ double max_rel_rms(DType t) {
     case DType::Q5_K: return 0.08;
     case DType::Q4_0:
     case DType::Q4_1:
-    case DType::Q4_K: return 0.16;
+    case DType::Q4_K:
+    case DType::IQ4_NL:
+    case DType::IQ4_XS: return 0.16;
     case DType::Q3_K: return 0.24;
     case DType::Q2_K: return 0.40;
     default: return 0;
@@ -156,11 +158,11 @@ TEST(GenModel, TinyEveryTypeRoundTrips) {
 
     // Tiny rows (64, 160) never fill a 256 super-block: K types fall back as llama.cpp does.
     const std::string ts = type;
-    const DType want = ts == "q4_k" || ts == "q4_k_m"   ? DType::Q5_0
-                       : ts == "q5_k" || ts == "q5_k_m" ? DType::Q5_1
-                       : ts == "q6_k"                   ? DType::Q8_0
-                       : ts == "q2_k" || ts == "q3_k"   ? DType::Q4_0
-                                                        : *dtype_from_name(ts);
+    const DType want = ts == "q4_k" || ts == "q4_k_m"                   ? DType::Q5_0
+                       : ts == "q5_k" || ts == "q5_k_m"                 ? DType::Q5_1
+                       : ts == "q6_k"                                   ? DType::Q8_0
+                       : ts == "q2_k" || ts == "q3_k" || ts == "iq4_xs" ? DType::IQ4_NL
+                                                                        : *dtype_from_name(ts);
     for (const char* name : {"token_embd.weight", "blk.0.attn_q.weight", "blk.1.ffn_up.weight"})
       EXPECT_EQ(f.tensor(name).type, want) << name;
 
@@ -415,8 +417,8 @@ TEST(GenModel, BadOptionsThrow) {
   o.preset = "70b";
   EXPECT_ERROR(generate_model_bytes(o), "unknown preset '70b'");
   o = {};
-  o.type = "iq4_xs";
-  EXPECT_ERROR(generate_model_bytes(o), "unknown type 'iq4_xs'");
+  o.type = "iq2_xxs";
+  EXPECT_ERROR(generate_model_bytes(o), "unknown type 'iq2_xxs'");
   o = {};
   o.arch = "gpt2";
   EXPECT_ERROR(generate_model_bytes(o), "unknown arch 'gpt2'");

@@ -1,0 +1,215 @@
+// IQ4_NL / IQ4_XS: scalar references, quantizers, the scalar table and the entry points of iquants.h.
+#include "kernels/iquants.h"
+
+#include "core/error.h"
+#include "core/fp16.h"
+#include "kernels/iquants_impl.h"
+#include "kernels/kquants.h"
+#include "kernels/kquants_impl.h"
+#include "kernels/quants_legacy.h"
+#include "kernels/rows_dot.h"
+
+#include <array>
+#include <cmath>
+
+namespace weft::kernels::iquants {
+
+namespace {
+
+using kquants::BlockQ8K;
+using legacy::BlockQ8_0;
+
+// Values 0..15 and 16..31 of a 32-value run of paired nibbles, as grid levels.
+void grid_levels(const uint8_t* qs, int8_t* out) {
+  for (int j = 0; j < 16; ++j) {
+    out[j] = kGrid[qs[j] & 0xF];
+    out[j + 16] = kGrid[qs[j] >> 4];
+  }
+}
+
+void dequantize_row_iq4_nl_ref(const void* src, float* dst, int64_t n) {
+  const auto* b = static_cast<const BlockIQ4NL*>(src);
+  int8_t q[kQK4NL];
+  for (int64_t i = 0; i < n / kQK4NL; ++i, dst += kQK4NL) {
+    const float d = fp16_to_f32(b[i].d);
+    grid_levels(b[i].qs, q);
+    for (int j = 0; j < kQK4NL; ++j) dst[j] = d * q[j];
+  }
+}
+
+void dequantize_row_iq4_xs_ref(const void* src, float* dst, int64_t n) {
+  const auto* b = static_cast<const BlockIQ4XS*>(src);
+  int8_t q[32];
+  for (int64_t i = 0; i < n / kQKXS; ++i) {
+    const float d = fp16_to_f32(b[i].d);
+    for (int ib = 0; ib < kQKXS / 32; ++ib, dst += 32) {
+      const float dl = d * static_cast<float>(iq4xs_scale(b[i], ib) - 32);
+      grid_levels(b[i].qs + 16 * ib, q);
+      for (int j = 0; j < 32; ++j) dst[j] = dl * q[j];
+    }
+  }
+}
+
+// Integer dot of a 32-value run of paired nibbles with 32 int8 activations.
+int32_t grid_dot(const uint8_t* qs, const int8_t* a) {
+  int8_t q[32];
+  grid_levels(qs, q);
+  int32_t s = 0;
+  for (int j = 0; j < 32; ++j) s += q[j] * a[j];
+  return s;
+}
+
+float vec_dot_iq4_nl_q8_0_ref(int64_t n, const void* w, const void* a) {
+  const auto* x = static_cast<const BlockIQ4NL*>(w);
+  const auto* y = static_cast<const BlockQ8_0*>(a);
+  float sum = 0;
+  for (int64_t i = 0; i < n / kQK4NL; ++i)
+    sum += fp16_to_f32(x[i].d) * fp16_to_f32(y[i].d) * static_cast<float>(grid_dot(x[i].qs, y[i].qs));
+  return sum;
+}
+
+float vec_dot_iq4_xs_q8_K_ref(int64_t n, const void* w, const void* a) {
+  const auto* x = static_cast<const BlockIQ4XS*>(w);
+  const auto* y = static_cast<const BlockQ8K*>(a);
+  float sum = 0;
+  for (int64_t i = 0; i < n / kQKXS; ++i) {
+    int32_t sumi = 0;  // |sumi| <= 8 x 32 x 32 x 127 x 127: exact in int32
+    for (int ib = 0; ib < kQKXS / 32; ++ib)
+      sumi += (iq4xs_scale(x[i], ib) - 32) * grid_dot(x[i].qs + 16 * ib, y[i].qs + 32 * ib);
+    sum += fp16_to_f32(x[i].d) * y[i].d * static_cast<float>(sumi);
+  }
+  return sum;
+}
+
+// The grid index whose level is nearest v.
+int nearest_level(float v) {
+  int best = 0;
+  for (int k = 1; k < 16; ++k)
+    if (std::fabs(v - kGrid[k]) < std::fabs(v - kGrid[best])) best = k;
+  return best;
+}
+
+// Least-squares scale of x[0..n) on the grid, indices in idx. Candidates map the value of largest
+// magnitude to levels around the grid's end of largest magnitude (-127); for each, every value
+// takes its nearest level and the scale is refitted to that choice; the best fit wins.
+float fit_grid(const float* x, int n, uint8_t* idx) {
+  float amax = 0, max = 0;
+  for (int i = 0; i < n; ++i)
+    if (std::fabs(x[i]) > amax) amax = std::fabs(x[i]), max = x[i];
+  if (amax == 0) {
+    for (int i = 0; i < n; ++i) idx[i] = 8;  // level 1 times a zero scale
+    return 0;
+  }
+  constexpr int kTries = 8;  // end levels -127 - 8 .. -127 + 8
+  float best_score = -1, best_d = 0;
+  uint8_t trial[kQKXS];
+  for (int t = -kTries; t <= kTries; ++t) {
+    const float inv = (static_cast<float>(kGrid[0]) + static_cast<float>(t)) / max;
+    double sumqx = 0, sumq2 = 0;
+    for (int i = 0; i < n; ++i) {
+      trial[i] = static_cast<uint8_t>(nearest_level(x[i] * inv));
+      const double q = kGrid[trial[i]];
+      sumqx += q * x[i];
+      sumq2 += q * q;
+    }
+    // Error of the refitted scale: sum x^2 - sumqx^2 / sumq2, so the largest sumqx^2 / sumq2 wins.
+    const double score = sumq2 > 0 ? sumqx * sumqx / sumq2 : 0;
+    if (score > best_score) {
+      best_score = static_cast<float>(score);
+      best_d = static_cast<float>(sumqx / sumq2);
+      for (int i = 0; i < n; ++i) idx[i] = trial[i];
+    }
+  }
+  return best_d;
+}
+
+// Indices of a 32-value run as paired nibbles.
+void put_nibbles(const uint8_t* idx, uint8_t* qs) {
+  for (int j = 0; j < 16; ++j) qs[j] = static_cast<uint8_t>(idx[j] | idx[j + 16] << 4);
+}
+
+void quantize_row_iq4_nl_ref(const float* src, void* dst, int64_t n) {
+  auto* b = static_cast<BlockIQ4NL*>(dst);
+  uint8_t idx[kQK4NL];
+  for (int64_t i = 0; i < n / kQK4NL; ++i, src += kQK4NL) {
+    const float d = fit_grid(src, kQK4NL, idx);
+    b[i].d = f32_to_fp16(d);
+    // Refit the levels to the scale as stored (fp16).
+    const float ds = fp16_to_f32(b[i].d);
+    if (ds != 0)
+      for (int j = 0; j < kQK4NL; ++j) idx[j] = static_cast<uint8_t>(nearest_level(src[j] / ds));
+    put_nibbles(idx, b[i].qs);
+  }
+}
+
+void quantize_row_iq4_xs_ref(const float* src, void* dst, int64_t n) {
+  auto* b = static_cast<BlockIQ4XS*>(dst);
+  uint8_t idx[32];
+  for (int64_t i = 0; i < n / kQKXS; ++i, src += kQKXS) {
+    BlockIQ4XS& o = b[i];
+    float scale[kQKXS / 32], amax = 0, max = 0;
+    for (int ib = 0; ib < kQKXS / 32; ++ib) {
+      scale[ib] = fit_grid(src + 32 * ib, 32, idx);
+      if (std::fabs(scale[ib]) > amax) amax = std::fabs(scale[ib]), max = scale[ib];
+    }
+    // Sub-block scales as d * l, l in [-32, 31]: the largest maps to -32.
+    o.d = f32_to_fp16(max / -32.f);
+    const float d = fp16_to_f32(o.d);
+    o.scales_h = 0;
+    for (auto& s : o.scales_l) s = 0;
+    for (int ib = 0; ib < kQKXS / 32; ++ib) {
+      int l = d != 0 ? static_cast<int>(std::lround(scale[ib] / d)) : 0;
+      l = l < -32 ? -32 : l > 31 ? 31 : l;
+      const int ls = l + 32;
+      o.scales_l[ib / 2] |= static_cast<uint8_t>((ls & 0xF) << (4 * (ib % 2)));
+      o.scales_h |= static_cast<uint16_t>((ls >> 4) << (2 * ib));
+      const float dl = d * static_cast<float>(l);
+      for (int j = 0; j < 32; ++j) idx[j] = static_cast<uint8_t>(dl != 0 ? nearest_level(src[32 * ib + j] / dl) : 8);
+      put_nibbles(idx, o.qs + 16 * ib);
+    }
+  }
+}
+
+}  // namespace
+
+bool handles(DType t) { return t == DType::IQ4_NL || t == DType::IQ4_XS; }
+
+void dequantize_ref(DType t, const void* src, float* dst, int64_t n) {
+  if (t == DType::IQ4_NL) return dequantize_row_iq4_nl_ref(src, dst, n);
+  if (t == DType::IQ4_XS) return dequantize_row_iq4_xs_ref(src, dst, n);
+  fail("iquants", "type {} is not an IQ4 type", dtype_name(t));
+}
+
+void quantize_ref(DType t, const float* src, void* dst, int64_t n) {
+  if (t == DType::IQ4_NL) return quantize_row_iq4_nl_ref(src, dst, n);
+  if (t == DType::IQ4_XS) return quantize_row_iq4_xs_ref(src, dst, n);
+  fail("iquants", "type {} is not an IQ4 type", dtype_name(t));
+}
+
+float vec_dot_ref(DType t, int64_t n, const void* w, const void* a) {
+  if (t == DType::IQ4_NL) return vec_dot_iq4_nl_q8_0_ref(n, w, a);
+  if (t == DType::IQ4_XS) return vec_dot_iq4_xs_q8_K_ref(n, w, a);
+  fail("iquants", "type {} is not an IQ4 type", dtype_name(t));
+}
+
+template <Isa I>
+std::array<TypeKernels, 2> make_table(VecDotFn nl_dot, RowsDotFn nl_rows, VecDotFn xs_dot, RowsDotFn xs_rows) {
+  const TypeKernels* q8_0 = find_type(legacy::table<I>(), DType::Q4_0);  // its activations: Q8_0
+  const TypeKernels* q8_k = find_type(kquants::table<I>(), DType::Q4_K);
+  WEFT_ASSERT(q8_0 && q8_k);
+  return {{{DType::IQ4_NL, DType::Q8_0, dequantize_row_iq4_nl_ref, q8_0->quantize_act, nl_dot, nl_rows, I},
+           {DType::IQ4_XS, DType::Q8_K, dequantize_row_iq4_xs_ref, q8_k->quantize_act, xs_dot, xs_rows, I}}};
+}
+template std::array<TypeKernels, 2> make_table<Isa::Scalar>(VecDotFn, RowsDotFn, VecDotFn, RowsDotFn);
+template std::array<TypeKernels, 2> make_table<Isa::Avx2>(VecDotFn, RowsDotFn, VecDotFn, RowsDotFn);
+template std::array<TypeKernels, 2> make_table<Isa::Avx512>(VecDotFn, RowsDotFn, VecDotFn, RowsDotFn);
+
+template <>
+TypeTable table<Isa::Scalar>() {
+  static const std::array<TypeKernels, 2> kTable =
+      make_table<Isa::Scalar>(vec_dot_iq4_nl_q8_0_ref, rows_dot_each<vec_dot_iq4_nl_q8_0_ref>, vec_dot_iq4_xs_q8_K_ref,
+                              rows_dot_each<vec_dot_iq4_xs_q8_K_ref>);
+  return kTable;
+}
+
+}  // namespace weft::kernels::iquants
