@@ -351,7 +351,7 @@ GemmFn find<Isa::Avx2>(DType t) {
 template <>
 GemmFn find_repacked<Isa::Avx2>(DType t) {
   // Q8_0: decode stays on rows_dot (see the top); Q2_K on its rows (no AVX2 reader of its mins yet).
-  return repacked_driver<Avx2Panels, false, false>(t);
+  return repacked_driver<Avx2Panels, false, false, false>(t);
 }
 
 }  // namespace weft::kernels::gemm

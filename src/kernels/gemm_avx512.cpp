@@ -6,6 +6,7 @@
 
 #include "core/error.h"
 #include "core/fp16.h"
+#include "kernels/iquants_impl.h"
 #include "kernels/kquants_impl.h"
 #include "kernels/quants_legacy.h"
 
@@ -18,6 +19,7 @@
 #pragma GCC diagnostic pop
 
 #include <algorithm>
+#include <array>
 #include <cstddef>
 #include <cstring>
 #include <type_traits>
@@ -498,6 +500,32 @@ struct Q2KPanelBlock : RepackedLayout<DType::Q2_K> {
   }
 };
 
+// ... or an IQ4_NL / IQ4_XS panel repacked at load: Q4_0's nibbles are grid indices, and one vpshufb
+// per group makes them the grid's levels + 128, the u8 that vpdpbusd takes (the -128 through c0).
+constexpr std::array<uint8_t, 16> kGridU8 = [] {
+  std::array<uint8_t, 16> a{};
+  for (int i = 0; i < 16; ++i) a[i] = static_cast<uint8_t>(iquants::kGrid[i] + 128);
+  return a;
+}();
+WEFT_TARGET_AVX512 inline __m512i grid_group(const uint8_t* pb, int g) {
+  const __m512i grid = _mm512_broadcast_i32x4(_mm_loadu_si128(reinterpret_cast<const __m128i*>(kGridU8.data())));
+  return _mm512_shuffle_epi8(grid, nibble_group<false>(pb, g));
+}
+struct IQ4NLPanelBlock : RepackedLayout<DType::IQ4_NL> {
+  WEFT_TARGET_AVX512 static __m512i group(const uint8_t* pb, int g) { return grid_group(pb, g); }
+  WEFT_TARGET_AVX512 static __m512 scale(const uint8_t* pb, int, NoSuper) { return fp16_vector(pb + kScaleOffset); }
+  WEFT_TARGET_AVX512 static __m512 min(const uint8_t*, int, NoSuper) { return _mm512_setzero_ps(); }
+};
+// IQ4_XS: per super-block the rows' d, per sub-block its int8 scales (ls - 32).
+struct IQ4XSPanelBlock : RepackedLayout<DType::IQ4_XS> {
+  using Super = Q6KPanelBlock::Super;
+  WEFT_TARGET_AVX512 static __m512i group(const uint8_t* pb, int g) { return grid_group(pb, g); }
+  WEFT_TARGET_AVX512 static __m512i iscale(const uint8_t* pb, int) {
+    return _mm512_cvtepi8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(pb + kScaleOffset)));
+  }
+  WEFT_TARGET_AVX512 static __m512 min(const uint8_t*, int, const Super&) { return _mm512_setzero_ps(); }
+};
+
 // The reader of type kType's panels (a value of it: the readers are empty structs).
 template <DType kType>
 auto panel_reader() {
@@ -507,6 +535,10 @@ auto panel_reader() {
     return Q3KPanelBlock{};
   else if constexpr (kType == DType::Q2_K)
     return Q2KPanelBlock{};
+  else if constexpr (kType == DType::IQ4_NL)
+    return IQ4NLPanelBlock{};
+  else if constexpr (kType == DType::IQ4_XS)
+    return IQ4XSPanelBlock{};
   else if constexpr (kType == DType::Q4_K || kType == DType::Q5_K)
     return KPanelBlock<kType>{};
   else
@@ -533,7 +565,7 @@ GemmFn find<Isa::Avx512>(DType t) {
 
 template <>
 GemmFn find_repacked<Isa::Avx512>(DType t) {
-  return repacked_driver<Avx512Panels, true, true>(t);
+  return repacked_driver<Avx512Panels, true, true, true>(t);
 }
 
 }  // namespace weft::kernels::gemm

@@ -4,6 +4,7 @@
 
 #include "core/error.h"
 #include "core/fp16.h"
+#include "kernels/iquants_impl.h"
 #include "kernels/isa.h"
 #include "kernels/kquants_impl.h"
 #include "kernels/quants_legacy.h"
@@ -16,6 +17,7 @@
 namespace weft::kernels::gemm {
 namespace {
 
+using iquants::BlockIQ4XS;
 using kquants::BlockQ2K;
 using kquants::BlockQ3K;
 using kquants::BlockQ4K;
@@ -146,7 +148,9 @@ PanelFormat panel_format(DType t) {
   switch (t) {
     case DType::Q4_0:
     case DType::Q5_0:
-    case DType::Q8_0: return {1, false, true};
+    case DType::Q8_0:
+    case DType::IQ4_NL:  // repacked only, as IQ4_XS
+    case DType::IQ4_XS: return {1, false, true};
     case DType::Q4_1:
     case DType::Q5_1:
     case DType::Q4_K:
@@ -164,7 +168,8 @@ void prepare_act_row(DType weight, const void* act_row, int64_t n, ActBlock* out
   switch (weight) {
     case DType::Q4_0:
     case DType::Q5_0:
-    case DType::Q8_0: {
+    case DType::Q8_0:
+    case DType::IQ4_NL: {
       // The weights' levels carry +8 / +16 / +128; their sum over a block times sum(a) cancels it.
       const int32_t offset = act_offset(weight);
       const auto* a = static_cast<const BlockQ8_0*>(act_row);
@@ -194,9 +199,11 @@ void prepare_act_row(DType weight, const void* act_row, int64_t n, ActBlock* out
     case DType::Q3_K:
     case DType::Q4_K:
     case DType::Q5_K:
-    case DType::Q6_K: {
-      // The level offset of the symmetric types (Q6_K 32, Q3_K 4) goes in through c0 / c1.
-      const int32_t offset = weight == DType::Q6_K ? 32 : weight == DType::Q3_K ? 4 : 0;
+    case DType::Q6_K:
+    case DType::IQ4_XS: {
+      // The level offset of the symmetric types (Q6_K 32, Q3_K 4, IQ4_XS 128, the last over its one
+      // scale per block) goes in through c0 / c1.
+      const int32_t offset = weight == DType::Q6_K ? 32 : weight == DType::Q3_K ? 4 : weight == DType::IQ4_XS ? 128 : 0;
       const auto* a = static_cast<const BlockQ8K*>(act_row);
       for (int64_t b = 0; b < nb; ++b) {
         const BlockQ8K& sb = a[b / 8];
@@ -207,8 +214,8 @@ void prepare_act_row(DType weight, const void* act_row, int64_t n, ActBlock* out
         const int32_t s0 = sb.bsums[2 * j], s1 = sb.bsums[2 * j + 1];
         o.s = offset || weight == DType::Q2_K ? 0.f : sb.d * static_cast<float>(s0 + s1);
         // Q2_K's mins are per half: the halves' sums themselves (ActBlock).
-        o.c0 = weight == DType::Q2_K ? s0 : -offset * s0;
-        o.c1 = weight == DType::Q2_K ? s1 : -offset * s1;
+        o.c0 = weight == DType::Q2_K ? s0 : weight == DType::IQ4_XS ? -offset * (s0 + s1) : -offset * s0;
+        o.c1 = weight == DType::Q2_K ? s1 : weight == DType::IQ4_XS ? 0 : -offset * s1;
       }
       return;
     }
@@ -278,7 +285,8 @@ void gemm_ref(const WeightMatrix& w, int64_t r0, int64_t r1, const ActBlock* act
 
 bool has_repacked(DType t) {
   return t == DType::Q4_0 || t == DType::Q4_1 || t == DType::Q5_0 || t == DType::Q5_1 || t == DType::Q8_0 ||
-         t == DType::Q2_K || t == DType::Q3_K || t == DType::Q4_K || t == DType::Q5_K || t == DType::Q6_K;
+         t == DType::Q2_K || t == DType::Q3_K || t == DType::Q4_K || t == DType::Q5_K || t == DType::Q6_K ||
+         t == DType::IQ4_NL || t == DType::IQ4_XS;
 }
 
 size_t repacked_panel_bytes(DType t, int64_t cols) {
@@ -424,6 +432,18 @@ void repack_q2_k_block(const BlockQ2K& blk, int r, uint8_t* ob) {
   }
 }
 
+// Row r's IQ4_XS super-block into a panel's super-block ob (gemm_q8.h): its d, then per sub-block
+// its 16 bytes of indices laid out as a Q4_0 block's and its int8 scale ls - 32.
+void repack_iq4_xs_block(const BlockIQ4XS& blk, int r, uint8_t* ob) {
+  using L = RepackedLayout<DType::IQ4_XS>;
+  std::memcpy(ob + 2 * r, &blk.d, 2);
+  for (int ib = 0; ib < 8; ++ib) {
+    uint8_t* sb = ob + L::kHead + ib * L::kBlockBytes;
+    for (int k = 0; k < 4; ++k) std::memcpy(sb + 64 * k + 4 * r, blk.qs + 16 * ib + 4 * k, 4);
+    sb[L::kScaleOffset + r] = static_cast<uint8_t>(iquants::iq4xs_scale(blk, ib) - 32);
+  }
+}
+
 // Every panel of w: its rows' units (blocks of the legacy types, super-blocks of the K-quants,
 // `Block` in ggml's rows, unit_values values each) through repack_unit(block, row, unit's bytes).
 template <class Block>
@@ -453,6 +473,8 @@ void repack(const WeightMatrix& w, uint8_t* dst, int64_t p0, int64_t p1) {
     case DType::Q6_K: return repack_panels<BlockQ6K>(w, dst, p0, p1, 256, repack_q6_k_block);
     case DType::Q3_K: return repack_panels<BlockQ3K>(w, dst, p0, p1, 256, repack_q3_k_block);
     case DType::Q2_K: return repack_panels<BlockQ2K>(w, dst, p0, p1, 256, repack_q2_k_block);
+    case DType::IQ4_XS: return repack_panels<BlockIQ4XS>(w, dst, p0, p1, 256, repack_iq4_xs_block);
+    case DType::IQ4_NL:  // Q4_0's block, the nibbles grid indices
     case DType::Q4_0: return repack_panels<BlockQ4_0>(w, dst, p0, p1, kQK, repack_block<BlockQ4_0>);
     case DType::Q4_1: return repack_panels<BlockQ4_1>(w, dst, p0, p1, kQK, repack_block<BlockQ4_1>);
     case DType::Q5_0: return repack_panels<BlockQ5_0>(w, dst, p0, p1, kQK, repack_block<BlockQ5_0>);

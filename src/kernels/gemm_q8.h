@@ -13,6 +13,7 @@
 //   Q4_0: q = nibble, int offset -8        Q5_0: q = 5 bits, offset -16   Q8_0: q = qs + 128, -128
 //   Q4_1/Q5_1/Q4_K/Q5_K: float min mn      Q6_K: two scales (16 values each), offset -32
 //   Q3_K: two scales (16 values each), offset -4
+//   IQ4_NL/IQ4_XS (repacked only): q = grid level + 128, one vpshufb of the index, offset -128
 // so dot = sum_blocks d_a * sc * (sum q a + corr) + mn * s_a, with corr = -offset * sum(a) and
 // s_a = d_a * sum(a) taken from the activation block (ActBlock below).
 #pragma once
@@ -69,7 +70,10 @@ static_assert(sizeof(ActBlock) == 48);
 void prepare_act_row(DType weight, const void* act_row, int64_t n, ActBlock* out, int64_t n_tokens);
 // The int offset of the levels of a weight type whose panels have has_corr and one scale per block.
 constexpr int32_t act_offset(DType weight) {
-  return weight == DType::Q4_0 ? 8 : weight == DType::Q5_0 ? 16 : weight == DType::Q8_0 ? 128 : 0;
+  return weight == DType::Q4_0                              ? 8
+         : weight == DType::Q5_0                            ? 16
+         : weight == DType::Q8_0 || weight == DType::IQ4_NL ? 128
+                                                            : 0;
 }
 // prepare_act_row of the row k.quantize_act makes of the f32 row x (k: kernels_for(weight type) at
 // some level): in one pass where k's level has one (legacy::act_blocks: the row conversion took
@@ -114,7 +118,9 @@ GemmFn find(Isa isa, DType t);
 //     4r + i: bit 4g + i of row r's qh), added as 16 by one masked add;
 //   Q8_0: 8 x 64 bytes, lane r of vector g = qs[4g .. 4g + 3] of row r plus 128 (the unsigned levels
 //     dpbusd takes, flipped once here instead of every call);
-// then the 16 rows' fp16 scales d, then (Q4_1/Q5_1) their fp16 mins m.
+// then the 16 rows' fp16 scales d, then (Q4_1/Q5_1) their fp16 mins m. IQ4_NL: as Q4_0 (its block is
+// Q4_0's, the nibbles grid indices). IQ4_XS: per super-block the 16 rows' fp16 d, then 8 sub-blocks
+// of indices as a Q4_0 block's and the rows' int8 scales (ls - 32).
 // The K-quants as panels: per 256-value super-block a head of the 16 rows' fp16 d (Q4_K/Q5_K: then
 // their fp16 dmin), then 8 sub-blocks of 32 values. A Q4_K/Q5_K sub-block is laid out as a Q4_0 /
 // Q5_0 block above (its nibbles paired as Q4_0 pairs them: value i with value i + 16) followed by
@@ -128,9 +134,11 @@ GemmFn find(Isa isa, DType t);
 // byte of scale (low nibble) and min (high nibble) for each row. Decoding the
 // packed scales once at load instead of in every product leaves decode to the weight stream (2.8% /
 // 2.3% / 3.6% more bytes than ggml's for Q4_K / Q5_K / Q3_K, the same for Q6_K and Q2_K).
-bool has_repacked(DType t);  // Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q2_K, Q3_K, Q4_K, Q5_K, Q6_K
-constexpr bool is_k_quant(DType t) {
-  return t == DType::Q2_K || t == DType::Q3_K || t == DType::Q4_K || t == DType::Q5_K || t == DType::Q6_K;
+bool has_repacked(DType t);  // Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q2_K, Q3_K, Q4_K, Q5_K, Q6_K, IQ4_NL, IQ4_XS
+// The types of 256-value super-blocks (a head, then 8 sub-blocks, in a panel).
+constexpr bool has_super_blocks(DType t) {
+  return t == DType::Q2_K || t == DType::Q3_K || t == DType::Q4_K || t == DType::Q5_K || t == DType::Q6_K ||
+         t == DType::IQ4_XS;
 }
 // Bytes of one 32-value (sub-)block of a panel (has_repacked(t)).
 constexpr size_t repacked_block_bytes(DType t) {
@@ -140,6 +148,8 @@ constexpr size_t repacked_block_bytes(DType t) {
     case DType::Q6_K: return 4 * 64 + 2 * 64 + 2 * kPanelRows;        // low nibbles, top bits, two scales
     case DType::Q3_K: return 2 * 64 + kGroups * 8 + 2 * kPanelRows;   // low bits, third bits, two scales
     case DType::Q2_K: return 2 * 64 + 2 * kPanelRows;                 // levels, two scale | min bytes
+    case DType::IQ4_XS: return 4 * 64 + kPanelRows;                   // grid indices, int8 scales
+    case DType::IQ4_NL:                                               // as Q4_0's: the same block
     case DType::Q4_0: return kPanelRows * sizeof(legacy::BlockQ4_0);  // ggml's bytes, rearranged
     case DType::Q4_1: return kPanelRows * sizeof(legacy::BlockQ4_1);
     case DType::Q5_0: return kPanelRows * sizeof(legacy::BlockQ5_0);
@@ -149,9 +159,11 @@ constexpr size_t repacked_block_bytes(DType t) {
 }
 // Per super-block (32 values for the legacy types, 256 for the K-quants): its (sub-)blocks and the
 // head bytes before them.
-constexpr int repacked_sub_blocks(DType t) { return is_k_quant(t) ? 8 : 1; }
+constexpr int repacked_sub_blocks(DType t) { return has_super_blocks(t) ? 8 : 1; }
 constexpr size_t repacked_head_bytes(DType t) {
-  return t == DType::Q6_K || t == DType::Q3_K ? 2 * kPanelRows : is_k_quant(t) ? 4 * kPanelRows : 0;  // d; d, dmin
+  return t == DType::Q6_K || t == DType::Q3_K || t == DType::IQ4_XS ? 2 * kPanelRows  // d
+         : has_super_blocks(t)                                      ? 4 * kPanelRows  // d, dmin
+                                                                    : 0;
 }
 // Where a block without a Super (below) comes from: nothing to read before its blocks.
 struct NoSuper {
@@ -279,8 +291,9 @@ void gemm_driver(const WeightMatrix& w, int64_t r0, int64_t r1, const ActBlock* 
   }
 }
 
-// The driver over Panels<t> for each repacked type t an ISA reads (kQ8: Q8_0 too; kQ2: Q2_K too).
-template <template <DType> class Panels, bool kQ8, bool kQ2>
+// The driver over Panels<t> for each repacked type t an ISA reads (kQ8: Q8_0 too; kQ2: Q2_K too;
+// kIQ4: IQ4_NL and IQ4_XS too).
+template <template <DType> class Panels, bool kQ8, bool kQ2, bool kIQ4>
 GemmFn repacked_driver(DType t) {
   switch (t) {
     case DType::Q4_0: return gemm_driver<Panels<DType::Q4_0>>;
@@ -296,6 +309,12 @@ GemmFn repacked_driver(DType t) {
       return nullptr;
     case DType::Q8_0:
       if constexpr (kQ8) return gemm_driver<Panels<DType::Q8_0>>;
+      return nullptr;
+    case DType::IQ4_NL:
+      if constexpr (kIQ4) return gemm_driver<Panels<DType::IQ4_NL>>;
+      return nullptr;
+    case DType::IQ4_XS:
+      if constexpr (kIQ4) return gemm_driver<Panels<DType::IQ4_XS>>;
       return nullptr;
     default: return nullptr;
   }

@@ -32,9 +32,7 @@ WEFT_TARGET_AVX2 inline __m256i level_products(__m256i levels, __m256i a) {
   return _mm256_maddubs_epi16(_mm256_sign_epi8(levels, levels), _mm256_sign_epi8(a, levels));
 }
 
-WEFT_TARGET_AVX2 inline __m256i grid_vector() {
-  return _mm256_broadcastsi128_si256(load128(kGrid));
-}
+WEFT_TARGET_AVX2 inline __m256i grid_vector() { return _mm256_broadcastsi128_si256(load128(kGrid)); }
 
 template <int R>
 WEFT_TARGET_AVX2 void dot_rows_iq4_nl(int64_t n, const uint8_t* w, size_t stride, const void* act, float* out) {
@@ -50,7 +48,8 @@ WEFT_TARGET_AVX2 void dot_rows_iq4_nl(int64_t n, const uint8_t* w, size_t stride
     const float da = _cvtsh_ss(y[i].d);
 #pragma GCC unroll 4
     for (int r = 0; r < R; ++r) {
-      if (ahead && i % 4 == 0) prefetch_lines<4 * sizeof(BlockIQ4NL)>(reinterpret_cast<const uint8_t*>(x[r] + i) + ahead);
+      if (ahead && i % 4 == 0)
+        prefetch_lines<4 * sizeof(BlockIQ4NL)>(reinterpret_cast<const uint8_t*>(x[r] + i) + ahead);
       const __m256i p = _mm256_madd_epi16(level_products(grid_levels(x[r][i].qs, grid), a), ones);
       acc[r] = _mm256_fmadd_ps(_mm256_set1_ps(da * _cvtsh_ss(x[r][i].d)), _mm256_cvtepi32_ps(p), acc[r]);
     }

@@ -26,7 +26,7 @@ struct BlockIQ4NL {
 // nibbles at qs + 16 ib paired as IQ4_NL's.
 struct BlockIQ4XS {
   uint16_t d;
-  uint16_t scales_h;            // bits 2ib .. 2ib + 1: the top two bits of ls of sub-block ib
+  uint16_t scales_h;             // bits 2ib .. 2ib + 1: the top two bits of ls of sub-block ib
   uint8_t scales_l[kQKXS / 64];  // nibble ib % 2 of byte ib / 2: its low four bits
   uint8_t qs[kQKXS / 2];
 };

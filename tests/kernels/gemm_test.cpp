@@ -158,8 +158,8 @@ struct Repacked {
 };
 
 // The types repacked into panels at load (has_repacked).
-constexpr DType kRepackedTypes[] = {DType::Q4_0, DType::Q4_1, DType::Q5_0, DType::Q5_1, DType::Q8_0,
-                                    DType::Q2_K, DType::Q3_K, DType::Q4_K, DType::Q5_K, DType::Q6_K};
+constexpr DType kRepackedTypes[] = {DType::Q4_0, DType::Q4_1, DType::Q5_0, DType::Q5_1, DType::Q8_0,   DType::Q2_K,
+                                    DType::Q3_K, DType::Q4_K, DType::Q5_K, DType::Q6_K, DType::IQ4_NL, DType::IQ4_XS};
 
 TEST(Gemm, RepackedMatchesVecDot) {
   EXPECT_EQ(find_repacked(Isa::Avx512, DType::F16), nullptr);
@@ -181,6 +181,10 @@ TEST(Gemm, RepackedMatchesVecDot) {
         EXPECT_EQ(gemm, nullptr) << "AVX2 has no reader of Q2_K's mins per half";
         continue;
       }
+      if (isa == Isa::Avx2 && (t == DType::IQ4_NL || t == DType::IQ4_XS)) {
+        EXPECT_EQ(gemm, nullptr) << "grid levels + 128 would saturate vpmaddubsw";
+        continue;
+      }
       ASSERT_NE(gemm, nullptr) << isa_name(isa) << " " << dtype_name(t);
       for (int64_t n_tokens : {1, 2, 3, 8, 13, 131}) {
         // 37 rows: a last panel of 5 whose absent rows are zero; rows 4 bytes apart past their
@@ -194,6 +198,8 @@ TEST(Gemm, RepackedMatchesVecDot) {
           EXPECT_EQ(repacked_panel_bytes(t, 512), ggml);  // ggml's bytes, rearranged
         else if (t == DType::Q3_K)                        // plus its 16 six-bit scales unpacked to a byte each
           EXPECT_EQ(repacked_panel_bytes(t, 512), ggml + 2 * (kPanelRows * 16 - kPanelRows * 12));
+        else if (t == DType::IQ4_XS)  // plus its 8 six-bit scales unpacked to a byte each
+          EXPECT_EQ(repacked_panel_bytes(t, 512), ggml + 2 * (kPanelRows * 8 - kPanelRows * 6));
         else  // plus the scales and mins unpacked to a byte each
           EXPECT_EQ(repacked_panel_bytes(t, 512), ggml + 2 * (kPanelRows * 8 * 2 - kPanelRows * 12));
         const std::string name = std::string("repacked ") + isa_name(isa);

@@ -96,10 +96,10 @@ TEST(IQuants, NlKnownValues) {
 TEST(IQuants, XsKnownValues) {
   BlockIQ4XS b{};
   b.d = f32_to_fp16(1.0f);
-  b.scales_l[0] = 0x21;          // ib 0: low bits 1, ib 1: low bits 2
-  b.scales_h = 2 | 1 << 2;       // ib 0: top bits 2 (ls 33, scale 1), ib 1: top bits 1 (ls 18, scale -14)
-  b.qs[0] = 0x80;                // ib 0 value 0: grid[0] = -127, value 16: grid[8] = 1
-  b.qs[16] = 0x0F;               // ib 1 value 0 (32): grid[15] = 113, value 16 (48): grid[0] = -127
+  b.scales_l[0] = 0x21;     // ib 0: low bits 1, ib 1: low bits 2
+  b.scales_h = 2 | 1 << 2;  // ib 0: top bits 2 (ls 33, scale 1), ib 1: top bits 1 (ls 18, scale -14)
+  b.qs[0] = 0x80;           // ib 0 value 0: grid[0] = -127, value 16: grid[8] = 1
+  b.qs[16] = 0x0F;          // ib 1 value 0 (32): grid[15] = 113, value 16 (48): grid[0] = -127
   std::vector<float> y(256);
   dequantize_row_ref(DType::IQ4_XS, &b, y.data(), 256);
   EXPECT_EQ(iq4xs_scale(b, 0), 33);
