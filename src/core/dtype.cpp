@@ -22,6 +22,11 @@ constexpr std::array kTable = {
     Entry{DType::Q4_K, {"q4_k", 256, 144, true}},   Entry{DType::Q5_K, {"q5_k", 256, 176, true}},
     Entry{DType::Q6_K, {"q6_k", 256, 210, true}},   Entry{DType::Q8_K, {"q8_k", 256, 292, true}},
     Entry{DType::IQ4_NL, {"iq4_nl", 32, 18, true}}, Entry{DType::IQ4_XS, {"iq4_xs", 256, 136, true}},
+    // Known so that a file of them is refused by name.
+    Entry{DType::IQ2_XXS, {"iq2_xxs", 256, 66, false}}, Entry{DType::IQ2_XS, {"iq2_xs", 256, 74, false}},
+    Entry{DType::IQ3_XXS, {"iq3_xxs", 256, 98, false}}, Entry{DType::IQ1_S, {"iq1_s", 256, 50, false}},
+    Entry{DType::IQ3_S, {"iq3_s", 256, 110, false}},    Entry{DType::IQ2_S, {"iq2_s", 256, 82, false}},
+    Entry{DType::IQ1_M, {"iq1_m", 256, 56, false}},
     Entry{DType::I8, {"i8", 1, 1, false}},          Entry{DType::I16, {"i16", 1, 2, false}},
     Entry{DType::I32, {"i32", 1, 4, false}},        Entry{DType::I64, {"i64", 1, 8, false}},
     Entry{DType::F64, {"f64", 1, 8, false}},        Entry{DType::BF16, {"bf16", 1, 2, true}},

@@ -194,6 +194,9 @@ TEST(GgufMalformed, TensorTypes) {
   expect_error(build({{"w", {8}, 99, 0}}, Bytes{}, 0, 64), {"'w'", "unknown ggml type id 99"});
   expect_error(build({{"w", {8}, 4, 0}}, Bytes{}, 0, 64), {"'w'", "unknown ggml type id 4"});  // removed Q4_2
   expect_error(build({{"w", {32}, 9, 0}}, Bytes{}, 0, 128), {"'w'", "q8_1", "not support"});
+  expect_error(build({{"w", {256}, 16, 0}}, Bytes{}, 0, 128), {"'w'", "iq2_xxs", "not support"});
+  auto iq = parse(build({{"w", {256, 2}, 23, 0}}, Bytes{}, 0, 512));  // iq4_xs: 136 bytes per 256 values
+  EXPECT_EQ(iq->tensors()[0].n_bytes, 272u);
   expect_error(build({{"w", {48}, 2, 0}}, Bytes{}, 0, 64), {"'w'", "row length 48", "32"});
   auto q = parse(build({{"w", {64, 3}, 2, 0}}, Bytes{}, 0, 128));  // q4_0: 2 blocks * 18 bytes * 3 rows
   EXPECT_EQ(q->tensors()[0].n_bytes, 108u);
