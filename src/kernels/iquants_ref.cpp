@@ -81,12 +81,20 @@ float vec_dot_iq4_xs_q8_K_ref(int64_t n, const void* w, const void* a) {
   return sum;
 }
 
-// The grid index whose level is nearest v.
-int nearest_level(float v) {
-  int best = 0;
-  for (int k = 1; k < 16; ++k)
-    if (std::fabs(v - kGrid[k]) < std::fabs(v - kGrid[best])) best = k;
-  return best;
+// Midpoints between neighbouring grid levels: the nearest level to v is the count of those below it
+// (a tie goes to the lower level).
+constexpr std::array<float, 15> kMidpoints = [] {
+  std::array<float, 15> m{};
+  for (int k = 0; k < 15; ++k) m[k] = 0.5f * static_cast<float>(kGrid[k] + kGrid[k + 1]);
+  return m;
+}();
+
+// idx[i] = the grid index nearest v[i], i < n (branch-free, so it vectorizes over i: the quantizer
+// runs it for every candidate scale).
+void nearest_levels(const float* v, int n, uint8_t* idx) {
+  for (int i = 0; i < n; ++i) idx[i] = 0;
+  for (float mid : kMidpoints)
+    for (int i = 0; i < n; ++i) idx[i] = static_cast<uint8_t>(idx[i] + (v[i] > mid ? 1 : 0));
 }
 
 // Least-squares scale of x[0..n) on the grid, indices in idx. Candidates map the value of largest
@@ -103,11 +111,13 @@ float fit_grid(const float* x, int n, uint8_t* idx) {
   constexpr int kTries = 8;  // end levels -127 - 8 .. -127 + 8
   float best_score = -1, best_d = 0;
   uint8_t trial[kQKXS];
+  float scaled[kQKXS];
   for (int t = -kTries; t <= kTries; ++t) {
     const float inv = (static_cast<float>(kGrid[0]) + static_cast<float>(t)) / max;
+    for (int i = 0; i < n; ++i) scaled[i] = x[i] * inv;
+    nearest_levels(scaled, n, trial);
     double sumqx = 0, sumq2 = 0;
     for (int i = 0; i < n; ++i) {
-      trial[i] = static_cast<uint8_t>(nearest_level(x[i] * inv));
       const double q = kGrid[trial[i]];
       sumqx += q * x[i];
       sumq2 += q * q;
@@ -123,6 +133,13 @@ float fit_grid(const float* x, int n, uint8_t* idx) {
   return best_d;
 }
 
+// The indices of x[0..n) at scale d as stored (level 1 x 0 for a zero scale).
+void requantize(const float* x, int n, float d, uint8_t* idx) {
+  float scaled[kQKXS];
+  for (int i = 0; i < n; ++i) scaled[i] = d != 0 ? x[i] / d : 0.f;
+  nearest_levels(scaled, n, idx);
+}
+
 // Indices of a 32-value run as paired nibbles.
 void put_nibbles(const uint8_t* idx, uint8_t* qs) {
   for (int j = 0; j < 16; ++j) qs[j] = static_cast<uint8_t>(idx[j] | idx[j + 16] << 4);
@@ -136,8 +153,7 @@ void quantize_row_iq4_nl_ref(const float* src, void* dst, int64_t n) {
     b[i].d = f32_to_fp16(d);
     // Refit the levels to the scale as stored (fp16).
     const float ds = fp16_to_f32(b[i].d);
-    if (ds != 0)
-      for (int j = 0; j < kQK4NL; ++j) idx[j] = static_cast<uint8_t>(nearest_level(src[j] / ds));
+    if (ds != 0) requantize(src, kQK4NL, ds, idx);
     put_nibbles(idx, b[i].qs);
   }
 }
@@ -164,7 +180,7 @@ void quantize_row_iq4_xs_ref(const float* src, void* dst, int64_t n) {
       o.scales_l[ib / 2] |= static_cast<uint8_t>((ls & 0xF) << (4 * (ib % 2)));
       o.scales_h |= static_cast<uint16_t>((ls >> 4) << (2 * ib));
       const float dl = d * static_cast<float>(l);
-      for (int j = 0; j < 32; ++j) idx[j] = static_cast<uint8_t>(dl != 0 ? nearest_level(src[32 * ib + j] / dl) : 8);
+      requantize(src + 32 * ib, 32, dl, idx);
       put_nibbles(idx, o.qs + 16 * ib);
     }
   }
