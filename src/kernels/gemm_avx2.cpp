@@ -9,6 +9,7 @@
 // nibbles are unpacked in registers (decode then streams ggml's bytes, not one byte per level).
 #include "kernels/gemm_q8.h"
 
+#include "kernels/iquants_impl.h"
 #include "kernels/isa.h"
 
 #include <immintrin.h>
@@ -160,6 +161,32 @@ struct Q3KSrc : RepackedLayout<DType::Q3_K> {
   }
   WEFT_TARGET_AVX2 static HalvesF scale(const uint8_t* pb, int s, const Super& sup) {
     return mul(sup.d, byte_halves<true>(pb + kScaleOffset + kPanelRows * s));
+  }
+  WEFT_TARGET_AVX2 static HalvesF min(const uint8_t*, int, const Super&) {
+    return {{_mm256_setzero_ps(), _mm256_setzero_ps()}};
+  }
+};
+
+// IQ4_NL / IQ4_XS repacked at load (gemm_q8.h): Q4_0's nibbles are grid indices, one vpshufb makes
+// them grid levels + 128, read back as signed levels (signed_group: + 128 would saturate vpmaddubsw).
+// IQ4_XS: a super-block's d, then per sub-block the rows' int8 scales.
+template <DType kType>
+struct IQ4Src : RepackedLayout<kType> {
+  using L = RepackedLayout<kType>;
+  static constexpr bool kSignedLevels = true;
+  using Super = std::conditional_t<kType == DType::IQ4_XS, Q6KSrc::Super, NoSuper>;
+  WEFT_TARGET_AVX2 static Halves group(const uint8_t* pb, int g) {
+    const __m256i grid =
+        _mm256_broadcastsi128_si256(_mm_loadu_si128(reinterpret_cast<const __m128i*>(iquants::kGridU8.data())));
+    Halves q = nibble_group<false>(pb, g);
+    for (__m256i& v : q.v) v = _mm256_shuffle_epi8(grid, v);
+    return q;
+  }
+  WEFT_TARGET_AVX2 static HalvesF scale(const uint8_t* pb, int, const Super& sup) {
+    if constexpr (kType == DType::IQ4_XS)
+      return mul(sup.d, byte_halves<true>(pb + L::kScaleOffset));
+    else
+      return fp16_halves(pb + L::kScaleOffset);
   }
   WEFT_TARGET_AVX2 static HalvesF min(const uint8_t*, int, const Super&) {
     return {{_mm256_setzero_ps(), _mm256_setzero_ps()}};
@@ -324,10 +351,12 @@ struct BatchesUnpacked<Src, true> {
 
 // Each repacked type's reader.
 template <DType kType>
-using Avx2Src = std::conditional_t<kType == DType::Q6_K, Q6KSrc,
-                                   std::conditional_t<kType == DType::Q3_K, Q3KSrc,
-                                                      std::conditional_t<kType == DType::Q4_K || kType == DType::Q5_K,
-                                                                         KSrc<kType>, LegacySrc<kType>>>>;
+using Avx2Src = std::conditional_t<
+    kType == DType::Q6_K, Q6KSrc,
+    std::conditional_t<kType == DType::Q3_K, Q3KSrc,
+                       std::conditional_t<kType == DType::Q4_K || kType == DType::Q5_K, KSrc<kType>,
+                                          std::conditional_t<kType == DType::IQ4_NL || kType == DType::IQ4_XS,
+                                                             IQ4Src<kType>, LegacySrc<kType>>>>>;
 
 template <DType kType>
 struct Avx2Panels
@@ -351,7 +380,7 @@ GemmFn find<Isa::Avx2>(DType t) {
 template <>
 GemmFn find_repacked<Isa::Avx2>(DType t) {
   // Q8_0: decode stays on rows_dot (see the top); Q2_K on its rows (no AVX2 reader of its mins yet).
-  return repacked_driver<Avx2Panels, false, false, false>(t);
+  return repacked_driver<Avx2Panels, false, false, true>(t);
 }
 
 }  // namespace weft::kernels::gemm

@@ -502,13 +502,9 @@ struct Q2KPanelBlock : RepackedLayout<DType::Q2_K> {
 
 // ... or an IQ4_NL / IQ4_XS panel repacked at load: Q4_0's nibbles are grid indices, and one vpshufb
 // per group makes them the grid's levels + 128, the u8 that vpdpbusd takes (the -128 through c0).
-constexpr std::array<uint8_t, 16> kGridU8 = [] {
-  std::array<uint8_t, 16> a{};
-  for (int i = 0; i < 16; ++i) a[i] = static_cast<uint8_t>(iquants::kGrid[i] + 128);
-  return a;
-}();
 WEFT_TARGET_AVX512 inline __m512i grid_group(const uint8_t* pb, int g) {
-  const __m512i grid = _mm512_broadcast_i32x4(_mm_loadu_si128(reinterpret_cast<const __m128i*>(kGridU8.data())));
+  const __m512i grid =
+      _mm512_broadcast_i32x4(_mm_loadu_si128(reinterpret_cast<const __m128i*>(iquants::kGridU8.data())));
   return _mm512_shuffle_epi8(grid, nibble_group<false>(pb, g));
 }
 struct IQ4NLPanelBlock : RepackedLayout<DType::IQ4_NL> {

@@ -12,6 +12,12 @@ namespace weft::kernels::iquants {
 
 // ggml's kvalues_iq4nl: the level of each nibble, ascending.
 inline constexpr int8_t kGrid[16] = {-127, -104, -83, -65, -49, -35, -22, -10, 1, 13, 25, 38, 53, 69, 89, 113};
+// The levels + 128: the unsigned bytes the panel GEMMs read (the -128 applied apart).
+inline constexpr std::array<uint8_t, 16> kGridU8 = [] {
+  std::array<uint8_t, 16> a{};
+  for (int i = 0; i < 16; ++i) a[i] = static_cast<uint8_t>(kGrid[i] + 128);
+  return a;
+}();
 
 constexpr int kQK4NL = 32;
 constexpr int kQKXS = 256;
