@@ -5,6 +5,7 @@
 #include "kernels/gemm_q8.h"
 
 #include "core/fp16.h"
+#include "kernels/iquants_impl.h"
 #include "kernels/isa.h"
 #include "kernels/kquants_impl.h"
 #include "kernels/matmul.h"
@@ -309,7 +310,7 @@ void fill_extreme(Case& c, uint8_t fill, void (*fix)(Block&)) {
 TEST(Gemm, KQuantExtremeBlocksDoNotOverflow) {
   constexpr uint16_t kOne = 0x3C00;  // fp16 1.0
   int runs = 0;
-  for (DType t : {DType::Q2_K, DType::Q3_K, DType::Q4_K, DType::Q5_K, DType::Q6_K}) {
+  for (DType t : {DType::Q2_K, DType::Q3_K, DType::Q4_K, DType::Q5_K, DType::Q6_K, DType::IQ4_XS}) {
     Case c = make_case(t, 32, 1024, 3, 91);
     switch (t) {  // levels and scales of the largest product, d (and dmin) 1
       case DType::Q2_K:
@@ -323,6 +324,9 @@ TEST(Gemm, KQuantExtremeBlocksDoNotOverflow) {
         break;
       case DType::Q5_K:
         fill_extreme<kquants::BlockQ5K>(c, 0xFF, [](kquants::BlockQ5K& b) { b.d = b.dmin = kOne; });
+        break;
+      case DType::IQ4_XS:  // -127 x -32
+        fill_extreme<iquants::BlockIQ4XS>(c, 0x00, [](iquants::BlockIQ4XS& b) { b.d = kOne; });
         break;
       default:  // -32 x -128
         fill_extreme<kquants::BlockQ6K>(c, 0x00, [](kquants::BlockQ6K& b) {
