@@ -80,10 +80,14 @@ struct LegacyPanelBlock : RepackedLayout<kType> {
   }
 };
 
-// 16 bytes at p as floats.
-WEFT_TARGET_AVX512 inline __m512 u8_vector(const uint8_t* p) {
-  return _mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p))));
+// 16 bytes at p (one per row: scales, mins) as int32 lanes, unsigned or signed, or as floats.
+WEFT_TARGET_AVX512 inline __m512i u8_lanes(const uint8_t* p) {
+  return _mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
 }
+WEFT_TARGET_AVX512 inline __m512i i8_lanes(const uint8_t* p) {
+  return _mm512_cvtepi8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
+}
+WEFT_TARGET_AVX512 inline __m512 u8_vector(const uint8_t* p) { return _mm512_cvtepi32_ps(u8_lanes(p)); }
 
 // ... or a Q4_K / Q5_K panel repacked at load: per super-block the rows' d and dmin, then 8
 // sub-blocks of nibble_group levels, 6-bit scales and mins. A sub-block's scale is d * sc and its
@@ -98,9 +102,7 @@ struct KPanelBlock : RepackedLayout<kType> {
     }
   };
   WEFT_TARGET_AVX512 static __m512i group(const uint8_t* pb, int g) { return nibble_group<L::kQ5>(pb, g); }
-  WEFT_TARGET_AVX512 static __m512i iscale(const uint8_t* pb, int) {
-    return _mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(pb + L::kScaleOffset)));
-  }
+  WEFT_TARGET_AVX512 static __m512i iscale(const uint8_t* pb, int) { return u8_lanes(pb + L::kScaleOffset); }
   WEFT_TARGET_AVX512 static __m512 min(const uint8_t* pb, int, const Super& s) {
     return _mm512_mul_ps(s.neg_dmin, u8_vector(pb + L::kScaleOffset + kPanelRows));
   }
@@ -455,7 +457,7 @@ struct Q6KPanelBlock : RepackedLayout<DType::Q6_K> {
     return _mm512_ternarylogic_epi32(nibble_group<false>(pb, g), moved, _mm512_set1_epi8(0x30), 0xF8);  // a | (b & c)
   }
   WEFT_TARGET_AVX512 static __m512i iscale(const uint8_t* pb, int s) {
-    return _mm512_cvtepi8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(pb + kScaleOffset + kPanelRows * s)));
+    return i8_lanes(pb + kScaleOffset + kPanelRows * s);
   }
   WEFT_TARGET_AVX512 static __m512 min(const uint8_t*, int, const Super&) { return _mm512_setzero_ps(); }
 };
@@ -478,7 +480,7 @@ struct Q3KPanelBlock : RepackedLayout<DType::Q3_K> {
     return _mm512_mask_add_epi8(low, third, low, _mm512_set1_epi8(4));
   }
   WEFT_TARGET_AVX512 static __m512i iscale(const uint8_t* pb, int s) {
-    return _mm512_cvtepi8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(pb + kScaleOffset + kPanelRows * s)));
+    return i8_lanes(pb + kScaleOffset + kPanelRows * s);
   }
   WEFT_TARGET_AVX512 static __m512 min(const uint8_t*, int, const Super&) { return _mm512_setzero_ps(); }
 };
@@ -490,7 +492,7 @@ struct Q2KPanelBlock : RepackedLayout<DType::Q2_K> {
   WEFT_TARGET_AVX512 static __m512i group(const uint8_t* pb, int g) { return two_bit_group(pb, g); }
   // Half s's scale | min bytes as 16 int32 lanes.
   WEFT_TARGET_AVX512 static __m512i bytes(const uint8_t* pb, int s) {
-    return _mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(pb + kScaleOffset + kPanelRows * s)));
+    return u8_lanes(pb + kScaleOffset + kPanelRows * s);
   }
   WEFT_TARGET_AVX512 static __m512i iscale(const uint8_t* pb, int s) {
     return _mm512_and_si512(bytes(pb, s), _mm512_set1_epi32(0x0F));
@@ -516,9 +518,7 @@ struct IQ4NLPanelBlock : RepackedLayout<DType::IQ4_NL> {
 struct IQ4XSPanelBlock : RepackedLayout<DType::IQ4_XS> {
   using Super = Q6KPanelBlock::Super;
   WEFT_TARGET_AVX512 static __m512i group(const uint8_t* pb, int g) { return grid_group(pb, g); }
-  WEFT_TARGET_AVX512 static __m512i iscale(const uint8_t* pb, int) {
-    return _mm512_cvtepi8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(pb + kScaleOffset)));
-  }
+  WEFT_TARGET_AVX512 static __m512i iscale(const uint8_t* pb, int) { return i8_lanes(pb + kScaleOffset); }
   WEFT_TARGET_AVX512 static __m512 min(const uint8_t*, int, const Super&) { return _mm512_setzero_ps(); }
 };
 

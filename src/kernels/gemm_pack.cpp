@@ -319,6 +319,13 @@ inline void put_mask_nibble(uint8_t* mask, int r, unsigned nibble) {
 
 inline void store_u32(uint8_t* p, uint32_t v) { std::memcpy(p, &v, 4); }
 
+// Row r's 16 bytes of nibbles, already paired as Q4_0 pairs them (value i | value i + 16 << 4), into
+// a panel block's four level vectors: lane r of vector k takes bytes 4k .. 4k + 3.
+inline void put_paired_nibbles(const uint8_t* qs, int r, uint8_t* pb) {
+  for (int k = 0; k < 4; ++k) std::memcpy(pb + 64 * k + 4 * r, qs + 4 * k, 4);
+}
+
+// Row r's block into panel block ob (layouts in gemm_q8.h).
 template <class Block>
 void repack_block(const Block& blk, int r, uint8_t* ob) {
   constexpr bool kQ8 = std::is_same_v<Block, BlockQ8_0>;
@@ -330,7 +337,7 @@ void repack_block(const Block& blk, int r, uint8_t* ob) {
       for (int i = 0; i < 4; ++i) ob[64 * k + 4 * r + i] = static_cast<uint8_t>(blk.qs[4 * k + i] ^ 0x80);  // + 128
     off = 8 * 64;
   } else {
-    for (int k = 0; k < 4; ++k) std::memcpy(ob + 64 * k + 4 * r, blk.qs + 4 * k, 4);
+    put_paired_nibbles(blk.qs, r, ob);
     off = 4 * 64;
   }
   if constexpr (kQ5) {
@@ -439,7 +446,7 @@ void repack_iq4_xs_block(const BlockIQ4XS& blk, int r, uint8_t* ob) {
   std::memcpy(ob + 2 * r, &blk.d, 2);
   for (int ib = 0; ib < 8; ++ib) {
     uint8_t* sb = ob + L::kHead + ib * L::kBlockBytes;
-    for (int k = 0; k < 4; ++k) std::memcpy(sb + 64 * k + 4 * r, blk.qs + 16 * ib + 4 * k, 4);
+    put_paired_nibbles(blk.qs + 16 * ib, r, sb);
     sb[L::kScaleOffset + r] = static_cast<uint8_t>(iquants::iq4xs_scale(blk, ib) - 32);
   }
 }

@@ -97,14 +97,20 @@ void nearest_levels(const float* v, int n, uint8_t* idx) {
     for (int i = 0; i < n; ++i) idx[i] = static_cast<uint8_t>(idx[i] + (v[i] > mid ? 1 : 0));
 }
 
+// The value of largest magnitude in x[0..n), with its sign (0 when all are 0).
+float signed_max(const float* x, int n) {
+  float amax = 0, max = 0;
+  for (int i = 0; i < n; ++i)
+    if (std::fabs(x[i]) > amax) amax = std::fabs(x[i]), max = x[i];
+  return max;
+}
+
 // Least-squares scale of x[0..n) on the grid, indices in idx. Candidates map the value of largest
 // magnitude to levels around the grid's end of largest magnitude (-127); for each, every value
 // takes its nearest level and the scale is refitted to that choice; the best fit wins.
 float fit_grid(const float* x, int n, uint8_t* idx) {
-  float amax = 0, max = 0;
-  for (int i = 0; i < n; ++i)
-    if (std::fabs(x[i]) > amax) amax = std::fabs(x[i]), max = x[i];
-  if (amax == 0) {
+  const float max = signed_max(x, n);
+  if (max == 0) {
     for (int i = 0; i < n; ++i) idx[i] = 8;  // level 1 times a zero scale
     return 0;
   }
@@ -163,12 +169,10 @@ void quantize_row_iq4_xs_ref(const float* src, void* dst, int64_t n) {
   uint8_t idx[32];
   for (int64_t i = 0; i < n / kQKXS; ++i, src += kQKXS) {
     BlockIQ4XS& o = b[i];
-    float scale[kQKXS / 32], amax = 0, max = 0;
-    for (int ib = 0; ib < kQKXS / 32; ++ib) {
-      scale[ib] = fit_grid(src + 32 * ib, 32, idx);
-      if (std::fabs(scale[ib]) > amax) amax = std::fabs(scale[ib]), max = scale[ib];
-    }
+    float scale[kQKXS / 32];
+    for (int ib = 0; ib < kQKXS / 32; ++ib) scale[ib] = fit_grid(src + 32 * ib, 32, idx);
     // Sub-block scales as d * l, l in [-32, 31]: the largest maps to -32.
+    const float max = signed_max(scale, kQKXS / 32);
     o.d = f32_to_fp16(max / -32.f);
     const float d = fp16_to_f32(o.d);
     o.scales_h = 0;

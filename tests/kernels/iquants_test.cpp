@@ -7,6 +7,7 @@
 #include "kernels/iquants_impl.h"
 #include "kernels/kquants_impl.h"
 #include "kernels/quants_legacy.h"
+#include "support/gaussian_rows.h"
 
 #include <gtest/gtest.h>
 
@@ -31,14 +32,7 @@ constexpr double kRefDotRelTol = 1e-5;
 
 const DType kTypes[] = {DType::IQ4_NL, DType::IQ4_XS};
 
-std::vector<float> gaussian(int64_t n, uint32_t seed, float sigma = 1.0f) {
-  std::mt19937 rng(seed);
-  std::normal_distribution<float> dist(0.0f, sigma);
-  std::vector<float> v(n);
-  for (auto& x : v) x = dist(rng);
-  for (int64_t i = 0; i < n; i += 97) v[i] *= 6.0f;  // outliers, as real weight rows have
-  return v;
-}
+using test_support::gaussian;
 
 std::vector<uint8_t> quantize(DType t, const std::vector<float>& x) {
   std::vector<uint8_t> q(row_bytes(t, static_cast<int64_t>(x.size())));

@@ -6,6 +6,7 @@
 #include "core/fp16.h"
 #include "kernels/kquants_impl.h"
 #include "support/expect_error.h"
+#include "support/gaussian_rows.h"
 
 #include <gtest/gtest.h>
 
@@ -40,15 +41,7 @@ const DType kWeightTypes[] = {DType::Q2_K, DType::Q3_K, DType::Q4_K, DType::Q5_K
 
 const Isa kSimdIsas[] = {Isa::Avx2, Isa::Avx512};
 
-std::vector<float> gaussian(int64_t n, uint32_t seed, float sigma = 1.0f) {
-  std::mt19937 rng(seed);
-  std::normal_distribution<float> dist(0.0f, sigma);
-  std::vector<float> v(n);
-  for (auto& x : v) x = dist(rng);
-  // A few outliers, as real weight rows have: they stress the scale fit.
-  for (int64_t i = 0; i < n; i += 97) v[i] *= 6.0f;
-  return v;
-}
+using test_support::gaussian;
 
 // Inputs must vary, or a kernel that ignores them could pass.
 void expect_varied(const std::vector<float>& v) {
