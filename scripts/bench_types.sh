@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Decode bandwidth and prompt speed per weight type on the generated 500m models, per kernel level
 # (WEFT_MAX_ISA) and thread count, against rooflines measured in the same run: the streaming read
-# (BM_read/1, /2: best of 3, GiB/s) for decode, the int8 dot peak (BM_int8_peak, MAC/s) for
+# (BM_read/1, /2 over 8x the L3 on huge pages, so from DRAM: best of 3, GiB/s) for decode, the int8 dot peak (BM_int8_peak, MAC/s) for
 # prompts, both just before each type's run. Decode bandwidth = the bytes a decoded token reads (`weft plan`'s "read per token": the
 # weights less the token embedding rows not looked up) x tg t/s. Prompt MACs per token = the
 # layers' matmul weights (the output matrix runs for the last prompt token only, so 1/PP of it).
@@ -10,7 +10,7 @@
 #   TYPES="q4_0 ... q5_k_m"  ISAS="avx512 avx2"  THREADS=1,2  REPS=3  PP=128  TG=64  WEFT=build/weft
 set -euo pipefail
 cd "$(dirname "$0")/.."
-TYPES=${TYPES:-"q4_0 q4_1 q5_0 q5_1 q8_0 q2_k q3_k q4_k q5_k q6_k q4_k_m q5_k_m"}
+TYPES=${TYPES:-"q4_0 q4_1 q5_0 q5_1 q8_0 q2_k q3_k q4_k q5_k q6_k q4_k_m q5_k_m iq4_nl iq4_xs"}
 ISAS=${ISAS:-"avx512 avx2"}
 THREADS=${THREADS:-1,2}
 REPS=${REPS:-3}
@@ -84,8 +84,9 @@ print("kernel level capped with `WEFT_MAX_ISA`. Read per token: the bytes a deco
       "(`weft plan`'s \"read per token\": the")
 print("weights less the token embedding rows not looked up). Decode bandwidth = read per token x tg t/s, "
       "against BM_read at the same")
-print("thread count, measured just before each type (best of 3: the machine is shared, so the best run is "
-      "the roofline). Prompt:")
+print("thread count (a sum over 8x the L3, at least 256 MiB, on 2 MiB pages: from DRAM, as decode's weights), "
+      "measured just before")
+print("each type (best of 3: the machine is shared, so the best run is the roofline). Prompt:")
 print("MACs per token = the layers' matmul weights + 1/%s of the output matrix, against the int8 peak: "
       "BM_int8_peak (register-only" % pp)
 print("vpdpbusd, or vpmaddubsw + vpmaddwd + vpaddd under avx2), measured with BM_read, best of 3. On a shared machine a row")

@@ -3,8 +3,9 @@
 // levels by the broadcast int8 values and adds pairs to int16; two groups' int16 sums are
 // added before vpmaddwd widens them to int32, which is exact while levels stay <= 63
 // (2 groups x 2 x 63 x 127 < 32767). Q8_0's levels (q + 128) would saturate vpmaddubsw: its
-// prompts multiply |q| by the activations given q's sign instead (2 x 128 x 127 < 32767, one
-// group at a time), and its decode keeps rows_dot (not repacked). The tile reads its blocks through a Src, as the
+// tiles multiply |q| by the activations given q's sign instead (2 x 128 x 127 < 32767, one group
+// at a time). Its decode reads panels too: ggml's rows through rows_dot moved 12 GB/s from DRAM
+// (BM_matvec_big, one thread), the panels 27. The tile reads its blocks through a Src, as the
 // AVX-512 one does: panels packed per call (the scalar pack_panel) or repacked at load, whose
 // nibbles are unpacked in registers (decode then streams ggml's bytes, not one byte per level).
 #include "kernels/gemm_q8.h"
@@ -95,6 +96,17 @@ struct LegacySrc : RepackedLayout<kType> {
   WEFT_TARGET_AVX2 static HalvesF scale(const uint8_t* pb, int, NoSuper) { return fp16_halves(pb + L::kScaleOffset); }
   WEFT_TARGET_AVX2 static HalvesF min(const uint8_t* pb, int, NoSuper) {
     return fp16_halves(pb + L::kScaleOffset + 32);
+  }
+};
+
+// Q8_0 repacked at load: eight vectors of levels + 128, then the rows' fp16 scales; read back as signed
+// levels (signed_group) as its panels packed per call are.
+struct Q8Src : RepackedLayout<DType::Q8_0> {
+  static constexpr bool kSignedLevels = true;
+  WEFT_TARGET_AVX2 static Halves group(const uint8_t* pb, int g) { return load_halves(pb + 64 * g); }
+  WEFT_TARGET_AVX2 static HalvesF scale(const uint8_t* pb, int, NoSuper) { return fp16_halves(pb + kScaleOffset); }
+  WEFT_TARGET_AVX2 static HalvesF min(const uint8_t*, int, NoSuper) {
+    return {{_mm256_setzero_ps(), _mm256_setzero_ps()}};
   }
 };
 
@@ -353,10 +365,11 @@ struct BatchesUnpacked<Src, true> {
 template <DType kType>
 using Avx2Src = std::conditional_t<
     kType == DType::Q6_K, Q6KSrc,
-    std::conditional_t<kType == DType::Q3_K, Q3KSrc,
-                       std::conditional_t<kType == DType::Q4_K || kType == DType::Q5_K, KSrc<kType>,
-                                          std::conditional_t<kType == DType::IQ4_NL || kType == DType::IQ4_XS,
-                                                             IQ4Src<kType>, LegacySrc<kType>>>>>;
+    std::conditional_t<
+        kType == DType::Q3_K, Q3KSrc,
+        std::conditional_t<kType == DType::Q4_K || kType == DType::Q5_K, KSrc<kType>,
+                           std::conditional_t<kType == DType::IQ4_NL || kType == DType::IQ4_XS, IQ4Src<kType>,
+                                              std::conditional_t<kType == DType::Q8_0, Q8Src, LegacySrc<kType>>>>>>;
 
 template <DType kType>
 struct Avx2Panels
@@ -379,8 +392,8 @@ GemmFn find<Isa::Avx2>(DType t) {
 
 template <>
 GemmFn find_repacked<Isa::Avx2>(DType t) {
-  // Q8_0: decode stays on rows_dot (see the top); Q2_K on its rows (no AVX2 reader of its mins yet).
-  return repacked_driver<Avx2Panels, false, false, true>(t);
+  // Q2_K stays on its rows (no AVX2 reader of its mins yet).
+  return repacked_driver<Avx2Panels, true, false, true>(t);
 }
 
 }  // namespace weft::kernels::gemm

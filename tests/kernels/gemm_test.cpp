@@ -174,10 +174,6 @@ TEST(Gemm, RepackedMatchesVecDot) {
     ++levels_run;
     for (DType t : kRepackedTypes) {
       const GemmFn gemm = find_repacked(isa, t);
-      if (isa == Isa::Avx2 && t == DType::Q8_0) {
-        EXPECT_EQ(gemm, nullptr) << "Q8_0 levels saturate vpmaddubsw";
-        continue;
-      }
       if (isa == Isa::Avx2 && t == DType::Q2_K) {
         EXPECT_EQ(gemm, nullptr) << "AVX2 has no reader of Q2_K's mins per half";
         continue;
@@ -299,7 +295,7 @@ template <class Block>
 void fill_extreme(Case& c, uint8_t fill, void (*fix)(Block&)) {
   for (int64_t r = 0; r < c.rows; ++r) {
     auto* blocks = reinterpret_cast<Block*>(c.w.data() + r * c.row_stride);
-    for (int64_t b = 0; b < c.cols / 256; ++b) {
+    for (int64_t b = 0; b < c.cols / block_size(c.type); ++b) {
       std::memset(&blocks[b], fill, sizeof(Block));
       fix(blocks[b]);
     }
@@ -307,12 +303,15 @@ void fill_extreme(Case& c, uint8_t fill, void (*fix)(Block&)) {
   }
 }
 
-TEST(Gemm, KQuantExtremeBlocksDoNotOverflow) {
+TEST(Gemm, ExtremeBlocksDoNotOverflow) {
   constexpr uint16_t kOne = 0x3C00;  // fp16 1.0
   int runs = 0;
-  for (DType t : {DType::Q2_K, DType::Q3_K, DType::Q4_K, DType::Q5_K, DType::Q6_K, DType::IQ4_XS}) {
+  for (DType t : {DType::Q8_0, DType::Q2_K, DType::Q3_K, DType::Q4_K, DType::Q5_K, DType::Q6_K, DType::IQ4_XS}) {
     Case c = make_case(t, 32, 1024, 3, 91);
-    switch (t) {  // levels and scales of the largest product, d (and dmin) 1
+    switch (t) {         // levels and scales of the largest product, d (and dmin) 1
+      case DType::Q8_0:  // -128: |q| is 128, one past vpmaddubsw's signed range
+        fill_extreme<legacy::BlockQ8_0>(c, 0x80, [](legacy::BlockQ8_0& b) { b.d = kOne; });
+        break;
       case DType::Q2_K:
         fill_extreme<kquants::BlockQ2K>(c, 0xFF, [](kquants::BlockQ2K& b) { b.d = b.dmin = kOne; });
         break;
