@@ -337,30 +337,6 @@ WEFT_TARGET_AVX2 void unpack_panel(const uint8_t* src, int64_t nb, const PanelFo
   }
 }
 
-// Batches over a repacked matrix: each panel unpacked once per chunk, then the packed tiles.
-template <class Src>
-struct Avx2Unpacked {
-  static constexpr int kTokens = kAvx2Tokens;
-  static constexpr bool kRepacked = false;
-  template <int kScales, bool kMin, bool kCorr, int T>
-  static constexpr TileFn tile = gemm::tile<PackedSrc, kScales, kMin, kCorr, T>;
-  static void pack(const WeightMatrix& w, int64_t r0, int, uint8_t* panel, size_t) {
-    unpack_panel<Src>(w.data + r0 / kPanelRows * repacked_panel_bytes(w.type, w.cols), w.cols / kQK,
-                      panel_format(w.type), panel);
-  }
-};
-
-// Where the levels' high bits (Q5: fifth, Q6_K: top two, Q3_K: third) take several ops per group to spread
-// without mask registers, a prompt tile would pay them again every two tokens (Q5_0 pp128 x0.90
-// against the rows' per-call packing; x1.34 unpacked once). Nibble-only types unpack faster in
-// registers than they read back a byte per level (Q4_0 pp128 x0.88 unpacked once).
-template <class Src, bool kHighBits>
-struct BatchesUnpacked {};
-template <class Src>
-struct BatchesUnpacked<Src, true> {
-  using Unpacked = Avx2Unpacked<Src>;
-};
-
 // Each repacked type's reader.
 template <DType kType>
 using Avx2Src = std::conditional_t<
@@ -371,9 +347,14 @@ using Avx2Src = std::conditional_t<
                            std::conditional_t<kType == DType::IQ4_NL || kType == DType::IQ4_XS, IQ4Src<kType>,
                                               std::conditional_t<kType == DType::Q8_0, Q8Src, LegacySrc<kType>>>>>>;
 
+// Where the levels' high bits (Q5: fifth, Q6_K: top two, Q3_K: third) take several ops per group to spread
+// without mask registers, a prompt tile would pay them again every two tokens (Q5_0 pp128 x0.90
+// against the rows' per-call packing; x1.34 unpacked once). Nibble-only types unpack faster in
+// registers than they read back a byte per level (Q4_0 pp128 x0.88 unpacked once). So the
+// high-bit types hand batches to UnpackedPanels.
 template <DType kType>
-struct Avx2Panels
-    : BatchesUnpacked<Avx2Src<kType>, RepackedLayout<kType>::kQ5 || kType == DType::Q6_K || kType == DType::Q3_K> {
+struct Avx2Panels : BatchesUnpacked<UnpackedPanels<Avx2Gemm<PackedSrc>, unpack_panel<Avx2Src<kType>>>,
+                                    RepackedLayout<kType>::kQ5 || kType == DType::Q6_K || kType == DType::Q3_K> {
   using Src = Avx2Src<kType>;
   static constexpr int kTokens = kAvx2Tokens;
   static constexpr bool kRepacked = true;

@@ -251,6 +251,27 @@ const TileFn* tiles_for(const PanelFormat& f) {
   return f.has_min ? kTiles<G, 1, true, false>.data() : kTiles<G, 1, false, true>.data();
 }
 
+// A repacked panel of nb blocks unpacked into the format packed per call (PanelFormat), an ISA's
+// unpack_panel<Src>.
+using UnpackFn = void (*)(const uint8_t* src, int64_t nb, const PanelFormat& f, uint8_t* out);
+
+// Batches over a repacked matrix through Packed, an ISA's G of panels packed per call, each panel
+// unpacked once per token chunk by kUnpack: its tiles then read a group with one load instead of
+// unpacking it again every Packed::kTokens tokens.
+template <class Packed, UnpackFn kUnpack>
+struct UnpackedPanels : Packed {
+  static void pack(const WeightMatrix& w, int64_t r0, int, uint8_t* panel, size_t) {
+    kUnpack(w.data + r0 / kPanelRows * repacked_panel_bytes(w.type, w.cols), w.cols / kQK, panel_format(w.type), panel);
+  }
+};
+// Base of a repacked G that hands batches to Unpacked where kOn (gemm_driver looks for Unpacked).
+template <class Unpacked, bool kOn>
+struct BatchesUnpacked {};
+template <class U>
+struct BatchesUnpacked<U, true> {
+  using Unpacked = U;
+};
+
 // A GemmFn: chunks of kTokenChunk tokens; per chunk each panel of rows [r0, r1) is packed once
 // (or read where it was repacked at load) and every tile of the chunk's tokens passes over it.
 template <class G>
