@@ -63,28 +63,28 @@ struct PackedSrc : PackedLayout {
   WEFT_TARGET_AVX2 static HalvesF min(const uint8_t* pb, int n_scales, Super s) { return scale(pb, n_scales, s); }
 };
 
-// q | value in the bytes whose bit (4r + i) is set in the 64-bit mask at p (Q5's fifth bits, Q3_K's
-// third bits): byte k of each half takes bit k of its half's 32 mask bits, broadcast (straight from
-// memory, no general register), spread 4 mask bytes over the 8-byte lanes, bit k % 8 tested.
-WEFT_TARGET_AVX2 inline void or_mask_bits(Halves& q, const uint8_t* p, char value) {
-  const __m256i spread = _mm256_setr_epi8(0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1,  //
-                                          2, 2, 2, 2, 2, 2, 2, 2, 3, 3, 3, 3, 3, 3, 3, 3);
-  const __m256i bit = _mm256_set1_epi64x(static_cast<long long>(0x8040201008040201ull));
+// q | group g's bits of the bit-plane vector at p (gemm_q8.h: bit g of each byte) at bit kBit, which
+// q's levels leave clear (Q5's fifth bits, Q3_K's third). The 16-bit shifts move no bit across a
+// byte: g and kBit are below 8.
+template <int kBit>
+WEFT_TARGET_AVX2 inline void or_plane_bits(Halves& q, const uint8_t* p, int g) {
+  const Halves v = load_halves(p);
   for (int h = 0; h < 2; ++h) {
-    const __m256i m = _mm256_shuffle_epi8(_mm256_set1_epi32(load_i32(p + 4 * h)), spread);
-    q.v[h] = _mm256_or_si256(
-        q.v[h], _mm256_and_si256(_mm256_cmpeq_epi8(_mm256_and_si256(m, bit), bit), _mm256_set1_epi8(value)));
+    const __m256i moved = g < kBit   ? _mm256_slli_epi16(v.v[h], kBit - g)
+                          : g > kBit ? _mm256_srli_epi16(v.v[h], g - kBit)
+                                     : v.v[h];
+    q.v[h] = _mm256_or_si256(q.v[h], _mm256_and_si256(moved, _mm256_set1_epi8(1 << kBit)));
   }
 }
 
 // Levels of group g of a repacked 4- or 5-bit block: the low (g < 4) or high nibbles of vector
-// g % 4, plus 16 where the group's fifth-bit mask (8 bytes after the four vectors) has bit 4r + i.
+// g % 4, plus the group's fifth bits (the bit plane after the four vectors) as 16.
 template <bool kQ5>
 WEFT_TARGET_AVX2 inline Halves nibble_group(const uint8_t* pb, int g) {
   Halves q = load_halves(pb + 64 * (g % 4));
   const __m256i low4 = _mm256_set1_epi8(0x0F);
   for (__m256i& v : q.v) v = _mm256_and_si256(g < 4 ? v : _mm256_srli_epi16(v, 4), low4);
-  if constexpr (kQ5) or_mask_bits(q, pb + 4 * 64 + 8 * g, 16);
+  if constexpr (kQ5) or_plane_bits<4>(q, pb + 4 * 64, g);
   return q;
 }
 
@@ -162,13 +162,13 @@ struct Q6KSrc : RepackedLayout<DType::Q6_K> {
 };
 
 // Q3_K repacked at load: d, then sub-blocks of two-bit levels (group g: bits 2 (g % 4) of vector
-// g / 4), the third bits as a 64-bit mask per group, and the int8 scales of the two halves.
+// g / 4), the third bits as a bit plane, and the int8 scales of the two halves.
 struct Q3KSrc : RepackedLayout<DType::Q3_K> {
   using Super = Q6KSrc::Super;
   WEFT_TARGET_AVX2 static Halves group(const uint8_t* pb, int g) {
     Halves q = load_halves(pb + 64 * (g / 4));
     for (__m256i& v : q.v) v = _mm256_and_si256(_mm256_srli_epi16(v, 2 * (g % 4)), _mm256_set1_epi8(3));
-    or_mask_bits(q, pb + 2 * 64 + 8 * g, 4);
+    or_plane_bits<2>(q, pb + 2 * 64, g);
     return q;
   }
   WEFT_TARGET_AVX2 static HalvesF scale(const uint8_t* pb, int s, const Super& sup) {

@@ -312,12 +312,30 @@ inline unsigned byte_bits(const uint8_t* p, int bit) {
   return (((load_u32(p) >> bit) & 0x01010101u) * 0x01020408u) >> 24;
 }
 
-// Row r's four bits of a group's 64-bit mask (bit 4r + i: bit i of nibble), or-ed in.
-inline void put_mask_nibble(uint8_t* mask, int r, unsigned nibble) {
-  mask[r / 2] |= static_cast<uint8_t>((nibble & 0xF) << (4 * (r % 2)));
+inline void store_u32(uint8_t* p, uint32_t v) { std::memcpy(p, &v, 4); }
+
+// A sub-block's one-bit values (Q5's fifth bits, Q3_K's third bits), value 4g + i's bit at bit
+// 4g + i of w, into row r's lane of a bit-plane vector at plane: byte 4r + i holds the bits of
+// values 4g + i at bits g. A reader moves group g's bits into place with one shift and one and.
+inline void put_bit_plane(uint8_t* plane, int r, uint32_t w) {
+  uint32_t lane = 0;
+  for (int i = 0; i < 4; ++i) {
+    uint32_t t = (w >> i) & 0x11111111u;  // value 4g + i's bit at bit 4g
+    t = (t | t >> 3) & 0x03030303u;       // groups 2k and 2k + 1 at bits 0 and 1 of byte k
+    t = (t | t >> 6) & 0x000F000Fu;       // groups 4k .. 4k + 3 at bits 0 .. 3 of byte 2k
+    t = (t | t >> 12) & 0xFFu;            // all eight in byte 0
+    lane |= t << (8 * i);
+  }
+  store_u32(plane + 4 * r, lane);
 }
 
-inline void store_u32(uint8_t* p, uint32_t v) { std::memcpy(p, &v, 4); }
+// Bit j of each of the 32 bytes at p, byte v's at bit v (Q5_K's qh and Q3_K's hmask hold sub-block
+// j's bit of value v in bit j of byte v).
+inline uint32_t bits_of_bytes(const uint8_t* p, int j) {
+  uint32_t w = 0;
+  for (int g = 0; g < kGroups; ++g) w |= byte_bits(p + 4 * g, j) << (4 * g);
+  return w;
+}
 
 // Row r's 16 bytes of nibbles, already paired as Q4_0 pairs them (value i | value i + 16 << 4), into
 // a panel block's four level vectors: lane r of vector k takes bytes 4k .. 4k + 3.
@@ -340,10 +358,9 @@ void repack_block(const Block& blk, int r, uint8_t* ob) {
     put_paired_nibbles(blk.qs, r, ob);
     off = 4 * 64;
   }
-  if constexpr (kQ5) {
-    const uint32_t qh = load_u32(blk.qh);
-    for (int g = 0; g < kGroups; ++g) put_mask_nibble(ob + off + 8 * g, r, qh >> (4 * g));
-    off += kGroups * 8;
+  if constexpr (kQ5) {  // bit v of qh: value v's fifth bit
+    put_bit_plane(ob + off, r, load_u32(blk.qh));
+    off += 64;
   }
   std::memcpy(ob + off + 2 * r, &blk.d, 2);
   if constexpr (kMin) std::memcpy(ob + off + 2 * kPanelRows + 2 * r, &blk.m, 2);
@@ -385,8 +402,7 @@ void repack_k_block(const Block& blk, int r, uint8_t* ob) {
   for (int j = 0; j < 8; ++j) {
     uint8_t* sb = ob + L::kHead + j * L::kBlockBytes;
     put_nibble_pairs(blk.qs + 32 * (j / 2), 4 * (j & 1), r, sb);
-    if constexpr (L::kQ5)  // bit 4r + i of group g's mask: the fifth bit of value 4g + i (bit j of qh[4g + i])
-      for (int g = 0; g < kGroups; ++g) put_mask_nibble(sb + 4 * 64 + 8 * g, r, byte_bits(blk.qh + 4 * g, j));
+    if constexpr (L::kQ5) put_bit_plane(sb + 4 * 64, r, bits_of_bytes(blk.qh, j));
     sb[L::kScaleOffset + r] = sc[j];
     sb[L::kScaleOffset + kPanelRows + r] = m[j];
   }
@@ -418,8 +434,7 @@ void repack_q3_k_block(const BlockQ3K& blk, int r, uint8_t* ob) {
   for (int j = 0; j < 8; ++j) {
     uint8_t* sb = ob + L::kHead + j * L::kBlockBytes;
     put_two_bit_levels(blk.qs, j, r, sb);
-    for (int g = 0; g < kGroups; ++g)  // third bit of value 32j + 4g + i: bit j of hmask[4g + i] (q3_third_bit)
-      put_mask_nibble(sb + 2 * 64 + 8 * g, r, byte_bits(blk.hmask + 4 * g, j));
+    put_bit_plane(sb + 2 * 64, r, bits_of_bytes(blk.hmask, j));  // value 32j + v's third bit (q3_third_bit)
     sb[L::kScaleOffset + r] = static_cast<uint8_t>(sc[2 * j]);
     sb[L::kScaleOffset + kPanelRows + r] = static_cast<uint8_t>(sc[2 * j + 1]);
   }
@@ -461,7 +476,7 @@ void repack_panels(const WeightMatrix& w, uint8_t* dst, int64_t p0, int64_t p1, 
   for (int64_t p = p0; p < p1; ++p) {
     uint8_t* out = dst + p * n_units * unit_bytes;
     const int n_rows = static_cast<int>(std::min<int64_t>(kPanelRows, w.rows - p * kPanelRows));
-    std::memset(out, 0, n_units * unit_bytes);  // absent rows: zero scales and levels; the Q5 masks are or-ed in
+    std::memset(out, 0, n_units * unit_bytes);  // absent rows: zero scales and levels
     for (int r = 0; r < n_rows; ++r) {
       const auto* blocks = reinterpret_cast<const Block*>(w.data + (p * kPanelRows + r) * w.row_stride);
       for (int64_t i = 0; i < n_units; ++i) repack_unit(blocks[i], r, out + i * unit_bytes);

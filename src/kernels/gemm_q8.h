@@ -114,8 +114,9 @@ GemmFn find(Isa isa, DType t);
 //   Q4_0/Q4_1/Q5_0/Q5_1: 4 x 64 bytes whose lane r of vector k is bytes 4k .. 4k + 3 of row r's qs
 //     (low nibbles: group k, high nibbles: group k + 4, as in ggml's block); unpacking is two ops
 //     per vector in registers;
-//   Q5_0/Q5_1 then: 8 x 8 bytes, the fifth bits of group g as a byte mask of its vector (bit
-//     4r + i: bit 4g + i of row r's qh), added as 16 by one masked add;
+//   Q5_0/Q5_1 then: 64 bytes, the fifth bits as a bit plane: bit g of byte 4r + i is the fifth bit
+//     of value 4g + i of row r (bit 4g + i of its qh), moved to bit 4 of group g's levels by one
+//     shift and or-ed in (and, or: one ternary-logic op on AVX-512);
 //   Q8_0: 8 x 64 bytes, lane r of vector g = qs[4g .. 4g + 3] of row r plus 128 (the unsigned levels
 //     dpbusd takes, flipped once here instead of every call);
 // then the 16 rows' fp16 scales d, then (Q4_1/Q5_1) their fp16 mins m. IQ4_NL: as Q4_0 (its block is
@@ -127,8 +128,8 @@ GemmFn find(Isa isa, DType t);
 // the 16 rows' 6-bit scales and then their 6-bit mins, a byte each; a Q6_K sub-block is the low
 // four bits of its levels as a Q4_0 block, their top two bits in two vectors (group g: bits
 // 2 (g % 4) of byte 4r + i of vector g / 4), then the int8 scales of its two halves; a Q3_K
-// sub-block is the two low bits of its levels laid out as Q6_K's top bits, the third bit of
-// group g as a mask of 64 bits (bit 4r + i: value 4g + i of row r, as Q5's fifth bits), then the
+// sub-block is the two low bits of its levels laid out as Q6_K's top bits, the third bits as a
+// bit plane (as Q5's fifth bits: bit g of byte 4r + i for value 4g + i of row r), then the
 // int8 scales (stored - 32) of its halves; its levels are 0 .. 7 with offset -4. A Q2_K super-block
 // has d and dmin as Q4_K's, each sub-block its levels as Q3_K's two low bits and, per half, ggml's
 // byte of scale (low nibble) and min (high nibble) for each row. Decoding the
