@@ -39,14 +39,18 @@ WEFT_TARGET_AVX2 inline HalvesF fp16_halves(const uint8_t* p) {
            _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p + 16)))}};
 }
 
-// 16 bytes at p (unsigned, or signed) as two halves of floats.
+// 16 bytes at p (unsigned, or signed) as two halves of int32 lanes, or of floats.
 template <bool kSigned>
-WEFT_TARGET_AVX2 inline HalvesF byte_halves(const uint8_t* p) {
+WEFT_TARGET_AVX2 inline Halves int_halves(const uint8_t* p) {
   const __m128i b = _mm_loadu_si128(reinterpret_cast<const __m128i*>(p));
   const __m128i hi = _mm_srli_si128(b, 8);
-  if constexpr (kSigned)
-    return {{_mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(b)), _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(hi))}};
-  return {{_mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(b)), _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(hi))}};
+  if constexpr (kSigned) return {{_mm256_cvtepi8_epi32(b), _mm256_cvtepi8_epi32(hi)}};
+  return {{_mm256_cvtepu8_epi32(b), _mm256_cvtepu8_epi32(hi)}};
+}
+template <bool kSigned>
+WEFT_TARGET_AVX2 inline HalvesF byte_halves(const uint8_t* p) {
+  const Halves i = int_halves<kSigned>(p);
+  return {{_mm256_cvtepi32_ps(i.v[0]), _mm256_cvtepi32_ps(i.v[1])}};
 }
 
 WEFT_TARGET_AVX2 inline HalvesF mul(const HalvesF& a, const HalvesF& b) {
@@ -124,6 +128,7 @@ struct KSrc : RepackedLayout<kType> {
     }
   };
   WEFT_TARGET_AVX2 static Halves group(const uint8_t* pb, int g) { return nibble_group<L::kQ5>(pb, g); }
+  WEFT_TARGET_AVX2 static Halves iscale(const uint8_t* pb, int) { return int_halves<false>(pb + L::kScaleOffset); }
   WEFT_TARGET_AVX2 static HalvesF scale(const uint8_t* pb, int, const Super& s) {
     return mul(s.d, byte_halves<false>(pb + L::kScaleOffset));
   }
@@ -153,6 +158,9 @@ struct Q6KSrc : RepackedLayout<DType::Q6_K> {
     }
     return q;
   }
+  WEFT_TARGET_AVX2 static Halves iscale(const uint8_t* pb, int s) {
+    return int_halves<true>(pb + kScaleOffset + kPanelRows * s);
+  }
   WEFT_TARGET_AVX2 static HalvesF scale(const uint8_t* pb, int s, const Super& sup) {
     return mul(sup.d, byte_halves<true>(pb + kScaleOffset + kPanelRows * s));
   }
@@ -170,6 +178,9 @@ struct Q3KSrc : RepackedLayout<DType::Q3_K> {
     for (__m256i& v : q.v) v = _mm256_and_si256(_mm256_srli_epi16(v, 2 * (g % 4)), _mm256_set1_epi8(3));
     or_plane_bits<2>(q, pb + 2 * 64, g);
     return q;
+  }
+  WEFT_TARGET_AVX2 static Halves iscale(const uint8_t* pb, int s) {
+    return int_halves<true>(pb + kScaleOffset + kPanelRows * s);
   }
   WEFT_TARGET_AVX2 static HalvesF scale(const uint8_t* pb, int s, const Super& sup) {
     return mul(sup.d, byte_halves<true>(pb + kScaleOffset + kPanelRows * s));
@@ -193,6 +204,9 @@ struct IQ4Src : RepackedLayout<kType> {
     Halves q = nibble_group<false>(pb, g);
     for (__m256i& v : q.v) v = _mm256_shuffle_epi8(grid, v);
     return q;
+  }
+  WEFT_TARGET_AVX2 static Halves iscale(const uint8_t* pb, int) requires(kType == DType::IQ4_XS) {
+    return int_halves<true>(pb + L::kScaleOffset);
   }
   WEFT_TARGET_AVX2 static HalvesF scale(const uint8_t* pb, int, const Super& sup) {
     if constexpr (kType == DType::IQ4_XS)
@@ -233,18 +247,29 @@ WEFT_TARGET_AVX2 inline void signed_group(const uint8_t* panel, int g, const Act
   }
 }
 
+// A TileFn (gemm_q8.h) reading blocks through Src. A Src with integer sub-block scales (iscale: the
+// repacked K-quants, IQ4_XS) keeps a super-block in int32, as the AVX-512 tile does: one activation
+// scale (Q8_K's d) per super-block, so sub-block dots times int scales add up exactly (|sum| < 2^28),
+// and the float step runs once per super-block for a vpmulld and a vpaddd per scale.
 template <class Src, int kScales, bool kMin, bool kCorr, int T>
 WEFT_TARGET_AVX2 void tile(const uint8_t* panel, size_t block_bytes, int64_t nb, const ActBlock* act,
                            int64_t act_stride, float* y, int64_t ldy, int n_rows, size_t ahead) {
   constexpr int kPerScale = kGroups / kScales;
+  constexpr bool kInt = requires(const uint8_t* p) { Src::iscale(p, 0); };
   const __m256i ones = _mm256_set1_epi16(1);
   __m256 acc[T][2];
   for (int t = 0; t < T; ++t) acc[t][0] = acc[t][1] = _mm256_setzero_ps();
   typename Src::Super sup{};
+  __m256i iacc[T][2];
+  for (int t = 0; t < T; ++t) iacc[t][0] = iacc[t][1] = _mm256_setzero_si256();
+  const ActBlock* act0 = act;
   for (int64_t b = 0; b < nb; ++b, panel += block_bytes, act += act_stride) {
     if (b % Src::kSub == 0) {  // a super-block's head, then its blocks
       sup = Src::Super::read(panel);
       panel += Src::kHead;
+      act0 = act;
+      if constexpr (kInt)
+        for (int t = 0; t < T; ++t) iacc[t][0] = iacc[t][1] = _mm256_setzero_si256();
     }
     if (ahead)
       for (size_t off = 0; off < block_bytes + Src::kHead; off += 64)
@@ -274,11 +299,18 @@ WEFT_TARGET_AVX2 void tile(const uint8_t* panel, size_t block_bytes, int64_t nb,
           }
         }
       }
-      const HalvesF sc = Src::scale(panel, s, sup);
-      for (int t = 0; t < T; ++t) {
-        const __m256 d = _mm256_set1_ps(act[t].d);
-        for (int h = 0; h < 2; ++h)
-          acc[t][h] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(sumi[t][h]), _mm256_mul_ps(sc.v[h], d), acc[t][h]);
+      if constexpr (kInt) {
+        const Halves sc = Src::iscale(panel, s);
+        for (int t = 0; t < T; ++t)
+          for (int h = 0; h < 2; ++h)
+            iacc[t][h] = _mm256_add_epi32(iacc[t][h], _mm256_mullo_epi32(sumi[t][h], sc.v[h]));
+      } else {
+        const HalvesF sc = Src::scale(panel, s, sup);
+        for (int t = 0; t < T; ++t) {
+          const __m256 d = _mm256_set1_ps(act[t].d);
+          for (int h = 0; h < 2; ++h)
+            acc[t][h] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(sumi[t][h]), _mm256_mul_ps(sc.v[h], d), acc[t][h]);
+        }
       }
     }
     if constexpr (kMin) {
@@ -288,6 +320,13 @@ WEFT_TARGET_AVX2 void tile(const uint8_t* panel, size_t block_bytes, int64_t nb,
         for (int h = 0; h < 2; ++h) acc[t][h] = _mm256_fmadd_ps(mn.v[h], s, acc[t][h]);
       }
     }
+    if constexpr (kInt)
+      if (b % Src::kSub == Src::kSub - 1)  // the super-block's last sub-block
+        for (int t = 0; t < T; ++t) {
+          const __m256 d = _mm256_set1_ps(act0[t].d);
+          for (int h = 0; h < 2; ++h)
+            acc[t][h] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(iacc[t][h]), _mm256_mul_ps(sup.d.v[h], d), acc[t][h]);
+        }
   }
   for (int t = 0; t < T; ++t) {
     alignas(32) float out[kPanelRows];
