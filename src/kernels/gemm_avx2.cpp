@@ -15,6 +15,7 @@
 
 #include <immintrin.h>
 
+#include <array>
 #include <cstring>
 #include <type_traits>
 
@@ -190,20 +191,41 @@ struct Q3KSrc : RepackedLayout<DType::Q3_K> {
   }
 };
 
-// IQ4_NL / IQ4_XS repacked at load (gemm_q8.h): Q4_0's nibbles are grid indices, one vpshufb makes
-// them grid levels + 128, read back as signed levels (signed_group: + 128 would saturate vpmaddubsw).
-// IQ4_XS: a super-block's d, then per sub-block the rows' int8 scales.
+// The grid's magnitudes, the unsigned operand of vpmaddubsw.
+constexpr std::array<uint8_t, 16> kGridAbs = [] {
+  std::array<uint8_t, 16> a{};
+  for (int i = 0; i < 16; ++i)
+    a[i] = static_cast<uint8_t>(iquants::kGrid[i] < 0 ? -iquants::kGrid[i] : iquants::kGrid[i]);
+  return a;
+}();
+
+// The 16 bytes of a table broadcast to both 128-bit lanes, for vpshufb.
+WEFT_TARGET_AVX2 inline __m256i table_of(const void* bytes) {
+  return _mm256_broadcastsi128_si256(_mm_loadu_si128(static_cast<const __m128i*>(bytes)));
+}
+
+// IQ4_NL / IQ4_XS repacked at load (gemm_q8.h): Q4_0's nibbles are grid indices. One vpshufb makes
+// them grid levels + 128 (group); signed_group reads them as the signed levels and their magnitudes,
+// two vpshufb of the same indices (signed_levels). IQ4_XS: a super-block's d, then per sub-block the
+// rows' int8 scales.
 template <DType kType>
 struct IQ4Src : RepackedLayout<kType> {
   using L = RepackedLayout<kType>;
   static constexpr bool kSignedLevels = true;
   using Super = std::conditional_t<kType == DType::IQ4_XS, Q6KSrc::Super, NoSuper>;
   WEFT_TARGET_AVX2 static Halves group(const uint8_t* pb, int g) {
-    const __m256i grid =
-        _mm256_broadcastsi128_si256(_mm_loadu_si128(reinterpret_cast<const __m128i*>(iquants::kGridU8.data())));
+    const __m256i grid = table_of(iquants::kGridU8.data());
     Halves q = nibble_group<false>(pb, g);
     for (__m256i& v : q.v) v = _mm256_shuffle_epi8(grid, v);
     return q;
+  }
+  WEFT_TARGET_AVX2 static void signed_levels(const uint8_t* pb, int g, Halves& q, Halves& abs_q) {
+    const __m256i grid = table_of(iquants::kGrid), magnitude = table_of(kGridAbs.data());
+    const Halves idx = nibble_group<false>(pb, g);
+    for (int h = 0; h < 2; ++h) {
+      q.v[h] = _mm256_shuffle_epi8(grid, idx.v[h]);
+      abs_q.v[h] = _mm256_shuffle_epi8(magnitude, idx.v[h]);
+    }
   }
   WEFT_TARGET_AVX2 static Halves iscale(const uint8_t* pb, int) requires(kType == DType::IQ4_XS) {
     return int_halves<true>(pb + L::kScaleOffset);
@@ -228,22 +250,27 @@ constexpr bool kSignedLevels = requires {
   requires Src::kSignedLevels;
 };
 
-// sumi[t] += the dot of group g's signed levels (stored as q + 128) with token t's four values
-// per lane: vpmaddubsw takes |q| unsigned and the values with q's sign, so no pair saturates.
+// sumi[t] += the dot of group g's signed levels (stored as q + 128, or from Src::signed_levels) with
+// token t's four values per lane: vpmaddubsw takes |q| unsigned and the values with q's sign, so no
+// pair saturates.
 template <class Src, int T>
 WEFT_TARGET_AVX2 inline void signed_group(const uint8_t* panel, int g, const ActBlock* act, __m256i (&sumi)[T][2]) {
   const __m256i ones = _mm256_set1_epi16(1);
-  const Halves w = Src::group(panel, g);
-  __m256i q[2], abs_q[2];
-  for (int h = 0; h < 2; ++h) {
-    q[h] = _mm256_xor_si256(w.v[h], _mm256_set1_epi8(static_cast<char>(0x80)));
-    abs_q[h] = _mm256_abs_epi8(q[h]);  // -128 becomes 0x80: 128 as unsigned
+  Halves q, abs_q;
+  if constexpr (requires(Halves & h) { Src::signed_levels(panel, g, h, h); }) {
+    Src::signed_levels(panel, g, q, abs_q);
+  } else {
+    const Halves w = Src::group(panel, g);
+    for (int h = 0; h < 2; ++h) {
+      q.v[h] = _mm256_xor_si256(w.v[h], _mm256_set1_epi8(static_cast<char>(0x80)));
+      abs_q.v[h] = _mm256_abs_epi8(q.v[h]);  // -128 becomes 0x80: 128 as unsigned
+    }
   }
   for (int t = 0; t < T; ++t) {
     const __m256i a = _mm256_set1_epi32(load_i32(act[t].q + 4 * g));
     for (int h = 0; h < 2; ++h)
-      sumi[t][h] = _mm256_add_epi32(sumi[t][h],
-                                    _mm256_madd_epi16(_mm256_maddubs_epi16(abs_q[h], _mm256_sign_epi8(a, q[h])), ones));
+      sumi[t][h] = _mm256_add_epi32(
+          sumi[t][h], _mm256_madd_epi16(_mm256_maddubs_epi16(abs_q.v[h], _mm256_sign_epi8(a, q.v[h])), ones));
   }
 }
 
