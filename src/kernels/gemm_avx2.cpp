@@ -172,11 +172,17 @@ struct Q6KSrc : RepackedLayout<DType::Q6_K> {
 
 // Q3_K repacked at load: d, then sub-blocks of two-bit levels (group g: bits 2 (g % 4) of vector
 // g / 4), the third bits as a bit plane, and the int8 scales of the two halves.
+// Group g's two-bit levels of a Q3_K / Q2_K panel sub-block: bits 2 (g % 4) of vector g / 4.
+WEFT_TARGET_AVX2 inline Halves two_bit_group(const uint8_t* pb, int g) {
+  Halves q = load_halves(pb + 64 * (g / 4));
+  for (__m256i& v : q.v) v = _mm256_and_si256(_mm256_srli_epi16(v, 2 * (g % 4)), _mm256_set1_epi8(3));
+  return q;
+}
+
 struct Q3KSrc : RepackedLayout<DType::Q3_K> {
   using Super = Q6KSrc::Super;
   WEFT_TARGET_AVX2 static Halves group(const uint8_t* pb, int g) {
-    Halves q = load_halves(pb + 64 * (g / 4));
-    for (__m256i& v : q.v) v = _mm256_and_si256(_mm256_srli_epi16(v, 2 * (g % 4)), _mm256_set1_epi8(3));
+    Halves q = two_bit_group(pb, g);
     or_plane_bits<2>(q, pb + 2 * 64, g);
     return q;
   }
@@ -188,6 +194,31 @@ struct Q3KSrc : RepackedLayout<DType::Q3_K> {
   }
   WEFT_TARGET_AVX2 static HalvesF min(const uint8_t*, int, const Super&) {
     return {{_mm256_setzero_ps(), _mm256_setzero_ps()}};
+  }
+};
+
+// Q2_K repacked at load: d and dmin, then sub-blocks of two-bit levels (as Q3_K's) and, per half,
+// each row's scale (low nibble) and min (high nibble).
+struct Q2KSrc : RepackedLayout<DType::Q2_K> {
+  using Super = KSrc<DType::Q4_K>::Super;
+  WEFT_TARGET_AVX2 static Halves group(const uint8_t* pb, int g) { return two_bit_group(pb, g); }
+  // Half s's scale | min bytes as int32 lanes.
+  WEFT_TARGET_AVX2 static Halves bytes(const uint8_t* pb, int s) {
+    return int_halves<false>(pb + kScaleOffset + kPanelRows * s);
+  }
+  WEFT_TARGET_AVX2 static Halves iscale(const uint8_t* pb, int s) {
+    Halves b = bytes(pb, s);
+    for (__m256i& v : b.v) v = _mm256_and_si256(v, _mm256_set1_epi32(0x0F));
+    return b;
+  }
+  WEFT_TARGET_AVX2 static HalvesF scale(const uint8_t* pb, int s, const Super& sup) {
+    const Halves sc = iscale(pb, s);
+    return mul(sup.d, {{_mm256_cvtepi32_ps(sc.v[0]), _mm256_cvtepi32_ps(sc.v[1])}});
+  }
+  WEFT_TARGET_AVX2 static HalvesF min(const uint8_t* pb, int s, const Super& sup) {
+    const Halves b = bytes(pb, s);
+    return mul(sup.neg_dmin,
+               {{_mm256_cvtepi32_ps(_mm256_srli_epi32(b.v[0], 4)), _mm256_cvtepi32_ps(_mm256_srli_epi32(b.v[1], 4))}});
   }
 };
 
@@ -340,11 +371,19 @@ WEFT_TARGET_AVX2 void tile(const uint8_t* panel, size_t block_bytes, int64_t nb,
         }
       }
     }
-    if constexpr (kMin) {
+    if constexpr (kMin && kScales == 1) {
       const HalvesF mn = Src::min(panel, kScales, sup);
       for (int t = 0; t < T; ++t) {
         const __m256 s = _mm256_set1_ps(act[t].s);
         for (int h = 0; h < 2; ++h) acc[t][h] = _mm256_fmadd_ps(mn.v[h], s, acc[t][h]);
+      }
+    } else if constexpr (kMin) {  // a min per half (Q2_K), times the half's activation sum
+      for (int s = 0; s < kScales; ++s) {
+        const HalvesF mn = Src::min(panel, s, sup);
+        for (int t = 0; t < T; ++t) {
+          const __m256 sum = _mm256_set1_ps(act[t].d * static_cast<float>(s == 0 ? act[t].c0 : act[t].c1));
+          for (int h = 0; h < 2; ++h) acc[t][h] = _mm256_fmadd_ps(mn.v[h], sum, acc[t][h]);
+        }
       }
     }
     if constexpr (kInt)
@@ -411,7 +450,9 @@ using Avx2Src = std::conditional_t<
         kType == DType::Q3_K, Q3KSrc,
         std::conditional_t<kType == DType::Q4_K || kType == DType::Q5_K, KSrc<kType>,
                            std::conditional_t<kType == DType::IQ4_NL || kType == DType::IQ4_XS, IQ4Src<kType>,
-                                              std::conditional_t<kType == DType::Q8_0, Q8Src, LegacySrc<kType>>>>>>;
+                                              std::conditional_t<kType == DType::Q8_0, Q8Src,
+                                                                 std::conditional_t<kType == DType::Q2_K, Q2KSrc,
+                                                                                    LegacySrc<kType>>>>>>>;
 
 // Where the levels' high bits (Q5: fifth, Q6_K: top two, Q3_K: third) take several ops per group to spread
 // without mask registers, a prompt tile would pay them again every two tokens (Q5_0 pp128 x0.90
@@ -439,8 +480,7 @@ GemmFn find<Isa::Avx2>(DType t) {
 
 template <>
 GemmFn find_repacked<Isa::Avx2>(DType t) {
-  // Q2_K stays on its rows (no AVX2 reader of its mins yet).
-  return repacked_driver<Avx2Panels, true, false, true>(t);
+  return repacked_driver<Avx2Panels, true, true, true>(t);
 }
 
 }  // namespace weft::kernels::gemm

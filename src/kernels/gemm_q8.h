@@ -200,7 +200,7 @@ size_t repacked_bytes(const WeightMatrix& w);
 // may repack disjoint ranges at once.
 void repack(const WeightMatrix& w, uint8_t* dst, int64_t p0, int64_t p1);
 // The GEMM over a repacked matrix at ISA level I (nullptr: none, so nothing may be repacked): AVX-512
-// for every repacked type, AVX2 for all but Q2_K, none at the scalar level.
+// for every repacked type, AVX2 too, none at the scalar level.
 template <Isa I>
 GemmFn find_repacked(DType t);
 template <>
