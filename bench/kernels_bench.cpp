@@ -289,6 +289,9 @@ WEFT_MATVEC_HOT(Q4_K)
 WEFT_MATVEC_HOT(Q5_K)
 WEFT_MATVEC_HOT(Q6_K)
 WEFT_MATVEC_HOT(Q3_K)
+WEFT_MATVEC_HOT(Q2_K)
+WEFT_MATVEC_HOT(IQ4_NL)
+WEFT_MATVEC_HOT(IQ4_XS)
 
 // A prompt's activations converted for the GEMM (quantized per token, then spread into blocks
 // across tokens), as every matmul input is once per step: 128 tokens of 2048 columns, one thread.

@@ -215,10 +215,14 @@ struct Q2KSrc : RepackedLayout<DType::Q2_K> {
     const Halves sc = iscale(pb, s);
     return mul(sup.d, {{_mm256_cvtepi32_ps(sc.v[0]), _mm256_cvtepi32_ps(sc.v[1])}});
   }
+  WEFT_TARGET_AVX2 static Halves imin(const uint8_t* pb, int s) {
+    Halves b = bytes(pb, s);
+    for (__m256i& v : b.v) v = _mm256_srli_epi32(v, 4);
+    return b;
+  }
   WEFT_TARGET_AVX2 static HalvesF min(const uint8_t* pb, int s, const Super& sup) {
-    const Halves b = bytes(pb, s);
-    return mul(sup.neg_dmin,
-               {{_mm256_cvtepi32_ps(_mm256_srli_epi32(b.v[0], 4)), _mm256_cvtepi32_ps(_mm256_srli_epi32(b.v[1], 4))}});
+    const Halves m = imin(pb, s);
+    return mul(sup.neg_dmin, {{_mm256_cvtepi32_ps(m.v[0]), _mm256_cvtepi32_ps(m.v[1])}});
   }
 };
 
@@ -314,12 +318,14 @@ WEFT_TARGET_AVX2 void tile(const uint8_t* panel, size_t block_bytes, int64_t nb,
                            int64_t act_stride, float* y, int64_t ldy, int n_rows, size_t ahead) {
   constexpr int kPerScale = kGroups / kScales;
   constexpr bool kInt = requires(const uint8_t* p) { Src::iscale(p, 0); };
+  // Q2_K's mins per half in int32 too (imin: |sum| < 2^19), times -dmin once per super-block.
+  constexpr bool kIntMin = requires(const uint8_t* p) { Src::imin(p, 0); };
   const __m256i ones = _mm256_set1_epi16(1);
   __m256 acc[T][2];
   for (int t = 0; t < T; ++t) acc[t][0] = acc[t][1] = _mm256_setzero_ps();
   typename Src::Super sup{};
-  __m256i iacc[T][2];
-  for (int t = 0; t < T; ++t) iacc[t][0] = iacc[t][1] = _mm256_setzero_si256();
+  __m256i iacc[T][2], imin[T][2];
+  for (int t = 0; t < T; ++t) iacc[t][0] = iacc[t][1] = imin[t][0] = imin[t][1] = _mm256_setzero_si256();
   const ActBlock* act0 = act;
   for (int64_t b = 0; b < nb; ++b, panel += block_bytes, act += act_stride) {
     if (b % Src::kSub == 0) {  // a super-block's head, then its blocks
@@ -327,7 +333,7 @@ WEFT_TARGET_AVX2 void tile(const uint8_t* panel, size_t block_bytes, int64_t nb,
       panel += Src::kHead;
       act0 = act;
       if constexpr (kInt)
-        for (int t = 0; t < T; ++t) iacc[t][0] = iacc[t][1] = _mm256_setzero_si256();
+        for (int t = 0; t < T; ++t) iacc[t][0] = iacc[t][1] = imin[t][0] = imin[t][1] = _mm256_setzero_si256();
     }
     if (ahead)
       for (size_t off = 0; off < block_bytes + Src::kHead; off += 64)
@@ -377,7 +383,15 @@ WEFT_TARGET_AVX2 void tile(const uint8_t* panel, size_t block_bytes, int64_t nb,
         const __m256 s = _mm256_set1_ps(act[t].s);
         for (int h = 0; h < 2; ++h) acc[t][h] = _mm256_fmadd_ps(mn.v[h], s, acc[t][h]);
       }
-    } else if constexpr (kMin) {  // a min per half (Q2_K), times the half's activation sum
+    } else if constexpr (kMin && kIntMin) {  // a min per half (Q2_K), times the half's activation sum
+      for (int s = 0; s < kScales; ++s) {
+        const Halves m = Src::imin(panel, s);
+        for (int t = 0; t < T; ++t) {
+          const __m256i sum = _mm256_set1_epi32(s == 0 ? act[t].c0 : act[t].c1);
+          for (int h = 0; h < 2; ++h) imin[t][h] = _mm256_add_epi32(imin[t][h], _mm256_mullo_epi32(m.v[h], sum));
+        }
+      }
+    } else if constexpr (kMin) {
       for (int s = 0; s < kScales; ++s) {
         const HalvesF mn = Src::min(panel, s, sup);
         for (int t = 0; t < T; ++t) {
@@ -392,6 +406,10 @@ WEFT_TARGET_AVX2 void tile(const uint8_t* panel, size_t block_bytes, int64_t nb,
           const __m256 d = _mm256_set1_ps(act0[t].d);
           for (int h = 0; h < 2; ++h)
             acc[t][h] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(iacc[t][h]), _mm256_mul_ps(sup.d.v[h], d), acc[t][h]);
+          if constexpr (kIntMin)
+            for (int h = 0; h < 2; ++h)
+              acc[t][h] =
+                  _mm256_fmadd_ps(_mm256_cvtepi32_ps(imin[t][h]), _mm256_mul_ps(sup.neg_dmin.v[h], d), acc[t][h]);
         }
   }
   for (int t = 0; t < T; ++t) {

@@ -125,6 +125,8 @@ WEFT_TARGET_AVX512 void tile(const uint8_t* panel, size_t block_bytes, int64_t n
                              int64_t act_stride, float* y, int64_t ldy, int n_rows, size_t ahead) {
   constexpr int kPerScale = kGroups / kScales;
   constexpr bool kInt = requires(const uint8_t* p) { Src::iscale(p, 0); };
+  // Q2_K's mins per half in int32 too (imin: |sum| < 2^19), times -dmin once per super-block.
+  constexpr bool kIntMin = requires(const uint8_t* p) { Src::imin(p, 0); };
   const auto row_mask = static_cast<__mmask16>((1u << n_rows) - 1);
   __m512 acc[T];
 #pragma GCC unroll 8
@@ -134,9 +136,10 @@ WEFT_TARGET_AVX512 void tile(const uint8_t* panel, size_t block_bytes, int64_t n
     panel += Src::kHead;
     const ActBlock* const act0 = act;
     __m512i iacc[T];
+    __m512i imin[T];
     if constexpr (kInt)
 #pragma GCC unroll 8
-      for (int t = 0; t < T; ++t) iacc[t] = _mm512_setzero_si512();
+      for (int t = 0; t < T; ++t) iacc[t] = imin[t] = _mm512_setzero_si512();
     for (int j = 0; j < Src::kSub; ++j, panel += block_bytes, act += act_stride) {
       if (ahead)
         for (size_t off = 0; off < block_bytes + Src::kHead; off += 64)
@@ -180,7 +183,16 @@ WEFT_TARGET_AVX512 void tile(const uint8_t* panel, size_t block_bytes, int64_t n
         const __m512 mn = Src::min(panel, kScales, sup);
 #pragma GCC unroll 8
         for (int t = 0; t < T; ++t) acc[t] = _mm512_fmadd_ps(mn, _mm512_set1_ps(act[t].s), acc[t]);
-      } else if constexpr (kMin) {  // a min per half (Q2_K), times the half's activation sum
+      } else if constexpr (kMin && kIntMin) {  // a min per half (Q2_K), times the half's activation sum
+#pragma GCC unroll 2
+        for (int s = 0; s < kScales; ++s) {
+          const __m512i m = Src::imin(panel, s);
+#pragma GCC unroll 8
+          for (int t = 0; t < T; ++t)
+            imin[t] =
+                _mm512_add_epi32(imin[t], _mm512_mullo_epi32(m, _mm512_set1_epi32(s == 0 ? act[t].c0 : act[t].c1)));
+        }
+      } else if constexpr (kMin) {
 #pragma GCC unroll 2
         for (int s = 0; s < kScales; ++s) {
           const __m512 mn = Src::min(panel, s, sup);
@@ -195,6 +207,11 @@ WEFT_TARGET_AVX512 void tile(const uint8_t* panel, size_t block_bytes, int64_t n
 #pragma GCC unroll 8
       for (int t = 0; t < T; ++t)
         acc[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(iacc[t]), _mm512_mul_ps(sup.d, _mm512_set1_ps(act0[t].d)), acc[t]);
+    if constexpr (kIntMin)
+#pragma GCC unroll 8
+      for (int t = 0; t < T; ++t)
+        acc[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(imin[t]), _mm512_mul_ps(sup.neg_dmin, _mm512_set1_ps(act0[t].d)),
+                                 acc[t]);
   }
 #pragma GCC unroll 8
   for (int t = 0; t < T; ++t) _mm512_mask_storeu_ps(y + t * ldy, row_mask, acc[t]);
@@ -501,8 +518,9 @@ struct Q2KPanelBlock : RepackedLayout<DType::Q2_K> {
   WEFT_TARGET_AVX512 static __m512i iscale(const uint8_t* pb, int s) {
     return _mm512_and_si512(bytes(pb, s), _mm512_set1_epi32(0x0F));
   }
+  WEFT_TARGET_AVX512 static __m512i imin(const uint8_t* pb, int s) { return _mm512_srli_epi32(bytes(pb, s), 4); }
   WEFT_TARGET_AVX512 static __m512 min(const uint8_t* pb, int s, const Super& sup) {
-    return _mm512_mul_ps(sup.neg_dmin, _mm512_cvtepi32_ps(_mm512_srli_epi32(bytes(pb, s), 4)));
+    return _mm512_mul_ps(sup.neg_dmin, _mm512_cvtepi32_ps(imin(pb, s)));
   }
 };
 
