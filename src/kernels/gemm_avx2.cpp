@@ -48,10 +48,12 @@ WEFT_TARGET_AVX2 inline Halves int_halves(const uint8_t* p) {
   if constexpr (kSigned) return {{_mm256_cvtepi8_epi32(b), _mm256_cvtepi8_epi32(hi)}};
   return {{_mm256_cvtepu8_epi32(b), _mm256_cvtepu8_epi32(hi)}};
 }
+WEFT_TARGET_AVX2 inline HalvesF to_floats(const Halves& i) {
+  return {{_mm256_cvtepi32_ps(i.v[0]), _mm256_cvtepi32_ps(i.v[1])}};
+}
 template <bool kSigned>
 WEFT_TARGET_AVX2 inline HalvesF byte_halves(const uint8_t* p) {
-  const Halves i = int_halves<kSigned>(p);
-  return {{_mm256_cvtepi32_ps(i.v[0]), _mm256_cvtepi32_ps(i.v[1])}};
+  return to_floats(int_halves<kSigned>(p));
 }
 
 WEFT_TARGET_AVX2 inline HalvesF mul(const HalvesF& a, const HalvesF& b) {
@@ -212,8 +214,7 @@ struct Q2KSrc : RepackedLayout<DType::Q2_K> {
     return b;
   }
   WEFT_TARGET_AVX2 static HalvesF scale(const uint8_t* pb, int s, const Super& sup) {
-    const Halves sc = iscale(pb, s);
-    return mul(sup.d, {{_mm256_cvtepi32_ps(sc.v[0]), _mm256_cvtepi32_ps(sc.v[1])}});
+    return mul(sup.d, to_floats(iscale(pb, s)));
   }
   WEFT_TARGET_AVX2 static Halves imin(const uint8_t* pb, int s) {
     Halves b = bytes(pb, s);
@@ -221,8 +222,7 @@ struct Q2KSrc : RepackedLayout<DType::Q2_K> {
     return b;
   }
   WEFT_TARGET_AVX2 static HalvesF min(const uint8_t* pb, int s, const Super& sup) {
-    const Halves m = imin(pb, s);
-    return mul(sup.neg_dmin, {{_mm256_cvtepi32_ps(m.v[0]), _mm256_cvtepi32_ps(m.v[1])}});
+    return mul(sup.neg_dmin, to_floats(imin(pb, s)));
   }
 };
 
@@ -460,23 +460,33 @@ WEFT_TARGET_AVX2 void unpack_panel(const uint8_t* src, int64_t nb, const PanelFo
   }
 }
 
-// Each repacked type's reader.
+// The reader of type kType's panels (a value of it: the readers are empty structs).
 template <DType kType>
-using Avx2Src = std::conditional_t<
-    kType == DType::Q6_K, Q6KSrc,
-    std::conditional_t<
-        kType == DType::Q3_K, Q3KSrc,
-        std::conditional_t<kType == DType::Q4_K || kType == DType::Q5_K, KSrc<kType>,
-                           std::conditional_t<kType == DType::IQ4_NL || kType == DType::IQ4_XS, IQ4Src<kType>,
-                                              std::conditional_t<kType == DType::Q8_0, Q8Src,
-                                                                 std::conditional_t<kType == DType::Q2_K, Q2KSrc,
-                                                                                    LegacySrc<kType>>>>>>>;
+auto panel_reader() {
+  if constexpr (kType == DType::Q6_K)
+    return Q6KSrc{};
+  else if constexpr (kType == DType::Q3_K)
+    return Q3KSrc{};
+  else if constexpr (kType == DType::Q2_K)
+    return Q2KSrc{};
+  else if constexpr (kType == DType::Q8_0)
+    return Q8Src{};
+  else if constexpr (kType == DType::IQ4_NL || kType == DType::IQ4_XS)
+    return IQ4Src<kType>{};
+  else if constexpr (kType == DType::Q4_K || kType == DType::Q5_K)
+    return KSrc<kType>{};
+  else
+    return LegacySrc<kType>{};
+}
+template <DType kType>
+using Avx2Src = decltype(panel_reader<kType>());
 
-// Where the levels' high bits (Q5: fifth, Q6_K: top two, Q3_K: third) take several ops per group to spread
-// without mask registers, a prompt tile would pay them again every two tokens (Q5_0 pp128 x0.90
-// against the rows' per-call packing; x1.34 unpacked once). Nibble-only types unpack faster in
-// registers than they read back a byte per level (Q4_0 pp128 x0.88 unpacked once). So the
-// high-bit types hand batches to UnpackedPanels.
+// Where the levels' high bits (Q5: fifth, Q6_K: top two, Q3_K: third) take ops per group and half to
+// put in place, a prompt tile would pay them again every two tokens, so those types hand batches to
+// UnpackedPanels: pp128 -t 1 read in place / unpacked once, q5_k 175 / 210-217, q6_k 150 / 180,
+// q3_k 147-149 / 183-184 (Q5_0 measured x1.34 unpacked once, with the fifth bits still as masks).
+// Nibble-only types unpack faster in registers than they read back a byte per level (Q4_0 pp128
+// x0.88 unpacked once).
 template <DType kType>
 struct Avx2Panels : BatchesUnpacked<UnpackedPanels<Avx2Gemm<PackedSrc>, unpack_panel<Avx2Src<kType>>>,
                                     RepackedLayout<kType>::kQ5 || kType == DType::Q6_K || kType == DType::Q3_K> {
