@@ -564,8 +564,7 @@ auto panel_reader() {
 }
 
 // A repacked panel unpacked through Src into the format packed per call (PanelFormat: a byte per
-// level, float scales and mins), so that a batch's tiles read each group with one load instead of
-// unpacking it again every kTileTokens tokens.
+// level, float scales and mins): an UnpackFn (gemm_q8.h).
 template <class Src>
 WEFT_TARGET_AVX512 void unpack_panel(const uint8_t* src, int64_t nb, const PanelFormat& f, uint8_t* out) {
   constexpr bool kInt = requires(const uint8_t* p) { Src::iscale(p, 0); };
@@ -588,34 +587,14 @@ WEFT_TARGET_AVX512 void unpack_panel(const uint8_t* src, int64_t nb, const Panel
   }
 }
 
-// Batches over a repacked matrix: each panel unpacked once per token chunk, then the packed tiles.
-template <class Src>
-struct Avx512Unpacked {
-  static constexpr int kTokens = kTileTokens;
-  static constexpr bool kRepacked = false;
-  template <int kScales, bool kMin, bool kCorr, int T>
-  static constexpr TileFn tile = gemm::tile<PackedBlock, kScales, kMin, kCorr, T>;
-  static void pack(const WeightMatrix& w, int64_t r0, int, uint8_t* panel, size_t) {
-    unpack_panel<Src>(w.data + r0 / kPanelRows * repacked_panel_bytes(w.type, w.cols), w.cols / kQK,
-                      panel_format(w.type), panel);
-  }
-};
-
-// Q5_0 / Q5_1, whose fifth bits take a mask load and a masked add per group, hand batches to
-// Avx512Unpacked. 500m pp128, old / new alternating, -t 1 and -t 2: q5_0 405-409 / 424-425 and
-// 792-808 / 832-840, q5_1 368-376 / 392-394 and 735-741 / 766-772. The K-quants lose their int32
-// super-blocks there (a float step per sub-block and token): q6_k went 825 -> 720, q3_k 769 -> 709-741,
-// q5_k no change.
-template <class Src, bool kHighBits>
-struct BatchesUnpacked {};
-template <class Src>
-struct BatchesUnpacked<Src, true> {
-  using Unpacked = Avx512Unpacked<Src>;
-};
-
-// Matrices of type kType repacked at load, read in place.
+// Matrices of type kType repacked at load, read in place. Q5_0 / Q5_1, whose fifth bits take a plane
+// test and a masked add per group, hand batches to UnpackedPanels (gemm_q8.h): 500m pp128, old / new
+// alternating, -t 1 and -t 2: q5_0 405-409 / 424-425 and 792-808 / 832-840, q5_1 368-376 / 392-394
+// and 735-741 / 766-772. The K-quants would lose their int32 super-blocks there (a float step per
+// sub-block and token): q6_k went 825 -> 720, q3_k 769 -> 709-741, q5_k no change.
 template <DType kType>
-struct Avx512Panels : BatchesUnpacked<decltype(panel_reader<kType>()), kType == DType::Q5_0 || kType == DType::Q5_1> {
+struct Avx512Panels : BatchesUnpacked<UnpackedPanels<Avx512Gemm, unpack_panel<decltype(panel_reader<kType>())>>,
+                                      kType == DType::Q5_0 || kType == DType::Q5_1> {
   using Src = decltype(panel_reader<kType>());
   static constexpr int kTokens = kTileTokens;
   static constexpr bool kRepacked = true;
