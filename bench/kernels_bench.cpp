@@ -30,8 +30,7 @@ using namespace weft;
 // Bytes a streaming benchmark walks: 8x the last-level cache and at least 256 MiB, so nearly every
 // byte comes from DRAM, as a decode's weights do. A 64 MiB buffer beside this CPU's 32 MiB L3 read
 // at 41-47 GiB/s with two threads where 256 MiB read at 31-33 (and a 264 MiB matvec at 31-33):
-// half an L3-served roofline made decode look 25% short of a limit that was not the DRAM's. On 2 MiB
-// pages, as the weights are (HugeBuffer): on 4 KiB pages the TLB misses cost another 5-15%.
+// half an L3-served roofline made decode look 25% short of a limit that was not the DRAM's.
 size_t stream_bytes() {
   static const size_t bytes = [] {
     const long l3 = sysconf(_SC_LEVEL3_CACHE_SIZE);
@@ -55,7 +54,8 @@ void BM_memcpy(benchmark::State& state) {
 }
 BENCHMARK(BM_memcpy)->Arg(1)->Arg(2)->UseRealTime();
 
-// Streaming read (what a matvec does with its weights): sum of every 64-bit word.
+// Streaming read (what a matvec does with its weights): sum of every 64-bit word, on 2 MiB pages as
+// the weights are (HugeBuffer): on 4 KiB pages the TLB misses cost another 5-15%.
 void BM_read(benchmark::State& state) {
   const int threads = static_cast<int>(state.range(0));
   HugeBuffer buffer(stream_bytes(), "bench", "the stream");
