@@ -587,14 +587,66 @@ WEFT_TARGET_AVX512 void unpack_panel(const uint8_t* src, int64_t nb, const Panel
   }
 }
 
-// Matrices of type kType repacked at load, read in place. Q5_0 / Q5_1, whose fifth bits take a plane
-// test and a masked add per group, hand batches to UnpackedPanels (gemm_q8.h): 500m pp128, old / new
-// alternating, -t 1 and -t 2: q5_0 405-409 / 424-425 and 792-808 / 832-840, q5_1 368-376 / 392-394
-// and 735-741 / 766-772. The K-quants would lose their int32 super-blocks there (a float step per
-// sub-block and token): q6_k went 825 -> 720, q3_k 769 -> 709-741, q5_k no change.
+// ... or a super-block panel with its levels unpacked to bytes (ByteLevelLayout): a group is one
+// load, and the heads, int scales and mins are Src's, kShift bytes further on.
+template <class S>
+concept HasIntMins = requires(const uint8_t* p) {
+  S::imin(p, 0);
+};
+template <class Src>
+struct BytePanelBlock : Src {
+  using B = ByteLevelLayout<Src>;
+  static constexpr size_t kBlockBytes = B::kBlockBytes;
+  WEFT_TARGET_AVX512 static __m512i group(const uint8_t* pb, int g) { return _mm512_loadu_si512(pb + 64 * g); }
+  WEFT_TARGET_AVX512 static __m512i iscale(const uint8_t* pb, int s) { return Src::iscale(pb + B::kShift, s); }
+  WEFT_TARGET_AVX512 static __m512i imin(const uint8_t* pb, int s) requires HasIntMins<Src> {
+    return Src::imin(pb + B::kShift, s);
+  }
+  WEFT_TARGET_AVX512 static __m512 min(const uint8_t* pb, int s, const typename Src::Super& sup) {
+    return Src::min(pb + B::kShift, s, sup);
+  }
+};
+
+// Batches over a super-block type's repacked matrix: each panel unpacked to ByteLevelLayout once per
+// token chunk (its levels by Src::group), whose tiles then read a group with one load.
 template <DType kType>
-struct Avx512Panels : BatchesUnpacked<UnpackedPanels<Avx512Gemm, unpack_panel<decltype(panel_reader<kType>())>>,
-                                      kType == DType::Q5_0 || kType == DType::Q5_1> {
+struct Avx512BytePanels {
+  using Repacked = decltype(panel_reader<kType>());
+  using Src = BytePanelBlock<Repacked>;
+  static constexpr int kTokens = kTileTokens;
+  static constexpr bool kRepacked = false;
+  static constexpr size_t kBlockBytes = Src::kBlockBytes;
+  static constexpr size_t buffer_bytes(int64_t nb) { return ByteLevelLayout<Repacked>::buffer_bytes(nb); }
+  template <int kScales, bool kMin, bool kCorr, int T>
+  static constexpr TileFn tile = gemm::tile<Src, kScales, kMin, kCorr, T>;
+  WEFT_TARGET_AVX512 static void pack(const WeightMatrix& w, int64_t r0, int, uint8_t* out, size_t) {
+    const uint8_t* src = w.data + r0 / kPanelRows * repacked_panel_bytes(kType, w.cols);
+    for (int64_t b = 0; b < w.cols / kQK; ++b, src += Repacked::kBlockBytes, out += kBlockBytes) {
+      if (b % Repacked::kSub == 0) {
+        std::memcpy(out, src, Repacked::kHead);
+        src += Repacked::kHead;
+        out += Repacked::kHead;
+      }
+#pragma GCC unroll 8
+      for (int g = 0; g < kGroups; ++g) _mm512_storeu_si512(out + 64 * g, Repacked::group(src, g));
+      std::memcpy(out + kGroups * 64, src + Repacked::kScaleOffset, ByteLevelLayout<Repacked>::kTail);
+    }
+  }
+};
+
+// Matrices of type kType repacked at load, read in place. The types whose high bits are a bit plane
+// (a plane test and a masked add per group) hand batches to a panel unpacked once per token chunk:
+// Q5_0 / Q5_1 to UnpackedPanels (gemm_q8.h): 500m pp128, old / new alternating, -t 1 and -t 2: q5_0
+// 405-409 / 424-425 and 792-808 / 832-840, q5_1 368-376 / 392-394 and 735-741 / 766-772. Q5_K / Q3_K
+// to Avx512BytePanels, which keeps their int32 super-blocks (UnpackedPanels' float scales cost q3_k
+// 769 -> 709-741, q5_k nothing): pp128 -t 1 q5_k 384-387 / 406-412, q3_k 377-383 / 420-426. Types
+// whose levels take one or two ops lose there (q4_k 433-440 / 416-418, iq4_xs 475-485 / 449-450,
+// q6_k and q2_k -1%), as do the K-quants in the float format (q6_k 825 -> 720 at -t 2).
+template <DType kType>
+using Avx512Unpacked = std::conditional_t<has_super_blocks(kType), Avx512BytePanels<kType>,
+                                          UnpackedPanels<Avx512Gemm, unpack_panel<decltype(panel_reader<kType>())>>>;
+template <DType kType>
+struct Avx512Panels : BatchesUnpacked<Avx512Unpacked<kType>, RepackedLayout<kType>::kQ5 || kType == DType::Q3_K> {
   using Src = decltype(panel_reader<kType>());
   static constexpr int kTokens = kTileTokens;
   static constexpr bool kRepacked = true;

@@ -265,6 +265,18 @@ struct UnpackedPanels : Packed {
     kUnpack(w.data + r0 / kPanelRows * repacked_panel_bytes(w.type, w.cols), w.cols / kQK, panel_format(w.type), panel);
   }
 };
+// A super-block type's repacked panel with each sub-block's level section (nibbles, high-bit vectors,
+// bit planes: its first kScaleOffset bytes) unpacked to kGroups x 64 bytes, a byte per level, and
+// the rest (heads, int scales, mins) kept as it is: a batch's tiles then read a group with one load
+// and still sum each super-block in int32, which UnpackedPanels' float-scale format gives up.
+// kShift moves a repacked reader's offsets past the wider level section.
+template <class Src>
+struct ByteLevelLayout {
+  static constexpr size_t kTail = Src::kBlockBytes - Src::kScaleOffset;  // scales, mins
+  static constexpr size_t kBlockBytes = kGroups * 64 + kTail;
+  static constexpr size_t kShift = kGroups * 64 - Src::kScaleOffset;
+  static constexpr size_t buffer_bytes(int64_t nb) { return nb / Src::kSub * (Src::kHead + Src::kSub * kBlockBytes); }
+};
 // Base of a repacked G that hands batches to Unpacked where kOn (gemm_driver looks for Unpacked).
 template <class Unpacked, bool kOn>
 struct BatchesUnpacked {};
@@ -289,10 +301,14 @@ void gemm_driver(const WeightMatrix& w, int64_t r0, int64_t r1, const ActBlock* 
   const int64_t nb = w.cols / kQK;
   size_t bb = f.block_bytes();
   uint8_t* buffer = nullptr;
-  if constexpr (G::kRepacked)
+  if constexpr (G::kRepacked) {
     bb = G::kBlockBytes;
-  else
+  } else if constexpr (requires { G::buffer_bytes(nb); }) {  // a format of its own (heads, other blocks)
+    bb = G::kBlockBytes;
+    buffer = panel_buffer(G::buffer_bytes(nb));
+  } else {
     buffer = panel_buffer(bb * nb);
+  }
   const size_t panel_bytes = G::kRepacked ? repacked_panel_bytes(w.type, w.cols) : 0;
   for (int64_t c0 = 0; c0 < n_tokens; c0 += kTokenChunk) {
     const int64_t c1 = std::min(n_tokens, c0 + kTokenChunk);
