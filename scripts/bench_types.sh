@@ -1,19 +1,24 @@
 #!/usr/bin/env bash
 # Decode bandwidth and prompt speed per weight type on the generated 500m models, per kernel level
-# (WEFT_MAX_ISA) and thread count, against rooflines measured in the same run: the streaming read
-# (BM_read/1, /2 over 8x the L3 on huge pages, so from DRAM: best of 3, GiB/s) for decode, the int8 dot peak (BM_int8_peak, MAC/s) for
-# prompts, both just before each type's run. Decode bandwidth = the bytes a decoded token reads (`weft plan`'s "read per token": the
-# weights less the token embedding rows not looked up) x tg t/s. Prompt MACs per token = the
-# layers' matmul weights (the output matrix runs for the last prompt token only, so 1/PP of it).
+# (WEFT_MAX_ISA) and thread count. Decode is measured in ROUNDS paired rounds: each round runs the
+# streaming read (BM_read/T over 8x the L3 on huge pages, so from DRAM) and then the decode at the
+# same thread count, and the row reports the median of the rounds' ratios. The DRAM bandwidth this
+# shared VM gets swings by up to 2x within minutes; a roofline and a decode taken minutes apart (the
+# first version took the best of 3 reads before each type) read 53-73% or over 100%, a pair seconds
+# apart does not. Decode bandwidth = the bytes a decoded token reads (`weft plan`'s "read per token":
+# the weights less the token embedding rows not looked up) x tg t/s. Prompts against the int8 dot
+# peak (BM_int8_peak, MAC/s, compute bound and steady): MACs per token = the layers' matmul weights
+# (the output matrix runs for the last prompt token only, so 1/PP of it).
 # Writes the "## Decode bandwidth per weight type" section of bench/results.md (the other sections
 # are kept) and prints it; last, peak RSS of `weft run` on the q4_0 model, copied vs --mmap.
-#   TYPES="q4_0 ... q5_k_m"  ISAS="avx512 avx2"  THREADS=1,2  REPS=3  PP=128  TG=64  WEFT=build/weft
+#   TYPES="q4_0 ... q5_k_m"  ISAS="avx512 avx2"  THREADS=1,2  ROUNDS=5  REPS=3  PP=128  TG=64  WEFT=build/weft
 set -euo pipefail
 cd "$(dirname "$0")/.."
 TYPES=${TYPES:-"q4_0 q4_1 q5_0 q5_1 q8_0 q2_k q3_k q4_k q5_k q6_k q4_k_m q5_k_m iq4_nl iq4_xs"}
 ISAS=${ISAS:-"avx512 avx2"}
 THREADS=${THREADS:-1,2}
 REPS=${REPS:-3}
+ROUNDS=${ROUNDS:-5}
 PP=${PP:-128}
 TG=${TG:-64}
 WEFT=${WEFT:-build/weft}
@@ -24,8 +29,8 @@ work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 
 # name,value lines from the microbenchmarks' csv (value: bytes_per_second, else the MAC/s counter).
-micro() {
-  "$MICRO" --benchmark_filter="$1" --benchmark_repetitions=3 --benchmark_min_time=0.2 --benchmark_format=csv \
+micro() {  # FILTER [REPETITIONS]
+  "$MICRO" --benchmark_filter="$1" --benchmark_repetitions="${2:-3}" --benchmark_min_time=0.2 --benchmark_format=csv \
     2>/dev/null | python3 -c '
 import csv, sys
 rows = list(csv.reader(sys.stdin))
@@ -48,9 +53,17 @@ for isa in $ISAS; do
       $1 ~ /^blk\..*\.(attn_[qkv]|attn_output|ffn_gate|ffn_up|ffn_down)\.weight$/ { gsub(/[\[\],]/, " "); s += $3 * $4 }
       $1 == "output.weight" { gsub(/[\[\],]/, " "); s += $3 * $4 / pp }
       END { printf "%.0f", s }')
-    { micro 'BM_read/'; micro 'BM_int8_peak'; } | sed "s/^/$isa,$type,/" >>"$work/roof.csv"  # csv: one counter set per run
-    WEFT_MAX_ISA=$isa "$WEFT" bench -m "$model" -p "$PP" -n "$TG" -r "$REPS" -t "$THREADS" -o jsonl 2>/dev/null |
-      sed "s/^{/{\"isa\": \"$isa\", \"type\": \"$type\", \"read_mib\": $read_mib, \"macs\": $macs, /" >>"$work/bench.jsonl"
+    micro 'BM_int8_peak' 1 | sed "s/^/$isa,$type,0,/" >>"$work/roof.csv"
+    WEFT_MAX_ISA=$isa "$WEFT" bench -m "$model" -p "$PP" -n 0 -r "$REPS" -t "$THREADS" -o jsonl 2>/dev/null |
+      sed "s/^{/{\"isa\": \"$isa\", \"type\": \"$type\", \"round\": 0, \"macs\": $macs, /" >>"$work/bench.jsonl"
+    for ((round = 1; round <= ROUNDS; ++round)); do
+      for t in ${THREADS//,/ }; do  # a pair: the roofline, then the decode it bounds
+        micro "BM_read/$t/" 1 | sed "s/^/$isa,$type,$round,/" >>"$work/roof.csv"
+        WEFT_MAX_ISA=$isa "$WEFT" bench -m "$model" -p 0 -n "$TG" -r 1 -t "$t" -o jsonl 2>/dev/null |
+          sed "s/^{/{\"isa\": \"$isa\", \"type\": \"$type\", \"round\": $round, \"read_mib\": $read_mib, /" \
+            >>"$work/bench.jsonl"
+      done
+    done
   done
 done
 
@@ -63,48 +76,48 @@ rss_copy=$(rss)
 rss_mmap=$(rss --mmap)
 
 # shellcheck disable=SC2016  # the backquotes are markdown, inside python
-section=$(python3 - "$work" "$PP" "$TG" "$REPS" "$rss_copy" "$rss_mmap" \
+section=$(python3 - "$work" "$PP" "$TG" "$REPS" "$ROUNDS" "$rss_copy" "$rss_mmap" \
   "$(($(stat -c %s models/weft-500m-q4_0.gguf) >> 20))" <<'EOF'
 import json, statistics, sys
-work, pp, tg, reps, rss_copy, rss_mmap, file_mib = sys.argv[1:]
-read, peak = {}, {}  # best of 3 per (isa, type, threads): BM_read GiB/s, BM_int8_peak MAC/s
+work, pp, tg_n, reps, rounds, rss_copy, rss_mmap, file_mib = sys.argv[1:]
+read, peak = {}, {}  # BM_read GiB/s per (isa, type, threads, round); BM_int8_peak MAC/s per (isa, type, threads)
 for line in open(work + "/roof.csv"):
-    isa, typ, name, v = line.strip().split(",")
+    isa, typ, rnd, name, v = line.strip().split(",")
     parts = name.split("/")
     if parts[0] == "BM_read":
-        read.setdefault((isa, typ, int(parts[1])), []).append(float(v) / 2**30)
+        read[(isa, typ, int(parts[1]), int(rnd))] = float(v) / 2**30
     elif parts[2] == ("isa:2" if isa == "avx512" else "isa:1"):
-        peak.setdefault((isa, typ, int(parts[1].split(":")[1])), []).append(float(v))
+        peak[(isa, typ, int(parts[1].split(":")[1]))] = float(v)
 rows = [json.loads(l) for l in open(work + "/bench.jsonl") if l.strip()]
+pp_rows = {(r["isa"], r["type"], r["n_threads"]): r for r in rows if r["n_prompt"]}
+tg = {}  # (isa, type, threads) -> [(decode GiB/s, BM_read GiB/s, t/s)], one per round
+for r in rows:
+    if r["n_prompt"]: continue
+    key = (r["isa"], r["type"], r["n_threads"])
+    gib = r["read_mib"] * r["avg_ts"] / 1024
+    tg.setdefault(key, []).append((gib, read[key + (r["round"],)], r["avg_ts"], r["read_mib"]))
+med = statistics.median
 print("## Decode bandwidth per weight type")
 print()
-print("`scripts/bench_types.sh`: the 500m preset per type (`weft gen-model --preset 500m --type T`), "
-      "`weft bench -p %s -n %s -r %s`, one CPU device," % (pp, tg, reps))
-print("kernel level capped with `WEFT_MAX_ISA`. Read per token: the bytes a decoded token reads "
-      "(`weft plan`'s \"read per token\": the")
-print("weights less the token embedding rows not looked up). Decode bandwidth = read per token x tg t/s, "
-      "against BM_read at the same")
-print("thread count (a sum over 8x the L3, at least 256 MiB, on 2 MiB pages: from DRAM, as decode's weights), "
-      "measured just before")
-print("each type (best of 3: the machine is shared, so the best run is the roofline). Prompt:")
-print("MACs per token = the layers' matmul weights + 1/%s of the output matrix, against the int8 peak: "
-      "BM_int8_peak (register-only" % pp)
-print("vpdpbusd, or vpmaddubsw + vpmaddwd + vpaddd under avx2), measured with BM_read, best of 3. On a shared machine a row")
-print("reads low when a neighbour takes memory bandwidth during its run (over 100% when it took it during BM_read instead):")
-print("compare builds with scripts/bench_ab.sh (interleaved).")
+print("`scripts/bench_types.sh`: the 500m preset per type (`weft gen-model --preset 500m --type T`), one CPU device, kernel")
+print("level capped with `WEFT_MAX_ISA`. Decode: %s paired rounds per row, each the streaming read (`BM_read/T`: a sum over 8x" % rounds)
+print("the L3, at least 256 MiB, on 2 MiB pages, so from DRAM as decode's weights) and then `weft bench -p 0 -n %s -r 1` at" % tg_n)
+print("the same thread count. Decode bandwidth = read per token (`weft plan`'s \"read per token\": the weights less the token")
+print("embedding rows not looked up) x tg t/s. \"of BM_read\" is the median of the rounds' ratios (their range after it): the")
+print("DRAM bandwidth of this shared VM swings up to 2x within minutes, which a pair seconds apart shares. Prompt: `weft bench")
+print("-p %s -n 0 -r %s`; MACs per token = the layers' matmul weights + 1/%s of the output matrix, against the int8 peak" % (pp, reps, pp))
+print("(`BM_int8_peak`: register-only vpdpbusd, or vpmaddubsw + vpmaddwd + vpaddd under avx2).")
 print()
-print("| type | isa | threads | read per token | tg t/s | decode GiB/s | BM_read GiB/s | of BM_read | pp t/s "
+print("| type | isa | threads | read per token | tg t/s | decode GiB/s | BM_read GiB/s | of BM_read (range) | pp t/s "
       "| int8 peak | of peak |")
 print("| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
-by = {}
-for r in rows:
-    by.setdefault((r["isa"], r["type"], r["n_threads"]), {})["pp" if r["n_prompt"] else "tg"] = r
-for (isa, typ, t), x in by.items():
-    tgr, ppr = x["tg"], x["pp"]
-    gib = tgr["read_mib"] * tgr["avg_ts"] / 1024
-    rd, pk = max(read[(isa, typ, t)]), max(peak[(isa, typ, t)])
-    print("| %s | %s | %d | %.1f MiB | %.1f ± %.1f | %.1f | %.1f | %.0f%% | %.1f ± %.1f | %.0f G MAC/s | %.1f%% |" % (
-        typ, isa, t, tgr["read_mib"], tgr["avg_ts"], tgr["stddev_ts"], gib, rd, 100 * gib / rd,
+for key, pairs in tg.items():
+    isa, typ, t = key
+    ratios = [g / r for g, r, _, _ in pairs]
+    ppr, pk = pp_rows[key], peak[key]
+    print("| %s | %s | %d | %.1f MiB | %.1f | %.1f | %.1f | %.0f%% (%.0f-%.0f) | %.1f ± %.1f | %.0f G MAC/s | %.1f%% |" % (
+        typ, isa, t, pairs[0][3], med(p[2] for p in pairs), med(p[0] for p in pairs), med(p[1] for p in pairs),
+        100 * med(ratios), 100 * min(ratios), 100 * max(ratios),
         ppr["avg_ts"], ppr["stddev_ts"], pk / 1e9, 100 * ppr["avg_ts"] * ppr["macs"] / pk))
 print()
 print("Peak RSS of `weft run -m models/weft-500m-q4_0.gguf -n 16` (`/usr/bin/time -v`): weights copied "
