@@ -84,14 +84,15 @@ WEFT_TARGET_AVX2 inline void or_plane_bits(Halves& q, const uint8_t* p, int g) {
   }
 }
 
-// Levels of group g of a repacked 4- or 5-bit block: the low (g < 4) or high nibbles of vector
-// g % 4, plus the group's fifth bits (the bit plane after the four vectors) as 16.
-template <bool kQ5>
+// Levels of group g of a repacked 4- or 5-bit block of kType: the low (g < 4) or high nibbles of
+// vector g % 4, plus the group's fifth bits (the bit plane before the four vectors) as 16.
+template <DType kType>
 WEFT_TARGET_AVX2 inline Halves nibble_group(const uint8_t* pb, int g) {
-  Halves q = load_halves(pb + 64 * (g % 4));
+  using L = RepackedLayout<kType>;
+  Halves q = load_halves(pb + L::kLevels + 64 * (g % 4));
   const __m256i low4 = _mm256_set1_epi8(0x0F);
   for (__m256i& v : q.v) v = _mm256_and_si256(g < 4 ? v : _mm256_srli_epi16(v, 4), low4);
-  if constexpr (kQ5) or_plane_bits<4>(q, pb + 4 * 64, g);
+  if constexpr (L::kQ5) or_plane_bits<4>(q, pb, g);
   return q;
 }
 
@@ -99,7 +100,7 @@ WEFT_TARGET_AVX2 inline Halves nibble_group(const uint8_t* pb, int g) {
 template <DType kType>
 struct LegacySrc : RepackedLayout<kType> {
   using L = RepackedLayout<kType>;
-  WEFT_TARGET_AVX2 static Halves group(const uint8_t* pb, int g) { return nibble_group<L::kQ5>(pb, g); }
+  WEFT_TARGET_AVX2 static Halves group(const uint8_t* pb, int g) { return nibble_group<kType>(pb, g); }
   WEFT_TARGET_AVX2 static HalvesF scale(const uint8_t* pb, int, NoSuper) { return fp16_halves(pb + L::kScaleOffset); }
   WEFT_TARGET_AVX2 static HalvesF min(const uint8_t* pb, int, NoSuper) {
     return fp16_halves(pb + L::kScaleOffset + 32);
@@ -130,7 +131,7 @@ struct KSrc : RepackedLayout<kType> {
       return {fp16_halves(head), neg};
     }
   };
-  WEFT_TARGET_AVX2 static Halves group(const uint8_t* pb, int g) { return nibble_group<L::kQ5>(pb, g); }
+  WEFT_TARGET_AVX2 static Halves group(const uint8_t* pb, int g) { return nibble_group<kType>(pb, g); }
   WEFT_TARGET_AVX2 static Halves iscale(const uint8_t* pb, int) { return int_halves<false>(pb + L::kScaleOffset); }
   WEFT_TARGET_AVX2 static HalvesF scale(const uint8_t* pb, int, const Super& s) {
     return mul(s.d, byte_halves<false>(pb + L::kScaleOffset));
@@ -140,16 +141,16 @@ struct KSrc : RepackedLayout<kType> {
   }
 };
 
-// Q6_K repacked at load: d, then sub-blocks of low nibbles, top bits (group g: bits 2 (g % 4) of
-// vector g / 4) and the int8 scales of the two halves.
+// Q6_K repacked at load: d, then sub-blocks of low nibbles between their top bits (group g: bits
+// 2 (g % 4) of vector g / 4) and the int8 scales of the two halves.
 struct Q6KSrc : RepackedLayout<DType::Q6_K> {
   struct Super {
     HalvesF d;
     WEFT_TARGET_AVX2 static Super read(const uint8_t* head) { return {fp16_halves(head)}; }
   };
   WEFT_TARGET_AVX2 static Halves group(const uint8_t* pb, int g) {
-    Halves q = nibble_group<false>(pb, g);
-    const Halves high = load_halves(pb + 4 * 64 + 64 * (g / 4));
+    Halves q = nibble_group<DType::Q6_K>(pb, g);
+    const Halves high = load_halves(pb + top_bits(g / 4));
     const int k = g % 4;  // top bits at 2k .. 2k + 1, wanted at 4 .. 5 (the mask drops what crosses bytes)
     for (int h = 0; h < 2; ++h) {
       const __m256i v = high.v[h];
@@ -172,20 +173,21 @@ struct Q6KSrc : RepackedLayout<DType::Q6_K> {
   }
 };
 
-// Q3_K repacked at load: d, then sub-blocks of two-bit levels (group g: bits 2 (g % 4) of vector
-// g / 4), the third bits as a bit plane, and the int8 scales of the two halves.
-// Group g's two-bit levels of a Q3_K / Q2_K panel sub-block: bits 2 (g % 4) of vector g / 4.
-WEFT_TARGET_AVX2 inline Halves two_bit_group(const uint8_t* pb, int g) {
-  Halves q = load_halves(pb + 64 * (g / 4));
+// Group g's two-bit levels of a Q3_K / Q2_K panel sub-block whose two-bit vectors start at v0: bits
+// 2 (g % 4) of vector g / 4.
+WEFT_TARGET_AVX2 inline Halves two_bit_group(const uint8_t* v0, int g) {
+  Halves q = load_halves(v0 + 64 * (g / 4));
   for (__m256i& v : q.v) v = _mm256_and_si256(_mm256_srli_epi16(v, 2 * (g % 4)), _mm256_set1_epi8(3));
   return q;
 }
 
+// Q3_K repacked at load: d, then sub-blocks of the third bits as a bit plane, two-bit levels (group
+// g: bits 2 (g % 4) of vector g / 4) and the int8 scales of the two halves.
 struct Q3KSrc : RepackedLayout<DType::Q3_K> {
   using Super = Q6KSrc::Super;
   WEFT_TARGET_AVX2 static Halves group(const uint8_t* pb, int g) {
-    Halves q = two_bit_group(pb, g);
-    or_plane_bits<2>(q, pb + 2 * 64, g);
+    Halves q = two_bit_group(pb + kLevels, g);
+    or_plane_bits<2>(q, pb, g);
     return q;
   }
   WEFT_TARGET_AVX2 static Halves iscale(const uint8_t* pb, int s) {
@@ -203,7 +205,7 @@ struct Q3KSrc : RepackedLayout<DType::Q3_K> {
 // each row's scale (low nibble) and min (high nibble).
 struct Q2KSrc : RepackedLayout<DType::Q2_K> {
   using Super = KSrc<DType::Q4_K>::Super;
-  WEFT_TARGET_AVX2 static Halves group(const uint8_t* pb, int g) { return two_bit_group(pb, g); }
+  WEFT_TARGET_AVX2 static Halves group(const uint8_t* pb, int g) { return two_bit_group(pb + kLevels, g); }
   // Half s's scale | min bytes as int32 lanes.
   WEFT_TARGET_AVX2 static Halves bytes(const uint8_t* pb, int s) {
     return int_halves<false>(pb + kScaleOffset + kPanelRows * s);
@@ -250,13 +252,13 @@ struct IQ4Src : RepackedLayout<kType> {
   using Super = std::conditional_t<kType == DType::IQ4_XS, Q6KSrc::Super, NoSuper>;
   WEFT_TARGET_AVX2 static Halves group(const uint8_t* pb, int g) {
     const __m256i grid = table_of(iquants::kGridU8.data());
-    Halves q = nibble_group<false>(pb, g);
+    Halves q = nibble_group<kType>(pb, g);
     for (__m256i& v : q.v) v = _mm256_shuffle_epi8(grid, v);
     return q;
   }
   WEFT_TARGET_AVX2 static void signed_levels(const uint8_t* pb, int g, Halves& q, Halves& abs_q) {
     const __m256i grid = table_of(iquants::kGrid), magnitude = table_of(kGridAbs.data());
-    const Halves idx = nibble_group<false>(pb, g);
+    const Halves idx = nibble_group<kType>(pb, g);
     for (int h = 0; h < 2; ++h) {
       q.v[h] = _mm256_shuffle_epi8(grid, idx.v[h]);
       abs_q.v[h] = _mm256_shuffle_epi8(magnitude, idx.v[h]);

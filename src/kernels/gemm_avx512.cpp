@@ -61,15 +61,16 @@ WEFT_TARGET_AVX512 inline __m512i or_plane_bits(__m512i q, const uint8_t* p, int
   return _mm512_mask_add_epi8(q, bits, q, _mm512_set1_epi8(1 << kBit));
 }
 
-// The 4- and 5-bit levels of a repacked block (gemm_q8.h): groups g and g + 4 are the low and high
-// nibbles of one vector (loaded twice: the second load hits L1); 5-bit types or in each group's
-// fifth bits from the bit plane after the four vectors.
-template <bool kQ5>
+// The 4- and 5-bit levels of a repacked block of kType (gemm_q8.h): groups g and g + 4 are the low
+// and high nibbles of one vector (loaded twice: the second load hits L1); 5-bit types or in each
+// group's fifth bits from the bit plane before the four vectors.
+template <DType kType>
 WEFT_TARGET_AVX512 inline __m512i nibble_group(const uint8_t* pb, int g) {
-  const __m512i v = _mm512_loadu_si512(pb + 64 * (g % 4));
+  using L = RepackedLayout<kType>;
+  const __m512i v = _mm512_loadu_si512(pb + L::kLevels + 64 * (g % 4));
   const __m512i q = g < 4 ? low_nibbles(v) : high_nibbles(v);
-  if constexpr (!kQ5) return q;
-  return or_plane_bits<4>(q, pb + 4 * 64, g);
+  if constexpr (!L::kQ5) return q;
+  return or_plane_bits<4>(q, pb, g);
 }
 
 // ... or a legacy-type panel repacked at load: Q4_0/Q4_1/Q5_0/Q5_1 as nibble_group, Q8_0's vectors
@@ -79,7 +80,7 @@ struct LegacyPanelBlock : RepackedLayout<kType> {
   using L = RepackedLayout<kType>;
   WEFT_TARGET_AVX512 static __m512i group(const uint8_t* pb, int g) {
     if constexpr (kType == DType::Q8_0) return _mm512_loadu_si512(pb + 64 * g);
-    return nibble_group<L::kQ5>(pb, g);
+    return nibble_group<kType>(pb, g);
   }
   WEFT_TARGET_AVX512 static __m512 scale(const uint8_t* pb, int, NoSuper) { return fp16_vector(pb + L::kScaleOffset); }
   WEFT_TARGET_AVX512 static __m512 min(const uint8_t* pb, int, NoSuper) {
@@ -108,7 +109,7 @@ struct KPanelBlock : RepackedLayout<kType> {
       return {fp16_vector(head), _mm512_sub_ps(_mm512_setzero_ps(), fp16_vector(head + 2 * kPanelRows))};
     }
   };
-  WEFT_TARGET_AVX512 static __m512i group(const uint8_t* pb, int g) { return nibble_group<L::kQ5>(pb, g); }
+  WEFT_TARGET_AVX512 static __m512i group(const uint8_t* pb, int g) { return nibble_group<kType>(pb, g); }
   WEFT_TARGET_AVX512 static __m512i iscale(const uint8_t* pb, int) { return u8_lanes(pb + L::kScaleOffset); }
   WEFT_TARGET_AVX512 static __m512 min(const uint8_t* pb, int, const Super& s) {
     return _mm512_mul_ps(s.neg_dmin, u8_vector(pb + L::kScaleOffset + kPanelRows));
@@ -466,19 +467,20 @@ struct Avx512Gemm {
 };
 
 // ... or a Q6_K panel repacked at load: per super-block the rows' d, then 8 sub-blocks of low
-// nibbles (nibble_group), two vectors of top bits (group g: bits 2 (g % 4) of vector g / 4, moved
-// to bits 4..5 and or-ed in by one ternary-logic op) and the int8 scales of the two halves.
+// nibbles (nibble_group) between two vectors of top bits (group g: bits 2 (g % 4) of vector g / 4,
+// moved to bits 4..5 and or-ed in by one ternary-logic op) and the int8 scales of the two halves.
 struct Q6KPanelBlock : RepackedLayout<DType::Q6_K> {
   struct Super {
     __m512 d;
     WEFT_TARGET_AVX512 static Super read(const uint8_t* head) { return {fp16_vector(head)}; }
   };
   WEFT_TARGET_AVX512 static __m512i group(const uint8_t* pb, int g) {
-    const __m512i high = _mm512_loadu_si512(pb + 4 * 64 + 64 * (g / 4));
+    const __m512i high = _mm512_loadu_si512(pb + top_bits(g / 4));
     // Top bits 2k .. 2k + 1 to 4 .. 5 by 16-bit shifts: the mask drops what crosses into a byte.
     const int k = g % 4;
     const __m512i moved = k < 2 ? _mm512_slli_epi16(high, 4 - 2 * k) : k == 2 ? high : _mm512_srli_epi16(high, 2);
-    return _mm512_ternarylogic_epi32(nibble_group<false>(pb, g), moved, _mm512_set1_epi8(0x30), 0xF8);  // a | (b & c)
+    return _mm512_ternarylogic_epi32(nibble_group<DType::Q6_K>(pb, g), moved, _mm512_set1_epi8(0x30),
+                                     0xF8);  // a | (b & c)
   }
   WEFT_TARGET_AVX512 static __m512i iscale(const uint8_t* pb, int s) {
     return i8_lanes(pb + kScaleOffset + kPanelRows * s);
@@ -486,19 +488,20 @@ struct Q6KPanelBlock : RepackedLayout<DType::Q6_K> {
   WEFT_TARGET_AVX512 static __m512 min(const uint8_t*, int, const Super&) { return _mm512_setzero_ps(); }
 };
 
-// Group g's two-bit levels of a Q3_K / Q2_K panel sub-block: bits 2 (g % 4) of vector g / 4.
-WEFT_TARGET_AVX512 inline __m512i two_bit_group(const uint8_t* pb, int g) {
-  const __m512i v = _mm512_loadu_si512(pb + 64 * (g / 4));
+// Group g's two-bit levels of a Q3_K / Q2_K panel sub-block whose two-bit vectors start at v: bits
+// 2 (g % 4) of vector g / 4.
+WEFT_TARGET_AVX512 inline __m512i two_bit_group(const uint8_t* v0, int g) {
+  const __m512i v = _mm512_loadu_si512(v0 + 64 * (g / 4));
   return _mm512_and_si512(g % 4 ? _mm512_srli_epi16(v, 2 * (g % 4)) : v, _mm512_set1_epi8(3));
 }
 
-// ... or a Q3_K panel repacked at load: per super-block the rows' d, then 8 sub-blocks of two-bit
-// levels (group g: bits 2 (g % 4) of vector g / 4), the third bits as a bit plane (or-ed in as Q5's
-// fifth bits) and the int8 scales of the two halves.
+// ... or a Q3_K panel repacked at load: per super-block the rows' d, then 8 sub-blocks of the third
+// bits as a bit plane (or-ed in as Q5's fifth bits), two-bit levels (group g: bits 2 (g % 4) of
+// vector g / 4) and the int8 scales of the two halves.
 struct Q3KPanelBlock : RepackedLayout<DType::Q3_K> {
   using Super = Q6KPanelBlock::Super;
   WEFT_TARGET_AVX512 static __m512i group(const uint8_t* pb, int g) {
-    return or_plane_bits<2>(two_bit_group(pb, g), pb + 2 * 64, g);
+    return or_plane_bits<2>(two_bit_group(pb + kLevels, g), pb, g);
   }
   WEFT_TARGET_AVX512 static __m512i iscale(const uint8_t* pb, int s) {
     return i8_lanes(pb + kScaleOffset + kPanelRows * s);
@@ -510,7 +513,7 @@ struct Q3KPanelBlock : RepackedLayout<DType::Q3_K> {
 // two-bit levels (as Q3_K's) and, per half, each row's scale (low nibble) and min (high nibble).
 struct Q2KPanelBlock : RepackedLayout<DType::Q2_K> {
   using Super = KPanelBlock<DType::Q4_K>::Super;
-  WEFT_TARGET_AVX512 static __m512i group(const uint8_t* pb, int g) { return two_bit_group(pb, g); }
+  WEFT_TARGET_AVX512 static __m512i group(const uint8_t* pb, int g) { return two_bit_group(pb + kLevels, g); }
   // Half s's scale | min bytes as 16 int32 lanes.
   WEFT_TARGET_AVX512 static __m512i bytes(const uint8_t* pb, int s) {
     return u8_lanes(pb + kScaleOffset + kPanelRows * s);
@@ -529,7 +532,7 @@ struct Q2KPanelBlock : RepackedLayout<DType::Q2_K> {
 WEFT_TARGET_AVX512 inline __m512i grid_group(const uint8_t* pb, int g) {
   const __m512i grid =
       _mm512_broadcast_i32x4(_mm_loadu_si128(reinterpret_cast<const __m128i*>(iquants::kGridU8.data())));
-  return _mm512_shuffle_epi8(grid, nibble_group<false>(pb, g));
+  return _mm512_shuffle_epi8(grid, nibble_group<DType::IQ4_NL>(pb, g));  // IQ4_XS: the same offsets
 }
 struct IQ4NLPanelBlock : RepackedLayout<DType::IQ4_NL> {
   WEFT_TARGET_AVX512 static __m512i group(const uint8_t* pb, int g) { return grid_group(pb, g); }

@@ -349,21 +349,16 @@ void repack_block(const Block& blk, int r, uint8_t* ob) {
   constexpr bool kQ8 = std::is_same_v<Block, BlockQ8_0>;
   constexpr bool kQ5 = std::is_same_v<Block, BlockQ5_0> || std::is_same_v<Block, BlockQ5_1>;
   constexpr bool kMin = std::is_same_v<Block, BlockQ4_1> || std::is_same_v<Block, BlockQ5_1>;
-  size_t off = 0;
+  using L = RepackedLayout<kQ8 ? DType::Q8_0 : kQ5 ? DType::Q5_0 : DType::Q4_0>;  // Q4_1 / Q5_1: their offsets
   if constexpr (kQ8) {
     for (int k = 0; k < 8; ++k)
       for (int i = 0; i < 4; ++i) ob[64 * k + 4 * r + i] = static_cast<uint8_t>(blk.qs[4 * k + i] ^ 0x80);  // + 128
-    off = 8 * 64;
   } else {
-    put_paired_nibbles(blk.qs, r, ob);
-    off = 4 * 64;
+    put_paired_nibbles(blk.qs, r, ob + L::kLevels);
   }
-  if constexpr (kQ5) {  // bit v of qh: value v's fifth bit
-    put_bit_plane(ob + off, r, load_u32(blk.qh));
-    off += 64;
-  }
-  std::memcpy(ob + off + 2 * r, &blk.d, 2);
-  if constexpr (kMin) std::memcpy(ob + off + 2 * kPanelRows + 2 * r, &blk.m, 2);
+  if constexpr (kQ5) put_bit_plane(ob, r, load_u32(blk.qh));  // bit v of qh: value v's fifth bit
+  std::memcpy(ob + L::kScaleOffset + 2 * r, &blk.d, 2);
+  if constexpr (kMin) std::memcpy(ob + L::kScaleOffset + 2 * kPanelRows + 2 * r, &blk.m, 2);
 }
 
 // Row r's 32 four-bit levels of a sub-block, bits shift .. shift + 3 of the bytes at q, into a
@@ -377,16 +372,16 @@ void put_nibble_pairs(const uint8_t* q, int shift, int r, uint8_t* sb) {
   }
 }
 
-// Two-bit levels of sub-block j of row r into a panel sub-block's two vectors at sb: group g at
+// Two-bit levels of sub-block j of row r into a panel sub-block's two vectors v0, v1: group g at
 // bits 2 (g % 4) of byte 4r + i of vector g / 4. Sub-block j's level l is bits 2 (j % 4) of
 // q[32 (j / 4) + l]: Q2_K / Q3_K's qs (kquants::q2_level) and Q6_K's top bits in qh alike.
-void put_two_bit_levels(const uint8_t* q, int j, int r, uint8_t* sb) {
+void put_two_bit_levels(const uint8_t* q, int j, int r, uint8_t* v0, uint8_t* v1) {
   const uint8_t* src = q + 32 * (j / 4);
   const int shift = 2 * (j % 4);
   for (int v = 0; v < 2; ++v) {  // lane r of vector v: groups 4v .. 4v + 3
     uint32_t lane = 0;
     for (int k = 0; k < 4; ++k) lane |= ((load_u32(src + 4 * (4 * v + k)) >> shift) & 0x03030303u) << (2 * k);
-    store_u32(sb + 64 * v + 4 * r, lane);
+    store_u32((v ? v1 : v0) + 4 * r, lane);
   }
 }
 
@@ -401,8 +396,8 @@ void repack_k_block(const Block& blk, int r, uint8_t* ob) {
   kquants::unpack_scales_mins(blk.scales, sc, m);
   for (int j = 0; j < 8; ++j) {
     uint8_t* sb = ob + L::kHead + j * L::kBlockBytes;
-    put_nibble_pairs(blk.qs + 32 * (j / 2), 4 * (j & 1), r, sb);
-    if constexpr (L::kQ5) put_bit_plane(sb + 4 * 64, r, bits_of_bytes(blk.qh, j));
+    put_nibble_pairs(blk.qs + 32 * (j / 2), 4 * (j & 1), r, sb + L::kLevels);
+    if constexpr (L::kQ5) put_bit_plane(sb, r, bits_of_bytes(blk.qh, j));
     sb[L::kScaleOffset + r] = sc[j];
     sb[L::kScaleOffset + kPanelRows + r] = m[j];
   }
@@ -416,8 +411,8 @@ void repack_q6_k_block(const BlockQ6K& blk, int r, uint8_t* ob) {
   for (int j = 0; j < 8; ++j) {
     uint8_t* sb = ob + L::kHead + j * L::kBlockBytes;
     const int h = j / 4, p = j % 4;
-    put_nibble_pairs(blk.ql + 64 * h + 32 * (p & 1), p < 2 ? 0 : 4, r, sb);
-    put_two_bit_levels(blk.qh, j, r, sb + 4 * 64);
+    put_nibble_pairs(blk.ql + 64 * h + 32 * (p & 1), p < 2 ? 0 : 4, r, sb + L::kLevels);
+    put_two_bit_levels(blk.qh, j, r, sb, sb + L::top_bits(1));
     sb[L::kScaleOffset + r] = static_cast<uint8_t>(blk.scales[8 * h + 2 * p]);
     sb[L::kScaleOffset + kPanelRows + r] = static_cast<uint8_t>(blk.scales[8 * h + 2 * p + 1]);
   }
@@ -433,8 +428,8 @@ void repack_q3_k_block(const BlockQ3K& blk, int r, uint8_t* ob) {
   kquants::unpack_q3_scales(blk.scales, sc);
   for (int j = 0; j < 8; ++j) {
     uint8_t* sb = ob + L::kHead + j * L::kBlockBytes;
-    put_two_bit_levels(blk.qs, j, r, sb);
-    put_bit_plane(sb + 2 * 64, r, bits_of_bytes(blk.hmask, j));  // value 32j + v's third bit (q3_third_bit)
+    put_bit_plane(sb, r, bits_of_bytes(blk.hmask, j));  // value 32j + v's third bit (q3_third_bit)
+    put_two_bit_levels(blk.qs, j, r, sb + L::kLevels, sb + L::kLevels + 64);
     sb[L::kScaleOffset + r] = static_cast<uint8_t>(sc[2 * j]);
     sb[L::kScaleOffset + kPanelRows + r] = static_cast<uint8_t>(sc[2 * j + 1]);
   }
@@ -448,7 +443,7 @@ void repack_q2_k_block(const BlockQ2K& blk, int r, uint8_t* ob) {
   std::memcpy(ob + 2 * kPanelRows + 2 * r, &blk.dmin, 2);
   for (int j = 0; j < 8; ++j) {
     uint8_t* sb = ob + L::kHead + j * L::kBlockBytes;
-    put_two_bit_levels(blk.qs, j, r, sb);
+    put_two_bit_levels(blk.qs, j, r, sb, sb + 64);
     sb[L::kScaleOffset + r] = blk.scales[2 * j];
     sb[L::kScaleOffset + kPanelRows + r] = blk.scales[2 * j + 1];
   }

@@ -111,12 +111,12 @@ GemmFn find(Isa isa, DType t);
 // The legacy types as panels: panel p (rows 16p .. 16p + 15; rows past the matrix are zero) holds
 // its 32-value blocks one after another, each repacked_block_bytes(type), ggml's bytes rearranged
 // (same size) so that the kernel reads whole vectors with one dword lane per row:
+//   Q5_0/Q5_1 first: 64 bytes, the fifth bits as a bit plane: bit g of byte 4r + i is the fifth bit
+//     of value 4g + i of row r (bit 4g + i of its qh), moved to bit 4 of group g's levels by one
+//     shift and or-ed in (and, or: one ternary-logic op on AVX-512);
 //   Q4_0/Q4_1/Q5_0/Q5_1: 4 x 64 bytes whose lane r of vector k is bytes 4k .. 4k + 3 of row r's qs
 //     (low nibbles: group k, high nibbles: group k + 4, as in ggml's block); unpacking is two ops
 //     per vector in registers;
-//   Q5_0/Q5_1 then: 64 bytes, the fifth bits as a bit plane: bit g of byte 4r + i is the fifth bit
-//     of value 4g + i of row r (bit 4g + i of its qh), moved to bit 4 of group g's levels by one
-//     shift and or-ed in (and, or: one ternary-logic op on AVX-512);
 //   Q8_0: 8 x 64 bytes, lane r of vector g = qs[4g .. 4g + 3] of row r plus 128 (the unsigned levels
 //     dpbusd takes, flipped once here instead of every call);
 // then the 16 rows' fp16 scales d, then (Q4_1/Q5_1) their fp16 mins m. IQ4_NL: as Q4_0 (its block is
@@ -125,12 +125,13 @@ GemmFn find(Isa isa, DType t);
 // The K-quants as panels: per 256-value super-block a head of the 16 rows' fp16 d (Q4_K/Q5_K: then
 // their fp16 dmin), then 8 sub-blocks of 32 values. A Q4_K/Q5_K sub-block is laid out as a Q4_0 /
 // Q5_0 block above (its nibbles paired as Q4_0 pairs them: value i with value i + 16) followed by
-// the 16 rows' 6-bit scales and then their 6-bit mins, a byte each; a Q6_K sub-block is the low
-// four bits of its levels as a Q4_0 block, their top two bits in two vectors (group g: bits
-// 2 (g % 4) of byte 4r + i of vector g / 4), then the int8 scales of its two halves; a Q3_K
-// sub-block is the two low bits of its levels laid out as Q6_K's top bits, the third bits as a
-// bit plane (as Q5's fifth bits: bit g of byte 4r + i for value 4g + i of row r), then the
-// int8 scales (stored - 32) of its halves; its levels are 0 .. 7 with offset -4. A Q2_K super-block
+// the 16 rows' 6-bit scales and then their 6-bit mins, a byte each; a Q6_K sub-block is the top
+// two bits of its levels in two vectors (group g: bits 2 (g % 4) of byte 4r + i of vector g / 4)
+// with the low four bits as a Q4_0 block between them, then the int8 scales of its two halves; a
+// Q3_K sub-block is the third bits as a bit plane (as Q5's fifth bits: bit g of byte 4r + i for
+// value 4g + i of row r), the two low bits of its levels laid out as Q6_K's top bits, then the int8
+// scales (stored - 32) of its halves; its levels are 0 .. 7 with offset -4. Every block's vectors
+// lie in the order its groups first read them (RepackedLayout::kLevels). A Q2_K super-block
 // has d and dmin as Q4_K's, each sub-block its levels as Q3_K's two low bits and, per half, ggml's
 // byte of scale (low nibble) and min (high nibble) for each row. Decoding the
 // packed scales once at load instead of in every product leaves decode to the weight stream (2.8% /
@@ -185,6 +186,14 @@ struct RepackedLayout {
                                          : kType == DType::Q2_K ? 2 * 64
                                                                 : 4 * 64 + (kQ5 ? kGroups * 8 : 0);
   static constexpr size_t kBlockBytes = repacked_block_bytes(kType);
+  // Where the level vectors start: after the bit plane (kQ5, Q3_K: at 0) or Q6_K's first top-bit
+  // vector, which group 0 reads with them. The readers then first touch a block's cache lines in
+  // address order. With the plane after the nibbles, one thread's decode from DRAM lost the stream:
+  // 500m tg64 -t 1, plane last / first alternating, AVX-512 q5_k 85-92 / 95-101, q5_1 89-90 / 95-96;
+  // AVX2 q5_1 65-68 / 93-95, q5_0 89-92 / 102-105, q5_k 91 / 97 (q6_k +2%, q3_k the same).
+  static constexpr size_t kLevels = kQ5 || kType == DType::Q3_K || kType == DType::Q6_K ? 64 : 0;
+  // Q6_K's top-bit vector k (groups 4k .. 4k + 3): before and after its four nibble vectors.
+  static constexpr size_t top_bits(int k) { return k == 0 ? 0 : kLevels + 4 * 64; }
   using Super = NoSuper;
 };
 // A panel packed per call (PanelFormat) has one block per super-block.
