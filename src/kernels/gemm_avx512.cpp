@@ -479,8 +479,8 @@ struct Q6KPanelBlock : RepackedLayout<DType::Q6_K> {
     // Top bits 2k .. 2k + 1 to 4 .. 5 by 16-bit shifts: the mask drops what crosses into a byte.
     const int k = g % 4;
     const __m512i moved = k < 2 ? _mm512_slli_epi16(high, 4 - 2 * k) : k == 2 ? high : _mm512_srli_epi16(high, 2);
-    return _mm512_ternarylogic_epi32(nibble_group<DType::Q6_K>(pb, g), moved, _mm512_set1_epi8(0x30),
-                                     0xF8);  // a | (b & c)
+    const __m512i low = nibble_group<DType::Q6_K>(pb, g);
+    return _mm512_ternarylogic_epi32(low, moved, _mm512_set1_epi8(0x30), 0xF8);  // a | (b & c)
   }
   WEFT_TARGET_AVX512 static __m512i iscale(const uint8_t* pb, int s) {
     return i8_lanes(pb + kScaleOffset + kPanelRows * s);
@@ -488,7 +488,7 @@ struct Q6KPanelBlock : RepackedLayout<DType::Q6_K> {
   WEFT_TARGET_AVX512 static __m512 min(const uint8_t*, int, const Super&) { return _mm512_setzero_ps(); }
 };
 
-// Group g's two-bit levels of a Q3_K / Q2_K panel sub-block whose two-bit vectors start at v: bits
+// Group g's two-bit levels of a Q3_K / Q2_K panel sub-block whose two-bit vectors start at v0: bits
 // 2 (g % 4) of vector g / 4.
 WEFT_TARGET_AVX512 inline __m512i two_bit_group(const uint8_t* v0, int g) {
   const __m512i v = _mm512_loadu_si512(v0 + 64 * (g / 4));
