@@ -443,7 +443,7 @@ void repack_q2_k_block(const BlockQ2K& blk, int r, uint8_t* ob) {
   std::memcpy(ob + 2 * kPanelRows + 2 * r, &blk.dmin, 2);
   for (int j = 0; j < 8; ++j) {
     uint8_t* sb = ob + L::kHead + j * L::kBlockBytes;
-    put_two_bit_levels(blk.qs, j, r, sb, sb + 64);
+    put_two_bit_levels(blk.qs, j, r, sb + L::kLevels, sb + L::kLevels + 64);
     sb[L::kScaleOffset + r] = blk.scales[2 * j];
     sb[L::kScaleOffset + kPanelRows + r] = blk.scales[2 * j + 1];
   }

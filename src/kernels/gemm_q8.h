@@ -146,9 +146,9 @@ constexpr bool has_super_blocks(DType t) {
 constexpr size_t repacked_block_bytes(DType t) {
   switch (t) {
     case DType::Q4_K: return 4 * 64 + 2 * kPanelRows;                 // levels, scales, mins
-    case DType::Q5_K: return 4 * 64 + kGroups * 8 + 2 * kPanelRows;   // levels, fifth bits, scales, mins
-    case DType::Q6_K: return 4 * 64 + 2 * 64 + 2 * kPanelRows;        // low nibbles, top bits, two scales
-    case DType::Q3_K: return 2 * 64 + kGroups * 8 + 2 * kPanelRows;   // low bits, third bits, two scales
+    case DType::Q5_K: return 64 + 4 * 64 + 2 * kPanelRows;            // fifth bits, levels, scales, mins
+    case DType::Q6_K: return 2 * 64 + 4 * 64 + 2 * kPanelRows;        // top bits, low nibbles, two scales
+    case DType::Q3_K: return 64 + 2 * 64 + 2 * kPanelRows;            // third bits, low bits, two scales
     case DType::Q2_K: return 2 * 64 + 2 * kPanelRows;                 // levels, two scale | min bytes
     case DType::IQ4_XS: return 4 * 64 + kPanelRows;                   // grid indices, int8 scales
     case DType::IQ4_NL:                                               // as Q4_0's: the same block
@@ -173,19 +173,13 @@ struct NoSuper {
 };
 // Where a repacked (sub-)block of type kType keeps its parts, for every ISA's reader: kSub blocks
 // per super-block after kHead bytes of it (read once per super-block into a Super, which the
-// K-quants' readers define), levels first, then (kQ5) the fifth-bit masks (Q3_K: third-bit masks),
-// then the scales from kScaleOffset.
+// K-quants' readers define), the level vectors from kLevels (a bit plane or Q6_K's first top-bit
+// vector before them), then the scales from kScaleOffset.
 template <DType kType>
 struct RepackedLayout {
   static constexpr int kSub = repacked_sub_blocks(kType);
   static constexpr size_t kHead = repacked_head_bytes(kType);
   static constexpr bool kQ5 = kType == DType::Q5_0 || kType == DType::Q5_1 || kType == DType::Q5_K;
-  static constexpr size_t kScaleOffset = kType == DType::Q8_0   ? 8 * 64
-                                         : kType == DType::Q6_K ? 6 * 64
-                                         : kType == DType::Q3_K ? 2 * 64 + kGroups * 8
-                                         : kType == DType::Q2_K ? 2 * 64
-                                                                : 4 * 64 + (kQ5 ? kGroups * 8 : 0);
-  static constexpr size_t kBlockBytes = repacked_block_bytes(kType);
   // Where the level vectors start: after the bit plane (kQ5, Q3_K: at 0) or Q6_K's first top-bit
   // vector, which group 0 reads with them. The readers then first touch a block's cache lines in
   // address order. With the plane after the nibbles, one thread's decode from DRAM lost the stream:
@@ -194,6 +188,12 @@ struct RepackedLayout {
   static constexpr size_t kLevels = kQ5 || kType == DType::Q3_K || kType == DType::Q6_K ? 64 : 0;
   // Q6_K's top-bit vector k (groups 4k .. 4k + 3): before and after its four nibble vectors.
   static constexpr size_t top_bits(int k) { return k == 0 ? 0 : kLevels + 4 * 64; }
+  // The scales after the level vectors (Q6_K: and its second top-bit vector).
+  static constexpr size_t kScaleOffset = kLevels + (kType == DType::Q8_0                           ? 8 * 64
+                                                    : kType == DType::Q6_K                         ? 5 * 64
+                                                    : kType == DType::Q3_K || kType == DType::Q2_K ? 2 * 64
+                                                                                                   : 4 * 64);
+  static constexpr size_t kBlockBytes = repacked_block_bytes(kType);
   using Super = NoSuper;
 };
 // A panel packed per call (PanelFormat) has one block per super-block.
