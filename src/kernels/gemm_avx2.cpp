@@ -35,6 +35,11 @@ WEFT_TARGET_AVX2 inline Halves load_halves(const uint8_t* p) {
            _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p + 32))}};
 }
 
+WEFT_TARGET_AVX2 inline void store_halves(uint8_t* p, const Halves& q) {
+  _mm256_storeu_si256(reinterpret_cast<__m256i*>(p), q.v[0]);
+  _mm256_storeu_si256(reinterpret_cast<__m256i*>(p + 32), q.v[1]);
+}
+
 WEFT_TARGET_AVX2 inline HalvesF fp16_halves(const uint8_t* p) {
   return {{_mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p))),
            _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p + 16)))}};
@@ -311,6 +316,34 @@ WEFT_TARGET_AVX2 inline void signed_group(const uint8_t* panel, int g, const Act
   }
 }
 
+// sum[t] += the dot of groups g and g + 1 (levels w0, w1) with token t's values, two groups' int16
+// sums widened to int32 by vpmaddwd with m: ones, or the rows' int16 scales (ScalePairLayout).
+template <int T>
+WEFT_TARGET_AVX2 inline void group_pair(const Halves& w0, const Halves& w1, const ActBlock* act, int g, const Halves& m,
+                                        __m256i (&sum)[T][2]) {
+#pragma GCC unroll 2
+  for (int t = 0; t < T; ++t) {
+    const __m256i a0 = _mm256_set1_epi32(load_i32(act[t].q + 4 * g));
+    const __m256i a1 = _mm256_set1_epi32(load_i32(act[t].q + 4 * g + 4));
+#pragma GCC unroll 2
+    for (int h = 0; h < 2; ++h) {
+      const __m256i p = _mm256_add_epi16(_mm256_maddubs_epi16(w0.v[h], a0), _mm256_maddubs_epi16(w1.v[h], a1));
+      sum[t][h] = _mm256_add_epi32(sum[t][h], _mm256_madd_epi16(p, m.v[h]));
+    }
+  }
+}
+
+// Rows [0, n_rows) of each token's accumulators to y[t * ldy].
+template <int T>
+WEFT_TARGET_AVX2 inline void store_rows(const __m256 (&acc)[T][2], float* y, int64_t ldy, int n_rows) {
+  for (int t = 0; t < T; ++t) {
+    alignas(32) float out[kPanelRows];
+    _mm256_store_ps(out, acc[t][0]);
+    _mm256_store_ps(out + 8, acc[t][1]);
+    std::memcpy(y + t * ldy, out, sizeof(float) * n_rows);
+  }
+}
+
 // A TileFn (gemm_q8.h) reading blocks through Src. A Src with integer sub-block scales (iscale: the
 // repacked K-quants, IQ4_XS) keeps a super-block in int32, as the AVX-512 tile does: one activation
 // scale (Q8_K's d) per super-block, so sub-block dots times int scales add up exactly (|sum| < 2^28),
@@ -353,16 +386,7 @@ WEFT_TARGET_AVX2 void tile(const uint8_t* panel, size_t block_bytes, int64_t nb,
 #pragma GCC unroll 4
         for (int g = s * kPerScale; g < (s + 1) * kPerScale; g += 2) {
           const Halves w0 = Src::group(panel, g), w1 = Src::group(panel, g + 1);
-#pragma GCC unroll 2
-          for (int t = 0; t < T; ++t) {
-            const __m256i a0 = _mm256_set1_epi32(load_i32(act[t].q + 4 * g));
-            const __m256i a1 = _mm256_set1_epi32(load_i32(act[t].q + 4 * g + 4));
-#pragma GCC unroll 2
-            for (int h = 0; h < 2; ++h) {
-              const __m256i p = _mm256_add_epi16(_mm256_maddubs_epi16(w0.v[h], a0), _mm256_maddubs_epi16(w1.v[h], a1));
-              sumi[t][h] = _mm256_add_epi32(sumi[t][h], _mm256_madd_epi16(p, ones));
-            }
-          }
+          group_pair<T>(w0, w1, act, g, {{ones, ones}}, sumi);
         }
       }
       if constexpr (kInt) {
@@ -414,12 +438,7 @@ WEFT_TARGET_AVX2 void tile(const uint8_t* panel, size_t block_bytes, int64_t nb,
                   _mm256_fmadd_ps(_mm256_cvtepi32_ps(imin[t][h]), _mm256_mul_ps(sup.neg_dmin.v[h], d), acc[t][h]);
         }
   }
-  for (int t = 0; t < T; ++t) {
-    alignas(32) float out[kPanelRows];
-    _mm256_store_ps(out, acc[t][0]);
-    _mm256_store_ps(out + 8, acc[t][1]);
-    std::memcpy(y + t * ldy, out, sizeof(float) * n_rows);
-  }
+  store_rows<T>(acc, y, ldy, n_rows);
 }
 
 // 16 ymm registers: 2 tokens x (2 int32 + 2 float accumulators) plus four weight vectors.
@@ -446,10 +465,7 @@ WEFT_TARGET_AVX2 void unpack_panel(const uint8_t* src, int64_t nb, const PanelFo
       sup = Src::Super::read(src);
       src += Src::kHead;
     }
-    for (int g = 0; g < kGroups; ++g) {
-      const Halves q = Src::group(src, g);
-      for (int h = 0; h < 2; ++h) _mm256_storeu_si256(reinterpret_cast<__m256i*>(out + 64 * g + 32 * h), q.v[h]);
-    }
+    for (int g = 0; g < kGroups; ++g) store_halves(out + 64 * g, Src::group(src, g));
     auto* floats = reinterpret_cast<float*>(out + kGroups * 64);
     for (int s = 0; s < f.n_scales; ++s) {
       const HalvesF sc = Src::scale(src, s, sup);
@@ -460,6 +476,78 @@ WEFT_TARGET_AVX2 void unpack_panel(const uint8_t* src, int64_t nb, const PanelFo
       for (int h = 0; h < 2; ++h) _mm256_storeu_ps(floats + 16 * f.n_scales + 8 * h, mn.v[h]);
     }
   }
+}
+
+// Q6_K, Q3_K and Q2_K weigh every 16 values by an int scale: two per block, where the tile above
+// pays a vpmulld and a vpaddd per scale, token and half (or UnpackedPanels' float step). Their batches
+// unpack a panel once per token chunk into ScalePairLayout instead: the levels a byte each, then per
+// block each half's scale as the int16 pair (sc, sc) in a row's dword, then the pair (k sc0, k sc1).
+// vpmaddwd, which widens two groups' int16 sums to int32 anyway, then multiplies them by the scale
+// where it multiplied by ones, and the offset term (k = -offset: the token's half sums times the
+// scales; Q2_K: k = 1 and its mins) is one vpmaddwd of the token's two half sums per block. Exact: an
+// int16 sum is at most 4 x 63 x 127, times |sc| <= 128, over a super-block's 256 values < 2^28.
+template <class Src>
+struct ScalePairLayout {
+  static constexpr size_t kScales = kGroups * 64;    // (sc, sc) of half 0, then of half 1
+  static constexpr size_t kPair = kScales + 2 * 64;  // (k sc0, k sc1)
+  static constexpr size_t kBlockBytes = kPair + 64;
+  static constexpr size_t buffer_bytes(int64_t nb) { return nb / Src::kSub * (Src::kHead + Src::kSub * kBlockBytes); }
+};
+
+// Lanes lo and hi (int32 lanes whose values fit int16) as the int16 pair (lo, hi) of each dword.
+WEFT_TARGET_AVX2 inline Halves int16_pairs(const Halves& lo, const Halves& hi) {
+  Halves p;
+  for (int h = 0; h < 2; ++h) p.v[h] = _mm256_blend_epi16(lo.v[h], _mm256_slli_epi32(hi.v[h], 16), 0xAA);
+  return p;
+}
+
+// A TileFn over ScalePairLayout<Src> panels (kUnit: k above; kMins: the pair term is Q2_K's mins,
+// times -dmin, else the offset's, times d).
+template <class Src, int kUnit, bool kMins, int T>
+WEFT_TARGET_AVX2 void scale_pair_tile(const uint8_t* panel, size_t, int64_t nb, const ActBlock* act, int64_t act_stride,
+                                      float* y, int64_t ldy, int n_rows, size_t) {
+  using L = ScalePairLayout<Src>;
+  __m256 acc[T][2];
+  __m256i iacc[T][2], imin[T][2];
+  for (int t = 0; t < T; ++t) {
+    acc[t][0] = acc[t][1] = _mm256_setzero_ps();
+    iacc[t][0] = iacc[t][1] = imin[t][0] = imin[t][1] = _mm256_setzero_si256();
+  }
+  typename Src::Super sup{};
+  const ActBlock* act0 = act;
+  for (int64_t b = 0; b < nb; ++b, panel += L::kBlockBytes, act += act_stride) {
+    if (b % Src::kSub == 0) {
+      sup = Src::Super::read(panel);
+      panel += Src::kHead;
+      act0 = act;
+      for (int t = 0; t < T; ++t) iacc[t][0] = iacc[t][1] = imin[t][0] = imin[t][1] = _mm256_setzero_si256();
+    }
+#pragma GCC unroll 4
+    for (int g = 0; g < kGroups; g += 2) {
+      const Halves w0 = load_halves(panel + 64 * g), w1 = load_halves(panel + 64 * (g + 1));
+      const Halves sc = load_halves(panel + L::kScales + 64 * (g / 4));
+      group_pair<T>(w0, w1, act, g, sc, iacc);
+    }
+    const Halves pair = load_halves(panel + L::kPair);
+    for (int t = 0; t < T; ++t) {
+      const uint32_t sums = static_cast<uint16_t>(act[t].c0 / kUnit) | static_cast<uint32_t>(act[t].c1 / kUnit) << 16;
+      const __m256i x = _mm256_set1_epi32(static_cast<int32_t>(sums));
+      for (int h = 0; h < 2; ++h) {
+        __m256i& into = kMins ? imin[t][h] : iacc[t][h];
+        into = _mm256_add_epi32(into, _mm256_madd_epi16(x, pair.v[h]));
+      }
+    }
+    if (b % Src::kSub == Src::kSub - 1)
+      for (int t = 0; t < T; ++t) {
+        const __m256 d = _mm256_set1_ps(act0[t].d);
+        for (int h = 0; h < 2; ++h) {
+          acc[t][h] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(iacc[t][h]), _mm256_mul_ps(sup.d.v[h], d), acc[t][h]);
+          if constexpr (kMins)
+            acc[t][h] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(imin[t][h]), _mm256_mul_ps(sup.neg_dmin.v[h], d), acc[t][h]);
+        }
+      }
+  }
+  store_rows<T>(acc, y, ldy, n_rows);
 }
 
 // The reader of type kType's panels (a value of it: the readers are empty structs).
@@ -483,15 +571,59 @@ auto panel_reader() {
 template <DType kType>
 using Avx2Src = decltype(panel_reader<kType>());
 
+// Batches over a Q6_K / Q3_K / Q2_K repacked matrix: each panel unpacked to ScalePairLayout once per
+// token chunk (its levels by the repacked reader's group, its scales and mins by iscale / imin).
+template <DType kType>
+struct Avx2ScalePairPanels {
+  using Repacked = Avx2Src<kType>;
+  using L = ScalePairLayout<Repacked>;
+  static constexpr bool kMins = kType == DType::Q2_K;
+  static constexpr int kUnit = kType == DType::Q6_K ? -32 : kType == DType::Q3_K ? -4 : 1;
+  static constexpr int kTokens = kAvx2Tokens;
+  static constexpr bool kRepacked = false;
+  static constexpr size_t kBlockBytes = L::kBlockBytes;
+  static constexpr size_t buffer_bytes(int64_t nb) { return L::buffer_bytes(nb); }
+  template <int kScales, bool kMin, bool kCorr, int T>
+  static constexpr TileFn tile = scale_pair_tile<Repacked, kUnit, kMins, T>;
+  WEFT_TARGET_AVX2 static void pack(const WeightMatrix& w, int64_t r0, int, uint8_t* out, size_t) {
+    const uint8_t* src = w.data + r0 / kPanelRows * repacked_panel_bytes(kType, w.cols);
+    const __m256i unit = _mm256_set1_epi32(kUnit);
+    for (int64_t b = 0; b < w.cols / kQK; ++b, src += Repacked::kBlockBytes, out += kBlockBytes) {
+      if (b % Repacked::kSub == 0) {
+        std::memcpy(out, src, Repacked::kHead);
+        src += Repacked::kHead;
+        out += Repacked::kHead;
+      }
+      Halves part[4];  // the halves' scales, then their mins (Q2_K) or scales again
+      for (int g = 0; g < kGroups; ++g) store_halves(out + 64 * g, Repacked::group(src, g));
+      for (int s = 0; s < 2; ++s) {
+        part[s] = Repacked::iscale(src, s);
+        if constexpr (kMins)
+          part[2 + s] = Repacked::imin(src, s);
+        else
+          for (int h = 0; h < 2; ++h) part[2 + s].v[h] = _mm256_mullo_epi32(part[s].v[h], unit);
+        store_halves(out + L::kScales + 64 * s, int16_pairs(part[s], part[s]));
+      }
+      store_halves(out + L::kPair, int16_pairs(part[2], part[3]));
+    }
+  }
+};
+
 // Where the levels' high bits (Q5: fifth, Q6_K: top two, Q3_K: third) take ops per group and half to
 // put in place, a prompt tile would pay them again every two tokens, so those types hand batches to
 // UnpackedPanels: pp128 -t 1 read in place / unpacked once, q5_k 175 / 210-217, q6_k 150 / 180,
 // q3_k 147-149 / 183-184 (Q5_0 measured x1.34 unpacked once, with the fifth bits still as masks).
+// The two-scale types then to ScalePairLayout instead (pp128 -t 1, UnpackedPanels / it, alternating:
+// q6_k 178-179 / 204-207, q3_k 180-182 / 202-213, q2_k, read in place before, 181-186 / 201-205).
 // Nibble-only types unpack faster in registers than they read back a byte per level (Q4_0 pp128
 // x0.88 unpacked once).
 template <DType kType>
-struct Avx2Panels : BatchesUnpacked<UnpackedPanels<Avx2Gemm<PackedSrc>, unpack_panel<Avx2Src<kType>>>,
-                                    RepackedLayout<kType>::kQ5 || kType == DType::Q6_K || kType == DType::Q3_K> {
+constexpr bool kScalePairs = kType == DType::Q6_K || kType == DType::Q3_K || kType == DType::Q2_K;
+template <DType kType>
+using Avx2Unpacked = std::conditional_t<kScalePairs<kType>, Avx2ScalePairPanels<kType>,
+                                        UnpackedPanels<Avx2Gemm<PackedSrc>, unpack_panel<Avx2Src<kType>>>>;
+template <DType kType>
+struct Avx2Panels : BatchesUnpacked<Avx2Unpacked<kType>, RepackedLayout<kType>::kQ5 || kScalePairs<kType>> {
   using Src = Avx2Src<kType>;
   static constexpr int kTokens = kAvx2Tokens;
   static constexpr bool kRepacked = true;
