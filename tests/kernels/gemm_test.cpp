@@ -278,9 +278,11 @@ TEST(Gemm, Q8_0ExtremeLevelsDoNotSaturate) {
     dequantize_row_ref(DType::Q8_0, c.act.data() + k * c.act_row_bytes, c.af.data() + k * c.cols, c.cols);
     prepare_act_row(DType::Q8_0, c.act.data() + k * c.act_row_bytes, c.cols, c.blocks.data() + k, c.n_tokens);
   }
+  const Repacked p(c.matrix());  // its tiles read the levels in place (AVX2: one token's split, biased_block)
   for (Isa isa : {Isa::Avx2, Isa::Avx512}) {
     if (!isa_supported(isa)) continue;
     check_gemm(find(isa, DType::Q8_0), c, 0, c.rows, isa_name(isa));
+    check_gemm(find_repacked(isa, DType::Q8_0), c, 0, c.rows, std::string("repacked ") + isa_name(isa), &p.m);
   }
 }
 
