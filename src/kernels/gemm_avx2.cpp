@@ -4,9 +4,9 @@
 // added before vpmaddwd widens them to int32, which is exact while levels stay <= 63
 // (2 groups x 2 x 63 x 127 < 32767). Q8_0's levels (q + 128) would saturate vpmaddubsw: its
 // tiles multiply |q| by the activations given q's sign instead (2 x 128 x 127 < 32767, one group
-// at a time). Its decode reads panels too: ggml's rows through rows_dot moved 12 GB/s from DRAM
-// (BM_matvec_big, one thread), the panels 27. The tile reads its blocks through a Src, as the
-// AVX-512 one does: panels packed per call (the scalar pack_panel) or repacked at load, whose
+// at a time), and one token's by its values split in two (biased_block). Its decode reads panels too: ggml's rows
+// through rows_dot moved 12 GB/s from DRAM (BM_matvec_big, one thread), the panels 27. The tile reads its blocks
+// through a Src, as the AVX-512 one does: panels packed per call (the scalar pack_panel) or repacked at load, whose
 // nibbles are unpacked in registers (decode then streams ggml's bytes, not one byte per level).
 #include "kernels/gemm_q8.h"
 
@@ -323,8 +323,8 @@ WEFT_TARGET_AVX2 inline void signed_group(const uint8_t* panel, int g, const Act
 // sum u a = 16 sum u hi + sum u lo, and the offset term (c0) takes the 128 off. vpmaddubsw pairs stay
 // below 2 x 255 x 8 (hi) and 2 x 255 x 15 (lo), so eight groups of hi and four of lo add up in int16:
 // about four ops per group and half. BM_matvec_big Q8_0, one thread, old / new alternating: 21.6-22.4 /
-// 25.2-31.5 GB/s; 500m q8_0 tg64 -t 1 x1.32 (-t 2 x1.03). (IQ4's levels, a vpshufb of their nibbles, lost there: tg64
-// -t 1 x0.83, as the split's second vpmaddubsw adds to a type already bound by its arithmetic.)
+// 25.2-31.5 GB/s; 500m q8_0 tg64 -t 1 x1.32 (-t 2 x1.03). IQ4's levels (a vpshufb of their nibbles)
+// lost this way, tg64 -t 1 x0.83: the second vpmaddubsw adds to a type already bound by its arithmetic.
 template <class Src>
 constexpr bool kBiasedLevels = kSignedLevels<Src> && !requires(Halves & h) {
   Src::signed_levels(nullptr, 0, h, h);
@@ -416,7 +416,7 @@ WEFT_TARGET_AVX2 void tile(const uint8_t* panel, size_t block_bytes, int64_t nb,
         _mm_prefetch(reinterpret_cast<const char*>(panel + ahead + off), _MM_HINT_T0);
     for (int s = 0; s < kScales; ++s) {
       __m256i sumi[T][2];
-      for (int t = 0; t < T; ++t) {  // signed levels need no offset correction
+      for (int t = 0; t < T; ++t) {  // signed levels need no offset correction; biased_block's do
         const __m256i c = kCorr && (!kSignedLevels<Src> || kSplit) ? _mm256_set1_epi32(s == 0 ? act[t].c0 : act[t].c1)
                                                                    : _mm256_setzero_si256();
         sumi[t][0] = sumi[t][1] = c;
