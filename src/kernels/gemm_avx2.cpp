@@ -531,9 +531,9 @@ WEFT_TARGET_AVX2 void unpack_panel(const uint8_t* src, int64_t nb, const PanelFo
 // int16 sum is at most 4 x 63 x 127, times |sc| <= 128, over a super-block's 256 values < 2^28.
 template <class Src>
 struct ScalePairLayout {
-  static constexpr size_t kScales = kGroups * 64;    // (sc, sc) of half 0, then of half 1
-  static constexpr size_t kPair = kScales + 2 * 64;  // (k sc0, k sc1)
-  static constexpr size_t kBlockBytes = kPair + 64;
+  static constexpr size_t kScaleOffset = kGroups * 64;          // (sc, sc) of half 0, then of half 1
+  static constexpr size_t kPairOffset = kScaleOffset + 2 * 64;  // (k sc0, k sc1)
+  static constexpr size_t kBlockBytes = kPairOffset + 64;
   static constexpr size_t buffer_bytes(int64_t nb) { return nb / Src::kSub * (Src::kHead + Src::kSub * kBlockBytes); }
 };
 
@@ -568,10 +568,10 @@ WEFT_TARGET_AVX2 void scale_pair_tile(const uint8_t* panel, size_t, int64_t nb, 
 #pragma GCC unroll 4
     for (int g = 0; g < kGroups; g += 2) {
       const Halves w0 = load_halves(panel + 64 * g), w1 = load_halves(panel + 64 * (g + 1));
-      const Halves sc = load_halves(panel + L::kScales + 64 * (g / 4));
+      const Halves sc = load_halves(panel + L::kScaleOffset + 64 * (g / 4));
       group_pair<T>(w0, w1, act, g, sc, iacc);
     }
-    const Halves pair = load_halves(panel + L::kPair);
+    const Halves pair = load_halves(panel + L::kPairOffset);
     for (int t = 0; t < T; ++t) {
       const uint32_t sums = static_cast<uint16_t>(act[t].c0 / kUnit) | static_cast<uint32_t>(act[t].c1 / kUnit) << 16;
       const __m256i x = _mm256_set1_epi32(static_cast<int32_t>(sums));
@@ -645,9 +645,9 @@ struct Avx2ScalePairPanels {
           part[2 + s] = Repacked::imin(src, s);
         else
           for (int h = 0; h < 2; ++h) part[2 + s].v[h] = _mm256_mullo_epi32(part[s].v[h], unit);
-        store_halves(out + L::kScales + 64 * s, int16_pairs(part[s], part[s]));
+        store_halves(out + L::kScaleOffset + 64 * s, int16_pairs(part[s], part[s]));
       }
-      store_halves(out + L::kPair, int16_pairs(part[2], part[3]));
+      store_halves(out + L::kPairOffset, int16_pairs(part[2], part[3]));
     }
   }
 };
