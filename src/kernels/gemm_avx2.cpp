@@ -621,7 +621,7 @@ struct Avx2ScalePairPanels {
   using Repacked = Avx2Src<kType>;
   using L = ScalePairLayout<Repacked>;
   static constexpr bool kMins = kType == DType::Q2_K;
-  static constexpr int kUnit = kType == DType::Q6_K ? -32 : kType == DType::Q3_K ? -4 : 1;
+  static constexpr int kUnit = kMins ? 1 : -act_offset(kType);
   static constexpr int kTokens = kAvx2Tokens;
   static constexpr bool kRepacked = false;
   static constexpr size_t kBlockBytes = L::kBlockBytes;

@@ -203,7 +203,7 @@ void prepare_act_row(DType weight, const void* act_row, int64_t n, ActBlock* out
     case DType::IQ4_XS: {
       // The level offset of the symmetric types (Q6_K 32, Q3_K 4, IQ4_XS 128, the last over its one
       // scale per block) goes in through c0 / c1.
-      const int32_t offset = weight == DType::Q6_K ? 32 : weight == DType::Q3_K ? 4 : weight == DType::IQ4_XS ? 128 : 0;
+      const int32_t offset = act_offset(weight);
       const auto* a = static_cast<const BlockQ8K*>(act_row);
       for (int64_t b = 0; b < nb; ++b) {
         const BlockQ8K& sb = a[b / 8];

@@ -68,12 +68,15 @@ static_assert(sizeof(ActBlock) == 48);
 // to out[b * n_tokens] for block b: blocks are stored block-major so that the tokens of a tile
 // are adjacent.
 void prepare_act_row(DType weight, const void* act_row, int64_t n, ActBlock* out, int64_t n_tokens);
-// The int offset of the levels of a weight type whose panels have has_corr and one scale per block.
+// The int offset of the levels of a weight type whose panels have has_corr (0 for the others), taken
+// off through ActBlock's c0 / c1.
 constexpr int32_t act_offset(DType weight) {
-  return weight == DType::Q4_0                              ? 8
-         : weight == DType::Q5_0                            ? 16
-         : weight == DType::Q8_0 || weight == DType::IQ4_NL ? 128
-                                                            : 0;
+  return weight == DType::Q4_0                                                         ? 8
+         : weight == DType::Q5_0                                                       ? 16
+         : weight == DType::Q6_K                                                       ? 32
+         : weight == DType::Q3_K                                                       ? 4
+         : weight == DType::Q8_0 || weight == DType::IQ4_NL || weight == DType::IQ4_XS ? 128
+                                                                                       : 0;
 }
 // prepare_act_row of the row k.quantize_act makes of the f32 row x (k: kernels_for(weight type) at
 // some level): in one pass where k's level has one (legacy::act_blocks: the row conversion took
