@@ -123,26 +123,92 @@ struct Q8Src : RepackedLayout<DType::Q8_0> {
   }
 };
 
-// Q4_K / Q5_K repacked at load: a super-block's d and dmin, then sub-blocks of levels, 6-bit
-// scales and mins (scale d * sc, min -dmin * m, as the unpacked panels hold them).
-template <DType kType>
+// A super-block's rows' d and -dmin (Q4_K, Q5_K, Q2_K).
+struct DMinSuper {
+  HalvesF d, neg_dmin;
+  WEFT_TARGET_AVX2 static DMinSuper read(const uint8_t* head) {
+    HalvesF neg = fp16_halves(head + 2 * kPanelRows);
+    for (__m256& v : neg.v) v = _mm256_sub_ps(_mm256_setzero_ps(), v);
+    return {fp16_halves(head), neg};
+  }
+};
+
+// Q4_K / Q5_K's packed scales and mins of a super-block's head (KScaleLayout) decoded to its four
+// vectors O_k, 32 bytes at a time: the low nibble (k < 2) or high nibble of the low-bit vector k % 2,
+// or-ed with top bits 2k .. 2k + 1 moved to bits 4 .. 5 (16-bit shifts: the masks drop what crosses
+// a byte).
+WEFT_TARGET_AVX2 inline void decode_k_scales(const uint8_t* head, uint8_t* out) {
+  using S = KScaleLayout;
+  const __m256i low4 = _mm256_set1_epi8(0x0F), top = _mm256_set1_epi8(0x30);
+  for (int half = 0; half < 64; half += 32) {
+    const uint8_t* p = head + half;
+    const __m256i n0 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p + S::kLow));
+    const __m256i n1 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p + S::kLow + 64));
+    const __m256i h = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p + S::kHigh));
+    const __m256i o[4] = {_mm256_slli_epi16(h, 4), _mm256_slli_epi16(h, 2), h, _mm256_srli_epi16(h, 2)};
+    for (int k = 0; k < 4; ++k) {
+      const __m256i n = k % 2 ? n1 : n0;
+      const __m256i nibble = _mm256_and_si256(k < 2 ? n : _mm256_srli_epi16(n, 4), low4);
+      _mm256_storeu_si256(reinterpret_cast<__m256i*>(out + 64 * k + half),
+                          _mm256_or_si256(nibble, _mm256_and_si256(o[k], top)));
+    }
+  }
+}
+
+// vpshufb indices that make 16 bytes (broadcast to both lanes) int16 pairs: half h's dword i of lane
+// l takes row 8h + 4l + i's byte twice, zero-extended (0x80: a zero byte).
+alignas(32) constexpr std::array<std::array<uint8_t, 32>, 2> kPairIndexBytes = [] {
+  std::array<std::array<uint8_t, 32>, 2> a{};
+  for (int h = 0; h < 2; ++h)
+    for (int i = 0; i < 8; ++i) {
+      const auto row = static_cast<uint8_t>(8 * h + i);
+      const int at = 16 * (i / 4) + 4 * (i % 4);
+      a[h][at] = a[h][at + 2] = row;
+      a[h][at + 1] = a[h][at + 3] = 0x80;
+    }
+  return a;
+}();
+
+// Q4_K / Q5_K repacked at load: a super-block's d, dmin and packed scales and mins, decoded once per
+// super-block by its Super, then sub-blocks of levels (scale d * sc, min -dmin * m, as the unpacked
+// panels hold them). kDecoded: a batch's copy whose heads hold the scales decoded (Avx2KDecodedPanels).
+template <DType kType, bool kDecoded = false>
 struct KSrc : RepackedLayout<kType> {
-  using L = RepackedLayout<kType>;
-  struct Super {
-    HalvesF d, neg_dmin;
-    WEFT_TARGET_AVX2 static Super read(const uint8_t* head) {
-      HalvesF neg = fp16_halves(head + 2 * kPanelRows);
-      for (__m256& v : neg.v) v = _mm256_sub_ps(_mm256_setzero_ps(), v);
-      return {fp16_halves(head), neg};
+  struct PackedSuper : DMinSuper {
+    alignas(32) uint8_t scales[4 * 64];  // KScaleLayout's decoded bytes
+    WEFT_TARGET_AVX2 static PackedSuper read(const uint8_t* head) {
+      PackedSuper s;
+      static_cast<DMinSuper&>(s) = DMinSuper::read(head);
+      decode_k_scales(head, s.scales);
+      return s;
     }
   };
+  struct DecodedSuper : DMinSuper {
+    const uint8_t* scales;
+    WEFT_TARGET_AVX2 static DecodedSuper read(const uint8_t* head) {
+      return {DMinSuper::read(head), head + KScaleLayout::kLow};
+    }
+  };
+  using Super = std::conditional_t<kDecoded, DecodedSuper, PackedSuper>;
+  static constexpr size_t kHead = kDecoded ? KScaleLayout::kDecodedEnd : KScaleLayout::kEnd;
   WEFT_TARGET_AVX2 static Halves group(const uint8_t* pb, int g) { return nibble_group<kType>(pb, g); }
-  WEFT_TARGET_AVX2 static Halves iscale(const uint8_t* pb, int) { return int_halves<false>(pb + L::kScaleOffset); }
-  WEFT_TARGET_AVX2 static HalvesF scale(const uint8_t* pb, int, const Super& s) {
-    return mul(s.d, byte_halves<false>(pb + L::kScaleOffset));
+  static const uint8_t* scales(const uint8_t*, const Super& s, int j) {
+    return s.scales + KScaleLayout::decoded(j, 0, 0);
   }
-  WEFT_TARGET_AVX2 static HalvesF min(const uint8_t* pb, int, const Super& s) {
-    return mul(s.neg_dmin, byte_halves<false>(pb + L::kScaleOffset + kPanelRows));
+  WEFT_TARGET_AVX2 static Halves iscale(const uint8_t* sb, int) { return int_halves<false>(sb); }
+  // The 16 rows' scales as int16 pairs (sc, sc), one dword a row: one broadcast and two vpshufb.
+  WEFT_TARGET_AVX2 static Halves scale_pairs(const uint8_t* sb) {
+    const __m256i b = _mm256_broadcastsi128_si256(_mm_loadu_si128(reinterpret_cast<const __m128i*>(sb)));
+    Halves p;
+    for (int h = 0; h < 2; ++h)
+      p.v[h] = _mm256_shuffle_epi8(b, _mm256_load_si256(reinterpret_cast<const __m256i*>(kPairIndexBytes[h].data())));
+    return p;
+  }
+  WEFT_TARGET_AVX2 static HalvesF scale(const uint8_t* sb, int, const DMinSuper& s) {
+    return mul(s.d, byte_halves<false>(sb));
+  }
+  WEFT_TARGET_AVX2 static HalvesF min(const uint8_t* sb, int, const DMinSuper& s) {
+    return mul(s.neg_dmin, byte_halves<false>(sb + KScaleLayout::decoded(0, 1, 0)));
   }
 };
 
@@ -209,7 +275,7 @@ struct Q3KSrc : RepackedLayout<DType::Q3_K> {
 // Q2_K repacked at load: d and dmin, then sub-blocks of two-bit levels (as Q3_K's) and, per half,
 // each row's scale (low nibble) and min (high nibble).
 struct Q2KSrc : RepackedLayout<DType::Q2_K> {
-  using Super = KSrc<DType::Q4_K>::Super;
+  using Super = DMinSuper;
   WEFT_TARGET_AVX2 static Halves group(const uint8_t* pb, int g) { return two_bit_group(pb + kLevels, g); }
   // Half s's scale | min bytes as int32 lanes.
   WEFT_TARGET_AVX2 static Halves bytes(const uint8_t* pb, int s) {
@@ -394,6 +460,11 @@ WEFT_TARGET_AVX2 void tile(const uint8_t* panel, size_t block_bytes, int64_t nb,
   constexpr int kPerScale = kGroups / kScales;
   constexpr bool kSplit = T == 1 && kScales == 1 && kCorr && kBiasedLevels<Src>;  // biased_block
   constexpr bool kInt = requires(const uint8_t* p) { Src::iscale(p, 0); };
+  // One token's scales as int16 pairs (scale_pairs) go into the vpmaddwd that widens two groups'
+  // sums, for the vpmulld and vpaddd per half (one scale per block, no offset term: Q4_K, Q5_K). It
+  // pays for the scales' decode per super-block: BM_matvec_hot Q4_K 35.3-36.1 -> 36.4-37.2 GB/s (37.5
+  // before the decode). The 2-token tile lost with it (pp128 -t 1 x0.96).
+  constexpr bool kPairs = T == 1 && kScales == 1 && !kCorr && requires(const uint8_t* p) { Src::scale_pairs(p); };
   // Q2_K's mins per half in int32 too (imin: |sum| < 2^19), times -dmin once per super-block.
   constexpr bool kIntMin = requires(const uint8_t* p) { Src::imin(p, 0); };
   const __m256i ones = _mm256_set1_epi16(1);
@@ -414,6 +485,7 @@ WEFT_TARGET_AVX2 void tile(const uint8_t* panel, size_t block_bytes, int64_t nb,
     if (ahead)
       for (size_t off = 0; off < block_bytes + Src::kHead; off += 64)
         _mm_prefetch(reinterpret_cast<const char*>(panel + ahead + off), _MM_HINT_T0);
+    const uint8_t* const sb = scale_src<Src>(panel, sup, static_cast<int>(b % Src::kSub));
     for (int s = 0; s < kScales; ++s) {
       __m256i sumi[T][2];
       for (int t = 0; t < T; ++t) {  // signed levels need no offset correction; biased_block's do
@@ -425,6 +497,11 @@ WEFT_TARGET_AVX2 void tile(const uint8_t* panel, size_t block_bytes, int64_t nb,
         biased_block<Src>(panel, act[0], sumi);
       } else if constexpr (kSignedLevels<Src>) {
         for (int g = s * kPerScale; g < (s + 1) * kPerScale; ++g) signed_group<Src, T>(panel, g, act, sumi);
+      } else if constexpr (kPairs) {
+        const Halves sc = Src::scale_pairs(sb);
+#pragma GCC unroll 4
+        for (int g = 0; g < kGroups; g += 2)
+          group_pair<T>(Src::group(panel, g), Src::group(panel, g + 1), act, g, sc, iacc);
       } else {
 #pragma GCC unroll 4
         for (int g = s * kPerScale; g < (s + 1) * kPerScale; g += 2) {
@@ -432,13 +509,14 @@ WEFT_TARGET_AVX2 void tile(const uint8_t* panel, size_t block_bytes, int64_t nb,
           group_pair<T>(w0, w1, act, g, {{ones, ones}}, sumi);
         }
       }
-      if constexpr (kInt) {
-        const Halves sc = Src::iscale(panel, s);
+      if constexpr (kPairs) {
+      } else if constexpr (kInt) {
+        const Halves sc = Src::iscale(sb, s);
         for (int t = 0; t < T; ++t)
           for (int h = 0; h < 2; ++h)
             iacc[t][h] = _mm256_add_epi32(iacc[t][h], _mm256_mullo_epi32(sumi[t][h], sc.v[h]));
       } else {
-        const HalvesF sc = Src::scale(panel, s, sup);
+        const HalvesF sc = Src::scale(sb, s, sup);
         for (int t = 0; t < T; ++t) {
           const __m256 d = _mm256_set1_ps(act[t].d);
           for (int h = 0; h < 2; ++h)
@@ -447,14 +525,14 @@ WEFT_TARGET_AVX2 void tile(const uint8_t* panel, size_t block_bytes, int64_t nb,
       }
     }
     if constexpr (kMin && kScales == 1) {
-      const HalvesF mn = Src::min(panel, kScales, sup);
+      const HalvesF mn = Src::min(sb, kScales, sup);
       for (int t = 0; t < T; ++t) {
         const __m256 s = _mm256_set1_ps(act[t].s);
         for (int h = 0; h < 2; ++h) acc[t][h] = _mm256_fmadd_ps(mn.v[h], s, acc[t][h]);
       }
     } else if constexpr (kMin && kIntMin) {  // a min per half (Q2_K), times the half's activation sum
       for (int s = 0; s < kScales; ++s) {
-        const Halves m = Src::imin(panel, s);
+        const Halves m = Src::imin(sb, s);
         for (int t = 0; t < T; ++t) {
           const __m256i sum = _mm256_set1_epi32(s == 0 ? act[t].c0 : act[t].c1);
           for (int h = 0; h < 2; ++h) imin[t][h] = _mm256_add_epi32(imin[t][h], _mm256_mullo_epi32(m.v[h], sum));
@@ -462,7 +540,7 @@ WEFT_TARGET_AVX2 void tile(const uint8_t* panel, size_t block_bytes, int64_t nb,
       }
     } else if constexpr (kMin) {
       for (int s = 0; s < kScales; ++s) {
-        const HalvesF mn = Src::min(panel, s, sup);
+        const HalvesF mn = Src::min(sb, s, sup);
         for (int t = 0; t < T; ++t) {
           const __m256 sum = _mm256_set1_ps(act[t].d * static_cast<float>(s == 0 ? act[t].c0 : act[t].c1));
           for (int h = 0; h < 2; ++h) acc[t][h] = _mm256_fmadd_ps(mn.v[h], sum, acc[t][h]);
@@ -509,13 +587,14 @@ WEFT_TARGET_AVX2 void unpack_panel(const uint8_t* src, int64_t nb, const PanelFo
       src += Src::kHead;
     }
     for (int g = 0; g < kGroups; ++g) store_halves(out + 64 * g, Src::group(src, g));
+    const uint8_t* const sb = scale_src<Src>(src, sup, static_cast<int>(b % Src::kSub));
     auto* floats = reinterpret_cast<float*>(out + kGroups * 64);
     for (int s = 0; s < f.n_scales; ++s) {
-      const HalvesF sc = Src::scale(src, s, sup);
+      const HalvesF sc = Src::scale(sb, s, sup);
       for (int h = 0; h < 2; ++h) _mm256_storeu_ps(floats + 16 * s + 8 * h, sc.v[h]);
     }
     if (f.has_min) {
-      const HalvesF mn = Src::min(src, f.n_scales, sup);
+      const HalvesF mn = Src::min(sb, f.n_scales, sup);
       for (int h = 0; h < 2; ++h) _mm256_storeu_ps(floats + 16 * f.n_scales + 8 * h, mn.v[h]);
     }
   }
@@ -652,6 +731,32 @@ struct Avx2ScalePairPanels {
   }
 };
 
+// Batches over a Q4_K repacked matrix: each panel copied once per token chunk with its heads' scales
+// and mins decoded (KScaleLayout::kDecodedEnd), which the 2-token tiles would decode again on every
+// pass: pp128 -t 1 x0.94 without. (AVX-512's 8-token tiles lost with the copy, x0.97.)
+template <DType kType>
+struct Avx2KDecodedPanels {
+  using Src = KSrc<kType, true>;
+  using Repacked = RepackedLayout<kType>;
+  static constexpr int kTokens = kAvx2Tokens;
+  static constexpr bool kRepacked = false;
+  static constexpr size_t kBlockBytes = Src::kBlockBytes;
+  static constexpr size_t kLevelBytes = Repacked::kSub * Repacked::kBlockBytes;  // a super-block's
+  static constexpr size_t buffer_bytes(int64_t nb) { return nb / Src::kSub * (Src::kHead + kLevelBytes); }
+  template <int kScales, bool kMin, bool kCorr, int T>
+  static constexpr TileFn tile = gemm::tile<Src, kScales, kMin, kCorr, T>;
+  WEFT_TARGET_AVX2 static void pack(const WeightMatrix& w, int64_t r0, int, uint8_t* out, size_t) {
+    const uint8_t* src = w.data + r0 / kPanelRows * repacked_panel_bytes(kType, w.cols);
+    for (int64_t b = 0; b < w.cols / kQK; b += Repacked::kSub) {
+      std::memcpy(out, src, KScaleLayout::kLow);  // d, dmin
+      decode_k_scales(src, out + KScaleLayout::kLow);
+      std::memcpy(out + Src::kHead, src + Repacked::kHead, kLevelBytes);
+      src += Repacked::kHead + kLevelBytes;
+      out += Src::kHead + kLevelBytes;
+    }
+  }
+};
+
 // Where the levels' high bits (Q5: fifth, Q6_K: top two, Q3_K: third) take ops per group and half to
 // put in place, a prompt tile would pay them again every two tokens, so those types hand batches to
 // UnpackedPanels: pp128 -t 1 read in place / unpacked once, q5_k 175 / 210-217, q6_k 150 / 180,
@@ -663,10 +768,13 @@ struct Avx2ScalePairPanels {
 template <DType kType>
 constexpr bool kScalePairs = kType == DType::Q6_K || kType == DType::Q3_K || kType == DType::Q2_K;
 template <DType kType>
-using Avx2Unpacked = std::conditional_t<kScalePairs<kType>, Avx2ScalePairPanels<kType>,
-                                        UnpackedPanels<Avx2Gemm<PackedSrc>, unpack_panel<Avx2Src<kType>>>>;
+using Avx2Unpacked =
+    std::conditional_t<kScalePairs<kType>, Avx2ScalePairPanels<kType>,
+                       std::conditional_t<kType == DType::Q4_K, Avx2KDecodedPanels<kType>,
+                                          UnpackedPanels<Avx2Gemm<PackedSrc>, unpack_panel<Avx2Src<kType>>>>>;
 template <DType kType>
-struct Avx2Panels : BatchesUnpacked<Avx2Unpacked<kType>, RepackedLayout<kType>::kQ5 || kScalePairs<kType>> {
+struct Avx2Panels
+    : BatchesUnpacked<Avx2Unpacked<kType>, RepackedLayout<kType>::kQ5 || kScalePairs<kType> || kType == DType::Q4_K> {
   using Src = Avx2Src<kType>;
   static constexpr int kTokens = kAvx2Tokens;
   static constexpr bool kRepacked = true;

@@ -97,22 +97,50 @@ WEFT_TARGET_AVX512 inline __m512i i8_lanes(const uint8_t* p) {
 }
 WEFT_TARGET_AVX512 inline __m512 u8_vector(const uint8_t* p) { return _mm512_cvtepi32_ps(u8_lanes(p)); }
 
-// ... or a Q4_K / Q5_K panel repacked at load: per super-block the rows' d and dmin, then 8
-// sub-blocks of nibble_group levels, 6-bit scales and mins. A sub-block's scale is d * sc and its
-// min -dmin * m, the products the unpacked K-quant panels hold (exact in f32).
+// A super-block's rows' d and -dmin (Q4_K, Q5_K, Q2_K).
+struct DMinSuper {
+  __m512 d, neg_dmin;
+  WEFT_TARGET_AVX512 static DMinSuper read(const uint8_t* head) {
+    return {fp16_vector(head), _mm512_sub_ps(_mm512_setzero_ps(), fp16_vector(head + 2 * kPanelRows))};
+  }
+};
+
+// Q4_K / Q5_K's packed scales and mins of a super-block's head (KScaleLayout) decoded to its four
+// vectors O_k: the low nibble (k < 2) or high nibble of the low-bit vector k % 2, or-ed with top
+// bits 2k .. 2k + 1 moved to bits 4 .. 5 (16-bit shifts: the masks drop what crosses a byte).
+WEFT_TARGET_AVX512 inline void decode_k_scales(const uint8_t* head, uint8_t* out) {
+  using S = KScaleLayout;
+  const __m512i n0 = _mm512_loadu_si512(head + S::kLow), n1 = _mm512_loadu_si512(head + S::kLow + 64);
+  const __m512i h = _mm512_loadu_si512(head + S::kHigh);
+  const __m512i top = _mm512_set1_epi8(0x30);
+  const __m512i o[4] = {_mm512_ternarylogic_epi32(low_nibbles(n0), _mm512_slli_epi16(h, 4), top, 0xF8),  // a | (b & c)
+                        _mm512_ternarylogic_epi32(low_nibbles(n1), _mm512_slli_epi16(h, 2), top, 0xF8),
+                        _mm512_ternarylogic_epi32(high_nibbles(n0), h, top, 0xF8),
+                        _mm512_ternarylogic_epi32(high_nibbles(n1), _mm512_srli_epi16(h, 2), top, 0xF8)};
+  for (int k = 0; k < 4; ++k) _mm512_storeu_si512(out + 64 * k, o[k]);
+}
+
+// ... or a Q4_K / Q5_K panel repacked at load: per super-block the rows' d, dmin and packed scales
+// and mins, then 8 sub-blocks of nibble_group levels. The Super decodes the scales and mins once per
+// super-block; a sub-block's scale is d * sc and its min -dmin * m, the products the unpacked
+// K-quant panels hold (exact in f32).
 template <DType kType>
 struct KPanelBlock : RepackedLayout<kType> {
-  using L = RepackedLayout<kType>;
-  struct Super {
-    __m512 d, neg_dmin;
-    WEFT_TARGET_AVX512 static Super read(const uint8_t* head) {
-      return {fp16_vector(head), _mm512_sub_ps(_mm512_setzero_ps(), fp16_vector(head + 2 * kPanelRows))};
+  struct Super : DMinSuper {
+    alignas(64) uint8_t scales[4 * 64];  // KScaleLayout's decoded bytes
+    Super() = default;
+    WEFT_TARGET_AVX512 explicit Super(const uint8_t* head) : DMinSuper(DMinSuper::read(head)) {
+      decode_k_scales(head, scales);
     }
+    WEFT_TARGET_AVX512 static Super read(const uint8_t* head) { return Super(head); }
   };
   WEFT_TARGET_AVX512 static __m512i group(const uint8_t* pb, int g) { return nibble_group<kType>(pb, g); }
-  WEFT_TARGET_AVX512 static __m512i iscale(const uint8_t* pb, int) { return u8_lanes(pb + L::kScaleOffset); }
-  WEFT_TARGET_AVX512 static __m512 min(const uint8_t* pb, int, const Super& s) {
-    return _mm512_mul_ps(s.neg_dmin, u8_vector(pb + L::kScaleOffset + kPanelRows));
+  static const uint8_t* scales(const uint8_t*, const Super& s, int j) {
+    return s.scales + KScaleLayout::decoded(j, 0, 0);
+  }
+  WEFT_TARGET_AVX512 static __m512i iscale(const uint8_t* sb, int) { return u8_lanes(sb); }
+  WEFT_TARGET_AVX512 static __m512 min(const uint8_t* sb, int, const Super& s) {
+    return _mm512_mul_ps(s.neg_dmin, u8_vector(sb + KScaleLayout::decoded(0, 1, 0)));
   }
 };
 
@@ -142,6 +170,7 @@ WEFT_TARGET_AVX512 void tile(const uint8_t* panel, size_t block_bytes, int64_t n
 #pragma GCC unroll 8
       for (int t = 0; t < T; ++t) iacc[t] = imin[t] = _mm512_setzero_si512();
     for (int j = 0; j < Src::kSub; ++j, panel += block_bytes, act += act_stride) {
+      const uint8_t* const sb = scale_src<Src>(panel, sup, j);
       if (ahead)
         for (size_t off = 0; off < block_bytes + Src::kHead; off += 64)
           _mm_prefetch(reinterpret_cast<const char*>(panel + ahead + off), _MM_HINT_T0);
@@ -169,11 +198,11 @@ WEFT_TARGET_AVX512 void tile(const uint8_t* panel, size_t block_bytes, int64_t n
         if constexpr (kChains == 2)
           for (int t = 0; t < T; ++t) sumi[0][t] = _mm512_add_epi32(sumi[0][t], sumi[1][t]);
         if constexpr (kInt) {
-          const __m512i sc = Src::iscale(panel, s);
+          const __m512i sc = Src::iscale(sb, s);
 #pragma GCC unroll 8
           for (int t = 0; t < T; ++t) iacc[t] = _mm512_add_epi32(iacc[t], _mm512_mullo_epi32(sumi[0][t], sc));
         } else {
-          const __m512 scale = Src::scale(panel, s, sup);
+          const __m512 scale = Src::scale(sb, s, sup);
 #pragma GCC unroll 8
           for (int t = 0; t < T; ++t)
             acc[t] =
@@ -181,13 +210,13 @@ WEFT_TARGET_AVX512 void tile(const uint8_t* panel, size_t block_bytes, int64_t n
         }
       }
       if constexpr (kMin && kScales == 1) {
-        const __m512 mn = Src::min(panel, kScales, sup);
+        const __m512 mn = Src::min(sb, kScales, sup);
 #pragma GCC unroll 8
         for (int t = 0; t < T; ++t) acc[t] = _mm512_fmadd_ps(mn, _mm512_set1_ps(act[t].s), acc[t]);
       } else if constexpr (kMin && kIntMin) {  // a min per half (Q2_K), times the half's activation sum
 #pragma GCC unroll 2
         for (int s = 0; s < kScales; ++s) {
-          const __m512i m = Src::imin(panel, s);
+          const __m512i m = Src::imin(sb, s);
 #pragma GCC unroll 8
           for (int t = 0; t < T; ++t)
             imin[t] =
@@ -196,7 +225,7 @@ WEFT_TARGET_AVX512 void tile(const uint8_t* panel, size_t block_bytes, int64_t n
       } else if constexpr (kMin) {
 #pragma GCC unroll 2
         for (int s = 0; s < kScales; ++s) {
-          const __m512 mn = Src::min(panel, s, sup);
+          const __m512 mn = Src::min(sb, s, sup);
 #pragma GCC unroll 8
           for (int t = 0; t < T; ++t)
             acc[t] = _mm512_fmadd_ps(mn, _mm512_set1_ps(act[t].d * static_cast<float>(s == 0 ? act[t].c0 : act[t].c1)),
@@ -512,7 +541,7 @@ struct Q3KPanelBlock : RepackedLayout<DType::Q3_K> {
 // ... or a Q2_K panel repacked at load: per super-block the rows' d and dmin, then 8 sub-blocks of
 // two-bit levels (as Q3_K's) and, per half, each row's scale (low nibble) and min (high nibble).
 struct Q2KPanelBlock : RepackedLayout<DType::Q2_K> {
-  using Super = KPanelBlock<DType::Q4_K>::Super;
+  using Super = DMinSuper;
   WEFT_TARGET_AVX512 static __m512i group(const uint8_t* pb, int g) { return two_bit_group(pb + kLevels, g); }
   // Half s's scale | min bytes as 16 int32 lanes.
   WEFT_TARGET_AVX512 static __m512i bytes(const uint8_t* pb, int s) {
@@ -579,34 +608,27 @@ WEFT_TARGET_AVX512 void unpack_panel(const uint8_t* src, int64_t nb, const Panel
     }
 #pragma GCC unroll 8
     for (int g = 0; g < kGroups; ++g) _mm512_storeu_si512(out + 64 * g, Src::group(src, g));
+    const uint8_t* const sb = scale_src<Src>(src, sup, static_cast<int>(b % Src::kSub));
     auto* floats = reinterpret_cast<float*>(out + kGroups * 64);
     for (int s = 0; s < f.n_scales; ++s) {
       if constexpr (kInt)
-        _mm512_storeu_ps(floats + 16 * s, _mm512_mul_ps(sup.d, _mm512_cvtepi32_ps(Src::iscale(src, s))));
+        _mm512_storeu_ps(floats + 16 * s, _mm512_mul_ps(sup.d, _mm512_cvtepi32_ps(Src::iscale(sb, s))));
       else
-        _mm512_storeu_ps(floats + 16 * s, Src::scale(src, s, sup));
+        _mm512_storeu_ps(floats + 16 * s, Src::scale(sb, s, sup));
     }
-    if (f.has_min) _mm512_storeu_ps(floats + 16 * f.n_scales, Src::min(src, f.n_scales, sup));
+    if (f.has_min) _mm512_storeu_ps(floats + 16 * f.n_scales, Src::min(sb, f.n_scales, sup));
   }
 }
 
 // ... or a super-block panel with its levels unpacked to bytes (ByteLevelLayout): a group is one
-// load, and the heads, int scales and mins are Src's, kShift bytes further on.
-template <class S>
-concept HasIntMins = requires(const uint8_t* p) {
-  S::imin(p, 0);
-};
+// load, and the heads, int scales and mins are Src's, its in-block ones kShift bytes further on.
 template <class Src>
 struct BytePanelBlock : Src {
   using B = ByteLevelLayout<Src>;
   static constexpr size_t kBlockBytes = B::kBlockBytes;
   WEFT_TARGET_AVX512 static __m512i group(const uint8_t* pb, int g) { return _mm512_loadu_si512(pb + 64 * g); }
-  WEFT_TARGET_AVX512 static __m512i iscale(const uint8_t* pb, int s) { return Src::iscale(pb + B::kShift, s); }
-  WEFT_TARGET_AVX512 static __m512i imin(const uint8_t* pb, int s) requires HasIntMins<Src> {
-    return Src::imin(pb + B::kShift, s);
-  }
-  WEFT_TARGET_AVX512 static __m512 min(const uint8_t* pb, int s, const typename Src::Super& sup) {
-    return Src::min(pb + B::kShift, s, sup);
+  static const uint8_t* scales(const uint8_t* pb, const typename Src::Super& sup, int j) {
+    return scale_src<Src>(pb + B::kShift, sup, j);
   }
 };
 

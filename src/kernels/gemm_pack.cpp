@@ -385,21 +385,33 @@ void put_two_bit_levels(const uint8_t* q, int j, int r, uint8_t* v0, uint8_t* v1
   }
 }
 
-// Row r's super-block into a K-quant panel's super-block ob (gemm_q8.h): its d and dmin, then per
-// sub-block the levels as a Q4_0 / Q5_0 block, scale and min.
+// Row r's super-block into a K-quant panel's super-block ob (gemm_q8.h): its d and dmin and its
+// scales and mins packed as KScaleLayout, then per sub-block the levels as a Q4_0 / Q5_0 block.
 template <class Block>
 void repack_k_block(const Block& blk, int r, uint8_t* ob) {
   using L = RepackedLayout<std::is_same_v<Block, BlockQ5K> ? DType::Q5_K : DType::Q4_K>;
+  using S = KScaleLayout;
   std::memcpy(ob + 2 * r, &blk.d, 2);
   std::memcpy(ob + 2 * kPanelRows + 2 * r, &blk.dmin, 2);
-  uint8_t sc[8], m[8];
-  kquants::unpack_scales_mins(blk.scales, sc, m);
+  uint8_t sm[2][8];  // [0]: scales, [1]: mins
+  kquants::unpack_scales_mins(blk.scales, sm[0], sm[1]);
+  for (int i = r; i < 64; i += kPanelRows) {  // the bytes of row r in each decoded vector O_k
+    uint8_t low[2] = {}, high = 0;
+    for (int k = 0; k < 4; ++k) {
+      const int j = 2 * k + i / 32, min = i / 16 % 2;
+      WEFT_ASSERT(S::decoded(j, min, r) == 64 * k + i);
+      const uint8_t v = sm[min][j];
+      low[k % 2] |= static_cast<uint8_t>((v & 0x0F) << (4 * (k / 2)));
+      high |= static_cast<uint8_t>((v >> 4) << (2 * k));
+    }
+    ob[S::kLow + i] = low[0];
+    ob[S::kLow + 64 + i] = low[1];
+    ob[S::kHigh + i] = high;
+  }
   for (int j = 0; j < 8; ++j) {
     uint8_t* sb = ob + L::kHead + j * L::kBlockBytes;
     put_nibble_pairs(blk.qs + 32 * (j / 2), 4 * (j & 1), r, sb + L::kLevels);
     if constexpr (L::kQ5) put_bit_plane(sb, r, bits_of_bytes(blk.qh, j));
-    sb[L::kScaleOffset + r] = sc[j];
-    sb[L::kScaleOffset + kPanelRows + r] = m[j];
   }
 }
 

@@ -126,9 +126,9 @@ GemmFn find(Isa isa, DType t);
 // Q4_0's, the nibbles grid indices). IQ4_XS: per super-block the 16 rows' fp16 d, then 8 sub-blocks
 // of indices as a Q4_0 block's and the rows' int8 scales (ls - 32).
 // The K-quants as panels: per 256-value super-block a head of the 16 rows' fp16 d (Q4_K/Q5_K: then
-// their fp16 dmin), then 8 sub-blocks of 32 values. A Q4_K/Q5_K sub-block is laid out as a Q4_0 /
-// Q5_0 block above (its nibbles paired as Q4_0 pairs them: value i with value i + 16) followed by
-// the 16 rows' 6-bit scales and then their 6-bit mins, a byte each; a Q6_K sub-block is the top
+// their fp16 dmin and their packed 6-bit scales and mins, below), then 8 sub-blocks of 32 values. A
+// Q4_K/Q5_K sub-block is laid out as a Q4_0 / Q5_0 block above (its nibbles paired as Q4_0 pairs
+// them: value i with value i + 16) without the scales; a Q6_K sub-block is the top
 // two bits of its levels in two vectors (group g: bits 2 (g % 4) of byte 4r + i of vector g / 4)
 // with the low four bits as a Q4_0 block between them, then the int8 scales of its two halves; a
 // Q3_K sub-block is the third bits as a bit plane (as Q5's fifth bits: bit g of byte 4r + i for
@@ -136,9 +136,12 @@ GemmFn find(Isa isa, DType t);
 // scales (stored - 32) of its halves; its levels are 0 .. 7 with offset -4. Every block's vectors
 // lie in the order its groups first read them (RepackedLayout::kLevels). A Q2_K super-block
 // has d and dmin as Q4_K's, each sub-block its levels as Q3_K's two low bits and, per half, ggml's
-// byte of scale (low nibble) and min (high nibble) for each row. Decoding the
-// packed scales once at load instead of in every product leaves decode to the weight stream (2.8% /
-// 2.3% / 3.6% more bytes than ggml's for Q4_K / Q5_K / Q3_K, the same for Q6_K and Q2_K).
+// byte of scale (low nibble) and min (high nibble) for each row.
+// Q4_K/Q5_K's packed scales (KScaleLayout) keep ggml's 12 bytes a row: a byte a scale or min in every
+// sub-block, as the first layout had them, made each row 2.8% / 2.3% bigger than ggml's, and decode
+// at one thread moves every byte from DRAM. Each tile decodes them once per super-block instead, 16
+// rows at a time (a few ops per sub-block). Q3_K's bytes are 3.6% more than ggml's, Q6_K's and Q2_K's
+// the same.
 bool has_repacked(DType t);  // Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q2_K, Q3_K, Q4_K, Q5_K, Q6_K, IQ4_NL, IQ4_XS
 // The types of 256-value super-blocks (a head, then 8 sub-blocks, in a panel).
 constexpr bool has_super_blocks(DType t) {
@@ -148,8 +151,8 @@ constexpr bool has_super_blocks(DType t) {
 // Bytes of one 32-value (sub-)block of a panel (has_repacked(t)).
 constexpr size_t repacked_block_bytes(DType t) {
   switch (t) {
-    case DType::Q4_K: return 4 * 64 + 2 * kPanelRows;                 // levels, scales, mins
-    case DType::Q5_K: return 64 + 4 * 64 + 2 * kPanelRows;            // fifth bits, levels, scales, mins
+    case DType::Q4_K: return 4 * 64;                                  // levels (scales in the head)
+    case DType::Q5_K: return 64 + 4 * 64;                             // fifth bits, levels
     case DType::Q6_K: return 2 * 64 + 4 * 64 + 2 * kPanelRows;        // top bits, low nibbles, two scales
     case DType::Q3_K: return 64 + 2 * 64 + 2 * kPanelRows;            // third bits, low bits, two scales
     case DType::Q2_K: return 2 * 64 + 2 * kPanelRows;                 // levels, two scale | min bytes
@@ -162,11 +165,26 @@ constexpr size_t repacked_block_bytes(DType t) {
     default: return kPanelRows * sizeof(legacy::BlockQ8_0);
   }
 }
+// Q4_K/Q5_K's 6-bit scales and mins of a super-block's 16 rows, after their d and dmin in its head:
+// decoded, they are four vectors O0..O3 of 64 bytes, O_k = sub-blocks 2k and 2k + 1 as byte 32 (j % 2)
+// + r: row r's scale, + 16: its min (so sub-block j's 16 scales start at byte 32j, its mins 16 on).
+// Stored: the low four bits of O0 | O2 << 4 (kLow), of O1 | O3 << 4 (kLow + 64), then the top two
+// bits of O_k at bits 2k of byte i (kHigh). Decoding is a shift, an and and an or per vector.
+struct KScaleLayout {
+  static constexpr size_t kLow = 4 * kPanelRows;  // after the fp16 d and dmin
+  static constexpr size_t kHigh = kLow + 2 * 64;
+  static constexpr size_t kEnd = kHigh + 64;  // 12 bytes a row, as ggml's
+  // A head with the scales decoded after d and dmin (a batch's copy of a panel).
+  static constexpr size_t kDecodedEnd = kLow + 4 * 64;
+  // Where value `min` (0: the scale) of sub-block j, row r sits among the decoded bytes.
+  static constexpr int decoded(int j, int min, int r) { return 32 * j + 16 * min + r; }
+};
 // Per super-block (32 values for the legacy types, 256 for the K-quants): its (sub-)blocks and the
 // head bytes before them.
 constexpr int repacked_sub_blocks(DType t) { return has_super_blocks(t) ? 8 : 1; }
 constexpr size_t repacked_head_bytes(DType t) {
   return t == DType::Q6_K || t == DType::Q3_K || t == DType::IQ4_XS ? 2 * kPanelRows  // d
+         : t == DType::Q4_K || t == DType::Q5_K                     ? KScaleLayout::kEnd
          : has_super_blocks(t)                                      ? 4 * kPanelRows  // d, dmin
                                                                     : 0;
 }
@@ -174,6 +192,16 @@ constexpr size_t repacked_head_bytes(DType t) {
 struct NoSuper {
   static NoSuper read(const uint8_t*) { return {}; }
 };
+// Where a reader's scale functions (iscale, scale, min, imin) find sub-block j's scales and mins:
+// in the block pb itself (at their kScaleOffset), or where the reader's scales() says (Q4_K/Q5_K:
+// their Super, which decoded a super-block's at once).
+template <class Src, class Super>
+inline const uint8_t* scale_src(const uint8_t* pb, const Super& sup, int j) {
+  if constexpr (requires { Src::scales(pb, sup, j); })
+    return Src::scales(pb, sup, j);
+  else
+    return pb;
+}
 // Where a repacked (sub-)block of type kType keeps its parts, for every ISA's reader: kSub blocks
 // per super-block after kHead bytes of it (read once per super-block into a Super, which the
 // K-quants' readers define), the level vectors from kLevels (a bit plane or Q6_K's first top-bit
@@ -191,7 +219,8 @@ struct RepackedLayout {
   static constexpr size_t kLevels = kQ5 || kType == DType::Q3_K || kType == DType::Q6_K ? 64 : 0;
   // Q6_K's top-bit vector k (groups 4k .. 4k + 3): before and after its four nibble vectors.
   static constexpr size_t top_bits(int k) { return k == 0 ? 0 : kLevels + 4 * 64; }
-  // The scales after the level vectors (Q6_K: and its second top-bit vector).
+  // The scales after the level vectors (Q6_K: and its second top-bit vector; Q4_K/Q5_K: the block's
+  // end, their scales are in the head).
   static constexpr size_t kScaleOffset = kLevels + (kType == DType::Q8_0                           ? 8 * 64
                                                     : kType == DType::Q6_K                         ? 5 * 64
                                                     : kType == DType::Q3_K || kType == DType::Q2_K ? 2 * 64

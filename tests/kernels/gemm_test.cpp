@@ -183,14 +183,12 @@ TEST(Gemm, RepackedMatchesVecDot) {
         ASSERT_EQ(p.m.layout, WeightLayout::Panels);
         EXPECT_EQ(kernels::repacked_bytes(c.matrix()), 3u * repacked_panel_bytes(t, 512));  // 3 panels
         const size_t ggml = kPanelRows * row_bytes(t, 512);
-        if (repacked_sub_blocks(t) == 1 || t == DType::Q6_K || t == DType::Q2_K)
-          EXPECT_EQ(repacked_panel_bytes(t, 512), ggml);  // ggml's bytes, rearranged
-        else if (t == DType::Q3_K)                        // plus its 16 six-bit scales unpacked to a byte each
+        if (t == DType::Q3_K)  // plus its 16 six-bit scales unpacked to a byte each
           EXPECT_EQ(repacked_panel_bytes(t, 512), ggml + 2 * (kPanelRows * 16 - kPanelRows * 12));
         else if (t == DType::IQ4_XS)  // plus its 8 six-bit scales unpacked to a byte each
           EXPECT_EQ(repacked_panel_bytes(t, 512), ggml + 2 * (kPanelRows * 8 - kPanelRows * 6));
-        else  // plus the scales and mins unpacked to a byte each
-          EXPECT_EQ(repacked_panel_bytes(t, 512), ggml + 2 * (kPanelRows * 8 * 2 - kPanelRows * 12));
+        else  // ggml's bytes, rearranged (Q4_K / Q5_K: the scales and mins still packed)
+          EXPECT_EQ(repacked_panel_bytes(t, 512), ggml);
         const std::string name = std::string("repacked ") + isa_name(isa);
         check_gemm(gemm, c, 0, 37, name, &p.m);
         check_gemm(gemm, c, 16, 32, name, &p.m);
