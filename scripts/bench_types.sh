@@ -1,11 +1,12 @@
 #!/usr/bin/env bash
 # Decode bandwidth and prompt speed per weight type on the generated 500m models, per kernel level
-# (WEFT_MAX_ISA) and thread count. Decode is measured in ROUNDS paired rounds: each round runs the
-# streaming read (BM_read/T over 8x the L3 on huge pages, so from DRAM) and then the decode at the
-# same thread count, and the row reports the median of the rounds' ratios. The DRAM bandwidth this
-# shared VM gets swings by up to 2x within minutes; a roofline and a decode taken minutes apart (the
-# first version took the best of 3 reads before each type) read 53-73% or over 100%, a pair seconds
-# apart does not. Decode bandwidth = the bytes a decoded token reads (`weft plan`'s "read per token":
+# (WEFT_MAX_ISA) and thread count. Decode is measured in ROUNDS bracketed rounds: each round runs the
+# streaming read (BM_read/T over 8x the L3 on huge pages, so from DRAM), the decode at the same
+# thread count and the read again, and the row reports the median of the rounds' ratios of the
+# decode to the mean of its two reads. The DRAM bandwidth this shared VM gets swings by up to 2x
+# within minutes; a roofline and a decode taken minutes apart (the first version took the best of 3
+# reads before each type) read 53-73% or over 100%, a read seconds before does less so, and one on
+# each side follows a drift during the decode too. Decode bandwidth = the bytes a decoded token reads (`weft plan`'s "read per token":
 # the weights less the token embedding rows not looked up) x tg t/s. Prompts against the int8 dot
 # peak (BM_int8_peak, MAC/s, compute bound and steady): MACs per token = the layers' matmul weights
 # (the output matrix runs for the last prompt token only, so 1/PP of it).
@@ -57,11 +58,12 @@ for isa in $ISAS; do
     WEFT_MAX_ISA=$isa "$WEFT" bench -m "$model" -p "$PP" -n 0 -r "$REPS" -t "$THREADS" -o jsonl 2>/dev/null |
       sed "s/^{/{\"isa\": \"$isa\", \"type\": \"$type\", \"round\": 0, \"macs\": $macs, /" >>"$work/bench.jsonl"
     for ((round = 1; round <= ROUNDS; ++round)); do
-      for t in ${THREADS//,/ }; do  # a pair: the roofline, then the decode it bounds
+      for t in ${THREADS//,/ }; do  # the roofline, the decode it bounds, the roofline again
         micro "BM_read/$t/" 1 | sed "s/^/$isa,$type,$round,/" >>"$work/roof.csv"
         WEFT_MAX_ISA=$isa "$WEFT" bench -m "$model" -p 0 -n "$TG" -r 1 -t "$t" -o jsonl 2>/dev/null |
           sed "s/^{/{\"isa\": \"$isa\", \"type\": \"$type\", \"round\": $round, \"read_mib\": $read_mib, /" \
             >>"$work/bench.jsonl"
+        micro "BM_read/$t/" 1 | sed "s/^/$isa,$type,$round,/" >>"$work/roof.csv"
       done
     done
   done
@@ -80,14 +82,17 @@ section=$(python3 - "$work" "$PP" "$TG" "$REPS" "$ROUNDS" "$rss_copy" "$rss_mmap
   "$(($(stat -c %s models/weft-500m-q4_0.gguf) >> 20))" <<'EOF'
 import json, statistics, sys
 work, pp, tg_n, reps, rounds, rss_copy, rss_mmap, file_mib = sys.argv[1:]
-read, peak = {}, {}  # BM_read GiB/s per (isa, type, threads, round); BM_int8_peak MAC/s per (isa, type, threads)
+# BM_read GiB/s per (isa, type, threads, round): the mean of the reads before and after the round's
+# decode; BM_int8_peak MAC/s per (isa, type, threads).
+reads, peak = {}, {}
 for line in open(work + "/roof.csv"):
     isa, typ, rnd, name, v = line.strip().split(",")
     parts = name.split("/")
     if parts[0] == "BM_read":
-        read[(isa, typ, int(parts[1]), int(rnd))] = float(v) / 2**30
+        reads.setdefault((isa, typ, int(parts[1]), int(rnd)), []).append(float(v) / 2**30)
     elif parts[2] == ("isa:2" if isa == "avx512" else "isa:1"):
         peak[(isa, typ, int(parts[1].split(":")[1]))] = float(v)
+read = {k: statistics.mean(v) for k, v in reads.items()}
 rows = [json.loads(l) for l in open(work + "/bench.jsonl") if l.strip()]
 pp_rows = {(r["isa"], r["type"], r["n_threads"]): r for r in rows if r["n_prompt"]}
 tg = {}  # (isa, type, threads) -> [(decode GiB/s, BM_read GiB/s, t/s)], one per round
@@ -100,11 +105,12 @@ med = statistics.median
 print("## Decode bandwidth per weight type")
 print()
 print("`scripts/bench_types.sh`: the 500m preset per type (`weft gen-model --preset 500m --type T`), one CPU device, kernel")
-print("level capped with `WEFT_MAX_ISA`. Decode: %s paired rounds per row, each the streaming read (`BM_read/T`: a sum over 8x" % rounds)
-print("the L3, at least 256 MiB, on 2 MiB pages, so from DRAM as decode's weights) and then `weft bench -p 0 -n %s -r 1` at" % tg_n)
-print("the same thread count. Decode bandwidth = read per token (`weft plan`'s \"read per token\": the weights less the token")
-print("embedding rows not looked up) x tg t/s. \"of BM_read\" is the median of the rounds' ratios (their range after it): the")
-print("DRAM bandwidth of this shared VM swings up to 2x within minutes, which a pair seconds apart shares. Prompt: `weft bench")
+print("level capped with `WEFT_MAX_ISA`. Decode: %s bracketed rounds per row, each the streaming read (`BM_read/T`: a sum over" % rounds)
+print("8x the L3, at least 256 MiB, on 2 MiB pages, so from DRAM as decode's weights), `weft bench -p 0 -n %s -r 1` at the" % tg_n)
+print("same thread count, and the read again. Decode bandwidth = read per token (`weft plan`'s \"read per token\": the weights")
+print("less the token embedding rows not looked up) x tg t/s. \"of BM_read\" is the median of the rounds' ratios to the mean of")
+print("their two reads (their range after it): the DRAM bandwidth of this shared VM swings up to 2x within minutes, which reads")
+print("seconds before and after the decode share. Prompt: `weft bench")
 print("-p %s -n 0 -r %s`; MACs per token = the layers' matmul weights + 1/%s of the output matrix, against the int8 peak" % (pp, reps, pp))
 print("(`BM_int8_peak`: register-only vpdpbusd, or vpmaddubsw + vpmaddwd + vpaddd under avx2).")
 print()
