@@ -7,6 +7,10 @@
 #if defined(__x86_64__) || defined(__i386__)
 #include <cpuid.h>
 #endif
+#if defined(__linux__) && defined(__x86_64__)
+#include <sys/syscall.h>
+#include <unistd.h>
+#endif
 
 namespace weft::kernels {
 namespace {
@@ -15,10 +19,23 @@ namespace {
 bool bit(uint32_t reg, int b) { return (reg >> b) & 1u; }
 #endif
 
+// Asks Linux to save the AMX tile data (XFEATURE 18) for this process: granted once, for every
+// thread. False where the kernel predates the request (5.16) or refuses it.
+bool request_amx_state() {
+#if defined(__linux__) && defined(__x86_64__)
+  constexpr long kArchReqXcompPerm = 0x1023;
+  constexpr long kXfeatureXtiledata = 18;
+  return syscall(SYS_arch_prctl, kArchReqXcompPerm, kXfeatureXtiledata) == 0;
+#else
+  return false;
+#endif
+}
+
 // Straight from cpuid and xgetbv (gcc's and clang's __builtin_cpu_supports know different
 // feature names): a feature counts only if the OS also saves its registers.
 CpuFeatures detect() {
   CpuFeatures f;
+  bool tiles = false;
 #if defined(__x86_64__) || defined(__i386__)
   unsigned a = 0, b = 0, c = 0, d = 0;
   if (!__get_cpuid(1, &a, &b, &c, &d)) return f;
@@ -40,13 +57,18 @@ CpuFeatures detect() {
   // Skylake-X (AVX-512 without VNNI) runs the avx2 kernels instead.
   f.avx512 = f.avx2 && zmm_saved && bit(b7, 16) /*F*/ && bit(b7, 17) /*DQ*/ && bit(b7, 30) /*BW*/ &&
              bit(b7, 31) /*VL*/ && f.avx512_vnni;
+  // Tiles: AMX-TILE (edx 24) and AMX-INT8 (edx 25), XTILECFG and XTILEDATA enabled in XCR0.
+  tiles = bit(d7, 24) && bit(d7, 25) && (xcr0 & 0x60000) == 0x60000;
 #endif
-  // An unknown name caps nothing (as "avx512" does).
+  // An unknown name caps nothing; "avx512" caps only AMX.
   if (const char* cap = std::getenv("WEFT_MAX_ISA")) {
     const std::optional<Isa> max = parse_isa(cap);
     if (max && *max < Isa::Avx512) f.avx512 = false;
     if (max && *max < Isa::Avx2) f.avx2 = false;
+    if (max) tiles = false;  // every level name is below AMX
   }
+  // Asked only when it would be used: the grant makes every context switch save 8 KiB more.
+  f.amx = f.avx512 && tiles && request_amx_state();
   return f;
 }
 

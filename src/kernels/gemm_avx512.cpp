@@ -689,7 +689,65 @@ struct Avx512Panels : BatchesUnpacked<Avx512Unpacked<kType>, RepackedLayout<kTyp
   static constexpr TileFn tile = gemm::tile<Src, kScales, kMin, kCorr, T>;
 };
 
+// A super-block panel into ScaledLayout (gemm_q8.h) through Src. Per group, two vpmaddubsw multiply
+// the unsigned levels by the row's int scale, the even bytes' pattern (sc, 0) and the odd ones'
+// (0, sc), into words (|q sc| <= 255 x 32 or 63 x 127: no saturation); the offset's kOffset sc goes
+// off each; then hi = w >> 7 and lo = w & 127 of the two are merged back into byte order (the even
+// word's low byte, the odd word's as the high byte). Converting words to bytes one by one
+// (vpmovwb) cost ~30% of the AMX tiles' time.
+template <class Src, int kScales, int kOffset, bool kMin>
+WEFT_TARGET_AVX512 void unpack_scaled(const uint8_t* src, int64_t n_super, uint8_t* out) {
+  using L = ScaledLayout;
+  const __m512i byte_mask = _mm512_set1_epi16(0x00FF), low7 = _mm512_set1_epi16(0x007F);
+  for (int64_t sb_i = 0; sb_i < n_super; ++sb_i, out += L::bytes(kMin)) {
+    const auto sup = Src::Super::read(src);
+    src += Src::kHead;
+    _mm512_storeu_ps(out + L::kD, sup.d);
+    for (int j = 0; j < 8; ++j, src += Src::kBlockBytes) {
+      const uint8_t* const sb = scale_src<Src>(src, sup, j);
+      __m512i even[kScales], odd[kScales], bias[kScales];
+      for (int s = 0; s < kScales; ++s) {
+        const __m512i sc = Src::iscale(sb, s);  // a row's scale in its dword lane
+        even[s] = _mm512_mullo_epi32(_mm512_and_si512(sc, _mm512_set1_epi32(0xFF)), _mm512_set1_epi32(0x10001));
+        odd[s] = _mm512_slli_epi32(even[s], 8);
+        const __m512i word =
+            _mm512_and_si512(_mm512_mullo_epi32(sc, _mm512_set1_epi32(kOffset)), _mm512_set1_epi32(0xFFFF));
+        bias[s] = _mm512_or_si512(word, _mm512_slli_epi32(word, 16));  // kOffset sc in both words
+      }
+#pragma GCC unroll 8
+      for (int g = 0; g < kGroups; ++g) {
+        const __m512i q = Src::group(src, g);
+        const int s = g / (kGroups / kScales);
+        __m512i we = _mm512_maddubs_epi16(q, even[s]), wo = _mm512_maddubs_epi16(q, odd[s]);
+        if constexpr (kOffset != 0) {
+          we = _mm512_sub_epi16(we, bias[s]);
+          wo = _mm512_sub_epi16(wo, bias[s]);
+        }
+        // (a & mask) | (b << 8): ternary logic 0xD8 on (b << 8, a, mask) = mask ? a : b << 8.
+        const __m512i hi = _mm512_ternarylogic_epi32(_mm512_slli_epi16(_mm512_srai_epi16(wo, 7), 8),
+                                                     _mm512_srai_epi16(we, 7), byte_mask, 0xD8);
+        const __m512i lo = _mm512_ternarylogic_epi32(_mm512_slli_epi16(wo, 8), we, low7, 0xD8);
+        const size_t at = 64 * static_cast<size_t>(kGroups * j + g);
+        _mm512_storeu_si512(out + L::kHi + at, hi);
+        _mm512_storeu_si512(out + L::kLo + at, _mm512_and_si512(lo, _mm512_set1_epi16(0x7F7F)));
+      }
+      if constexpr (kMin) _mm512_storeu_ps(out + L::kMins + 64 * j, Src::min(sb, 1, sup));
+    }
+  }
+}
+
 }  // namespace
+
+ScaledUnpackFn unpack_scaled_avx512(DType t) {
+  switch (t) {
+    case DType::Q3_K: return unpack_scaled<Q3KPanelBlock, 2, act_offset(DType::Q3_K), false>;
+    case DType::Q4_K: return unpack_scaled<KPanelBlock<DType::Q4_K>, 1, 0, true>;
+    case DType::Q5_K: return unpack_scaled<KPanelBlock<DType::Q5_K>, 1, 0, true>;
+    case DType::Q6_K: return unpack_scaled<Q6KPanelBlock, 2, act_offset(DType::Q6_K), false>;
+    case DType::IQ4_XS: return unpack_scaled<IQ4XSPanelBlock, 1, act_offset(DType::IQ4_XS), false>;
+    default: return nullptr;
+  }
+}
 
 template <>
 GemmFn find<Isa::Avx512>(DType t) {

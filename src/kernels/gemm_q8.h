@@ -253,6 +253,33 @@ GemmFn find_repacked<Isa::Avx512>(DType t);
 // The same for a level chosen at run time; nullptr too where this CPU cannot run `isa`.
 GemmFn find_repacked(Isa isa, DType t);
 
+// ---- AMX (gemm_amx.cpp) ----
+//
+// A super-block type's panel for AMX's int8 tiles: per super-block each value's level times its
+// int sub-block scale, w = sc (q - offset) (|w| <= 4064), split as w = 128 hi + lo with lo 0 .. 127,
+// so that both are int8 and one super-block's 256 values sum in int32 in the tiles; the float step
+// then runs once per super-block (its d_w x d_a), as the VNNI tiles' int32 super-blocks do. kHi:
+// 8 sub-blocks x 8 groups of 64 bytes (the panel's group layout: lane r = 4 values of row r), the
+// rows of AMX's B tiles; kLo the same for lo; kD the rows' d (16 f32); kMins (has_min types) each
+// sub-block's -dmin x m (16 f32 each).
+struct ScaledLayout {
+  static constexpr size_t kHi = 0;
+  static constexpr size_t kLo = 8 * kGroups * 64;
+  static constexpr size_t kD = 2 * kLo;
+  static constexpr size_t kMins = kD + 64;
+  static constexpr size_t bytes(bool has_min) { return kMins + (has_min ? 8 * 64 : 0); }
+};
+// A repacked panel of n_super super-blocks into ScaledLayout, the Avx512 level's readers
+// (gemm_avx512.cpp); nullptr for types without int sub-block scales (the legacy types, Q2_K).
+using ScaledUnpackFn = void (*)(const uint8_t* src, int64_t n_super, uint8_t* out);
+ScaledUnpackFn unpack_scaled_avx512(DType t);
+// The GEMM on AMX tiles of w, for batches of the Avx512 level's activations: Q3_K, Q4_K, Q5_K,
+// Q6_K and IQ4_XS repacked at load; nullptr for other types and layouts, and where this CPU has no
+// usable AMX (cpu_features().amx).
+GemmFn find_amx(const WeightMatrix& w);
+// From this many tokens batches run on AMX, whose panels are converted once per call.
+constexpr int64_t kAmxMinTokens = 16;
+
 // ---- the driver every ISA's GEMM runs, written once ----
 
 // Tokens per pass over a panel: their activation blocks (48 bytes per 32 values) stay in L2

@@ -53,7 +53,10 @@ void prompt_block(const TypeKernels& k, const WeightMatrix& w, const ActRows& ac
 
 gemm::GemmFn gemm_kernel(const TypeKernels& k, const WeightMatrix& w, int64_t n_tokens) {
   // The GEMM of the level the activations are quantized at (k.quantize_act); a repacked matrix has
-  // no other kernel (repack only makes one where find_repacked has it).
+  // no other kernel (repack only makes one where find_repacked has it). Batches at the Avx512 level
+  // run on AMX tiles where the CPU has them.
+  if (k.isa == Isa::Avx512 && n_tokens >= gemm::kAmxMinTokens)
+    if (const gemm::GemmFn amx = gemm::find_amx(w)) return amx;
   if (w.layout == WeightLayout::Panels) return gemm::find_repacked(k.isa, w.type);
   return n_tokens < kGemmMinTokens ? nullptr : gemm::find(k.isa, k.type);
 }

@@ -5,6 +5,7 @@
 #include "kernels/gemm_q8.h"
 
 #include "core/fp16.h"
+#include "kernels/cpu_features.h"
 #include "kernels/iquants_impl.h"
 #include "kernels/isa.h"
 #include "kernels/kquants_impl.h"
@@ -13,6 +14,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <random>
@@ -199,6 +201,83 @@ TEST(Gemm, RepackedMatchesVecDot) {
   if (levels_run == 0) GTEST_SKIP() << "no SIMD level with repacked kernels on this CPU";
 }
 
+// The types find_amx runs: int sub-block scales, folded into the levels (ScaledLayout).
+constexpr DType kScaledTypes[] = {DType::Q3_K, DType::Q4_K, DType::Q5_K, DType::Q6_K, DType::IQ4_XS};
+
+// What AMX's tiles compute from a ScaledLayout panel, in plain C++: per super-block the int sum of
+// (128 hi + lo) x a, times d_w d_a, then each block's min x s_a. Runs wherever the Avx512 level does,
+// so the conversion is checked on CPUs without AMX too.
+void scaled_ref(const WeightMatrix& w, int64_t r0, int64_t r1, const ActBlock* act, int64_t n_tokens, float* y,
+                int64_t ldy) {
+  using L = ScaledLayout;
+  const bool has_min = panel_format(w.type).has_min;
+  const int64_t n_super = w.cols / 256;
+  std::vector<uint8_t> panel(L::bytes(has_min) * n_super);
+  for (int64_t p = r0; p < r1; p += kPanelRows) {
+    unpack_scaled_avx512(w.type)(w.data + p / kPanelRows * repacked_panel_bytes(w.type, w.cols), n_super, panel.data());
+    for (int64_t r = p; r < std::min(r1, p + kPanelRows); ++r)
+      for (int64_t t = 0; t < n_tokens; ++t) {
+        float acc = 0;
+        for (int64_t s = 0; s < n_super; ++s) {
+          const uint8_t* sp = panel.data() + L::bytes(has_min) * s;
+          int32_t sum = 0;
+          for (int j = 0; j < 8; ++j)
+            for (int g = 0; g < kGroups; ++g)
+              for (int i = 0; i < 4; ++i) {
+                const size_t at = 64 * static_cast<size_t>(kGroups * j + g) + 4 * static_cast<size_t>(r - p) + i;
+                const int32_t wv = 128 * static_cast<int8_t>(sp[L::kHi + at]) + static_cast<int8_t>(sp[L::kLo + at]);
+                EXPECT_GE(static_cast<int8_t>(sp[L::kLo + at]), 0);
+                sum += wv * act[(8 * s + j) * n_tokens + t].q[4 * g + i];
+              }
+          float d;
+          std::memcpy(&d, sp + L::kD + 4 * (r - p), 4);
+          acc += static_cast<float>(sum) * (d * act[8 * s * n_tokens + t].d);
+          for (int j = 0; has_min && j < 8; ++j) {
+            float mn;
+            std::memcpy(&mn, sp + L::kMins + 64 * j + 4 * (r - p), 4);
+            acc += mn * act[(8 * s + j) * n_tokens + t].s;
+          }
+        }
+        y[t * ldy + r] = acc;
+      }
+  }
+}
+
+TEST(Gemm, ScaledPanelsKeepTheDot) {
+  if (!isa_supported(Isa::Avx512)) GTEST_SKIP() << "no AVX-512 VNNI";
+  for (DType t : kRepackedTypes)
+    EXPECT_EQ(unpack_scaled_avx512(t) != nullptr,
+              std::find(std::begin(kScaledTypes), std::end(kScaledTypes), t) != std::end(kScaledTypes))
+        << dtype_name(t);
+  for (DType t : kScaledTypes) {
+    const Case c = make_case(t, 37, 512, 3, 41);
+    const Repacked p(c.matrix());
+    check_gemm(scaled_ref, c, 0, 37, "scaled ref", &p.m);
+  }
+}
+
+TEST(Gemm, AmxMatchesVecDot) {
+  for (DType t : {DType::Q4_0, DType::Q8_0, DType::Q2_K}) {
+    const Case c = make_case(t, 16, 256, 1, 3);
+    if (kernels::can_repack(c.matrix())) {
+      EXPECT_EQ(find_amx(Repacked(c.matrix()).m), nullptr) << dtype_name(t);
+    }
+  }
+  EXPECT_EQ(find_amx(make_case(DType::Q4_K, 16, 256, 1, 3).matrix()), nullptr);  // rows: not repacked
+  if (!cpu_features().amx) GTEST_SKIP() << "no usable AMX on this CPU";
+  for (DType t : kScaledTypes)
+    // One token, a partial tile, a full one, one past it, and a second 128-token chunk.
+    for (int64_t n_tokens : {1, 5, 16, 17, 131}) {
+      const Case c = make_case(t, 37, 512, n_tokens, 500 + static_cast<uint32_t>(n_tokens));
+      const Repacked p(c.matrix());
+      const GemmFn gemm = find_amx(p.m);
+      ASSERT_NE(gemm, nullptr) << dtype_name(t);
+      check_gemm(gemm, c, 0, 37, "amx", &p.m);
+      check_gemm(gemm, c, 16, 32, "amx", &p.m);
+      check_gemm(gemm, c, 32, 37, "amx", &p.m);
+    }
+}
+
 // matmul on a repacked matrix (decode, small batches and prompts alike) gives what it gives on
 // the rows, for the whole matrix and for a column slice viewed in place (as WeightStore repacks it).
 TEST(Gemm, MatmulOnRepackedMatchesRows) {
@@ -337,13 +416,16 @@ TEST(Gemm, ExtremeBlocksDoNotOverflow) {
       dequantize_row_ref(at, c.act.data() + k * c.act_row_bytes, c.af.data() + k * c.cols, c.cols);
       prepare_act_row(t, c.act.data() + k * c.act_row_bytes, c.cols, c.blocks.data() + k, c.n_tokens);
     }
+    const Repacked p(c.matrix());
     for (Isa isa : {Isa::Avx2, Isa::Avx512}) {
       const GemmFn gemm = find_repacked(isa, t);
       if (!gemm) continue;
       ++runs;
-      const Repacked p(c.matrix());
       check_gemm(gemm, c, 0, c.rows, std::string("extreme ") + isa_name(isa), &p.m, /*min_distinct=*/1);
     }
+    if (isa_supported(Isa::Avx512) && unpack_scaled_avx512(t))  // |128 hi + lo| at its largest
+      check_gemm(scaled_ref, c, 0, c.rows, "extreme scaled ref", &p.m, /*min_distinct=*/1);
+    if (const GemmFn amx = find_amx(p.m)) check_gemm(amx, c, 0, c.rows, "extreme amx", &p.m, /*min_distinct=*/1);
   }
   if (runs == 0) GTEST_SKIP() << "no SIMD level with repacked kernels on this CPU";
 }

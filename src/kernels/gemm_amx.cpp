@@ -1,0 +1,172 @@
+// The prompt GEMM (gemm_q8.h) of the super-block types on AMX tiles: 16 tokens x 16 weight rows, 64
+// values per TDPBSSD (a vpdpbusd does 16 x 4).
+//
+// Why only types with int sub-block scales, and why the levels times their scales: a tile's result
+// can only leave through memory (TILESTORED, 16 cycles on this Xeon), and the float step after it
+// (the VNNI tiles' cvt, mul, fma per token) did not overlap the tile unit. With a store and a float
+// step per 32-value block, as the legacy types' float scales need, the int8 tiles measured 8192 MACs
+// in ~33 cycles of tile work plus ~55 of float step: pp128 q4_0 x1.15 over VNNI, Q6_K (two scales
+// per block) slower. Here each panel is converted once per chunk of tokens to w = sc (q - offset)
+// split into two int8 parts (ScaledLayout, gemm_q8.h), so a super-block's 256 values sum exactly in
+// two int32 tiles (|128 hi + lo| x 128 x 256 < 2^31) and the float step runs once per super-block,
+// as the VNNI tiles' int32 super-blocks do: the same int sums, the same float step, so the same
+// results up to the order of the min terms' adds.
+#include "kernels/cpu_features.h"
+#include "kernels/gemm_q8.h"
+
+// GCC 12's _mm512_undefined_* (self-initialised on purpose) warn once inlined into target-attribute
+// functions; the warnings are about the header, not this file.
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wuninitialized"
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#include <immintrin.h>
+#pragma GCC diagnostic pop
+
+#include <algorithm>
+#include <array>
+#include <cstddef>
+#include <cstdint>
+#include <cstring>
+#include <utility>
+
+#define WEFT_TARGET_AMX                                                                                          \
+  __attribute__((target("amx-tile,amx-int8,avx512f,avx512bw,avx512vl,avx512dq,avx512vnni,avx2,fma,f16c")))
+
+namespace weft::kernels::gemm {
+namespace {
+
+constexpr int kAmxTokens = 16;  // a tile's rows
+constexpr int kSuperValues = 8 * kQK;
+// Tokens per chunk: their int8 activations (256 bytes a token and super-block) stay in L2 while the
+// thread's panels pass over them.
+constexpr int64_t kAmxChunk = 128;
+
+// LDTILECFG's 64-byte operand (palette 1).
+struct alignas(64) TileConfig {
+  uint8_t palette = 1;
+  uint8_t start_row = 0;
+  uint8_t reserved[14] = {};
+  uint16_t colsb[16] = {};  // bytes per row of each tile
+  uint8_t rows[16] = {};
+};
+
+// Tile 0: A, T tokens x 64 values; 2 / 3: B of hi / lo, 16 rows of 16 weight rows x 4 values;
+// 4 / 5: C of hi / lo, T tokens x 16 int32. Every tile a kernel names must be configured: an
+// unconfigured one faults (SIGILL).
+template <int T>
+TileConfig tile_config() {
+  TileConfig c;
+  c.rows[0] = T;
+  c.colsb[0] = 64;
+  for (int i = 2; i < 4; ++i) {
+    c.rows[i] = 16;
+    c.colsb[i] = 64;
+  }
+  for (int i = 4; i < 6; ++i) {
+    c.rows[i] = T;
+    c.colsb[i] = 64;
+  }
+  return c;
+}
+
+// Tokens [t0, t1)'s activation values, super-block-major: super-block s of token t at
+// out + 256 (s (t1 - t0) + t - t0), its 8 blocks' values in order.
+void act_rows(const ActBlock* act, int64_t n_tokens, int64_t n_super, int64_t t0, int64_t t1, uint8_t* out) {
+  for (int64_t s = 0; s < n_super; ++s)
+    for (int64_t t = t0; t < t1; ++t)
+      for (int j = 0; j < 8; ++j, out += kQK) std::memcpy(out, act[(8 * s + j) * n_tokens + t].q, kQK);
+}
+
+// y[t * ldy + r] for T <= 16 tokens over a ScaledLayout panel of n_super super-blocks; a: the tokens'
+// values of super-block 0, a_stride bytes a super-block; act: their ActBlocks (d, s), act_stride
+// apart. Per super-block: acc += (128 hi + lo) x (d_w d_a), then each block's min x s_a.
+template <bool kMin, int T>
+WEFT_TARGET_AMX void amx_tile(const uint8_t* panel, int64_t n_super, const uint8_t* a, size_t a_stride,
+                              const ActBlock* act, int64_t act_stride, float* y, int64_t ldy, int n_rows) {
+  using L = ScaledLayout;
+  static const TileConfig config = tile_config<T>();
+  _tile_loadconfig(&config);
+  alignas(64) int32_t hi[kAmxTokens][16], lo[kAmxTokens][16];
+  __m512 acc[T];
+#pragma GCC unroll 16
+  for (int t = 0; t < T; ++t) acc[t] = _mm512_setzero_ps();
+  for (int64_t s = 0; s < n_super; ++s, panel += L::bytes(kMin), a += a_stride, act += 8 * act_stride) {
+    // GCC's tile intrinsics paste the tile numbers into their asm: literals only.
+    _tile_zero(4);
+    _tile_zero(5);
+#pragma GCC unroll 4
+    for (int p = 0; p < 4; ++p) {
+      _tile_loadd(0, a + 64 * p, kSuperValues);
+      _tile_loadd(2, panel + L::kHi + 1024 * p, 64);
+      _tile_loadd(3, panel + L::kLo + 1024 * p, 64);
+      _tile_dpbssd(4, 0, 2);
+      _tile_dpbssd(5, 0, 3);
+    }
+    _tile_stored(4, hi, 64);
+    _tile_stored(5, lo, 64);
+    const __m512 d = _mm512_loadu_ps(panel + L::kD);
+#pragma GCC unroll 16
+    for (int t = 0; t < T; ++t) {
+      const __m512i sum = _mm512_add_epi32(_mm512_slli_epi32(_mm512_load_si512(hi[t]), 7), _mm512_load_si512(lo[t]));
+      acc[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(sum), _mm512_mul_ps(d, _mm512_set1_ps(act[t].d)), acc[t]);
+    }
+    if constexpr (kMin)
+      for (int j = 0; j < 8; ++j) {
+        const __m512 mn = _mm512_loadu_ps(panel + L::kMins + 64 * j);
+        const ActBlock* const aj = act + j * act_stride;
+#pragma GCC unroll 16
+        for (int t = 0; t < T; ++t) acc[t] = _mm512_fmadd_ps(mn, _mm512_set1_ps(aj[t].s), acc[t]);
+      }
+  }
+  _tile_release();
+  const auto row_mask = static_cast<__mmask16>((1u << n_rows) - 1);
+#pragma GCC unroll 16
+  for (int t = 0; t < T; ++t) _mm512_mask_storeu_ps(y + t * ldy, row_mask, acc[t]);
+}
+
+using AmxTileFn = void (*)(const uint8_t* panel, int64_t n_super, const uint8_t* a, size_t a_stride,
+                           const ActBlock* act, int64_t act_stride, float* y, int64_t ldy, int n_rows);
+template <bool kMin, int... T>
+constexpr std::array<AmxTileFn, sizeof...(T)> amx_tiles_of(std::integer_sequence<int, T...>) {
+  return {amx_tile<kMin, T + 1>...};
+}
+template <bool kMin>
+constexpr std::array<AmxTileFn, kAmxTokens> kAmxTiles =
+    amx_tiles_of<kMin>(std::make_integer_sequence<int, kAmxTokens>());
+
+// A GemmFn over a repacked super-block matrix: per chunk of tokens their values into rows of 256,
+// then per panel of rows [r0, r1) its ScaledLayout and every 16 tokens of the chunk over it.
+void amx_gemm(const WeightMatrix& w, int64_t r0, int64_t r1, const ActBlock* act, int64_t n_tokens, float* y,
+              int64_t ldy) {
+  WEFT_ASSERT(r0 % kPanelRows == 0 && r0 <= r1 && r1 <= w.rows && w.layout == WeightLayout::Panels);
+  const bool has_min = panel_format(w.type).has_min;
+  const AmxTileFn* tiles = has_min ? kAmxTiles<true>.data() : kAmxTiles<false>.data();
+  const ScaledUnpackFn unpack = unpack_scaled_avx512(w.type);
+  const int64_t n_super = w.cols / kSuperValues;
+  const size_t panel_bytes = ScaledLayout::bytes(has_min) * n_super;
+  uint8_t* const panel = panel_buffer(panel_bytes + kSuperValues * n_super * kAmxChunk);
+  uint8_t* const a = panel + panel_bytes;
+  for (int64_t c0 = 0; c0 < n_tokens; c0 += kAmxChunk) {
+    const int64_t c1 = std::min(n_tokens, c0 + kAmxChunk);
+    act_rows(act, n_tokens, n_super, c0, c1, a);
+    const size_t a_stride = kSuperValues * static_cast<size_t>(c1 - c0);
+    for (int64_t p = r0; p < r1; p += kPanelRows) {
+      const int n_rows = static_cast<int>(std::min<int64_t>(kPanelRows, r1 - p));
+      unpack(w.data + p / kPanelRows * repacked_panel_bytes(w.type, w.cols), n_super, panel);
+      for (int64_t t = c0; t < c1; t += kAmxTokens) {
+        const int64_t n_t = std::min<int64_t>(kAmxTokens, c1 - t);
+        tiles[n_t - 1](panel, n_super, a + kSuperValues * (t - c0), a_stride, act + t, n_tokens, y + t * ldy + p, ldy,
+                       n_rows);
+      }
+    }
+  }
+}
+
+}  // namespace
+
+GemmFn find_amx(const WeightMatrix& w) {
+  if (!cpu_features().amx || w.layout != WeightLayout::Panels) return nullptr;
+  return unpack_scaled_avx512(w.type) ? amx_gemm : nullptr;
+}
+
+}  // namespace weft::kernels::gemm
