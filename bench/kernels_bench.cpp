@@ -5,6 +5,7 @@
 // Roofline of decode: BM_matvec_big/<type> (a whole 500m q4_0 model's bytes) / BM_read.
 #include "core/huge_buffer.h"
 #include "core/thread_pool.h"
+#include "kernels/cpu_features.h"
 #include "kernels/isa.h"
 #include "kernels/matmul.h"
 #include "kernels/ops.h"
@@ -114,10 +115,45 @@ WEFT_TARGET_AVX2 int64_t int8_peak_avx2(int8_t seed) {
   return lanes[0];
 }
 
+// AMX: four TDPBSSD (16 x 16 x 64 MACs each) on independent C tiles, the shape of the prompt GEMM's
+// (gemm_amx.cpp) per 64 values.
+struct alignas(64) PeakTileConfig {
+  uint8_t palette = 1, start_row = 0, reserved[14] = {};
+  uint16_t colsb[16] = {64, 64, 64, 64, 64, 64, 64, 64};
+  uint8_t rows[16] = {16, 16, 16, 16, 16, 16, 16, 16};
+};
+constexpr int kAmxPeakTiles = 4;
+__attribute__((target("amx-tile,amx-int8"))) int64_t int8_peak_amx(int8_t seed) {
+  static const PeakTileConfig config;
+  alignas(64) int8_t values[16 * 64];
+  std::memset(values, seed, sizeof values);
+  alignas(64) int32_t out[16 * 16];
+  _tile_loadconfig(&config);
+  _tile_loadd(0, values, 64);
+  _tile_loadd(1, values, 64);
+  _tile_loadd(2, values, 64);
+  _tile_loadd(3, values, 64);
+  _tile_zero(4);
+  _tile_zero(5);
+  _tile_zero(6);
+  _tile_zero(7);
+  for (int64_t i = 0; i < kPeakIters; ++i) {
+    _tile_dpbssd(4, 0, 2);
+    _tile_dpbssd(5, 0, 3);
+    _tile_dpbssd(6, 1, 2);
+    _tile_dpbssd(7, 1, 3);
+  }
+  _tile_stored(4, out, 64);
+  _tile_release();
+  return out[0];
+}
+
+// isa: 1 avx2, 2 avx512, 3 AMX (where cpu_features().amx).
 void BM_int8_peak(benchmark::State& state) {
   const int threads = static_cast<int>(state.range(0));
-  const bool avx512 = state.range(1) == 2;
-  if (!kernels::isa_supported(avx512 ? kernels::Isa::Avx512 : kernels::Isa::Avx2)) {
+  const int64_t isa = state.range(1);
+  if (isa == 3 ? !kernels::cpu_features().amx
+               : !kernels::isa_supported(isa == 2 ? kernels::Isa::Avx512 : kernels::Isa::Avx2)) {
     state.SkipWithError("ISA not supported on this CPU");
     return;
   }
@@ -125,14 +161,17 @@ void BM_int8_peak(benchmark::State& state) {
   std::vector<int64_t> sink(threads * 8);
   volatile int8_t seed = 1;  // unknown to the compiler: the loop cannot be folded
   for (auto _ : state) {
-    pool.run([&](int ith, int) { sink[ith * 8] = avx512 ? int8_peak_avx512(seed) : int8_peak_avx2(seed); });
+    pool.run([&](int ith, int) {
+      sink[ith * 8] = isa == 3 ? int8_peak_amx(seed) : isa == 2 ? int8_peak_avx512(seed) : int8_peak_avx2(seed);
+    });
     benchmark::DoNotOptimize(sink.data());
   }
-  const double macs_per_iter = static_cast<double>(threads) * kPeakIters * kPeakChains * (avx512 ? 64 : 32);
+  const double per_iter = isa == 3 ? kAmxPeakTiles * 16 * 16 * 64 : kPeakChains * (isa == 2 ? 64 : 32);
+  const double macs_per_iter = static_cast<double>(threads) * kPeakIters * per_iter;
   state.counters["MAC/s"] = benchmark::Counter(macs_per_iter * state.iterations(), benchmark::Counter::kIsRate);
-  state.SetLabel(avx512 ? "avx512 vpdpbusd" : "avx2 maddubs+madd+add");
+  state.SetLabel(isa == 3 ? "amx tdpbssd" : isa == 2 ? "avx512 vpdpbusd" : "avx2 maddubs+madd+add");
 }
-BENCHMARK(BM_int8_peak)->ArgsProduct({{1, 2}, {2, 1}})->ArgNames({"threads", "isa"})->UseRealTime();
+BENCHMARK(BM_int8_peak)->ArgsProduct({{1, 2}, {3, 2, 1}})->ArgNames({"threads", "isa"})->UseRealTime();
 
 // Per-call cost of waking the pool and joining it again: decode runs ~200 pool calls a token.
 void BM_pool_run(benchmark::State& state) {

@@ -29,7 +29,7 @@
 #include <cstring>
 #include <utility>
 
-#define WEFT_TARGET_AMX                                                                                          \
+#define WEFT_TARGET_AMX \
   __attribute__((target("amx-tile,amx-int8,avx512f,avx512bw,avx512vl,avx512dq,avx512vnni,avx2,fma,f16c")))
 
 namespace weft::kernels::gemm {
@@ -51,8 +51,8 @@ struct alignas(64) TileConfig {
 };
 
 // Tile 0: A, T tokens x 64 values; 2 / 3: B of hi / lo, 16 rows of 16 weight rows x 4 values;
-// 4 / 5: C of hi / lo, T tokens x 16 int32. Every tile a kernel names must be configured: an
-// unconfigured one faults (SIGILL).
+// 4 / 5: C of hi / lo (T tokens x 16 int32) of even super-blocks, 6 / 7 of odd ones. Every tile a
+// kernel names must be configured: an unconfigured one faults (SIGILL).
 template <int T>
 TileConfig tile_config() {
   TileConfig c;
@@ -62,11 +62,45 @@ TileConfig tile_config() {
     c.rows[i] = 16;
     c.colsb[i] = 64;
   }
-  for (int i = 4; i < 6; ++i) {
+  for (int i = 4; i < 8; ++i) {
     c.rows[i] = T;
     c.colsb[i] = 64;
   }
   return c;
+}
+
+// One super-block's int sums of hi and lo into sums[0] / sums[1], through C tiles 4 / 5 (even) or
+// 6 / 7 (odd). GCC's tile intrinsics paste the tile numbers into their asm: literals only.
+template <int kOdd>
+WEFT_TARGET_AMX inline void super_sums(const uint8_t* panel, const uint8_t* a, int32_t (*sums)[kAmxTokens][16]) {
+  using L = ScaledLayout;
+  if constexpr (kOdd) {
+    _tile_zero(6);
+    _tile_zero(7);
+  } else {
+    _tile_zero(4);
+    _tile_zero(5);
+  }
+#pragma GCC unroll 4
+  for (int p = 0; p < 4; ++p) {
+    _tile_loadd(0, a + 64 * p, kSuperValues);
+    _tile_loadd(2, panel + L::kHi + 1024 * p, 64);
+    _tile_loadd(3, panel + L::kLo + 1024 * p, 64);
+    if constexpr (kOdd) {
+      _tile_dpbssd(6, 0, 2);
+      _tile_dpbssd(7, 0, 3);
+    } else {
+      _tile_dpbssd(4, 0, 2);
+      _tile_dpbssd(5, 0, 3);
+    }
+  }
+  if constexpr (kOdd) {
+    _tile_stored(6, sums[0], 64);
+    _tile_stored(7, sums[1], 64);
+  } else {
+    _tile_stored(4, sums[0], 64);
+    _tile_stored(5, sums[1], 64);
+  }
 }
 
 // Tokens [t0, t1)'s activation values, super-block-major: super-block s of token t at
@@ -86,24 +120,21 @@ WEFT_TARGET_AMX void amx_tile(const uint8_t* panel, int64_t n_super, const uint8
   using L = ScaledLayout;
   static const TileConfig config = tile_config<T>();
   _tile_loadconfig(&config);
-  alignas(64) int32_t hi[kAmxTokens][16], lo[kAmxTokens][16];
+  alignas(64) int32_t sums[2][2][kAmxTokens][16];  // [super-block % 2][hi, lo]
   __m512 acc[T];
 #pragma GCC unroll 16
   for (int t = 0; t < T; ++t) acc[t] = _mm512_setzero_ps();
+  super_sums<0>(panel, a, sums[0]);
   for (int64_t s = 0; s < n_super; ++s, panel += L::bytes(kMin), a += a_stride, act += 8 * act_stride) {
-    // GCC's tile intrinsics paste the tile numbers into their asm: literals only.
-    _tile_zero(4);
-    _tile_zero(5);
-#pragma GCC unroll 4
-    for (int p = 0; p < 4; ++p) {
-      _tile_loadd(0, a + 64 * p, kSuperValues);
-      _tile_loadd(2, panel + L::kHi + 1024 * p, 64);
-      _tile_loadd(3, panel + L::kLo + 1024 * p, 64);
-      _tile_dpbssd(4, 0, 2);
-      _tile_dpbssd(5, 0, 3);
+    // The next super-block's tile work first, into the other C tiles: it runs beside this float step.
+    if (s + 1 < n_super) {
+      if (s % 2)
+        super_sums<0>(panel + L::bytes(kMin), a + a_stride, sums[0]);
+      else
+        super_sums<1>(panel + L::bytes(kMin), a + a_stride, sums[1]);
     }
-    _tile_stored(4, hi, 64);
-    _tile_stored(5, lo, 64);
+    const int32_t(&hi)[kAmxTokens][16] = sums[s % 2][0];
+    const int32_t(&lo)[kAmxTokens][16] = sums[s % 2][1];
     const __m512 d = _mm512_loadu_ps(panel + L::kD);
 #pragma GCC unroll 16
     for (int t = 0; t < T; ++t) {

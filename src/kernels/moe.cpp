@@ -113,6 +113,8 @@ void grouped_panels(const ExpertStack& w, ThreadPool& pool, MoeScratch& s, RowOf
   const TypeKernels& tk = kernels_for(w.w.type);
   const gemm::GemmFn gemm = gemm::find_repacked(tk.isa, w.w.type);
   WEFT_ASSERT(gemm && w.rows % gemm::kPanelRows == 0);
+  // Experts with enough tokens run on AMX tiles where matmul would (same ActBlocks).
+  const gemm::GemmFn amx = tk.isa == Isa::Avx512 ? gemm::find_amx(w.expert(w.first)) : nullptr;
   const int64_t cols = w.w.cols, rows = w.rows, n = static_cast<int64_t>(s.slots.size()), nb = cols / gemm::kQK;
   auto* act = reinterpret_cast<gemm::ActBlock*>(at_least(s.act, sizeof(gemm::ActBlock) * nb * n));
   // Entry p is token p - begin[i] of expert i's batch of m(i) tokens.
@@ -148,8 +150,9 @@ void grouped_panels(const ExpertStack& w, ThreadPool& pool, MoeScratch& s, RowOf
       const int64_t q0 = std::clamp<int64_t>((lo - base + mi - 1) / mi, 0, panels);
       const int64_t q1 = std::clamp<int64_t>((hi - base + mi - 1) / mi, 0, panels);
       if (q0 < q1)
-        gemm(w.expert(w.first + i), q0 * gemm::kPanelRows, q1 * gemm::kPanelRows, act + s.begin[i] * nb, mi,
-             s.y.data() + s.begin[i] * rows, rows);
+        (amx && mi >= gemm::kAmxMinTokens ? amx : gemm)(w.expert(w.first + i), q0 * gemm::kPanelRows,
+                                                        q1 * gemm::kPanelRows, act + s.begin[i] * nb, mi,
+                                                        s.y.data() + s.begin[i] * rows, rows);
     }
   });
 }
