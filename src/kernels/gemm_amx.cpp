@@ -1,16 +1,16 @@
-// The prompt GEMM (gemm_q8.h) of the super-block types on AMX tiles: 16 tokens x 16 weight rows, 64
-// values per TDPBSSD (a vpdpbusd does 16 x 4).
+// The prompt GEMM (gemm_q8.h) on AMX tiles: 16 tokens x 16 weight rows per tile product, 64 values
+// per TDPBSSD (a vpdpbusd does 16 x 4).
 //
-// Why only types with int sub-block scales, and why the levels times their scales: a tile's result
-// can only leave through memory (TILESTORED, 16 cycles on this Xeon), and the float step after it
-// (the VNNI tiles' cvt, mul, fma per token) did not overlap the tile unit. With a store and a float
-// step per 32-value block, as the legacy types' float scales need, the int8 tiles measured 8192 MACs
-// in ~33 cycles of tile work plus ~55 of float step: pp128 q4_0 x1.15 over VNNI, Q6_K (two scales
-// per block) slower. Here each panel is converted once per chunk of tokens to w = sc (q - offset)
-// split into two int8 parts (ScaledLayout, gemm_q8.h), so a super-block's 256 values sum exactly in
-// two int32 tiles (|128 hi + lo| x 128 x 256 < 2^31) and the float step runs once per super-block,
-// as the VNNI tiles' int32 super-blocks do: the same int sums, the same float step, so the same
-// results up to the order of the min terms' adds.
+// What bounds it: a tile's result can only leave through memory (TILESTORED, 16 cycles on this Xeon),
+// and the float step after it (per token a cvt, a mul by d_w d_a and an fma) did not overlap the
+// tile unit. So the fewer float steps, the faster:
+// - The super-block types (int sub-block scales): each panel is converted once per chunk of tokens
+//   to w = sc (q - offset) split into two int8 parts (ScaledLayout, gemm_q8.h), so a super-block's
+//   256 values sum exactly in two int32 tiles (|128 hi + lo| x 128 x 256 < 2^31) and the float step
+//   runs once per super-block, as the VNNI tiles' int32 super-blocks do: the same int sums and float
+//   step, so the same results up to the order of the min terms' adds.
+// - The legacy types (a float scale per 32 values): one TDPBSSD of 32 values, a store and a float
+//   step per block, from the format packed per call with the levels made signed (no offset term).
 #include "kernels/cpu_features.h"
 #include "kernels/gemm_q8.h"
 
@@ -50,11 +50,21 @@ struct alignas(64) TileConfig {
   uint8_t rows[16] = {};
 };
 
+// kTiles<K, kMin>[T - 1] = K::tile<kMin, T>, for T = 1 .. 16 tokens.
+template <class K, bool kMin, int... T>
+constexpr auto tiles_of(std::integer_sequence<int, T...>) {
+  return std::array{K::template tile<kMin, T + 1>...};
+}
+template <class K, bool kMin>
+constexpr auto kTiles = tiles_of<K, kMin>(std::make_integer_sequence<int, kAmxTokens>());
+
+// ---- the super-block types: a float step per super-block ----
+
 // Tile 0: A, T tokens x 64 values; 2 / 3: B of hi / lo, 16 rows of 16 weight rows x 4 values;
 // 4 / 5: C of hi / lo (T tokens x 16 int32) of even super-blocks, 6 / 7 of odd ones. Every tile a
 // kernel names must be configured: an unconfigured one faults (SIGILL).
 template <int T>
-TileConfig tile_config() {
+TileConfig super_tile_config() {
   TileConfig c;
   c.rows[0] = T;
   c.colsb[0] = 64;
@@ -115,10 +125,10 @@ void act_rows(const ActBlock* act, int64_t n_tokens, int64_t n_super, int64_t t0
 // values of super-block 0, a_stride bytes a super-block; act: their ActBlocks (d, s), act_stride
 // apart. Per super-block: acc += (128 hi + lo) x (d_w d_a), then each block's min x s_a.
 template <bool kMin, int T>
-WEFT_TARGET_AMX void amx_tile(const uint8_t* panel, int64_t n_super, const uint8_t* a, size_t a_stride,
-                              const ActBlock* act, int64_t act_stride, float* y, int64_t ldy, int n_rows) {
+WEFT_TARGET_AMX void super_tile(const uint8_t* panel, int64_t n_super, const uint8_t* a, size_t a_stride,
+                                const ActBlock* act, int64_t act_stride, float* y, int64_t ldy, int n_rows) {
   using L = ScaledLayout;
-  static const TileConfig config = tile_config<T>();
+  static const TileConfig config = super_tile_config<T>();
   _tile_loadconfig(&config);
   alignas(64) int32_t sums[2][2][kAmxTokens][16];  // [super-block % 2][hi, lo]
   __m512 acc[T];
@@ -135,12 +145,7 @@ WEFT_TARGET_AMX void amx_tile(const uint8_t* panel, int64_t n_super, const uint8
     }
     const int32_t(&hi)[kAmxTokens][16] = sums[s % 2][0];
     const int32_t(&lo)[kAmxTokens][16] = sums[s % 2][1];
-    const __m512 d = _mm512_loadu_ps(panel + L::kD);
-#pragma GCC unroll 16
-    for (int t = 0; t < T; ++t) {
-      const __m512i sum = _mm512_add_epi32(_mm512_slli_epi32(_mm512_load_si512(hi[t]), 7), _mm512_load_si512(lo[t]));
-      acc[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(sum), _mm512_mul_ps(d, _mm512_set1_ps(act[t].d)), acc[t]);
-    }
+    // The mins first, then the super-block's sum: the VNNI tiles' order, so the same floats.
     if constexpr (kMin)
       for (int j = 0; j < 8; ++j) {
         const __m512 mn = _mm512_loadu_ps(panel + L::kMins + 64 * j);
@@ -148,6 +153,12 @@ WEFT_TARGET_AMX void amx_tile(const uint8_t* panel, int64_t n_super, const uint8
 #pragma GCC unroll 16
         for (int t = 0; t < T; ++t) acc[t] = _mm512_fmadd_ps(mn, _mm512_set1_ps(aj[t].s), acc[t]);
       }
+    const __m512 d = _mm512_loadu_ps(panel + L::kD);
+#pragma GCC unroll 16
+    for (int t = 0; t < T; ++t) {
+      const __m512i sum = _mm512_add_epi32(_mm512_slli_epi32(_mm512_load_si512(hi[t]), 7), _mm512_load_si512(lo[t]));
+      acc[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(sum), _mm512_mul_ps(d, _mm512_set1_ps(act[t].d)), acc[t]);
+    }
   }
   _tile_release();
   const auto row_mask = static_cast<__mmask16>((1u << n_rows) - 1);
@@ -155,23 +166,18 @@ WEFT_TARGET_AMX void amx_tile(const uint8_t* panel, int64_t n_super, const uint8
   for (int t = 0; t < T; ++t) _mm512_mask_storeu_ps(y + t * ldy, row_mask, acc[t]);
 }
 
-using AmxTileFn = void (*)(const uint8_t* panel, int64_t n_super, const uint8_t* a, size_t a_stride,
-                           const ActBlock* act, int64_t act_stride, float* y, int64_t ldy, int n_rows);
-template <bool kMin, int... T>
-constexpr std::array<AmxTileFn, sizeof...(T)> amx_tiles_of(std::integer_sequence<int, T...>) {
-  return {amx_tile<kMin, T + 1>...};
-}
-template <bool kMin>
-constexpr std::array<AmxTileFn, kAmxTokens> kAmxTiles =
-    amx_tiles_of<kMin>(std::make_integer_sequence<int, kAmxTokens>());
+struct SuperTiles {
+  template <bool kMin, int T>
+  static constexpr auto tile = super_tile<kMin, T>;
+};
 
 // A GemmFn over a repacked super-block matrix: per chunk of tokens their values into rows of 256,
 // then per panel of rows [r0, r1) its ScaledLayout and every 16 tokens of the chunk over it.
-void amx_gemm(const WeightMatrix& w, int64_t r0, int64_t r1, const ActBlock* act, int64_t n_tokens, float* y,
-              int64_t ldy) {
+void super_gemm(const WeightMatrix& w, int64_t r0, int64_t r1, const ActBlock* act, int64_t n_tokens, float* y,
+                int64_t ldy) {
   WEFT_ASSERT(r0 % kPanelRows == 0 && r0 <= r1 && r1 <= w.rows && w.layout == WeightLayout::Panels);
   const bool has_min = panel_format(w.type).has_min;
-  const AmxTileFn* tiles = has_min ? kAmxTiles<true>.data() : kAmxTiles<false>.data();
+  const auto* tiles = has_min ? kTiles<SuperTiles, true>.data() : kTiles<SuperTiles, false>.data();
   const ScaledUnpackFn unpack = unpack_scaled_avx512(w.type);
   const int64_t n_super = w.cols / kSuperValues;
   const size_t panel_bytes = ScaledLayout::bytes(has_min) * n_super;
@@ -193,11 +199,135 @@ void amx_gemm(const WeightMatrix& w, int64_t r0, int64_t r1, const ActBlock* act
   }
 }
 
+// ---- the legacy types: a float step per 32-value block ----
+
+// Tiles 0 / 1: A (T tokens x 32 values, in place in the ActBlocks) of even / odd blocks; 2 / 3:
+// their B (8 rows of 16 weight rows x 4 levels: a PanelFormat block's groups as they are); 4 / 6:
+// their C.
+template <int T>
+TileConfig block_tile_config() {
+  TileConfig c;
+  for (int i = 0; i < 2; ++i) {
+    c.rows[i] = T;
+    c.colsb[i] = kQK;
+    c.rows[2 + i] = kGroups;
+    c.colsb[2 + i] = 64;
+    c.rows[4 + 2 * i] = T;
+    c.colsb[4 + 2 * i] = 64;
+  }
+  return c;
+}
+
+template <int kOdd>
+WEFT_TARGET_AMX inline void block_sums(const uint8_t* pb, const ActBlock* act, int32_t (*sums)[16]) {
+  if constexpr (kOdd) {
+    _tile_loadd(1, act->q, sizeof(ActBlock));
+    _tile_loadd(3, pb, 64);
+    _tile_zero(6);
+    _tile_dpbssd(6, 1, 3);
+    _tile_stored(6, sums, 64);
+  } else {
+    _tile_loadd(0, act->q, sizeof(ActBlock));
+    _tile_loadd(2, pb, 64);
+    _tile_zero(4);
+    _tile_dpbssd(4, 0, 2);
+    _tile_stored(4, sums, 64);
+  }
+}
+
+// y[t * ldy + r] for T <= 16 tokens over a PanelFormat panel of one scale per block whose levels are
+// signed (signed_levels); act: the tokens' ActBlocks of block 0, act_stride apart. As gemm_ref:
+// acc += sum x (sc d_a) per block, + mn s_a. Block b + 1's tile work is issued before block b's
+// float step, into the other tiles.
+template <bool kMin, int T>
+WEFT_TARGET_AMX void block_tile(const uint8_t* panel, size_t block_bytes, int64_t nb, const ActBlock* act,
+                                int64_t act_stride, float* y, int64_t ldy, int n_rows) {
+  static const TileConfig config = block_tile_config<T>();
+  _tile_loadconfig(&config);
+  alignas(64) int32_t sums[2][kAmxTokens][16];
+  __m512 acc[T];
+#pragma GCC unroll 16
+  for (int t = 0; t < T; ++t) acc[t] = _mm512_setzero_ps();
+  block_sums<0>(panel, act, sums[0]);
+  for (int64_t b = 0; b < nb; ++b, panel += block_bytes, act += act_stride) {
+    if (b + 1 < nb) {
+      if (b % 2)
+        block_sums<0>(panel + block_bytes, act + act_stride, sums[0]);
+      else
+        block_sums<1>(panel + block_bytes, act + act_stride, sums[1]);
+    }
+    const auto* sc = reinterpret_cast<const float*>(panel + kGroups * 64);
+    const __m512 scale = _mm512_loadu_ps(sc);
+#pragma GCC unroll 16
+    for (int t = 0; t < T; ++t)
+      acc[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_load_si512(sums[b % 2][t])),
+                               _mm512_mul_ps(scale, _mm512_set1_ps(act[t].d)), acc[t]);
+    if constexpr (kMin) {
+      const __m512 mn = _mm512_loadu_ps(sc + 16);
+#pragma GCC unroll 16
+      for (int t = 0; t < T; ++t) acc[t] = _mm512_fmadd_ps(mn, _mm512_set1_ps(act[t].s), acc[t]);
+    }
+  }
+  _tile_release();
+  const auto row_mask = static_cast<__mmask16>((1u << n_rows) - 1);
+#pragma GCC unroll 16
+  for (int t = 0; t < T; ++t) _mm512_mask_storeu_ps(y + t * ldy, row_mask, acc[t]);
+}
+
+// A PanelFormat panel's levels less offset, in place: the int8 values TDPBSSD takes (|q - offset|
+// <= 128; the has_min types' levels, 0 .. 31, are their own).
+WEFT_TARGET_AMX void signed_levels(uint8_t* panel, size_t block_bytes, int64_t nb, int32_t offset) {
+  const __m512i off = _mm512_set1_epi8(static_cast<char>(offset));
+  for (int64_t b = 0; b < nb; ++b, panel += block_bytes)
+#pragma GCC unroll 8
+    for (int g = 0; g < kGroups; ++g)
+      _mm512_storeu_si512(panel + 64 * g, _mm512_sub_epi8(_mm512_loadu_si512(panel + 64 * g), off));
+}
+
+struct BlockTiles {
+  template <bool kMin, int T>
+  static constexpr auto tile = block_tile<kMin, T>;
+};
+
+// A GemmFn over a legacy-type matrix, repacked at load or in rows: per chunk and panel of rows
+// [r0, r1) the panel in PanelFormat with signed levels, then every 16 tokens of the chunk over it.
+template <bool kRepackedAtLoad>
+void blocks_gemm(const WeightMatrix& w, int64_t r0, int64_t r1, const ActBlock* act, int64_t n_tokens, float* y,
+                 int64_t ldy) {
+  WEFT_ASSERT(r0 % kPanelRows == 0 && r0 <= r1 && r1 <= w.rows);
+  const PanelFormat f = panel_format(w.type);
+  WEFT_ASSERT(f.n_scales == 1);
+  const auto* tiles = f.has_min ? kTiles<BlockTiles, true>.data() : kTiles<BlockTiles, false>.data();
+  const int32_t offset = f.has_corr ? act_offset(w.type) : 0;
+  const int64_t nb = w.cols / kQK;
+  const size_t bb = f.block_bytes();
+  uint8_t* const panel = panel_buffer(bb * nb);
+  for (int64_t c0 = 0; c0 < n_tokens; c0 += kAmxChunk) {
+    const int64_t c1 = std::min(n_tokens, c0 + kAmxChunk);
+    for (int64_t p = r0; p < r1; p += kPanelRows) {
+      const int n_rows = static_cast<int>(std::min<int64_t>(kPanelRows, r1 - p));
+      if constexpr (kRepackedAtLoad)
+        unpack_avx512(w.type)(w.data + p / kPanelRows * repacked_panel_bytes(w.type, w.cols), nb, f, panel);
+      else
+        pack_avx512(w, p, n_rows, panel, bb);
+      if (offset) signed_levels(panel, bb, nb, offset);
+      for (int64_t t = c0; t < c1; t += kAmxTokens) {
+        const int64_t n_t = std::min<int64_t>(kAmxTokens, c1 - t);
+        tiles[n_t - 1](panel, bb, nb, act + t, n_tokens, y + t * ldy + p, ldy, n_rows);
+      }
+    }
+  }
+}
+
 }  // namespace
 
 GemmFn find_amx(const WeightMatrix& w) {
-  if (!cpu_features().amx || w.layout != WeightLayout::Panels) return nullptr;
-  return unpack_scaled_avx512(w.type) ? amx_gemm : nullptr;
+  if (!cpu_features().amx) return nullptr;
+  if (w.layout == WeightLayout::Panels) {
+    if (unpack_scaled_avx512(w.type)) return super_gemm;
+    return unpack_avx512(w.type) ? blocks_gemm<true> : nullptr;
+  }
+  return has_panel(w.type) && !has_super_blocks(w.type) ? blocks_gemm<false> : nullptr;
 }
 
 }  // namespace weft::kernels::gemm

@@ -736,7 +736,26 @@ WEFT_TARGET_AVX512 void unpack_scaled(const uint8_t* src, int64_t n_super, uint8
   }
 }
 
+template <DType kType>
+constexpr UnpackFn kUnpack = unpack_panel<decltype(panel_reader<kType>())>;
+
 }  // namespace
+
+void pack_avx512(const WeightMatrix& w, int64_t r0, int n_rows, uint8_t* panel, size_t bb) {
+  pack(w, r0, n_rows, panel, bb);
+}
+
+UnpackFn unpack_avx512(DType t) {
+  switch (t) {
+    case DType::Q4_0: return kUnpack<DType::Q4_0>;
+    case DType::Q4_1: return kUnpack<DType::Q4_1>;
+    case DType::Q5_0: return kUnpack<DType::Q5_0>;
+    case DType::Q5_1: return kUnpack<DType::Q5_1>;
+    case DType::Q8_0: return kUnpack<DType::Q8_0>;
+    case DType::IQ4_NL: return kUnpack<DType::IQ4_NL>;
+    default: return nullptr;  // the super-block types: unpack_scaled_avx512
+  }
+}
 
 ScaledUnpackFn unpack_scaled_avx512(DType t) {
   switch (t) {

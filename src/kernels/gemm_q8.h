@@ -273,9 +273,16 @@ struct ScaledLayout {
 // (gemm_avx512.cpp); nullptr for types without int sub-block scales (the legacy types, Q2_K).
 using ScaledUnpackFn = void (*)(const uint8_t* src, int64_t n_super, uint8_t* out);
 ScaledUnpackFn unpack_scaled_avx512(DType t);
+// The legacy types' and IQ4_NL's AMX tiles read the format packed per call (PanelFormat), from the
+// Avx512 level: pack_avx512 of rows (has_panel types), unpack_avx512 of a repacked panel of nb
+// blocks (nullptr for the super-block types).
+void pack_avx512(const WeightMatrix& w, int64_t r0, int n_rows, uint8_t* panel, size_t bb);
+using UnpackFn = void (*)(const uint8_t* src, int64_t nb, const PanelFormat& f, uint8_t* out);
+UnpackFn unpack_avx512(DType t);
 // The GEMM on AMX tiles of w, for batches of the Avx512 level's activations: Q3_K, Q4_K, Q5_K,
-// Q6_K and IQ4_XS repacked at load; nullptr for other types and layouts, and where this CPU has no
-// usable AMX (cpu_features().amx).
+// Q6_K and IQ4_XS repacked at load (ScaledLayout), the legacy types and IQ4_NL repacked or in rows
+// (PanelFormat); nullptr for other types and layouts, and where this CPU has no usable AMX
+// (cpu_features().amx).
 GemmFn find_amx(const WeightMatrix& w);
 // From this many tokens batches run on AMX, whose panels are converted once per call.
 constexpr int64_t kAmxMinTokens = 16;
@@ -320,9 +327,8 @@ const TileFn* tiles_for(const PanelFormat& f) {
   return f.has_min ? kTiles<G, 1, true, false>.data() : kTiles<G, 1, false, true>.data();
 }
 
-// A repacked panel of nb blocks unpacked into the format packed per call (PanelFormat), an ISA's
-// unpack_panel<Src>.
-using UnpackFn = void (*)(const uint8_t* src, int64_t nb, const PanelFormat& f, uint8_t* out);
+// UnpackFn (above): a repacked panel of nb blocks unpacked into the format packed per call
+// (PanelFormat), an ISA's unpack_panel<Src>.
 
 // Batches over a repacked matrix through Packed, an ISA's G of panels packed per call, each panel
 // unpacked once per token chunk by kUnpack: its tiles then read a group with one load instead of

@@ -256,16 +256,28 @@ TEST(Gemm, ScaledPanelsKeepTheDot) {
   }
 }
 
+// The AMX tiles sum the same ints as the VNNI ones and take the same float steps in the same order:
+// their outputs are the same floats, so a prompt's results do not depend on which a CPU has.
+void expect_same_floats(GemmFn amx, GemmFn vnni, const Case& c, const WeightMatrix& m) {
+  ASSERT_NE(vnni, nullptr);
+  std::vector<float> a(c.rows * c.n_tokens, 1.f), v(c.rows * c.n_tokens, 2.f);
+  amx(m, 0, c.rows, c.blocks.data(), c.n_tokens, a.data(), c.rows);
+  vnni(m, 0, c.rows, c.blocks.data(), c.n_tokens, v.data(), c.rows);
+  int64_t differ = 0;
+  for (size_t i = 0; i < a.size(); ++i) differ += a[i] != v[i];
+  EXPECT_EQ(differ, 0) << dtype_name(c.type) << " tokens " << c.n_tokens << ": AMX and VNNI outputs differ";
+}
+
 TEST(Gemm, AmxMatchesVecDot) {
-  for (DType t : {DType::Q4_0, DType::Q8_0, DType::Q2_K}) {
-    const Case c = make_case(t, 16, 256, 1, 3);
-    if (kernels::can_repack(c.matrix())) {
-      EXPECT_EQ(find_amx(Repacked(c.matrix()).m), nullptr) << dtype_name(t);
-    }
+  if (!cpu_features().amx) {
+    EXPECT_EQ(find_amx(make_case(DType::Q4_0, 16, 256, 1, 3).matrix()), nullptr);
+    GTEST_SKIP() << "no usable AMX on this CPU";
   }
-  EXPECT_EQ(find_amx(make_case(DType::Q4_K, 16, 256, 1, 3).matrix()), nullptr);  // rows: not repacked
-  if (!cpu_features().amx) GTEST_SKIP() << "no usable AMX on this CPU";
-  for (DType t : kScaledTypes)
+  // Q2_K (two mins per block) and the super-block types in rows stay on VNNI.
+  EXPECT_EQ(find_amx(Repacked(make_case(DType::Q2_K, 16, 256, 1, 3).matrix()).m), nullptr);
+  EXPECT_EQ(find_amx(make_case(DType::Q4_K, 16, 256, 1, 3).matrix()), nullptr);
+  for (DType t : kRepackedTypes) {
+    if (t == DType::Q2_K) continue;
     // One token, a partial tile, a full one, one past it, and a second 128-token chunk.
     for (int64_t n_tokens : {1, 5, 16, 17, 131}) {
       const Case c = make_case(t, 37, 512, n_tokens, 500 + static_cast<uint32_t>(n_tokens));
@@ -275,7 +287,16 @@ TEST(Gemm, AmxMatchesVecDot) {
       check_gemm(gemm, c, 0, 37, "amx", &p.m);
       check_gemm(gemm, c, 16, 32, "amx", &p.m);
       check_gemm(gemm, c, 32, 37, "amx", &p.m);
+      expect_same_floats(gemm, find_repacked(Isa::Avx512, t), c, p.m);
+      if (has_panel(t) && !has_super_blocks(t)) {  // the legacy types in rows too
+        const GemmFn rows = find_amx(c.matrix());
+        ASSERT_NE(rows, nullptr) << dtype_name(t);
+        check_gemm(rows, c, 0, 37, "amx rows");
+        check_gemm(rows, c, 32, 37, "amx rows");
+        expect_same_floats(rows, find(Isa::Avx512, t), c, c.matrix());
+      }
     }
+  }
 }
 
 // matmul on a repacked matrix (decode, small batches and prompts alike) gives what it gives on
@@ -361,6 +382,7 @@ TEST(Gemm, Q8_0ExtremeLevelsDoNotSaturate) {
     check_gemm(find(isa, DType::Q8_0), c, 0, c.rows, isa_name(isa));
     check_gemm(find_repacked(isa, DType::Q8_0), c, 0, c.rows, std::string("repacked ") + isa_name(isa), &p.m);
   }
+  if (const GemmFn amx = find_amx(p.m)) check_gemm(amx, c, 0, c.rows, "amx", &p.m);
 }
 
 // The repacked K-quant tiles sum a super-block's int dots times int sub-block scales in int32:
