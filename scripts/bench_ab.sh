@@ -2,7 +2,9 @@
 # A/B of two `weft bench` configurations, interleaved so that drift of the machine hits both alike:
 # runs A then B, ROUNDS times, and prints each pair, the B/A ratio of each, and the median ratio.
 #   scripts/bench_ab.sh "-t 2" "--devices cpu:1,cpu:1"      (MODEL, ROUNDS=8, TEST="-p 0 -n 32 -r 3")
-# WEFT_A / WEFT_B compare two builds (default: WEFT=build/weft for both).
+# WEFT_A / WEFT_B compare two builds (default: WEFT=build/weft for both); ENV_A / ENV_B set
+# environment variables for one side, e.g. AMX against VNNI prompts on one build:
+#   ENV_A=WEFT_MAX_ISA=avx512 TEST="-p 128 -n 0 -r 2" scripts/bench_ab.sh "-t 1" "-t 1"
 set -euo pipefail
 cd "$(dirname "$0")/.."
 [ $# -eq 2 ] || { echo "usage: $0 'weft bench args A' 'weft bench args B'" >&2; exit 2; }
@@ -14,14 +16,14 @@ WEFT_A=${WEFT_A:-$WEFT}
 WEFT_B=${WEFT_B:-$WEFT}
 [ -x "$WEFT" ] || ./scripts/build.sh >/dev/null
 [ -f "$MODEL" ] || { echo "no $MODEL (weft gen-model --preset 500m --type q4_0 -o $MODEL)" >&2; exit 2; }
-tps() {  # mean t/s (avg_ts) of the last test `weft bench` prints (one record per line in jsonl)
+tps() {  # WEFT ARGS ENV: mean t/s (avg_ts) of the last test `weft bench` prints (a record per line in jsonl)
   # shellcheck disable=SC2086
-  "$1" bench -m "$MODEL" $TEST $2 -o jsonl 2>/dev/null | tail -n 1 | grep -o '"avg_ts":[0-9.eE+-]*' | cut -d: -f2
+  env $3 "$1" bench -m "$MODEL" $TEST $2 -o jsonl 2>/dev/null | tail -n 1 | grep -o '"avg_ts":[0-9.eE+-]*' | cut -d: -f2
 }
 ratios=()
 for ((i = 1; i <= ROUNDS; ++i)); do
-  a=$(tps "$WEFT_A" "$1")
-  b=$(tps "$WEFT_B" "$2")
+  a=$(tps "$WEFT_A" "$1" "${ENV_A:-}")
+  b=$(tps "$WEFT_B" "$2" "${ENV_B:-}")
   r=$(awk -v a="$a" -v b="$b" 'BEGIN { printf "%.3f", b / a }')
   ratios+=("$r")
   echo "round $i: A $a t/s  B $b t/s  B/A $r"
