@@ -284,8 +284,11 @@ UnpackFn unpack_avx512(DType t);
 // (PanelFormat); nullptr for other types and layouts, and where this CPU has no usable AMX
 // (cpu_features().amx).
 GemmFn find_amx(const WeightMatrix& w);
-// From this many tokens batches run on AMX, whose panels are converted once per call.
-constexpr int64_t kAmxMinTokens = 16;
+// From how many tokens a batch of type t runs on AMX: each call converts its panels, which fewer
+// tokens do not pay back. 500m pp, 1 thread, AMX / VNNI: q4_k_m 24 tokens 379-391 / 412-415, 32
+// 441-449 / 415-420; q6_k 24 x1.06-1.13; q4_0 32 440-449 / 457-461, 48 483-515 / 480-484; q8_0 48
+// 414-419 / 428-437, 64 456-470 / 450-461.
+constexpr int64_t amx_min_tokens(DType t) { return has_super_blocks(t) ? 32 : 64; }
 
 // ---- the driver every ISA's GEMM runs, written once ----
 

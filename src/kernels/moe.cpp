@@ -150,9 +150,9 @@ void grouped_panels(const ExpertStack& w, ThreadPool& pool, MoeScratch& s, RowOf
       const int64_t q0 = std::clamp<int64_t>((lo - base + mi - 1) / mi, 0, panels);
       const int64_t q1 = std::clamp<int64_t>((hi - base + mi - 1) / mi, 0, panels);
       if (q0 < q1)
-        (amx && mi >= gemm::kAmxMinTokens ? amx : gemm)(w.expert(w.first + i), q0 * gemm::kPanelRows,
-                                                        q1 * gemm::kPanelRows, act + s.begin[i] * nb, mi,
-                                                        s.y.data() + s.begin[i] * rows, rows);
+        (amx && mi >= gemm::amx_min_tokens(w.w.type) ? amx : gemm)(w.expert(w.first + i), q0 * gemm::kPanelRows,
+                                                                   q1 * gemm::kPanelRows, act + s.begin[i] * nb, mi,
+                                                                   s.y.data() + s.begin[i] * rows, rows);
     }
   });
 }
