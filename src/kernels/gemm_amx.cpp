@@ -1,14 +1,15 @@
 // The prompt GEMM (gemm_q8.h) on AMX tiles: 16 tokens x 16 weight rows per tile product, 64 values
 // per TDPBSSD (a vpdpbusd does 16 x 4).
 //
-// What bounds it: a tile's result can only leave through memory (TILESTORED, 16 cycles on this Xeon),
-// and the float step after it (per token a cvt, a mul by d_w d_a and an fma) did not overlap the
-// tile unit. So the fewer float steps, the faster:
+// What bounds it: a tile's result can only leave through memory (TILESTORED, ~16 cycles on the Xeon
+// it was measured on), and the float step after it (per token a cvt, a mul by d_w d_a and an fma)
+// did not overlap the tile unit. So the fewer float steps, the faster:
 // - The super-block types (int sub-block scales): each panel is converted once per chunk of tokens
 //   to w = sc (q - offset) split into two int8 parts (ScaledLayout, gemm_q8.h), so a super-block's
 //   256 values sum exactly in two int32 tiles (|128 hi + lo| x 128 x 256 < 2^31) and the float step
-//   runs once per super-block, as the VNNI tiles' int32 super-blocks do: the same int sums and float
-//   step, so the same results up to the order of the min terms' adds.
+//   runs once per super-block, as the VNNI tiles' int32 super-blocks do.
+// Both sum the same ints as the VNNI tiles and take the same float steps in the same order: the
+// outputs are the same floats with and without AMX (Gemm.AmxMatchesVecDot).
 // - The legacy types (a float scale per 32 values): one TDPBSSD of 32 values, a store and a float
 //   step per block, from the format packed per call with the levels made signed (no offset term).
 #include "kernels/cpu_features.h"
@@ -123,7 +124,7 @@ void act_rows(const ActBlock* act, int64_t n_tokens, int64_t n_super, int64_t t0
 
 // y[t * ldy + r] for T <= 16 tokens over a ScaledLayout panel of n_super super-blocks; a: the tokens'
 // values of super-block 0, a_stride bytes a super-block; act: their ActBlocks (d, s), act_stride
-// apart. Per super-block: acc += (128 hi + lo) x (d_w d_a), then each block's min x s_a.
+// apart. Per super-block: acc += each block's min x s_a, then (128 hi + lo) x (d_w d_a).
 template <bool kMin, int T>
 WEFT_TARGET_AMX void super_tile(const uint8_t* panel, int64_t n_super, const uint8_t* a, size_t a_stride,
                                 const ActBlock* act, int64_t act_stride, float* y, int64_t ldy, int n_rows) {
