@@ -10,8 +10,9 @@
 # the weights less the token embedding rows not looked up) x tg t/s. Prompts against the int8 dot
 # peak (BM_int8_peak, MAC/s, compute bound and steady): MACs per token = the layers' matmul weights
 # (the output matrix runs for the last prompt token only, so 1/PP of it).
-# Writes the "## Decode bandwidth per weight type" section of bench/results.md (the other sections
-# are kept) and prints it; last, peak RSS of `weft run` on the q4_0 model, copied vs --mmap.
+# Where the CPU has AMX, the avx512 rows' prompts also run on its tiles (a table of their own, against
+# TDPBSSD's peak). Writes the "## Decode bandwidth per weight type" section of bench/results.md (the
+# other sections are kept) and prints it; last, peak RSS of `weft run` on the q4_0 model, copied vs --mmap.
 #   TYPES="q4_0 ... q5_k_m"  ISAS="avx512 avx2"  THREADS=1,2  ROUNDS=5  REPS=3  PP=128  TG=64  WEFT=build/weft
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -57,6 +58,11 @@ for isa in $ISAS; do
     micro 'BM_int8_peak' 1 | sed "s/^/$isa,$type,0,/" >>"$work/roof.csv"
     WEFT_MAX_ISA=$isa "$WEFT" bench -m "$model" -p "$PP" -n 0 -r "$REPS" -t "$THREADS" -o jsonl 2>/dev/null |
       sed "s/^{/{\"isa\": \"$isa\", \"type\": \"$type\", \"round\": 0, \"macs\": $macs, /" >>"$work/bench.jsonl"
+    # Where the CPU has AMX (BM_int8_peak isa:3 measured), the avx512 rows' prompts on its tiles too.
+    if [ "$isa" = avx512 ] && grep -q "^$isa,$type,0,BM_int8_peak/threads:1/isa:3,[0-9]" "$work/roof.csv"; then
+      "$WEFT" bench -m "$model" -p "$PP" -n 0 -r "$REPS" -t "$THREADS" -o jsonl 2>/dev/null |
+        sed "s/^{/{\"isa\": \"amx\", \"type\": \"$type\", \"round\": 0, \"macs\": $macs, /" >>"$work/bench.jsonl"
+    fi
     for ((round = 1; round <= ROUNDS; ++round)); do
       for t in ${THREADS//,/ }; do  # the roofline, the decode it bounds, the roofline again
         micro "BM_read/$t/" 1 | sed "s/^/$isa,$type,$round,/" >>"$work/roof.csv"
@@ -91,8 +97,8 @@ for line in open(work + "/roof.csv"):
     parts = name.split("/")
     if parts[0] == "BM_read":
         reads.setdefault((isa, typ, int(parts[1]), int(rnd)), []).append(float(v) / 2**30)
-    elif parts[2] == ("isa:2" if isa == "avx512" else "isa:1"):
-        key = (isa, int(parts[1].split(":")[1]))
+    elif parts[2] == ("isa:2" if isa == "avx512" else "isa:1") or (parts[2] == "isa:3" and v):
+        key = ("amx" if parts[2] == "isa:3" else isa, int(parts[1].split(":")[1]))
         peak[key] = max(peak.get(key, 0.0), float(v))
 read = {k: statistics.mean(v) for k, v in reads.items()}
 rows = [json.loads(l) for l in open(work + "/bench.jsonl") if l.strip()]
@@ -128,6 +134,18 @@ for key, pairs in tg.items():
         typ, isa, t, pairs[0][3], med(p[2] for p in pairs), med(p[0] for p in pairs), med(p[1] for p in pairs),
         100 * med(ratios), 100 * min(ratios), 100 * max(ratios),
         ppr["avg_ts"], ppr["stddev_ts"], pk / 1e9, 100 * ppr["avg_ts"] * ppr["macs"] / pk))
+amx = [(k, r) for k, r in pp_rows.items() if k[0] == "amx"]
+if amx:
+    print()
+    print("Prompts on AMX tiles (this CPU has them; the avx512 rows above ran with `WEFT_MAX_ISA=avx512`, VNNI): the same")
+    print("`weft bench` without the cap, against TDPBSSD's register-only peak (`BM_int8_peak` isa:3, the run's best).")
+    print()
+    print("| type | threads | pp t/s | VNNI pp t/s | AMX / VNNI | AMX peak | of peak |")
+    print("| --- | ---: | ---: | ---: | ---: | ---: | ---: |")
+    for (_, typ, t), r in amx:
+        vnni, pk = pp_rows[("avx512", typ, t)]["avg_ts"], peak[("amx", t)]
+        print("| %s | %d | %.1f ± %.1f | %.1f | %.2f | %.2f T MAC/s | %.1f%% |" % (
+            typ, t, r["avg_ts"], r["stddev_ts"], vnni, r["avg_ts"] / vnni, pk / 1e12, 100 * r["avg_ts"] * r["macs"] / pk))
 print()
 print("Peak RSS of `weft run -m models/weft-500m-q4_0.gguf -n 16` (`/usr/bin/time -v`): weights copied "
       "(default) %s MiB, `--mmap` %s MiB" % (rss_copy, rss_mmap))
