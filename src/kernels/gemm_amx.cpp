@@ -51,13 +51,14 @@ struct alignas(64) TileConfig {
   uint8_t rows[16] = {};
 };
 
-// kTiles<K, kMin>[T - 1] = K::tile<kMin, T>, for T = 1 .. 16 tokens.
+// kAmxTiles<K, kMin>[T - 1] = K::tile<kMin, T>, for T = 1 .. 16 tokens (gemm_q8.h's kTiles is the
+// VNNI tiles' table, of another signature).
 template <class K, bool kMin, int... T>
-constexpr auto tiles_of(std::integer_sequence<int, T...>) {
+constexpr auto amx_tiles_of(std::integer_sequence<int, T...>) {
   return std::array{K::template tile<kMin, T + 1>...};
 }
 template <class K, bool kMin>
-constexpr auto kTiles = tiles_of<K, kMin>(std::make_integer_sequence<int, kAmxTokens>());
+constexpr auto kAmxTiles = amx_tiles_of<K, kMin>(std::make_integer_sequence<int, kAmxTokens>());
 
 // ---- the super-block types: a float step per super-block ----
 
@@ -178,7 +179,7 @@ void super_gemm(const WeightMatrix& w, int64_t r0, int64_t r1, const ActBlock* a
                 int64_t ldy) {
   WEFT_ASSERT(r0 % kPanelRows == 0 && r0 <= r1 && r1 <= w.rows && w.layout == WeightLayout::Panels);
   const bool has_min = panel_format(w.type).has_min;
-  const auto* tiles = has_min ? kTiles<SuperTiles, true>.data() : kTiles<SuperTiles, false>.data();
+  const auto* tiles = has_min ? kAmxTiles<SuperTiles, true>.data() : kAmxTiles<SuperTiles, false>.data();
   const ScaledUnpackFn unpack = unpack_scaled_avx512(w.type);
   const int64_t n_super = w.cols / kSuperValues;
   const size_t panel_bytes = ScaledLayout::bytes(has_min) * n_super;
@@ -298,17 +299,18 @@ void blocks_gemm(const WeightMatrix& w, int64_t r0, int64_t r1, const ActBlock* 
   WEFT_ASSERT(r0 % kPanelRows == 0 && r0 <= r1 && r1 <= w.rows);
   const PanelFormat f = panel_format(w.type);
   WEFT_ASSERT(f.n_scales == 1);
-  const auto* tiles = f.has_min ? kTiles<BlockTiles, true>.data() : kTiles<BlockTiles, false>.data();
+  const auto* tiles = f.has_min ? kAmxTiles<BlockTiles, true>.data() : kAmxTiles<BlockTiles, false>.data();
   const int32_t offset = f.has_corr ? act_offset(w.type) : 0;
   const int64_t nb = w.cols / kQK;
   const size_t bb = f.block_bytes();
+  const UnpackFn unpack = kRepackedAtLoad ? unpack_avx512(w.type) : nullptr;
   uint8_t* const panel = panel_buffer(bb * nb);
   for (int64_t c0 = 0; c0 < n_tokens; c0 += kAmxChunk) {
     const int64_t c1 = std::min(n_tokens, c0 + kAmxChunk);
     for (int64_t p = r0; p < r1; p += kPanelRows) {
       const int n_rows = static_cast<int>(std::min<int64_t>(kPanelRows, r1 - p));
       if constexpr (kRepackedAtLoad)
-        unpack_avx512(w.type)(w.data + p / kPanelRows * repacked_panel_bytes(w.type, w.cols), nb, f, panel);
+        unpack(w.data + p / kPanelRows * repacked_panel_bytes(w.type, w.cols), nb, f, panel);
       else
         pack_avx512(w, p, n_rows, panel, bb);
       if (offset) signed_levels(panel, bb, nb, offset);
