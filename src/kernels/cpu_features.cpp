@@ -1,8 +1,10 @@
 #include "kernels/cpu_features.h"
 
+#include <charconv>
 #include <cstdint>
 #include <cstdlib>
 #include <iterator>
+#include <string_view>
 
 #if defined(__x86_64__) || defined(__i386__)
 #include <cpuid.h>
@@ -38,6 +40,8 @@ CpuFeatures detect() {
   bool tiles = false;
 #if defined(__x86_64__) || defined(__i386__)
   unsigned a = 0, b = 0, c = 0, d = 0;
+  if (!__get_cpuid(0, &a, &b, &c, &d)) return f;
+  const bool intel = b == 0x756e6547 && d == 0x49656e69 && c == 0x6c65746e;  // "Genu" "ineI" "ntel"
   if (!__get_cpuid(1, &a, &b, &c, &d)) return f;
   const bool fma = bit(c, 12), osxsave = bit(c, 27), avx = bit(c, 28), f16c = bit(c, 29);
   uint64_t xcr0 = 0;
@@ -59,7 +63,15 @@ CpuFeatures detect() {
              bit(b7, 31) /*VL*/ && f.avx512_vnni;
   // Tiles: AMX-TILE (edx 24) and AMX-INT8 (edx 25), XTILECFG and XTILEDATA enabled in XCR0.
   tiles = bit(d7, 24) && bit(d7, 25) && (xcr0 & 0x60000) == 0x60000;
+  if (intel) f.decode_prefetch = 3072;
 #endif
+  // A value that is not a whole number of bytes leaves the default.
+  if (const char* env = std::getenv("WEFT_DECODE_PREFETCH")) {
+    const std::string_view ahead(env);
+    size_t bytes = 0;
+    const auto [end, ec] = std::from_chars(ahead.data(), ahead.data() + ahead.size(), bytes);
+    if (ec == std::errc() && end == ahead.data() + ahead.size()) f.decode_prefetch = bytes;
+  }
   // An unknown name caps nothing; "avx512" caps only AMX.
   if (const char* cap = std::getenv("WEFT_MAX_ISA")) {
     const std::optional<Isa> max = parse_isa(cap);

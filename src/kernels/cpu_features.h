@@ -3,6 +3,8 @@
 
 #include "kernels/isa.h"
 
+#include <cstddef>
+
 namespace weft::kernels {
 
 struct CpuFeatures {
@@ -15,6 +17,13 @@ struct CpuFeatures {
   // that asks (arch_prctl ARCH_REQ_XCOMP_PERM); without that grant a tile instruction faults, as it
   // does on VMs that advertise AMX in cpuid but not in XCR0.
   bool amx = false;
+  // Bytes ahead of a decode's read (tiles of 1-3 tokens over panels repacked at load) that it asks
+  // into L2 (gemm_q8.h). Intel's L2 streamer stops at every 4 KiB page and, beside the tiles'
+  // arithmetic, left one core at 80-85% of a plain read; 2-3 KiB ahead gave 500m decode x1.08-1.21
+  // on a Xeon with AMX, AVX-512 and AVX2 alike (4 KiB and more gained less, into L1 lost). Zen 4
+  // measured only the L1 kind, which lost there, so none off Intel. WEFT_DECODE_PREFETCH=<bytes>
+  // sets it (0: none).
+  size_t decode_prefetch = 0;
 };
 
 // Detected once. WEFT_MAX_ISA=avx512|avx2|ref in the environment caps the levels (to compare kernels):

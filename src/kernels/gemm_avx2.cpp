@@ -482,9 +482,7 @@ WEFT_TARGET_AVX2 void tile(const uint8_t* panel, size_t block_bytes, int64_t nb,
       if constexpr (kInt)
         for (int t = 0; t < T; ++t) iacc[t][0] = iacc[t][1] = imin[t][0] = imin[t][1] = _mm256_setzero_si256();
     }
-    if (ahead)
-      for (size_t off = 0; off < block_bytes + Src::kHead; off += 64)
-        _mm_prefetch(reinterpret_cast<const char*>(panel + ahead + off), _MM_HINT_T0);
+    if (ahead) prefetch_ahead_of_tile<T>(panel + ahead, block_bytes + Src::kHead);
     const uint8_t* const sb = scale_src<Src>(panel, sup, static_cast<int>(b % Src::kSub));
     for (int s = 0; s < kScales; ++s) {
       __m256i sumi[T][2];

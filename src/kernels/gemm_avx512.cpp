@@ -180,9 +180,7 @@ WEFT_TARGET_AVX512 void tile(const uint8_t* panel, size_t block_bytes, int64_t n
     for (int j = 0; j < Src::kSub; ++j, panel += block_bytes, act += act_stride) {
       const uint8_t* const sb = scale_src<Src>(panel, sup, j);
       if (act_ahead) _mm_prefetch(reinterpret_cast<const char*>(act + 2 * act_stride), _MM_HINT_T0);
-      if (ahead)
-        for (size_t off = 0; off < block_bytes + Src::kHead; off += 64)
-          _mm_prefetch(reinterpret_cast<const char*>(panel + ahead + off), _MM_HINT_T0);
+      if (ahead) prefetch_ahead_of_tile<T>(panel + ahead, block_bytes + Src::kHead);
 #pragma GCC unroll 2
       for (int s = 0; s < kScales; ++s) {
         // Decode of two scales per block (Q6_K) leaves each token one short chain of dependent

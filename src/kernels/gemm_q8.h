@@ -20,6 +20,7 @@
 
 #include "core/dtype.h"
 #include "core/error.h"
+#include "kernels/cpu_features.h"
 #include "kernels/isa.h"
 #include "kernels/matmul.h"
 #include "kernels/quants_legacy.h"
@@ -298,10 +299,16 @@ constexpr int64_t kTokenChunk = 128;
 // The first pass over a panel repacked at load streams it from DRAM, and from 4 tokens on the
 // hardware prefetcher falls behind the arithmetic: BM_gemm_big (1 thread, q4_0) moved 12 GB/s at
 // 8 tokens and 6 at 16 without this, 17 and 8.7 with it (32 blocks, ~9 KiB ahead; 8 blocks gained
-// less). At 1 and 2 tokens the loop is bound by the stream alone and a prefetch only costs (decode
-// 26-34 vs 22-25 GB/s).
+// less), into L1. Under 4 tokens the same prefetch only cost (decode 26-34 vs 22-25 GB/s on Zen 4);
+// there the tiles ask into L2, cpu_features().decode_prefetch bytes ahead, where that is not 0.
 constexpr size_t kPrefetchBlocks = 32;
 constexpr int64_t kPrefetchMinTokens = 4;
+
+// A tile of T tokens prefetching the `bytes` at p: a batch's into L1, a decode's into L2.
+template <int T>
+inline void prefetch_ahead_of_tile(const uint8_t* p, size_t bytes) {
+  for (size_t off = 0; off < bytes; off += 64) __builtin_prefetch(p + off, 0, T < kPrefetchMinTokens ? 2 : 3);
+}
 
 // y[t * ldy + r] for rows r < n_rows of one packed panel and tokens t < T (T fixed per function);
 // act points at token 0 of block 0, blocks act_stride (= total tokens) ActBlocks apart. With
@@ -387,6 +394,9 @@ void gemm_driver(const WeightMatrix& w, int64_t r0, int64_t r1, const ActBlock* 
     buffer = panel_buffer(bb * nb);
   }
   const size_t panel_bytes = G::kRepacked ? repacked_panel_bytes(w.type, w.cols) : 0;
+  const size_t first_pass_ahead = !G::kRepacked                    ? 0
+                                  : n_tokens >= kPrefetchMinTokens ? kPrefetchBlocks * bb
+                                                                   : cpu_features().decode_prefetch;
   for (int64_t c0 = 0; c0 < n_tokens; c0 += kTokenChunk) {
     const int64_t c1 = std::min(n_tokens, c0 + kTokenChunk);
     for (int64_t p = r0; p < r1; p += kPanelRows) {
@@ -399,7 +409,7 @@ void gemm_driver(const WeightMatrix& w, int64_t r0, int64_t r1, const ActBlock* 
       for (int64_t t = c0; t < c1; t += G::kTokens) {
         const int64_t n_t = std::min<int64_t>(G::kTokens, c1 - t);
         // The first pass over a panel read in place streams it from DRAM: fetch ahead of it.
-        const size_t ahead = G::kRepacked && t == c0 && n_tokens >= kPrefetchMinTokens ? kPrefetchBlocks * bb : 0;
+        const size_t ahead = t == c0 ? first_pass_ahead : 0;
         tiles[n_t - 1](panel, bb, nb, act + t, n_tokens, y + t * ldy + p, ldy, n_rows, ahead);
       }
     }
