@@ -5,6 +5,7 @@
 #include "apps/weft/device_report.h"
 #include "apps/weft/model_options.h"
 #include "core/error.h"
+#include "kernels/cpu_features.h"
 #include "runtime/engine.h"
 
 #include <fmt/format.h>
@@ -211,6 +212,8 @@ int bench(const BenchArgs& a) {
     print_device_report(engine, a.profile);  // collective cost, averaged over every step run
   }
   std::fputs(a.output == "md" ? bench_markdown(all).c_str() : bench_footer(a.output).c_str(), stdout);
+  // Under the table, as llama-bench's build line: which kernels made these numbers.
+  if (a.output == "md") std::printf("\nkernels: %s\n", kernels::kernel_summary().c_str());
   return 0;
 }
 

@@ -8,6 +8,7 @@
 #include "chat/chat_template.h"
 #include "core/error.h"
 #include "core/progress.h"
+#include "kernels/cpu_features.h"
 #include "runtime/generate.h"
 
 #include <fmt/format.h>
@@ -21,6 +22,12 @@
 
 namespace weft::cli {
 namespace {
+
+// The load's line: its time, the devices and split, and the kernels this process runs.
+void log_load(const Log& log, const runtime::Engine& engine, double load_s) {
+  log.info("load: {:.3f} s | {} devices, split {} | kernels {}", load_s, engine.devices().size(),
+           parallel::split_mode_name(engine.plan().mode), kernels::kernel_summary());
+}
 
 void print_json(const RunArgs& a, const runtime::GenerateResult& r, const runtime::Engine& engine, double load_s,
                 double pp, double tg) {
@@ -57,8 +64,7 @@ int generate_once(const RunArgs& a, runtime::Engine& engine, const tokenizer::To
   if (a.json) print_json(a, r, engine, load_s, pp, tg);
   std::fflush(stdout);
   if (!a.json && !a.log_disable) std::fputc('\n', stderr);  // stdout holds exactly prompt + generation
-  log.info("load: {:.3f} s | {} devices, split {}", load_s, engine.devices().size(),
-           parallel::split_mode_name(engine.plan().mode));
+  log_load(log, engine, load_s);
   log.info("prompt: {} tokens in {:.3f} s ({:.2f} t/s)", prompt.size(), r.prompt_seconds, pp);
   log.info("generation: {} tokens, {} decode steps in {:.3f} s ({:.2f} t/s)", r.generated.size(), n_decode,
            r.gen_seconds, tg);
@@ -112,8 +118,7 @@ int run(RunArgs& a, bool chat_command) {
   a.model.lock_memory();
   const double load_s = std::chrono::duration<double>(Clock::now() - t0).count();
   if (tmpl) {
-    Log(a).info("load: {:.3f} s | {} devices, split {}", load_s, engine.devices().size(),
-                parallel::split_mode_name(engine.plan().mode));
+    log_load(Log(a), engine, load_s);
     return run_conversation(a, *tmpl, engine, *tok);
   }
   if (a.interactive) return run_interactive_text(a, engine, *tok);

@@ -7,6 +7,7 @@
 #include "core/system_memory.h"
 #include "device/remote/model_store.h"
 #include "device/remote/worker_server.h"
+#include "kernels/cpu_features.h"
 #include "net/discovery.h"
 #include "net/handshake.h"
 
@@ -107,6 +108,7 @@ Action add_worker(CLI::App& app) {
     device::remote::WorkerServer server(o);
     // Tests and scripts read the port from this line (with --listen HOST:0).
     std::printf("weft worker listening on %s:%u\n", o.listen.host.c_str(), server.port());
+    std::fprintf(stderr, "weft worker: kernels %s\n", kernels::kernel_summary().c_str());
     std::fflush(stdout);
     std::unique_ptr<net::Announcer> announcer;
     if (a->announce) announcer = start_announcer(a->discover_addr, o, server.port());

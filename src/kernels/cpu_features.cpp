@@ -109,4 +109,13 @@ Isa detected_isa() {
 
 bool isa_supported(Isa isa) { return isa <= detected_isa(); }
 
+std::string kernel_summary() {
+  const CpuFeatures& f = cpu_features();
+  std::string s = isa_name(detected_isa());
+  if (f.amx) s += " + amx tiles";
+  if (f.decode_prefetch > 0 && detected_isa() != Isa::Scalar)
+    s += ", decode prefetch " + std::to_string(f.decode_prefetch) + " B";
+  return s;
+}
+
 }  // namespace weft::kernels

@@ -4,6 +4,7 @@
 #include "kernels/isa.h"
 
 #include <cstddef>
+#include <string>
 
 namespace weft::kernels {
 
@@ -29,5 +30,9 @@ struct CpuFeatures {
 // Detected once. WEFT_MAX_ISA=avx512|avx2|ref in the environment caps the levels (to compare kernels):
 // AMX counts as above avx512, so WEFT_MAX_ISA=avx512 turns it off and keeps the VNNI kernels.
 const CpuFeatures& cpu_features();
+
+// The kernels this process runs, for logs (as llama.cpp's system_info line): "avx512 + amx tiles,
+// decode prefetch 3072 B", "avx2", "ref".
+std::string kernel_summary();
 
 }  // namespace weft::kernels

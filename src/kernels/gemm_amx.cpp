@@ -324,8 +324,8 @@ void blocks_gemm(const WeightMatrix& w, int64_t r0, int64_t r1, const ActBlock* 
 
 }  // namespace
 
-GemmFn find_amx(const WeightMatrix& w) {
-  if (!cpu_features().amx) return nullptr;
+GemmFn find_amx(Isa isa, const WeightMatrix& w) {
+  if (isa != Isa::Avx512 || !cpu_features().amx) return nullptr;
   if (w.layout == WeightLayout::Panels) {
     if (unpack_scaled_avx512(w.type)) return super_gemm;
     return unpack_avx512(w.type) ? blocks_gemm<true> : nullptr;

@@ -280,11 +280,11 @@ ScaledUnpackFn unpack_scaled_avx512(DType t);
 void pack_avx512(const WeightMatrix& w, int64_t r0, int n_rows, uint8_t* panel, size_t bb);
 using UnpackFn = void (*)(const uint8_t* src, int64_t nb, const PanelFormat& f, uint8_t* out);
 UnpackFn unpack_avx512(DType t);
-// The GEMM on AMX tiles of w, for batches of the Avx512 level's activations: Q3_K, Q4_K, Q5_K,
+// The GEMM on AMX tiles of w, for batches of activations quantized at level isa: Q3_K, Q4_K, Q5_K,
 // Q6_K and IQ4_XS repacked at load (ScaledLayout), the legacy types and IQ4_NL repacked or in rows
-// (PanelFormat); nullptr for other types and layouts, and where this CPU has no usable AMX
-// (cpu_features().amx).
-GemmFn find_amx(const WeightMatrix& w);
+// (PanelFormat); nullptr for other types and layouts, for levels other than Avx512 (the tiles take
+// its ActBlocks), and where this CPU has no usable AMX (cpu_features().amx).
+GemmFn find_amx(Isa isa, const WeightMatrix& w);
 // From how many tokens a batch of type t runs on AMX: each call converts its panels, which fewer
 // tokens do not pay back. 500m pp, 1 thread, AMX / VNNI: q4_k_m 24 tokens 379-391 / 412-415, 32
 // 441-449 / 415-420; q6_k 24 x1.06-1.13; q4_0 32 440-449 / 457-461, 48 483-515 / 480-484; q8_0 48

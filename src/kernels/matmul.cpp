@@ -55,8 +55,8 @@ gemm::GemmFn gemm_kernel(const TypeKernels& k, const WeightMatrix& w, int64_t n_
   // The GEMM of the level the activations are quantized at (k.quantize_act); a repacked matrix has
   // no other kernel (repack only makes one where find_repacked has it). Batches at the Avx512 level
   // run on AMX tiles where the CPU has them.
-  if (k.isa == Isa::Avx512 && n_tokens >= gemm::amx_min_tokens(w.type))
-    if (const gemm::GemmFn amx = gemm::find_amx(w)) return amx;
+  if (n_tokens >= gemm::amx_min_tokens(w.type))
+    if (const gemm::GemmFn amx = gemm::find_amx(k.isa, w)) return amx;
   if (w.layout == WeightLayout::Panels) return gemm::find_repacked(k.isa, w.type);
   return n_tokens < kGemmMinTokens ? nullptr : gemm::find(k.isa, k.type);
 }

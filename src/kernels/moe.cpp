@@ -114,7 +114,7 @@ void grouped_panels(const ExpertStack& w, ThreadPool& pool, MoeScratch& s, RowOf
   const gemm::GemmFn gemm = gemm::find_repacked(tk.isa, w.w.type);
   WEFT_ASSERT(gemm && w.rows % gemm::kPanelRows == 0);
   // Experts with enough tokens run on AMX tiles where matmul would (same ActBlocks).
-  const gemm::GemmFn amx = tk.isa == Isa::Avx512 ? gemm::find_amx(w.expert(w.first)) : nullptr;
+  const gemm::GemmFn amx = gemm::find_amx(tk.isa, w.expert(w.first));
   const int64_t cols = w.w.cols, rows = w.rows, n = static_cast<int64_t>(s.slots.size()), nb = cols / gemm::kQK;
   auto* act = reinterpret_cast<gemm::ActBlock*>(at_least(s.act, sizeof(gemm::ActBlock) * nb * n));
   // Entry p is token p - begin[i] of expert i's batch of m(i) tokens.

@@ -1,6 +1,7 @@
 // llama.cpp's flags on `weft run`: its multi-letter single-dash names (which CLI11 alone misreads:
 // -cnv as "-c nv", -ngl 99 as "-n gl"), unknown flags, escapes, -f, -n -1, display and logging.
 #include "cli/cli_run.h"
+#include "kernels/cpu_features.h"
 
 #include <gtest/gtest.h>
 
@@ -101,7 +102,9 @@ TEST(LlamaFlags, DisplayColorAndLogging) {
   EXPECT_EQ(run(greedy("-p hello -n 0 --log-disable --color auto")).out, "hello");  // not a terminal
 
   // stderr: the timings by default, nothing with --log-disable, the prompt's tokens with -v.
-  EXPECT_TRUE(has(run(greedy("-p hello -n 1"), true).out, "generation: 1 tokens"));
+  const std::string timings = run(greedy("-p hello -n 1"), true).out;
+  EXPECT_TRUE(has(timings, "generation: 1 tokens")) << timings;
+  EXPECT_TRUE(has(timings, "| kernels " + weft::kernels::kernel_summary() + "\n")) << timings;  // the load's line
   EXPECT_EQ(run(greedy("-p hello -n 1 --log-disable -ngl 1"), true).out.find("load:"), std::string::npos);
   EXPECT_EQ(run(greedy("-p hello -n 1 --log-disable -ngl 1"), true).out.find("note"), std::string::npos);
   for (const char* v : {"-v", "--verbose"}) {

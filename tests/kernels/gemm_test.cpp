@@ -270,26 +270,27 @@ void expect_same_floats(GemmFn amx, GemmFn vnni, const Case& c, const WeightMatr
 
 TEST(Gemm, AmxMatchesVecDot) {
   if (!cpu_features().amx) {
-    EXPECT_EQ(find_amx(make_case(DType::Q4_0, 16, 256, 1, 3).matrix()), nullptr);
+    EXPECT_EQ(find_amx(Isa::Avx512, make_case(DType::Q4_0, 16, 256, 1, 3).matrix()), nullptr);
     GTEST_SKIP() << "no usable AMX on this CPU";
   }
   // Q2_K (two mins per block) and the super-block types in rows stay on VNNI.
-  EXPECT_EQ(find_amx(Repacked(make_case(DType::Q2_K, 16, 256, 1, 3).matrix()).m), nullptr);
-  EXPECT_EQ(find_amx(make_case(DType::Q4_K, 16, 256, 1, 3).matrix()), nullptr);
+  EXPECT_EQ(find_amx(Isa::Avx512, Repacked(make_case(DType::Q2_K, 16, 256, 1, 3).matrix()).m), nullptr);
+  EXPECT_EQ(find_amx(Isa::Avx512, make_case(DType::Q4_K, 16, 256, 1, 3).matrix()), nullptr);
   for (DType t : kRepackedTypes) {
     if (t == DType::Q2_K) continue;
     // One token, a partial tile, a full one, one past it, and a second 128-token chunk.
     for (int64_t n_tokens : {1, 5, 16, 17, 131}) {
       const Case c = make_case(t, 37, 512, n_tokens, 500 + static_cast<uint32_t>(n_tokens));
       const Repacked p(c.matrix());
-      const GemmFn gemm = find_amx(p.m);
+      const GemmFn gemm = find_amx(Isa::Avx512, p.m);
       ASSERT_NE(gemm, nullptr) << dtype_name(t);
+      EXPECT_EQ(find_amx(Isa::Avx2, p.m), nullptr) << dtype_name(t) << ": the tiles take the Avx512 level's blocks";
       check_gemm(gemm, c, 0, 37, "amx", &p.m);
       check_gemm(gemm, c, 16, 32, "amx", &p.m);
       check_gemm(gemm, c, 32, 37, "amx", &p.m);
       expect_same_floats(gemm, find_repacked(Isa::Avx512, t), c, p.m);
       if (has_panel(t) && !has_super_blocks(t)) {  // the legacy types in rows too
-        const GemmFn rows = find_amx(c.matrix());
+        const GemmFn rows = find_amx(Isa::Avx512, c.matrix());
         ASSERT_NE(rows, nullptr) << dtype_name(t);
         check_gemm(rows, c, 0, 37, "amx rows");
         check_gemm(rows, c, 32, 37, "amx rows");
@@ -382,7 +383,7 @@ TEST(Gemm, Q8_0ExtremeLevelsDoNotSaturate) {
     check_gemm(find(isa, DType::Q8_0), c, 0, c.rows, isa_name(isa));
     check_gemm(find_repacked(isa, DType::Q8_0), c, 0, c.rows, std::string("repacked ") + isa_name(isa), &p.m);
   }
-  if (const GemmFn amx = find_amx(p.m)) check_gemm(amx, c, 0, c.rows, "amx", &p.m);
+  if (const GemmFn amx = find_amx(Isa::Avx512, p.m)) check_gemm(amx, c, 0, c.rows, "amx", &p.m);
 }
 
 // The repacked K-quant tiles sum a super-block's int dots times int sub-block scales in int32:
@@ -447,7 +448,8 @@ TEST(Gemm, ExtremeBlocksDoNotOverflow) {
     }
     if (isa_supported(Isa::Avx512) && unpack_scaled_avx512(t))  // |128 hi + lo| at its largest
       check_gemm(scaled_ref, c, 0, c.rows, "extreme scaled ref", &p.m, /*min_distinct=*/1);
-    if (const GemmFn amx = find_amx(p.m)) check_gemm(amx, c, 0, c.rows, "extreme amx", &p.m, /*min_distinct=*/1);
+    if (const GemmFn amx = find_amx(Isa::Avx512, p.m))
+      check_gemm(amx, c, 0, c.rows, "extreme amx", &p.m, /*min_distinct=*/1);
   }
   if (runs == 0) GTEST_SKIP() << "no SIMD level with repacked kernels on this CPU";
 }

@@ -3,6 +3,7 @@
 #include "kernels/ops.h"
 #include "core/error.h"
 #include "core/fp16.h"
+#include "kernels/cpu_features.h"
 #include "support/expect_error.h"
 
 #include <fmt/format.h>
@@ -262,6 +263,16 @@ TEST(OpsTables, SwigluSaturatesLikeSilu) {
 TEST(OpsTables, BestIsTheDetectedLevel) {
   EXPECT_EQ(ops_kernels_for_isa(Isa::Scalar)->isa, Isa::Scalar);
   EXPECT_EQ(find_best(ops_kernels_for_isa)->isa, detected_isa());
+}
+
+// The load's line names the level every table above runs and, where granted, the tiles.
+TEST(CpuFeatures, SummaryNamesTheLevel) {
+  const std::string s = kernel_summary();
+  EXPECT_EQ(s.rfind(isa_name(detected_isa()), 0), 0u) << s;
+  EXPECT_EQ(s.find("amx") != std::string::npos, cpu_features().amx) << s;
+  EXPECT_EQ(s.find("decode prefetch") != std::string::npos,
+            cpu_features().decode_prefetch > 0 && detected_isa() != Isa::Scalar)
+      << s;
 }
 
 // ---------------------------------------------------------------- rms_norm
