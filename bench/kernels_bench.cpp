@@ -5,6 +5,7 @@
 // Roofline of decode: BM_matvec_big/<type> (a whole 500m q4_0 model's bytes) / BM_read.
 #include "core/huge_buffer.h"
 #include "core/thread_pool.h"
+#include "kernels/amx_tile_config.h"
 #include "kernels/cpu_features.h"
 #include "kernels/isa.h"
 #include "kernels/matmul.h"
@@ -117,14 +118,13 @@ WEFT_TARGET_AVX2 int64_t int8_peak_avx2(int8_t seed) {
 
 // AMX: four TDPBSSD (16 x 16 x 64 MACs each) on independent C tiles, the shape of the prompt GEMM's
 // (gemm_amx.cpp) per 64 values.
-struct alignas(64) PeakTileConfig {
-  uint8_t palette = 1, start_row = 0, reserved[14] = {};
-  uint16_t colsb[16] = {64, 64, 64, 64, 64, 64, 64, 64};
-  uint8_t rows[16] = {16, 16, 16, 16, 16, 16, 16, 16};
-};
 constexpr int kAmxPeakTiles = 4;
 __attribute__((target("amx-tile,amx-int8"))) int64_t int8_peak_amx(int8_t seed) {
-  static const PeakTileConfig config;
+  static const kernels::AmxTileConfig config = [] {  // tiles 0-7: 16 rows of 64 bytes
+    kernels::AmxTileConfig c;
+    for (int i = 0; i < 8; ++i) c.rows[i] = 16, c.colsb[i] = 64;
+    return c;
+  }();
   alignas(64) int8_t values[16 * 64];
   std::memset(values, seed, sizeof values);
   alignas(64) int32_t out[16 * 16];

@@ -12,6 +12,7 @@
 // outputs are the same floats with and without AMX (Gemm.AmxMatchesVecDot).
 // - The legacy types (a float scale per 32 values): one TDPBSSD of 32 values, a store and a float
 //   step per block, from the format packed per call with the levels made signed (no offset term).
+#include "kernels/amx_tile_config.h"
 #include "kernels/cpu_features.h"
 #include "kernels/gemm_q8.h"
 
@@ -42,15 +43,6 @@ constexpr int kSuperValues = 8 * kQK;
 // thread's panels pass over them.
 constexpr int64_t kAmxChunk = 128;
 
-// LDTILECFG's 64-byte operand (palette 1).
-struct alignas(64) TileConfig {
-  uint8_t palette = 1;
-  uint8_t start_row = 0;
-  uint8_t reserved[14] = {};
-  uint16_t colsb[16] = {};  // bytes per row of each tile
-  uint8_t rows[16] = {};
-};
-
 // kAmxTiles<K, kMin>[T - 1] = K::tile<kMin, T>, for T = 1 .. 16 tokens (gemm_q8.h's kTiles is the
 // VNNI tiles' table, of another signature).
 template <class K, bool kMin, int... T>
@@ -66,8 +58,8 @@ constexpr auto kAmxTiles = amx_tiles_of<K, kMin>(std::make_integer_sequence<int,
 // 4 / 5: C of hi / lo (T tokens x 16 int32) of even super-blocks, 6 / 7 of odd ones. Every tile a
 // kernel names must be configured: an unconfigured one faults (SIGILL).
 template <int T>
-TileConfig super_tile_config() {
-  TileConfig c;
+AmxTileConfig super_tile_config() {
+  AmxTileConfig c;
   c.rows[0] = T;
   c.colsb[0] = 64;
   for (int i = 2; i < 4; ++i) {
@@ -130,7 +122,7 @@ template <bool kMin, int T>
 WEFT_TARGET_AMX void super_tile(const uint8_t* panel, int64_t n_super, const uint8_t* a, size_t a_stride,
                                 const ActBlock* act, int64_t act_stride, float* y, int64_t ldy, int n_rows) {
   using L = ScaledLayout;
-  static const TileConfig config = super_tile_config<T>();
+  static const AmxTileConfig config = super_tile_config<T>();
   _tile_loadconfig(&config);
   alignas(64) int32_t sums[2][2][kAmxTokens][16];  // [super-block % 2][hi, lo]
   __m512 acc[T];
@@ -207,8 +199,8 @@ void super_gemm(const WeightMatrix& w, int64_t r0, int64_t r1, const ActBlock* a
 // their B (8 rows of 16 weight rows x 4 levels: a PanelFormat block's groups as they are); 4 / 6:
 // their C.
 template <int T>
-TileConfig block_tile_config() {
-  TileConfig c;
+AmxTileConfig block_tile_config() {
+  AmxTileConfig c;
   for (int i = 0; i < 2; ++i) {
     c.rows[i] = T;
     c.colsb[i] = kQK;
@@ -244,7 +236,7 @@ WEFT_TARGET_AMX inline void block_sums(const uint8_t* pb, const ActBlock* act, i
 template <bool kMin, int T>
 WEFT_TARGET_AMX void block_tile(const uint8_t* panel, size_t block_bytes, int64_t nb, const ActBlock* act,
                                 int64_t act_stride, float* y, int64_t ldy, int n_rows) {
-  static const TileConfig config = block_tile_config<T>();
+  static const AmxTileConfig config = block_tile_config<T>();
   _tile_loadconfig(&config);
   alignas(64) int32_t sums[2][kAmxTokens][16];
   __m512 acc[T];
