@@ -86,7 +86,7 @@ rss_mmap=$(rss --mmap)
 # shellcheck disable=SC2016  # the backquotes are markdown, inside python
 section=$(python3 - "$work" "$PP" "$TG" "$REPS" "$ROUNDS" "$rss_copy" "$rss_mmap" \
   "$(($(stat -c %s models/weft-500m-q4_0.gguf) >> 20))" <<'EOF'
-import json, statistics, sys
+import json, os, statistics, sys
 work, pp, tg_n, reps, rounds, rss_copy, rss_mmap, file_mib = sys.argv[1:]
 # BM_read GiB/s per (isa, type, threads, round): the mean of the reads before and after the round's
 # decode; the int8 peak MAC/s per (isa, threads): the highest of the run's BM_int8_peak measurements
@@ -122,6 +122,8 @@ print("seconds before and after the decode share. Prompt: `weft bench")
 print("-p %s -n 0 -r %s`; MACs per token = the layers' matmul weights + 1/%s of the output matrix, against the int8 peak" % (pp, reps, pp))
 print("(`BM_int8_peak`: register-only vpdpbusd, or vpmaddubsw + vpmaddwd + vpaddd under avx2; the highest of the run's")
 print("readings at that isa and thread count, one before each type's prompt).")
+print()
+print("Measured at %s on %s, %d cores." % (rows[0]["build_commit"], rows[0]["cpu_info"], os.cpu_count()))
 print()
 print("| type | isa | threads | read per token | tg t/s | decode GiB/s | BM_read GiB/s | of BM_read (range) | pp t/s "
       "| int8 peak | of peak |")
