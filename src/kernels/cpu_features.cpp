@@ -63,14 +63,14 @@ CpuFeatures detect() {
              bit(b7, 31) /*VL*/ && f.avx512_vnni;
   // Tiles: AMX-TILE (edx 24) and AMX-INT8 (edx 25), XTILECFG and XTILEDATA enabled in XCR0.
   tiles = bit(d7, 24) && bit(d7, 25) && (xcr0 & 0x60000) == 0x60000;
-  if (intel) f.decode_prefetch = 3072;
+  if (intel) f.l2_prefetch = 3072;
 #endif
   // A value that is not a whole number of bytes leaves the default.
-  if (const char* env = std::getenv("WEFT_DECODE_PREFETCH")) {
+  if (const char* env = std::getenv("WEFT_L2_PREFETCH")) {
     const std::string_view ahead(env);
     size_t bytes = 0;
     const auto [end, ec] = std::from_chars(ahead.data(), ahead.data() + ahead.size(), bytes);
-    if (ec == std::errc() && end == ahead.data() + ahead.size()) f.decode_prefetch = bytes;
+    if (ec == std::errc() && end == ahead.data() + ahead.size()) f.l2_prefetch = bytes;
   }
   // An unknown name caps nothing; "avx512" caps only AMX.
   if (const char* cap = std::getenv("WEFT_MAX_ISA")) {
@@ -113,8 +113,7 @@ std::string kernel_summary() {
   const CpuFeatures& f = cpu_features();
   std::string s = isa_name(detected_isa());
   if (f.amx) s += " + amx tiles";
-  if (f.decode_prefetch > 0 && detected_isa() != Isa::Scalar)
-    s += ", decode prefetch " + std::to_string(f.decode_prefetch) + " B";
+  if (f.l2_prefetch > 0 && detected_isa() != Isa::Scalar) s += ", L2 prefetch " + std::to_string(f.l2_prefetch) + " B";
   return s;
 }
 

@@ -18,13 +18,14 @@ struct CpuFeatures {
   // that asks (arch_prctl ARCH_REQ_XCOMP_PERM); without that grant a tile instruction faults, as it
   // does on VMs that advertise AMX in cpuid but not in XCR0.
   bool amx = false;
-  // Bytes ahead of a decode's read (tiles of 1-3 tokens over panels repacked at load) that it asks
-  // into L2 (gemm_q8.h). Intel's L2 streamer stops at every 4 KiB page and, beside the tiles'
-  // arithmetic, left one core at 80-85% of a plain read; 2-3 KiB ahead gave 500m decode x1.08-1.21
-  // on a Xeon with AMX, AVX-512 and AVX2 alike (4 KiB and more gained less, into L1 lost). Zen 4
-  // measured only the L1 kind, which lost there, so none off Intel. WEFT_DECODE_PREFETCH=<bytes>
-  // sets it (0: none).
-  size_t decode_prefetch = 0;
+  // Bytes ahead of a first pass over panels repacked at load that the tiles ask into L2 (gemm_q8.h);
+  // 0: Zen 4's rule instead (into L1, 32 blocks ahead, from 4 tokens; nothing for decode). Intel's
+  // L2 streamer stops at every 4 KiB page and, beside the tiles' arithmetic, left one core at 80-85%
+  // of a plain read; 2-3 KiB ahead gave 500m decode x1.08-1.21 and batched decode of 2-8 sequences
+  // x1.07-1.25 on a Xeon with AMX, AVX-512 and AVX2 alike (4 KiB and more gained less, the L1 kind
+  // lost for decode). Zen 4 measured only the L1 kind, so 0 off Intel. WEFT_L2_PREFETCH=<bytes> sets
+  // it (0: Zen 4's rule).
+  size_t l2_prefetch = 0;
 };
 
 // Detected once. WEFT_MAX_ISA=avx512|avx2|ref in the environment caps the levels (to compare kernels):
@@ -32,7 +33,7 @@ struct CpuFeatures {
 const CpuFeatures& cpu_features();
 
 // The kernels this process runs, for logs (as llama.cpp's system_info line): "avx512 + amx tiles,
-// decode prefetch 3072 B", "avx2", "ref".
+// L2 prefetch 3072 B", "avx2", "ref".
 std::string kernel_summary();
 
 }  // namespace weft::kernels

@@ -296,18 +296,21 @@ constexpr int64_t amx_min_tokens(DType t) { return has_super_blocks(t) ? 32 : 64
 // Tokens per pass over a panel: their activation blocks (48 bytes per 32 values) stay in L2
 // (128 tokens x 5632 columns ~ 1 MiB) while every panel of the thread's rows passes over them.
 constexpr int64_t kTokenChunk = 128;
-// The first pass over a panel repacked at load streams it from DRAM, and from 4 tokens on the
-// hardware prefetcher falls behind the arithmetic: BM_gemm_big (1 thread, q4_0) moved 12 GB/s at
-// 8 tokens and 6 at 16 without this, 17 and 8.7 with it (32 blocks, ~9 KiB ahead; 8 blocks gained
-// less), into L1. Under 4 tokens the same prefetch only cost (decode 26-34 vs 22-25 GB/s on Zen 4);
-// there the tiles ask into L2, cpu_features().decode_prefetch bytes ahead, where that is not 0.
+// The first pass over a panel repacked at load streams it from DRAM, and the hardware prefetcher
+// falls behind the tiles' arithmetic. Where cpu_features().l2_prefetch is set (Intel) every first
+// pass asks that many bytes ahead into L2. Elsewhere, Zen 4's rule: from 4 tokens into L1, 32 blocks
+// (~9 KiB) ahead (BM_gemm_big, 1 thread, q4_0: 12 GB/s at 8 tokens and 6 at 16 without, 17 and 8.7
+// with; 8 blocks gained less), and nothing under 4 tokens, where that only cost (decode 26-34 vs
+// 22-25 GB/s).
 constexpr size_t kPrefetchBlocks = 32;
 constexpr int64_t kPrefetchMinTokens = 4;
 
-// A tile of T tokens prefetching the `bytes` at p: a batch's into L1, a decode's into L2.
-template <int T>
-inline void prefetch_ahead_of_tile(const uint8_t* p, size_t bytes) {
-  for (size_t off = 0; off < bytes; off += 64) __builtin_prefetch(p + off, 0, T < kPrefetchMinTokens ? 2 : 3);
+// The bytes at p, asked into L2 or L1 (the tiles read cpu_features().l2_prefetch > 0 once per call).
+inline void prefetch_ahead_of_tile(const uint8_t* p, size_t bytes, bool into_l2) {
+  if (into_l2)
+    for (size_t off = 0; off < bytes; off += 64) __builtin_prefetch(p + off, 0, 2);
+  else
+    for (size_t off = 0; off < bytes; off += 64) __builtin_prefetch(p + off, 0, 3);
 }
 
 // y[t * ldy + r] for rows r < n_rows of one packed panel and tokens t < T (T fixed per function);
@@ -394,9 +397,11 @@ void gemm_driver(const WeightMatrix& w, int64_t r0, int64_t r1, const ActBlock* 
     buffer = panel_buffer(bb * nb);
   }
   const size_t panel_bytes = G::kRepacked ? repacked_panel_bytes(w.type, w.cols) : 0;
+  const size_t l2_ahead = cpu_features().l2_prefetch;
   const size_t first_pass_ahead = !G::kRepacked                    ? 0
+                                  : l2_ahead > 0                   ? l2_ahead
                                   : n_tokens >= kPrefetchMinTokens ? kPrefetchBlocks * bb
-                                                                   : cpu_features().decode_prefetch;
+                                                                   : 0;
   for (int64_t c0 = 0; c0 < n_tokens; c0 += kTokenChunk) {
     const int64_t c1 = std::min(n_tokens, c0 + kTokenChunk);
     for (int64_t p = r0; p < r1; p += kPanelRows) {

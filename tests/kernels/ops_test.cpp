@@ -270,8 +270,7 @@ TEST(CpuFeatures, SummaryNamesTheLevel) {
   const std::string s = kernel_summary();
   EXPECT_EQ(s.rfind(isa_name(detected_isa()), 0), 0u) << s;
   EXPECT_EQ(s.find("amx") != std::string::npos, cpu_features().amx) << s;
-  EXPECT_EQ(s.find("decode prefetch") != std::string::npos,
-            cpu_features().decode_prefetch > 0 && detected_isa() != Isa::Scalar)
+  EXPECT_EQ(s.find("L2 prefetch") != std::string::npos, cpu_features().l2_prefetch > 0 && detected_isa() != Isa::Scalar)
       << s;
 }
 
