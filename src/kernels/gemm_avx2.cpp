@@ -474,7 +474,6 @@ WEFT_TARGET_AVX2 void tile(const uint8_t* panel, size_t block_bytes, int64_t nb,
   __m256i iacc[T][2], imin[T][2];
   for (int t = 0; t < T; ++t) iacc[t][0] = iacc[t][1] = imin[t][0] = imin[t][1] = _mm256_setzero_si256();
   const ActBlock* act0 = act;
-  const bool into_l2 = ahead && cpu_features().l2_prefetch > 0;
   for (int64_t b = 0; b < nb; ++b, panel += block_bytes, act += act_stride) {
     if (b % Src::kSub == 0) {  // a super-block's head, then its blocks
       sup = Src::Super::read(panel);
@@ -483,7 +482,7 @@ WEFT_TARGET_AVX2 void tile(const uint8_t* panel, size_t block_bytes, int64_t nb,
       if constexpr (kInt)
         for (int t = 0; t < T; ++t) iacc[t][0] = iacc[t][1] = imin[t][0] = imin[t][1] = _mm256_setzero_si256();
     }
-    if (ahead) prefetch_ahead_of_tile(panel + ahead, block_bytes + Src::kHead, into_l2);
+    if (ahead) prefetch_ahead_of_tile(panel + ahead, block_bytes + Src::kHead);
     const uint8_t* const sb = scale_src<Src>(panel, sup, static_cast<int>(b % Src::kSub));
     for (int s = 0; s < kScales; ++s) {
       __m256i sumi[T][2];

@@ -165,7 +165,6 @@ WEFT_TARGET_AVX512 void tile(const uint8_t* panel, size_t block_bytes, int64_t n
   // 2048-column matrices' GB/s without, 0.89-0.90 with; q4_k_m x1.02-1.07, -t 2 q6_k x1.12. The AVX2
   // tile, bound by its arithmetic there, measured no change.
   const bool act_ahead = T == 1 && static_cast<size_t>(nb) * block_bytes > kL1DataBytes;
-  const bool into_l2 = ahead && cpu_features().l2_prefetch > 0;
   __m512 acc[T];
 #pragma GCC unroll 8
   for (int t = 0; t < T; ++t) acc[t] = _mm512_setzero_ps();
@@ -181,7 +180,7 @@ WEFT_TARGET_AVX512 void tile(const uint8_t* panel, size_t block_bytes, int64_t n
     for (int j = 0; j < Src::kSub; ++j, panel += block_bytes, act += act_stride) {
       const uint8_t* const sb = scale_src<Src>(panel, sup, j);
       if (act_ahead) _mm_prefetch(reinterpret_cast<const char*>(act + 2 * act_stride), _MM_HINT_T0);
-      if (ahead) prefetch_ahead_of_tile(panel + ahead, block_bytes + Src::kHead, into_l2);
+      if (ahead) prefetch_ahead_of_tile(panel + ahead, block_bytes + Src::kHead);
 #pragma GCC unroll 2
       for (int s = 0; s < kScales; ++s) {
         // Decode of two scales per block (Q6_K) leaves each token one short chain of dependent

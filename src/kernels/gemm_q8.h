@@ -305,9 +305,13 @@ constexpr int64_t kTokenChunk = 128;
 constexpr size_t kPrefetchBlocks = 32;
 constexpr int64_t kPrefetchMinTokens = 4;
 
-// The bytes at p, asked into L2 or L1 (the tiles read cpu_features().l2_prefetch > 0 once per call).
-inline void prefetch_ahead_of_tile(const uint8_t* p, size_t bytes, bool into_l2) {
-  if (into_l2)
+// Which cache a first pass asks for its panel's lines (gemm_driver picks how far ahead), read once
+// per process so that every ISA's tiles take the same kind without asking cpu_features() per call.
+inline const bool kFirstPassIntoL2 = cpu_features().l2_prefetch > 0;
+
+// The bytes at p, asked into L2 or L1 (kFirstPassIntoL2).
+inline void prefetch_ahead_of_tile(const uint8_t* p, size_t bytes) {
+  if (kFirstPassIntoL2)
     for (size_t off = 0; off < bytes; off += 64) __builtin_prefetch(p + off, 0, 2);
   else
     for (size_t off = 0; off < bytes; off += 64) __builtin_prefetch(p + off, 0, 3);
