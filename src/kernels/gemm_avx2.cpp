@@ -1,10 +1,10 @@
 // AVX2 micro-kernel of the prompt GEMM (gemm_q8.h), for CPUs without AVX-512 VNNI: the same
 // panels, each 64-byte group as two ymm (rows 0..7, 8..15). vpmaddubsw multiplies the u8
-// levels by the broadcast int8 values and adds pairs to int16; two groups' int16 sums are
-// added before vpmaddwd widens them to int32, which is exact while levels stay <= 63
-// (2 groups x 2 x 63 x 127 < 32767). Q8_0's levels (q + 128) would saturate vpmaddubsw: its
-// tiles multiply |q| by the activations given q's sign instead (2 x 128 x 127 < 32767, one group
-// at a time), and one token's by its values split in two (biased_block). Its decode reads panels too: ggml's rows
+// levels by the broadcast int8 values and adds pairs to int16; several groups' int16 sums are
+// added before vpmaddwd widens them to int32, as many as the levels' bound keeps exact (group_run:
+// 2 groups x 2 x 63 x 128 < 32768 for 6-bit levels, a whole block of 4-bit ones). Q8_0's levels (q + 128) would
+// saturate vpmaddubsw: its tiles multiply |q| by the activations given q's sign instead (2 x 128 x 127 < 32767, one
+// group at a time), and one token's by its values split in two (biased_block). Its decode reads panels too: ggml's rows
 // through rows_dot moved 12 GB/s from DRAM (BM_matvec_big, one thread), the panels 27. The tile reads its blocks
 // through a Src, as the AVX-512 one does: panels packed per call (the scalar pack_panel) or repacked at load, whose
 // nibbles are unpacked in registers (decode then streams ggml's bytes, not one byte per level).
@@ -15,6 +15,7 @@
 
 #include <immintrin.h>
 
+#include <algorithm>
 #include <array>
 #include <cstring>
 #include <type_traits>
@@ -105,6 +106,7 @@ WEFT_TARGET_AVX2 inline Halves nibble_group(const uint8_t* pb, int g) {
 template <DType kType>
 struct LegacySrc : RepackedLayout<kType> {
   using L = RepackedLayout<kType>;
+  static constexpr int kMaxLevel = L::kQ5 ? 31 : 15;
   WEFT_TARGET_AVX2 static Halves group(const uint8_t* pb, int g) { return nibble_group<kType>(pb, g); }
   WEFT_TARGET_AVX2 static HalvesF scale(const uint8_t* pb, int, NoSuper) { return fp16_halves(pb + L::kScaleOffset); }
   WEFT_TARGET_AVX2 static HalvesF min(const uint8_t* pb, int, NoSuper) {
@@ -174,6 +176,7 @@ alignas(32) constexpr std::array<std::array<uint8_t, 32>, 2> kPairIndexBytes = [
 // panels hold them). kDecoded: a batch's copy whose heads hold the scales decoded (Avx2KDecodedPanels).
 template <DType kType, bool kDecoded = false>
 struct KSrc : RepackedLayout<kType> {
+  static constexpr int kMaxLevel = RepackedLayout<kType>::kQ5 ? 31 : 15;
   struct PackedSuper : DMinSuper {
     alignas(32) uint8_t scales[4 * 64];  // KScaleLayout's decoded bytes
     WEFT_TARGET_AVX2 static PackedSuper read(const uint8_t* head) {
@@ -255,6 +258,7 @@ WEFT_TARGET_AVX2 inline Halves two_bit_group(const uint8_t* v0, int g) {
 // Q3_K repacked at load: d, then sub-blocks of the third bits as a bit plane, two-bit levels (group
 // g: bits 2 (g % 4) of vector g / 4) and the int8 scales of the two halves.
 struct Q3KSrc : RepackedLayout<DType::Q3_K> {
+  static constexpr int kMaxLevel = 7;
   using Super = Q6KSrc::Super;
   WEFT_TARGET_AVX2 static Halves group(const uint8_t* pb, int g) {
     Halves q = two_bit_group(pb + kLevels, g);
@@ -275,6 +279,7 @@ struct Q3KSrc : RepackedLayout<DType::Q3_K> {
 // Q2_K repacked at load: d and dmin, then sub-blocks of two-bit levels (as Q3_K's) and, per half,
 // each row's scale (low nibble) and min (high nibble).
 struct Q2KSrc : RepackedLayout<DType::Q2_K> {
+  static constexpr int kMaxLevel = 3;
   using Super = DMinSuper;
   WEFT_TARGET_AVX2 static Halves group(const uint8_t* pb, int g) { return two_bit_group(pb + kLevels, g); }
   // Half s's scale | min bytes as int32 lanes.
@@ -422,21 +427,53 @@ WEFT_TARGET_AVX2 inline void biased_block(const uint8_t* panel, const ActBlock& 
   }
 }
 
-// sum[t] += the dot of groups g and g + 1 (levels w0, w1) with token t's values, two groups' int16
-// sums widened to int32 by vpmaddwd with m: ones, or the rows' int16 scales (ScalePairLayout).
-template <int T>
-WEFT_TARGET_AVX2 inline void group_pair(const Halves& w0, const Halves& w1, const ActBlock* act, int g, const Halves& m,
-                                        __m256i (&sum)[T][2]) {
+// Groups whose vpmaddubsw sums add up in int16 before one vpmaddwd widens them: n groups of levels
+// at most max_level against int8 values (|a| <= 128) stay exact while n x 2 x max_level x 128 < 2^15.
+// Two for 6-bit levels; a whole block (8) for 4-bit ones, where pairs cost a vpmaddwd and a vpaddd
+// more per two groups, half and token. One token's tile takes the longest run: 500m tg32 -t 1 avx2,
+// pairs / runs, 6 rounds alternating: q4_k_m x1.010, q5_k_m x1.022, q5_0 x1.017 (hot Q5_0 / Q5_K
+// +7-10%). Two tokens keep pairs: runs of 8 there lost pp128 x0.93 (q4_0), of 4 x0.97, the
+// registers of two tokens' partial sums and accumulators running out. Q3_K / Q2_K batches
+// (ScalePairLayout) sum a half's 4 groups: q3_k pp128 x1.03, q2_k the same.
+constexpr int int16_run(int max_level) {
+  int n = 8;
+  while (n > 2 && n * 2 * max_level * 128 >= 32768) n /= 2;
+  return n;
+}
+// The largest level of a reader's groups: its kMaxLevel, else 63 (6 bits, the widest unsigned levels).
+template <class Src>
+constexpr int kMaxLevel = [] {
+  if constexpr (requires { Src::kMaxLevel; })
+    return Src::kMaxLevel;
+  else
+    return 63;
+}();
+static_assert(int16_run(15) == 8 && int16_run(31) == 4 && int16_run(63) == 2 && int16_run(7) == 8);
+
+// sum[t] += the dot of groups [g, g + N) of the block at panel (levels Src::group) with token t's
+// values: their int16 sums added up, then widened to int32 by vpmaddwd with m (ones, or the rows'
+// int16 scales: ScalePairLayout, KSrc::scale_pairs). N <= int16_run of the levels' bound.
+template <class Src, int T, int N>
+WEFT_TARGET_AVX2 inline void group_run(const uint8_t* panel, const ActBlock* act, int g, const Halves& m,
+                                       __m256i (&sum)[T][2]) {
+  __m256i p[T][2];
+#pragma GCC unroll 8
+  for (int i = 0; i < N; ++i) {
+    const Halves w = Src::group(panel, g + i);
 #pragma GCC unroll 2
-  for (int t = 0; t < T; ++t) {
-    const __m256i a0 = _mm256_set1_epi32(load_i32(act[t].q + 4 * g));
-    const __m256i a1 = _mm256_set1_epi32(load_i32(act[t].q + 4 * g + 4));
+    for (int t = 0; t < T; ++t) {
+      const __m256i a = _mm256_set1_epi32(load_i32(act[t].q + 4 * (g + i)));
 #pragma GCC unroll 2
-    for (int h = 0; h < 2; ++h) {
-      const __m256i p = _mm256_add_epi16(_mm256_maddubs_epi16(w0.v[h], a0), _mm256_maddubs_epi16(w1.v[h], a1));
-      sum[t][h] = _mm256_add_epi32(sum[t][h], _mm256_madd_epi16(p, m.v[h]));
+      for (int h = 0; h < 2; ++h) {
+        const __m256i x = _mm256_maddubs_epi16(w.v[h], a);
+        p[t][h] = i == 0 ? x : _mm256_add_epi16(p[t][h], x);
+      }
     }
   }
+#pragma GCC unroll 2
+  for (int t = 0; t < T; ++t)
+#pragma GCC unroll 2
+    for (int h = 0; h < 2; ++h) sum[t][h] = _mm256_add_epi32(sum[t][h], _mm256_madd_epi16(p[t][h], m.v[h]));
 }
 
 // Rows [0, n_rows) of each token's accumulators to y[t * ldy].
@@ -465,6 +502,7 @@ WEFT_TARGET_AVX2 void tile(const uint8_t* panel, size_t block_bytes, int64_t nb,
   // pays for the scales' decode per super-block: BM_matvec_hot Q4_K 35.3-36.1 -> 36.4-37.2 GB/s (37.5
   // before the decode). The 2-token tile lost with it (pp128 -t 1 x0.96).
   constexpr bool kPairs = T == 1 && kScales == 1 && !kCorr && requires(const uint8_t* p) { Src::scale_pairs(p); };
+  constexpr int kRun = std::min({kPerScale, int16_run(kMaxLevel<Src>), T == 1 ? kGroups : 2});
   // Q2_K's mins per half in int32 too (imin: |sum| < 2^19), times -dmin once per super-block.
   constexpr bool kIntMin = requires(const uint8_t* p) { Src::imin(p, 0); };
   const __m256i ones = _mm256_set1_epi16(1);
@@ -498,14 +536,11 @@ WEFT_TARGET_AVX2 void tile(const uint8_t* panel, size_t block_bytes, int64_t nb,
       } else if constexpr (kPairs) {
         const Halves sc = Src::scale_pairs(sb);
 #pragma GCC unroll 4
-        for (int g = 0; g < kGroups; g += 2)
-          group_pair<T>(Src::group(panel, g), Src::group(panel, g + 1), act, g, sc, iacc);
+        for (int g = 0; g < kGroups; g += kRun) group_run<Src, T, kRun>(panel, act, g, sc, iacc);
       } else {
 #pragma GCC unroll 4
-        for (int g = s * kPerScale; g < (s + 1) * kPerScale; g += 2) {
-          const Halves w0 = Src::group(panel, g), w1 = Src::group(panel, g + 1);
-          group_pair<T>(w0, w1, act, g, {{ones, ones}}, sumi);
-        }
+        for (int g = s * kPerScale; g < (s + 1) * kPerScale; g += kRun)
+          group_run<Src, T, kRun>(panel, act, g, {{ones, ones}}, sumi);
       }
       if constexpr (kPairs) {
       } else if constexpr (kInt) {
@@ -621,6 +656,11 @@ WEFT_TARGET_AVX2 inline Halves int16_pairs(const Halves& lo, const Halves& hi) {
   return p;
 }
 
+// Levels a byte each, group g at 64 g (ScalePairLayout's).
+struct ByteLevels {
+  WEFT_TARGET_AVX2 static Halves group(const uint8_t* pb, int g) { return load_halves(pb + 64 * g); }
+};
+
 // A TileFn over ScalePairLayout<Src> panels (kUnit: k above; kMins: the pair term is Q2_K's mins,
 // times -dmin, else the offset's, times d).
 template <class Src, int kUnit, bool kMins, int T>
@@ -642,11 +682,11 @@ WEFT_TARGET_AVX2 void scale_pair_tile(const uint8_t* panel, size_t, int64_t nb, 
       act0 = act;
       for (int t = 0; t < T; ++t) iacc[t][0] = iacc[t][1] = imin[t][0] = imin[t][1] = _mm256_setzero_si256();
     }
+    constexpr int kRun = std::min(kGroups / 2, int16_run(kMaxLevel<Src>));  // within a half: its scale
 #pragma GCC unroll 4
-    for (int g = 0; g < kGroups; g += 2) {
-      const Halves w0 = load_halves(panel + 64 * g), w1 = load_halves(panel + 64 * (g + 1));
+    for (int g = 0; g < kGroups; g += kRun) {
       const Halves sc = load_halves(panel + L::kScaleOffset + 64 * (g / 4));
-      group_pair<T>(w0, w1, act, g, sc, iacc);
+      group_run<ByteLevels, T, kRun>(panel, act, g, sc, iacc);
     }
     const Halves pair = load_halves(panel + L::kPairOffset);
     for (int t = 0; t < T; ++t) {
