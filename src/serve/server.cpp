@@ -159,8 +159,11 @@ void Server::guard() {
         reply_json(res, error_body(res.status, message), res.status);
         return httplib::Server::HandlerResponse::Handled;
       }));
-  http_->set_logger(
-      [this](const httplib::Request&, const httplib::Response& res) { metrics_.count_request(res.status); });
+  // Counted before the response is written (the post-routing handler runs after the error handler,
+  // with the final status): a client that has its reply and then scrapes /metrics finds it counted,
+  // where httplib's logger, which runs after the write, let one CI run's scrape come first.
+  http_->set_post_routing_handler(
+      [this](const httplib::Request&, httplib::Response& res) { metrics_.count_request(res.status); });
 }
 
 void Server::routes() {
