@@ -102,8 +102,10 @@ TEST_P(GeneratedModel, GreedyTokensAndLogitsMatchEveryConfig) {
 // 400 tokens of weft perplexity: one device vs two, 1e-4..6e-4 relative PPL for q2_k, q3_k and
 // q4_k alike). With gen-model's seed 42, q2_k does it within the four steps checked, as q4_k_m
 // does with seed 7 and q2_k with seeds 1, 3 and 8: q2_k runs with seed 2, where none moves. iq4_xs
-// moves one with seed 42 (logits 1.4e-2 apart at step 3 of the zero-share split, tokens equal)
-// and none with seeds 2, 3 and 7: it runs with 3.
+// moves one with seed 42 (logits 1.4e-2 apart at step 3 of the zero-share split, tokens equal).
+// Each kernel level adds in its own order, so a seed must hold at every level (WEFT_MAX_ISA=avx512,
+// avxvnni, avx2, ref): iq4_xs's seeds 2 and 3 moved one at avx2 (1.6e-2, from prompt position 14),
+// 5 at avx512 and avx2; 4 and 6..9 none at any level: it runs with 7.
 struct KQuantCase {
   const char* type;
   DType bulk;  // the type of attn_output, a matrix the split cuts by columns
@@ -133,7 +135,7 @@ TEST_P(KQuantModel, SplitsOnBlocks) {
 INSTANTIATE_TEST_SUITE_P(Types, KQuantModel,
                          ::testing::Values(KQuantCase{"q4_k_m", DType::Q4_K, 48}, KQuantCase{"q3_k", DType::Q3_K, 24},
                                            KQuantCase{"q2_k", DType::Q2_K, 32, 2},
-                                           KQuantCase{"iq4_xs", DType::IQ4_XS, 32, 3}),
+                                           KQuantCase{"iq4_xs", DType::IQ4_XS, 32, 7}),
                          [](const auto& p) { return std::string(p.param.type); });
 
 INSTANTIATE_TEST_SUITE_P(Types, GeneratedModel,
