@@ -13,11 +13,12 @@
 # Where the CPU has AMX, the avx512 rows' prompts also run on its tiles (a table of their own, against
 # TDPBSSD's peak). Writes the "## Decode bandwidth per weight type" section of bench/results.md (the
 # other sections are kept) and prints it; last, peak RSS of `weft run` on the q4_0 model, copied vs --mmap.
-#   TYPES="q4_0 ... q5_k_m"  ISAS="avx512 avx2"  THREADS=1,2  ROUNDS=5  REPS=3  PP=128  TG=64  WEFT=build/weft
+#   TYPES="q4_0 ... q5_k_m"  ISAS="avx512 avxvnni avx2"  THREADS=1,2  ROUNDS=5  REPS=3  PP=128  TG=64  WEFT=build/weft
 set -euo pipefail
 cd "$(dirname "$0")/.."
 TYPES=${TYPES:-"q4_0 q4_1 q5_0 q5_1 q8_0 q2_k q3_k q4_k q5_k q6_k q4_k_m q5_k_m iq4_nl iq4_xs"}
-ISAS=${ISAS:-"avx512 avx2"}
+# avxvnni (the avx2 level with AVX-VNNI's one-token tiles) where the CPU has it.
+ISAS=${ISAS:-"avx512 $(grep -qw avx_vnni /proc/cpuinfo && echo avxvnni) avx2"}
 THREADS=${THREADS:-1,2}
 REPS=${REPS:-3}
 ROUNDS=${ROUNDS:-5}

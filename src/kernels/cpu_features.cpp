@@ -72,13 +72,17 @@ CpuFeatures detect() {
     const auto [end, ec] = std::from_chars(ahead.data(), ahead.data() + ahead.size(), bytes);
     if (ec == std::errc() && end == ahead.data() + ahead.size()) f.l2_prefetch = bytes;
   }
-  // An unknown name caps nothing; "avx512" caps only AMX.
+  // An unknown name caps nothing; "avx512" caps only AMX. AVX-VNNI counts above avx2, as AMX above
+  // avx512: "avx2" is plain AVX2 (Zen 2/3's kernels), "avxvnni" the avx2 level with AVX-VNNI.
   if (const char* cap = std::getenv("WEFT_MAX_ISA")) {
-    const std::optional<Isa> max = parse_isa(cap);
+    const bool vnni = std::string_view(cap) == "avxvnni";
+    const std::optional<Isa> max = vnni ? std::optional<Isa>(Isa::Avx2) : parse_isa(cap);
     if (max && *max < Isa::Avx512) f.avx512 = false;
+    if (max && *max < Isa::Avx512 && !vnni) f.avx_vnni = false;
     if (max && *max < Isa::Avx2) f.avx2 = false;
     if (max) tiles = false;  // every level name is below AMX
   }
+  f.avx_vnni = f.avx_vnni && f.avx2;
   // Asked only when it would be used: the grant makes every context switch save 8 KiB more.
   f.amx = f.avx512 && tiles && request_amx_state();
   return f;
@@ -113,6 +117,7 @@ std::string kernel_summary() {
   const CpuFeatures& f = cpu_features();
   std::string s = isa_name(detected_isa());
   if (f.amx) s += " + amx tiles";
+  if (f.avx_vnni && detected_isa() == Isa::Avx2) s += " + avx-vnni";
   if (f.l2_prefetch > 0 && detected_isa() != Isa::Scalar) s += ", L2 prefetch " + std::to_string(f.l2_prefetch) + " B";
   return s;
 }

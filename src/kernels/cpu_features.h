@@ -12,6 +12,7 @@ struct CpuFeatures {
   bool avx2 = false;    // with FMA and F16C: Isa::Avx2
   bool avx512 = false;  // F, BW, VL, DQ and VNNI: Isa::Avx512
   bool avx512_vnni = false;
+  // AVX-VNNI (vpdpbusd on ymm): the Avx2 level's one-token tiles use it (gemm_avx2.cpp).
   bool avx_vnni = false;
   // AMX-TILE and AMX-INT8 with the OS's tile state granted to this process: the Avx512 level's
   // prompt GEMM then runs on tiles (gemm_amx.cpp). Linux saves the tile registers only for a process
@@ -28,12 +29,13 @@ struct CpuFeatures {
   size_t l2_prefetch = 0;
 };
 
-// Detected once. WEFT_MAX_ISA=avx512|avx2|ref in the environment caps the levels (to compare kernels):
-// AMX counts as above avx512, so WEFT_MAX_ISA=avx512 turns it off and keeps the VNNI kernels.
+// Detected once. WEFT_MAX_ISA=avx512|avxvnni|avx2|ref in the environment caps the levels (to compare
+// kernels): AMX counts as above avx512, so WEFT_MAX_ISA=avx512 turns it off and keeps the VNNI
+// kernels; AVX-VNNI as above avx2, so avx2 is plain AVX2 and avxvnni the avx2 level with it.
 const CpuFeatures& cpu_features();
 
 // The kernels this process runs, for logs (as llama.cpp's system_info line): "avx512 + amx tiles,
-// L2 prefetch 3072 B", "avx2", "ref".
+// L2 prefetch 3072 B", "avx2 + avx-vnni", "avx2", "ref".
 std::string kernel_summary();
 
 }  // namespace weft::kernels

@@ -538,7 +538,10 @@ GemmFn find_repacked<Isa::Scalar>(DType) {
 GemmFn find_repacked(Isa isa, DType t) {
   static constexpr std::array<GemmFn (*)(DType), kIsaCount> kFind = {
       find_repacked<Isa::Scalar>, find_repacked<Isa::Avx2>, find_repacked<Isa::Avx512>};
-  return isa_supported(isa) && has_repacked(t) ? kFind[static_cast<int>(isa)](t) : nullptr;
+  if (!isa_supported(isa) || !has_repacked(t)) return nullptr;
+  if (isa == Isa::Avx2)
+    if (const GemmFn vnni = find_avx_vnni(t)) return vnni;
+  return kFind[static_cast<int>(isa)](t);
 }
 
 }  // namespace weft::kernels::gemm

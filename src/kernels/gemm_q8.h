@@ -251,8 +251,12 @@ template <>
 GemmFn find_repacked<Isa::Avx2>(DType t);
 template <>
 GemmFn find_repacked<Isa::Avx512>(DType t);
-// The same for a level chosen at run time; nullptr too where this CPU cannot run `isa`.
+// The same for a level chosen at run time; nullptr too where this CPU cannot run `isa`. The Avx2
+// level's is find_avx_vnni's where that has one.
 GemmFn find_repacked(Isa isa, DType t);
+// The Avx2 level's GEMM over a repacked matrix whose one-token tiles run on AVX-VNNI (gemm_avx2.cpp);
+// nullptr where cpu_features().avx_vnni is off (no AVX-VNNI, or WEFT_MAX_ISA=avx2) or t is not repacked.
+GemmFn find_avx_vnni(DType t);
 
 // ---- AMX (gemm_amx.cpp) ----
 //

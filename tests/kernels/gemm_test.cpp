@@ -201,6 +201,35 @@ TEST(Gemm, RepackedMatchesVecDot) {
   if (levels_run == 0) GTEST_SKIP() << "no SIMD level with repacked kernels on this CPU";
 }
 
+// The Avx2 level's repacked GEMMs: plain AVX2, and one-token tiles on AVX-VNNI where the CPU has it
+// (find_repacked(Isa::Avx2) runs that one there, so the plain tiles are checked by name too).
+std::vector<std::pair<std::string, GemmFn>> avx2_variants(DType t) {
+  std::vector<std::pair<std::string, GemmFn>> v;
+  if (isa_supported(Isa::Avx2)) v.emplace_back("avx2", find_repacked<Isa::Avx2>(t));
+  if (const GemmFn vnni = find_avx_vnni(t)) v.emplace_back("avx-vnni", vnni);
+  return v;
+}
+
+TEST(Gemm, RepackedAvx2WithAndWithoutAvxVnni) {
+  if (!isa_supported(Isa::Avx2)) GTEST_SKIP() << "no AVX2 on this CPU";
+  EXPECT_EQ(find_avx_vnni(DType::F16), nullptr);
+  for (DType t : kRepackedTypes) {
+    const auto variants = avx2_variants(t);
+    ASSERT_EQ(variants.size(), cpu_features().avx_vnni ? 2u : 1u) << dtype_name(t);
+    if (cpu_features().avx_vnni) EXPECT_EQ(find_repacked(Isa::Avx2, t), variants[1].second) << dtype_name(t);
+    for (const auto& [name, gemm] : variants) {
+      ASSERT_NE(gemm, nullptr) << name << " " << dtype_name(t);
+      for (int64_t n_tokens : {1, 3}) {  // one token's tile; two tokens' and one's
+        const Case c = make_case(t, 37, 512, n_tokens, 700 + static_cast<uint32_t>(n_tokens));
+        const Repacked p(c.matrix());
+        check_gemm(gemm, c, 0, 37, "repacked " + name, &p.m);
+        check_gemm(gemm, c, 32, 37, "repacked " + name, &p.m);
+      }
+    }
+  }
+  if (!cpu_features().avx_vnni) GTEST_SKIP() << "plain AVX2 checked; no AVX-VNNI on this CPU";
+}
+
 // The types find_amx runs: int sub-block scales, folded into the levels (ScaledLayout).
 constexpr DType kScaledTypes[] = {DType::Q3_K, DType::Q4_K, DType::Q5_K, DType::Q6_K, DType::IQ4_XS};
 
@@ -440,11 +469,12 @@ TEST(Gemm, ExtremeBlocksDoNotOverflow) {
       prepare_act_row(t, c.act.data() + k * c.act_row_bytes, c.cols, c.blocks.data() + k, c.n_tokens);
     }
     const Repacked p(c.matrix());
-    for (Isa isa : {Isa::Avx2, Isa::Avx512}) {
-      const GemmFn gemm = find_repacked(isa, t);
-      if (!gemm) continue;
+    auto gemms = avx2_variants(t);
+    if (isa_supported(Isa::Avx512)) gemms.emplace_back("avx512", find_repacked(Isa::Avx512, t));
+    for (const auto& [name, gemm] : gemms) {
+      ASSERT_NE(gemm, nullptr) << name;
       ++runs;
-      check_gemm(gemm, c, 0, c.rows, std::string("extreme ") + isa_name(isa), &p.m, /*min_distinct=*/1);
+      check_gemm(gemm, c, 0, c.rows, "extreme " + name, &p.m, /*min_distinct=*/1);
     }
     if (isa_supported(Isa::Avx512) && unpack_scaled_avx512(t))  // |128 hi + lo| at its largest
       check_gemm(scaled_ref, c, 0, c.rows, "extreme scaled ref", &p.m, /*min_distinct=*/1);

@@ -270,6 +270,7 @@ TEST(CpuFeatures, SummaryNamesTheLevel) {
   const std::string s = kernel_summary();
   EXPECT_EQ(s.rfind(isa_name(detected_isa()), 0), 0u) << s;
   EXPECT_EQ(s.find("amx") != std::string::npos, cpu_features().amx) << s;
+  EXPECT_EQ(s.find("avx-vnni") != std::string::npos, cpu_features().avx_vnni && detected_isa() == Isa::Avx2) << s;
   EXPECT_EQ(s.find("L2 prefetch") != std::string::npos, cpu_features().l2_prefetch > 0 && detected_isa() != Isa::Scalar)
       << s;
 }
