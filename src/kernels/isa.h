@@ -58,7 +58,8 @@ inline int32_t load_i32(const void* p) {
 #define WEFT_TARGET_AVX2 __attribute__((target("avx2,fma,f16c")))
 #define WEFT_TARGET_AVX512 __attribute__((target("avx512f,avx512bw,avx512vl,avx512dq,avx512vnni,avx2,fma,f16c")))
 // The Avx2 level's tiles for CPUs with AVX-VNNI (vpdpbusd on ymm, VEX-encoded: Alder Lake and later
-// Intel cores without AVX-512, Zen 5), chosen at run time (cpu_features().avx_vnni).
+// Intel cores without AVX-512; CPUs with both run them under WEFT_MAX_ISA=avxvnni), chosen at run
+// time (cpu_features().avx_vnni).
 #define WEFT_TARGET_AVX_VNNI __attribute__((target("avxvnni,avx2,fma,f16c")))
 // For small helpers that must inline into their callers (one instruction or a few).
 #define WEFT_ALWAYS_INLINE inline __attribute__((always_inline))
