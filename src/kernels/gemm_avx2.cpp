@@ -92,6 +92,9 @@ WEFT_TARGET_AVX2 inline void or_plane_bits(Halves& q, const uint8_t* p, int g) {
 
 // Levels of group g of a repacked 4- or 5-bit block of kType: the low (g < 4) or high nibbles of
 // vector g % 4, plus the group's fifth bits (the bit plane before the four vectors) as 16.
+// The largest level nibble_group gives for kType: 4 bits, or 5 with the fifth-bit plane.
+template <DType kType>
+constexpr int kNibbleMaxLevel = RepackedLayout<kType>::kQ5 ? 31 : 15;
 template <DType kType>
 WEFT_TARGET_AVX2 inline Halves nibble_group(const uint8_t* pb, int g) {
   using L = RepackedLayout<kType>;
@@ -106,7 +109,7 @@ WEFT_TARGET_AVX2 inline Halves nibble_group(const uint8_t* pb, int g) {
 template <DType kType>
 struct LegacySrc : RepackedLayout<kType> {
   using L = RepackedLayout<kType>;
-  static constexpr int kMaxLevel = L::kQ5 ? 31 : 15;
+  static constexpr int kMaxLevel = kNibbleMaxLevel<kType>;
   WEFT_TARGET_AVX2 static Halves group(const uint8_t* pb, int g) { return nibble_group<kType>(pb, g); }
   WEFT_TARGET_AVX2 static HalvesF scale(const uint8_t* pb, int, NoSuper) { return fp16_halves(pb + L::kScaleOffset); }
   WEFT_TARGET_AVX2 static HalvesF min(const uint8_t* pb, int, NoSuper) {
@@ -176,7 +179,7 @@ alignas(32) constexpr std::array<std::array<uint8_t, 32>, 2> kPairIndexBytes = [
 // panels hold them). kDecoded: a batch's copy whose heads hold the scales decoded (Avx2KDecodedPanels).
 template <DType kType, bool kDecoded = false>
 struct KSrc : RepackedLayout<kType> {
-  static constexpr int kMaxLevel = RepackedLayout<kType>::kQ5 ? 31 : 15;
+  static constexpr int kMaxLevel = kNibbleMaxLevel<kType>;
   struct PackedSuper : DMinSuper {
     alignas(32) uint8_t scales[4 * 64];  // KScaleLayout's decoded bytes
     WEFT_TARGET_AVX2 static PackedSuper read(const uint8_t* head) {
@@ -889,10 +892,10 @@ struct Avx2Panels
 // unpacked panels share each group's unpacking between tokens, which vpdpbusd does not change).
 template <DType kType>
 struct Avx2VnniPanels : Avx2Panels<kType> {
-  using Src = Avx2Src<kType>;
+  using Base = Avx2Panels<kType>;
   template <int kScales, bool kMin, bool kCorr, int T>
   static constexpr TileFn tile =
-      T == 1 ? vnni_tile<Src, kScales, kMin, kCorr> : gemm::tile<Src, kScales, kMin, kCorr, T>;
+      T == 1 ? vnni_tile<typename Base::Src, kScales, kMin, kCorr> : Base::template tile<kScales, kMin, kCorr, T>;
 };
 
 }  // namespace
