@@ -4,6 +4,7 @@
 //   build/bench/weft_microbench --benchmark_filter=. --benchmark_min_time=0.5
 // Roofline of decode: BM_matvec_big/<type> (a whole 500m q4_0 model's bytes) / BM_read.
 #include "core/huge_buffer.h"
+#include "core/stream_read.h"
 #include "core/thread_pool.h"
 #include "kernels/amx_tile_config.h"
 #include "kernels/cpu_features.h"
@@ -29,21 +30,9 @@ namespace {
 
 using namespace weft;
 
-// Bytes a streaming benchmark walks: 8x the last-level cache and at least 256 MiB, so nearly every
-// byte comes from DRAM, as a decode's weights do. A 64 MiB buffer beside this CPU's 32 MiB L3 read
-// at 41-47 GiB/s with two threads where 256 MiB read at 31-33 (and a 264 MiB matvec at 31-33):
-// half an L3-served roofline made decode look 25% short of a limit that was not the DRAM's.
-size_t stream_bytes() {
-  static const size_t bytes = [] {
-    const long l3 = sysconf(_SC_LEVEL3_CACHE_SIZE);
-    return std::max(size_t{256} << 20, l3 > 0 ? size_t(l3) * 8 : 0);
-  }();
-  return bytes;
-}
-
 void BM_memcpy(benchmark::State& state) {
   const int threads = static_cast<int>(state.range(0));
-  const size_t n = stream_bytes();
+  const size_t n = dram_stream_bytes();
   std::vector<uint8_t> src(n, 1), dst(n);
   ThreadPool pool(threads);
   for (auto _ : state) {
@@ -56,25 +45,11 @@ void BM_memcpy(benchmark::State& state) {
 }
 BENCHMARK(BM_memcpy)->Arg(1)->Arg(2)->UseRealTime();
 
-// Streaming read (what a matvec does with its weights): sum of every 64-bit word, on 2 MiB pages as
-// the weights are (HugeBuffer): on 4 KiB pages the TLB misses cost another 5-15%.
+// Streaming read (what a matvec does with its weights), from DRAM: the roofline of decode.
 void BM_read(benchmark::State& state) {
-  const int threads = static_cast<int>(state.range(0));
-  HugeBuffer buffer(stream_bytes(), "bench", "the stream");
-  const std::span<uint64_t> src(reinterpret_cast<uint64_t*>(buffer.data()), buffer.size() / 8);
-  std::fill(src.begin(), src.end(), 3);
-  ThreadPool pool(threads);
-  std::vector<uint64_t> sums(threads * 8);
-  for (auto _ : state) {
-    pool.run([&](int ith, int nth) {
-      auto [b, e] = split_range(static_cast<int64_t>(src.size()), 512, ith, nth);
-      uint64_t s0 = 0, s1 = 0, s2 = 0, s3 = 0;
-      for (int64_t i = b; i + 3 < e; i += 4) s0 += src[i], s1 += src[i + 1], s2 += src[i + 2], s3 += src[i + 3];
-      sums[ith * 8] = s0 + s1 + s2 + s3;
-    });
-    benchmark::DoNotOptimize(sums.data());
-  }
-  state.SetBytesProcessed(static_cast<int64_t>(state.iterations()) * static_cast<int64_t>(src.size() * 8));
+  StreamRead stream(static_cast<int>(state.range(0)), dram_stream_bytes());
+  for (auto _ : state) benchmark::DoNotOptimize(stream.read());
+  state.SetBytesProcessed(static_cast<int64_t>(state.iterations()) * static_cast<int64_t>(stream.window_bytes()));
 }
 BENCHMARK(BM_read)->Arg(1)->Arg(2)->UseRealTime();
 

@@ -1,19 +1,20 @@
 #!/usr/bin/env bash
 # Decode bandwidth and prompt speed per weight type on the generated 500m models, per kernel level
-# (WEFT_MAX_ISA) and thread count. Decode is measured in ROUNDS bracketed rounds: each round runs the
-# streaming read (BM_read/T over 8x the L3 on huge pages, so from DRAM), the decode at the same
-# thread count and the read again, and the row reports the median of the rounds' ratios of the
-# decode to the mean of its two reads. The DRAM bandwidth this shared VM gets swings by up to 2x
-# within minutes; a roofline and a decode taken minutes apart (the first version took the best of 3
-# reads before each type) read 53-73% or over 100%, a read seconds before does less so, and one on
-# each side follows a drift during the decode too. Decode bandwidth = the bytes a decoded token reads (`weft plan`'s "read per token":
-# the weights less the token embedding rows not looked up) x tg t/s. Prompts against the int8 dot
-# peak (BM_int8_peak, MAC/s, compute bound and steady): MACs per token = the layers' matmul weights
-# (the output matrix runs for the last prompt token only, so 1/PP of it).
+# (WEFT_MAX_ISA) and thread count. Decode is `weft bench --roofline` in ROUNDS rounds: its tokens
+# timed in runs of 8, a streaming read (core/stream_read.h, BM_read's, from DRAM) at the same
+# thread count between two runs, and each run's weight bytes per second against the mean of the
+# reads on either side of it. The DRAM bandwidth this shared VM gets swings by up to 2x within
+# minutes: a roofline and a decode taken as separate runs read 53-73% or over 100% (the first
+# version), a read seconds before and after less so but still 65-109% within one row (the second);
+# reads a tenth of a second from the tokens they bound leave a spread of a few percent. Decode
+# bandwidth = the bytes a decoded token reads (`weft plan`'s "read per token": the weights less the
+# token embedding rows not looked up) x tokens/s. Prompts against the int8 dot peak (BM_int8_peak,
+# MAC/s, compute bound and steady): MACs per token = the layers' matmul weights (the output matrix
+# runs for the last prompt token only, so 1/PP of it).
 # Where the CPU has AMX, the avx512 rows' prompts also run on its tiles (a table of their own, against
 # TDPBSSD's peak). Writes the "## Decode bandwidth per weight type" section of bench/results.md (the
 # other sections are kept) and prints it; last, peak RSS of `weft run` on the q4_0 model, copied vs --mmap.
-#   TYPES="q4_0 ... q5_k_m"  ISAS="avx512 avxvnni avx2"  THREADS=1,2  ROUNDS=5  REPS=3  PP=128  TG=64  WEFT=build/weft
+#   TYPES="q4_0 ... q5_k_m"  ISAS="avx512 avxvnni avx2"  THREADS=1,2  ROUNDS=2  REPS=3  PP=128  TG=64  WEFT=build/weft
 set -euo pipefail
 cd "$(dirname "$0")/.."
 TYPES=${TYPES:-"q4_0 q4_1 q5_0 q5_1 q8_0 q2_k q3_k q4_k q5_k q6_k q4_k_m q5_k_m iq4_nl iq4_xs"}
@@ -21,7 +22,7 @@ TYPES=${TYPES:-"q4_0 q4_1 q5_0 q5_1 q8_0 q2_k q3_k q4_k q5_k q6_k q4_k_m q5_k_m 
 ISAS=${ISAS:-"avx512 $(grep -qw avx_vnni /proc/cpuinfo && echo avxvnni) avx2"}
 THREADS=${THREADS:-1,2}
 REPS=${REPS:-3}
-ROUNDS=${ROUNDS:-5}
+ROUNDS=${ROUNDS:-2}
 PP=${PP:-128}
 TG=${TG:-64}
 WEFT=${WEFT:-build/weft}
@@ -50,7 +51,6 @@ for isa in $ISAS; do
   for type in $TYPES; do
     model=models/weft-500m-$type.gguf
     [ -f "$model" ] || "$WEFT" gen-model --preset 500m --type "$type" -o "$model" >/dev/null 2>&1
-    read_mib=$("$WEFT" plan -m "$model" | awk -F'|' '/^\| #/ { gsub(/ MiB/, "", $5); s += $5 } END { print s }')
     # MACs per prompt token: each layer matmul's rows x cols, the output matrix's / PP.
     macs=$("$WEFT" info "$model" | awk -v pp="$PP" '
       $1 ~ /^blk\..*\.(attn_[qkv]|attn_output|ffn_gate|ffn_up|ffn_down)\.weight$/ { gsub(/[\[\],]/, " "); s += $3 * $4 }
@@ -65,13 +65,8 @@ for isa in $ISAS; do
         sed "s/^{/{\"isa\": \"amx\", \"type\": \"$type\", \"round\": 0, \"macs\": $macs, /" >>"$work/bench.jsonl"
     fi
     for ((round = 1; round <= ROUNDS; ++round)); do
-      for t in ${THREADS//,/ }; do  # the roofline, the decode it bounds, the roofline again
-        micro "BM_read/$t/" 1 | sed "s/^/$isa,$type,$round,/" >>"$work/roof.csv"
-        WEFT_MAX_ISA=$isa "$WEFT" bench -m "$model" -p 0 -n "$TG" -r 1 -t "$t" -o jsonl 2>/dev/null |
-          sed "s/^{/{\"isa\": \"$isa\", \"type\": \"$type\", \"round\": $round, \"read_mib\": $read_mib, /" \
-            >>"$work/bench.jsonl"
-        micro "BM_read/$t/" 1 | sed "s/^/$isa,$type,$round,/" >>"$work/roof.csv"
-      done
+      WEFT_MAX_ISA=$isa "$WEFT" bench -m "$model" -p 0 -n "$TG" -r "$REPS" -t "$THREADS" --roofline -o jsonl \
+        2>/dev/null | sed "s/^{/{\"isa\": \"$isa\", \"type\": \"$type\", \"round\": $round, /" >>"$work/bench.jsonl"
     done
   done
 done
@@ -89,53 +84,53 @@ section=$(python3 - "$work" "$PP" "$TG" "$REPS" "$ROUNDS" "$rss_copy" "$rss_mmap
   "$(($(stat -c %s models/weft-500m-q4_0.gguf) >> 20))" <<'EOF'
 import json, os, statistics, sys
 work, pp, tg_n, reps, rounds, rss_copy, rss_mmap, file_mib = sys.argv[1:]
-# BM_read GiB/s per (isa, type, threads, round): the mean of the reads before and after the round's
-# decode; the int8 peak MAC/s per (isa, threads): the highest of the run's BM_int8_peak measurements
-# (one before each type's prompt), since a neighbour on this VM can only lower a reading.
-reads, peak = {}, {}
+# The int8 peak MAC/s per (isa, threads): the highest of the run's BM_int8_peak measurements (one
+# before each type's prompt), since a neighbour on this VM can only lower a reading.
+peak = {}
 for line in open(work + "/roof.csv"):
     isa, typ, rnd, name, v = line.strip().split(",")
     parts = name.split("/")
-    if parts[0] == "BM_read":
-        reads.setdefault((isa, typ, int(parts[1]), int(rnd)), []).append(float(v) / 2**30)
-    elif parts[2] == ("isa:2" if isa == "avx512" else "isa:1") or (parts[2] == "isa:3" and v):
+    if parts[2] == ("isa:2" if isa == "avx512" else "isa:1") or (parts[2] == "isa:3" and v):
         key = ("amx" if parts[2] == "isa:3" else isa, int(parts[1].split(":")[1]))
         peak[key] = max(peak.get(key, 0.0), float(v))
-read = {k: statistics.mean(v) for k, v in reads.items()}
 rows = [json.loads(l) for l in open(work + "/bench.jsonl") if l.strip()]
 pp_rows = {(r["isa"], r["type"], r["n_threads"]): r for r in rows if r["n_prompt"]}
-tg = {}  # (isa, type, threads) -> [(decode GiB/s, BM_read GiB/s, t/s)], one per round
+tg = {}  # (isa, type, threads) -> every round's record
 for r in rows:
-    if r["n_prompt"]: continue
-    key = (r["isa"], r["type"], r["n_threads"])
-    gib = r["read_mib"] * r["avg_ts"] / 1024
-    tg.setdefault(key, []).append((gib, read[key + (r["round"],)], r["avg_ts"], r["read_mib"]))
+    if not r["n_prompt"]:
+        tg.setdefault((r["isa"], r["type"], r["n_threads"]), []).append(r)
 med = statistics.median
+def pct(v, q):  # nearest rank below, as weft bench's
+    v = sorted(v)
+    return v[int(q * (len(v) - 1))]
 print("## Decode bandwidth per weight type")
 print()
 print("`scripts/bench_types.sh`: the 500m preset per type (`weft gen-model --preset 500m --type T`), one CPU device, kernel")
-print("level capped with `WEFT_MAX_ISA`. Decode: %s bracketed rounds per row, each the streaming read (`BM_read/T`: a sum over" % rounds)
-print("8x the L3, at least 256 MiB, on 2 MiB pages, so from DRAM as decode's weights), `weft bench -p 0 -n %s -r 1` at the" % tg_n)
-print("same thread count, and the read again. Decode bandwidth = read per token (`weft plan`'s \"read per token\": the weights")
-print("less the token embedding rows not looked up) x tg t/s. \"of BM_read\" is the median of the rounds' ratios to the mean of")
-print("their two reads (their range after it): the DRAM bandwidth of this shared VM swings up to 2x within minutes, which reads")
-print("seconds before and after the decode share. Prompt: `weft bench")
-print("-p %s -n 0 -r %s`; MACs per token = the layers' matmul weights + 1/%s of the output matrix, against the int8 peak" % (pp, reps, pp))
-print("(`BM_int8_peak`: register-only vpdpbusd, or vpmaddubsw + vpmaddwd + vpaddd under avx2; the highest of the run's")
-print("readings at that isa and thread count, one before each type's prompt).")
+print("level capped with `WEFT_MAX_ISA`. Decode: `weft bench -p 0 -n %s -r %s --roofline`, %s rounds per row. Its tokens" % (tg_n, reps, rounds))
+print("are timed in runs of 8 with a streaming read at the same thread count between two runs (`core/stream_read.h`, the")
+print("microbenchmarks' `BM_read`: 64-bit sums over a 2 MiB-paged buffer of twice the L3, in four windows so that each")
+print("read comes from DRAM). Decode GiB/s = read per token (`weft plan`'s: the weights less the token embedding rows not")
+print("looked up) x a run's tokens / its time; \"of read\" is the median over the row's runs of that against the mean of the")
+print("reads on either side of the run (10th-90th percentile after it); tg t/s and both GiB/s columns are medians too.")
+print("The DRAM bandwidth of this shared VM swings up to 2x within minutes: reads a tenth of a second from the tokens they")
+print("bound follow it. Prompt: `weft bench -p %s -n 0 -r %s`; MACs per token = the layers' matmul weights + 1/%s of the" % (pp, reps, pp))
+print("output matrix, against the int8 peak (`BM_int8_peak`: register-only vpdpbusd, or vpmaddubsw + vpmaddwd + vpaddd")
+print("under avx2; the highest of the run's readings at that isa and thread count, one before each type's prompt).")
 print()
 print("Measured at %s on %s, %d cores." % (rows[0]["build_commit"], rows[0]["cpu_info"], os.cpu_count()))
 print()
-print("| type | isa | threads | read per token | tg t/s | decode GiB/s | BM_read GiB/s | of BM_read (range) | pp t/s "
+print("| type | isa | threads | read per token | tg t/s | decode GiB/s | read GiB/s | of read (p10-p90) | pp t/s "
       "| int8 peak | of peak |")
 print("| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
-for key, pairs in tg.items():
+for key, recs in tg.items():
     isa, typ, t = key
-    ratios = [g / r for g, r, _, _ in pairs]
+    dec = [x for r in recs for x in r["roofline"]["decode_gibs_samples"]]
+    rd = [x for r in recs for x in r["roofline"]["read_gibs_samples"]]
+    ratios = [d / r for d, r in zip(dec, rd)]
     ppr, pk = pp_rows[key], peak[(isa, t)]
     print("| %s | %s | %d | %.1f MiB | %.1f | %.1f | %.1f | %.0f%% (%.0f-%.0f) | %.1f ± %.1f | %.0f G MAC/s | %.1f%% |" % (
-        typ, isa, t, pairs[0][3], med(p[2] for p in pairs), med(p[0] for p in pairs), med(p[1] for p in pairs),
-        100 * med(ratios), 100 * min(ratios), 100 * max(ratios),
+        typ, isa, t, recs[0]["roofline"]["decode_bytes"] / 2**20, med(x for r in recs for x in r["samples_ts"]),
+        med(dec), med(rd), 100 * med(ratios), 100 * pct(ratios, 0.1), 100 * pct(ratios, 0.9),
         ppr["avg_ts"], ppr["stddev_ts"], pk / 1e9, 100 * ppr["avg_ts"] * ppr["macs"] / pk))
 amx = [(k, r) for k, r in pp_rows.items() if k[0] == "amx"]
 if amx:

@@ -51,6 +51,24 @@ double stdev(const std::vector<double>& v) {
   return std::sqrt(sq / static_cast<double>(v.size() - 1));
 }
 
+// The q-th quantile (0..1) of v, nearest rank below; v not empty.
+double quantile(std::vector<double> v, double q) {
+  std::sort(v.begin(), v.end());
+  return v[static_cast<size_t>(q * static_cast<double>(v.size() - 1))];
+}
+
+// --roofline's summary: medians of the tokens' decode and read GiB/s, and of their ratios with
+// the 10th and 90th percentiles (a spread that says how steady the pairing was).
+struct RoofSummary {
+  double decode_gibs, read_gibs, of_read, of_read_p10, of_read_p90;
+};
+RoofSummary roof_summary(const BenchRecord& r) {
+  std::vector<double> ratio;
+  for (size_t i = 0; i < r.decode_bps.size(); ++i) ratio.push_back(r.decode_bps[i] / r.read_bps[i]);
+  return {quantile(r.decode_bps, 0.5) / 1073741824.0, quantile(r.read_bps, 0.5) / 1073741824.0, quantile(ratio, 0.5),
+          quantile(ratio, 0.1), quantile(ratio, 0.9)};
+}
+
 std::vector<double> as_double(const std::vector<uint64_t>& v) { return {v.begin(), v.end()}; }
 
 // Each field's value as text, as llama-bench's get_values; typed by format_value.
@@ -110,6 +128,21 @@ nlohmann::ordered_json to_json(const BenchRecord& r) {
   }
   j["samples_ns"] = r.samples_ns;
   j["samples_ts"] = r.samples_ts();
+  if (!r.decode_bps.empty()) {
+    const RoofSummary s = roof_summary(r);
+    auto gib = [](std::vector<double> bps) {
+      for (double& x : bps) x /= 1073741824.0;
+      return bps;
+    };
+    j["roofline"] = {{"decode_bytes", r.decode_bytes},
+                     {"decode_gibs", s.decode_gibs},
+                     {"read_gibs", s.read_gibs},
+                     {"of_read", s.of_read},
+                     {"of_read_p10", s.of_read_p10},
+                     {"of_read_p90", s.of_read_p90},
+                     {"decode_gibs_samples", gib(r.decode_bps)},
+                     {"read_gibs_samples", gib(r.read_bps)}};
+  }
   return j;
 }
 
@@ -225,6 +258,20 @@ std::string bench_markdown(const std::vector<BenchRecord>& records) {
                     const std::vector<double> ts = r.samples_ts();
                     return fmt::format("{:.2f} ± {:.2f}", mean(ts), stdev(ts));
                   }});
+
+  // --roofline's columns where a record has them.
+  if (std::any_of(records.begin(), records.end(), [](const BenchRecord& r) { return !r.decode_bps.empty(); })) {
+    auto roof = [](std::function<std::string(const RoofSummary&)> f) {
+      return [f](const BenchRecord& r) { return r.decode_bps.empty() ? std::string() : f(roof_summary(r)); };
+    };
+    cols.push_back({"GiB/s", false, roof([](const RoofSummary& s) { return fmt::format("{:.2f}", s.decode_gibs); })});
+    cols.push_back(
+        {"read GiB/s", false, roof([](const RoofSummary& s) { return fmt::format("{:.2f}", s.read_gibs); })});
+    cols.push_back({"of read (p10-p90)", false, roof([](const RoofSummary& s) {
+                      return fmt::format("{:.1f}% ({:.0f}-{:.0f})", 100 * s.of_read, 100 * s.of_read_p10,
+                                         100 * s.of_read_p90);
+                    })});
+  }
 
   std::vector<size_t> width(cols.size());
   for (size_t c = 0; c < cols.size(); ++c) {

@@ -24,6 +24,10 @@ struct BenchRecord {
   std::string test_time;  // RFC 3339, UTC
   std::vector<uint64_t> samples_ns;
   std::string devices, wire;  // weft's own
+  // --roofline (tg tests), per generated token: its weight bytes per second (decode_bytes over its
+  // time) and the streaming read's, the mean of the reads just before and after it.
+  uint64_t decode_bytes = 0;
+  std::vector<double> decode_bps, read_bps;
 
   std::vector<double> samples_ts() const;
   std::string test_name() const;  // pp512, tg128, pp512+tg128, with " @ d4096"

@@ -5,6 +5,7 @@
 #include "apps/weft/device_report.h"
 #include "apps/weft/model_options.h"
 #include "core/error.h"
+#include "core/stream_read.h"
 #include "kernels/cpu_features.h"
 #include "runtime/engine.h"
 
@@ -17,6 +18,7 @@
 #include <filesystem>
 #include <memory>
 #include <random>
+#include <thread>
 
 namespace weft::cli {
 namespace {
@@ -30,6 +32,7 @@ struct BenchArgs {
   int reps = 5;
   std::string output = "md";
   bool profile = false;
+  bool roofline = false;
 };
 
 std::vector<std::string> split_list(const std::string& s, const char* flag) {
@@ -127,18 +130,61 @@ std::vector<Token> random_tokens(const runtime::Engine& e, int n, std::mt19937_6
   return tokens;
 }
 
+uint64_t ns_since(std::chrono::steady_clock::time_point t0) {
+  return static_cast<uint64_t>(
+      std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - t0).count());
+}
+
+// --roofline: the generated tokens of a tg test are timed in runs of kTokensPerRead, and between
+// two runs the streaming read runs at the test's thread count. A run's weight bytes per second
+// then stand beside the mean of the reads just before and after it, a tenth of a second apart:
+// this VM's DRAM bandwidth drifts by up to 2x within minutes, which a read taken as a separate
+// run does not see. Not a read after every token: the token after a read ran 4% slower (500m
+// q4_0, 2 threads: 126 t/s against 131 with the same pauses and no read; the read takes the
+// caches and the TLB's huge-page entries the next token's weights had).
+struct Roofline {
+  static constexpr int kTokensPerRead = 8;
+  Roofline(int threads, size_t read_bytes, uint64_t decode_bytes_)
+      : stream(threads, read_bytes, /*windows=*/4), decode_bytes(decode_bytes_) {}
+  StreamRead stream;
+  uint64_t decode_bytes;  // weights one decoded token reads, every device together (the plan's)
+  double read() {
+    // The devices' pools spin about a millisecond after their last op before they sleep; a read
+    // started at once would share the cores with them.
+    std::this_thread::sleep_for(std::chrono::milliseconds(3));
+    return stream.read();
+  }
+};
+
 // One timed run from `depth` cached positions: the prompt in batches, then n_gen single steps.
-uint64_t time_run(runtime::Engine& e, const Test& t, std::mt19937_64& rng) {
+// With a roofline, the time of the steps only (the reads between them are not counted).
+uint64_t time_run(runtime::Engine& e, const Test& t, std::mt19937_64& rng, Roofline* roof = nullptr,
+                  BenchRecord* r = nullptr) {
   e.truncate(t.n_depth);
   model::SamplingParams greedy;
   greedy.temp = 0;
   const std::vector<Token> prompt = random_tokens(e, t.n_prompt, rng);
   Token next = random_tokens(e, 1, rng)[0];
+  if (roof) {
+    uint64_t total = 0;
+    double before = roof->read();
+    for (int i = 0; i < t.n_gen; i += Roofline::kTokensPerRead) {
+      const int n = std::min(Roofline::kTokensPerRead, t.n_gen - i);
+      const auto t0 = std::chrono::steady_clock::now();
+      for (int j = 0; j < n; ++j) next = e.eval_and_sample(std::span(&next, 1), greedy, {}, rng);
+      const uint64_t ns = ns_since(t0);
+      const double after = roof->read();
+      total += ns;
+      r->decode_bps.push_back(1e9 * static_cast<double>(roof->decode_bytes * n) / static_cast<double>(ns));
+      r->read_bps.push_back((before + after) / 2);
+      before = after;
+    }
+    return total;
+  }
   const auto t0 = std::chrono::steady_clock::now();
   if (t.n_prompt > 0) next = e.eval_and_sample(prompt, greedy, {}, rng);
   for (int i = 0; i < t.n_gen; ++i) next = e.eval_and_sample(std::span(&next, 1), greedy, {}, rng);
-  return static_cast<uint64_t>(
-      std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - t0).count());
+  return ns_since(t0);
 }
 
 std::string utc_now() {
@@ -181,6 +227,22 @@ BenchRecord describe(const Config& c, const gguf::File& f, const runtime::Engine
   return r;
 }
 
+// The read runs on this host at the threads of every device together: it is the roofline of
+// local devices only.
+std::unique_ptr<Roofline> make_roofline(const runtime::Engine& e) {
+  int threads = 0;
+  uint64_t bytes = 0;
+  for (size_t d = 0; d < e.devices().size(); ++d) {
+    if (!e.devices()[d]->reach().in_process)
+      fail("cli", "--roofline reads this host's memory; device {} is not in this process", e.devices()[d]->name());
+    threads += e.devices()[d]->threads();
+    bytes += e.plan().devices[d].decode_bytes;
+  }
+  // Twice the L3 (at least 256 MiB) in four windows: a window comes back after three others and
+  // the tokens between them, from DRAM, and one read takes about as long as a token.
+  return std::make_unique<Roofline>(threads, std::max(size_t{256} << 20, 2 * last_level_cache_bytes()), bytes);
+}
+
 int bench(const BenchArgs& a) {
   if (a.output != "md") std::fputs(bench_header(a.output).c_str(), stdout);
   std::vector<BenchRecord> all;
@@ -191,6 +253,7 @@ int bench(const BenchArgs& a) {
     eo.n_ctx = 0;
     for (const Test& t : c.tests) eo.n_ctx = std::max(eo.n_ctx, t.n_prompt + t.n_gen + t.n_depth);
     runtime::Engine engine(*file, eo);
+    const std::unique_ptr<Roofline> roof = a.roofline ? make_roofline(engine) : nullptr;
     for (const Test& t : c.tests) {
       BenchRecord r = describe(c, *file, engine);
       r.n_prompt = t.n_prompt, r.n_gen = t.n_gen, r.n_depth = t.n_depth;
@@ -202,7 +265,9 @@ int bench(const BenchArgs& a) {
         engine.eval_and_sample(random_tokens(engine, t.n_depth, rng), greedy, {}, rng);
       }
       time_run(engine, {std::min(t.n_prompt, 32), std::min(t.n_gen, 1), t.n_depth}, rng);  // warm-up
-      for (int i = 0; i < a.reps; ++i) r.samples_ns.push_back(time_run(engine, t, rng));
+      Roofline* tg_roof = t.n_prompt == 0 ? roof.get() : nullptr;
+      if (tg_roof) r.decode_bytes = tg_roof->decode_bytes;
+      for (int i = 0; i < a.reps; ++i) r.samples_ns.push_back(time_run(engine, t, rng, tg_roof, &r));
       if (a.output != "md") {
         std::fputs(bench_row(a.output, r, all.empty()).c_str(), stdout);
         std::fflush(stdout);
@@ -249,6 +314,9 @@ Action add_bench(CLI::App& app) {
       ->check(CLI::IsMember({"on", "off"}));
   cmd->add_flag("--mmap", a->base.mmap, "as -mmp 1");
   cmd->add_flag("--profile", a->profile, "print time per op kind per device");
+  cmd->add_flag("--roofline", a->roofline,
+                "tg tests: between tokens, a streaming read of this host's memory at the same threads; "
+                "reports the decode's weight bytes/s against it");
   return [a] { return bench(*a); };
 }
 

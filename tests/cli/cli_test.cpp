@@ -284,6 +284,42 @@ TEST(Cli, BenchWritesLlamaBenchRecords) {
   EXPECT_NE(bad.out.find("-p: 'x' is not a whole number"), std::string::npos) << bad.out;
 }
 
+// --roofline: the tg test's tokens in runs of 8, each beside the streaming reads around it; the
+// runs' times add up to the sample, and the prompt test has none.
+TEST(Cli, BenchRooflinePairsRunsOfTokensWithReads) {
+  auto json = run("bench -m " + tiny_model() + " -p 4 -n 16 -r 2 -t 1 --roofline -o json");
+  ASSERT_EQ(json.code, 0) << json.out;
+  const nlohmann::json arr = nlohmann::json::parse(json.out);
+  ASSERT_EQ(arr.size(), 2u);
+  EXPECT_FALSE(arr[0].contains("roofline"));
+  const nlohmann::json& tg = arr[1];
+  expect_bench_record(tg, 2);
+  ASSERT_TRUE(tg.contains("roofline")) << tg.dump();
+  const nlohmann::json& roof = tg["roofline"];
+  const auto bytes = roof["decode_bytes"].get<double>();
+  EXPECT_GT(bytes, 0);
+  EXPECT_LT(bytes, tg["model_size"].get<double>());  // not the embedding rows a token does not look up
+  const auto& decode = roof["decode_gibs_samples"];
+  const auto& read = roof["read_gibs_samples"];
+  ASSERT_EQ(decode.size(), 4u);  // 2 repetitions x 16 / 8 tokens
+  ASSERT_EQ(read.size(), 4u);
+  for (int rep = 0; rep < 2; ++rep) {
+    double seconds = 0;
+    for (int i = 0; i < 2; ++i) {
+      EXPECT_GT(read[rep * 2 + i].get<double>(), 0);
+      seconds += 8 * bytes / (decode[rep * 2 + i].get<double>() * 1073741824.0);
+    }
+    EXPECT_NEAR(seconds, tg["samples_ns"][rep].get<double>() / 1e9, 1e-6 * seconds);
+  }
+  const double of_read = roof["of_read"].get<double>();
+  EXPECT_GE(of_read, roof["of_read_p10"].get<double>());
+  EXPECT_LE(of_read, roof["of_read_p90"].get<double>());
+
+  auto md = run("bench -m " + tiny_model() + " -p 0 -n 8 -r 1 -t 1 --roofline");
+  ASSERT_EQ(md.code, 0) << md.out;
+  EXPECT_NE(md.out.find("| read GiB/s | of read (p10-p90) |"), std::string::npos) << md.out;
+}
+
 // llama.cpp's warning for a context past the training one; --log-disable silences it (and any
 // progress line), wherever it stands.
 TEST(Cli, ContextPastTrainingWarnsUnlessLogDisabled) {
