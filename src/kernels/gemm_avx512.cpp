@@ -158,6 +158,13 @@ WEFT_TARGET_AVX512 void tile(const uint8_t* panel, size_t block_bytes, int64_t n
   constexpr bool kInt = requires(const uint8_t* p) { Src::iscale(p, 0); };
   // Q2_K's mins per half in int32 too (imin: |sum| < 2^19), times -dmin once per super-block.
   constexpr bool kIntMin = requires(const uint8_t* p) { Src::imin(p, 0); };
+  // Batches weigh each token's sub-block sums by their int scales in float: a cvt and an fma per
+  // scale and token where vpmulld + vpaddd took three ops, two of them on the port vpdpbusd needs.
+  // Each product is exact (|sum x scale| <= 2^24); their sum over a super-block rounds as any float
+  // dot does. 500m pp128 -t 1, WEFT_MAX_ISA=avx512, 4 rounds alternating: q3_k x1.08, q6_k x1.05
+  // (x1.18 with its byte panels, Avx512Panels), q4_k / q5_k / iq4_xs x1.02-1.04. One token keeps
+  // int32: decode is not bound there.
+  constexpr bool kFloatScales = kInt && !kIntMin && T > 1;
   const auto row_mask = static_cast<__mmask16>((1u << n_rows) - 1);
   // One token's activation blocks are read once per panel, and a panel longer than L1 (Q6_K's
   // 5632-column rows: 74 KiB) evicts them in between: fetch the next ones ahead. 500m q6_k tg64 -t 1
@@ -174,9 +181,13 @@ WEFT_TARGET_AVX512 void tile(const uint8_t* panel, size_t block_bytes, int64_t n
     const ActBlock* const act0 = act;
     __m512i iacc[T];
     __m512i imin[T];
+    __m512 facc[T];
     if constexpr (kInt)
 #pragma GCC unroll 8
-      for (int t = 0; t < T; ++t) iacc[t] = imin[t] = _mm512_setzero_si512();
+      for (int t = 0; t < T; ++t) {
+        iacc[t] = imin[t] = _mm512_setzero_si512();
+        facc[t] = _mm512_setzero_ps();
+      }
     for (int j = 0; j < Src::kSub; ++j, panel += block_bytes, act += act_stride) {
       const uint8_t* const sb = scale_src<Src>(panel, sup, j);
       if (act_ahead) _mm_prefetch(reinterpret_cast<const char*>(act + 2 * act_stride), _MM_HINT_T0);
@@ -204,7 +215,11 @@ WEFT_TARGET_AVX512 void tile(const uint8_t* panel, size_t block_bytes, int64_t n
         }
         if constexpr (kChains == 2)
           for (int t = 0; t < T; ++t) sumi[0][t] = _mm512_add_epi32(sumi[0][t], sumi[1][t]);
-        if constexpr (kInt) {
+        if constexpr (kFloatScales) {
+          const __m512 sc = _mm512_cvtepi32_ps(Src::iscale(sb, s));
+#pragma GCC unroll 8
+          for (int t = 0; t < T; ++t) facc[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(sumi[0][t]), sc, facc[t]);
+        } else if constexpr (kInt) {
           const __m512i sc = Src::iscale(sb, s);
 #pragma GCC unroll 8
           for (int t = 0; t < T; ++t) iacc[t] = _mm512_add_epi32(iacc[t], _mm512_mullo_epi32(sumi[0][t], sc));
@@ -243,7 +258,8 @@ WEFT_TARGET_AVX512 void tile(const uint8_t* panel, size_t block_bytes, int64_t n
     if constexpr (kInt)
 #pragma GCC unroll 8
       for (int t = 0; t < T; ++t)
-        acc[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(iacc[t]), _mm512_mul_ps(sup.d, _mm512_set1_ps(act0[t].d)), acc[t]);
+        acc[t] = _mm512_fmadd_ps(kFloatScales ? facc[t] : _mm512_cvtepi32_ps(iacc[t]),
+                                 _mm512_mul_ps(sup.d, _mm512_set1_ps(act0[t].d)), acc[t]);
     if constexpr (kIntMin)
 #pragma GCC unroll 8
       for (int t = 0; t < T; ++t)
@@ -673,12 +689,15 @@ struct Avx512BytePanels {
 // to Avx512BytePanels, which keeps their int32 super-blocks (UnpackedPanels' float scales cost q3_k
 // 769 -> 709-741, q5_k nothing): pp128 -t 1 q5_k 384-387 / 406-412, q3_k 377-383 / 420-426. Types
 // whose levels take one or two ops lose there (q4_k 433-440 / 416-418, iq4_xs 475-485 / 449-450,
-// q6_k and q2_k -1%), as do the K-quants in the float format (q6_k 825 -> 720 at -t 2).
+// q2_k -1%), as do the K-quants in the float format (q6_k 825 -> 720 at -t 2). Q6_K's levels take
+// five (two loads, a shift, a mask, an or): once the tile's scales went to float, its byte panels
+// gained pp128 x1.18 at -t 1 and x1.16 at -t 2 (4 rounds each; they had lost 1% with vpmulld).
 template <DType kType>
 using Avx512Unpacked = std::conditional_t<has_super_blocks(kType), Avx512BytePanels<kType>,
                                           UnpackedPanels<Avx512Gemm, unpack_panel<decltype(panel_reader<kType>())>>>;
 template <DType kType>
-struct Avx512Panels : BatchesUnpacked<Avx512Unpacked<kType>, RepackedLayout<kType>::kQ5 || kType == DType::Q3_K> {
+struct Avx512Panels : BatchesUnpacked<Avx512Unpacked<kType>,
+                                      RepackedLayout<kType>::kQ5 || kType == DType::Q3_K || kType == DType::Q6_K> {
   using Src = decltype(panel_reader<kType>());
   static constexpr int kTokens = kTileTokens;
   static constexpr bool kRepacked = true;
