@@ -56,8 +56,8 @@ BENCHMARK(BM_read)->Arg(1)->Arg(2)->UseRealTime();
 // The int8 peak of the dot instruction the GEMM uses, from registers only: 16 independent chains
 // (enough to cover its latency at full throughput), per thread. Arg 0: threads; arg 1: the ISA's
 // sequence, 2 = AVX-512 VNNI vpdpbusd (64 u8 x s8 MACs into int32 per instruction), 1 = AVX2
-// vpmaddubsw + vpmaddwd + vpaddd (32 MACs per three). Reports MAC/s; pp t/s x MACs per prompt
-// token over it is a prompt's fraction of peak.
+// vpmaddubsw + vpmaddwd + vpaddd (32 MACs per three), 4 = AVX-VNNI vpdpbusd on ymm (32 MACs).
+// Reports MAC/s; pp t/s x MACs per prompt token over it is a prompt's fraction of peak.
 constexpr int kPeakChains = 16;
 constexpr int64_t kPeakIters = 1 << 16;
 
@@ -72,6 +72,21 @@ WEFT_TARGET_AVX512 int64_t int8_peak_avx512(int8_t seed) {
   __m512i s = acc[0];
   for (int c = 1; c < kPeakChains; ++c) s = _mm512_add_epi32(s, acc[c]);
   return _mm512_reduce_add_epi32(s);
+}
+
+WEFT_TARGET_AVX_VNNI int64_t int8_peak_avx_vnni(int8_t seed) {
+  __m256i acc[kPeakChains];
+  for (auto& a : acc) a = _mm256_set1_epi32(seed);
+  const __m256i u = _mm256_set1_epi8(static_cast<char>(seed + 1)), v = _mm256_set1_epi8(static_cast<char>(seed + 2));
+  for (int64_t i = 0; i < kPeakIters; ++i) {
+#pragma GCC unroll 16
+    for (auto& a : acc) a = _mm256_dpbusd_avx_epi32(a, u, v);
+  }
+  __m256i s = acc[0];
+  for (int c = 1; c < kPeakChains; ++c) s = _mm256_add_epi32(s, acc[c]);
+  alignas(32) int32_t lanes[8];
+  _mm256_store_si256(reinterpret_cast<__m256i*>(lanes), s);
+  return lanes[0];
 }
 
 WEFT_TARGET_AVX2 int64_t int8_peak_avx2(int8_t seed) {
@@ -123,12 +138,13 @@ __attribute__((target("amx-tile,amx-int8"))) int64_t int8_peak_amx(int8_t seed) 
   return out[0];
 }
 
-// isa: 1 avx2, 2 avx512, 3 AMX (where cpu_features().amx).
+// isa: 1 avx2, 2 avx512, 3 AMX (where cpu_features().amx), 4 AVX-VNNI (where cpu_features().avx_vnni).
 void BM_int8_peak(benchmark::State& state) {
   const int threads = static_cast<int>(state.range(0));
   const int64_t isa = state.range(1);
-  if (isa == 3 ? !kernels::cpu_features().amx
-               : !kernels::isa_supported(isa == 2 ? kernels::Isa::Avx512 : kernels::Isa::Avx2)) {
+  if (isa == 3   ? !kernels::cpu_features().amx
+      : isa == 4 ? !kernels::cpu_features().avx_vnni
+                 : !kernels::isa_supported(isa == 2 ? kernels::Isa::Avx512 : kernels::Isa::Avx2)) {
     state.SkipWithError("ISA not supported on this CPU");
     return;
   }
@@ -137,16 +153,22 @@ void BM_int8_peak(benchmark::State& state) {
   volatile int8_t seed = 1;  // unknown to the compiler: the loop cannot be folded
   for (auto _ : state) {
     pool.run([&](int ith, int) {
-      sink[ith * 8] = isa == 3 ? int8_peak_amx(seed) : isa == 2 ? int8_peak_avx512(seed) : int8_peak_avx2(seed);
+      sink[ith * 8] = isa == 3   ? int8_peak_amx(seed)
+                      : isa == 4 ? int8_peak_avx_vnni(seed)
+                      : isa == 2 ? int8_peak_avx512(seed)
+                                 : int8_peak_avx2(seed);
     });
     benchmark::DoNotOptimize(sink.data());
   }
   const double per_iter = isa == 3 ? kAmxPeakTiles * 16 * 16 * 64 : kPeakChains * (isa == 2 ? 64 : 32);
   const double macs_per_iter = static_cast<double>(threads) * kPeakIters * per_iter;
   state.counters["MAC/s"] = benchmark::Counter(macs_per_iter * state.iterations(), benchmark::Counter::kIsRate);
-  state.SetLabel(isa == 3 ? "amx tdpbssd" : isa == 2 ? "avx512 vpdpbusd" : "avx2 maddubs+madd+add");
+  state.SetLabel(isa == 3   ? "amx tdpbssd"
+                 : isa == 4 ? "avx-vnni vpdpbusd"
+                 : isa == 2 ? "avx512 vpdpbusd"
+                            : "avx2 maddubs+madd+add");
 }
-BENCHMARK(BM_int8_peak)->ArgsProduct({{1, 2}, {3, 2, 1}})->ArgNames({"threads", "isa"})->UseRealTime();
+BENCHMARK(BM_int8_peak)->ArgsProduct({{1, 2}, {3, 2, 4, 1}})->ArgNames({"threads", "isa"})->UseRealTime();
 
 // Per-call cost of waking the pool and joining it again: decode runs ~200 pool calls a token.
 void BM_pool_run(benchmark::State& state) {

@@ -90,7 +90,7 @@ peak = {}
 for line in open(work + "/roof.csv"):
     isa, typ, rnd, name, v = line.strip().split(",")
     parts = name.split("/")
-    if parts[2] == ("isa:2" if isa == "avx512" else "isa:1") or (parts[2] == "isa:3" and v):
+    if parts[2] == {"avx512": "isa:2", "avxvnni": "isa:4"}.get(isa, "isa:1") or (parts[2] == "isa:3" and v):
         key = ("amx" if parts[2] == "isa:3" else isa, int(parts[1].split(":")[1]))
         peak[key] = max(peak.get(key, 0.0), float(v))
 rows = [json.loads(l) for l in open(work + "/bench.jsonl") if l.strip()]
@@ -114,8 +114,9 @@ print("looked up) x a run's tokens / its time; \"of read\" is the median over th
 print("reads on either side of the run (10th-90th percentile after it); tg t/s and both GiB/s columns are medians too.")
 print("The DRAM bandwidth of this shared VM swings up to 2x within minutes: reads a tenth of a second from the tokens they")
 print("bound follow it. Prompt: `weft bench -p %s -n 0 -r %s`; MACs per token = the layers' matmul weights + 1/%s of the" % (pp, reps, pp))
-print("output matrix, against the int8 peak (`BM_int8_peak`: register-only vpdpbusd, or vpmaddubsw + vpmaddwd + vpaddd")
-print("under avx2; the highest of the run's readings at that isa and thread count, one before each type's prompt).")
+print("output matrix, against the int8 peak (`BM_int8_peak`: register-only vpdpbusd, on ymm under avxvnni, or vpmaddubsw +")
+print("vpmaddwd + vpaddd under avx2; the highest of the run's readings at that isa and thread count, one before each type's")
+print("prompt).")
 print()
 print("Measured at %s on %s, %d cores." % (rows[0]["build_commit"], rows[0]["cpu_info"], os.cpu_count()))
 print()

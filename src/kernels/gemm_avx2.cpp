@@ -611,62 +611,78 @@ WEFT_TARGET_AVX2 void tile(const uint8_t* panel, size_t block_bytes, int64_t nb,
   store_rows<T>(acc, y, ldy, n_rows);
 }
 
-// One token's TileFn on AVX-VNNI: vpdpbusd sums each group's four u8 x s8 products straight into
-// int32, where vpmaddubsw + vpmaddwd + vpaddd need an int16 step (and a bound on the levels) and
-// Q8_0's / IQ4's signed levels a sign trick: here every reader's levels are read unsigned (Q8_0 and
-// IQ4 as level + 128) and the offsets go off through the activation block's c0 / c1, as on
-// AVX-512. Scales, mins and super-blocks as in tile above. On a Xeon (WEFT_MAX_ISA=avxvnni against
-// avx2): BM_matvec_hot Q8_0 x2.3, IQ4_NL x1.8, Q4_K x1.26, Q5_K / Q6_K x1.2, Q4_0 x1.15; 500m tg32
-// -t 1 from DRAM, 4 rounds alternating: q8_0 x1.12, q4_0 x1.04, q4_k_m x1.03, q6_k x1.01, q5_k x1.00.
-template <class Src, int kScales, bool kMin, bool kCorr>
+// A TileFn on AVX-VNNI: vpdpbusd sums each group's four u8 x s8 products straight into int32,
+// where vpmaddubsw + vpmaddwd + vpaddd need an int16 step (and a bound on the levels) and Q8_0's /
+// IQ4's signed levels a sign trick: here every reader's levels are read unsigned (Q8_0 and IQ4 as
+// level + 128) and the offsets go off through the activation block's c0 / c1, as on AVX-512.
+// Scales, mins and super-blocks as in tile above. On a Xeon (WEFT_MAX_ISA=avxvnni against avx2):
+// BM_matvec_hot Q8_0 x2.3, IQ4_NL x1.8, Q4_K x1.26, Q5_K / Q6_K x1.2, Q4_0 x1.15; 500m tg32 -t 1
+// from DRAM, 4 rounds alternating: q8_0 x1.12, q4_0 x1.04, q4_k_m x1.03, q6_k x1.01, q5_k x1.00.
+// Two tokens' tiles (batches, in place or unpacked) against the AVX2 ones, pp128 -t 1, 3 rounds:
+// q8_0 x2.23, iq4_nl x1.91, q5_0 x1.55, q4_0 x1.47, q5_k x1.47, q6_k x1.46, q3_k x1.43, q4_k x1.35
+// (-t 2: q8_0 x2.27, q4_k_m x1.44).
+template <class Src, int kScales, bool kMin, bool kCorr, int T>
 WEFT_TARGET_AVX_VNNI void vnni_tile(const uint8_t* panel, size_t block_bytes, int64_t nb, const ActBlock* act,
                                     int64_t act_stride, float* y, int64_t ldy, int n_rows, size_t ahead) {
   constexpr int kPerScale = kGroups / kScales;
   constexpr bool kInt = requires(const uint8_t* p) { Src::iscale(p, 0); };
-  __m256 acc[1][2] = {{_mm256_setzero_ps(), _mm256_setzero_ps()}};
+  __m256 acc[T][2];
+  __m256i iacc[T][2], imin[T][2];
+  for (int t = 0; t < T; ++t) {
+    acc[t][0] = acc[t][1] = _mm256_setzero_ps();
+    iacc[t][0] = iacc[t][1] = imin[t][0] = imin[t][1] = _mm256_setzero_si256();
+  }
   typename Src::Super sup{};
-  __m256i iacc[1][2] = {}, imin[1][2] = {};
   const ActBlock* act0 = act;
   for (int64_t b = 0; b < nb; ++b, panel += block_bytes, act += act_stride) {
     if (b % Src::kSub == 0) {
       sup = Src::Super::read(panel);
       panel += Src::kHead;
       act0 = act;
-      if constexpr (kInt) iacc[0][0] = iacc[0][1] = imin[0][0] = imin[0][1] = _mm256_setzero_si256();
+      if constexpr (kInt)
+        for (int t = 0; t < T; ++t) iacc[t][0] = iacc[t][1] = imin[t][0] = imin[t][1] = _mm256_setzero_si256();
     }
     if (ahead) prefetch_ahead_of_tile(panel + ahead, block_bytes + Src::kHead);
     const uint8_t* const sb = scale_src<Src>(panel, sup, static_cast<int>(b % Src::kSub));
     for (int s = 0; s < kScales; ++s) {
-      const __m256i c = kCorr ? _mm256_set1_epi32(s == 0 ? act->c0 : act->c1) : _mm256_setzero_si256();
-      __m256i sumi[2] = {c, c};
+      __m256i sumi[T][2];
+      for (int t = 0; t < T; ++t)
+        sumi[t][0] = sumi[t][1] = kCorr ? _mm256_set1_epi32(s == 0 ? act[t].c0 : act[t].c1) : _mm256_setzero_si256();
 #pragma GCC unroll 8
       for (int g = s * kPerScale; g < (s + 1) * kPerScale; ++g) {
         const Halves w = Src::group(panel, g);
-        const __m256i a = _mm256_set1_epi32(load_i32(act->q + 4 * g));
-        for (int h = 0; h < 2; ++h) sumi[h] = _mm256_dpbusd_avx_epi32(sumi[h], w.v[h], a);
+        for (int t = 0; t < T; ++t) {
+          const __m256i a = _mm256_set1_epi32(load_i32(act[t].q + 4 * g));
+          for (int h = 0; h < 2; ++h) sumi[t][h] = _mm256_dpbusd_avx_epi32(sumi[t][h], w.v[h], a);
+        }
       }
       if constexpr (kInt) {
         const Halves sc = Src::iscale(sb, s);
-        for (int h = 0; h < 2; ++h) iacc[0][h] = _mm256_add_epi32(iacc[0][h], _mm256_mullo_epi32(sumi[h], sc.v[h]));
+        for (int t = 0; t < T; ++t)
+          for (int h = 0; h < 2; ++h)
+            iacc[t][h] = _mm256_add_epi32(iacc[t][h], _mm256_mullo_epi32(sumi[t][h], sc.v[h]));
       } else {
         const HalvesF sc = Src::scale(sb, s, sup);
-        const __m256 d = _mm256_set1_ps(act->d);
-        for (int h = 0; h < 2; ++h)
-          acc[0][h] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(sumi[h]), _mm256_mul_ps(sc.v[h], d), acc[0][h]);
+        for (int t = 0; t < T; ++t) {
+          const __m256 d = _mm256_set1_ps(act[t].d);
+          for (int h = 0; h < 2; ++h)
+            acc[t][h] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(sumi[t][h]), _mm256_mul_ps(sc.v[h], d), acc[t][h]);
+        }
       }
     }
-    if constexpr (kMin) add_mins<Src, kScales, 1>(sb, sup, act, acc, imin);
+    if constexpr (kMin) add_mins<Src, kScales, T>(sb, sup, act, acc, imin);
     if constexpr (kInt)
-      if (b % Src::kSub == Src::kSub - 1) close_super_block<Src, 1>(sup, act0, iacc, imin, acc);
+      if (b % Src::kSub == Src::kSub - 1) close_super_block<Src, T>(sup, act0, iacc, imin, acc);
   }
-  store_rows<1>(acc, y, ldy, n_rows);
+  store_rows<T>(acc, y, ldy, n_rows);
 }
 
 // 16 ymm registers: 2 tokens x (2 int32 + 2 float accumulators) plus four weight vectors.
 constexpr int kAvx2Tokens = 2;
 
-template <class Src>
+template <class S>
 struct Avx2Gemm {
+  using Src = S;
   static constexpr int kTokens = kAvx2Tokens;
   static constexpr bool kRepacked = false;
   template <int kScales, bool kMin, bool kCorr, int T>
@@ -878,8 +894,9 @@ using Avx2Unpacked =
                        std::conditional_t<kType == DType::Q4_K, Avx2KDecodedPanels<kType>,
                                           UnpackedPanels<Avx2Gemm<PackedSrc>, unpack_panel<Avx2Src<kType>>>>>;
 template <DType kType>
-struct Avx2Panels
-    : BatchesUnpacked<Avx2Unpacked<kType>, RepackedLayout<kType>::kQ5 || kScalePairs<kType> || kType == DType::Q4_K> {
+constexpr bool kBatchesUnpacked = RepackedLayout<kType>::kQ5 || kScalePairs<kType> || kType == DType::Q4_K;
+template <DType kType>
+struct Avx2Panels : BatchesUnpacked<Avx2Unpacked<kType>, kBatchesUnpacked<kType>> {
   using Src = Avx2Src<kType>;
   static constexpr int kTokens = kAvx2Tokens;
   static constexpr bool kRepacked = true;
@@ -888,14 +905,30 @@ struct Avx2Panels
   static constexpr TileFn tile = gemm::tile<Src, kScales, kMin, kCorr, T>;
 };
 
-// Avx2Panels with one token's tile on AVX-VNNI; batches as Avx2Panels' (their two-token tiles and
-// unpacked panels share each group's unpacking between tokens, which vpdpbusd does not change).
-template <DType kType>
-struct Avx2VnniPanels : Avx2Panels<kType> {
-  using Base = Avx2Panels<kType>;
+// A G's panels (its Src) read by AVX-VNNI tiles.
+template <class G>
+struct VnniTiles : G {
   template <int kScales, bool kMin, bool kCorr, int T>
-  static constexpr TileFn tile =
-      T == 1 ? vnni_tile<typename Base::Src, kScales, kMin, kCorr> : Base::template tile<kScales, kMin, kCorr, T>;
+  static constexpr TileFn tile = vnni_tile<typename G::Src, kScales, kMin, kCorr, T>;
+};
+
+// Avx2Panels on AVX-VNNI: every tile, one token's and a batch's, in place or on the panels a batch
+// unpacks (Q6_K's and Q3_K's to the float format: ScalePairLayout's vpmaddwd scales need the int16
+// sums that vpdpbusd does not make). Q2_K keeps its AVX2 scale-pair tiles: the float format has no
+// place for its mins per half.
+template <DType kType>
+using Avx2VnniUnpacked = std::conditional_t<
+    kType == DType::Q2_K, Avx2Unpacked<kType>,
+    VnniTiles<std::conditional_t<kScalePairs<kType>, UnpackedPanels<Avx2Gemm<PackedSrc>, unpack_panel<Avx2Src<kType>>>,
+                                 Avx2Unpacked<kType>>>>;
+template <DType kType>
+struct Avx2VnniPanels : BatchesUnpacked<Avx2VnniUnpacked<kType>, kBatchesUnpacked<kType>> {
+  using Src = Avx2Src<kType>;
+  static constexpr int kTokens = kAvx2Tokens;
+  static constexpr bool kRepacked = true;
+  static constexpr size_t kBlockBytes = Src::kBlockBytes;
+  template <int kScales, bool kMin, bool kCorr, int T>
+  static constexpr TileFn tile = vnni_tile<Src, kScales, kMin, kCorr, T>;
 };
 
 }  // namespace
