@@ -105,12 +105,23 @@ WEFT_TARGET_AVX2 inline Halves nibble_group(const uint8_t* pb, int g) {
   return q;
 }
 
+// Vector j of a repacked 4-bit block of kType as it is stored: group j's levels in its low nibbles,
+// group j + 4's in its high ones (AVX-VNNI's one-token tile takes the high ones as 16 x level).
+template <DType kType>
+WEFT_TARGET_AVX2 inline Halves nibble_vector(const uint8_t* pb, int j) {
+  static_assert(!RepackedLayout<kType>::kQ5);
+  return load_halves(pb + RepackedLayout<kType>::kLevels + 64 * j);
+}
+
 // The legacy 4- and 5-bit types repacked at load (gemm_q8.h).
 template <DType kType>
 struct LegacySrc : RepackedLayout<kType> {
   using L = RepackedLayout<kType>;
   static constexpr int kMaxLevel = kNibbleMaxLevel<kType>;
   WEFT_TARGET_AVX2 static Halves group(const uint8_t* pb, int g) { return nibble_group<kType>(pb, g); }
+  WEFT_TARGET_AVX2 static Halves raw_nibbles(const uint8_t* pb, int j) requires(!L::kQ5) {
+    return nibble_vector<kType>(pb, j);
+  }
   WEFT_TARGET_AVX2 static HalvesF scale(const uint8_t* pb, int, NoSuper) { return fp16_halves(pb + L::kScaleOffset); }
   WEFT_TARGET_AVX2 static HalvesF min(const uint8_t* pb, int, NoSuper) {
     return fp16_halves(pb + L::kScaleOffset + 32);
@@ -198,6 +209,9 @@ struct KSrc : RepackedLayout<kType> {
   using Super = std::conditional_t<kDecoded, DecodedSuper, PackedSuper>;
   static constexpr size_t kHead = kDecoded ? KScaleLayout::kDecodedEnd : KScaleLayout::kEnd;
   WEFT_TARGET_AVX2 static Halves group(const uint8_t* pb, int g) { return nibble_group<kType>(pb, g); }
+  WEFT_TARGET_AVX2 static Halves raw_nibbles(const uint8_t* pb, int j) requires(!RepackedLayout<kType>::kQ5) {
+    return nibble_vector<kType>(pb, j);
+  }
   static const uint8_t* scales(const uint8_t*, const Super& s, int j) {
     return s.scales + KScaleLayout::decoded(j, 0, 0);
   }
@@ -626,6 +640,10 @@ WEFT_TARGET_AVX_VNNI void vnni_tile(const uint8_t* panel, size_t block_bytes, in
                                     int64_t act_stride, float* y, int64_t ldy, int n_rows, size_t ahead) {
   constexpr int kPerScale = kGroups / kScales;
   constexpr bool kInt = requires(const uint8_t* p) { Src::iscale(p, 0); };
+  // One token of a 4-bit type (one scale per block): each stored vector's high nibbles masked in
+  // place (16 x level, no saturation in vpdpbusd's int32) into a sum of their own, shifted down once
+  // per block, instead of a second load and a shift per group and half.
+  constexpr bool kHighNibbles = T == 1 && kScales == 1 && requires(const uint8_t* p) { Src::raw_nibbles(p, 0); };
   __m256 acc[T][2];
   __m256i iacc[T][2], imin[T][2];
   for (int t = 0; t < T; ++t) {
@@ -648,12 +666,27 @@ WEFT_TARGET_AVX_VNNI void vnni_tile(const uint8_t* panel, size_t block_bytes, in
       __m256i sumi[T][2];
       for (int t = 0; t < T; ++t)
         sumi[t][0] = sumi[t][1] = kCorr ? _mm256_set1_epi32(s == 0 ? act[t].c0 : act[t].c1) : _mm256_setzero_si256();
+      if constexpr (kHighNibbles) {
+        __m256i high[2] = {_mm256_setzero_si256(), _mm256_setzero_si256()};
+#pragma GCC unroll 4
+        for (int j = 0; j < 4; ++j) {
+          const Halves v = Src::raw_nibbles(panel, j);
+          const __m256i a = _mm256_set1_epi32(load_i32(act->q + 4 * j));
+          const __m256i ah = _mm256_set1_epi32(load_i32(act->q + 4 * (j + 4)));
+          for (int h = 0; h < 2; ++h) {
+            sumi[0][h] = _mm256_dpbusd_avx_epi32(sumi[0][h], _mm256_and_si256(v.v[h], _mm256_set1_epi8(0x0F)), a);
+            high[h] = _mm256_dpbusd_avx_epi32(high[h], _mm256_and_si256(v.v[h], _mm256_set1_epi8(0xF0)), ah);
+          }
+        }
+        for (int h = 0; h < 2; ++h) sumi[0][h] = _mm256_add_epi32(sumi[0][h], _mm256_srai_epi32(high[h], 4));
+      } else {
 #pragma GCC unroll 8
-      for (int g = s * kPerScale; g < (s + 1) * kPerScale; ++g) {
-        const Halves w = Src::group(panel, g);
-        for (int t = 0; t < T; ++t) {
-          const __m256i a = _mm256_set1_epi32(load_i32(act[t].q + 4 * g));
-          for (int h = 0; h < 2; ++h) sumi[t][h] = _mm256_dpbusd_avx_epi32(sumi[t][h], w.v[h], a);
+        for (int g = s * kPerScale; g < (s + 1) * kPerScale; ++g) {
+          const Halves w = Src::group(panel, g);
+          for (int t = 0; t < T; ++t) {
+            const __m256i a = _mm256_set1_epi32(load_i32(act[t].q + 4 * g));
+            for (int h = 0; h < 2; ++h) sumi[t][h] = _mm256_dpbusd_avx_epi32(sumi[t][h], w.v[h], a);
+          }
         }
       }
       if constexpr (kInt) {
