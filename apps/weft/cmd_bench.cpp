@@ -253,7 +253,8 @@ int bench(const BenchArgs& a) {
     eo.n_ctx = 0;
     for (const Test& t : c.tests) eo.n_ctx = std::max(eo.n_ctx, t.n_prompt + t.n_gen + t.n_depth);
     runtime::Engine engine(*file, eo);
-    const std::unique_ptr<Roofline> roof = a.roofline ? make_roofline(engine) : nullptr;
+    const bool has_tg = std::any_of(c.tests.begin(), c.tests.end(), [](const Test& t) { return t.n_prompt == 0; });
+    const std::unique_ptr<Roofline> roof = a.roofline && has_tg ? make_roofline(engine) : nullptr;
     for (const Test& t : c.tests) {
       BenchRecord r = describe(c, *file, engine);
       r.n_prompt = t.n_prompt, r.n_gen = t.n_gen, r.n_depth = t.n_depth;
