@@ -504,6 +504,26 @@ WEFT_TARGET_AVX2 inline void store_rows(const __m256 (&acc)[T][2], float* y, int
   }
 }
 
+// Scale s's int32 sums of a block (sumi) weighed by the rows' scales: int scales into the super-block's
+// int32 sums (iacc, iscale: the repacked K-quants, IQ4_XS), else float scales times the token's d
+// into the float accumulators.
+template <class Src, int T>
+WEFT_TARGET_AVX2 inline void add_scaled(const uint8_t* sb, int s, const typename Src::Super& sup, const ActBlock* act,
+                                        const __m256i (&sumi)[T][2], __m256i (&iacc)[T][2], __m256 (&acc)[T][2]) {
+  if constexpr (requires(const uint8_t* p) { Src::iscale(p, 0); }) {
+    const Halves sc = Src::iscale(sb, s);
+    for (int t = 0; t < T; ++t)
+      for (int h = 0; h < 2; ++h) iacc[t][h] = _mm256_add_epi32(iacc[t][h], _mm256_mullo_epi32(sumi[t][h], sc.v[h]));
+  } else {
+    const HalvesF sc = Src::scale(sb, s, sup);
+    for (int t = 0; t < T; ++t) {
+      const __m256 d = _mm256_set1_ps(act[t].d);
+      for (int h = 0; h < 2; ++h)
+        acc[t][h] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(sumi[t][h]), _mm256_mul_ps(sc.v[h], d), acc[t][h]);
+    }
+  }
+}
+
 // A block's min terms (kMin types): one float min per block times the token's s; Q2_K's int mins per
 // half times the half's sum, in int32 (imin, |sum| < 2^19); else float mins per half.
 template <class Src, int kScales, int T>
@@ -603,20 +623,7 @@ WEFT_TARGET_AVX2 void tile(const uint8_t* panel, size_t block_bytes, int64_t nb,
         for (int g = s * kPerScale; g < (s + 1) * kPerScale; g += kRun)
           group_run<Src, T, kRun>(panel, act, g, {{ones, ones}}, sumi);
       }
-      if constexpr (kPairs) {
-      } else if constexpr (kInt) {
-        const Halves sc = Src::iscale(sb, s);
-        for (int t = 0; t < T; ++t)
-          for (int h = 0; h < 2; ++h)
-            iacc[t][h] = _mm256_add_epi32(iacc[t][h], _mm256_mullo_epi32(sumi[t][h], sc.v[h]));
-      } else {
-        const HalvesF sc = Src::scale(sb, s, sup);
-        for (int t = 0; t < T; ++t) {
-          const __m256 d = _mm256_set1_ps(act[t].d);
-          for (int h = 0; h < 2; ++h)
-            acc[t][h] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(sumi[t][h]), _mm256_mul_ps(sc.v[h], d), acc[t][h]);
-        }
-      }
+      if constexpr (!kPairs) add_scaled<Src, T>(sb, s, sup, act, sumi, iacc, acc);
     }
     if constexpr (kMin) add_mins<Src, kScales, T>(sb, sup, act, acc, imin);
     if constexpr (kInt)
@@ -689,19 +696,7 @@ WEFT_TARGET_AVX_VNNI void vnni_tile(const uint8_t* panel, size_t block_bytes, in
           }
         }
       }
-      if constexpr (kInt) {
-        const Halves sc = Src::iscale(sb, s);
-        for (int t = 0; t < T; ++t)
-          for (int h = 0; h < 2; ++h)
-            iacc[t][h] = _mm256_add_epi32(iacc[t][h], _mm256_mullo_epi32(sumi[t][h], sc.v[h]));
-      } else {
-        const HalvesF sc = Src::scale(sb, s, sup);
-        for (int t = 0; t < T; ++t) {
-          const __m256 d = _mm256_set1_ps(act[t].d);
-          for (int h = 0; h < 2; ++h)
-            acc[t][h] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(sumi[t][h]), _mm256_mul_ps(sc.v[h], d), acc[t][h]);
-        }
-      }
+      add_scaled<Src, T>(sb, s, sup, act, sumi, iacc, acc);
     }
     if constexpr (kMin) add_mins<Src, kScales, T>(sb, sup, act, acc, imin);
     if constexpr (kInt)
