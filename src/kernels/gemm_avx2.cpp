@@ -504,6 +504,13 @@ WEFT_TARGET_AVX2 inline void store_rows(const __m256 (&acc)[T][2], float* y, int
   }
 }
 
+// Lanes lo and hi (int32 lanes whose values fit int16) as the int16 pair (lo, hi) of each dword.
+WEFT_TARGET_AVX2 inline Halves int16_pairs(const Halves& lo, const Halves& hi) {
+  Halves p;
+  for (int h = 0; h < 2; ++h) p.v[h] = _mm256_blend_epi16(lo.v[h], _mm256_slli_epi32(hi.v[h], 16), 0xAA);
+  return p;
+}
+
 // Scale s's int32 sums of a block (sumi) weighed by the rows' scales: int scales into the super-block's
 // int32 sums (iacc, iscale: the repacked K-quants, IQ4_XS), else float scales times the token's d
 // into the float accumulators.
@@ -651,8 +658,14 @@ WEFT_TARGET_AVX_VNNI void vnni_tile(const uint8_t* panel, size_t block_bytes, in
   // place (16 x level, no saturation in vpdpbusd's int32) into a sum of their own, shifted down once
   // per block, instead of a second load and a shift per group and half.
   constexpr bool kHighNibbles = T == 1 && kScales == 1 && requires(const uint8_t* p) { Src::raw_nibbles(p, 0); };
+  // Batches of two int scales per block whose sub-block sums fit int16 (Q2_K's byte panels: 16 x 3 x
+  // 128 < 2^15): the halves' sums as one int16 pair per row, weighed by the rows' (sc0, sc1) in one
+  // vpdpwssd, and the mins (m0, m1) by the token's (c0, c1) in another, for a vpmulld and a vpaddd
+  // per scale and min. One token's tile lost with it on Q3_K (tg32 -t 1 x0.955).
+  constexpr bool kPairSums = T > 1 && kScales == 2 && kInt && 16 * kMaxLevel<Src> * 128 < (1 << 15);
+  constexpr bool kIntMin = requires(const uint8_t* p) { Src::imin(p, 0); };
   __m256 acc[T][2];
-  __m256i iacc[T][2], imin[T][2];
+  __m256i iacc[T][2], imin[T][2], first[T][2];
   for (int t = 0; t < T; ++t) {
     acc[t][0] = acc[t][1] = _mm256_setzero_ps();
     iacc[t][0] = iacc[t][1] = imin[t][0] = imin[t][1] = _mm256_setzero_si256();
@@ -696,9 +709,27 @@ WEFT_TARGET_AVX_VNNI void vnni_tile(const uint8_t* panel, size_t block_bytes, in
           }
         }
       }
-      add_scaled<Src, T>(sb, s, sup, act, sumi, iacc, acc);
+      if constexpr (!kPairSums) {
+        add_scaled<Src, T>(sb, s, sup, act, sumi, iacc, acc);
+      } else if (s == 0) {
+        for (int t = 0; t < T; ++t) first[t][0] = sumi[t][0], first[t][1] = sumi[t][1];
+      } else {
+        const Halves sc = int16_pairs(Src::iscale(sb, 0), Src::iscale(sb, 1));
+        for (int t = 0; t < T; ++t) {
+          const Halves sums = int16_pairs({{first[t][0], first[t][1]}}, {{sumi[t][0], sumi[t][1]}});
+          for (int h = 0; h < 2; ++h) iacc[t][h] = _mm256_dpwssd_avx_epi32(iacc[t][h], sums.v[h], sc.v[h]);
+        }
+      }
     }
-    if constexpr (kMin) add_mins<Src, kScales, T>(sb, sup, act, acc, imin);
+    if constexpr (kPairSums && kIntMin) {
+      const Halves mn = int16_pairs(Src::imin(sb, 0), Src::imin(sb, 1));
+      for (int t = 0; t < T; ++t) {
+        const __m256i cc = _mm256_set1_epi32(half_sums(act[t]));
+        for (int h = 0; h < 2; ++h) imin[t][h] = _mm256_dpwssd_avx_epi32(imin[t][h], mn.v[h], cc);
+      }
+    } else if constexpr (kMin) {
+      add_mins<Src, kScales, T>(sb, sup, act, acc, imin);
+    }
     if constexpr (kInt)
       if (b % Src::kSub == Src::kSub - 1) close_super_block<Src, T>(sup, act0, iacc, imin, acc);
   }
@@ -759,13 +790,6 @@ struct ScalePairLayout {
   static constexpr size_t kBlockBytes = kPairOffset + 64;
   static constexpr size_t buffer_bytes(int64_t nb) { return nb / Src::kSub * (Src::kHead + Src::kSub * kBlockBytes); }
 };
-
-// Lanes lo and hi (int32 lanes whose values fit int16) as the int16 pair (lo, hi) of each dword.
-WEFT_TARGET_AVX2 inline Halves int16_pairs(const Halves& lo, const Halves& hi) {
-  Halves p;
-  for (int h = 0; h < 2; ++h) p.v[h] = _mm256_blend_epi16(lo.v[h], _mm256_slli_epi32(hi.v[h], 16), 0xAA);
-  return p;
-}
 
 // Levels a byte each, group g at 64 g (ScalePairLayout's).
 struct ByteLevels {
@@ -933,6 +957,26 @@ struct Avx2Panels : BatchesUnpacked<Avx2Unpacked<kType>, kBatchesUnpacked<kType>
   static constexpr TileFn tile = gemm::tile<Src, kScales, kMin, kCorr, T>;
 };
 
+// A super-block panel with its levels unpacked to bytes (ByteLevelLayout): a group is one load.
+template <class Src>
+struct ByteLevelSrc : ByteLevelReader<Src> {
+  WEFT_TARGET_AVX2 static Halves group(const uint8_t* pb, int g) { return load_halves(pb + 64 * g); }
+  static Halves raw_nibbles(const uint8_t*, int) = delete;
+};
+
+// A repacked block's levels, a byte each (BytePanels' kLevels).
+template <class Repacked>
+WEFT_TARGET_AVX2 void byte_levels(const uint8_t* src, uint8_t* out) {
+#pragma GCC unroll 8
+  for (int g = 0; g < kGroups; ++g) store_halves(out + 64 * g, Repacked::group(src, g));
+}
+template <DType kType>
+struct Avx2BytePanels
+    : BytePanels<Avx2Src<kType>, ByteLevelSrc<Avx2Src<kType>>, kAvx2Tokens, byte_levels<Avx2Src<kType>>> {
+  template <int kScales, bool kMin, bool kCorr, int T>
+  static constexpr TileFn tile = gemm::tile<ByteLevelSrc<Avx2Src<kType>>, kScales, kMin, kCorr, T>;
+};
+
 // A G's panels (its Src) read by AVX-VNNI tiles.
 template <class G>
 struct VnniTiles : G {
@@ -941,14 +985,16 @@ struct VnniTiles : G {
 };
 
 // Avx2Panels on AVX-VNNI: every tile, one token's and a batch's, in place or on the panels a batch
-// unpacks (Q6_K's and Q3_K's to the float format: ScalePairLayout's vpmaddwd scales need the int16
-// sums that vpdpbusd does not make). Q2_K keeps its AVX2 scale-pair tiles: the float format has no
-// place for its mins per half.
+// unpacks. ScalePairLayout's vpmaddwd scales need the int16 sums that vpdpbusd does not make: Q6_K
+// and Q3_K unpack to the float format instead, Q2_K (whose mins per half the float format has no
+// place for) to bytes with its int scales and mins (kPairSums): 500m q2_k pp128 against its AVX2
+// scale-pair tiles, 3 rounds alternating, x1.20 -t 1, x1.22 -t 2 (x1.07 without kPairSums). Q3_K
+// measured x1.00-1.04 there, and stays in the float format.
 template <DType kType>
-using Avx2VnniUnpacked = std::conditional_t<
-    kType == DType::Q2_K, Avx2Unpacked<kType>,
-    VnniTiles<std::conditional_t<kScalePairs<kType>, UnpackedPanels<Avx2Gemm<PackedSrc>, unpack_panel<Avx2Src<kType>>>,
-                                 Avx2Unpacked<kType>>>>;
+using Avx2VnniUnpacked = VnniTiles<std::conditional_t<
+    kType == DType::Q2_K, Avx2BytePanels<kType>,
+    std::conditional_t<kScalePairs<kType>, UnpackedPanels<Avx2Gemm<PackedSrc>, unpack_panel<Avx2Src<kType>>>,
+                       Avx2Unpacked<kType>>>>;
 template <DType kType>
 struct Avx2VnniPanels : BatchesUnpacked<Avx2VnniUnpacked<kType>, kBatchesUnpacked<kType>> {
   using Src = Avx2Src<kType>;

@@ -158,6 +158,11 @@ struct KPanelBlock : RepackedLayout<kType> {
   }
 };
 
+// Lanes lo and hi (int32 lanes whose values fit int16) as the int16 pair (lo, hi) of each dword.
+WEFT_TARGET_AVX512 inline __m512i int16_pairs(__m512i lo, __m512i hi) {
+  return _mm512_mask_blend_epi16(0xAAAAAAAA, lo, _mm512_slli_epi32(hi, 16));
+}
+
 constexpr size_t kL1DataBytes = 32 << 10;  // Zen 4's, Intel's since Skylake: 32-48 KiB
 
 // A TileFn (gemm_q8.h) reading blocks through Src: the lanes of rows past n_rows are computed but
@@ -179,6 +184,12 @@ WEFT_TARGET_AVX512 void tile(const uint8_t* panel, size_t block_bytes, int64_t n
   // (x1.18 with its byte panels, Avx512Panels), q4_k / q5_k / iq4_xs x1.02-1.04. One token keeps
   // int32: decode is not bound there.
   constexpr bool kFloatScales = kInt && !kIntMin && T > 1;
+  // Q2_K batches: its sub-block sums fit int16 (16 x 3 x 128 < 2^15), so a block's two are one int16
+  // pair per row, weighed by the rows' (sc0, sc1) in one vpdpwssd, and its mins (m0, m1) by the
+  // token's (c0, c1) in another, where each scale and min took a vpmulld and a vpaddd. 500m q2_k
+  // pp128, WEFT_MAX_ISA=avx512, 3 rounds alternating: x1.19 -t 1, x1.16 -t 2. One token's tile
+  // measured x1.01: it keeps vpmulld.
+  constexpr bool kPairSums = kIntMin && T > 1;
   // One token of a 4-bit type (one scale per block): each stored vector's high nibbles masked in
   // place (16 x level: vpdpbusd sums into int32, nothing saturates) into a sum of their own, shifted
   // down once per block, instead of a second load and a shift per group. 500m tg32 -t 1, 4 rounds
@@ -200,6 +211,7 @@ WEFT_TARGET_AVX512 void tile(const uint8_t* panel, size_t block_bytes, int64_t n
     const ActBlock* const act0 = act;
     __m512i iacc[T];
     __m512i imin[T];
+    __m512i first[T];  // kPairSums: the block's first half's sums
     __m512 facc[T];
     if constexpr (kInt)
 #pragma GCC unroll 8
@@ -246,7 +258,16 @@ WEFT_TARGET_AVX512 void tile(const uint8_t* panel, size_t block_bytes, int64_t n
         }
         if constexpr (kChains == 2)
           for (int t = 0; t < T; ++t) sumi[0][t] = _mm512_add_epi32(sumi[0][t], sumi[1][t]);
-        if constexpr (kFloatScales) {
+        if constexpr (kPairSums) {
+          if (s == 0) {
+#pragma GCC unroll 8
+            for (int t = 0; t < T; ++t) first[t] = sumi[0][t];
+          } else {
+            const __m512i sc = int16_pairs(Src::iscale(sb, 0), Src::iscale(sb, 1));
+#pragma GCC unroll 8
+            for (int t = 0; t < T; ++t) iacc[t] = _mm512_dpwssd_epi32(iacc[t], int16_pairs(first[t], sumi[0][t]), sc);
+          }
+        } else if constexpr (kFloatScales) {
           const __m512 sc = _mm512_cvtepi32_ps(Src::iscale(sb, s));
 #pragma GCC unroll 8
           for (int t = 0; t < T; ++t) facc[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(sumi[0][t]), sc, facc[t]);
@@ -266,6 +287,10 @@ WEFT_TARGET_AVX512 void tile(const uint8_t* panel, size_t block_bytes, int64_t n
         const __m512 mn = Src::min(sb, kScales, sup);
 #pragma GCC unroll 8
         for (int t = 0; t < T; ++t) acc[t] = _mm512_fmadd_ps(mn, _mm512_set1_ps(act[t].s), acc[t]);
+      } else if constexpr (kMin && kPairSums) {
+        const __m512i mn = int16_pairs(Src::imin(sb, 0), Src::imin(sb, 1));
+#pragma GCC unroll 8
+        for (int t = 0; t < T; ++t) imin[t] = _mm512_dpwssd_epi32(imin[t], mn, _mm512_set1_epi32(half_sums(act[t])));
       } else if constexpr (kMin && kIntMin) {  // a min per half (Q2_K), times the half's activation sum
 #pragma GCC unroll 2
         for (int s = 0; s < kScales; ++s) {
@@ -675,43 +700,23 @@ WEFT_TARGET_AVX512 void unpack_panel(const uint8_t* src, int64_t nb, const Panel
 }
 
 // ... or a super-block panel with its levels unpacked to bytes (ByteLevelLayout): a group is one
-// load, and the heads, int scales and mins are Src's, its in-block ones kShift bytes further on.
+// load.
 template <class Src>
-struct BytePanelBlock : Src {
-  using B = ByteLevelLayout<Src>;
-  static constexpr size_t kBlockBytes = B::kBlockBytes;
+struct BytePanelBlock : ByteLevelReader<Src> {
   WEFT_TARGET_AVX512 static __m512i group(const uint8_t* pb, int g) { return _mm512_loadu_si512(pb + 64 * g); }
-  static __m512i raw_nibbles(const uint8_t*, int) = delete;  // its levels are bytes
-  static const uint8_t* scales(const uint8_t* pb, const typename Src::Super& sup, int j) {
-    return scale_src<Src>(pb + B::kShift, sup, j);
-  }
+  static __m512i raw_nibbles(const uint8_t*, int) = delete;
 };
 
-// Batches over a super-block type's repacked matrix: each panel unpacked to ByteLevelLayout once per
-// token chunk (its levels by Src::group), whose tiles then read a group with one load.
-template <DType kType>
-struct Avx512BytePanels {
-  using Repacked = decltype(panel_reader<kType>());
-  using Src = BytePanelBlock<Repacked>;
-  static constexpr int kTokens = kTileTokens;
-  static constexpr bool kRepacked = false;
-  static constexpr size_t kBlockBytes = Src::kBlockBytes;
-  static constexpr size_t buffer_bytes(int64_t nb) { return ByteLevelLayout<Repacked>::buffer_bytes(nb); }
-  template <int kScales, bool kMin, bool kCorr, int T>
-  static constexpr TileFn tile = gemm::tile<Src, kScales, kMin, kCorr, T>;
-  WEFT_TARGET_AVX512 static void pack(const WeightMatrix& w, int64_t r0, int, uint8_t* out, size_t) {
-    const uint8_t* src = w.data + r0 / kPanelRows * repacked_panel_bytes(kType, w.cols);
-    for (int64_t b = 0; b < w.cols / kQK; ++b, src += Repacked::kBlockBytes, out += kBlockBytes) {
-      if (b % Repacked::kSub == 0) {
-        std::memcpy(out, src, Repacked::kHead);
-        src += Repacked::kHead;
-        out += Repacked::kHead;
-      }
+// A repacked block's levels, a byte each (BytePanels' kLevels).
+template <class Repacked>
+WEFT_TARGET_AVX512 void byte_levels(const uint8_t* src, uint8_t* out) {
 #pragma GCC unroll 8
-      for (int g = 0; g < kGroups; ++g) _mm512_storeu_si512(out + 64 * g, Repacked::group(src, g));
-      std::memcpy(out + kGroups * 64, src + Repacked::kScaleOffset, ByteLevelLayout<Repacked>::kTail);
-    }
-  }
+  for (int g = 0; g < kGroups; ++g) _mm512_storeu_si512(out + 64 * g, Repacked::group(src, g));
+}
+template <DType kType, class Repacked = decltype(panel_reader<kType>())>
+struct Avx512BytePanels : BytePanels<Repacked, BytePanelBlock<Repacked>, kTileTokens, byte_levels<Repacked>> {
+  template <int kScales, bool kMin, bool kCorr, int T>
+  static constexpr TileFn tile = gemm::tile<BytePanelBlock<Repacked>, kScales, kMin, kCorr, T>;
 };
 
 // Matrices of type kType repacked at load, read in place. The types whose high bits are a bit plane

@@ -29,6 +29,7 @@
 #include <array>
 #include <cstddef>
 #include <cstdint>
+#include <cstring>
 #include <utility>
 
 namespace weft::kernels::gemm {
@@ -64,6 +65,10 @@ struct ActBlock {
   int32_t c1;
 };
 static_assert(sizeof(ActBlock) == 48);
+// Q2_K's half sums of a block (c0, c1: |c| <= 16 x 127) as the int16 pair (c0, c1) of a dword, for vpdpwssd.
+inline int32_t half_sums(const ActBlock& a) {
+  return static_cast<int32_t>(static_cast<uint16_t>(a.c0) | static_cast<uint32_t>(static_cast<uint16_t>(a.c1)) << 16);
+}
 
 // Activation blocks of one token from its row in vec_dot_type(weight) format (n values), written
 // to out[b * n_tokens] for block b: blocks are stored block-major so that the tokens of a tile
@@ -371,6 +376,39 @@ struct ByteLevelLayout {
   static constexpr size_t kBlockBytes = kGroups * 64 + kTail;
   static constexpr size_t kShift = kGroups * 64 - Src::kScaleOffset;
   static constexpr size_t buffer_bytes(int64_t nb) { return nb / Src::kSub * (Src::kHead + Src::kSub * kBlockBytes); }
+};
+// A reader of ByteLevelLayout<Src> panels: Src's heads, int scales and mins, its in-block ones kShift
+// bytes further on. An ISA's reader adds group (one load) and deletes raw_nibbles: its levels are bytes.
+template <class Src>
+struct ByteLevelReader : Src {
+  static constexpr size_t kBlockBytes = ByteLevelLayout<Src>::kBlockBytes;
+  static const uint8_t* scales(const uint8_t* pb, const typename Src::Super& sup, int j) {
+    return scale_src<Src>(pb + ByteLevelLayout<Src>::kShift, sup, j);
+  }
+};
+// Batches over a super-block type's matrix repacked at load (read through Repacked): each panel
+// unpacked to ByteLevelLayout once per token chunk, heads and each block's tail copied and its levels
+// written by kLevels(block, out) (an ISA's Repacked::group per group), then read by Src, the ISA's
+// ByteLevelReader; the ISA adds its tiles.
+template <class Repacked, class S, int kTokensPerTile, void (*kLevels)(const uint8_t*, uint8_t*)>
+struct BytePanels {
+  using Src = S;
+  static constexpr int kTokens = kTokensPerTile;
+  static constexpr bool kRepacked = false;
+  static constexpr size_t kBlockBytes = Src::kBlockBytes;
+  static constexpr size_t buffer_bytes(int64_t nb) { return ByteLevelLayout<Repacked>::buffer_bytes(nb); }
+  static void pack(const WeightMatrix& w, int64_t r0, int, uint8_t* out, size_t) {
+    const uint8_t* src = w.data + r0 / kPanelRows * repacked_panel_bytes(w.type, w.cols);
+    for (int64_t b = 0; b < w.cols / kQK; ++b, src += Repacked::kBlockBytes, out += kBlockBytes) {
+      if (b % Repacked::kSub == 0) {
+        std::memcpy(out, src, Repacked::kHead);
+        src += Repacked::kHead;
+        out += Repacked::kHead;
+      }
+      kLevels(src, out);
+      std::memcpy(out + kGroups * 64, src + Repacked::kScaleOffset, ByteLevelLayout<Repacked>::kTail);
+    }
+  }
 };
 // Base of a repacked G that hands batches to Unpacked where kOn (gemm_driver looks for Unpacked).
 template <class Unpacked, bool kOn>

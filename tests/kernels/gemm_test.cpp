@@ -216,7 +216,9 @@ TEST(Gemm, RepackedAvx2WithAndWithoutAvxVnni) {
   for (DType t : kRepackedTypes) {
     const auto variants = avx2_variants(t);
     ASSERT_EQ(variants.size(), cpu_features().avx_vnni ? 2u : 1u) << dtype_name(t);
-    if (cpu_features().avx_vnni) EXPECT_EQ(find_repacked(Isa::Avx2, t), variants[1].second) << dtype_name(t);
+    if (cpu_features().avx_vnni) {
+      EXPECT_EQ(find_repacked(Isa::Avx2, t), variants[1].second) << dtype_name(t);
+    }
     for (const auto& [name, gemm] : variants) {
       ASSERT_NE(gemm, nullptr) << name << " " << dtype_name(t);
       for (int64_t n_tokens : {1, 3}) {  // one token's tile; two tokens' and one's
