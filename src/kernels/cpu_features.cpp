@@ -42,7 +42,10 @@ CpuFeatures detect() {
   unsigned a = 0, b = 0, c = 0, d = 0;
   if (!__get_cpuid(0, &a, &b, &c, &d)) return f;
   const bool intel = b == 0x756e6547 && d == 0x49656e69 && c == 0x6c65746e;  // "Genu" "ineI" "ntel"
+  const bool amd = b == 0x68747541 && d == 0x69746e65 && c == 0x444d4163;    // "Auth" "enti" "cAMD"
   if (!__get_cpuid(1, &a, &b, &c, &d)) return f;
+  // The family as AMD numbers it (0x19 Zen 3/4, 0x1a Zen 5): base, plus extended where base is 0xf.
+  const unsigned family = ((a >> 8) & 0xf) == 0xf ? 0xf + ((a >> 20) & 0xff) : (a >> 8) & 0xf;
   const bool fma = bit(c, 12), osxsave = bit(c, 27), avx = bit(c, 28), f16c = bit(c, 29);
   uint64_t xcr0 = 0;
   if (osxsave) {
@@ -64,6 +67,8 @@ CpuFeatures detect() {
   // Tiles: AMX-TILE (edx 24) and AMX-INT8 (edx 25), XTILECFG and XTILEDATA enabled in XCR0.
   tiles = bit(d7, 24) && bit(d7, 25) && (xcr0 & 0x60000) == 0x60000;
   if (intel) f.l2_prefetch = 3072;
+  if (amd && family >= 0x1a) f.l2_prefetch = 6144;
+  f.pair_panels = intel;
 #endif
   // A value that is not a whole number of bytes leaves the default.
   if (const char* env = std::getenv("WEFT_L2_PREFETCH")) {
@@ -71,6 +76,10 @@ CpuFeatures detect() {
     size_t bytes = 0;
     const auto [end, ec] = std::from_chars(ahead.data(), ahead.data() + ahead.size(), bytes);
     if (ec == std::errc() && end == ahead.data() + ahead.size()) f.l2_prefetch = bytes;
+  }
+  if (const char* env = std::getenv("WEFT_PAIR_PANELS")) {  // "0" or "1"; anything else leaves the default
+    const std::string_view on(env);
+    if (on == "0" || on == "1") f.pair_panels = on == "1";
   }
   // An unknown name caps nothing; "avx512" caps only AMX. AVX-VNNI counts above avx2, as AMX above
   // avx512: "avx2" is plain AVX2 (Zen 2/3's kernels), "avxvnni" the avx2 level with AVX-VNNI.

@@ -24,9 +24,15 @@ struct CpuFeatures {
   // L2 streamer stops at every 4 KiB page and, beside the tiles' arithmetic, left one core at 80-85%
   // of a plain read; 2-3 KiB ahead gave 500m decode x1.08-1.21 and batched decode of 2-8 sequences
   // x1.07-1.25 on a Xeon with AMX, AVX-512 and AVX2 alike (4 KiB and more gained less, the L1 kind
-  // lost for decode). Zen 4 measured only the L1 kind, so 0 off Intel. WEFT_L2_PREFETCH=<bytes> sets
-  // it (0: Zen 4's rule).
+  // lost for decode). On Zen 5 6 KiB ahead gave 500m decode q4_k_m x1.63 / x1.42 (one / two
+  // threads), q6_k x1.26 / x1.11, q4_0 x1.05 / x1.00, q8_0 x0.97 / x0.99, prompts x0.98-1.01; 3 KiB
+  // gained 4-11% less, 12 KiB 5-8% less. Zen 4 measured only the L1 kind, so 0 there and off Intel
+  // and Zen 5. WEFT_L2_PREFETCH=<bytes> sets it (0: Zen 4's rule).
   size_t l2_prefetch = 0;
+  // One token's tiles read two panels at once, two streams from DRAM (gemm_q8.h, pair_tile_for):
+  // on a Xeon 500m decode q4_0 x1.12 / x1.09 (one / two threads, plain AVX2), on Zen 5 x0.53-0.96
+  // (one thread, plain AVX2, six legacy types), so only on Intel. WEFT_PAIR_PANELS=0|1 sets it.
+  bool pair_panels = false;
 };
 
 // Detected once. WEFT_MAX_ISA=avx512|avxvnni|avx2|ref in the environment caps the levels (to compare

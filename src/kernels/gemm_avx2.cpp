@@ -580,10 +580,12 @@ WEFT_TARGET_AVX2 inline void close_super_block(const typename Src::Super& sup, c
 // A TileFn (gemm_q8.h) reading blocks through Src. A Src with integer sub-block scales (iscale: the
 // repacked K-quants, IQ4_XS) keeps a super-block in int32, as the AVX-512 tile does: one activation
 // scale (Q8_K's d) per super-block, so sub-block dots times int scales add up exactly (|sum| < 2^28),
-// and the float step runs once per super-block for a vpmulld and a vpaddd per scale.
-template <class Src, int kScales, bool kMin, bool kCorr, int T>
-WEFT_TARGET_AVX2 void tile(const uint8_t* panel, size_t block_bytes, int64_t nb, const ActBlock* act,
-                           int64_t act_stride, float* y, int64_t ldy, int n_rows, size_t ahead) {
+// and the float step runs once per super-block for a vpmulld and a vpaddd per scale. P panels at once
+// (one token's pair tile: P = 2), each with its own accumulators.
+template <class Src, int kScales, bool kMin, bool kCorr, int T, int P = 1>
+WEFT_TARGET_AVX2 void tile(const uint8_t* panel, size_t panel_stride, size_t block_bytes, int64_t nb,
+                           const ActBlock* act, int64_t act_stride, float* y, int64_t ldy, int n_rows, size_t ahead) {
+  static_assert(P == 1 || T == 1);
   constexpr int kPerScale = kGroups / kScales;
   constexpr bool kSplit = T == 1 && kScales == 1 && kCorr && kBiasedLevels<Src>;  // biased_block
   constexpr bool kInt = requires(const uint8_t* p) { Src::iscale(p, 0); };
@@ -594,49 +596,63 @@ WEFT_TARGET_AVX2 void tile(const uint8_t* panel, size_t block_bytes, int64_t nb,
   constexpr bool kPairs = T == 1 && kScales == 1 && !kCorr && requires(const uint8_t* p) { Src::scale_pairs(p); };
   constexpr int kRun = std::min({kPerScale, int16_run(kMaxLevel<Src>), T == 1 ? kGroups : 2});
   const __m256i ones = _mm256_set1_epi16(1);
-  __m256 acc[T][2];
-  for (int t = 0; t < T; ++t) acc[t][0] = acc[t][1] = _mm256_setzero_ps();
-  typename Src::Super sup{};
-  __m256i iacc[T][2], imin[T][2];
-  for (int t = 0; t < T; ++t) iacc[t][0] = iacc[t][1] = imin[t][0] = imin[t][1] = _mm256_setzero_si256();
-  const ActBlock* act0 = act;
-  for (int64_t b = 0; b < nb; ++b, panel += block_bytes, act += act_stride) {
-    if (b % Src::kSub == 0) {  // a super-block's head, then its blocks
-      sup = Src::Super::read(panel);
-      panel += Src::kHead;
-      act0 = act;
-      if constexpr (kInt)
-        for (int t = 0; t < T; ++t) iacc[t][0] = iacc[t][1] = imin[t][0] = imin[t][1] = _mm256_setzero_si256();
+  const uint8_t* pn[P];
+  __m256 acc[P][T][2];
+  typename Src::Super sup[P]{};
+  __m256i iacc[P][T][2], imin[P][T][2];
+  for (int p = 0; p < P; ++p) {
+    pn[p] = panel + p * panel_stride;
+    for (int t = 0; t < T; ++t) {
+      acc[p][t][0] = acc[p][t][1] = _mm256_setzero_ps();
+      iacc[p][t][0] = iacc[p][t][1] = imin[p][t][0] = imin[p][t][1] = _mm256_setzero_si256();
     }
-    if (ahead) prefetch_ahead_of_tile(panel + ahead, block_bytes + Src::kHead);
-    const uint8_t* const sb = scale_src<Src>(panel, sup, static_cast<int>(b % Src::kSub));
-    for (int s = 0; s < kScales; ++s) {
-      __m256i sumi[T][2];
-      for (int t = 0; t < T; ++t) {  // signed levels need no offset correction; biased_block's do
-        const __m256i c = kCorr && (!kSignedLevels<Src> || kSplit) ? _mm256_set1_epi32(s == 0 ? act[t].c0 : act[t].c1)
-                                                                   : _mm256_setzero_si256();
-        sumi[t][0] = sumi[t][1] = c;
-      }
-      if constexpr (kSplit) {
-        biased_block<Src>(panel, act[0], sumi);
-      } else if constexpr (kSignedLevels<Src>) {
-        for (int g = s * kPerScale; g < (s + 1) * kPerScale; ++g) signed_group<Src, T>(panel, g, act, sumi);
-      } else if constexpr (kPairs) {
-        const Halves sc = Src::scale_pairs(sb);
-#pragma GCC unroll 4
-        for (int g = 0; g < kGroups; g += kRun) group_run<Src, T, kRun>(panel, act, g, sc, iacc);
-      } else {
-#pragma GCC unroll 4
-        for (int g = s * kPerScale; g < (s + 1) * kPerScale; g += kRun)
-          group_run<Src, T, kRun>(panel, act, g, {{ones, ones}}, sumi);
-      }
-      if constexpr (!kPairs) add_scaled<Src, T>(sb, s, sup, act, sumi, iacc, acc);
-    }
-    if constexpr (kMin) add_mins<Src, kScales, T>(sb, sup, act, acc, imin);
-    if constexpr (kInt)
-      if (b % Src::kSub == Src::kSub - 1) close_super_block<Src, T>(sup, act0, iacc, imin, acc);
   }
-  store_rows<T>(acc, y, ldy, n_rows);
+  const ActBlock* act0 = act;
+  for (int64_t b = 0; b < nb; ++b, act += act_stride) {
+    const bool head = b % Src::kSub == 0;  // a super-block's head, then its blocks
+    if (head) act0 = act;
+#pragma GCC unroll 2
+    for (int p = 0; p < P; ++p) {
+      if (head) {
+        sup[p] = Src::Super::read(pn[p]);
+        pn[p] += Src::kHead;
+        if constexpr (kInt)
+          for (int t = 0; t < T; ++t)
+            iacc[p][t][0] = iacc[p][t][1] = imin[p][t][0] = imin[p][t][1] = _mm256_setzero_si256();
+      }
+      const uint8_t* const pb = pn[p];
+      if (ahead) prefetch_ahead_of_tile(pb + ahead, block_bytes + Src::kHead);
+      const uint8_t* const sb = scale_src<Src>(pb, sup[p], static_cast<int>(b % Src::kSub));
+      for (int s = 0; s < kScales; ++s) {
+        __m256i sumi[T][2];
+        for (int t = 0; t < T; ++t) {  // signed levels need no offset correction; biased_block's do
+          const __m256i c = kCorr && (!kSignedLevels<Src> || kSplit) ? _mm256_set1_epi32(s == 0 ? act[t].c0 : act[t].c1)
+                                                                     : _mm256_setzero_si256();
+          sumi[t][0] = sumi[t][1] = c;
+        }
+        if constexpr (kSplit) {
+          biased_block<Src>(pb, act[0], sumi);
+        } else if constexpr (kSignedLevels<Src>) {
+          for (int g = s * kPerScale; g < (s + 1) * kPerScale; ++g) signed_group<Src, T>(pb, g, act, sumi);
+        } else if constexpr (kPairs) {
+          const Halves sc = Src::scale_pairs(sb);
+#pragma GCC unroll 4
+          for (int g = 0; g < kGroups; g += kRun) group_run<Src, T, kRun>(pb, act, g, sc, iacc[p]);
+        } else {
+#pragma GCC unroll 4
+          for (int g = s * kPerScale; g < (s + 1) * kPerScale; g += kRun)
+            group_run<Src, T, kRun>(pb, act, g, {{ones, ones}}, sumi);
+        }
+        if constexpr (!kPairs) add_scaled<Src, T>(sb, s, sup[p], act, sumi, iacc[p], acc[p]);
+      }
+      if constexpr (kMin) add_mins<Src, kScales, T>(sb, sup[p], act, acc[p], imin[p]);
+      if constexpr (kInt)
+        if (b % Src::kSub == Src::kSub - 1) close_super_block<Src, T>(sup[p], act0, iacc[p], imin[p], acc[p]);
+      pn[p] += block_bytes;
+    }
+  }
+  for (int p = 0; p < P; ++p)
+    store_rows<T>(acc[p], y + p * kPanelRows, ldy, std::min(kPanelRows, n_rows - p * kPanelRows));
 }
 
 // A TileFn on AVX-VNNI: vpdpbusd sums each group's four u8 x s8 products straight into int32,
@@ -649,9 +665,11 @@ WEFT_TARGET_AVX2 void tile(const uint8_t* panel, size_t block_bytes, int64_t nb,
 // Two tokens' tiles (batches, in place or unpacked) against the AVX2 ones, pp128 -t 1, 3 rounds:
 // q8_0 x2.23, iq4_nl x1.91, q5_0 x1.55, q4_0 x1.47, q5_k x1.47, q6_k x1.46, q3_k x1.43, q4_k x1.35
 // (-t 2: q8_0 x2.27, q4_k_m x1.44).
-template <class Src, int kScales, bool kMin, bool kCorr, int T>
-WEFT_TARGET_AVX_VNNI void vnni_tile(const uint8_t* panel, size_t block_bytes, int64_t nb, const ActBlock* act,
-                                    int64_t act_stride, float* y, int64_t ldy, int n_rows, size_t ahead) {
+template <class Src, int kScales, bool kMin, bool kCorr, int T, int P = 1>
+WEFT_TARGET_AVX_VNNI void vnni_tile(const uint8_t* panel, size_t panel_stride, size_t block_bytes, int64_t nb,
+                                    const ActBlock* act, int64_t act_stride, float* y, int64_t ldy, int n_rows,
+                                    size_t ahead) {
+  static_assert(P == 1 || T == 1);
   constexpr int kPerScale = kGroups / kScales;
   constexpr bool kInt = requires(const uint8_t* p) { Src::iscale(p, 0); };
   // One token of a 4-bit type (one scale per block): each stored vector's high nibbles masked in
@@ -664,76 +682,88 @@ WEFT_TARGET_AVX_VNNI void vnni_tile(const uint8_t* panel, size_t block_bytes, in
   // per scale and min. One token's tile lost with it on Q3_K (tg32 -t 1 x0.955).
   constexpr bool kPairSums = T > 1 && kScales == 2 && kInt && 16 * kMaxLevel<Src> * 128 < (1 << 15);
   constexpr bool kIntMin = requires(const uint8_t* p) { Src::imin(p, 0); };
-  __m256 acc[T][2];
-  __m256i iacc[T][2], imin[T][2], first[T][2];
-  for (int t = 0; t < T; ++t) {
-    acc[t][0] = acc[t][1] = _mm256_setzero_ps();
-    iacc[t][0] = iacc[t][1] = imin[t][0] = imin[t][1] = _mm256_setzero_si256();
+  const uint8_t* pn[P];
+  __m256 acc[P][T][2];
+  __m256i iacc[P][T][2], imin[P][T][2], first[T][2];
+  typename Src::Super sup[P]{};
+  for (int p = 0; p < P; ++p) {
+    pn[p] = panel + p * panel_stride;
+    for (int t = 0; t < T; ++t) {
+      acc[p][t][0] = acc[p][t][1] = _mm256_setzero_ps();
+      iacc[p][t][0] = iacc[p][t][1] = imin[p][t][0] = imin[p][t][1] = _mm256_setzero_si256();
+    }
   }
-  typename Src::Super sup{};
   const ActBlock* act0 = act;
-  for (int64_t b = 0; b < nb; ++b, panel += block_bytes, act += act_stride) {
-    if (b % Src::kSub == 0) {
-      sup = Src::Super::read(panel);
-      panel += Src::kHead;
-      act0 = act;
-      if constexpr (kInt)
-        for (int t = 0; t < T; ++t) iacc[t][0] = iacc[t][1] = imin[t][0] = imin[t][1] = _mm256_setzero_si256();
-    }
-    if (ahead) prefetch_ahead_of_tile(panel + ahead, block_bytes + Src::kHead);
-    const uint8_t* const sb = scale_src<Src>(panel, sup, static_cast<int>(b % Src::kSub));
-    for (int s = 0; s < kScales; ++s) {
-      __m256i sumi[T][2];
-      for (int t = 0; t < T; ++t)
-        sumi[t][0] = sumi[t][1] = kCorr ? _mm256_set1_epi32(s == 0 ? act[t].c0 : act[t].c1) : _mm256_setzero_si256();
-      if constexpr (kHighNibbles) {
-        __m256i high[2] = {_mm256_setzero_si256(), _mm256_setzero_si256()};
+  for (int64_t b = 0; b < nb; ++b, act += act_stride) {
+    const bool head = b % Src::kSub == 0;
+    if (head) act0 = act;
+#pragma GCC unroll 2
+    for (int p = 0; p < P; ++p) {
+      if (head) {
+        sup[p] = Src::Super::read(pn[p]);
+        pn[p] += Src::kHead;
+        if constexpr (kInt)
+          for (int t = 0; t < T; ++t)
+            iacc[p][t][0] = iacc[p][t][1] = imin[p][t][0] = imin[p][t][1] = _mm256_setzero_si256();
+      }
+      const uint8_t* const pb = pn[p];
+      if (ahead) prefetch_ahead_of_tile(pb + ahead, block_bytes + Src::kHead);
+      const uint8_t* const sb = scale_src<Src>(pb, sup[p], static_cast<int>(b % Src::kSub));
+      for (int s = 0; s < kScales; ++s) {
+        __m256i sumi[T][2];
+        for (int t = 0; t < T; ++t)
+          sumi[t][0] = sumi[t][1] = kCorr ? _mm256_set1_epi32(s == 0 ? act[t].c0 : act[t].c1) : _mm256_setzero_si256();
+        if constexpr (kHighNibbles) {
+          __m256i high[2] = {_mm256_setzero_si256(), _mm256_setzero_si256()};
 #pragma GCC unroll 4
-        for (int j = 0; j < 4; ++j) {
-          const Halves v = Src::raw_nibbles(panel, j);
-          const __m256i a = _mm256_set1_epi32(load_i32(act->q + 4 * j));
-          const __m256i ah = _mm256_set1_epi32(load_i32(act->q + 4 * (j + 4)));
-          for (int h = 0; h < 2; ++h) {
-            sumi[0][h] = _mm256_dpbusd_avx_epi32(sumi[0][h], _mm256_and_si256(v.v[h], _mm256_set1_epi8(0x0F)), a);
-            high[h] = _mm256_dpbusd_avx_epi32(high[h], _mm256_and_si256(v.v[h], _mm256_set1_epi8(0xF0)), ah);
+          for (int j = 0; j < 4; ++j) {
+            const Halves v = Src::raw_nibbles(pb, j);
+            const __m256i a = _mm256_set1_epi32(load_i32(act->q + 4 * j));
+            const __m256i ah = _mm256_set1_epi32(load_i32(act->q + 4 * (j + 4)));
+            for (int h = 0; h < 2; ++h) {
+              sumi[0][h] = _mm256_dpbusd_avx_epi32(sumi[0][h], _mm256_and_si256(v.v[h], _mm256_set1_epi8(0x0F)), a);
+              high[h] = _mm256_dpbusd_avx_epi32(high[h], _mm256_and_si256(v.v[h], _mm256_set1_epi8(0xF0)), ah);
+            }
           }
-        }
-        for (int h = 0; h < 2; ++h) sumi[0][h] = _mm256_add_epi32(sumi[0][h], _mm256_srai_epi32(high[h], 4));
-      } else {
+          for (int h = 0; h < 2; ++h) sumi[0][h] = _mm256_add_epi32(sumi[0][h], _mm256_srai_epi32(high[h], 4));
+        } else {
 #pragma GCC unroll 8
-        for (int g = s * kPerScale; g < (s + 1) * kPerScale; ++g) {
-          const Halves w = Src::group(panel, g);
+          for (int g = s * kPerScale; g < (s + 1) * kPerScale; ++g) {
+            const Halves w = Src::group(pb, g);
+            for (int t = 0; t < T; ++t) {
+              const __m256i a = _mm256_set1_epi32(load_i32(act[t].q + 4 * g));
+              for (int h = 0; h < 2; ++h) sumi[t][h] = _mm256_dpbusd_avx_epi32(sumi[t][h], w.v[h], a);
+            }
+          }
+        }
+        if constexpr (!kPairSums) {
+          add_scaled<Src, T>(sb, s, sup[p], act, sumi, iacc[p], acc[p]);
+        } else if (s == 0) {
+          for (int t = 0; t < T; ++t) first[t][0] = sumi[t][0], first[t][1] = sumi[t][1];
+        } else {
+          const Halves sc = int16_pairs(Src::iscale(sb, 0), Src::iscale(sb, 1));
           for (int t = 0; t < T; ++t) {
-            const __m256i a = _mm256_set1_epi32(load_i32(act[t].q + 4 * g));
-            for (int h = 0; h < 2; ++h) sumi[t][h] = _mm256_dpbusd_avx_epi32(sumi[t][h], w.v[h], a);
+            const Halves sums = int16_pairs({{first[t][0], first[t][1]}}, {{sumi[t][0], sumi[t][1]}});
+            for (int h = 0; h < 2; ++h) iacc[p][t][h] = _mm256_dpwssd_avx_epi32(iacc[p][t][h], sums.v[h], sc.v[h]);
           }
         }
       }
-      if constexpr (!kPairSums) {
-        add_scaled<Src, T>(sb, s, sup, act, sumi, iacc, acc);
-      } else if (s == 0) {
-        for (int t = 0; t < T; ++t) first[t][0] = sumi[t][0], first[t][1] = sumi[t][1];
-      } else {
-        const Halves sc = int16_pairs(Src::iscale(sb, 0), Src::iscale(sb, 1));
+      if constexpr (kPairSums && kIntMin) {
+        const Halves mn = int16_pairs(Src::imin(sb, 0), Src::imin(sb, 1));
         for (int t = 0; t < T; ++t) {
-          const Halves sums = int16_pairs({{first[t][0], first[t][1]}}, {{sumi[t][0], sumi[t][1]}});
-          for (int h = 0; h < 2; ++h) iacc[t][h] = _mm256_dpwssd_avx_epi32(iacc[t][h], sums.v[h], sc.v[h]);
+          const __m256i cc = _mm256_set1_epi32(half_sums(act[t]));
+          for (int h = 0; h < 2; ++h) imin[p][t][h] = _mm256_dpwssd_avx_epi32(imin[p][t][h], mn.v[h], cc);
         }
+      } else if constexpr (kMin) {
+        add_mins<Src, kScales, T>(sb, sup[p], act, acc[p], imin[p]);
       }
+      if constexpr (kInt)
+        if (b % Src::kSub == Src::kSub - 1) close_super_block<Src, T>(sup[p], act0, iacc[p], imin[p], acc[p]);
+      pn[p] += block_bytes;
     }
-    if constexpr (kPairSums && kIntMin) {
-      const Halves mn = int16_pairs(Src::imin(sb, 0), Src::imin(sb, 1));
-      for (int t = 0; t < T; ++t) {
-        const __m256i cc = _mm256_set1_epi32(half_sums(act[t]));
-        for (int h = 0; h < 2; ++h) imin[t][h] = _mm256_dpwssd_avx_epi32(imin[t][h], mn.v[h], cc);
-      }
-    } else if constexpr (kMin) {
-      add_mins<Src, kScales, T>(sb, sup, act, acc, imin);
-    }
-    if constexpr (kInt)
-      if (b % Src::kSub == Src::kSub - 1) close_super_block<Src, T>(sup, act0, iacc, imin, acc);
   }
-  store_rows<T>(acc, y, ldy, n_rows);
+  for (int p = 0; p < P; ++p)
+    store_rows<T>(acc[p], y + p * kPanelRows, ldy, std::min(kPanelRows, n_rows - p * kPanelRows));
 }
 
 // 16 ymm registers: 2 tokens x (2 int32 + 2 float accumulators) plus four weight vectors.
@@ -799,8 +829,8 @@ struct ByteLevels {
 // A TileFn over ScalePairLayout<Src> panels (kUnit: k above; kMins: the pair term is Q2_K's mins,
 // times -dmin, else the offset's, times d).
 template <class Src, int kUnit, bool kMins, int T>
-WEFT_TARGET_AVX2 void scale_pair_tile(const uint8_t* panel, size_t, int64_t nb, const ActBlock* act, int64_t act_stride,
-                                      float* y, int64_t ldy, int n_rows, size_t) {
+WEFT_TARGET_AVX2 void scale_pair_tile(const uint8_t* panel, size_t, size_t, int64_t nb, const ActBlock* act,
+                                      int64_t act_stride, float* y, int64_t ldy, int n_rows, size_t) {
   using L = ScalePairLayout<Src>;
   __m256 acc[T][2];
   __m256i iacc[T][2], imin[T][2];
@@ -955,6 +985,8 @@ struct Avx2Panels : BatchesUnpacked<Avx2Unpacked<kType>, kBatchesUnpacked<kType>
   static constexpr size_t kBlockBytes = Src::kBlockBytes;
   template <int kScales, bool kMin, bool kCorr, int T>
   static constexpr TileFn tile = gemm::tile<Src, kScales, kMin, kCorr, T>;
+  template <int kScales, bool kMin, bool kCorr>
+  static constexpr TileFn pair = gemm::tile<Src, kScales, kMin, kCorr, 1, 2>;
 };
 
 // A super-block panel with its levels unpacked to bytes (ByteLevelLayout): a group is one load.
@@ -1003,6 +1035,8 @@ struct Avx2VnniPanels : BatchesUnpacked<Avx2VnniUnpacked<kType>, kBatchesUnpacke
   static constexpr size_t kBlockBytes = Src::kBlockBytes;
   template <int kScales, bool kMin, bool kCorr, int T>
   static constexpr TileFn tile = vnni_tile<Src, kScales, kMin, kCorr, T>;
+  template <int kScales, bool kMin, bool kCorr>
+  static constexpr TileFn pair = vnni_tile<Src, kScales, kMin, kCorr, 1, 2>;
 };
 
 }  // namespace

@@ -170,9 +170,10 @@ constexpr size_t kL1DataBytes = 32 << 10;  // Zen 4's, Intel's since Skylake: 32
 // super-block in int32: its activation scale is one (Q8_K's d), so each sub-block's int dot times
 // its int scale adds up exactly (|sum| < 2^28 for every K-quant), and the float step (cvt, mul, fma)
 // runs once per super-block instead of once per sub-block and scale, for a vpmulld and a vpaddd.
-template <class Src, int kScales, bool kMin, bool kCorr, int T>
-WEFT_TARGET_AVX512 void tile(const uint8_t* panel, size_t block_bytes, int64_t nb, const ActBlock* act,
-                             int64_t act_stride, float* y, int64_t ldy, int n_rows, size_t ahead) {
+template <class Src, int kScales, bool kMin, bool kCorr, int T, int P = 1>
+WEFT_TARGET_AVX512 void tile(const uint8_t* panel, size_t panel_stride, size_t block_bytes, int64_t nb,
+                             const ActBlock* act, int64_t act_stride, float* y, int64_t ldy, int n_rows, size_t ahead) {
+  static_assert(P == 1 || T == 1);
   constexpr int kPerScale = kGroups / kScales;
   constexpr bool kInt = requires(const uint8_t* p) { Src::iscale(p, 0); };
   // Q2_K's mins per half in int32 too (imin: |sum| < 2^19), times -dmin once per super-block.
@@ -195,135 +196,154 @@ WEFT_TARGET_AVX512 void tile(const uint8_t* panel, size_t block_bytes, int64_t n
   // down once per block, instead of a second load and a shift per group. 500m tg32 -t 1, 4 rounds
   // alternating: q4_0 x1.018, q4_k x1.013 (avx-vnni, its twin in vnni_tile: x1.034, x1.037).
   constexpr bool kHighNibbles = T == 1 && kScales == 1 && requires(const uint8_t* p) { Src::raw_nibbles(p, 0); };
-  const auto row_mask = static_cast<__mmask16>((1u << n_rows) - 1);
   // One token's activation blocks are read once per panel, and a panel longer than L1 (Q6_K's
   // 5632-column rows: 74 KiB) evicts them in between: fetch the next ones ahead. 500m q6_k tg64 -t 1
   // x1.05-1.08 (8 and 6 rounds alternating); per matrix (timed in the runner), Q6_K ffn_down moved 0.85 of the
   // 2048-column matrices' GB/s without, 0.89-0.90 with; q4_k_m x1.02-1.07, -t 2 q6_k x1.12. The AVX2
   // tile, bound by its arithmetic there, measured no change.
   const bool act_ahead = T == 1 && static_cast<size_t>(nb) * block_bytes > kL1DataBytes;
-  __m512 acc[T];
+  const uint8_t* pn[P];
+  __m512 acc[P][T];
+  for (int p = 0; p < P; ++p) {
+    pn[p] = panel + p * panel_stride;
 #pragma GCC unroll 8
-  for (int t = 0; t < T; ++t) acc[t] = _mm512_setzero_ps();
+    for (int t = 0; t < T; ++t) acc[p][t] = _mm512_setzero_ps();
+  }
   for (int64_t b0 = 0; b0 < nb; b0 += Src::kSub) {
-    const auto sup = Src::Super::read(panel);  // a super-block's head, then its blocks
-    panel += Src::kHead;
+    typename Src::Super sup[P];
+    for (int p = 0; p < P; ++p) {
+      sup[p] = Src::Super::read(pn[p]);  // a super-block's head, then its blocks
+      pn[p] += Src::kHead;
+    }
     const ActBlock* const act0 = act;
-    __m512i iacc[T];
-    __m512i imin[T];
+    __m512i iacc[P][T];
+    __m512i imin[P][T];
     __m512i first[T];  // kPairSums: the block's first half's sums
-    __m512 facc[T];
+    __m512 facc[P][T];
     if constexpr (kInt)
-#pragma GCC unroll 8
-      for (int t = 0; t < T; ++t) {
-        iacc[t] = imin[t] = _mm512_setzero_si512();
-        facc[t] = _mm512_setzero_ps();
-      }
-    for (int j = 0; j < Src::kSub; ++j, panel += block_bytes, act += act_stride) {
-      const uint8_t* const sb = scale_src<Src>(panel, sup, j);
-      if (act_ahead) _mm_prefetch(reinterpret_cast<const char*>(act + 2 * act_stride), _MM_HINT_T0);
-      if (ahead) prefetch_ahead_of_tile(panel + ahead, block_bytes + Src::kHead);
-#pragma GCC unroll 2
-      for (int s = 0; s < kScales; ++s) {
-        // Decode of two scales per block (Q6_K) leaves each token one short chain of dependent
-        // vpdpbusd per scale and little else to overlap: two chains (even and odd groups), added
-        // before the float step. 500m q6_k tg, 1 thread: x1.09 (median of 6 interleaved rounds);
-        // Q4_0 (one chain of 8 per block) measured no gain.
-        constexpr int kChains = T <= 2 && kPerScale <= 4 ? 2 : 1;
-        __m512i sumi[kChains][T];
+      for (int p = 0; p < P; ++p)
 #pragma GCC unroll 8
         for (int t = 0; t < T; ++t) {
-          sumi[0][t] = kCorr ? _mm512_set1_epi32(s == 0 ? act[t].c0 : act[t].c1) : _mm512_setzero_si512();
-          if constexpr (kChains == 2) sumi[1][t] = _mm512_setzero_si512();
+          iacc[p][t] = imin[p][t] = _mm512_setzero_si512();
+          facc[p][t] = _mm512_setzero_ps();
         }
-        if constexpr (kHighNibbles) {
-          __m512i high = _mm512_setzero_si512();
-#pragma GCC unroll 4
-          for (int k = 0; k < 4; ++k) {
-            const __m512i v = Src::raw_nibbles(panel, k);
-            sumi[0][0] = _mm512_dpbusd_epi32(sumi[0][0], low_nibbles(v), _mm512_set1_epi32(load_i32(act->q + 4 * k)));
-            high = _mm512_dpbusd_epi32(high, _mm512_and_si512(v, _mm512_set1_epi8(static_cast<char>(0xF0))),
-                                       _mm512_set1_epi32(load_i32(act->q + 4 * (k + 4))));
-          }
-          sumi[0][0] = _mm512_add_epi32(sumi[0][0], _mm512_srai_epi32(high, 4));
-        } else {
+    for (int j = 0; j < Src::kSub; ++j, act += act_stride) {
+      if (act_ahead) _mm_prefetch(reinterpret_cast<const char*>(act + 2 * act_stride), _MM_HINT_T0);
+#pragma GCC unroll 2
+      for (int p = 0; p < P; ++p) {
+        const uint8_t* const pb = pn[p];
+        pn[p] += block_bytes;
+        const uint8_t* const sb = scale_src<Src>(pb, sup[p], j);
+        if (ahead) prefetch_ahead_of_tile(pb + ahead, block_bytes + Src::kHead);
+#pragma GCC unroll 2
+        for (int s = 0; s < kScales; ++s) {
+          // Decode of two scales per block (Q6_K) leaves each token one short chain of dependent
+          // vpdpbusd per scale and little else to overlap: two chains (even and odd groups), added
+          // before the float step. 500m q6_k tg, 1 thread: x1.09 (median of 6 interleaved rounds);
+          // Q4_0 (one chain of 8 per block) measured no gain.
+          constexpr int kChains = T <= 2 && kPerScale <= 4 ? 2 : 1;
+          __m512i sumi[kChains][T];
 #pragma GCC unroll 8
-          for (int g = s * kPerScale; g < (s + 1) * kPerScale; ++g) {
-            const __m512i w = Src::group(panel, g);
-            __m512i(&chain)[T] = sumi[g % kChains];
+          for (int t = 0; t < T; ++t) {
+            sumi[0][t] = kCorr ? _mm512_set1_epi32(s == 0 ? act[t].c0 : act[t].c1) : _mm512_setzero_si512();
+            if constexpr (kChains == 2) sumi[1][t] = _mm512_setzero_si512();
+          }
+          if constexpr (kHighNibbles) {
+            __m512i high = _mm512_setzero_si512();
+#pragma GCC unroll 4
+            for (int k = 0; k < 4; ++k) {
+              const __m512i v = Src::raw_nibbles(pb, k);
+              sumi[0][0] = _mm512_dpbusd_epi32(sumi[0][0], low_nibbles(v), _mm512_set1_epi32(load_i32(act->q + 4 * k)));
+              high = _mm512_dpbusd_epi32(high, _mm512_and_si512(v, _mm512_set1_epi8(static_cast<char>(0xF0))),
+                                         _mm512_set1_epi32(load_i32(act->q + 4 * (k + 4))));
+            }
+            sumi[0][0] = _mm512_add_epi32(sumi[0][0], _mm512_srai_epi32(high, 4));
+          } else {
+#pragma GCC unroll 8
+            for (int g = s * kPerScale; g < (s + 1) * kPerScale; ++g) {
+              const __m512i w = Src::group(pb, g);
+              __m512i(&chain)[T] = sumi[g % kChains];
+#pragma GCC unroll 8
+              for (int t = 0; t < T; ++t)
+                chain[t] = _mm512_dpbusd_epi32(chain[t], w, _mm512_set1_epi32(load_i32(act[t].q + 4 * g)));
+            }
+          }
+          if constexpr (kChains == 2)
+            for (int t = 0; t < T; ++t) sumi[0][t] = _mm512_add_epi32(sumi[0][t], sumi[1][t]);
+          if constexpr (kPairSums) {
+            if (s == 0) {
+#pragma GCC unroll 8
+              for (int t = 0; t < T; ++t) first[t] = sumi[0][t];
+            } else {
+              const __m512i sc = int16_pairs(Src::iscale(sb, 0), Src::iscale(sb, 1));
+#pragma GCC unroll 8
+              for (int t = 0; t < T; ++t)
+                iacc[p][t] = _mm512_dpwssd_epi32(iacc[p][t], int16_pairs(first[t], sumi[0][t]), sc);
+            }
+          } else if constexpr (kFloatScales) {
+            const __m512 sc = _mm512_cvtepi32_ps(Src::iscale(sb, s));
+#pragma GCC unroll 8
+            for (int t = 0; t < T; ++t) facc[p][t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(sumi[0][t]), sc, facc[p][t]);
+          } else if constexpr (kInt) {
+            const __m512i sc = Src::iscale(sb, s);
+#pragma GCC unroll 8
+            for (int t = 0; t < T; ++t) iacc[p][t] = _mm512_add_epi32(iacc[p][t], _mm512_mullo_epi32(sumi[0][t], sc));
+          } else {
+            const __m512 scale = Src::scale(sb, s, sup[p]);
 #pragma GCC unroll 8
             for (int t = 0; t < T; ++t)
-              chain[t] = _mm512_dpbusd_epi32(chain[t], w, _mm512_set1_epi32(load_i32(act[t].q + 4 * g)));
+              acc[p][t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(sumi[0][t]),
+                                          _mm512_mul_ps(scale, _mm512_set1_ps(act[t].d)), acc[p][t]);
           }
         }
-        if constexpr (kChains == 2)
-          for (int t = 0; t < T; ++t) sumi[0][t] = _mm512_add_epi32(sumi[0][t], sumi[1][t]);
-        if constexpr (kPairSums) {
-          if (s == 0) {
+        if constexpr (kMin && kScales == 1) {
+          const __m512 mn = Src::min(sb, kScales, sup[p]);
 #pragma GCC unroll 8
-            for (int t = 0; t < T; ++t) first[t] = sumi[0][t];
-          } else {
-            const __m512i sc = int16_pairs(Src::iscale(sb, 0), Src::iscale(sb, 1));
+          for (int t = 0; t < T; ++t) acc[p][t] = _mm512_fmadd_ps(mn, _mm512_set1_ps(act[t].s), acc[p][t]);
+        } else if constexpr (kMin && kPairSums) {
+          const __m512i mn = int16_pairs(Src::imin(sb, 0), Src::imin(sb, 1));
 #pragma GCC unroll 8
-            for (int t = 0; t < T; ++t) iacc[t] = _mm512_dpwssd_epi32(iacc[t], int16_pairs(first[t], sumi[0][t]), sc);
+          for (int t = 0; t < T; ++t)
+            imin[p][t] = _mm512_dpwssd_epi32(imin[p][t], mn, _mm512_set1_epi32(half_sums(act[t])));
+        } else if constexpr (kMin && kIntMin) {  // a min per half (Q2_K), times the half's activation sum
+#pragma GCC unroll 2
+          for (int s = 0; s < kScales; ++s) {
+            const __m512i m = Src::imin(sb, s);
+#pragma GCC unroll 8
+            for (int t = 0; t < T; ++t)
+              imin[p][t] = _mm512_add_epi32(imin[p][t],
+                                            _mm512_mullo_epi32(m, _mm512_set1_epi32(s == 0 ? act[t].c0 : act[t].c1)));
           }
-        } else if constexpr (kFloatScales) {
-          const __m512 sc = _mm512_cvtepi32_ps(Src::iscale(sb, s));
-#pragma GCC unroll 8
-          for (int t = 0; t < T; ++t) facc[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(sumi[0][t]), sc, facc[t]);
-        } else if constexpr (kInt) {
-          const __m512i sc = Src::iscale(sb, s);
-#pragma GCC unroll 8
-          for (int t = 0; t < T; ++t) iacc[t] = _mm512_add_epi32(iacc[t], _mm512_mullo_epi32(sumi[0][t], sc));
-        } else {
-          const __m512 scale = Src::scale(sb, s, sup);
-#pragma GCC unroll 8
-          for (int t = 0; t < T; ++t)
-            acc[t] =
-                _mm512_fmadd_ps(_mm512_cvtepi32_ps(sumi[0][t]), _mm512_mul_ps(scale, _mm512_set1_ps(act[t].d)), acc[t]);
-        }
-      }
-      if constexpr (kMin && kScales == 1) {
-        const __m512 mn = Src::min(sb, kScales, sup);
-#pragma GCC unroll 8
-        for (int t = 0; t < T; ++t) acc[t] = _mm512_fmadd_ps(mn, _mm512_set1_ps(act[t].s), acc[t]);
-      } else if constexpr (kMin && kPairSums) {
-        const __m512i mn = int16_pairs(Src::imin(sb, 0), Src::imin(sb, 1));
-#pragma GCC unroll 8
-        for (int t = 0; t < T; ++t) imin[t] = _mm512_dpwssd_epi32(imin[t], mn, _mm512_set1_epi32(half_sums(act[t])));
-      } else if constexpr (kMin && kIntMin) {  // a min per half (Q2_K), times the half's activation sum
+        } else if constexpr (kMin) {
 #pragma GCC unroll 2
-        for (int s = 0; s < kScales; ++s) {
-          const __m512i m = Src::imin(sb, s);
+          for (int s = 0; s < kScales; ++s) {
+            const __m512 mn = Src::min(sb, s, sup[p]);
 #pragma GCC unroll 8
-          for (int t = 0; t < T; ++t)
-            imin[t] =
-                _mm512_add_epi32(imin[t], _mm512_mullo_epi32(m, _mm512_set1_epi32(s == 0 ? act[t].c0 : act[t].c1)));
-        }
-      } else if constexpr (kMin) {
-#pragma GCC unroll 2
-        for (int s = 0; s < kScales; ++s) {
-          const __m512 mn = Src::min(sb, s, sup);
-#pragma GCC unroll 8
-          for (int t = 0; t < T; ++t)
-            acc[t] = _mm512_fmadd_ps(mn, _mm512_set1_ps(act[t].d * static_cast<float>(s == 0 ? act[t].c0 : act[t].c1)),
-                                     acc[t]);
+            for (int t = 0; t < T; ++t)
+              acc[p][t] = _mm512_fmadd_ps(
+                  mn, _mm512_set1_ps(act[t].d * static_cast<float>(s == 0 ? act[t].c0 : act[t].c1)), acc[p][t]);
+          }
         }
       }
     }
-    if constexpr (kInt)
+    for (int p = 0; p < P; ++p) {
+      if constexpr (kInt)
 #pragma GCC unroll 8
-      for (int t = 0; t < T; ++t)
-        acc[t] = _mm512_fmadd_ps(kFloatScales ? facc[t] : _mm512_cvtepi32_ps(iacc[t]),
-                                 _mm512_mul_ps(sup.d, _mm512_set1_ps(act0[t].d)), acc[t]);
-    if constexpr (kIntMin)
+        for (int t = 0; t < T; ++t)
+          acc[p][t] = _mm512_fmadd_ps(kFloatScales ? facc[p][t] : _mm512_cvtepi32_ps(iacc[p][t]),
+                                      _mm512_mul_ps(sup[p].d, _mm512_set1_ps(act0[t].d)), acc[p][t]);
+      if constexpr (kIntMin)
 #pragma GCC unroll 8
-      for (int t = 0; t < T; ++t)
-        acc[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(imin[t]), _mm512_mul_ps(sup.neg_dmin, _mm512_set1_ps(act0[t].d)),
-                                 acc[t]);
+        for (int t = 0; t < T; ++t)
+          acc[p][t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(imin[p][t]),
+                                      _mm512_mul_ps(sup[p].neg_dmin, _mm512_set1_ps(act0[t].d)), acc[p][t]);
+    }
   }
+  for (int p = 0; p < P; ++p) {  // the lanes of rows past n_rows are computed but not stored
+    const auto row_mask = static_cast<__mmask16>((1u << std::min(kPanelRows, n_rows - p * kPanelRows)) - 1);
 #pragma GCC unroll 8
-  for (int t = 0; t < T; ++t) _mm512_mask_storeu_ps(y + t * ldy, row_mask, acc[t]);
+    for (int t = 0; t < T; ++t) _mm512_mask_storeu_ps(y + t * ldy + p * kPanelRows, row_mask, acc[p][t]);
+  }
 }
 
 // ---- panel packing: the weights' packed bytes transposed so that lane r holds row r ----
@@ -741,6 +761,8 @@ struct Avx512Panels : BatchesUnpacked<Avx512Unpacked<kType>,
   static constexpr size_t kBlockBytes = Src::kBlockBytes;
   template <int kScales, bool kMin, bool kCorr, int T>
   static constexpr TileFn tile = gemm::tile<Src, kScales, kMin, kCorr, T>;
+  template <int kScales, bool kMin, bool kCorr>
+  static constexpr TileFn pair = gemm::tile<Src, kScales, kMin, kCorr, 1, 2>;
 };
 
 // A super-block panel into ScaledLayout (gemm_q8.h) through Src. Per group, two vpmaddubsw multiply

@@ -306,7 +306,7 @@ constexpr int64_t amx_min_tokens(DType t) { return has_super_blocks(t) ? 32 : 64
 // (128 tokens x 5632 columns ~ 1 MiB) while every panel of the thread's rows passes over them.
 constexpr int64_t kTokenChunk = 128;
 // The first pass over a panel repacked at load streams it from DRAM, and the hardware prefetcher
-// falls behind the tiles' arithmetic. Where cpu_features().l2_prefetch is set (Intel) every first
+// falls behind the tiles' arithmetic. Where cpu_features().l2_prefetch is set (Intel, Zen 5) every first
 // pass asks that many bytes ahead into L2. Elsewhere, Zen 4's rule: from 4 tokens into L1, 32 blocks
 // (~9 KiB) ahead (BM_gemm_big, 1 thread, q4_0: 12 GB/s at 8 tokens and 6 at 16 without, 17 and 8.7
 // with; 8 blocks gained less), and nothing under 4 tokens, where that only cost (decode 26-34 vs
@@ -328,9 +328,11 @@ inline void prefetch_ahead_of_tile(const uint8_t* p, size_t bytes) {
 
 // y[t * ldy + r] for rows r < n_rows of one packed panel and tokens t < T (T fixed per function);
 // act points at token 0 of block 0, blocks act_stride (= total tokens) ActBlocks apart. With
-// ahead > 0 the tile also prefetches the bytes `ahead` past each block it reads.
-using TileFn = void (*)(const uint8_t* panel, size_t block_bytes, int64_t nb, const ActBlock* act, int64_t act_stride,
-                        float* y, int64_t ldy, int n_rows, size_t ahead);
+// ahead > 0 the tile also prefetches the bytes `ahead` past each block it reads. A pair tile (one
+// token) reads two panels at once, the second panel_stride bytes after the first, and its n_rows
+// count both (16 < n_rows <= 32); the others read one and ignore panel_stride.
+using TileFn = void (*)(const uint8_t* panel, size_t panel_stride, size_t block_bytes, int64_t nb, const ActBlock* act,
+                        int64_t act_stride, float* y, int64_t ldy, int n_rows, size_t ahead);
 
 // The calling thread's panel, grown once and reused by every later call (64-byte aligned).
 uint8_t* panel_buffer(size_t n_bytes);
@@ -351,6 +353,24 @@ template <class G>
 const TileFn* tiles_for(const PanelFormat& f) {
   if (f.n_scales == 2) return f.has_min ? kTiles<G, 2, true, false>.data() : kTiles<G, 2, false, true>.data();
   return f.has_min ? kTiles<G, 1, true, false>.data() : kTiles<G, 1, false, true>.data();
+}
+
+// One token over two panels at once, each its own stream from DRAM: G's pair<kScales, kMin, kCorr>
+// where it has one (the ISAs' panels repacked at load) and cpu_features().pair_panels, else
+// nullptr. On a Xeon one stream per thread left the tiles' arithmetic in series with the stream's
+// stalls: BM_matvec_big Q4_0, one thread, plain AVX2, one panel / two panels at a time, 3 rounds
+// alternating: 13.3-14.2 / 14.3-16.3 G/s (two threads 26.6-28.3 / 28.6-30.7); three or four
+// panels gained no more. On Zen 5 two streams halved it (30.0 / 16.4 G/s, one thread).
+inline const bool kPairPanels = cpu_features().pair_panels;
+template <class G>
+TileFn pair_tile_for(const PanelFormat& f) {
+  if (!kPairPanels) return nullptr;
+  if constexpr (requires { G::template pair<1, false, true>; }) {
+    if (f.n_scales == 2) return f.has_min ? G::template pair<2, true, false> : G::template pair<2, false, true>;
+    return f.has_min ? G::template pair<1, true, false> : G::template pair<1, false, true>;
+  } else {
+    return nullptr;
+  }
 }
 
 // UnpackFn (above): a repacked panel of nb blocks unpacked into the format packed per call
@@ -431,6 +451,7 @@ void gemm_driver(const WeightMatrix& w, int64_t r0, int64_t r1, const ActBlock* 
   WEFT_ASSERT(!G::kRepacked || w.layout == WeightLayout::Panels);
   const PanelFormat f = panel_format(w.type);
   const TileFn* tiles = tiles_for<G>(f);
+  const TileFn pair = n_tokens == 1 ? pair_tile_for<G>(f) : nullptr;
   const int64_t nb = w.cols / kQK;
   size_t bb = f.block_bytes();
   uint8_t* buffer = nullptr;
@@ -451,6 +472,12 @@ void gemm_driver(const WeightMatrix& w, int64_t r0, int64_t r1, const ActBlock* 
   for (int64_t c0 = 0; c0 < n_tokens; c0 += kTokenChunk) {
     const int64_t c1 = std::min(n_tokens, c0 + kTokenChunk);
     for (int64_t p = r0; p < r1; p += kPanelRows) {
+      if (pair && r1 - p > kPanelRows) {  // this panel and the next, read in place
+        pair(w.data + p / kPanelRows * panel_bytes, panel_bytes, bb, nb, act, 1, y + p, ldy,
+             static_cast<int>(std::min<int64_t>(2 * kPanelRows, r1 - p)), first_pass_ahead);
+        p += kPanelRows;
+        continue;
+      }
       const int n_rows = static_cast<int>(std::min<int64_t>(kPanelRows, r1 - p));
       const uint8_t* panel = buffer;
       if constexpr (G::kRepacked)
@@ -461,7 +488,7 @@ void gemm_driver(const WeightMatrix& w, int64_t r0, int64_t r1, const ActBlock* 
         const int64_t n_t = std::min<int64_t>(G::kTokens, c1 - t);
         // The first pass over a panel read in place streams it from DRAM: fetch ahead of it.
         const size_t ahead = t == c0 ? first_pass_ahead : 0;
-        tiles[n_t - 1](panel, bb, nb, act + t, n_tokens, y + t * ldy + p, ldy, n_rows, ahead);
+        tiles[n_t - 1](panel, 0, bb, nb, act + t, n_tokens, y + t * ldy + p, ldy, n_rows, ahead);
       }
     }
   }

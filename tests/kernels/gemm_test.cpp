@@ -16,6 +16,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdlib>
 #include <cstring>
 #include <random>
 #include <set>
@@ -165,6 +166,10 @@ constexpr DType kRepackedTypes[] = {DType::Q4_0, DType::Q4_1, DType::Q5_0, DType
                                     DType::Q3_K, DType::Q4_K, DType::Q5_K, DType::Q6_K, DType::IQ4_NL, DType::IQ4_XS};
 
 TEST(Gemm, RepackedMatchesVecDot) {
+  // CTest runs this with WEFT_PAIR_PANELS=0 and =1 too (tests/CMakeLists.txt): each must take.
+  if (const char* pairs = std::getenv("WEFT_PAIR_PANELS")) {
+    EXPECT_EQ(cpu_features().pair_panels, pairs == std::string("1"));
+  }
   EXPECT_EQ(find_repacked(Isa::Avx512, DType::F16), nullptr);
   EXPECT_EQ(find_repacked(Isa::Scalar, DType::Q4_0), nullptr);
   int levels_run = 0;
@@ -192,9 +197,12 @@ TEST(Gemm, RepackedMatchesVecDot) {
         else  // ggml's bytes, rearranged (Q4_K / Q5_K: the scales and mins still packed)
           EXPECT_EQ(repacked_panel_bytes(t, 512), ggml);
         const std::string name = std::string("repacked ") + isa_name(isa);
+        // One token reads two panels at a time (pair tiles): rows 0..31 as a pair, 32..36 alone;
+        // 16..36 a pair whose second panel has 5 rows.
         check_gemm(gemm, c, 0, 37, name, &p.m);
         check_gemm(gemm, c, 16, 32, name, &p.m);
         check_gemm(gemm, c, 32, 37, name, &p.m);
+        check_gemm(gemm, c, 16, 37, name, &p.m);
       }
     }
   }
@@ -225,6 +233,7 @@ TEST(Gemm, RepackedAvx2WithAndWithoutAvxVnni) {
         const Case c = make_case(t, 37, 512, n_tokens, 700 + static_cast<uint32_t>(n_tokens));
         const Repacked p(c.matrix());
         check_gemm(gemm, c, 0, 37, "repacked " + name, &p.m);
+        check_gemm(gemm, c, 16, 37, "repacked " + name, &p.m);  // a pair whose second panel has 5 rows
         check_gemm(gemm, c, 32, 37, "repacked " + name, &p.m);
       }
     }
