@@ -32,18 +32,17 @@ mkdir -p models bench
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 
-# name,value lines from the microbenchmarks' csv (value: bytes_per_second, else the MAC/s counter).
+# name,value lines from the microbenchmarks' json (value: bytes_per_second, else the MAC/s counter);
+# runs that stopped with an error (an ISA this CPU lacks) are left out. Not csv: Google Benchmark's
+# csv writer aborts when a counter is missing from an earlier (errored) run.
 micro() {  # FILTER [REPETITIONS]
-  "$MICRO" --benchmark_filter="$1" --benchmark_repetitions="${2:-3}" --benchmark_min_time=0.2 --benchmark_format=csv \
+  "$MICRO" --benchmark_filter="$1" --benchmark_repetitions="${2:-3}" --benchmark_min_time=0.2 --benchmark_format=json \
     2>/dev/null | python3 -c '
-import csv, sys
-rows = list(csv.reader(sys.stdin))
-head = next(i for i, r in enumerate(rows) if r and r[0] == "name")
-cols = rows[head]
-for r in rows[head + 1:]:
-    if len(r) != len(cols) or r[0].endswith(("_mean", "_median", "_stddev", "_cv")): continue
-    v = dict(zip(cols, r))
-    print("%s,%s" % (v["name"].replace("/real_time", ""), v.get("bytes_per_second") or v.get("MAC/s")))
+import json, sys
+for b in json.load(sys.stdin)["benchmarks"]:
+    if b.get("error_occurred") or b.get("run_type") == "aggregate": continue
+    v = b.get("bytes_per_second") or b.get("MAC/s")
+    print("%s,%s" % (b["name"].replace("/real_time", ""), v))
 '
 }
 
@@ -81,7 +80,7 @@ rss_mmap=$(rss --mmap)
 
 # shellcheck disable=SC2016  # the backquotes are markdown, inside python
 section=$(python3 - "$work" "$PP" "$TG" "$REPS" "$ROUNDS" "$rss_copy" "$rss_mmap" \
-  "$(($(stat -c %s models/weft-500m-q4_0.gguf) >> 20))" <<'EOF'
+  "$(($(stat -L -c %s models/weft-500m-q4_0.gguf) >> 20))" <<'EOF'
 import json, os, statistics, sys
 work, pp, tg_n, reps, rounds, rss_copy, rss_mmap, file_mib = sys.argv[1:]
 # The int8 peak MAC/s per (isa, threads): the highest of the run's BM_int8_peak measurements (one
@@ -160,10 +159,10 @@ try:
     text = open(path).read()
 except FileNotFoundError:
     text = ""
-title = "## Decode bandwidth per weight type"
-if title in text:
-    start = text.index(title)
-    nxt = text.find("\n## ", start + len(title))
+title = re.search(r"^## Decode bandwidth per weight type$", text, re.M)  # the whole line: not another machine's
+if title:
+    start = title.start()
+    nxt = text.find("\n## ", title.end())
     text = text[:start] + section + ("\n" + text[nxt:] if nxt >= 0 else "\n")
 elif "\n## Mixture of experts" in text:  # before bench_moe.sh's section, which it keeps last
     at = text.index("\n## Mixture of experts") + 1
