@@ -67,7 +67,10 @@ CpuFeatures detect() {
   // Tiles: AMX-TILE (edx 24) and AMX-INT8 (edx 25), XTILECFG and XTILEDATA enabled in XCR0.
   tiles = bit(d7, 24) && bit(d7, 25) && (xcr0 & 0x60000) == 0x60000;
   if (intel) f.l2_prefetch = 3072;
-  if (amd && family >= 0x1a) f.l2_prefetch = 6144;
+  if (amd && family >= 0x1a) {
+    f.l2_prefetch = 6144;
+    f.l2_prefetch_tokens = 4;
+  }
   f.pair_panels = intel;
 #endif
   // A value that is not a whole number of bytes leaves the default.

@@ -4,6 +4,7 @@
 #include "kernels/isa.h"
 
 #include <cstddef>
+#include <cstdint>
 #include <string>
 
 namespace weft::kernels {
@@ -29,6 +30,10 @@ struct CpuFeatures {
   // gained 4-11% less, 12 KiB 5-8% less. Zen 4 measured only the L1 kind, so 0 there and off Intel
   // and Zen 5. WEFT_L2_PREFETCH=<bytes> sets it (0: Zen 4's rule).
   size_t l2_prefetch = 0;
+  // Batches of this many tokens and more take Zen 4's rule instead of l2_prefetch. Zen 5 from 4: 500m
+  // q4_k_m batched decode (batched-bench -npp 64 -ntg 32), 3 rounds, L2 6 KiB ahead against Zen 4's rule,
+  // one thread / two: 2 sequences x2.29 / x2.11, 4 x0.93 / x0.91, 8 x0.97 / x0.97.
+  int64_t l2_prefetch_tokens = INT64_MAX;
   // One token's tiles read two panels at once, two streams from DRAM (gemm_q8.h, pair_tile_for):
   // on a Xeon 500m decode q4_0 x1.12 / x1.09 (one / two threads, plain AVX2), on Zen 5 x0.53-0.96
   // (one thread, plain AVX2, six legacy types), so only on Intel. WEFT_PAIR_PANELS=0|1 sets it.

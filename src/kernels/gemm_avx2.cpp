@@ -584,7 +584,7 @@ WEFT_TARGET_AVX2 inline void close_super_block(const typename Src::Super& sup, c
 // (one token's pair tile: P = 2), each with its own accumulators.
 template <class Src, int kScales, bool kMin, bool kCorr, int T, int P = 1>
 WEFT_TARGET_AVX2 void tile(const uint8_t* panel, size_t panel_stride, size_t block_bytes, int64_t nb,
-                           const ActBlock* act, int64_t act_stride, float* y, int64_t ldy, int n_rows, size_t ahead) {
+                           const ActBlock* act, int64_t act_stride, float* y, int64_t ldy, int n_rows, Ahead ahead) {
   static_assert(P == 1 || T == 1);
   constexpr int kPerScale = kGroups / kScales;
   constexpr bool kSplit = T == 1 && kScales == 1 && kCorr && kBiasedLevels<Src>;  // biased_block
@@ -621,7 +621,7 @@ WEFT_TARGET_AVX2 void tile(const uint8_t* panel, size_t panel_stride, size_t blo
             iacc[p][t][0] = iacc[p][t][1] = imin[p][t][0] = imin[p][t][1] = _mm256_setzero_si256();
       }
       const uint8_t* const pb = pn[p];
-      if (ahead) prefetch_ahead_of_tile(pb + ahead, block_bytes + Src::kHead);
+      if (ahead.bytes) prefetch_ahead_of_tile(pb, ahead, block_bytes + Src::kHead);
       const uint8_t* const sb = scale_src<Src>(pb, sup[p], static_cast<int>(b % Src::kSub));
       for (int s = 0; s < kScales; ++s) {
         __m256i sumi[T][2];
@@ -668,7 +668,7 @@ WEFT_TARGET_AVX2 void tile(const uint8_t* panel, size_t panel_stride, size_t blo
 template <class Src, int kScales, bool kMin, bool kCorr, int T, int P = 1>
 WEFT_TARGET_AVX_VNNI void vnni_tile(const uint8_t* panel, size_t panel_stride, size_t block_bytes, int64_t nb,
                                     const ActBlock* act, int64_t act_stride, float* y, int64_t ldy, int n_rows,
-                                    size_t ahead) {
+                                    Ahead ahead) {
   static_assert(P == 1 || T == 1);
   constexpr int kPerScale = kGroups / kScales;
   constexpr bool kInt = requires(const uint8_t* p) { Src::iscale(p, 0); };
@@ -707,7 +707,7 @@ WEFT_TARGET_AVX_VNNI void vnni_tile(const uint8_t* panel, size_t panel_stride, s
             iacc[p][t][0] = iacc[p][t][1] = imin[p][t][0] = imin[p][t][1] = _mm256_setzero_si256();
       }
       const uint8_t* const pb = pn[p];
-      if (ahead) prefetch_ahead_of_tile(pb + ahead, block_bytes + Src::kHead);
+      if (ahead.bytes) prefetch_ahead_of_tile(pb, ahead, block_bytes + Src::kHead);
       const uint8_t* const sb = scale_src<Src>(pb, sup[p], static_cast<int>(b % Src::kSub));
       for (int s = 0; s < kScales; ++s) {
         __m256i sumi[T][2];
@@ -830,7 +830,7 @@ struct ByteLevels {
 // times -dmin, else the offset's, times d).
 template <class Src, int kUnit, bool kMins, int T>
 WEFT_TARGET_AVX2 void scale_pair_tile(const uint8_t* panel, size_t, size_t, int64_t nb, const ActBlock* act,
-                                      int64_t act_stride, float* y, int64_t ldy, int n_rows, size_t) {
+                                      int64_t act_stride, float* y, int64_t ldy, int n_rows, Ahead) {
   using L = ScalePairLayout<Src>;
   __m256 acc[T][2];
   __m256i iacc[T][2], imin[T][2];

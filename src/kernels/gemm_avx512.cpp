@@ -172,7 +172,7 @@ constexpr size_t kL1DataBytes = 32 << 10;  // Zen 4's, Intel's since Skylake: 32
 // runs once per super-block instead of once per sub-block and scale, for a vpmulld and a vpaddd.
 template <class Src, int kScales, bool kMin, bool kCorr, int T, int P = 1>
 WEFT_TARGET_AVX512 void tile(const uint8_t* panel, size_t panel_stride, size_t block_bytes, int64_t nb,
-                             const ActBlock* act, int64_t act_stride, float* y, int64_t ldy, int n_rows, size_t ahead) {
+                             const ActBlock* act, int64_t act_stride, float* y, int64_t ldy, int n_rows, Ahead ahead) {
   static_assert(P == 1 || T == 1);
   constexpr int kPerScale = kGroups / kScales;
   constexpr bool kInt = requires(const uint8_t* p) { Src::iscale(p, 0); };
@@ -234,7 +234,7 @@ WEFT_TARGET_AVX512 void tile(const uint8_t* panel, size_t panel_stride, size_t b
         const uint8_t* const pb = pn[p];
         pn[p] += block_bytes;
         const uint8_t* const sb = scale_src<Src>(pb, sup[p], j);
-        if (ahead) prefetch_ahead_of_tile(pb + ahead, block_bytes + Src::kHead);
+        if (ahead.bytes) prefetch_ahead_of_tile(pb, ahead, block_bytes + Src::kHead);
 #pragma GCC unroll 2
         for (int s = 0; s < kScales; ++s) {
           // Decode of two scales per block (Q6_K) leaves each token one short chain of dependent

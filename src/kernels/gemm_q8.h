@@ -307,32 +307,36 @@ constexpr int64_t amx_min_tokens(DType t) { return has_super_blocks(t) ? 32 : 64
 constexpr int64_t kTokenChunk = 128;
 // The first pass over a panel repacked at load streams it from DRAM, and the hardware prefetcher
 // falls behind the tiles' arithmetic. Where cpu_features().l2_prefetch is set (Intel, Zen 5) every first
-// pass asks that many bytes ahead into L2. Elsewhere, Zen 4's rule: from 4 tokens into L1, 32 blocks
-// (~9 KiB) ahead (BM_gemm_big, 1 thread, q4_0: 12 GB/s at 8 tokens and 6 at 16 without, 17 and 8.7
-// with; 8 blocks gained less), and nothing under 4 tokens, where that only cost (decode 26-34 vs
-// 22-25 GB/s).
+// pass of fewer than cpu_features().l2_prefetch_tokens tokens asks that many bytes ahead into L2.
+// Elsewhere, and for larger batches, Zen 4's rule: from 4 tokens into L1, 32 blocks (~9 KiB) ahead
+// (BM_gemm_big, 1 thread, q4_0: 12 GB/s at 8 tokens and 6 at 16 without, 17 and 8.7 with; 8 blocks
+// gained less), and nothing under 4 tokens, where that only cost (decode 26-34 vs 22-25 GB/s).
 constexpr size_t kPrefetchBlocks = 32;
 constexpr int64_t kPrefetchMinTokens = 4;
 
-// Which cache a first pass asks for its panel's lines (gemm_driver picks how far ahead), read once
-// per process so that every ISA's tiles take the same kind without asking cpu_features() per call.
-inline const bool kFirstPassIntoL2 = cpu_features().l2_prefetch > 0;
+// How far past each block a tile's first pass asks for its panel (0: not at all), and into which
+// cache.
+struct Ahead {
+  size_t bytes = 0;
+  bool into_l1 = false;
+};
 
-// The bytes at p, asked into L2 or L1 (kFirstPassIntoL2).
-inline void prefetch_ahead_of_tile(const uint8_t* p, size_t bytes) {
-  if (kFirstPassIntoL2)
-    for (size_t off = 0; off < bytes; off += 64) __builtin_prefetch(p + off, 0, 2);
-  else
+// The bytes ahead.bytes past block, asked into L1 or L2.
+inline void prefetch_ahead_of_tile(const uint8_t* block, Ahead ahead, size_t bytes) {
+  const uint8_t* const p = block + ahead.bytes;
+  if (ahead.into_l1)
     for (size_t off = 0; off < bytes; off += 64) __builtin_prefetch(p + off, 0, 3);
+  else
+    for (size_t off = 0; off < bytes; off += 64) __builtin_prefetch(p + off, 0, 2);
 }
 
 // y[t * ldy + r] for rows r < n_rows of one packed panel and tokens t < T (T fixed per function);
 // act points at token 0 of block 0, blocks act_stride (= total tokens) ActBlocks apart. With
-// ahead > 0 the tile also prefetches the bytes `ahead` past each block it reads. A pair tile (one
+// ahead.bytes > 0 the tile also prefetches the bytes that far past each block it reads. A pair tile (one
 // token) reads two panels at once, the second panel_stride bytes after the first, and its n_rows
 // count both (16 < n_rows <= 32); the others read one and ignore panel_stride.
 using TileFn = void (*)(const uint8_t* panel, size_t panel_stride, size_t block_bytes, int64_t nb, const ActBlock* act,
-                        int64_t act_stride, float* y, int64_t ldy, int n_rows, size_t ahead);
+                        int64_t act_stride, float* y, int64_t ldy, int n_rows, Ahead ahead);
 
 // The calling thread's panel, grown once and reused by every later call (64-byte aligned).
 uint8_t* panel_buffer(size_t n_bytes);
@@ -464,11 +468,12 @@ void gemm_driver(const WeightMatrix& w, int64_t r0, int64_t r1, const ActBlock* 
     buffer = panel_buffer(bb * nb);
   }
   const size_t panel_bytes = G::kRepacked ? repacked_panel_bytes(w.type, w.cols) : 0;
-  const size_t l2_ahead = cpu_features().l2_prefetch;
-  const size_t first_pass_ahead = !G::kRepacked                    ? 0
-                                  : l2_ahead > 0                   ? l2_ahead
-                                  : n_tokens >= kPrefetchMinTokens ? kPrefetchBlocks * bb
-                                                                   : 0;
+  const CpuFeatures& cpu = cpu_features();
+  const Ahead first_pass_ahead = !G::kRepacked ? Ahead{}
+                                 : cpu.l2_prefetch > 0 && n_tokens < cpu.l2_prefetch_tokens
+                                     ? Ahead{cpu.l2_prefetch, false}
+                                 : n_tokens >= kPrefetchMinTokens ? Ahead{kPrefetchBlocks * bb, true}
+                                                                  : Ahead{};
   for (int64_t c0 = 0; c0 < n_tokens; c0 += kTokenChunk) {
     const int64_t c1 = std::min(n_tokens, c0 + kTokenChunk);
     for (int64_t p = r0; p < r1; p += kPanelRows) {
@@ -487,7 +492,7 @@ void gemm_driver(const WeightMatrix& w, int64_t r0, int64_t r1, const ActBlock* 
       for (int64_t t = c0; t < c1; t += G::kTokens) {
         const int64_t n_t = std::min<int64_t>(G::kTokens, c1 - t);
         // The first pass over a panel read in place streams it from DRAM: fetch ahead of it.
-        const size_t ahead = t == c0 ? first_pass_ahead : 0;
+        const Ahead ahead = t == c0 ? first_pass_ahead : Ahead{};
         tiles[n_t - 1](panel, 0, bb, nb, act + t, n_tokens, y + t * ldy + p, ldy, n_rows, ahead);
       }
     }
