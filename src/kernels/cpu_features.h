@@ -27,8 +27,8 @@ struct CpuFeatures {
   // x1.07-1.25 on a Xeon with AMX, AVX-512 and AVX2 alike (4 KiB and more gained less, the L1 kind
   // lost for decode). On Zen 5 6 KiB ahead gave 500m decode q4_k_m x1.63 / x1.42 (one / two
   // threads), q6_k x1.26 / x1.11, q4_0 x1.05 / x1.00, q8_0 x0.97 / x0.99, prompts x0.98-1.01; 3 KiB
-  // gained 4-11% less, 12 KiB 5-8% less. Zen 4 measured only the L1 kind, so 0 there and off Intel
-  // and Zen 5. WEFT_L2_PREFETCH=<bytes> sets it (0: Zen 4's rule).
+  // gained up to 11% less (q5_k, q4_k_m, q8_0 at one thread), 12 KiB up to 8% less. Zen 4 measured
+  // only the L1 kind, so 0 there and off Intel and Zen 5. WEFT_L2_PREFETCH=<bytes> sets it (0: Zen 4's rule).
   size_t l2_prefetch = 0;
   // Batches of this many tokens and more take Zen 4's rule instead of l2_prefetch. Zen 5 from 4: 500m
   // q4_k_m batched decode (batched-bench -npp 64 -ntg 32), 3 rounds, L2 6 KiB ahead against Zen 4's rule,
