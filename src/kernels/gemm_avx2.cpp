@@ -985,8 +985,9 @@ struct Avx2Panels : BatchesUnpacked<Avx2Unpacked<kType>, kBatchesUnpacked<kType>
   static constexpr size_t kBlockBytes = Src::kBlockBytes;
   template <int kScales, bool kMin, bool kCorr, int T>
   static constexpr TileFn tile = gemm::tile<Src, kScales, kMin, kCorr, T>;
-  // Not for a scale per 16 values (Q2_K, Q3_K, Q6_K): on the Xeon two panels' state outgrew the 16
-  // ymm registers (BM_matvec_big Q3_K 10.4 -> 8.9 G/s, Q6_K 12.7 -> 12.6).
+  // Not for a scale per 16 values (Q2_K, Q3_K, Q6_K): on the Xeon they lost or gained nothing
+  // (BM_matvec_big Q3_K 10.4 -> 8.9 G/s, Q6_K 12.7 -> 12.6), likely as two panels' state outgrows
+  // the 16 ymm registers (the code was not inspected for spills).
   template <int kScales, bool kMin, bool kCorr>
   static constexpr TileFn pair = kScales == 1 ? gemm::tile<Src, kScales, kMin, kCorr, 1, 2> : nullptr;
 };
