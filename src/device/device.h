@@ -127,8 +127,9 @@ class Device {
   // Starts a step and returns at once; devices of one group run their steps concurrently.
   virtual void submit(Step step) = 0;
   // Waits up to timeout_ms for the submitted step: true when wait() will not block (also when no
-  // step runs). Throws weft::Error naming the device when it is known to have failed (a worker
-  // gone silent), so a caller polling several devices notices a dead one while others still run.
+  // step runs: then it returns at once). Throws weft::Error naming the device when it is known to
+  // have failed (a worker gone silent, or its connection closed while idle), so a caller polling
+  // several devices notices a dead one while others still run, and an idle one between steps.
   virtual bool poll(int timeout_ms) = 0;
   // Waits for the submitted step; rethrows its failure as weft::Error naming the device.
   virtual StepResult wait() = 0;

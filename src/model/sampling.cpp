@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <utility>
 
 namespace weft::model {
 
@@ -22,9 +23,7 @@ std::vector<Candidate> penalised(const float* logits, Token vocab_begin, int32_t
                                  std::span<const Token> recent) {
   const bool off = p.repeat_penalty == 1.0f && p.presence_penalty == 0.f && p.frequency_penalty == 0.f;
   if (off || p.repeat_last_n == 0 || recent.empty()) return {};
-  if (!(p.repeat_penalty > 0.f)) fail("sampling", "repeat_penalty {} must be positive", p.repeat_penalty);
-  if (!std::isfinite(p.presence_penalty) || !std::isfinite(p.frequency_penalty))
-    fail("sampling", "presence/frequency penalty {} / {} must be finite", p.presence_penalty, p.frequency_penalty);
+  validate(p);  // the coordinator checked them before the step: this only guards other callers
   // repeat_last_n < 0: the whole of `recent` (llama.cpp's -1, "the context size").
   const size_t window = p.repeat_last_n < 0 ? recent.size() : std::min(recent.size(), size_t(p.repeat_last_n));
   std::vector<Token> ids;
@@ -58,6 +57,20 @@ std::vector<double> softmax_of(const std::vector<Candidate>& c, double temp) {
 double uniform01(std::mt19937_64& rng) { return double(rng() >> 11) * 0x1.0p-53; }
 
 }  // namespace
+
+void validate(const SamplingParams& p) {
+  for (const auto& [name, v] : {std::pair{"temperature", p.temp}, {"top_p", p.top_p}, {"min_p", p.min_p}})
+    if (std::isnan(v)) fail("sampling", "{} is NaN; it must be a number", name);
+  // Written so that NaN fails too.
+  if (!(p.repeat_penalty >= kMinRepeatPenalty && p.repeat_penalty <= kMaxRepeatPenalty))
+    fail("sampling", "repeat_penalty {} is outside {}..{} (1: off)", p.repeat_penalty, kMinRepeatPenalty,
+         kMaxRepeatPenalty);
+  for (const auto& [name, v] :
+       {std::pair{"presence_penalty", p.presence_penalty}, {"frequency_penalty", p.frequency_penalty}})
+    if (!(std::fabs(v) <= kMaxAdditivePenalty))
+      fail("sampling", "{} {} is outside -{}..{} (0: off)", name, v, kMaxAdditivePenalty, kMaxAdditivePenalty);
+  if (p.repeat_last_n < -1) fail("sampling", "repeat_last_n {} is below -1 (-1: the whole context)", p.repeat_last_n);
+}
 
 int32_t candidates_needed(const SamplingParams& p, int32_t slice_size) {
   WEFT_ASSERT(slice_size >= 0);

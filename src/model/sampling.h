@@ -37,6 +37,16 @@ struct LocalCandidates {
   std::vector<Candidate> top;  // best candidates of the slice, descending by logit (after penalty)
 };
 
+// The ranges the sampler needs, checked once where parameters enter (a request, the CLI, a step):
+// temperature, top_p and min_p are numbers (not NaN), repeat_penalty lies in
+// [kMinRepeatPenalty, kMaxRepeatPenalty] (0 would divide a logit by zero, a float under about 1e-45
+// is 0, and a tiny one divides a logit into infinity), presence and frequency penalties lie within
+// +-kMaxAdditivePenalty, repeat_last_n is -1 or more. Throws weft::Error("sampling", ...) naming the
+// parameter and its value.
+inline constexpr float kMinRepeatPenalty = 1e-6f, kMaxRepeatPenalty = 1e6f;
+inline constexpr float kMaxAdditivePenalty = 1e6f;
+void validate(const SamplingParams& p);
+
 // How many candidates each device must return for these params: 1 for greedy, top_k when set,
 // else the whole slice (exact, at the cost of moving it).
 int32_t candidates_needed(const SamplingParams& p, int32_t slice_size);

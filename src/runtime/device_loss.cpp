@@ -70,12 +70,14 @@ void Engine::recover(const Error& cause) {
       if (opt_.on_device_loss == OnDeviceLoss::Fail || !lost) throw *failure;
       ++device_losses_;
       report("lost device {}: [{}] {}", names[*lost], failure->origin(), failure->message());
-      if (opt_.devices.size() == 1)
-        throw Error(failure->origin(), failure->message() + " (no device is left to re-plan over)", failure->device(),
-                    failure->blame());
       devices_.clear();  // ends every session: the workers left accept the new ones
       drop_device(*lost);
-      if (opt_.rejoin) readmit_answering(names[*lost]);
+      // With no device left, workers lost before that answer again are the only way on: they are
+      // tried whether or not --rejoin asked for it (the one just lost waits for a later try).
+      if (opt_.rejoin || down()) readmit_answering(names[*lost]);
+      if (down())  // the engine stays down until rejoin_lost brings a worker back
+        throw Error(failure->origin(), failure->message() + " (no device is left to re-plan over)", failure->device(),
+                    failure->blame());
     } else {
       devices_.clear();
       std::this_thread::sleep_for(kBusyRetry);
@@ -116,10 +118,9 @@ void Engine::drop_device(size_t index) {
     for (size_t i = 0; i < opt_.devices.size(); ++i) opt_.ratios[i] = opt_.devices[i].threads;
   // One device needs no split (and no collectives).
   if (opt_.devices.size() == 1) opt_.mode = parallel::SplitMode::None;
-  replan();
+  if (!down()) replan();  // none left: nothing to plan until a worker rejoins
 }
 
-namespace {
 bool answers(const device::DeviceSpec& worker) {
   try {
     device::remote::probe_worker(worker.address, device::remote::coordinator_key());
@@ -128,7 +129,18 @@ bool answers(const device::DeviceSpec& worker) {
     return false;
   }
 }
-}  // namespace
+
+std::vector<std::string> Engine::lost_worker_names() const {
+  std::vector<std::string> names;
+  for (const auto& w : lost_) names.push_back(device::describe(w.spec));
+  return names;
+}
+
+std::vector<device::DeviceSpec> Engine::lost_worker_specs() const {
+  std::vector<device::DeviceSpec> specs;
+  for (const auto& w : lost_) specs.push_back(w.spec);
+  return specs;
+}
 
 size_t Engine::readmit_answering(const std::string& skip) {
   size_t back = 0;
@@ -147,6 +159,8 @@ size_t Engine::readmit_answering(const std::string& skip) {
   if (back == 0) return 0;
   if (opt_.devices.size() > 1)
     opt_.mode = mode_asked_ == parallel::SplitMode::None ? parallel::SplitMode::Tensor : mode_asked_;
+  else  // back from none to one
+    opt_.mode = parallel::SplitMode::None;
   replan();
   return back;
 }
@@ -165,6 +179,15 @@ bool Engine::rejoin_lost() {
   report_plan();
   report("rejoined in {:.0f} ms", std::chrono::duration<double, std::milli>(Clock::now() - t0).count());
   return true;
+}
+
+void Engine::check_idle_devices() {
+  for (const auto& d : devices_) try {
+      d->poll(0);  // without a step: throws only when the device is known to be gone
+    } catch (const Error& e) {
+      recover(e);
+      return;  // recover replaced every device
+    }
 }
 
 void Engine::replan_with(std::vector<double> ratios) {

@@ -27,6 +27,10 @@ std::optional<size_t> lost_device(const Error& e, std::span<const std::string> n
 // A worker that refused a session because its previous one (ours, just aborted) has not ended yet.
 bool is_worker_busy(const Error& e);
 
+// Whether a worker answers a handshake now (a probe: the session ended at once; bounded by
+// device::remote::kProbeTimeoutMs per wait). False for a device that is no worker.
+bool answers(const device::DeviceSpec& worker);
+
 // "cpu:0 (ratio 1), tcp://10.0.0.2:7070 (ratio 2)": one re-plan's devices, for the report.
 std::string describe_split(std::span<const std::string> names, std::span<const double> ratios);
 

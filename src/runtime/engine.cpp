@@ -157,11 +157,10 @@ void Engine::wait_all(std::vector<device::StepResult>& results) {
   if (echo) std::rethrow_exception(echo);
 }
 
-std::vector<SeqOutput> Engine::step_batch(std::span<const SeqStep> batch) {
-  if (batch.empty()) fail("engine", "an empty batch");
-  device::Step s;
-  std::vector<bool> busy(opt_.n_seq, false);
-  for (const SeqStep& q : batch) {
+// What one sequence of a batch asks, checked before the step runs: a SequenceError, never a step
+// that fails on the devices (which would count as their loss). Returns the tokens its slot holds.
+int32_t Engine::check_sequence(const SeqStep& q, size_t index, std::vector<bool>& busy) const {
+  try {
     const int32_t held = n_past(q.seq);
     if (busy[q.seq]) fail("engine", "sequence slot {} twice in one batch", q.seq);
     busy[q.seq] = true;
@@ -169,7 +168,22 @@ std::vector<SeqOutput> Engine::step_batch(std::span<const SeqStep> batch) {
     if (held + static_cast<int64_t>(q.tokens.size()) > opt_.n_ctx)
       fail("engine", "context is full: slot {} holds {} + {} tokens, over -c {}", q.seq, held, q.tokens.size(),
            opt_.n_ctx);
+    if (q.sample) model::validate(q.sampling);
     if (q.sample && q.sampling.temp > 0.f && !q.rng) fail("engine", "slot {}: sampling needs a generator", q.seq);
+    return held;
+  } catch (const Error& e) {
+    throw SequenceError(e, index);
+  }
+}
+
+std::vector<SeqOutput> Engine::step_batch(std::span<const SeqStep> batch) {
+  if (batch.empty()) fail("engine", "an empty batch");
+  if (down()) fail("engine", "no device is up (every one was lost; the lost workers are retried)");
+  device::Step s;
+  std::vector<bool> busy(opt_.n_seq, false);
+  for (size_t k = 0; k < batch.size(); ++k) {
+    const SeqStep& q = batch[k];
+    const int32_t held = check_sequence(q, k, busy);
     device::StepSeq d;
     d.seq = q.seq;
     d.pos0 = held;

@@ -25,6 +25,18 @@ namespace weft::runtime {
 // (see device_loss.h); Fail ends with the device's error, as before there was a choice.
 enum class OnDeviceLoss { Replan, Fail };
 
+// A step refused for what one of its sequences asked (sampling parameters the sampler cannot use,
+// a slot that cannot hold its tokens): the request's fault, found before anything ran, never a
+// device's. index: the sequence's entry in the batch, so a scheduler fails that request only.
+class SequenceError : public Error {
+ public:
+  SequenceError(const Error& e, size_t index) : Error(e), index_(index) {}
+  size_t index() const { return index_; }
+
+ private:
+  size_t index_;
+};
+
 struct EngineOptions {
   std::vector<device::DeviceSpec> devices;  // empty: one CPU device with all cores
   parallel::SplitMode mode = parallel::SplitMode::Tensor;
@@ -83,12 +95,21 @@ class Engine {
   const std::vector<std::unique_ptr<device::Device>>& devices() const { return devices_; }
   // Devices dropped so far (each re-plan drops one; see device_loss.h).
   int device_losses() const { return device_losses_; }
-  // Workers lost and not back yet.
+  // Workers lost and not back yet, and their names ("tcp://host:port").
   size_t lost_workers() const { return lost_.size(); }
+  std::vector<std::string> lost_worker_names() const;
+  std::vector<device::DeviceSpec> lost_worker_specs() const;  // to probe them elsewhere (see answers())
+  // No device is left: every one was lost (the step that lost the last one threw). Only
+  // rejoin_lost brings the engine back; until then a step is an error.
+  bool down() const { return opt_.devices.empty(); }
   // Retries the lost workers: those that answer a handshake rejoin, and the engine re-plans over
   // them and the live devices (the device-loss machinery: reload, replay). Returns whether any
-  // rejoined. `weft serve` calls it between requests; a re-plan calls it under opt.rejoin.
+  // rejoined. `weft serve` calls it at step boundaries (also while down); a re-plan calls it under
+  // opt.rejoin, and a loss that leaves no device always does.
   bool rejoin_lost();
+  // Between steps: looks for devices found dead while idle (a worker whose connection closed) and
+  // re-plans around them as a failed step would; throws as a step would when none is left.
+  void check_idle_devices();
   // -ts auto: what the load-time calibration measured and chose (empty devices otherwise).
   const Calibration& calibration() const { return calibration_; }
   // Re-plans made by --rebalance so far.
@@ -114,6 +135,7 @@ class Engine {
   void start_devices();
   void open_devices();   // start_devices' first half: creating (a worker's handshake) and checking
   void join_and_load();  // and its second: the group joined, every device loaded
+  int32_t check_sequence(const SeqStep& q, size_t index, std::vector<bool>& busy) const;
   std::vector<device::StepResult> run_step(device::Step s);
   void wait_all(std::vector<device::StepResult>& results);
   SeqOutput eval(std::span<const Token> tokens, SeqStep last);

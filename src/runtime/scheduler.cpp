@@ -1,5 +1,6 @@
 #include "runtime/scheduler.h"
 
+#include "runtime/device_loss.h"
 #include "runtime/generate.h"
 #include "runtime/text_stream.h"
 
@@ -13,6 +14,17 @@ namespace weft::runtime {
 using Clock = std::chrono::steady_clock;
 
 std::string_view finish_reason_name(FinishReason r) { return r == FinishReason::Stop ? "stop" : "length"; }
+
+std::string_view health_status_name(HealthStatus s) {
+  switch (s) {
+    case HealthStatus::Ok: return "ok";
+    case HealthStatus::Degraded: return "degraded";
+    case HealthStatus::Down: return "down";
+  }
+  return "down";
+}
+
+std::string_view device_state_name(DeviceState s) { return s == DeviceState::Up ? "up" : "lost"; }
 
 // ---- Job: the consumer's side ----
 
@@ -126,11 +138,13 @@ std::shared_ptr<Job> Scheduler::submit(JobRequest req) {
   for (Token t : req.prompt)
     if (t < 0 || t >= tok_.n_vocab())
       fail("scheduler", "token id {} is outside the vocabulary (0..{})", t, tok_.n_vocab() - 1);
+  model::validate(req.sampling);  // here, not on the devices: a bad request is no device failure
   auto job = std::make_shared<Job>();
   {
     std::lock_guard lock(mu_);
     if (failure_) throw *failure_;
     if (stop_) fail("scheduler", "the server is stopping");
+    if (down_) return nullptr;  // until a lost worker is back
     const int64_t free_slots = stats_.slots - busy_;
     if (static_cast<int64_t>(queue_.size()) >= free_slots + opt_.max_queue) return nullptr;
     queue_.push_back({job, std::move(req)});
@@ -142,6 +156,21 @@ std::shared_ptr<Job> Scheduler::submit(JobRequest req) {
 std::optional<Error> Scheduler::failure() const {
   std::lock_guard lock(mu_);
   return failure_;
+}
+
+Health Scheduler::health() const {
+  std::lock_guard lock(mu_);
+  Health h;
+  for (const auto& d : stats_.devices) h.devices.push_back({d.name, DeviceState::Up});
+  for (const auto& name : lost_names_) h.devices.push_back({name, DeviceState::Lost});
+  if (failure_ || down_) {
+    h.status = HealthStatus::Down;
+    h.error = failure_ ? failure_ : down_;
+    h.retrying = !failure_;
+  } else if (!lost_names_.empty()) {
+    h.status = HealthStatus::Degraded;
+  }
+  return h;
 }
 
 SchedulerStats Scheduler::stats() const {
@@ -176,29 +205,17 @@ void Scheduler::loop() {
   for (;;) {
     {
       std::unique_lock lock(mu_);
-      const auto ready = [&] { return stop_ || !queue_.empty() || !order_.empty(); };
-      if (engine_.lost_workers() == 0)
-        cv_.wait(lock, ready);
-      else  // wake now and then to retry them
-        cv_.wait_for(lock, kRejoinInterval, ready);
+      // Idle, it wakes now and then to look at the devices and retry lost workers.
+      cv_.wait_for(lock, kRejoinInterval, [&] { return stop_ || !queue_.empty() || !order_.empty(); });
       if (stop_) return;
     }
-    if (order_.empty()) {  // between requests: lost workers that answer again rejoin
-      try {
-        retry_lost_workers();
-      } catch (const Error& e) {
-        fail_all(e);
-        return;
-      }
-    }
-    drop_cancelled();
-    admit();
-    if (order_.empty()) continue;
     try {
-      step();
+      between_steps();
+      drop_cancelled();
+      admit();
+      if (!order_.empty()) step();
     } catch (const Error& e) {
-      fail_all(e);
-      return;
+      if (!on_engine_error(e)) return;
     } catch (const std::exception& e) {
       fail_all(Error("scheduler", e.what()));
       return;
@@ -206,15 +223,56 @@ void Scheduler::loop() {
   }
 }
 
+void Scheduler::between_steps() {
+  if (order_.empty() && !engine_.down()) {
+    const int losses = engine_.device_losses();
+    engine_.check_idle_devices();
+    if (engine_.device_losses() != losses) publish_devices();
+  }
+  retry_lost_workers();
+}
+
 void Scheduler::retry_lost_workers() {
-  if (engine_.lost_workers() == 0 || Clock::now() - last_rejoin_try_ < kRejoinInterval) return;
-  last_rejoin_try_ = Clock::now();
-  if (!engine_.rejoin_lost()) return;
-  // Shown at once (/metrics' weft_devices), not only after the next request's first step.
+  if (engine_.lost_workers() == 0) return;
+  if (!probe_.valid()) {
+    if (Clock::now() - last_rejoin_try_ < kRejoinInterval) return;
+    last_rejoin_try_ = Clock::now();
+    probe_ = std::async(std::launch::async,
+                        [lost = engine_.lost_worker_specs()] { return std::ranges::any_of(lost, answers); });
+  }
+  // Busy, the steps go on while the probe waits for its answers; idle or down, it is waited for
+  // (bounded by the probe's timeouts).
+  if (!order_.empty() && probe_.wait_for(std::chrono::seconds(0)) != std::future_status::ready) return;
+  if (!probe_.get() || !engine_.rejoin_lost()) return;
+  {
+    std::lock_guard lock(mu_);
+    down_.reset();
+  }
+  // Shown at once (/metrics' weft_devices, /health), not only after the next request's first step.
+  publish_devices();
+}
+
+bool Scheduler::on_engine_error(const Error& e) {
+  if (!engine_.down() || engine_.lost_workers() == 0) {
+    fail_all(e);
+    return false;
+  }
+  {
+    std::lock_guard lock(mu_);
+    down_ = e;
+  }
+  publish_devices();
+  fail_all(e, /*stop=*/false);
+  return true;
+}
+
+void Scheduler::publish_devices() {
   std::vector<DeviceTimes> devices = device_times(engine_);
+  std::vector<std::string> lost = engine_.lost_worker_names();
   std::lock_guard lock(mu_);
   stats_.devices = std::move(devices);
   stats_.device_losses = static_cast<uint64_t>(engine_.device_losses());
+  lost_names_ = std::move(lost);
 }
 
 // Frees the slots of cancelled jobs and forgets cancelled requests still queued.
@@ -287,7 +345,16 @@ void Scheduler::step() {
     n_prompt += static_cast<int64_t>(chunk.size());
   }
   const auto t0 = Clock::now();
-  const std::vector<SeqOutput> out = engine_.step_batch(batch);
+  std::vector<SeqOutput> out;
+  try {
+    out = engine_.step_batch(batch);
+  } catch (const SequenceError& e) {  // nothing ran: that request fails, the others step next time
+    Slot& s = *who[e.index()];
+    const std::shared_ptr<Job> job = s.job;
+    release(s);
+    job->fail(e);
+    return;
+  }
   const double seconds = std::chrono::duration<double>(Clock::now() - t0).count();
   // Counted before any job hears of its token, so a finished job's tokens are in the stats.
   record_step(seconds, n_prompt, std::ranges::count_if(batch, [](const SeqStep& b) { return b.sample; }));
@@ -327,11 +394,11 @@ void Scheduler::finish(Slot& s, FinishReason reason, std::string text) {
   job->finish(reason, text, usage);
 }
 
-void Scheduler::fail_all(const Error& e) {
+void Scheduler::fail_all(const Error& e, bool stop) {
   std::deque<Pending> queued;
   {
     std::lock_guard lock(mu_);
-    if (!failure_ && !stop_) failure_ = e;
+    if (stop && !failure_ && !stop_) failure_ = e;
     queued.swap(queue_);
   }
   for (Slot* s : std::vector<Slot*>(order_)) {
@@ -342,14 +409,12 @@ void Scheduler::fail_all(const Error& e) {
 }
 
 void Scheduler::record_step(double seconds, int64_t prompt_tokens, int64_t generated_tokens) {
-  std::vector<DeviceTimes> devices = device_times(engine_);
+  publish_devices();
   const double now = std::chrono::duration<double>(Clock::now().time_since_epoch()).count();
   std::lock_guard lock(mu_);
   ++stats_.steps;
   stats_.prompt_tokens += prompt_tokens;
   stats_.generated_tokens += generated_tokens;
-  stats_.devices = std::move(devices);
-  stats_.device_losses = static_cast<uint64_t>(engine_.device_losses());
   window_.push_back({now, seconds, prompt_tokens, generated_tokens});
   while (!window_.empty() && window_.front().at < now - kRateWindowSeconds) window_.pop_front();
 }

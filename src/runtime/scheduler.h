@@ -15,6 +15,7 @@
 #include <condition_variable>
 #include <cstdint>
 #include <deque>
+#include <future>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -95,6 +96,24 @@ struct SchedulerStats {
   uint64_t device_losses = 0;        // devices dropped and re-planned around (Engine::device_losses)
 };
 
+// What /health reports. Ok: every device is up. Degraded: serving, with some workers lost (retried).
+// Down: serving nothing: every device lost (requests are refused until a lost worker answers again),
+// or a failure that stopped the scheduler for good.
+enum class HealthStatus { Ok, Degraded, Down };
+std::string_view health_status_name(HealthStatus s);  // "ok" | "degraded" | "down"
+enum class DeviceState { Up, Lost };
+std::string_view device_state_name(DeviceState s);  // "up" | "lost"
+struct DeviceHealth {
+  std::string name;
+  DeviceState state = DeviceState::Up;
+};
+struct Health {
+  HealthStatus status = HealthStatus::Ok;
+  std::vector<DeviceHealth> devices;  // the live ones, then the lost workers
+  std::optional<Error> error;         // Down: why (the loss of the last device, or the failure)
+  bool retrying = false;              // Down: lost workers are retried (every kRejoinInterval)
+};
+
 class Scheduler {
  public:
   static constexpr double kRateWindowSeconds = 10;
@@ -105,15 +124,24 @@ class Scheduler {
   Scheduler(const Scheduler&) = delete;
   Scheduler& operator=(const Scheduler&) = delete;
 
-  // Queues a request. nullptr when every slot is busy and the queue is full. Throws weft::Error
-  // for a request no slot can hold (empty, or a prompt of n_ctx tokens or more) and, once a
-  // device has failed, that failure.
+  // Queues a request. nullptr when every slot is busy and the queue is full, or while no device is
+  // up (every one lost, the lost workers being retried): either way, retry later. Throws
+  // weft::Error for a request no slot can hold (empty, or a prompt of n_ctx tokens or more) or
+  // whose sampling parameters the sampler cannot use (model::validate), and, once the scheduler
+  // has stopped for good (see failure), that failure.
   std::shared_ptr<Job> submit(JobRequest req);
 
   int32_t n_ctx() const { return n_ctx_; }  // positions of one slot
   SchedulerStats stats() const;
-  // The device failure that stopped the scheduler, if any (it serves nothing more).
+  Health health() const;
+  // The failure that stopped the scheduler for good, if any (it serves nothing more): a device
+  // failure under --on-device-loss fail, or the last device lost with no worker to retry.
   std::optional<Error> failure() const;
+
+  // How often lost workers are probed (idle, busy or down) and an idle scheduler looks for dead
+  // devices. Busy, the probe runs beside the steps; only a worker that answered costs a step's
+  // time (its reload and the replay).
+  static constexpr std::chrono::seconds kRejoinInterval{2};
 
  private:
   struct Slot;
@@ -124,16 +152,24 @@ class Scheduler {
   void loop();
   void admit();
   void drop_cancelled();
-  // Between requests, at most every kRejoinInterval: lost workers that answer again rejoin.
+  // At a step boundary: an idle engine's dead devices are re-planned around, and at most every
+  // kRejoinInterval the lost workers are probed (beside the steps while busy); those that answer
+  // rejoin.
+  void between_steps();
   void retry_lost_workers();
-  static constexpr std::chrono::seconds kRejoinInterval{2};
   std::chrono::steady_clock::time_point last_rejoin_try_{};
+  std::future<bool> probe_;  // whether a lost worker answered (scheduler thread only)
+  // An error of the engine out of a step or a rejoin. Every device lost with workers to retry: the
+  // requests in flight fail, and the scheduler goes on, down (true). Otherwise it stops (false).
+  bool on_engine_error(const Error& e);
+  void publish_devices();  // the live devices and lost workers, for stats() and health()
   void step();
   void on_token(Slot& s, Token t);
   void release(Slot& s);
   // The request in s ends: the slot is freed (and counted free) before its client hears the end.
   void finish(Slot& s, FinishReason reason, std::string text);
-  void fail_all(const Error& e);
+  // Fails every job, running and queued; `stop`: for good (failure()).
+  void fail_all(const Error& e, bool stop = true);
   void record_step(double seconds, int64_t prompt_tokens, int64_t generated_tokens);
 
   Engine& engine_;
@@ -149,6 +185,8 @@ class Scheduler {
   int32_t busy_ = 0;
   bool stop_ = false;
   std::optional<Error> failure_;
+  std::optional<Error> down_;            // every device lost (why), while the lost workers are retried
+  std::vector<std::string> lost_names_;  // the lost workers
   SchedulerStats stats_;
   struct RateSample {
     double at, seconds;

@@ -125,6 +125,11 @@ GenerationParams parse_generation(const json& body) {
   // A negative seed (llama-server's -1) asks for a random one, like the absent field.
   const int64_t seed = integer(body, "seed", INT64_MIN, INT64_MAX, -1);
   if (seed >= 0) s.seed = static_cast<uint64_t>(seed);
+  try {  // what the ranges above let through and the sampler cannot use (a penalty that is 0 as a float)
+    model::validate(s);
+  } catch (const Error& e) {
+    reject(400, "{}", e.message());
+  }
   g.stop = stop_strings(body);
   g.stream = boolean(body, "stream", false);
   const json& so = field(body, "stream_options");

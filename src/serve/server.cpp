@@ -170,15 +170,24 @@ void Server::routes() {
   http_->Get("/", [](const httplib::Request&, httplib::Response& res) {
     res.set_content(std::string(chat_page_html()), "text/html; charset=utf-8");
   });
+  // {"status": "ok" | "degraded" | "down", "devices": [{"name", "state": "up" | "lost"}]}; down
+  // adds the error: 503 with Retry-After while lost workers are retried, 500 once it is final.
   auto health = [this](const httplib::Request&, httplib::Response& res) {
-    std::optional<Error> failure;
+    runtime::Health h;
     {
       std::lock_guard lock(mu_);
       if (!loaded_) return reply_json(res, error_body(503, "the model is loading"), 503);
-      failure = model_.scheduler->failure();
+      h = model_.scheduler->health();
     }
-    if (failure) return reply_json(res, error_body(500, failure->what()), 500);
-    reply_json(res, {{"status", "ok"}});
+    json devices = json::array();
+    for (const auto& d : h.devices)
+      devices.push_back({{"name", d.name}, {"state", runtime::device_state_name(d.state)}});
+    const int status = h.status != runtime::HealthStatus::Down ? 200 : h.retrying ? 503 : 500;
+    json body = status == 200 ? json::object() : error_body(status, h.error ? h.error->what() : "no device is up");
+    body["status"] = runtime::health_status_name(h.status);
+    body["devices"] = std::move(devices);
+    if (status == 503) res.set_header("Retry-After", "1");
+    reply_json(res, body, status);
   };
   auto models = [this](const httplib::Request&, httplib::Response& res) {
     json m = {{"id", opt_.model_name}, {"object", "model"}, {"created", 0}, {"owned_by", "weft"}};

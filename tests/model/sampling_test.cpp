@@ -125,7 +125,7 @@ TEST(Sampling, PresenceAndFrequencyPenaltiesAsLlamaCpp) {
   EXPECT_EQ(got[12], 1.f);
   EXPECT_EQ(got[14], 4.f);
   p.frequency_penalty = std::nanf("");
-  EXPECT_ERROR(local_candidates(l.data(), 10, 5, p, recent), "must be finite");
+  EXPECT_ERROR(local_candidates(l.data(), 10, 5, p, recent), "frequency_penalty nan is outside");
 }
 
 TEST(Sampling, RepeatPenaltyAsLlamaCpp) {
@@ -280,6 +280,32 @@ TEST(Sampling, RejectsEmptyAndNaN) {
   EXPECT_ERROR(sample({LocalCandidates{}}, greedy(), rng), "no candidates to sample from");
   const std::vector<float> l = {0.f, NAN};
   EXPECT_ERROR(local_candidates(l.data(), 0, 2, greedy(), {}), "logit of token 1 is NaN");
+}
+
+// The ranges the sampler needs, checked once where parameters enter: each refusal names its
+// parameter. A repeat penalty under about 1.4e-45 is 0 as a float, which the penalty divides by.
+TEST(Sampling, ValidateRefusesWhatTheSamplerCannotUse) {
+  EXPECT_NO_THROW(validate(SamplingParams{}));
+  EXPECT_NO_THROW(validate(greedy()));
+  auto with = [](auto set) {
+    SamplingParams p;
+    set(p);
+    return p;
+  };
+  EXPECT_ERROR(validate(with([](SamplingParams& p) { p.repeat_penalty = 0; })), "repeat_penalty 0 is outside");
+  EXPECT_ERROR(validate(with([](SamplingParams& p) { p.repeat_penalty = static_cast<float>(1e-46); })),
+               "repeat_penalty 0 is outside");
+  EXPECT_ERROR(validate(with([](SamplingParams& p) { p.repeat_penalty = 1e-40f; })), "repeat_penalty");
+  EXPECT_ERROR(validate(with([](SamplingParams& p) { p.repeat_penalty = NAN; })), "repeat_penalty nan");
+  EXPECT_ERROR(validate(with([](SamplingParams& p) { p.repeat_penalty = -1; })), "repeat_penalty -1");
+  EXPECT_ERROR(validate(with([](SamplingParams& p) { p.temp = NAN; })), "temperature is NaN");
+  EXPECT_ERROR(validate(with([](SamplingParams& p) { p.top_p = NAN; })), "top_p is NaN");
+  EXPECT_ERROR(validate(with([](SamplingParams& p) { p.min_p = NAN; })), "min_p is NaN");
+  EXPECT_ERROR(validate(with([](SamplingParams& p) { p.presence_penalty = INFINITY; })), "presence_penalty inf");
+  EXPECT_ERROR(validate(with([](SamplingParams& p) { p.frequency_penalty = -NAN; })), "frequency_penalty");
+  EXPECT_ERROR(validate(with([](SamplingParams& p) { p.repeat_last_n = -2; })), "repeat_last_n -2");
+  EXPECT_NO_THROW(validate(with([](SamplingParams& p) { p.repeat_penalty = kMinRepeatPenalty; })));
+  EXPECT_NO_THROW(validate(with([](SamplingParams& p) { p.repeat_last_n = -1; })));
 }
 
 }  // namespace

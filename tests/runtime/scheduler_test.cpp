@@ -247,6 +247,59 @@ TEST(Scheduler, PromptsNoSlotCanHoldAreErrors) {
   EXPECT_ERROR(s.submit(greedy({1, -1}, 4)), "token id -1");
 }
 
+// A request whose sampling parameters the sampler cannot use (repeat_penalty 0 passed the HTTP
+// range check) is refused at submission, naming the parameter; it never reaches the devices, so no
+// device counts as lost and the next request is served.
+TEST(Scheduler, UnusableSamplingIsRefusedAndNoDeviceIsLost) {
+  GeneratedModel m;
+  Engine engine(*m.file, cpu_engine_options(2, 2, 64));
+  Scheduler s(engine, *m.tok);
+  JobRequest bad = greedy(prompt_of(0), 4);
+  bad.sampling.repeat_penalty = 0;
+  EXPECT_ERROR(s.submit(bad), "repeat_penalty 0 is outside");
+  bad.sampling.repeat_penalty = NAN;
+  EXPECT_ERROR(s.submit(bad), "repeat_penalty nan");
+  const Result r = collect(*s.submit(greedy(prompt_of(1), 4)));
+  EXPECT_FALSE(r.error) << r.error->what();
+  EXPECT_EQ(r.usage.completion_tokens, 4);
+  EXPECT_FALSE(s.failure());
+  EXPECT_EQ(engine.device_losses(), 0);
+  EXPECT_EQ(engine.devices().size(), 2u);
+  EXPECT_EQ(s.health().status, HealthStatus::Ok);
+}
+
+// The engine's own check: a batch whose one sequence asks for unusable sampling fails before
+// anything runs, as that sequence's error (SequenceError names its entry), never as a device loss;
+// the same step without it runs.
+TEST(Scheduler, UnusableSamplingInABatchFailsThatSequenceOnly) {
+  GeneratedModel m;
+  Engine engine(*m.file, cpu_engine_options(2, 2, 64));
+  const std::vector<Token> a = prompt_of(0), b = prompt_of(1);
+  std::mt19937_64 rng(1);
+  std::vector<SeqStep> batch(2);
+  for (int32_t k = 0; k < 2; ++k) {
+    batch[k].seq = k;
+    batch[k].tokens = k == 0 ? a : b;
+    batch[k].sample = true;
+    batch[k].sampling.temp = 0;
+    batch[k].recent = batch[k].tokens;
+    batch[k].rng = &rng;
+  }
+  batch[1].sampling.repeat_penalty = static_cast<float>(1e-46);  // 0 as a float
+  try {
+    engine.step_batch(batch);
+    ADD_FAILURE() << "the step ran";
+  } catch (const SequenceError& e) {
+    EXPECT_EQ(e.index(), 1u);
+    EXPECT_NE(std::string(e.what()).find("repeat_penalty"), std::string::npos) << e.what();
+  }
+  EXPECT_EQ(engine.device_losses(), 0);
+  EXPECT_EQ(engine.n_past(0), 0);  // nothing ran
+  batch.pop_back();
+  EXPECT_EQ(engine.step_batch(batch).size(), 1u);
+  EXPECT_EQ(engine.devices().size(), 2u);
+}
+
 TEST(Scheduler, MoreSlotsThanABatchIsRefused) {
   GeneratedModel m;
   Engine engine(*m.file, cpu_engine_options(1, 4, 32, 2));

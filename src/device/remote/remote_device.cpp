@@ -324,8 +324,15 @@ void RemoteDevice::submit(Step step) {
 }
 
 bool RemoteDevice::poll(int timeout_ms) {
+  if (!in_step_) {  // idle: a worker says nothing between steps, so anything readable is its end
+    if (ch_.valid() && ch_.socket().readable(0))
+      guarded("idle", [&] {
+        const net::Frame f = ch_.recv(1000, 1000);  // its closing (throws) or its Error frame
+        net::check_frame(f, MsgType::Heartbeat, name());
+      });
+    return true;
+  }
   return guarded("step", [&] {
-    if (!in_step_) return true;
     if (!ch_.valid()) fail("net", "the connection is closed");  // after abort(), or an earlier failure
     if (probe()) return true;
     return ch_.socket().readable(timeout_ms) && probe();
