@@ -201,11 +201,11 @@ constexpr int decode_rows_together() {
 }
 
 template <class V>
-WEFT_SIMD_TARGET inline V load_cache(const float* p) {
+WEFT_SIMD_INLINE V load_cache(const float* p) {
   return V::load(p);
 }
 template <class V>
-WEFT_SIMD_TARGET inline V load_cache(const uint16_t* p) {
+WEFT_SIMD_INLINE V load_cache(const uint16_t* p) {
   return V::load_f16(p);
 }
 

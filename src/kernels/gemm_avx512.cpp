@@ -600,7 +600,7 @@ struct Avx512Gemm {
 struct Q6KPanelBlock : RepackedLayout<DType::Q6_K> {
   struct Super {
     __m512 d;
-    WEFT_TARGET_AVX512 static Super read(const uint8_t* head) { return {fp16_vector(head)}; }
+    WEFT_TARGET_AVX512 WEFT_ALWAYS_INLINE static Super read(const uint8_t* head) { return {fp16_vector(head)}; }
   };
   WEFT_TARGET_AVX512 static __m512i group(const uint8_t* pb, int g) {
     const __m512i high = _mm512_loadu_si512(pb + top_bits(g / 4));

@@ -63,3 +63,8 @@ inline int32_t load_i32(const void* p) {
 #define WEFT_TARGET_AVX_VNNI __attribute__((target("avxvnni,avx2,fma,f16c")))
 // For small helpers that must inline into their callers (one instruction or a few).
 #define WEFT_ALWAYS_INLINE inline __attribute__((always_inline))
+// Every function that returns a struct of one vector (F32x8 {__m256}, F32x16 {__m512}) must inline:
+// GCC 12 compiles such a function, when it has a target attribute and stays out of line, with a
+// vzeroupper between setting ymm0 / zmm0 and ret, which zeroes all lanes above the lowest 128 bits
+// of the result (bench/results.md, "GCC 12 and vector returns"). WEFT_SIMD_TARGET is the file's ISA.
+#define WEFT_SIMD_INLINE WEFT_SIMD_TARGET WEFT_ALWAYS_INLINE

@@ -10,6 +10,7 @@
 #pragma once
 
 #include "core/fp16.h"
+#include "kernels/isa.h"
 #include "kernels/ops.h"
 
 #include <algorithm>
@@ -36,7 +37,7 @@ namespace simd {
 // 2^n applied by mul_pow2 (as two factors, so that n up to +-150 neither wraps the exponent field
 // nor needs a special case): large x overflows to inf, very negative x to 0.
 template <class V>
-WEFT_SIMD_TARGET inline V exp(V x) {
+WEFT_SIMD_INLINE V exp(V x) {
   x = min(max(x, V::set1(-104.0f)), V::set1(89.0f));
   const V n = round(x * V::set1(1.44269504088896341f));
   // ln2 split in a high part exact in float and a low correction (Cody-Waite).
