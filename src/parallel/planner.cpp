@@ -21,14 +21,21 @@ using Kind = WeightSlice::Kind;
 std::vector<double> normalise(const std::vector<double>& ratios) {
   if (ratios.empty() || static_cast<int>(ratios.size()) > kMaxDevices)
     fail("plan", "need 1..{} devices, got {}", kMaxDevices, ratios.size());
-  double total = 0;
+  double top = 0;
   for (double r : ratios) {
     if (!(r >= 0) || !std::isfinite(r)) fail("plan", "split ratio {} is not a finite number >= 0", r);
-    total += r;
+    top = std::max(top, r);
   }
-  if (total <= 0) fail("plan", "split ratios sum to 0: at least one device must get work");
+  if (top <= 0) fail("plan", "split ratios sum to 0: at least one device must get work");
+  // Ratios are relative: where their sum overflows (1e308 + 1e308), they are scaled by the largest.
+  double scale = 1, total = std::accumulate(ratios.begin(), ratios.end(), 0.0);
+  if (!std::isfinite(total)) {
+    scale = top;
+    total = 0;
+    for (double r : ratios) total += r / scale;
+  }
   std::vector<double> out;
-  for (double r : ratios) out.push_back(r / total);
+  for (double r : ratios) out.push_back(r / scale / total);
   return out;
 }
 

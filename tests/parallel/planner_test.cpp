@@ -217,6 +217,15 @@ TEST(Planner, RejectsBadRatios) {
   EXPECT_ERROR(plan_tensor(g, w, std::vector<double>(17, 1.0)), "devices, got 17");
 }
 
+TEST(Planner, HugeRatiosAreRelativeNotAnOverflow) {
+  // 1e308 + 1e308 overflows a double: the shares are still one half each.
+  const auto g = model::build_llama_graph(config(kStories));
+  const auto w = weights(g, DType::F32);
+  const auto huge = plan_tensor(g, w, {1e308, 1e308}), even = plan_tensor(g, w, {1, 1});
+  EXPECT_EQ(huge.ratios, even.ratios);
+  EXPECT_EQ(huge.devices[0].kv_values_per_token, even.devices[0].kv_values_per_token);
+}
+
 TEST(Planner, RejectsWeightsOfTheWrongShape) {
   const auto g = model::build_llama_graph(config(kStories));
   auto w = weights(g, DType::F32);
