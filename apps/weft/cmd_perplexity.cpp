@@ -3,14 +3,13 @@
 #include "apps/weft/commands.h"
 #include "apps/weft/model_options.h"
 #include "core/error.h"
+#include "core/text_file.h"
 #include "runtime/perplexity.h"
 #include "tokenizer/tokenizer.h"
 
 #include <chrono>
 #include <cstdio>
-#include <fstream>
 #include <memory>
-#include <sstream>
 
 namespace weft::cli {
 
@@ -28,13 +27,10 @@ Action add_perplexity(CLI::App& app) {
   cmd->add_option("-f,--file", a->file, "text file")->required();
   cmd->add_option("--chunks", a->chunks, "evaluate at most this many chunks (default: all)");
   return [a] {
-    std::ifstream in(a->file, std::ios::binary);
-    if (!in) fail("cli", "-f {}: cannot open", a->file);
-    std::stringstream text;
-    text << in.rdbuf();
+    const std::string text = weft::read_text_file(a->file, "-f");  // as is: no newline stripped
     auto f = gguf::File::open(a->m.model);
     auto tok = tokenizer::Tokenizer::from_gguf(*f);
-    const std::vector<Token> tokens = tok->encode(text.str(), /*add_special=*/true);
+    const std::vector<Token> tokens = tok->encode(text, /*add_special=*/true);
     if (a->m.ctx <= 0) fail("cli", "perplexity needs a context size (-c > 0)");
 
     runtime::EngineOptions eo = a->m.engine_options();

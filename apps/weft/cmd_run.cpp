@@ -9,6 +9,7 @@
 #include "core/error.h"
 #include "core/progress.h"
 #include "kernels/cpu_features.h"
+#include "model/sampling.h"
 #include "runtime/generate.h"
 
 #include <fmt/format.h>
@@ -88,8 +89,9 @@ void settle(RunArgs& a, bool chat_command) {
   if (a.no_conversation) a.conversation = false;
   if (a.conversation) a.interactive = true;
   if (a.json && a.interactive) fail("cli", "--json prints one generation; it does not go with -cnv or -i");
-  if (!a.interactive && a.prompt.empty() && a.prompt_file.empty())
+  if (!a.interactive && !a.prompt_given && a.prompt_file.empty())
     fail("cli", "no prompt: give one with -p or -f, or talk to the model with -cnv (weft chat) or -i");
+  model::validate(a.sampling);
 }
 
 void note_ignored(const RunArgs& a) {
@@ -134,12 +136,13 @@ void add_flags(CLI::App& cmd, RunArgs& a) {
                  "-1)")
       ->check(CLI::Range(-1, 1 << 20));
   auto& s = a.sampling;
-  cmd.add_option("--temp,--temperature", s.temp, "temperature (0: greedy)")->check(CLI::Range(0.0, 100.0));
+  cmd.add_option("--temp,--temperature", s.temp, "temperature (0: greedy)")->check(number_range(0.0, 100.0));
   cmd.add_option("--seed,-s", s.seed, "RNG seed (default: random)");
   cmd.add_option("--top-k", s.top_k, "top-k (0: off)")->check(CLI::Range(0, 1 << 24));
-  cmd.add_option("--top-p", s.top_p, "top-p (1: off)")->check(CLI::Range(0.0, 1.0));
-  cmd.add_option("--min-p", s.min_p, "min-p (0: off)")->check(CLI::Range(0.0, 1.0));
-  cmd.add_option("--repeat-penalty", s.repeat_penalty, "repetition penalty (1: off)")->check(CLI::Range(0.0, 100.0));
+  cmd.add_option("--top-p", s.top_p, "top-p (1: off)")->check(number_range(0.0, 1.0));
+  cmd.add_option("--min-p", s.min_p, "min-p (0: off)")->check(number_range(0.0, 1.0));
+  cmd.add_option("--repeat-penalty", s.repeat_penalty, "repetition penalty (1: off)")
+      ->check(number_range(model::kMinRepeatPenalty, 100.0));
   cmd.add_option("--repeat-last-n", s.repeat_last_n, "tokens the penalty looks back")->check(CLI::Range(0, 1 << 20));
   cmd.add_flag("--json", a.json, "print one JSON object (ids, text, timings) instead of the text");
   cmd.add_flag("--profile", a.profile, "print time per op kind and collective wait per device");
@@ -171,6 +174,7 @@ Action add_command(CLI::App& app, const char* name, const char* what, bool chat_
   add_flags(*cmd, *a);
   return [a, cmd, chat_command] {
     a->n_predict_given = cmd->get_option("--n-predict")->count() > 0;
+    a->prompt_given = cmd->get_option("--prompt")->count() > 0;  // -p '' is an empty prompt
     return run(*a, chat_command);
   };
 }

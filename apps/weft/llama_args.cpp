@@ -135,7 +135,9 @@ std::vector<std::string> normalize_llama_args(const CLI::App& app, std::vector<s
       const bool optional = !required && opt->get_type_size_max() > 0 && opt->get_expected_max() >= 1;
       if (required || (optional && !next.empty() && next[0] != '-')) {
         // Value and flag as one "--long=value" word, so a value starting with '-' stays a value.
-        if (opt->get_lnames().empty()) {
+        // CLI11 reads "--long=" as no value and takes the next word: an empty value stays a word of
+        // its own, which it reads as the empty string.
+        if (opt->get_lnames().empty() || next.empty()) {
           out.push_back(std::move(a));
           out.push_back(next);
         } else {
@@ -148,6 +150,17 @@ std::vector<std::string> normalize_llama_args(const CLI::App& app, std::vector<s
     out.push_back(std::move(a));
   }
   return out;
+}
+
+CLI::Validator number_range(double lo, double hi) {
+  return CLI::Validator(
+      [lo, hi](std::string& text) {
+        double v = 0;
+        if (!CLI::detail::lexical_cast(text, v)) return fmt::format("'{}' is not a number", text);
+        if (!(v >= lo && v <= hi)) return fmt::format("{} is not a number in [{:g} - {:g}]", text, lo, hi);
+        return std::string();
+      },
+      fmt::format("NUMBER in [{:g} - {:g}]", lo, hi));
 }
 
 std::string process_escapes(const std::string& s) {

@@ -20,6 +20,10 @@ std::vector<std::string> normalize_llama_args(const CLI::App& app, std::vector<s
 // backslash pair is kept as written.
 std::string process_escapes(const std::string& s);
 
+// CLI::Range for a real number that also refuses NaN (which compares false with every bound, so
+// CLI::Range lets it through).
+CLI::Validator number_range(double lo, double hi);
+
 // The flag of `names` closest to `flag` by edit distance ("" when names is empty).
 std::string closest_flag(const std::string& flag, const std::vector<std::string>& names);
 

@@ -1,5 +1,7 @@
 #include "apps/weft/model_options.h"
 
+#include "apps/weft/llama_args.h"
+
 #include "core/error.h"
 #include "core/progress.h"
 #include "core/thread_pool.h"
@@ -33,10 +35,10 @@ void ModelOptions::add_to(CLI::App& cmd, bool with_ctx) {
       ->check(CLI::Range(1, 1 << 20))
       ->group("");
   cmd.add_option("--rebalance-lag", rebalance_policy.lag, "least lag of the slowest device")
-      ->check(CLI::Range(0.0, 1e6))
+      ->check(number_range(0.0, 1e6))
       ->group("");
   cmd.add_option("--rebalance-min-change", rebalance_policy.min_change, "least change of a share to re-plan")
-      ->check(CLI::Range(0.0, 1.0))
+      ->check(number_range(0.0, 1.0))
       ->group("");
   cmd.add_option("--moe-split", moe_split,
                  "how a tensor split cuts a mixture of experts: auto | tensor (rows of every expert) | expert (whole "

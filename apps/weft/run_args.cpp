@@ -1,11 +1,9 @@
 #include "apps/weft/run_args.h"
 
 #include "core/error.h"
+#include "core/text_file.h"
 
 #include <unistd.h>
-
-#include <fstream>
-#include <sstream>
 
 namespace weft::cli {
 
@@ -20,11 +18,7 @@ void write_out(std::string_view s) {
 }
 
 std::string read_text_file(const std::string& path, const char* flag) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) fail("cli", "{} {}: cannot read the file", flag, path);
-  std::ostringstream text;
-  text << in.rdbuf();
-  std::string s = text.str();
+  std::string s = weft::read_text_file(path, flag);
   if (!s.empty() && s.back() == '\n') s.pop_back();
   return s;
 }

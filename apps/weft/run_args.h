@@ -18,6 +18,7 @@ struct RunArgs {
   std::string prompt_file;  // -f: the prompt from a file (its last newline dropped, as llama.cpp does)
   int n_predict = 128;      // -n; -1: until end of generation or a full context
   bool n_predict_given = false;
+  bool prompt_given = false;  // -p, even empty
   model::SamplingParams sampling;
   bool json = false;
   bool profile = false;

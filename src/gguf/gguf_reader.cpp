@@ -301,7 +301,9 @@ std::unique_ptr<File> File::open(const std::string& path) {
 }
 
 std::unique_ptr<File> File::open_one(const std::string& path) {
-  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  // O_NONBLOCK: a FIFO given as the model would otherwise wait for a writer forever (a regular
+  // file, the only kind accepted below, ignores it).
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
   if (fd < 0) fail("gguf", "{}: cannot open: {}", path, std::strerror(errno));
   struct stat st {};
   if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {

@@ -5,6 +5,9 @@
 
 #include <gtest/gtest.h>
 
+#include <sys/stat.h>
+#include <unistd.h>
+
 #include <filesystem>
 #include <fstream>
 #include <string>
@@ -75,9 +78,45 @@ TEST(LlamaFlags, PromptFromAFile) {
   EXPECT_EQ(r.out, "from a file");
   r = run(greedy("-f /nonexistent/prompt.txt -n 1"), true);
   EXPECT_EQ(r.code, 1);
-  EXPECT_TRUE(has(r.out, "-f /nonexistent/prompt.txt: cannot read the file")) << r.out;
+  EXPECT_TRUE(has(r.out, "-f /nonexistent/prompt.txt: cannot open")) << r.out;
   r = run(greedy("-f " + path.string() + " -p hi -n 1"), true);
   EXPECT_NE(r.code, 0) << "-p and -f together";
+}
+
+TEST(LlamaFlags, AnEmptyValueIsAnEmptyStringNotTheNextFlag) {
+  // -p '' once took "--n-predict=4" as the prompt and generated 128 tokens.
+  auto r = run(greedy("-p '' -n 2 --json"));
+  EXPECT_EQ(r.code, 0) << r.out;
+  EXPECT_TRUE(has(r.out, "\"prompt\":\"\"")) << r.out;
+  EXPECT_TRUE(has(r.out, "\"prompt_ids\":[1]")) << r.out;  // BOS alone
+  EXPECT_TRUE(has(r.out, "\"generated_ids\":[")) << r.out;
+  EXPECT_FALSE(has(r.out, "n-predict")) << r.out;
+  r = run("tokenize -m " + tiny_model() + " -p ''", true);
+  EXPECT_EQ(r.code, 0) << r.out;
+}
+
+TEST(LlamaFlags, FilesThatAreNotFilesAndNumbersThatAreNotNumbers) {
+  const std::string dir = testing::TempDir();
+  // A directory, a device that never ends, a FIFO nobody writes: each a clear error, no wait.
+  for (const std::string& f : {dir, std::string("/dev/zero")}) {
+    const auto r = run(greedy("-f " + f + " -n 1"), true);
+    EXPECT_EQ(r.code, 1) << f << ": " << r.out;
+    EXPECT_TRUE(has(r.out, "[cli] -f " + f)) << r.out;
+  }
+  const auto fifo = std::filesystem::path(dir) / ("weft_fifo_" + std::to_string(::getpid()));
+  std::filesystem::remove(fifo);
+  ASSERT_EQ(::mkfifo(fifo.c_str(), 0600), 0);
+  auto r = run("run -m " + fifo.string() + " -p hi -n 1", true);  // waited for a writer forever
+  EXPECT_EQ(r.code, 1) << r.out;
+  EXPECT_TRUE(has(r.out, "not a regular file")) << r.out;
+  std::filesystem::remove(fifo);
+  // NaN passes a range check written as "v < lo || v > hi"; 0 and 1e-46 (0 as a float) divide logits by 0.
+  for (const std::string flags : {"--temp nan", "--top-p nan", "--min-p nan", "--repeat-penalty 0",
+                                  "--repeat-penalty 1e-46", "--repeat-penalty nan"}) {
+    r = run(greedy("-p hi -n 1 " + flags), true);
+    EXPECT_NE(r.code, 0) << flags << ": " << r.out;
+    EXPECT_LT(r.code, 128) << flags << ": " << r.out;
+  }
 }
 
 TEST(LlamaFlags, NMinusOneGoesOnUntilTheContextIsFull) {
