@@ -9,11 +9,15 @@
 #include <openssl/hmac.h>
 #include <openssl/rand.h>
 
+#include <sys/socket.h>
 #include <sys/stat.h>
 
+#include <algorithm>
+#include <array>
 #include <chrono>
 #include <fstream>
 #include <iterator>
+#include <thread>
 
 namespace weft::net {
 namespace {
@@ -168,6 +172,37 @@ SessionMac client_handshake(Socket& s, const std::vector<uint8_t>& key, Version 
   if (!key.empty() && !same(proof(key, "weft-worker", nw, nc), welcome.payload))
     fail("net", "{}: worker failed authentication (different key)", s.peer());
   return key.empty() ? SessionMac() : SessionMac(key, nc, nw, Role::Coordinator);
+}
+
+void refuse_busy(Socket& s, const std::string& why) {
+  try {
+    send_frame(s, MsgType::Error, error_payload(Error(kBusyOrigin, why)), 100);
+  } catch (const Error&) {  // the peer is gone (or an idle flood's peer never reads): nothing to tell
+  }
+  // Closed gently: a close with the hello still unread would reset the connection, and the peer
+  // could lose the refusal with it. FIN after the frame, what has arrived read and dropped.
+  ::shutdown(s.fd(), SHUT_WR);
+  std::array<uint8_t, kHandshakeMaxPayload> drop;
+  while (::recv(s.fd(), drop.data(), drop.size(), MSG_DONTWAIT) > 0) {
+  }
+  s.close();
+}
+
+bool is_busy(const Error& e) { return e.origin() == kBusyOrigin; }
+
+Connected connect_worker(const HostPort& address, const std::vector<uint8_t>& key, int timeout_ms,
+                         int handshake_timeout_ms) {
+  const auto deadline = Clock::now() + std::chrono::milliseconds(timeout_ms);
+  for (int backoff_ms = kBusyRetryMs;; backoff_ms = std::min(2 * backoff_ms, kBusyRetryMaxMs)) {
+    try {
+      Connected c{connect_tcp(address, ms_left(deadline)), {}};
+      c.mac = client_handshake(c.socket, key, {}, handshake_timeout_ms);
+      return c;
+    } catch (const Error& e) {
+      if (!is_busy(e) || Clock::now() + std::chrono::milliseconds(backoff_ms) >= deadline) throw;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(backoff_ms));
+  }
 }
 
 SessionMac server_handshake(Socket& s, const std::vector<uint8_t>& key, int timeout_ms,

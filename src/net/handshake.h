@@ -5,6 +5,7 @@
 // the handshake's own small types (frame.h, Phase::Handshake).
 #pragma once
 
+#include "core/error.h"
 #include "net/session_mac.h"
 #include "net/socket.h"
 
@@ -24,8 +25,11 @@ inline constexpr uint32_t kHelloMagic = 0x54464557;  // "WEFT" little-endian
 // 5: a step carries several sequences in KV slots (continuous batching).
 // 6: a step's sequences may ask for scored rows (perplexity), its results carry their terms.
 // 7: mixture of experts: expert ranges in weight slices and nodes, expert counts in the dims.
+// 9.1: a worker at its handshake capacity answers a connection with one Error frame of origin
+//      kBusyOrigin (no new frame: a 9.0 coordinator reports it as the error it is) and closes it;
+//      a 9.1 coordinator connects again (connect_worker).
 inline constexpr uint16_t kProtocolMajor = 9;
-inline constexpr uint16_t kProtocolMinor = 0;
+inline constexpr uint16_t kProtocolMinor = 1;
 inline constexpr size_t kNonceBytes = 32;
 inline constexpr size_t kMinKeyBytes = 16;
 inline constexpr int kHandshakeTimeoutMs = 10000;
@@ -51,5 +55,24 @@ SessionMac client_handshake(Socket& s, const std::vector<uint8_t>& key, Version 
 // one Error frame, then this throws.
 SessionMac server_handshake(Socket& s, const std::vector<uint8_t>& key, int timeout_ms = kHandshakeTimeoutMs,
                             const std::function<std::string()>& admit = {});
+
+// Worker side, instead of a handshake: tells the peer the worker is too busy to start one now (an
+// Error frame of origin kBusyOrigin, `why` its text), then closes the connection. Bounded by a
+// short send timeout; never throws.
+inline constexpr const char* kBusyOrigin = "busy";
+void refuse_busy(Socket& s, const std::string& why);
+// Whether e is that refusal, as client_handshake throws it.
+bool is_busy(const Error& e);
+
+// Coordinator side: connect_tcp, then client_handshake (each wait bounded by handshake_timeout_ms),
+// tried again while the worker refuses as busy (refuse_busy), after kBusyRetryMs, doubling up to
+// kBusyRetryMaxMs, until timeout_ms has passed since the first try; then its last refusal.
+inline constexpr int kBusyRetryMs = 50, kBusyRetryMaxMs = 800;
+struct Connected {
+  Socket socket;
+  SessionMac mac;
+};
+Connected connect_worker(const HostPort& address, const std::vector<uint8_t>& key, int timeout_ms,
+                         int handshake_timeout_ms = kHandshakeTimeoutMs);
 
 }  // namespace weft::net

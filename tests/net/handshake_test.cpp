@@ -10,6 +10,7 @@
 
 #include <sys/stat.h>
 
+#include <atomic>
 #include <future>
 
 namespace weft::net {
@@ -92,6 +93,46 @@ TEST(Handshake, APeerThatIsNoWeftWorkerIsNamedSo) {
                                                : "not a weft worker: it closed the connection instead of answering");
     server.get();
   }
+}
+
+// A worker at its handshake capacity refuses `busy` connections (refuse_busy, at once, without
+// reading the hello), then handshakes: connect_worker tries again and gets in, within its timeout.
+TEST(Handshake, BusyWorkerIsTriedAgainUntilItHasRoom) {
+  Listener l({"127.0.0.1", 0});
+  constexpr int kRefusals = 3;
+  auto server = std::async(std::launch::async, [&] {
+    for (int i = 0; i < kRefusals; ++i) {
+      Socket s = l.accept(3000);
+      refuse_busy(s, "worker busy: testing");
+    }
+    Socket s = l.accept(3000);
+    server_handshake(s, {});
+  });
+  Connected c = connect_worker({"127.0.0.1", l.port()}, {}, 3000);
+  EXPECT_TRUE(c.socket.valid());
+  server.get();
+}
+
+// Busy past the timeout: the refusal itself is reported (a weft worker, busy: never "not a weft
+// worker"), and it is recognised as busy.
+TEST(Handshake, BusyPastTheTimeoutIsReportedAsBusy) {
+  Listener l({"127.0.0.1", 0});
+  std::atomic<bool> done{false};
+  auto server = std::async(std::launch::async, [&] {
+    while (!done) {
+      Socket s = l.accept(100);
+      if (s.valid()) refuse_busy(s, "worker busy: 64 connections in their handshake");
+    }
+  });
+  try {
+    connect_worker({"127.0.0.1", l.port()}, {}, 300);
+    ADD_FAILURE() << "connected to a worker that is always busy";
+  } catch (const Error& e) {
+    EXPECT_TRUE(is_busy(e)) << e.what();
+    EXPECT_NE(std::string(e.what()).find("worker busy: 64 connections"), std::string::npos) << e.what();
+  }
+  done = true;
+  server.get();
 }
 
 void write_file(const std::string& path, const char* text, mode_t mode) {

@@ -138,9 +138,8 @@ std::vector<uint8_t> coordinator_key() {
 RemoteDevice::RemoteDevice(const std::string& address, int threads, const std::vector<uint8_t>& key)
     : address_(address), threads_(threads), key_(key) {
   guarded("connect", [&] {
-    net::Socket s = net::connect_tcp(net::parse_host_port(address), kConnectTimeoutMs);
-    net::SessionMac mac = net::client_handshake(s, key);
-    ch_ = net::Channel(std::move(s), std::move(mac));
+    net::Connected c = net::connect_worker(net::parse_host_port(address), key, kConnectTimeoutMs);
+    ch_ = net::Channel(std::move(c.socket), std::move(c.mac));
   });
 }
 

@@ -12,9 +12,8 @@ void probe_worker(const std::string& address, const std::vector<uint8_t>& key, i
   const std::string name = "tcp://" + address;
   net::Channel ch;
   try {
-    net::Socket s = net::connect_tcp(net::parse_host_port(address), timeout_ms);
-    net::SessionMac mac = net::client_handshake(s, key, {}, timeout_ms);
-    ch = net::Channel(std::move(s), std::move(mac));
+    net::Connected c = net::connect_worker(net::parse_host_port(address), key, timeout_ms, timeout_ms);
+    ch = net::Channel(std::move(c.socket), std::move(c.mac));
     ch.send(net::MsgType::Bye, {}, timeout_ms);
   } catch (const Error& e) {
     throw e.on_device(name);

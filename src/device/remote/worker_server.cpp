@@ -25,6 +25,13 @@ using net::MsgType;
 constexpr int kBodyTimeoutMs = 60000;  // once a frame has started, the rest must follow
 constexpr int kBusyGraceMs = 500;      // how long a new coordinator waits for an ending session's slot
 
+// "tcp://10.0.0.2:51234" -> "10.0.0.2": the address handshakes are counted by.
+std::string peer_host(const std::string& peer) {
+  const size_t begin = peer.find("://") == std::string::npos ? 0 : peer.find("://") + 3;
+  const size_t colon = peer.rfind(':');
+  return peer.substr(begin, colon == std::string::npos || colon < begin ? std::string::npos : colon - begin);
+}
+
 void send_error(net::Channel& ch, const Error& e) {
   try {
     ch.send(MsgType::Error, net::error_payload(e), 1000);
@@ -270,10 +277,22 @@ void WorkerServer::serve(int max_sessions) {
     }
     net::Socket s = listener_.accept(200);
     if (!s.valid()) continue;
-    std::lock_guard lock(mu_);
-    if (handshakes_ >= opt_.max_handshakes) continue;  // closed at once: a flood cannot queue up threads
-    ++threads_, ++handshakes_;
-    std::thread([this, s = std::move(s)]() mutable { connection(std::move(s)); }).detach();
+    std::string refused;
+    {
+      std::lock_guard lock(mu_);
+      const std::string host = peer_host(s.peer());
+      const int from_host = handshakes_from_.contains(host) ? handshakes_from_[host] : 0;
+      if (handshakes_ >= opt_.max_handshakes || from_host >= opt_.max_handshakes_per_host) {
+        refused = fmt::format("worker busy: {} connections in their handshake ({} from {}); try again", handshakes_,
+                              from_host, host);
+      } else {
+        ++threads_, ++handshakes_, ++handshakes_from_[host];
+        std::thread([this, s = std::move(s)]() mutable { connection(std::move(s)); }).detach();
+        continue;
+      }
+    }
+    // Answered here, without a thread: a flood cannot queue up threads.
+    net::refuse_busy(s, refused);
   }
   std::unique_lock lock(mu_);
   cv_.wait(lock, [&] { return threads_ == 0; });  // the detached threads use this object
@@ -307,6 +326,7 @@ void WorkerServer::connection(net::Socket s) {
   {
     std::lock_guard lock(mu_);
     --handshakes_;
+    if (const std::string host = peer_host(s.peer()); --handshakes_from_[host] == 0) handshakes_from_.erase(host);
   }
   if (ok && took) {
     net::Channel ch(std::move(s), std::move(mac));
