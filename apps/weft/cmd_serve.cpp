@@ -11,9 +11,18 @@
 #include "runtime/scheduler.h"
 #include "serve/server.h"
 
+#include <pthread.h>
+
 #include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <csignal>
 #include <cstdio>
+#include <cstdlib>
+#include <ctime>
 #include <memory>
+#include <thread>
+#include <vector>
 
 namespace weft::cli {
 namespace {
@@ -28,6 +37,50 @@ struct ServeArgs {
   std::string chat_template;
   std::string alias;
   size_t max_body_bytes = 8u << 20;
+  std::vector<std::string> cors_origins;
+};
+
+// How long SIGTERM / SIGINT lets the requests in progress finish before the rest end with an error.
+constexpr std::chrono::seconds kShutdownGrace{10};
+
+// Takes SIGTERM and SIGINT on a thread of its own (blocked in every other thread: construct it
+// before any thread starts) and shuts the server down gracefully; before the model has loaded
+// there is nothing to finish, so it exits at once.
+class SignalWatch {
+ public:
+  explicit SignalWatch(serve::Server*& server) : server_(server) {
+    sigemptyset(&set_);
+    sigaddset(&set_, SIGTERM);
+    sigaddset(&set_, SIGINT);
+    pthread_sigmask(SIG_BLOCK, &set_, nullptr);
+    thread_ = std::thread([this] { run(); });
+  }
+  ~SignalWatch() { join(); }
+  // Returns once a shutdown it began has finished.
+  void join() {
+    done_ = true;
+    if (thread_.joinable()) thread_.join();
+  }
+  void ready() { ready_ = true; }
+
+ private:
+  void run() {
+    const timespec poll{0, 100'000'000};
+    while (!done_) {
+      const int sig = sigtimedwait(&set_, nullptr, &poll);
+      if (sig <= 0) continue;
+      if (!ready_ || !server_) std::_Exit(128 + sig);
+      std::fprintf(stderr, "weft serve: %s: finishing the requests in progress (up to %lld s)\n", strsignal(sig),
+                   static_cast<long long>(kShutdownGrace.count()));
+      server_->shutdown(kShutdownGrace);
+      return;
+    }
+  }
+
+  serve::Server*& server_;
+  sigset_t set_;
+  std::atomic<bool> done_{false}, ready_{false};
+  std::thread thread_;
 };
 
 std::string file_stem(const std::string& path) {
@@ -38,6 +91,8 @@ std::string file_stem(const std::string& path) {
 }
 
 int serve(const ServeArgs& a) {
+  serve::Server* running = nullptr;
+  SignalWatch signals(running);
   auto file = gguf::File::open(a.model.model);
   auto tok = tokenizer::Tokenizer::from_gguf(*file);
   const auto tmpl = chat::Template::resolve(*file, a.chat_template);
@@ -61,8 +116,10 @@ int serve(const ServeArgs& a) {
   so.max_body_bytes = a.max_body_bytes;
   so.slots = a.slots;
   so.max_queue = a.max_queue;
+  so.cors_origins = a.cors_origins;
   serve::Server server(so);
   server.start();
+  running = &server;
   std::printf("weft serve: listening on %s\n", server.url().c_str());
   std::fflush(stdout);
 
@@ -72,7 +129,9 @@ int serve(const ServeArgs& a) {
   std::fprintf(stderr, "weft serve: %s ready: %d slots of %d positions, %zu devices (split %s), chat template %s\n",
                so.model_name.c_str(), a.slots, eo.n_ctx, engine.devices().size(),
                std::string(parallel::split_mode_name(engine.plan().mode)).c_str(), std::string(tmpl.name()).c_str());
-  server.wait();
+  signals.ready();
+  server.wait();  // until a signal's shutdown stops it
+  signals.join();
   server.stop();  // before the scheduler and engine it serves from go
   return 0;
 }
@@ -96,6 +155,9 @@ Action add_serve(CLI::App& app) {
       ->capture_default_str();
   cmd->add_option("--api-key", a->api_key, "key clients send as 'Authorization: Bearer KEY'");
   cmd->add_option("--api-key-file", a->api_key_file, "the API key from a file only its owner can read (chmod 600)");
+  cmd->add_option("--cors-origin", a->cors_origins,
+                  "origin of a web page allowed to call the server besides its own (repeatable; '*': any, only "
+                  "with an API key)");
   cmd->add_option(
       "--chat-template", a->chat_template,
       "chat template: a name (" + chat::template_names() + ") or a template's text (default: the model's own)");

@@ -1,21 +1,25 @@
 // Notices a client that went away while its request waits for the model, so its slot is freed
-// instead of generating for nobody. httplib 0.11 gives a handler no handle on its connection, so
-// the watch finds the connection's socket by its two addresses (the ones the Request carries).
+// instead of generating for nobody. A client that has only shut its sending side (it waits for
+// the reply) looks the same as one that closed, until something is sent: so the watch then sends
+// an interim "100 Continue", which HTTP/1.1 clients skip, and a closed client's host answers
+// with a reset.
 #pragma once
-
-#include <string>
 
 namespace weft::serve {
 
 class ClientWatch {
  public:
-  ClientWatch(const std::string& local_addr, int local_port, const std::string& remote_addr, int remote_port);
-  // True once the client has closed or reset the connection. A socket that cannot be found
-  // (should not happen) is never reported gone.
-  bool gone() const;
+  // fd: the request's connection (connection_fd()); -1: never reported gone. probe: the client
+  // speaks HTTP/1.1 (an HTTP/1.0 one may not be sent a 1xx: its shut side counts as gone).
+  ClientWatch(int fd, bool probe) : fd_(fd), probe_(probe) {}
+  // True once the client has reset the connection, or closed it where no probe can tell.
+  // response_started: bytes of the reply went out, which a probe may no longer precede (a failed
+  // write tells then).
+  bool gone(bool response_started);
 
  private:
-  int fd_ = -1;  // not owned: the server's connection socket, open while the handler runs
+  int fd_;  // not owned: the connection, open while the handler runs
+  bool probe_, probed_ = false;
 };
 
 }  // namespace weft::serve

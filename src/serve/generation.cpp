@@ -1,6 +1,7 @@
 #include "serve/generation.h"
 
 #include "serve/client_watch.h"
+#include "serve/connection_stream.h"
 #include "serve/http_error.h"
 
 #include <memory>
@@ -28,7 +29,7 @@ class Run {
   };
 
   Run(const GenerationContext& ctx, const httplib::Request& req)
-      : ctx_(ctx), watch_(req.local_addr, req.local_port, req.remote_addr, req.remote_port) {}
+      : ctx_(ctx), watch_(connection_fd(), req.version == "HTTP/1.1") {}
   ~Run() { cancel(); }
 
   void submit(const std::vector<std::vector<Token>>& prompts, const GenerationParams& gen, httplib::Response& res) {
@@ -60,7 +61,7 @@ class Run {
           absorb(p, p.job->next(kPollMs));
           break;
         }
-    if (watch_.gone() || ctx_.stopping) {
+    if (watch_.gone(streaming_) || ctx_.stopping) {
       cancel();
       return false;
     }
@@ -73,6 +74,8 @@ class Run {
     return true;
   }
   const std::optional<Error>& error() const { return error_; }
+  bool stopping() const { return ctx_.stopping; }
+  void set_streaming() { streaming_ = true; }
   std::vector<Part>& parts() { return parts_; }
   runtime::JobUsage usage() const {
     runtime::JobUsage u;
@@ -99,13 +102,17 @@ class Run {
   ClientWatch watch_;
   std::vector<Part> parts_;
   std::optional<Error> error_;
+  bool streaming_ = false;  // the reply's status and headers are sent
 };
+
+constexpr const char* kStopping = "the server is shutting down";
 
 // Streams the rest of a run whose every job has started: deltas as they come, each choice's
 // finish, the usage when asked for, then [DONE].
 bool stream(Run& run, const Reply& reply, Endpoint kind, bool include_usage, httplib::DataSink& sink) {
   auto send = [&](const std::string& s) { return sink.write(s.data(), s.size()); };
   auto& parts = run.parts();
+  run.set_streaming();
   bool ok = true;
   if (kind == Endpoint::Chat)
     for (size_t i = 0; i < parts.size(); ++i) ok = ok && send(sse_event(reply.role_chunk(i)));
@@ -134,6 +141,11 @@ bool stream(Run& run, const Reply& reply, Endpoint kind, bool include_usage, htt
     ok = run.pump();
   }
   run.cancel();
+  if (run.stopping()) {  // the client is still there: it learns why its stream ends
+    send(sse_event(error_body(503, kStopping)));
+    sink.done();
+    return true;
+  }
   return false;
 }
 
@@ -146,6 +158,7 @@ void serve_generation(const GenerationContext& ctx, Endpoint kind, const std::ve
   bool Run::Part::*wait_for = gen.stream ? &Run::Part::started : &Run::Part::finished;
   while (!run->all(wait_for) && !run->error())
     if (!run->pump()) {
+      if (run->stopping()) reject(503, "{}", kStopping);
       res.status = kClientGone;
       return;
     }

@@ -83,11 +83,20 @@ Prompt prompt_item(const json& v) {
 }  // namespace
 
 json parse_body(const std::string& body) {
+  // Deeper nesting is no request's: 8 MB of '[' would be millions of nested arrays.
+  static constexpr int kMaxDepth = 64;
+  // What a parse error quotes of the body (nlohmann's message holds the whole token it last read).
+  constexpr size_t kMaxQuote = 200;
   json j;
   try {
-    j = json::parse(body);
+    j = json::parse(body, [](int depth, json::parse_event_t, json&) {
+      if (depth > kMaxDepth) reject(400, "the body nests deeper than {} levels", kMaxDepth);
+      return true;
+    });
   } catch (const json::parse_error& e) {
-    reject(400, "the body is not valid JSON: {}", e.what());
+    std::string what = e.what();
+    if (what.size() > kMaxQuote) what = what.substr(0, kMaxQuote) + "...";
+    reject(400, "the body is not valid JSON: {}", what);
   }
   if (!j.is_object()) reject(400, "the body must be a JSON object, got {}", j.type_name());
   return j;

@@ -4,12 +4,12 @@
 #include "serve/chat_page.h"
 #include "serve/generation.h"
 #include "serve/http_error.h"
-#include "serve/http_pool.h"
+#include "serve/http_server.h"
 #include "serve/request.h"
 
 #include <httplib.h>
 
-#include <sys/socket.h>
+#include <sys/resource.h>
 
 #include <algorithm>
 #include <chrono>
@@ -22,15 +22,25 @@ using nlohmann::json;
 
 namespace {
 
-// Threads serving connections at most (HttpPool starts them as connections come). Each open
-// connection holds one, idle keep-alive ones included: at least 512, and always enough for every
-// slot and queue place with spares, so /health, /metrics and refusals stay answerable.
+// Threads serving requests at most (HttpPool starts them as requests come; an idle connection
+// holds none): at least 512, and always enough for every slot and queue place with spares, so
+// /health, /metrics and refusals stay answerable.
 constexpr int kMinHttpThreads = 512;
 constexpr int kSpareThreads = 8;
 constexpr int kStartTimeoutMs = 5000;
 // Connections the kernel holds for accept(): httplib 0.11 listens with a backlog of 5, so a burst
 // of clients overflows it and some wait out a SYN retransmission (1 s).
 constexpr int kListenBacklog = 512;
+// An API key guessable in fewer tries than a 128-bit one does not guard a server others can reach
+// (as --api-key-file's minimum).
+constexpr size_t kMinApiKeyBytes = 16;
+// The most bytes of an error message a reply carries: a message may quote the request.
+constexpr size_t kMaxErrorBytes = 1024;
+
+// The POST routes that read a JSON body; a body sent anywhere else is refused unread.
+const std::vector<std::string> kBodyPaths = {"/tokenize",           "/detokenize",     "/apply-template",
+                                             "/completions",        "/v1/completions", "/chat/completions",
+                                             "/v1/chat/completions"};
 
 // Paths anyone may read without the API key: the chat page (it asks for the key), health and
 // the model list, as llama-server has them.
@@ -49,6 +59,11 @@ void reply_json(httplib::Response& res, const json& j, int status = 200) {
   res.set_content(dump(j), "application/json");
 }
 
+std::string shorten(std::string s) {
+  if (s.size() > kMaxErrorBytes) s = s.substr(0, kMaxErrorBytes) + "...";
+  return s;
+}
+
 std::string bearer_token(const httplib::Request& req) {
   const std::string auth = req.get_header_value("Authorization");
   constexpr std::string_view kBearer = "Bearer ";
@@ -56,21 +71,39 @@ std::string bearer_token(const httplib::Request& req) {
   return req.get_header_value("X-Api-Key");
 }
 
+// {"tokens": [id, ...]} or [{"id", "piece"}, ...], written out directly: a JSON tree of a body's
+// worth of tokens takes some 300 bytes a token (7 MB of text: 4.8 GB at its peak).
+std::string tokens_reply(const tokenizer::Tokenizer& tok, const std::vector<Token>& ids, bool with_pieces) {
+  std::string out = "{\"tokens\":[";
+  for (size_t i = 0; i < ids.size(); ++i) {
+    if (i > 0) out += ',';
+    if (!with_pieces) {
+      out += std::to_string(ids[i]);
+      continue;
+    }
+    out += "{\"id\":" + std::to_string(ids[i]) + ",\"piece\":";
+    out += dump(json(tok.piece(ids[i], true)));
+    out += '}';
+  }
+  return out + "]}";
+}
+
 }  // namespace
 
-// httplib's server with its listening socket's backlog raised (listen() again on a listening
-// socket sets the new backlog).
-class HttpServer : public httplib::Server {
- public:
-  void raise_backlog(int n) { ::listen(svr_sock_, n); }
-};
-
-Server::Server(ServerOptions opt) : opt_(std::move(opt)), http_(std::make_unique<HttpServer>()) {
-  if (opt_.api_key.empty() && !net::is_loopback(opt_.host))
-    fail("cli", "listening on {} beyond loopback requires --api-key or --api-key-file", opt_.host);
+Server::Server(ServerOptions opt) : opt_(std::move(opt)) {
+  if (!net::is_loopback(opt_.host)) {
+    if (opt_.api_key.empty())
+      fail("cli", "listening on {} beyond loopback requires --api-key or --api-key-file", opt_.host);
+    if (opt_.api_key.size() < kMinApiKeyBytes)
+      fail("cli", "the API key is {} bytes: listening beyond loopback needs at least {}", opt_.api_key.size(),
+           kMinApiKeyBytes);
+  }
+  for (const auto& o : opt_.cors_origins)
+    if (o == "*" && opt_.api_key.empty())
+      fail("cli", "--cors-origin '*' lets every web page use the server: it requires an API key");
   const int threads = opt_.http_threads > 0 ? opt_.http_threads
                                             : std::max(kMinHttpThreads, opt_.slots + opt_.max_queue + kSpareThreads);
-  http_->new_task_queue = [threads] { return new HttpPool(threads); };
+  http_ = std::make_unique<HttpServer>(threads);
   http_->set_payload_max_length(opt_.max_body_bytes);
   guard();
   routes();
@@ -82,6 +115,29 @@ Server::Server(ServerOptions opt) : opt_(std::move(opt)), http_(std::make_unique
   if (port_ <= 0)
     fail("serve", "cannot listen on {}:{} (in use, or not an address of this host)", opt_.host, opt_.port);
   http_->raise_backlog(kListenBacklog);
+  http_->start_gate(gate_options(), [this](int status) { metrics_.count_request(status); });
+}
+
+GateOptions Server::gate_options() const {
+  GateOptions g;
+  g.policy.max_body_bytes = opt_.max_body_bytes;
+  // With a key, the key guards the server whatever name reached it (a proxy, a LAN name).
+  g.policy.check_host = opt_.api_key.empty();
+  std::string host = opt_.host;
+  std::transform(host.begin(), host.end(), host.begin(), [](unsigned char c) { return std::tolower(c); });
+  g.policy.extra_hosts = {host};
+  for (auto o : opt_.cors_origins) {
+    std::transform(o.begin(), o.end(), o.begin(), [](unsigned char c) { return std::tolower(c); });
+    g.policy.cors_origins.push_back(o);
+  }
+  g.policy.body_paths = kBodyPaths;
+  g.head_timeout_ms = opt_.head_timeout_ms;
+  g.max_per_address = opt_.max_waiting_per_client;
+  // Leave descriptors for the model's files, workers and the connections being served.
+  rlimit files{};
+  if (getrlimit(RLIMIT_NOFILE, &files) == 0 && files.rlim_cur != RLIM_INFINITY)
+    g.max_waiting = std::clamp<size_t>(files.rlim_cur / 2, 64, g.max_waiting);
+  return g;
 }
 
 Server::~Server() { stop(); }
@@ -109,6 +165,15 @@ void Server::stop() {
   stopping_ = true;
   http_->stop();
   wait();
+  http_->close_connections();
+}
+
+void Server::shutdown(std::chrono::milliseconds grace) {
+  http_->drain();
+  const auto until = std::chrono::steady_clock::now() + grace;
+  while (http_->in_flight() > 0 && std::chrono::steady_clock::now() < until)
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  stop();  // what is still running ends with an error
 }
 
 void Server::wait() {
@@ -127,7 +192,9 @@ const LoadedModel& Server::model(httplib::Response& res) const {
 
 void Server::guard() {
   http_->set_pre_routing_handler([this](const httplib::Request& req, httplib::Response& res) {
-    if (opt_.api_key.empty() || is_public(req.path)) return httplib::Server::HandlerResponse::Unhandled;
+    // A CORS preflight never carries the key (the gate has checked its Origin).
+    if (opt_.api_key.empty() || is_public(req.path) || req.method == "OPTIONS")
+      return httplib::Server::HandlerResponse::Unhandled;
     const std::string key = bearer_token(req);
     if (same_key(key, opt_.api_key)) return httplib::Server::HandlerResponse::Unhandled;
     reply_json(
@@ -140,9 +207,9 @@ void Server::guard() {
     try {
       std::rethrow_exception(ep);
     } catch (const HttpError& e) {
-      reply_json(res, error_body(e.status(), e.message()), e.status());
+      reply_json(res, error_body(e.status(), shorten(e.message())), e.status());
     } catch (const std::exception& e) {
-      reply_json(res, error_body(500, e.what()), 500);
+      reply_json(res, error_body(500, shorten(e.what())), 500);
     }
   });
   // httplib's own refusals (no such path, a body over the limit) come without a body.
@@ -162,8 +229,20 @@ void Server::guard() {
   // Counted before the response is written (the post-routing handler runs after the error handler,
   // with the final status): a client that has its reply and then scrapes /metrics finds it counted,
   // where httplib's logger, which runs after the write, let one CI run's scrape come first.
-  http_->set_post_routing_handler(
-      [this](const httplib::Request&, httplib::Response& res) { metrics_.count_request(res.status); });
+  // The gate let through only origins allowed to read replies: say so to the browser.
+  http_->set_post_routing_handler([this](const httplib::Request& req, httplib::Response& res) {
+    if (req.has_header("Origin")) {
+      res.set_header("Access-Control-Allow-Origin", req.get_header_value("Origin"));
+      res.set_header("Vary", "Origin");
+    }
+    metrics_.count_request(res.status);
+  });
+  http_->Options(R"(.*)", [](const httplib::Request&, httplib::Response& res) {
+    res.status = 204;
+    res.set_header("Access-Control-Allow-Methods", "GET, POST, OPTIONS");
+    res.set_header("Access-Control-Allow-Headers", "Authorization, Content-Type, X-Api-Key");
+    res.set_header("Access-Control-Max-Age", "600");
+  });
 }
 
 void Server::routes() {
@@ -214,10 +293,7 @@ void Server::routes() {
       return v.get<bool>();
     };
     const auto ids = m.tok->encode(content.get<std::string>(), flag("add_special", false), flag("parse_special", true));
-    json tokens = json::array();
-    const bool with_pieces = flag("with_pieces", false);
-    for (Token id : ids) tokens.push_back(with_pieces ? json{{"id", id}, {"piece", m.tok->piece(id, true)}} : json(id));
-    reply_json(res, {{"tokens", tokens}});
+    res.set_content(tokens_reply(*m.tok, ids, flag("with_pieces", false)), "application/json");
   });
   http_->Post("/detokenize", [this](const httplib::Request& req, httplib::Response& res) {
     const auto& m = model(res);

@@ -9,11 +9,13 @@
 #include "tokenizer/tokenizer.h"
 
 #include <atomic>
+#include <chrono>
 #include <cstddef>
 #include <memory>
 #include <mutex>
 #include <string>
 #include <thread>
+#include <vector>
 
 namespace httplib {
 class Server;
@@ -23,6 +25,7 @@ struct Response;
 namespace weft::serve {
 
 class HttpServer;
+struct GateOptions;
 
 struct ServerOptions {
   std::string host = "127.0.0.1";
@@ -32,6 +35,11 @@ struct ServerOptions {
   std::string model_name = "weft";    // what /v1/models and replies call the model
   int http_threads = 0;               // most connections served at once; 0: max(512, slots + max_queue + 8)
   int32_t slots = 1, max_queue = 32;  // for http_threads' default
+  // Origins of web pages, besides the server's own, that may call it ("https://app.example";
+  // "*": any, only with an API key). Other pages' requests are refused (403).
+  std::vector<std::string> cors_origins;
+  int head_timeout_ms = 10000;          // a request's head must arrive within this of its first byte
+  size_t max_waiting_per_client = 128;  // connections one client address may keep waiting for a head
 };
 
 // What the endpoints need once the model has loaded; it must outlive the server.
@@ -55,13 +63,17 @@ class Server {
   // Serves on a thread of its own; until set_model, /health answers 503 (loading).
   void start();
   void set_model(const LoadedModel& m);
-  // Ends the requests in progress (their jobs are cancelled) and stops serving.
+  // Ends the requests in progress (their jobs are cancelled; each gets an error: a 503, or a
+  // stream's last event) and stops serving.
   void stop();
+  // SIGTERM: refuses new requests (503), gives those in progress up to `grace` to finish, then stop().
+  void shutdown(std::chrono::milliseconds grace);
   // Blocks until stop() (from another thread or a signal handler's thread).
   void wait();
 
  private:
-  void guard();  // API key, errors as JSON, request counts
+  GateOptions gate_options() const;
+  void guard();  // API key, errors as JSON, CORS, request counts
   void routes();
   void generation_routes();
   const LoadedModel& model(httplib::Response& res) const;  // HttpError(503) while loading
