@@ -1,9 +1,8 @@
-// The HTTP server's threads. httplib runs each connection on one pool thread for its whole life,
-// its idle keep-alive waits included (up to 5 s), so a fixed pool stalls a new connection while
-// idle ones hold every thread: a client that opens more connections than there are threads (node's
-// fetch does, when its pooled connections have not yet been released) waits seconds for a reply
-// it could have had at once. This pool starts a thread whenever a connection arrives and none is
-// idle, up to a cap; the threads it started stay for later bursts.
+// The HTTP server's worker threads: each runs one request at a time (HttpServer hands it a
+// connection whose head has arrived; idle connections wait in the RequestGate, holding none). A
+// fixed pool would stall a new request while long ones (waiting on the model) hold every thread,
+// so this one starts a thread whenever a request arrives and none is idle, up to a cap; the
+// threads it started stay for later bursts.
 #pragma once
 
 #include <httplib.h>
