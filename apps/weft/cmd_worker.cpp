@@ -46,6 +46,7 @@ Action add_worker(CLI::App& app) {
     std::string key_file;
     std::string model_dir;
     std::string cache_dir = device::remote::default_cache_dir();
+    uint64_t cache_max_bytes = device::remote::kDefaultCacheMaxBytes;
     bool no_cache = false;
     std::string net_poll = "auto";
     std::string sched = "batch";
@@ -66,6 +67,11 @@ Action add_worker(CLI::App& app) {
                   "directory with a copy of the coordinator's GGUF (matched by size and SHA-256): slices are read "
                   "from it instead of streamed");
   cmd->add_option("--cache-dir", a->cache_dir, "where streamed weight shards are kept by content hash")
+      ->capture_default_str();
+  cmd->add_option("--cache-max-bytes", a->cache_max_bytes,
+                  "largest total size of the cached shards, in bytes (suffixes K, M, G: powers of 1024); the least "
+                  "recently used shards are removed to make room")
+      ->transform(CLI::AsSizeValue(false))
       ->capture_default_str();
   cmd->add_flag("--no-cache", a->no_cache, "do not cache streamed shards");
   // Hidden (no group): tests stop a worker while it is busy loading.
@@ -101,6 +107,7 @@ Action add_worker(CLI::App& app) {
     if (!a->key_file.empty()) o.key = net::read_key_file(a->key_file);
     o.model_dir = a->model_dir;
     o.cache_dir = a->no_cache ? "" : a->cache_dir;
+    o.cache_max_bytes = a->cache_max_bytes;
     o.net_poll = parallel::parse_net_poll(a->net_poll);
     o.preload_timeout_ms = a->preload_timeout_s * 1000;
     o.load_delay_ms = a->load_delay_ms;

@@ -107,7 +107,7 @@ TEST(WorkerServer, IdleFloodFromOneHostLeavesRoomForOthers) {
   const auto t0 = Clock::now();
   { RemoteDevice d("127.0.0.1:" + std::to_string(server.port()), 1, {}); }
   EXPECT_LT(Clock::now() - t0, std::chrono::seconds(2));  // not a retry until the flood's deadline
-  flood.clear();  // their handshakes end: serve(1) returns
+  flood.clear();                                          // their handshakes end: serve(1) returns
   ASSERT_EQ(serving.wait_for(std::chrono::seconds(3)), std::future_status::ready) << "serve(1) did not return";
   serving.get();
 }

@@ -4,8 +4,10 @@
 #include "net/content_hash.h"
 
 #include <fcntl.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 
 #include <cstdio>
@@ -97,10 +99,59 @@ std::vector<fs::path> cache_entries(const std::string& dir, const std::string& k
   return out;
 }
 
-// Writes all of bytes to path and flushes them to the disk.
+// Every entry in dir, of any key: <key>-<64 hex digits>.gguf.
+std::vector<fs::path> all_cache_entries(const std::string& dir) {
+  std::vector<fs::path> out;
+  std::error_code ec;
+  for (const auto& e : fs::directory_iterator(dir, ec)) {
+    const std::string name = e.path().filename().string();
+    const size_t n = name.size(), hex = net::kSha256HexChars;
+    if (n < hex + 7 || name.compare(n - 5, 5, ".gguf") != 0 || name[n - 5 - hex - 1] != '-') continue;
+    const std::string digits = name.substr(n - 5 - hex, hex);
+    if (digits.find_first_not_of("0123456789abcdef") == std::string::npos) out.push_back(e.path());
+  }
+  return out;
+}
+
+// Last use: the access time (set explicitly, so noatime mounts keep it too).
+void mark_used(const fs::path& p) {
+  const timespec times[2] = {{0, UTIME_NOW}, {0, UTIME_OMIT}};  // atime now, mtime as it is
+  ::utimensat(AT_FDCWD, p.c_str(), times, 0);
+}
+
+// Removes the least recently used entries but `keep` until the entries take max_bytes at most.
+void evict(const std::string& dir, const fs::path& keep, uint64_t max_bytes) {
+  struct Entry {
+    fs::path path;
+    uint64_t bytes;
+    timespec used;
+  };
+  std::vector<Entry> entries;
+  uint64_t total = 0;
+  for (const fs::path& p : all_cache_entries(dir)) {
+    struct stat st {};
+    if (::stat(p.c_str(), &st) != 0) continue;
+    total += static_cast<uint64_t>(st.st_size);
+    if (p != keep) entries.push_back({p, static_cast<uint64_t>(st.st_size), st.st_atim});
+  }
+  std::sort(entries.begin(), entries.end(), [](const Entry& a, const Entry& b) {
+    return a.used.tv_sec != b.used.tv_sec ? a.used.tv_sec < b.used.tv_sec : a.used.tv_nsec < b.used.tv_nsec;
+  });
+  for (const Entry& e : entries) {
+    if (total <= max_bytes) break;
+    std::error_code ec;
+    if (!fs::remove(e.path, ec)) continue;
+    total -= e.bytes;
+    std::fprintf(stderr, "weft worker: cache entry %s removed (least recently used; --cache-max-bytes %llu)\n",
+                 e.path.filename().c_str(), static_cast<unsigned long long>(max_bytes));
+  }
+}
+
+// Writes all of bytes to path (0600: someone's weights) and flushes them to the disk.
 bool write_durably(const std::string& path, std::span<const uint8_t> bytes) {
-  const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
   if (fd < 0) return false;
+  ::fchmod(fd, 0600);  // a leftover file of the same name kept its mode
   size_t at = 0;
   while (at < bytes.size()) {
     const ssize_t n = ::write(fd, bytes.data() + at, bytes.size() - at);
@@ -123,7 +174,10 @@ std::optional<std::string> cache_find(const std::string& dir, const std::string&
       got = net::sha256_file_hex(p.string());
     } catch (const Error&) {  // unreadable: as bad as damaged
     }
-    if (got == want) return p.string();
+    if (got == want) {
+      mark_used(p);
+      return p.string();
+    }
     std::error_code ec;
     fs::remove(p, ec);
     std::fprintf(stderr, "weft worker: cache entry %s is damaged (its bytes do not match its hash); removed\n",
@@ -132,14 +186,24 @@ std::optional<std::string> cache_find(const std::string& dir, const std::string&
   return std::nullopt;
 }
 
-void cache_store(const std::string& dir, const std::string& key, std::span<const uint8_t> bytes) {
+void cache_store(const std::string& dir, const std::string& key, std::span<const uint8_t> bytes, uint64_t max_bytes) {
+  if (bytes.size() > max_bytes) {
+    std::fprintf(stderr, "weft worker: weights of %zu bytes not cached: over --cache-max-bytes %llu\n", bytes.size(),
+                 static_cast<unsigned long long>(max_bytes));
+    return;
+  }
   const std::string path = dir + "/" + key + "-" + net::sha256_hex(bytes) + ".gguf";
   const std::string tmp = path + ".tmp" + std::to_string(::getpid());
   std::error_code ec;
   fs::create_directories(dir, ec);
+  fs::permissions(dir, fs::perms::owner_all, fs::perm_options::replace, ec);  // 0700, as ssh keeps ~/.ssh
   for (const fs::path& old : cache_entries(dir, key, /*temporaries=*/true))
     if (old != path) fs::remove(old, ec);
-  if (write_durably(tmp, bytes) && std::rename(tmp.c_str(), path.c_str()) == 0) return;
+  if (write_durably(tmp, bytes) && std::rename(tmp.c_str(), path.c_str()) == 0) {
+    mark_used(path);
+    evict(dir, path, max_bytes);
+    return;
+  }
   fs::remove(tmp, ec);
   std::fprintf(stderr, "weft worker: could not cache weights in %s (continuing without)\n", dir.c_str());
 }

@@ -223,9 +223,9 @@ void load(const WorkerOptions& opt, net::Channel& s, Replier& reply, Session& ss
   // Hashing and writing GiBs to disk (fsync) takes longer than the rest of the load: the entry is
   // written while the session goes on, and finished before the next one starts.
   if (!g.cache_key.empty())
-    ss.cache_writer = std::jthread([&dir = opt.cache_dir, key = g.cache_key, bytes = weights.image->bytes()] {
+    ss.cache_writer = std::jthread([&opt, key = g.cache_key, bytes = weights.image->bytes()] {
       try {
-        cache_store(dir, key, bytes);
+        cache_store(opt.cache_dir, key, bytes, opt.cache_max_bytes);
       } catch (const std::exception& e) {
         std::fprintf(stderr, "weft worker: could not cache weights: %s\n", e.what());
       }

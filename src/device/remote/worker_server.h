@@ -4,16 +4,18 @@
 // remote_messages.h), from the moment a load arrives until it is done, streaming included. Whatever ends a session — a
 // Bye, a dead coordinator, garbage, a failed step — the worker logs it and accepts the next.
 //
-// Against idle or hostile connections: every connection gets a thread of its own for its handshake
-// (at most max_handshakes at once, and max_handshakes_per_host from one address, so that one host's
-// idle connections cannot take every place; beyond that a connection is answered "busy" at once,
-// net::refuse_busy, and its coordinator tries again), which must finish within handshake_timeout_ms. The session slot is taken only by a coordinator that has completed
-// the handshake (authenticated, with a key); while it is held, another such coordinator is told
+// Against idle or hostile connections: every connection gets a thread of its own for its
+// handshake (at most max_handshakes at once, and max_handshakes_per_host from one address, so that
+// one host's idle connections cannot take every place; beyond that a connection is answered
+// "busy" at once, net::refuse_busy, and its coordinator tries again), which must finish within
+// handshake_timeout_ms. The session slot is taken only by a coordinator that has completed the
+// handshake (authenticated, with a key); while it is held, another such coordinator is told
 // "worker busy: serving a session from tcp://HOST:PORT since N s". A session that has not sent its
-// Load within preload_timeout_ms of the handshake is dropped; after the load the idle bound is long,
-// since a loaded chat session may legitimately wait for its user.
+// Load within preload_timeout_ms of the handshake is dropped; after the load the idle bound is
+// long, since a loaded chat session may legitimately wait for its user.
 #pragma once
 
+#include "device/remote/model_store.h"
 #include "net/channel.h"
 #include "net/socket.h"
 #include "parallel/gloo_group.h"
@@ -21,8 +23,8 @@
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
-#include <map>
 #include <cstdint>
+#include <map>
 #include <mutex>
 #include <string>
 #include <vector>
@@ -32,14 +34,15 @@ namespace weft::device::remote {
 struct WorkerOptions {
   net::HostPort listen{"127.0.0.1", 7070};
   int threads = 1;
-  std::vector<uint8_t> key;            // empty: no authentication (loopback only, see check_listen)
-  int idle_timeout_ms = 3600 * 1000;   // a loaded session with no message for this long is dropped
-  int preload_timeout_ms = 60 * 1000;  // from the handshake to the Load message (--preload-timeout)
-  int handshake_timeout_ms = 3000;     // the whole handshake, from accept to Welcome
-  int max_handshakes = 64;             // connections in their handshake at once; more are told "busy"
-  int max_handshakes_per_host = 8;     // of them, from one address
-  std::string model_dir;               // where to look for the coordinator's model file ("" : never)
-  std::string cache_dir;               // where streamed shards are kept ("" : no cache)
+  std::vector<uint8_t> key;                          // empty: no authentication (loopback only, see check_listen)
+  int idle_timeout_ms = 3600 * 1000;                 // a loaded session with no message for this long is dropped
+  int preload_timeout_ms = 60 * 1000;                // from the handshake to the Load message (--preload-timeout)
+  int handshake_timeout_ms = 3000;                   // the whole handshake, from accept to Welcome
+  int max_handshakes = 64;                           // connections in their handshake at once; more are told "busy"
+  int max_handshakes_per_host = 8;                   // of them, from one address
+  std::string model_dir;                             // where to look for the coordinator's model file ("" : never)
+  std::string cache_dir;                             // where streamed shards are kept ("" : no cache)
+  uint64_t cache_max_bytes = kDefaultCacheMaxBytes;  // their total size at most (least recently used go first)
   parallel::NetPoll net_poll = parallel::NetPoll::Auto;
   int load_delay_ms = 0;  // tests: a load this much slower (heartbeats must carry the coordinator through)
 };
@@ -68,8 +71,8 @@ class WorkerServer {
   net::Listener listener_;
   std::atomic<bool> stop_{false};
   std::mutex mu_;
-  std::condition_variable cv_;        // a connection thread ended
-  int threads_ = 0, handshakes_ = 0;  // connection threads alive; of them, in their handshake
+  std::condition_variable cv_;                  // a connection thread ended
+  int threads_ = 0, handshakes_ = 0;            // connection threads alive; of them, in their handshake
   std::map<std::string, int> handshakes_from_;  // handshakes by peer address (entries > 0 only)
   int admitted_ = 0, max_sessions_ = -1;
   std::string holder_;  // the peer holding the session slot ("" : free)
