@@ -1,6 +1,7 @@
 #include "net/handshake.h"
 
 #include "core/error.h"
+#include "core/text_file.h"
 #include "net/frame.h"
 #include "net/wire.h"
 
@@ -14,8 +15,9 @@
 
 #include <algorithm>
 #include <array>
+#include <cerrno>
 #include <chrono>
-#include <fstream>
+#include <cstring>
 #include <iterator>
 #include <thread>
 
@@ -118,14 +120,18 @@ std::vector<uint8_t> random_bytes(size_t n) {
   return b;
 }
 
+namespace {
+constexpr size_t kMaxKeyFileBytes = 64 << 10;
+}  // namespace
+
 std::vector<uint8_t> read_key_file(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) fail("net", "cannot read auth key file '{}'", path);
   struct stat st {};
-  if (::stat(path.c_str(), &st) != 0) fail("net", "cannot stat auth key file '{}'", path);
+  if (::stat(path.c_str(), &st) != 0) fail("net", "cannot read auth key file '{}': {}", path, std::strerror(errno));
   if (st.st_mode & 077)
     fail("net", "auth key file '{}' is readable by others (mode {:04o}); chmod 600 it", path, st.st_mode & 07777);
-  std::vector<uint8_t> key((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  // A key is a line, not a stream: /dev/zero or a directory named by mistake is an error, not a hang.
+  const std::string text = read_text_file(path, "auth key file", kMaxKeyFileBytes);
+  std::vector<uint8_t> key(text.begin(), text.end());
   while (!key.empty() && (key.back() == '\n' || key.back() == '\r' || key.back() == ' ' || key.back() == '\t'))
     key.pop_back();
   if (key.size() < kMinKeyBytes)

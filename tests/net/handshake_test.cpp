@@ -11,6 +11,7 @@
 #include <sys/stat.h>
 
 #include <atomic>
+#include <filesystem>
 #include <future>
 
 namespace weft::net {
@@ -162,6 +163,16 @@ TEST(Handshake, KeyFileReadableByOthersIsRefused) {
   EXPECT_ERROR(read_key_file(path), "is readable by others (mode 0640)");
   ::chmod(path.c_str(), 0600);
   EXPECT_EQ(read_key_file(path), bytes("0123456789abcdef-key"));
+}
+
+TEST(Handshake, KeyFileThatIsADirectoryOrTooLongIsRefused) {
+  const std::string dir = testing::TempDir() + "/weft_key_dir";
+  std::filesystem::create_directories(dir);
+  ::chmod(dir.c_str(), 0700);
+  EXPECT_ERROR(read_key_file(dir), "is a directory");
+  const std::string big = testing::TempDir() + "/weft_big_key";
+  write_file(big, std::string(1 << 20, 'k').c_str(), 0600);  // read whole before: no bound
+  EXPECT_ERROR(read_key_file(big), "more than the limit");
 }
 
 // A recorded proof replayed into a new session (its challenge nonce differs) is refused, and the
