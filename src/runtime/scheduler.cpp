@@ -117,6 +117,7 @@ Scheduler::Scheduler(Engine& engine, const tokenizer::Tokenizer& tok, SchedulerO
   }
   stats_.slots = engine.n_seq();
   for (const auto& d : engine.devices()) stats_.devices.push_back({d->name(), 0, 0});
+  lost_names_ = engine.lost_worker_names();  // lost while the engine loaded
   thread_ = std::thread([this] { loop(); });
 }
 
