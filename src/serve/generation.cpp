@@ -43,6 +43,10 @@ class Run {
       }
       if (!job) {
         res.set_header("Retry-After", "1");
+        const runtime::Health h = ctx_.scheduler.health();
+        if (h.status == runtime::HealthStatus::Down)
+          reject(503, "no device is up ({}); lost workers are retried, retry later",
+                 h.error ? h.error->what() : "every device was lost");
         reject(503, "every slot is busy and the queue of waiting requests is full; retry later");
       }
       parts_.push_back({std::move(job)});

@@ -1,7 +1,7 @@
 // A worker that dies mid-request: with a device left the request goes on (the engine re-plans
 // around the loss) and /metrics counts it; the last device lost fails the requests in flight with
-// 500 naming it, /health reports the failure, and the server goes on answering (with that error)
-// instead of hanging.
+// 500 naming it, /health reports the server down, and new requests get 503 naming it (the worker
+// is retried) instead of hanging.
 #include "test_server.h"
 
 #include "device/device_spec.h"
@@ -43,11 +43,16 @@ TEST(ServeRemote, DeadWorkerFailsRequestsWith500NamingIt) {
   EXPECT_NE(error_message(r).find(worker.url()), std::string::npos) << r.text;
   EXPECT_EQ(r.body["error"]["type"], "server_error");
 
+  // Down, not dead: the lost worker is retried, so /health and new requests say 503 with
+  // Retry-After, naming it, until it answers again.
   const Reply health = get(c, "/health");
-  EXPECT_EQ(health.status, 500);
-  EXPECT_NE(error_message(health).find(worker.url()), std::string::npos) << health.text;
+  EXPECT_EQ(health.status, 503) << health.text;
+  EXPECT_EQ(health.body["status"], "down") << health.text;
+  EXPECT_NE(health.text.find(worker.url()), std::string::npos) << health.text;
   const Reply after = post(c, "/v1/completions", json{{"prompt", "hello"}, {"max_tokens", 2}});
-  EXPECT_EQ(after.status, 500);
+  EXPECT_EQ(after.status, 503) << after.text;
+  EXPECT_EQ(after.retry_after, "1");
+  EXPECT_NE(error_message(after).find("no device is up"), std::string::npos) << after.text;
   EXPECT_NE(error_message(after).find(worker.url()), std::string::npos) << after.text;
 }
 
