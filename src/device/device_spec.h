@@ -1,7 +1,9 @@
-// Parsing --devices and creating the devices it names.
+// Parsing --devices and creating the devices it names. Each entry belongs to the kind whose prefix it
+// starts with (device_kind.h), which parses and creates it:
 //   cpu:T        a CPU device with T threads, on the next T free cores
 //   cpu:T@N      the same, bound to NUMA node N (cores and memory)
 //   cpu          one thread
+//   tcp://H:P    a worker process (`weft worker`) at host H, port P
 #pragma once
 
 #include "device/device.h"
