@@ -1,7 +1,8 @@
-// weft info | tokenize | gen-model: file tools that need no devices.
+// weft info | tokenize | gen-model: file tools that need no devices (info --devices lists them).
 #include "apps/weft/commands.h"
 #include "chat/chat_template.h"
 #include "core/error.h"
+#include "device/device_kind.h"
 #include "gguf/gguf_info.h"
 #include "model/model_config.h"
 #include "tokenizer/tokenizer.h"
@@ -23,13 +24,20 @@ constexpr std::string_view kChatMlJinja =
 Action add_info(CLI::App& app) {
   struct Args {
     std::string path;
-    bool all = false;
+    bool all = false, devices = false;
   };
   auto a = std::make_shared<Args>();
-  auto* cmd = app.add_subcommand("info", "print a GGUF file's metadata and tensor table");
-  cmd->add_option("file", a->path, "GGUF file")->required();
+  auto* cmd = app.add_subcommand("info", "print a GGUF file's metadata and tensor table, or this machine's devices");
+  auto* file = cmd->add_option("file", a->path, "GGUF file");
   cmd->add_flag("--all", a->all, "print long strings and arrays in full");
+  cmd->add_flag("--devices", a->devices, "list the devices this machine offers, by kind (what --devices can name)")
+      ->excludes(file);
   return [a] {
+    if (a->devices) {
+      for (const auto& kind : device::device_kinds()) std::fputs(kind.list_local().c_str(), stdout);
+      return 0;
+    }
+    if (a->path.empty()) fail("cli", "info: name a GGUF file, or --devices");
     auto f = gguf::File::open(a->path);
     std::fputs(gguf::describe(*f, a->all).c_str(), stdout);
     return 0;
