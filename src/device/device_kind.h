@@ -26,9 +26,9 @@ struct CreateContext {
 // One line each; every member is set (a kind with nothing to say returns "" or 0).
 struct DeviceKind {
   DeviceSpec::Kind kind;
-  std::string_view prefix;  // an entry starting with it is this kind's ("cpu", "tcp://")
-  std::string_view syntax;  // the entry's form for error messages ("cpu:THREADS[@NUMA]")
-  DeviceSpec (*parse)(const std::string& entry);   // throws weft::Error("cli", ...) naming entry
+  std::string_view prefix;                          // an entry starting with it is this kind's ("cpu", "tcp://")
+  std::string_view syntax;                          // the entry's form for error messages ("cpu:THREADS[@NUMA]")
+  DeviceSpec (*parse)(const std::string& entry);    // throws weft::Error("cli", ...) naming entry
   std::string (*describe)(const DeviceSpec& spec);  // parse(describe(s)) gives s back
   int (*host_threads)(const DeviceSpec& spec);      // threads it computes with in this process
   std::unique_ptr<Device> (*create)(const DeviceSpec& spec, CreateContext& ctx);

@@ -14,8 +14,7 @@ namespace {
 TEST(CliInfoDevices, ListsTheCoresNumaNodesAndHowToNameAWorker) {
   const auto r = run("info --devices");
   ASSERT_EQ(r.code, 0) << r.out;
-  EXPECT_NE(r.out.find("cpu: " + std::to_string(sysconf(_SC_NPROCESSORS_ONLN)) + " cores"), std::string::npos)
-      << r.out;
+  EXPECT_NE(r.out.find("cpu: " + std::to_string(sysconf(_SC_NPROCESSORS_ONLN)) + " cores"), std::string::npos) << r.out;
   if (std::filesystem::exists("/sys/devices/system/node/node0")) {
     EXPECT_NE(r.out.find("NUMA node 0: cores 0"), std::string::npos) << r.out;
   }

@@ -1,7 +1,7 @@
 // --devices through the kind registry: every registered kind parses and names its entries, and an
 // entry no kind owns is an error listing them all.
-#include "device/device_kind.h"
 #include "device/device_spec.h"
+#include "device/device_kind.h"
 #include "support/expect_error.h"
 
 #include <gtest/gtest.h>
