@@ -105,6 +105,7 @@ int serve(const ServeArgs& a) {
   eo.n_seq = a.slots;
 
   serve::ServerOptions so;
+  if (a.host.empty()) fail("cli", "--host is empty: give an address to listen on, e.g. 127.0.0.1 or 0.0.0.0");
   so.host = a.host;
   so.port = a.port;
   so.api_key = a.api_key;

@@ -90,5 +90,14 @@ TEST(ServeCli, BeyondLoopbackWithoutAKeyIsRefused) {
   EXPECT_NE(out.find("exit=1"), std::string::npos) << out;
 }
 
+TEST(ServeCli, AnEmptyHostIsAnEmptyValueNotTheNextFlag) {
+  // --host '' once took the next word ("--port=0") as the address.
+  const std::string model = write_model("serve_cli_empty_host", {});
+  const std::string out =
+      shell(std::string(WEFT_BINARY) + " serve --host '' --port 0 -m " + model + " 2>&1; echo \"exit=$?\"");
+  EXPECT_NE(out.find("--host is empty"), std::string::npos) << out;
+  EXPECT_NE(out.find("exit=1"), std::string::npos) << out;
+}
+
 }  // namespace
 }  // namespace weft::serve::test_support
