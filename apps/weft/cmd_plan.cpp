@@ -88,8 +88,7 @@ int plan(const PlanArgs& args) {
   } else {
     if (eo.ratios.empty() || eo.mode == parallel::SplitMode::None) {
       if (eo.mode == parallel::SplitMode::None) eo.devices.resize(1);
-      eo.ratios.clear();
-      for (const auto& d : eo.devices) eo.ratios.push_back(d.threads);
+      eo.ratios = device::default_ratios(eo.devices);
     }
     if (eo.ratios.size() != eo.devices.size())
       fail("cli", "--tensor-split has {} values for {} devices", eo.ratios.size(), eo.devices.size());
@@ -142,6 +141,14 @@ int plan(const PlanArgs& args) {
                                      : range(moe ? graph::Axis::SharedFfn : graph::Axis::Ffn, 1))
             .c_str(),
         experts.c_str(), range(graph::Axis::Vocab, 1).c_str(), layers.c_str());
+  }
+  std::printf("\ndevice memory (free of total; a CPU device reads weights past it from the file mapping):\n");
+  for (size_t d = 0; d < p.devices.size(); ++d) {
+    const device::DeviceMemory m = device::spec_memory(eo.devices[d]);
+    std::string line = "unknown";
+    if (m.known()) line = mib(m.free_bytes) + " of " + mib(m.total_bytes);
+    if (m.known() && m.hard_limit && p.devices[d].weight_bytes > m.free_bytes) line += ": too little, a load refuses";
+    std::printf("  #%zu %s: %s\n", d, device::describe(eo.devices[d]).c_str(), line.c_str());
   }
   std::printf("\ncollectives per token:\n");
   std::map<int, std::vector<const parallel::CollectiveInfo*>> by_layer;

@@ -105,6 +105,16 @@ struct DeviceStats {
   double round_trip_seconds = 0;
 };
 
+// What a device can hold its weights and caches in (zeros: it does not know).
+struct DeviceMemory {
+  uint64_t total_bytes = 0;
+  uint64_t free_bytes = 0;  // what a load can still take
+  // A load past free_bytes fails (a GPU's memory). False where it still runs, more slowly: a CPU
+  // device reads the weights that do not fit from the file mapping.
+  bool hard_limit = true;
+  bool known() const { return total_bytes > 0; }
+};
+
 class Device {
  public:
   virtual ~Device() = default;
@@ -138,6 +148,8 @@ class Device {
   // is unusable afterwards.
   virtual void abort() = 0;
   virtual DeviceStats stats() const = 0;
+  // What it can hold (load_devices refuses a plan past a hard limit); unknown unless a kind says.
+  virtual DeviceMemory memory() const { return {}; }
 };
 
 }  // namespace weft::device

@@ -90,6 +90,16 @@ void connect_group(const Devices& devices, parallel::WireType wire, int timeout_
 void load_devices(const Devices& devices, const std::vector<parallel::DeviceGraph>& graphs, const gguf::File& weights,
                   const LoadOptions& opt) {
   WEFT_ASSERT(graphs.size() == devices.size());
+  // Refused before any load starts, rather than failing (or worse) half way through.
+  constexpr double kMiB = 1024.0 * 1024;
+  for (size_t i = 0; i < devices.size(); ++i) {
+    const DeviceMemory m = devices[i]->memory();
+    if (m.known() && m.hard_limit && graphs[i].weight_bytes > m.free_bytes)
+      fail_on("device", devices[i]->name(),
+              "the plan gives it {:.1f} MiB of weights but it has {:.1f} MiB free (of {:.1f} MiB): lower its -ts "
+              "share or add devices",
+              graphs[i].weight_bytes / kMiB, m.free_bytes / kMiB, m.total_bytes / kMiB);
+  }
   std::vector<std::exception_ptr> errors(devices.size());
   auto load = [&](size_t i) {
     try {

@@ -31,8 +31,10 @@ struct DeviceKind {
   DeviceSpec (*parse)(const std::string& entry);    // throws weft::Error("cli", ...) naming entry
   std::string (*describe)(const DeviceSpec& spec);  // parse(describe(s)) gives s back
   int (*host_threads)(const DeviceSpec& spec);      // threads it computes with in this process
+  double (*default_ratio)(const DeviceSpec& spec);  // its share of a split without -ts (see default_ratios)
   std::unique_ptr<Device> (*create)(const DeviceSpec& spec, CreateContext& ctx);
-  std::string (*list_local)();  // what this machine offers, lines ending in '\n'
+  DeviceMemory (*memory)(const DeviceSpec& spec);  // Device::memory() of its device, without creating it
+  std::string (*list_local)();                     // what this machine offers, lines ending in '\n'
 };
 
 // Every kind this build has, in the order `weft info --devices` lists them.

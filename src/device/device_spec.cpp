@@ -37,6 +37,14 @@ std::vector<DeviceSpec> parse_devices(const std::string& list) {
 
 std::string describe(const DeviceSpec& s) { return device_kind(s.kind).describe(s); }
 
+std::vector<double> default_ratios(const std::vector<DeviceSpec>& specs) {
+  std::vector<double> ratios;
+  for (const auto& s : specs) ratios.push_back(device_kind(s.kind).default_ratio(s));
+  return ratios;
+}
+
+DeviceMemory spec_memory(const DeviceSpec& s) { return device_kind(s.kind).memory(s); }
+
 std::vector<std::unique_ptr<Device>> create_devices(const std::vector<DeviceSpec>& specs, bool map_weights) {
   CreateContext ctx;
   ctx.map_weights = map_weights;

@@ -24,6 +24,10 @@ struct DeviceSpec {
 // Throws weft::Error("cli", ...) on a malformed list, naming the bad entry.
 std::vector<DeviceSpec> parse_devices(const std::string& list);
 std::string describe(const DeviceSpec& s);
+// Each device's share of a split when -ts gives none, as its kind judges its speed (CPU: threads).
+std::vector<double> default_ratios(const std::vector<DeviceSpec>& specs);
+// What the device of s can hold (see Device::memory), asked without creating it (weft plan).
+DeviceMemory spec_memory(const DeviceSpec& s);
 
 // Creates the devices; CPU devices get disjoint cores in order. Threads spin only when the
 // process's threads fit on the machine's cores. map_weights: see CpuDeviceOptions.

@@ -113,9 +113,9 @@ void Engine::drop_device(size_t index) {
     lost_.push_back({opt_.devices[index], opt_.ratios[index]});
   opt_.devices.erase(opt_.devices.begin() + static_cast<std::ptrdiff_t>(index));
   opt_.ratios.erase(opt_.ratios.begin() + static_cast<std::ptrdiff_t>(index));
-  // The devices left all had ratio 0 (-ts 1,0 and the 1 lost): share by threads instead.
+  // The devices left all had ratio 0 (-ts 1,0 and the 1 lost): share as without -ts instead.
   if (std::all_of(opt_.ratios.begin(), opt_.ratios.end(), [](double r) { return r <= 0; }))
-    for (size_t i = 0; i < opt_.devices.size(); ++i) opt_.ratios[i] = opt_.devices[i].threads;
+    opt_.ratios = device::default_ratios(opt_.devices);
   // One device needs no split (and no collectives).
   if (opt_.devices.size() == 1) opt_.mode = parallel::SplitMode::None;
   if (!down()) replan();  // none left: nothing to plan until a worker rejoins

@@ -20,10 +20,7 @@ Engine::Engine(const gguf::File& file, EngineOptions opt) : file_(file), opt_(st
   if (opt_.devices.empty()) opt_.devices.push_back({device::DeviceSpec::Kind::Cpu, hardware_cores(), -1, ""});
   const size_t n = opt_.devices.size();
   if (opt_.mode == SplitMode::None && n > 1) opt_.devices.resize(1);
-  if (opt_.ratios.empty() || opt_.mode == SplitMode::None) {
-    opt_.ratios.clear();
-    for (size_t i = 0; i < opt_.devices.size(); ++i) opt_.ratios.push_back(opt_.devices[i].threads);
-  }
+  if (opt_.ratios.empty() || opt_.mode == SplitMode::None) opt_.ratios = device::default_ratios(opt_.devices);
   if (opt_.ratios.size() != opt_.devices.size())
     fail("cli", "--tensor-split has {} values for {} devices", opt_.ratios.size(), opt_.devices.size());
   if (opt_.n_ctx <= 0) opt_.n_ctx = static_cast<int32_t>(std::min<int64_t>(config_.n_ctx_train, 4096));

@@ -30,5 +30,14 @@ TEST(CliInfoDevices, InfoNeedsAFileOrDevicesButNotBoth) {
   EXPECT_NE(r.out.find("excludes"), std::string::npos) << r.out;
 }
 
+TEST(CliInfoDevices, PlanPrintsEachDevicesMemory) {
+  const auto r = run("plan -m " + tiny_model() + " --devices cpu:1,tcp://127.0.0.1:1");
+  ASSERT_EQ(r.code, 0) << r.out;
+  EXPECT_NE(r.out.find("device memory"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("  #0 cpu:1: "), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find(" MiB of "), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("  #1 tcp://127.0.0.1:1: unknown"), std::string::npos) << r.out;
+}
+
 }  // namespace
 }  // namespace weft::test_cli

@@ -2,6 +2,7 @@
 
 #include "core/error.h"
 #include "device/cpu/cpu_graph_runner.h"
+#include "device/cpu/cpu_kind.h"
 #include "kernels/quants.h"
 #include "parallel/gloo_group.h"
 
@@ -142,6 +143,8 @@ StepResult CpuDevice::wait() {
   if (error_) rethrow_named(std::exchange(error_, nullptr));
   return std::move(result_);
 }
+
+DeviceMemory CpuDevice::memory() const { return cpu_memory(opt_.placement.numa_node); }
 
 DeviceStats CpuDevice::stats() const { return runner_ ? runner_->stats() : DeviceStats{}; }
 

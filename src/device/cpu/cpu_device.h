@@ -48,6 +48,7 @@ class CpuDevice : public Device {
   StepResult wait() override;
   void abort() override;
   DeviceStats stats() const override;
+  DeviceMemory memory() const override;
 
  private:
   // All work runs on the device's own thread (thread 0 of its pool), pinned to its cores.

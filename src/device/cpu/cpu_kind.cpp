@@ -1,11 +1,13 @@
 #include "device/cpu/cpu_kind.h"
 
 #include "core/error.h"
+#include "core/system_memory.h"
 #include "core/thread_pool.h"
 #include "device/cpu/cpu_device.h"
 #include "device/cpu/numa_nodes.h"
 
 #include <fmt/format.h>
+#include <unistd.h>
 
 namespace weft::device {
 namespace {
@@ -53,6 +55,20 @@ std::string list_cpu() {
 
 }  // namespace
 
+DeviceMemory cpu_memory(int numa_node) {
+  DeviceMemory m;
+  m.hard_limit = false;
+  if (numa_node >= 0) {
+    for (const auto& n : numa_nodes())
+      if (n.id == numa_node) m = {n.total_bytes, n.free_bytes + n.file_bytes, false};
+    return m;
+  }
+  const long pages = sysconf(_SC_PHYS_PAGES), page_size = sysconf(_SC_PAGE_SIZE);
+  if (pages > 0 && page_size > 0) m.total_bytes = static_cast<uint64_t>(pages) * static_cast<uint64_t>(page_size);
+  m.free_bytes = available_memory_bytes().value_or(0);
+  return m;
+}
+
 DeviceKind cpu_kind() {
   return {DeviceSpec::Kind::Cpu,
           "cpu",
@@ -60,7 +76,9 @@ DeviceKind cpu_kind() {
           parse_cpu,
           describe_cpu,
           [](const DeviceSpec& s) { return s.threads; },
+          [](const DeviceSpec& s) { return static_cast<double>(s.threads); },
           create_cpu,
+          [](const DeviceSpec& s) { return cpu_memory(s.numa_node); },
           list_cpu};
 }
 

@@ -5,6 +5,9 @@
 #include <fmt/format.h>
 #include <numa.h>
 
+#include <cstdlib>
+#include <fstream>
+
 namespace weft::device {
 namespace {
 
@@ -18,6 +21,17 @@ std::vector<int> cpus_of(int node) {
   return cpus;
 }
 
+// "Node 0 FilePages:  123 kB" in the node's meminfo; 0 where it is missing.
+uint64_t file_pages_bytes(int node) {
+  std::ifstream in(fmt::format("/sys/devices/system/node/node{}/meminfo", node));
+  std::string line;
+  while (std::getline(in, line)) {
+    const size_t at = line.find("FilePages:");
+    if (at != std::string::npos) return std::strtoull(line.c_str() + at + 10, nullptr, 10) * 1024;
+  }
+  return 0;
+}
+
 }  // namespace
 
 std::vector<NumaNode> numa_nodes() {
@@ -27,7 +41,8 @@ std::vector<NumaNode> numa_nodes() {
     long long free_bytes = 0;
     const long long total = numa_node_size64(n, &free_bytes);
     if (total < 0) continue;  // a hole in the node numbering
-    out.push_back({n, cpus_of(n), static_cast<uint64_t>(total), static_cast<uint64_t>(free_bytes)});
+    out.push_back(
+        {n, cpus_of(n), static_cast<uint64_t>(total), static_cast<uint64_t>(free_bytes), file_pages_bytes(n)});
   }
   return out;
 }

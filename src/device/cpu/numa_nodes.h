@@ -12,6 +12,7 @@ struct NumaNode {
   int id = 0;
   std::vector<int> cpus;  // ascending
   uint64_t total_bytes = 0, free_bytes = 0;
+  uint64_t file_bytes = 0;  // page cache on the node (a mapped model among it): reclaimable
 };
 
 // Every configured node; empty where the kernel has no NUMA support.
