@@ -43,6 +43,7 @@ Action add_worker(CLI::App& app) {
   struct Args {
     std::string listen = "127.0.0.1:7070";
     int threads = 1;
+    std::string devices;
     std::string key_file;
     std::string model_dir;
     std::string cache_dir = device::remote::default_cache_dir();
@@ -59,6 +60,8 @@ Action add_worker(CLI::App& app) {
   auto* cmd = app.add_subcommand("worker", "serve a device to a coordinator over TCP");
   cmd->add_option("--listen", a->listen, "HOST:PORT to listen on (port 0: any free port)")->capture_default_str();
   cmd->add_option("-t,--threads", a->threads, "compute threads")->capture_default_str();
+  cmd->add_option("--devices", a->devices,
+                  "the device to serve, any local kind (cpu:THREADS[@NUMA]); default cpu:<-t>");
   cmd->add_option("--auth-key-file", a->key_file,
                   "shared key (>= 16 bytes, in a file only its owner can read: chmod 600) the coordinator must "
                   "prove; required beyond loopback. The coordinator takes the same file (--auth-key-file or "
@@ -104,6 +107,7 @@ Action add_worker(CLI::App& app) {
     device::remote::WorkerOptions o;
     o.listen = net::parse_host_port(a->listen);
     o.threads = a->threads;
+    if (!a->devices.empty()) device::remote::serve_device(o, a->devices);
     if (!a->key_file.empty()) o.key = net::read_key_file(a->key_file);
     o.model_dir = a->model_dir;
     o.cache_dir = a->no_cache ? "" : a->cache_dir;

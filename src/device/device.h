@@ -150,6 +150,8 @@ class Device {
   virtual DeviceStats stats() const = 0;
   // What it can hold (load_devices refuses a plan past a hard limit); unknown unless a kind says.
   virtual DeviceMemory memory() const { return {}; }
+  // What its group's all-reduces travel over (parallel::Group::transport), for logs; "" by default.
+  virtual std::string_view group_transport() const { return ""; }
 };
 
 }  // namespace weft::device

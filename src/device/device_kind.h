@@ -16,11 +16,12 @@ namespace weft::device {
 
 // What create() needs beyond its spec: settings of the whole --devices list.
 struct CreateContext {
-  bool map_weights = false;  // see CpuDeviceOptions
-  bool spin = true;          // every thread computing in this process has a core of its own
-  int cores = 1;             // this machine's cores
-  int next_core = 0;         // cores pinned so far, in --devices order (a kind that pins advances it)
-  int index = 0;             // this device's ordinal among the devices of its kind ("cpu:<index>")
+  bool map_weights = false;    // see CpuDeviceOptions
+  bool repack_mapped = false;  // see CpuDeviceOptions
+  bool spin = true;            // every thread computing in this process has a core of its own
+  int cores = 1;               // this machine's cores
+  int next_core = 0;           // cores pinned so far, in --devices order (a kind that pins advances it)
+  int index = 0;               // this device's ordinal among the devices of its kind ("cpu:<index>")
 };
 
 // One line each; every member is set (a kind with nothing to say returns "" or 0).
@@ -28,6 +29,7 @@ struct DeviceKind {
   DeviceSpec::Kind kind;
   std::string_view prefix;                          // an entry starting with it is this kind's ("cpu", "tcp://")
   std::string_view syntax;                          // the entry's form for error messages ("cpu:THREADS[@NUMA]")
+  bool local;                                       // computes on this machine: `weft worker --devices` serves it
   DeviceSpec (*parse)(const std::string& entry);    // throws weft::Error("cli", ...) naming entry
   std::string (*describe)(const DeviceSpec& spec);  // parse(describe(s)) gives s back
   int (*host_threads)(const DeviceSpec& spec);      // threads it computes with in this process

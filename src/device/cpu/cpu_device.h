@@ -41,7 +41,7 @@ class CpuDevice : public Device {
   void begin_join(GroupJoin join) override;
   void finish_join() override;
   // What the group's all-reduces travel over (parallel::Group::transport), "" before a join.
-  std::string_view group_transport() const { return group_ ? group_->transport() : ""; }
+  std::string_view group_transport() const override { return group_ ? group_->transport() : ""; }
   void load(const parallel::DeviceGraph& graph, const gguf::File& weights, const LoadOptions& opt) override;
   void submit(Step step) override;
   bool poll(int timeout_ms) override;

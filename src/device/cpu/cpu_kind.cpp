@@ -34,6 +34,7 @@ std::unique_ptr<Device> create_cpu(const DeviceSpec& s, CreateContext& ctx) {
   o.n_threads = s.threads;
   o.spin = ctx.spin;
   o.map_weights = ctx.map_weights;
+  o.repack_mapped = ctx.repack_mapped;
   o.placement.numa_node = s.numa_node;
   if (s.numa_node >= 0) {
     o.placement.cpus = numa_node_cpus(s.numa_node);
@@ -73,6 +74,7 @@ DeviceKind cpu_kind() {
   return {DeviceSpec::Kind::Cpu,
           "cpu",
           "cpu:THREADS[@NUMA]",
+          true,
           parse_cpu,
           describe_cpu,
           [](const DeviceSpec& s) { return s.threads; },

@@ -19,7 +19,7 @@ DeviceSpec parse_remote(const std::string& entry) {
 }  // namespace
 
 DeviceKind remote_kind() {
-  return {DeviceSpec::Kind::Remote, kPrefix, "tcp://HOST:PORT", parse_remote,
+  return {DeviceSpec::Kind::Remote, kPrefix, "tcp://HOST:PORT", false, parse_remote,
           [](const DeviceSpec& s) { return std::string(kPrefix) + s.address; },
           [](const DeviceSpec&) { return 0; },  // it computes in its worker's process
           // The worker's threads where discovery announced them, else 1 (-ts or -ts auto know better).

@@ -1,7 +1,8 @@
 #include "device/remote/worker_server.h"
 
 #include "core/error.h"
-#include "device/cpu/cpu_device.h"
+#include "core/thread_pool.h"
+#include "device/device_kind.h"
 #include "device/remote/model_store.h"
 #include "device/remote/remote_messages.h"
 #include "device/remote/weight_slices.h"
@@ -170,7 +171,7 @@ struct SessionWeights {
 struct Session {
   SessionWeights weights;
   std::jthread cache_writer;
-  std::unique_ptr<CpuDevice> dev;
+  std::unique_ptr<Device> dev;
   bool loaded = false;
   double served_seconds = 0;  // steps, from their message to the reply (DeviceStats)
 };
@@ -260,6 +261,15 @@ void check_listen(const WorkerOptions& opt) {
   if (opt.key.empty() && !net::is_loopback(opt.listen.host))
     fail("cli", "listening on {} beyond loopback requires --auth-key-file", opt.listen.str());
   if (opt.threads < 1) fail("cli", "-t must be at least 1, got {}", opt.threads);
+}
+
+void serve_device(WorkerOptions& opt, const std::string& list) {
+  const std::vector<DeviceSpec> specs = parse_devices(list);
+  if (specs.size() != 1) fail("cli", "--devices: a worker serves one device, got {} in '{}'", specs.size(), list);
+  const DeviceKind& kind = device_kind(specs[0].kind);
+  if (!kind.local) fail("cli", "--devices: a worker serves a device of this machine, not '{}'", list);
+  opt.device = specs[0];
+  opt.threads = std::max(1, kind.host_threads(specs[0]));
 }
 
 WorkerServer::WorkerServer(WorkerOptions opt) : opt_(std::move(opt)), listener_(opt_.listen) { check_listen(opt_); }
@@ -356,14 +366,15 @@ void WorkerServer::connection(net::Socket s) {
 void WorkerServer::session(net::Channel& s) {
   const auto load_deadline = Clock::now() + std::chrono::milliseconds(opt_.preload_timeout_ms);
   Session ss;
-  CpuDeviceOptions o;
-  o.n_threads = opt_.threads;
-  o.spin = false;  // the worker cannot know what else runs on its cores
+  const DeviceSpec spec = opt_.device.value_or(DeviceSpec{DeviceSpec::Kind::Cpu, opt_.threads, -1, ""});
+  CreateContext ctx;
+  ctx.cores = hardware_cores();
+  ctx.spin = false;  // the worker cannot know what else runs on its cores
   // The slices are in this process's memory already, or in a file mapping to read as --mmap does
   // (a copy would cost as long as the rest of the load; only column slices are copied).
-  o.map_weights = true;
-  o.repack_mapped = true;  // except matmul weights the kernels read as panels: repacked once
-  ss.dev = std::make_unique<CpuDevice>(o);
+  ctx.map_weights = true;
+  ctx.repack_mapped = true;  // except matmul weights the kernels read as panels: repacked once
+  ss.dev = device_kind(spec.kind).create(spec, ctx);
   Replier reply(s);
   for (;;) {
     if (!ss.loaded) {  // a session that only holds the slot is dropped soon

@@ -15,6 +15,7 @@
 // long, since a loaded chat session may legitimately wait for its user.
 #pragma once
 
+#include "device/device_spec.h"
 #include "device/remote/model_store.h"
 #include "net/channel.h"
 #include "net/socket.h"
@@ -26,6 +27,7 @@
 #include <cstdint>
 #include <map>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -33,7 +35,8 @@ namespace weft::device::remote {
 
 struct WorkerOptions {
   net::HostPort listen{"127.0.0.1", 7070};
-  int threads = 1;
+  int threads = 1;                                   // -t: the default device is cpu:<threads>
+  std::optional<DeviceSpec> device;                  // --devices: the local device to serve instead (see serve_device)
   std::vector<uint8_t> key;                          // empty: no authentication (loopback only, see check_listen)
   int idle_timeout_ms = 3600 * 1000;                 // a loaded session with no message for this long is dropped
   int preload_timeout_ms = 60 * 1000;                // from the handshake to the Load message (--preload-timeout)
@@ -49,6 +52,9 @@ struct WorkerOptions {
 
 // Throws weft::Error("cli", ...) when listening beyond loopback without a key.
 void check_listen(const WorkerOptions& opt);
+// `weft worker --devices`: one entry of a kind that computes on this machine; sets opt.device and
+// opt.threads (its threads, for announcements and waiting in all-reduces). Throws naming the entry.
+void serve_device(WorkerOptions& opt, const std::string& list);
 
 class WorkerServer {
  public:
