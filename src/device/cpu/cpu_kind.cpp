@@ -46,11 +46,13 @@ std::unique_ptr<Device> create_cpu(const DeviceSpec& s, CreateContext& ctx) {
 
 // "cpu: 16 cores" and a line per NUMA node with its cores and memory.
 std::string list_cpu() {
-  std::string out = fmt::format("cpu: {} cores; devices cpu:THREADS[@NUMA]\n", hardware_cores());
   constexpr double kGiB = 1024.0 * 1024 * 1024;
+  const DeviceMemory m = cpu_memory(-1);
+  std::string out = fmt::format("cpu: {} cores, {:.1f} GiB ({:.1f} GiB available); devices cpu:THREADS[@NUMA]\n",
+                                hardware_cores(), m.total_bytes / kGiB, m.free_bytes / kGiB);
   for (const auto& n : numa_nodes())
-    out += fmt::format("  NUMA node {}: cores {}, {:.1f} GiB, {:.1f} GiB free\n", n.id, cpu_ranges(n.cpus),
-                       n.total_bytes / kGiB, n.free_bytes / kGiB);
+    out += fmt::format("  NUMA node {}: cores {}, {:.1f} GiB ({:.1f} GiB available)\n", n.id, cpu_ranges(n.cpus),
+                       n.total_bytes / kGiB, (n.free_bytes + n.file_bytes) / kGiB);
   return out;
 }
 
@@ -71,17 +73,17 @@ DeviceMemory cpu_memory(int numa_node) {
 }
 
 DeviceKind cpu_kind() {
-  return {DeviceSpec::Kind::Cpu,
-          "cpu",
-          "cpu:THREADS[@NUMA]",
-          true,
-          parse_cpu,
-          describe_cpu,
-          [](const DeviceSpec& s) { return s.threads; },
-          [](const DeviceSpec& s) { return static_cast<double>(s.threads); },
-          create_cpu,
-          [](const DeviceSpec& s) { return cpu_memory(s.numa_node); },
-          list_cpu};
+  return {.kind = DeviceSpec::Kind::Cpu,
+          .prefix = "cpu",
+          .syntax = "cpu:THREADS[@NUMA]",
+          .local = true,
+          .parse = parse_cpu,
+          .describe = describe_cpu,
+          .host_threads = [](const DeviceSpec& s) { return s.threads; },
+          .default_ratio = [](const DeviceSpec& s) { return static_cast<double>(s.threads); },
+          .create = create_cpu,
+          .memory = [](const DeviceSpec& s) { return cpu_memory(s.numa_node); },
+          .list_local = list_cpu};
 }
 
 }  // namespace weft::device

@@ -19,21 +19,26 @@ DeviceSpec parse_remote(const std::string& entry) {
 }  // namespace
 
 DeviceKind remote_kind() {
-  return {DeviceSpec::Kind::Remote, kPrefix, "tcp://HOST:PORT", false, parse_remote,
-          [](const DeviceSpec& s) { return std::string(kPrefix) + s.address; },
-          [](const DeviceSpec&) { return 0; },  // it computes in its worker's process
+  return {.kind = DeviceSpec::Kind::Remote,
+          .prefix = kPrefix,
+          .syntax = "tcp://HOST:PORT",
+          .local = false,
+          .parse = parse_remote,
+          .describe = [](const DeviceSpec& s) { return std::string(kPrefix) + s.address; },
+          .host_threads = [](const DeviceSpec&) { return 0; },  // it computes in its worker's process
           // The worker's threads where discovery announced them, else 1 (-ts or -ts auto know better).
-          [](const DeviceSpec& s) { return static_cast<double>(s.threads); },
-          [](const DeviceSpec& s, CreateContext&) -> std::unique_ptr<Device> {
+          .default_ratio = [](const DeviceSpec& s) { return static_cast<double>(s.threads); },
+          .create = [](const DeviceSpec& s, CreateContext&) -> std::unique_ptr<Device> {
             return std::make_unique<RemoteDevice>(s.address, s.threads, coordinator_key());
           },
           // Unknown: the session does not carry it (only LAN announcements do, see net/announcement.h).
-          [](const DeviceSpec&) { return DeviceMemory{}; },
-          [] {
-            return std::string(
-                "tcp: nothing local; a worker (weft worker on any machine) is named by its address, "
-                "tcp://HOST:PORT, or found with --devices auto\n");
-          }};
+          .memory = [](const DeviceSpec&) { return DeviceMemory{}; },
+          .list_local =
+              [] {
+                return std::string(
+                    "tcp: nothing local; a worker (weft worker on any machine) is named by its address, "
+                    "tcp://HOST:PORT, or found with --devices auto\n");
+              }};
 }
 
 }  // namespace weft::device::remote
