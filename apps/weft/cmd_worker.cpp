@@ -4,7 +4,6 @@
 #include "apps/weft/commands.h"
 #include "core/error.h"
 #include "core/sched_policy.h"
-#include "core/system_memory.h"
 #include "device/remote/model_store.h"
 #include "device/remote/worker_server.h"
 #include "kernels/cpu_features.h"
@@ -28,7 +27,7 @@ std::unique_ptr<net::Announcer> start_announcer(const std::string& discover_addr
   self.name = ::gethostname(host, sizeof(host) - 1) == 0 && host[0] ? host : "weft-worker";
   self.port = port;
   self.threads = static_cast<uint32_t>(o.threads);
-  self.memory_bytes = available_memory_bytes().value_or(0);
+  self.memory_bytes = device::spec_memory(device::remote::served_device(o)).free_bytes;  // its NUMA node's, if bound
   net::DiscoveryOptions d;
   d.address = net::parse_host_port(discover_addr);
   if (o.listen.host != "0.0.0.0") d.interface = o.listen.host == "localhost" ? "127.0.0.1" : o.listen.host;

@@ -11,7 +11,10 @@ namespace {
 
 TEST(WorkerDevices, ServeDeviceTakesOneEntryOfALocalKind) {
   WorkerOptions o;
+  o.threads = 2;
+  EXPECT_EQ(describe(served_device(o)), "cpu:2");  // the default: -t threads
   serve_device(o, "cpu:3");
+  EXPECT_EQ(describe(served_device(o)), "cpu:3");
   ASSERT_TRUE(o.device.has_value());
   EXPECT_EQ(o.device->kind, DeviceSpec::Kind::Cpu);
   EXPECT_EQ(o.threads, 3);  // what it announces and waits in all-reduces with

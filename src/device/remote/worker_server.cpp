@@ -263,6 +263,10 @@ void check_listen(const WorkerOptions& opt) {
   if (opt.threads < 1) fail("cli", "-t must be at least 1, got {}", opt.threads);
 }
 
+DeviceSpec served_device(const WorkerOptions& opt) {
+  return opt.device.value_or(DeviceSpec{DeviceSpec::Kind::Cpu, opt.threads, -1, ""});
+}
+
 void serve_device(WorkerOptions& opt, const std::string& list) {
   const std::vector<DeviceSpec> specs = parse_devices(list);
   if (specs.size() != 1) fail("cli", "--devices: a worker serves one device, got {} in '{}'", specs.size(), list);
@@ -366,7 +370,7 @@ void WorkerServer::connection(net::Socket s) {
 void WorkerServer::session(net::Channel& s) {
   const auto load_deadline = Clock::now() + std::chrono::milliseconds(opt_.preload_timeout_ms);
   Session ss;
-  const DeviceSpec spec = opt_.device.value_or(DeviceSpec{DeviceSpec::Kind::Cpu, opt_.threads, -1, ""});
+  const DeviceSpec spec = served_device(opt_);
   CreateContext ctx;
   ctx.cores = hardware_cores();
   ctx.spin = false;  // the worker cannot know what else runs on its cores

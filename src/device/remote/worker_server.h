@@ -55,6 +55,8 @@ void check_listen(const WorkerOptions& opt);
 // `weft worker --devices`: one entry of a kind that computes on this machine; sets opt.device and
 // opt.threads (its threads, for announcements and waiting in all-reduces). Throws naming the entry.
 void serve_device(WorkerOptions& opt, const std::string& list);
+// The device a session runs: opt.device, else cpu:<opt.threads>.
+DeviceSpec served_device(const WorkerOptions& opt);
 
 class WorkerServer {
  public:
