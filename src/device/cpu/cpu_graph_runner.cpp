@@ -3,6 +3,8 @@
 #include "core/error.h"
 #include "core/progress.h"
 #include "core/system_memory.h"
+#include "device/buffer_plan.h"
+#include "device/step_layout.h"
 #include "kernels/ops.h"
 #include "kernels/quants.h"
 
@@ -10,7 +12,6 @@
 #include <chrono>
 #include <cmath>
 #include <cstring>
-#include <map>
 #include <optional>
 #include <tuple>
 #include <utility>
@@ -82,113 +83,24 @@ void CpuGraphRunner::load(const parallel::DeviceGraph& graph, const gguf::File& 
   n_cached_.assign(opt.n_seq, 0);
 }
 
-namespace {
-// Ops that may write their output over their first input (elementwise, same width).
-bool runs_in_place(LocalOp op) {
-  return op == LocalOp::RmsNorm || op == LocalOp::HeadNorm || op == LocalOp::Rope || op == LocalOp::SwiGlu ||
-         op == LocalOp::Add || op == LocalOp::AllReduce || op == LocalOp::SigmoidScale;
-}
-}  // namespace
-
-// Gives every node an output buffer, reusing a buffer once its last reader has run. An elementwise
-// op that is the last reader of its first input writes over it: no copy, less memory traffic.
+// Buffers from the kind-neutral plan (device/buffer_plan.h), allocated in this process.
 void CpuGraphRunner::plan_buffers(int32_t max_tokens) {
-  const int n = static_cast<int>(graph_.nodes.size());
-  std::vector<int> last_use(n, -1);
-  for (int i = 0; i < n; ++i)
-    for (int in : graph_.nodes[i].inputs) last_use[in] = i;
-  last_use[graph_.output] = n;      // read after the step
-  std::multimap<size_t, int> free;  // capacity -> buffer
+  const BufferPlan p = device::plan_buffers(graph_, max_tokens);
+  for (size_t i = 0; i < nodes_.size(); ++i) nodes_[i].buffer = p.node_buffer[i];
   buffers_.clear();
-  for (int i = 0; i < n; ++i) {
-    const auto& node = graph_.nodes[i];
-    const int in0 = node.inputs.empty() ? -1 : node.inputs[0];
-    const bool in_place =
-        in0 >= 0 && runs_in_place(node.op) && last_use[in0] == i && graph_.nodes[in0].width == node.width;
-    const size_t need = static_cast<size_t>(max_tokens) * std::max<int64_t>(node.width, 1);
-    auto it = free.lower_bound(need);
-    if (in_place) {
-      nodes_[i].buffer = nodes_[in0].buffer;
-    } else if (it != free.end()) {
-      nodes_[i].buffer = it->second;
-      free.erase(it);
-    } else {
-      nodes_[i].buffer = static_cast<int>(buffers_.size());
-      buffers_.emplace_back(need, 0.f);
-    }
-    for (size_t k = 0; k < node.inputs.size(); ++k) {
-      const int in = node.inputs[k];
-      const bool released = last_use[in] == i && !(in_place && in == in0) &&
-                            std::find(node.inputs.begin(), node.inputs.begin() + k, in) == node.inputs.begin() + k;
-      if (released) free.emplace(buffers_[nodes_[in].buffer].size(), nodes_[in].buffer);
-    }
-    if (last_use[i] < 0) free.emplace(buffers_[nodes_[i].buffer].size(), nodes_[i].buffer);
-  }
-}
-
-// A step names distinct slots, positions each slot can continue from, and all of its tokens.
-void CpuGraphRunner::check_step(const Step& step) const {
-  const int64_t n_tokens = static_cast<int64_t>(step.tokens.size());
-  if (n_tokens < 1 || n_tokens > opt_.max_tokens)
-    fail("cpu", "a step of {} tokens is outside 1..{}", n_tokens, opt_.max_tokens);
-  if (step.seqs.empty()) fail("cpu", "a step without sequences");
-  int64_t total = 0;
-  std::vector<bool> seen(opt_.n_seq, false);
-  for (const StepSeq& q : step.seqs) {
-    if (q.seq < 0 || q.seq >= opt_.n_seq) fail("cpu", "sequence slot {} outside 0..{}", q.seq, opt_.n_seq - 1);
-    if (seen[q.seq]) fail("cpu", "sequence slot {} twice in one step", q.seq);
-    seen[q.seq] = true;
-    if (q.n_tokens < 1) fail("cpu", "sequence slot {} with {} tokens", q.seq, q.n_tokens);
-    if (q.pos0 < 0 || q.pos0 > n_cached_[q.seq])
-      fail("cpu", "slot {}: step at position {} but the cache holds {} positions", q.seq, q.pos0, n_cached_[q.seq]);
-    if (int64_t{q.pos0} + q.n_tokens > opt_.n_ctx)
-      fail("cpu", "slot {}: context full: {} + {} tokens exceed -c {}", q.seq, q.pos0, q.n_tokens, opt_.n_ctx);
-    if (q.score_from < 0 || q.score_from + static_cast<int64_t>(q.score_next.size()) > q.n_tokens)
-      fail("cpu", "slot {}: scoring rows {}..+{} outside its {} tokens", q.seq, q.score_from, q.score_next.size(),
-           q.n_tokens);
-    total += q.n_tokens;
-  }
-  if (total != n_tokens) fail("cpu", "the sequences hold {} tokens, the step {}", total, n_tokens);
+  for (size_t n : p.buffer_floats) buffers_.emplace_back(n, 0.f);
 }
 
 StepResult CpuGraphRunner::run(const Step& step) {
   const auto t0 = Clock::now();
-  check_step(step);
-  const int64_t n_tokens = static_cast<int64_t>(step.tokens.size());
+  check_step(step, opt_, n_cached_, "cpu");
+  const StepLayout l = layout_step(step, opt_.n_ctx);
+  const int64_t n_tokens = l.n_tokens;
   ++step_id_;
-  std::vector<int32_t> pos;
-  std::vector<int64_t> kv_row, out_rows, seq_first;
-  // Per sequence, where in out_rows its scored rows start and where its last row is (-1: none).
-  std::vector<int64_t> score_at(step.seqs.size(), -1), last_at(step.seqs.size(), -1);
-  pos.reserve(n_tokens);
-  kv_row.reserve(n_tokens);
-  seq_first.reserve(step.seqs.size());
-  for (size_t k = 0; k < step.seqs.size(); ++k) {
-    const StepSeq& q = step.seqs[k];
-    const int64_t first = static_cast<int64_t>(pos.size());
-    seq_first.push_back(first);
-    for (int32_t t = 0; t < q.n_tokens; ++t) {
-      pos.push_back(q.pos0 + t);
-      kv_row.push_back(int64_t{q.seq} * opt_.n_ctx + q.pos0 + t);
-    }
-    if (!q.score_next.empty()) {
-      score_at[k] = static_cast<int64_t>(out_rows.size());
-      for (size_t j = 0; j < q.score_next.size(); ++j) out_rows.push_back(first + q.score_from + int64_t(j));
-    }
-    if (q.want_candidates || q.want_logits) {
-      const int64_t last = first + q.n_tokens - 1;
-      if (!out_rows.empty() && out_rows.back() == last) {
-        last_at[k] = static_cast<int64_t>(out_rows.size()) - 1;  // scored already: computed once
-      } else {
-        last_at[k] = static_cast<int64_t>(out_rows.size());
-        out_rows.push_back(last);
-      }
-    }
-  }
   for (int i = 0; i < static_cast<int>(graph_.nodes.size()); ++i) {
     const auto ts = Clock::now();
     try {
-      exec(i, {step, n_tokens, pos, kv_row, out_rows, seq_first});
+      exec(i, {step, n_tokens, l.pos, l.kv_row, l.out_rows, l.seq_first});
     } catch (...) {
       if (group_) group_->abort();  // peers must not wait for this device in a collective
       throw;
@@ -200,29 +112,8 @@ StepResult CpuGraphRunner::run(const Step& step) {
   }
   for (const StepSeq& q : step.seqs) n_cached_[q.seq] = q.pos0 + q.n_tokens;
 
-  StepResult r;
-  const float* o = out(graph_.output);
-  if (graph_.has_logits) {
-    // The output node computed the logits of out_rows only, one row each (see matmul).
-    const int64_t nv = graph_.vocab.size();
-    const auto first_id = static_cast<Token>(graph_.vocab.begin);
-    r.seqs.resize(step.seqs.size());
-    for (size_t k = 0; k < step.seqs.size(); ++k) {
-      const StepSeq& q = step.seqs[k];
-      for (size_t j = 0; j < q.score_next.size(); ++j)
-        r.seqs[k].scores.push_back(model::slice_score(o + (score_at[k] + int64_t(j)) * nv, first_id,
-                                                      static_cast<int32_t>(nv), q.score_next[j]));
-      if (last_at[k] < 0) continue;
-      const float* l = o + last_at[k] * nv;
-      if (q.want_candidates)
-        r.seqs[k].candidates = model::local_candidates(l, static_cast<Token>(graph_.vocab.begin),
-                                                       static_cast<int32_t>(nv), q.sampling, q.recent);
-      if (q.want_logits) r.seqs[k].logits.assign(l, l + nv);
-    }
-  } else if (graph_.passes_residual) {  // layer split: the residual stream goes on to the next device
-    WEFT_ASSERT(graph_.nodes[graph_.output].width == graph_.dims.n_embd);
-    r.output.assign(o, o + n_tokens * graph_.dims.n_embd);
-  }  // else a tensor-split device with no vocabulary share: nothing to return
+  // The output node computed the logits of out_rows only, one row each (see matmul).
+  StepResult r = assemble_result(graph_, step, l, out(graph_.output));
   stats_.step_seconds += std::chrono::duration<double>(Clock::now() - t0).count();
   stats_.steps++;
   return r;

@@ -50,7 +50,6 @@ class CpuGraphRunner {
     const std::vector<int64_t>& out_rows;   // tokens whose logits are wanted: each wanting sequence's last
     const std::vector<int64_t>& seq_first;  // each sequence's first token in the step
   };
-  void check_step(const Step& step) const;
   void exec(int i, const StepCtx& c);
   // Node i's output, row by row; when its only readers are matmuls, each row is converted for
   // them as it is made (see fusable_matmul).

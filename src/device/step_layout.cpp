@@ -1,0 +1,88 @@
+#include "device/step_layout.h"
+
+#include "core/error.h"
+
+namespace weft::device {
+
+void check_step(const Step& step, const LoadOptions& opt, const std::vector<int32_t>& n_cached, const char* where) {
+  const int64_t n_tokens = static_cast<int64_t>(step.tokens.size());
+  if (n_tokens < 1 || n_tokens > opt.max_tokens)
+    fail(where, "a step of {} tokens is outside 1..{}", n_tokens, opt.max_tokens);
+  if (step.seqs.empty()) fail(where, "a step without sequences");
+  int64_t total = 0;
+  std::vector<bool> seen(opt.n_seq, false);
+  for (const StepSeq& q : step.seqs) {
+    if (q.seq < 0 || q.seq >= opt.n_seq) fail(where, "sequence slot {} outside 0..{}", q.seq, opt.n_seq - 1);
+    if (seen[q.seq]) fail(where, "sequence slot {} twice in one step", q.seq);
+    seen[q.seq] = true;
+    if (q.n_tokens < 1) fail(where, "sequence slot {} with {} tokens", q.seq, q.n_tokens);
+    if (q.pos0 < 0 || q.pos0 > n_cached[q.seq])
+      fail(where, "slot {}: step at position {} but the cache holds {} positions", q.seq, q.pos0, n_cached[q.seq]);
+    if (int64_t{q.pos0} + q.n_tokens > opt.n_ctx)
+      fail(where, "slot {}: context full: {} + {} tokens exceed -c {}", q.seq, q.pos0, q.n_tokens, opt.n_ctx);
+    if (q.score_from < 0 || q.score_from + static_cast<int64_t>(q.score_next.size()) > q.n_tokens)
+      fail(where, "slot {}: scoring rows {}..+{} outside its {} tokens", q.seq, q.score_from, q.score_next.size(),
+           q.n_tokens);
+    total += q.n_tokens;
+  }
+  if (total != n_tokens) fail(where, "the sequences hold {} tokens, the step {}", total, n_tokens);
+}
+
+StepLayout layout_step(const Step& step, int32_t n_ctx) {
+  StepLayout l;
+  l.n_tokens = static_cast<int64_t>(step.tokens.size());
+  l.score_at.assign(step.seqs.size(), -1);
+  l.last_at.assign(step.seqs.size(), -1);
+  l.pos.reserve(l.n_tokens);
+  l.kv_row.reserve(l.n_tokens);
+  l.seq_first.reserve(step.seqs.size());
+  for (size_t k = 0; k < step.seqs.size(); ++k) {
+    const StepSeq& q = step.seqs[k];
+    const int64_t first = static_cast<int64_t>(l.pos.size());
+    l.seq_first.push_back(first);
+    for (int32_t t = 0; t < q.n_tokens; ++t) {
+      l.pos.push_back(q.pos0 + t);
+      l.kv_row.push_back(int64_t{q.seq} * n_ctx + q.pos0 + t);
+    }
+    if (!q.score_next.empty()) {
+      l.score_at[k] = static_cast<int64_t>(l.out_rows.size());
+      for (size_t j = 0; j < q.score_next.size(); ++j) l.out_rows.push_back(first + q.score_from + int64_t(j));
+    }
+    if (q.want_candidates || q.want_logits) {
+      const int64_t last = first + q.n_tokens - 1;
+      if (!l.out_rows.empty() && l.out_rows.back() == last) {
+        l.last_at[k] = static_cast<int64_t>(l.out_rows.size()) - 1;  // scored already: computed once
+      } else {
+        l.last_at[k] = static_cast<int64_t>(l.out_rows.size());
+        l.out_rows.push_back(last);
+      }
+    }
+  }
+  return l;
+}
+
+StepResult assemble_result(const parallel::DeviceGraph& graph, const Step& step, const StepLayout& l, const float* o) {
+  StepResult r;
+  if (graph.has_logits) {
+    const int64_t nv = graph.vocab.size();
+    const auto first_id = static_cast<Token>(graph.vocab.begin);
+    r.seqs.resize(step.seqs.size());
+    for (size_t k = 0; k < step.seqs.size(); ++k) {
+      const StepSeq& q = step.seqs[k];
+      for (size_t j = 0; j < q.score_next.size(); ++j)
+        r.seqs[k].scores.push_back(model::slice_score(o + (l.score_at[k] + int64_t(j)) * nv, first_id,
+                                                      static_cast<int32_t>(nv), q.score_next[j]));
+      if (l.last_at[k] < 0) continue;
+      const float* row = o + l.last_at[k] * nv;
+      if (q.want_candidates)
+        r.seqs[k].candidates = model::local_candidates(row, first_id, static_cast<int32_t>(nv), q.sampling, q.recent);
+      if (q.want_logits) r.seqs[k].logits.assign(row, row + nv);
+    }
+  } else if (graph.passes_residual) {  // layer split: the residual stream goes on to the next device
+    WEFT_ASSERT(graph.nodes[graph.output].width == graph.dims.n_embd);
+    r.output.assign(o, o + l.n_tokens * graph.dims.n_embd);
+  }  // else a tensor-split device with no vocabulary share: nothing to return
+  return r;
+}
+
+}  // namespace weft::device
