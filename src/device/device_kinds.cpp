@@ -3,13 +3,14 @@
 #include "core/error.h"
 #include "device/cpu/cpu_kind.h"
 #include "device/remote/remote_kind.h"
+#include "device/vulkan/vk_kind.h"
 
 #include <charconv>
 
 namespace weft::device {
 
 const std::vector<DeviceKind>& device_kinds() {
-  static const std::vector<DeviceKind> kinds = {cpu_kind(), remote::remote_kind()};
+  static const std::vector<DeviceKind> kinds = {cpu_kind(), vk::vulkan_kind(), remote::remote_kind()};
   return kinds;
 }
 

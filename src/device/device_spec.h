@@ -4,6 +4,7 @@
 //   cpu:T@N      the same, bound to NUMA node N (cores and memory)
 //   cpu          one thread
 //   tcp://H:P    a worker process (`weft worker`) at host H, port P
+//   vk:N         Vulkan device N of this machine (GPUs first, then software ones such as lavapipe)
 #pragma once
 
 #include "device/device.h"
@@ -15,10 +16,11 @@
 namespace weft::device {
 
 struct DeviceSpec {
-  enum class Kind { Cpu, Remote } kind = Kind::Cpu;
+  enum class Kind { Cpu, Remote, Vulkan } kind = Kind::Cpu;
   int threads = 1;
   int numa_node = -1;
   std::string address;  // Remote: host:port
+  int index = 0;        // Vulkan: the device's place in vk_kind's order
 };
 
 // Throws weft::Error("cli", ...) on a malformed list, naming the bad entry.

@@ -24,6 +24,10 @@ void rms_norm_heads(float* x, const float* w, int64_t n_tokens, int64_t n_heads,
 // llama3 scaling computes (the numbers llama.cpp stores in rope_freqs), else 1.
 float rope_freq_factor(const RopeParams& p, int64_t i);
 
+// The cos then the sin of each pair's angle at position pos ([n_rot] floats), as rope computes them
+// (in double): for devices that rotate elsewhere with the CPU's angles.
+void rope_cos_sin(const RopeParams& p, int32_t pos, float* cs);
+
 // Rotates x in place: x is [n_tokens, n_heads, head_dim], token t at position pos[t].
 void rope(float* x, int64_t n_tokens, int64_t n_heads, int64_t head_dim, const int32_t* pos, const RopeParams& p);
 void rope_ref(float* x, int64_t n_tokens, int64_t n_heads, int64_t head_dim, const int32_t* pos, const RopeParams& p);

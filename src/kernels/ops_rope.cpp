@@ -61,20 +61,24 @@ const float* rope_table(const RopeParams& p, int32_t pos) {
   thread_local std::vector<Table> tables(kTables);
   Table& e = tables[static_cast<size_t>(pos) % kTables];
   if (e.pos == pos && e.p == p) return e.cs.data();
-  const int64_t half = p.n_rot / 2;
   e.p = p;
   e.pos = pos;
-  e.cs.resize(2 * half);
-  const double pos_scaled = static_cast<double>(pos) * p.freq_scale;
-  for (int64_t i = 0; i < half; ++i) {
-    const double theta = pos_scaled * inv_freq(p, i);
-    e.cs[i] = static_cast<float>(std::cos(theta));
-    e.cs[half + i] = static_cast<float>(std::sin(theta));
-  }
+  e.cs.resize(p.n_rot);
+  rope_cos_sin(p, pos, e.cs.data());
   return e.cs.data();
 }
 
 }  // namespace
+
+void rope_cos_sin(const RopeParams& p, int32_t pos, float* cs) {
+  const int64_t half = p.n_rot / 2;
+  const double pos_scaled = static_cast<double>(pos) * p.freq_scale;
+  for (int64_t i = 0; i < half; ++i) {
+    const double theta = pos_scaled * inv_freq(p, i);
+    cs[i] = static_cast<float>(std::cos(theta));
+    cs[half + i] = static_cast<float>(std::sin(theta));
+  }
+}
 
 float rope_freq_factor(const RopeParams& p, int64_t i) {
   WEFT_ASSERT(p.n_rot > 0 && i >= 0 && 2 * i < p.n_rot);

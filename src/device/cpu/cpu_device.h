@@ -5,11 +5,10 @@
 
 #include "core/thread_pool.h"
 #include "device/device.h"
+#include "device/group_member.h"
+#include "device/job_thread.h"
 
-#include <condition_variable>
 #include <exception>
-#include <mutex>
-#include <optional>
 #include <thread>
 
 namespace weft::device {
@@ -41,7 +40,7 @@ class CpuDevice : public Device {
   void begin_join(GroupJoin join) override;
   void finish_join() override;
   // What the group's all-reduces travel over (parallel::Group::transport), "" before a join.
-  std::string_view group_transport() const override { return group_ ? group_->transport() : ""; }
+  std::string_view group_transport() const override { return member_.transport(); }
   void load(const parallel::DeviceGraph& graph, const gguf::File& weights, const LoadOptions& opt) override;
   void submit(Step step) override;
   bool poll(int timeout_ms) override;
@@ -51,24 +50,16 @@ class CpuDevice : public Device {
   DeviceMemory memory() const override;
 
  private:
-  // All work runs on the device's own thread (thread 0 of its pool), pinned to its cores.
-  void thread_main();
-  void call(std::function<void()> job);                         // runs job on the device thread and waits
   [[noreturn]] void rethrow_named(std::exception_ptr e) const;  // a weft::Error gets this device's name
 
   CpuDeviceOptions opt_;
-  std::unique_ptr<parallel::Group> group_;
-  std::thread joining_;  // a network join in progress (see begin_join)
-  std::exception_ptr join_error_;
+  GroupMember member_;
   std::unique_ptr<CpuGraphRunner> runner_;
-  std::thread thread_;
-  std::mutex mu_;
-  std::condition_variable cv_;
-  std::function<void()> job_;
-  bool job_done_ = true, stop_ = false;
-  std::exception_ptr error_;
   Step step_;
   StepResult result_;
+  // All work runs on the device's own thread (thread 0 of its pool), pinned to its cores. Last:
+  // stopped first, releasing the runner (its pool's workers) on the thread that owns them.
+  JobThread thread_;
 };
 
 }  // namespace weft::device

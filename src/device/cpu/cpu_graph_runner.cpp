@@ -4,6 +4,7 @@
 #include "core/progress.h"
 #include "core/system_memory.h"
 #include "device/buffer_plan.h"
+#include "device/group_member.h"
 #include "device/step_layout.h"
 #include "kernels/ops.h"
 #include "kernels/quants.h"
@@ -383,23 +384,8 @@ void CpuGraphRunner::expert_op(int i, const StepCtx& c) {
 
 void CpuGraphRunner::all_gather(int i, const StepCtx& c) {
   const auto& ln = graph_.nodes[i];
-  const int64_t w = ln.width;
-  float* y = out(i);
   WEFT_ASSERT(group_ && static_cast<int>(ln.gather.size()) == group_->size());
-  std::vector<size_t> counts;
-  size_t total = 0;
-  for (const auto& r : ln.gather) {
-    counts.push_back(static_cast<size_t>(r.size() * c.n_tokens));
-    total += counts.back();
-  }
-  gather_tmp_.resize(total);
-  group_->all_gather(out(ln.inputs[0]), counts, gather_tmp_.data());
-  size_t off = 0;  // rank-major [rank][token][slice] -> [token][features]
-  for (const auto& r : ln.gather) {
-    for (int64_t t = 0; t < c.n_tokens; ++t)
-      std::memcpy(y + t * w + r.begin, gather_tmp_.data() + off + t * r.size(), r.size() * sizeof(float));
-    off += r.size() * c.n_tokens;
-  }
+  all_gather_rows(*group_, out(ln.inputs[0]), ln.gather, c.n_tokens, ln.width, gather_tmp_, out(i));
 }
 
 }  // namespace weft::device

@@ -1,0 +1,361 @@
+#include "device/vulkan/vk_gpu.h"
+
+#include "core/error.h"
+#include "device/vulkan/vk_shaders.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cstring>
+
+namespace weft::device::vk {
+namespace {
+
+int type_rank(VkPhysicalDeviceType t) {
+  switch (t) {
+    case VK_PHYSICAL_DEVICE_TYPE_DISCRETE_GPU: return 0;
+    case VK_PHYSICAL_DEVICE_TYPE_INTEGRATED_GPU: return 1;
+    case VK_PHYSICAL_DEVICE_TYPE_VIRTUAL_GPU: return 2;
+    case VK_PHYSICAL_DEVICE_TYPE_CPU: return 4;
+    default: return 3;
+  }
+}
+
+bool has_extension(VkPhysicalDevice pd, const char* name) {
+  const Api& a = api();
+  uint32_t n = 0;
+  a.vkEnumerateDeviceExtensionProperties(pd, nullptr, &n, nullptr);
+  std::vector<VkExtensionProperties> ext(n);
+  a.vkEnumerateDeviceExtensionProperties(pd, nullptr, &n, ext.data());
+  for (const auto& e : ext)
+    if (std::strcmp(e.extensionName, name) == 0) return true;
+  return false;
+}
+
+// The features weft's shaders use, queried (enable = false) or to be enabled.
+struct Features {
+  VkPhysicalDeviceVulkan11Features v11{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_1_1_FEATURES};
+  VkPhysicalDeviceVulkan12Features v12{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_1_2_FEATURES};
+  VkPhysicalDeviceFeatures2 f2{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_FEATURES_2};
+  Features() {
+    f2.pNext = &v11;
+    v11.pNext = &v12;
+  }
+  Features(const Features&) = delete;
+};
+
+std::string missing_features(VkPhysicalDevice pd, uint32_t api_version) {
+  if (VK_API_VERSION_MAJOR(api_version) == 1 && VK_API_VERSION_MINOR(api_version) < 2)
+    return fmt::format("Vulkan 1.2 (it has {}.{})", VK_API_VERSION_MAJOR(api_version),
+                       VK_API_VERSION_MINOR(api_version));
+  Features f;
+  api().vkGetPhysicalDeviceFeatures2(pd, &f.f2);
+  std::string m;
+  auto need = [&](VkBool32 have, const char* name) {
+    if (!have) m += fmt::format("{}{}", m.empty() ? "" : ", ", name);
+  };
+  need(f.v11.storageBuffer16BitAccess, "storageBuffer16BitAccess");
+  need(f.v12.storageBuffer8BitAccess, "storageBuffer8BitAccess");
+  need(f.v12.shaderInt8, "shaderInt8");
+  need(f.f2.features.shaderInt16, "shaderInt16");
+  return m;
+}
+
+}  // namespace
+
+std::vector<PhysicalInfo> physical_devices() {
+  const Instance& in = instance();
+  const Api& a = in.api;
+  uint32_t n = 0;
+  check(a.vkEnumeratePhysicalDevices(in.instance, &n, nullptr), "vkEnumeratePhysicalDevices");
+  std::vector<VkPhysicalDevice> pds(n);
+  check(a.vkEnumeratePhysicalDevices(in.instance, &n, pds.data()), "vkEnumeratePhysicalDevices");
+  std::vector<PhysicalInfo> out;
+  for (VkPhysicalDevice pd : pds) {
+    PhysicalInfo i;
+    i.handle = pd;
+    VkPhysicalDeviceSubgroupProperties sub{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SUBGROUP_PROPERTIES};
+    VkPhysicalDeviceDriverProperties drv{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_DRIVER_PROPERTIES};
+    sub.pNext = &drv;
+    VkPhysicalDeviceProperties2 p2{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_PROPERTIES_2};
+    p2.pNext = &sub;
+    a.vkGetPhysicalDeviceProperties2(pd, &p2);
+    i.name = p2.properties.deviceName;
+    i.type = p2.properties.deviceType;
+    i.max_buffer_range = p2.properties.limits.maxStorageBufferRange;
+    i.subgroup_size = sub.subgroupSize;
+    i.driver = drv.driverName;
+    VkPhysicalDeviceMemoryProperties mp;
+    a.vkGetPhysicalDeviceMemoryProperties(pd, &mp);
+    for (uint32_t h = 0; h < mp.memoryHeapCount; ++h)
+      if (mp.memoryHeaps[h].flags & VK_MEMORY_HEAP_DEVICE_LOCAL_BIT)
+        i.device_local_bytes = std::max<uint64_t>(i.device_local_bytes, mp.memoryHeaps[h].size);
+    i.integer_dot = has_extension(pd, "VK_KHR_shader_integer_dot_product");
+    i.missing = missing_features(pd, p2.properties.apiVersion);
+    out.push_back(std::move(i));
+  }
+  std::stable_sort(out.begin(), out.end(),
+                   [](const PhysicalInfo& x, const PhysicalInfo& y) { return type_rank(x.type) < type_rank(y.type); });
+  return out;
+}
+
+Gpu::Gpu(int index) {
+  const auto all = physical_devices();
+  if (index < 0 || index >= static_cast<int>(all.size()))
+    fail("vulkan", "vk:{}: this machine has {} Vulkan device{} (weft info --devices lists them)", index, all.size(),
+         all.size() == 1 ? "" : "s");
+  info_ = all[index];
+  if (!info_.missing.empty()) fail("vulkan", "vk:{} ({}) lacks what weft needs: {}", index, info_.name, info_.missing);
+  const Api& a = api();
+  uint32_t nq = 0;
+  a.vkGetPhysicalDeviceQueueFamilyProperties(info_.handle, &nq, nullptr);
+  std::vector<VkQueueFamilyProperties> qf(nq);
+  a.vkGetPhysicalDeviceQueueFamilyProperties(info_.handle, &nq, qf.data());
+  bool found = false;
+  for (uint32_t q = 0; q < nq && !found; ++q)
+    if (qf[q].queueFlags & VK_QUEUE_COMPUTE_BIT) family_ = q, found = true;
+  if (!found) fail("vulkan", "vk:{} ({}) has no compute queue", index, info_.name);
+
+  const float priority = 1.f;
+  VkDeviceQueueCreateInfo qi{VK_STRUCTURE_TYPE_DEVICE_QUEUE_CREATE_INFO};
+  qi.queueFamilyIndex = family_;
+  qi.queueCount = 1;
+  qi.pQueuePriorities = &priority;
+  Features f;  // exactly the features missing_features checked
+  f.v11.storageBuffer16BitAccess = VK_TRUE;
+  f.v12.storageBuffer8BitAccess = VK_TRUE;
+  f.v12.shaderInt8 = VK_TRUE;
+  f.f2.features.shaderInt16 = VK_TRUE;
+  VkDeviceCreateInfo di{VK_STRUCTURE_TYPE_DEVICE_CREATE_INFO};
+  di.pNext = &f.f2;
+  di.queueCreateInfoCount = 1;
+  di.pQueueCreateInfos = &qi;
+  check(a.vkCreateDevice(info_.handle, &di, nullptr, &device_), "vkCreateDevice");
+  a.vkGetDeviceQueue(device_, family_, 0, &queue_);
+  a.vkGetPhysicalDeviceMemoryProperties(info_.handle, &mem_props_);
+  VkPhysicalDeviceProperties props;
+  a.vkGetPhysicalDeviceProperties(info_.handle, &props);
+  max_groups_ = std::min(props.limits.maxComputeWorkGroupCount[0], props.limits.maxComputeWorkGroupCount[1]);
+
+  VkCommandPoolCreateInfo pi{VK_STRUCTURE_TYPE_COMMAND_POOL_CREATE_INFO};
+  pi.flags = VK_COMMAND_POOL_CREATE_RESET_COMMAND_BUFFER_BIT;
+  pi.queueFamilyIndex = family_;
+  check(a.vkCreateCommandPool(device_, &pi, nullptr, &pool_), "vkCreateCommandPool");
+  VkCommandBufferAllocateInfo ai{VK_STRUCTURE_TYPE_COMMAND_BUFFER_ALLOCATE_INFO};
+  ai.commandPool = pool_;
+  ai.level = VK_COMMAND_BUFFER_LEVEL_PRIMARY;
+  ai.commandBufferCount = 1;
+  check(a.vkAllocateCommandBuffers(device_, &ai, &cmd_), "vkAllocateCommandBuffers");
+  VkFenceCreateInfo fi{VK_STRUCTURE_TYPE_FENCE_CREATE_INFO};
+  check(a.vkCreateFence(device_, &fi, nullptr, &fence_), "vkCreateFence");
+}
+
+Gpu::~Gpu() {
+  const Api& a = api();
+  a.vkDeviceWaitIdle(device_);
+  for (auto& [name, p] : pipelines_) {
+    a.vkDestroyPipeline(device_, p.pipeline, nullptr);
+    a.vkDestroyPipelineLayout(device_, p.layout, nullptr);
+    a.vkDestroyDescriptorSetLayout(device_, p.set_layout, nullptr);
+  }
+  for (VkDescriptorPool dp : descriptor_pools_) a.vkDestroyDescriptorPool(device_, dp, nullptr);
+  a.vkDestroyFence(device_, fence_, nullptr);
+  a.vkDestroyCommandPool(device_, pool_, nullptr);
+  a.vkDestroyDevice(device_, nullptr);
+}
+
+Buffer Gpu::create_buffer(uint64_t bytes, Memory where, const char* what) {
+  const Api& a = api();
+  Buffer b;
+  b.size = std::max<uint64_t>(bytes, 4);
+  VkBufferCreateInfo bi{VK_STRUCTURE_TYPE_BUFFER_CREATE_INFO};
+  bi.size = b.size;
+  bi.usage = VK_BUFFER_USAGE_STORAGE_BUFFER_BIT | VK_BUFFER_USAGE_TRANSFER_SRC_BIT | VK_BUFFER_USAGE_TRANSFER_DST_BIT;
+  bi.sharingMode = VK_SHARING_MODE_EXCLUSIVE;
+  check(a.vkCreateBuffer(device_, &bi, nullptr, &b.buffer), "vkCreateBuffer");
+  VkMemoryRequirements req;
+  a.vkGetBufferMemoryRequirements(device_, b.buffer, &req);
+  const VkMemoryPropertyFlags host = VK_MEMORY_PROPERTY_HOST_VISIBLE_BIT | VK_MEMORY_PROPERTY_HOST_COHERENT_BIT;
+  std::vector<VkMemoryPropertyFlags> wanted;  // in order of preference
+  if (where == Memory::Device) wanted = {VK_MEMORY_PROPERTY_DEVICE_LOCAL_BIT, 0};
+  if (where == Memory::Upload) wanted = {host};
+  if (where == Memory::Readback) wanted = {host | VK_MEMORY_PROPERTY_HOST_CACHED_BIT, host};
+  int type = -1;
+  for (VkMemoryPropertyFlags w : wanted) {
+    for (uint32_t t = 0; t < mem_props_.memoryTypeCount && type < 0; ++t)
+      if ((req.memoryTypeBits & (1u << t)) && (mem_props_.memoryTypes[t].propertyFlags & w) == w) type = int(t);
+    if (type >= 0) break;
+  }
+  if (type < 0) fail("vulkan", "{}: no memory type for {}", info_.name, what);
+  VkMemoryAllocateInfo mi{VK_STRUCTURE_TYPE_MEMORY_ALLOCATE_INFO};
+  mi.allocationSize = req.size;
+  mi.memoryTypeIndex = static_cast<uint32_t>(type);
+  const VkResult r = a.vkAllocateMemory(device_, &mi, nullptr, &b.memory);
+  if (r != VK_SUCCESS) {
+    a.vkDestroyBuffer(device_, b.buffer, nullptr);
+    fail("vulkan", "{}: cannot allocate {:.1f} MiB for {} ({} already): {}", info_.name, req.size / 1048576.0, what,
+         allocated_ / 1048576.0, result_name(r));
+  }
+  check(a.vkBindBufferMemory(device_, b.buffer, b.memory, 0), "vkBindBufferMemory");
+  if (where != Memory::Device) check(a.vkMapMemory(device_, b.memory, 0, VK_WHOLE_SIZE, 0, &b.mapped), "vkMapMemory");
+  allocated_ += req.size;
+  return b;
+}
+
+void Gpu::destroy(Buffer& b) {
+  if (!b.buffer) return;
+  const Api& a = api();
+  a.vkDestroyBuffer(device_, b.buffer, nullptr);
+  a.vkFreeMemory(device_, b.memory, nullptr);
+  b = {};
+}
+
+const Pipeline& Gpu::pipeline(const std::string& name, uint32_t n_bindings, uint32_t push_bytes) {
+  if (auto it = pipelines_.find(name); it != pipelines_.end()) return it->second;
+  const auto code = shader_spirv(name);
+  if (code.empty()) fail("vulkan", "no shader '{}' in this build", name);
+  const Api& a = api();
+  Pipeline p;
+  p.n_bindings = n_bindings;
+  p.push_bytes = push_bytes;
+  std::vector<VkDescriptorSetLayoutBinding> b(n_bindings);
+  for (uint32_t i = 0; i < n_bindings; ++i) {
+    b[i].binding = i;
+    b[i].descriptorType = VK_DESCRIPTOR_TYPE_STORAGE_BUFFER;
+    b[i].descriptorCount = 1;
+    b[i].stageFlags = VK_SHADER_STAGE_COMPUTE_BIT;
+  }
+  VkDescriptorSetLayoutCreateInfo li{VK_STRUCTURE_TYPE_DESCRIPTOR_SET_LAYOUT_CREATE_INFO};
+  li.bindingCount = n_bindings;
+  li.pBindings = b.data();
+  check(a.vkCreateDescriptorSetLayout(device_, &li, nullptr, &p.set_layout), "vkCreateDescriptorSetLayout");
+  VkPushConstantRange range{VK_SHADER_STAGE_COMPUTE_BIT, 0, push_bytes};
+  VkPipelineLayoutCreateInfo pli{VK_STRUCTURE_TYPE_PIPELINE_LAYOUT_CREATE_INFO};
+  pli.setLayoutCount = 1;
+  pli.pSetLayouts = &p.set_layout;
+  pli.pushConstantRangeCount = push_bytes ? 1 : 0;
+  pli.pPushConstantRanges = &range;
+  check(a.vkCreatePipelineLayout(device_, &pli, nullptr, &p.layout), "vkCreatePipelineLayout");
+  VkShaderModuleCreateInfo si{VK_STRUCTURE_TYPE_SHADER_MODULE_CREATE_INFO};
+  si.codeSize = code.size_bytes();
+  si.pCode = code.data();
+  VkShaderModule module;
+  check(a.vkCreateShaderModule(device_, &si, nullptr, &module), "vkCreateShaderModule");
+  VkComputePipelineCreateInfo ci{VK_STRUCTURE_TYPE_COMPUTE_PIPELINE_CREATE_INFO};
+  ci.stage = {VK_STRUCTURE_TYPE_PIPELINE_SHADER_STAGE_CREATE_INFO};
+  ci.stage.stage = VK_SHADER_STAGE_COMPUTE_BIT;
+  ci.stage.module = module;
+  ci.stage.pName = "main";
+  ci.layout = p.layout;
+  const VkResult r = a.vkCreateComputePipelines(device_, VK_NULL_HANDLE, 1, &ci, nullptr, &p.pipeline);
+  a.vkDestroyShaderModule(device_, module, nullptr);
+  check(r, fmt::format("vkCreateComputePipelines({})", name));
+  return pipelines_.emplace(name, p).first->second;
+}
+
+VkDescriptorSet Gpu::bind(const Pipeline& p, const std::vector<VkBuffer>& buffers) {
+  WEFT_ASSERT(buffers.size() == p.n_bindings);
+  auto key = std::make_pair(p.set_layout, buffers);
+  if (auto it = sets_.find(key); it != sets_.end()) return it->second;
+  const Api& a = api();
+  constexpr uint32_t kSetsPerPool = 256;
+  if (sets_left_ == 0) {
+    VkDescriptorPoolSize size{VK_DESCRIPTOR_TYPE_STORAGE_BUFFER, kSetsPerPool * 8};
+    VkDescriptorPoolCreateInfo pi{VK_STRUCTURE_TYPE_DESCRIPTOR_POOL_CREATE_INFO};
+    pi.maxSets = kSetsPerPool;
+    pi.poolSizeCount = 1;
+    pi.pPoolSizes = &size;
+    VkDescriptorPool dp;
+    check(a.vkCreateDescriptorPool(device_, &pi, nullptr, &dp), "vkCreateDescriptorPool");
+    descriptor_pools_.push_back(dp);
+    sets_left_ = kSetsPerPool;
+  }
+  VkDescriptorSetAllocateInfo ai{VK_STRUCTURE_TYPE_DESCRIPTOR_SET_ALLOCATE_INFO};
+  ai.descriptorPool = descriptor_pools_.back();
+  ai.descriptorSetCount = 1;
+  ai.pSetLayouts = &p.set_layout;
+  VkDescriptorSet set;
+  check(a.vkAllocateDescriptorSets(device_, &ai, &set), "vkAllocateDescriptorSets");
+  --sets_left_;
+  std::vector<VkDescriptorBufferInfo> infos(buffers.size());
+  std::vector<VkWriteDescriptorSet> writes(buffers.size());
+  for (size_t i = 0; i < buffers.size(); ++i) {
+    infos[i] = {buffers[i], 0, VK_WHOLE_SIZE};
+    writes[i] = {VK_STRUCTURE_TYPE_WRITE_DESCRIPTOR_SET};
+    writes[i].dstSet = set;
+    writes[i].dstBinding = static_cast<uint32_t>(i);
+    writes[i].descriptorCount = 1;
+    writes[i].descriptorType = VK_DESCRIPTOR_TYPE_STORAGE_BUFFER;
+    writes[i].pBufferInfo = &infos[i];
+  }
+  a.vkUpdateDescriptorSets(device_, static_cast<uint32_t>(writes.size()), writes.data(), 0, nullptr);
+  sets_.emplace(std::move(key), set);
+  return set;
+}
+
+void Gpu::begin() {
+  WEFT_ASSERT(!recording_);
+  const Api& a = api();
+  check(a.vkResetCommandBuffer(cmd_, 0), "vkResetCommandBuffer");
+  VkCommandBufferBeginInfo bi{VK_STRUCTURE_TYPE_COMMAND_BUFFER_BEGIN_INFO};
+  bi.flags = VK_COMMAND_BUFFER_USAGE_ONE_TIME_SUBMIT_BIT;
+  check(a.vkBeginCommandBuffer(cmd_, &bi), "vkBeginCommandBuffer");
+  recording_ = true;
+}
+
+void Gpu::dispatch(const Pipeline& p, VkDescriptorSet set, const void* push, uint32_t gx, uint32_t gy) {
+  WEFT_ASSERT(recording_);
+  if (gx == 0 || gy == 0) return;
+  if (gx > max_groups_ || gy > max_groups_)
+    fail("vulkan", "{}: a dispatch of {} x {} workgroups exceeds the device's {}", info_.name, gx, gy, max_groups_);
+  const Api& a = api();
+  a.vkCmdBindPipeline(cmd_, VK_PIPELINE_BIND_POINT_COMPUTE, p.pipeline);
+  a.vkCmdBindDescriptorSets(cmd_, VK_PIPELINE_BIND_POINT_COMPUTE, p.layout, 0, 1, &set, 0, nullptr);
+  if (p.push_bytes) a.vkCmdPushConstants(cmd_, p.layout, VK_SHADER_STAGE_COMPUTE_BIT, 0, p.push_bytes, push);
+  a.vkCmdDispatch(cmd_, gx, gy, 1);
+}
+
+void Gpu::barrier() {
+  WEFT_ASSERT(recording_);
+  VkMemoryBarrier mb{VK_STRUCTURE_TYPE_MEMORY_BARRIER};
+  mb.srcAccessMask = VK_ACCESS_SHADER_WRITE_BIT | VK_ACCESS_TRANSFER_WRITE_BIT | VK_ACCESS_SHADER_READ_BIT |
+                     VK_ACCESS_TRANSFER_READ_BIT;
+  mb.dstAccessMask = VK_ACCESS_SHADER_READ_BIT | VK_ACCESS_SHADER_WRITE_BIT | VK_ACCESS_TRANSFER_READ_BIT |
+                     VK_ACCESS_TRANSFER_WRITE_BIT | VK_ACCESS_HOST_READ_BIT;
+  const VkPipelineStageFlags stages = VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT | VK_PIPELINE_STAGE_TRANSFER_BIT;
+  api().vkCmdPipelineBarrier(cmd_, stages, stages | VK_PIPELINE_STAGE_HOST_BIT, 0, 1, &mb, 0, nullptr, 0, nullptr);
+}
+
+void Gpu::copy(VkBuffer src, uint64_t src_offset, VkBuffer dst, uint64_t dst_offset, uint64_t bytes) {
+  if (bytes == 0) return;
+  copy_regions(src, dst, {{src_offset, dst_offset, bytes}});
+}
+
+void Gpu::copy_regions(VkBuffer src, VkBuffer dst, const std::vector<VkBufferCopy>& regions) {
+  WEFT_ASSERT(recording_);
+  if (regions.empty()) return;
+  api().vkCmdCopyBuffer(cmd_, src, dst, static_cast<uint32_t>(regions.size()), regions.data());
+}
+
+void Gpu::fill_zero(VkBuffer b, uint64_t offset, uint64_t bytes) {
+  WEFT_ASSERT(recording_ && bytes % 4 == 0);
+  if (bytes) api().vkCmdFillBuffer(cmd_, b, offset, bytes, 0);
+}
+
+void Gpu::submit() {
+  WEFT_ASSERT(recording_);
+  recording_ = false;
+  const Api& a = api();
+  check(a.vkEndCommandBuffer(cmd_), "vkEndCommandBuffer");
+  VkSubmitInfo si{VK_STRUCTURE_TYPE_SUBMIT_INFO};
+  si.commandBufferCount = 1;
+  si.pCommandBuffers = &cmd_;
+  check(a.vkQueueSubmit(queue_, 1, &si, fence_), "vkQueueSubmit");
+  // Bounded: a step that has not finished in two minutes is a hung device, not a slow one.
+  const VkResult r = a.vkWaitForFences(device_, 1, &fence_, VK_TRUE, uint64_t{120} * 1000000000);
+  if (r == VK_TIMEOUT) fail("vulkan", "{}: a submission did not finish in 120 s", info_.name);
+  check(r, "vkWaitForFences");
+  check(a.vkResetFences(device_, 1, &fence_), "vkResetFences");
+}
+
+}  // namespace weft::device::vk

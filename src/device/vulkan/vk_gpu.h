@@ -1,0 +1,96 @@
+// One logical Vulkan device: its queue, memory, buffers, compute pipelines (the embedded shaders)
+// and command recording. Each vk: device of a --devices list opens its own (two on one GPU are two
+// logical devices, which is how a machine with one GPU tests a split).
+#pragma once
+
+#include "device/device.h"
+#include "device/vulkan/vk_api.h"
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+namespace weft::device::vk {
+
+// A physical device as `weft info --devices` and vk:N see it, in vk:N order.
+struct PhysicalInfo {
+  VkPhysicalDevice handle = VK_NULL_HANDLE;
+  std::string name;
+  VkPhysicalDeviceType type = VK_PHYSICAL_DEVICE_TYPE_OTHER;
+  uint64_t device_local_bytes = 0;   // its largest device-local heap
+  uint64_t max_buffer_range = 0;     // maxStorageBufferRange: the largest buffer a shader reads
+  uint32_t subgroup_size = 0;
+  bool integer_dot = false;          // VK_KHR_shader_integer_dot_product
+  std::string missing;               // features weft needs that it lacks ("": usable)
+  std::string driver;
+};
+// GPUs first (discrete, integrated, virtual), then the rest (software devices such as lavapipe),
+// each group in the loader's order.
+std::vector<PhysicalInfo> physical_devices();
+
+struct Buffer {
+  VkBuffer buffer = VK_NULL_HANDLE;
+  VkDeviceMemory memory = VK_NULL_HANDLE;
+  uint64_t size = 0;
+  void* mapped = nullptr;  // host-visible buffers only
+};
+
+enum class Memory { Device, Upload, Readback };  // device-local, host-visible write, host-visible read
+
+struct Pipeline {
+  VkDescriptorSetLayout set_layout = VK_NULL_HANDLE;
+  VkPipelineLayout layout = VK_NULL_HANDLE;
+  VkPipeline pipeline = VK_NULL_HANDLE;
+  uint32_t n_bindings = 0, push_bytes = 0;
+};
+
+class Gpu {
+ public:
+  explicit Gpu(int index);  // vk:index; throws naming what is missing
+  ~Gpu();
+  Gpu(const Gpu&) = delete;
+  Gpu& operator=(const Gpu&) = delete;
+
+  const PhysicalInfo& info() const { return info_; }
+  Buffer create_buffer(uint64_t bytes, Memory where, const char* what);
+  void destroy(Buffer& b);
+  uint64_t allocated_bytes() const { return allocated_; }
+  // The embedded shader `name` ("matmul_q4_0"), its layout: n_bindings storage buffers at bindings
+  // 0..n-1, push_bytes of push constants. Created on first use.
+  const Pipeline& pipeline(const std::string& name, uint32_t n_bindings, uint32_t push_bytes);
+  // A descriptor set binding these buffers to the pipeline's bindings, made once and kept.
+  VkDescriptorSet bind(const Pipeline& p, const std::vector<VkBuffer>& buffers);
+
+  // Command recording into one command buffer, submitted and waited for by submit().
+  void begin();
+  void dispatch(const Pipeline& p, VkDescriptorSet set, const void* push, uint32_t gx, uint32_t gy = 1);
+  // Every dispatch or copy recorded before it is complete and visible to every one after it.
+  void barrier();
+  void copy(VkBuffer src, uint64_t src_offset, VkBuffer dst, uint64_t dst_offset, uint64_t bytes);
+  void copy_regions(VkBuffer src, VkBuffer dst, const std::vector<VkBufferCopy>& regions);
+  void fill_zero(VkBuffer b, uint64_t offset, uint64_t bytes);
+  // Ends the recording, submits it and waits; host-visible buffers then hold what it wrote.
+  void submit();
+  uint32_t max_group_count() const { return max_groups_; }
+
+ private:
+  PhysicalInfo info_;
+  VkDevice device_ = VK_NULL_HANDLE;
+  VkQueue queue_ = VK_NULL_HANDLE;
+  uint32_t family_ = 0;
+  VkPhysicalDeviceMemoryProperties mem_props_{};
+  VkCommandPool pool_ = VK_NULL_HANDLE;
+  VkCommandBuffer cmd_ = VK_NULL_HANDLE;
+  VkFence fence_ = VK_NULL_HANDLE;
+  bool recording_ = false;
+  std::vector<VkDescriptorPool> descriptor_pools_;
+  uint32_t sets_left_ = 0;
+  std::map<std::string, Pipeline> pipelines_;
+  std::map<std::pair<VkDescriptorSetLayout, std::vector<VkBuffer>>, VkDescriptorSet> sets_;
+  uint64_t allocated_ = 0;
+  uint32_t max_groups_ = 65535;
+};
+
+}  // namespace weft::device::vk

@@ -1,0 +1,550 @@
+#include "device/vulkan/vk_graph_runner.h"
+
+#include "core/error.h"
+#include "core/progress.h"
+#include "device/buffer_plan.h"
+#include "device/group_member.h"
+#include "kernels/ops.h"
+#include "kernels/quants.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstring>
+
+namespace weft::device::vk {
+
+using parallel::LocalOp;
+using Clock = std::chrono::steady_clock;
+
+namespace {
+
+// Push constants, as the shaders declare them.
+struct RmsPush {
+  uint32_t n, n_rows;
+  float eps;
+};
+struct RopePush {
+  uint32_t n_tokens, n_heads, head_dim, n_rot, neox;
+};
+struct ElementwisePush {
+  uint32_t n, width, op;
+};
+struct QuantizePush {
+  uint32_t n_values, act;
+};
+struct MatmulPush {
+  uint32_t rows, cols, n_tok, mode, n_used, expert_first, n_experts, y_row0, w_row0, y_stride;
+};
+struct KvStorePush {
+  uint32_t n_tokens, n_kv, head_dim, n_ctx;
+};
+struct AttentionPush {
+  uint32_t n_q, n_kv, head_dim, n_ctx, q_head_begin, kv_begin, group;
+  float scale;
+};
+struct RoutePush {
+  uint32_t n_tokens, n_expert, k, norm;
+};
+
+enum ElementwiseOp : uint32_t { kAdd = 0, kSwiGlu = 1, kSigmoidScale = 2, kBias = 3 };
+
+// The activation format of a weight type's shader (quantize.comp's ACT), or -1 for f32 activations.
+int act_format(DType t) {
+  switch (t) {
+    case DType::Q4_0:
+    case DType::Q5_0:
+    case DType::Q8_0: return 0;
+    case DType::Q4_1:
+    case DType::Q5_1: return 1;
+    default: return -1;
+  }
+}
+
+std::string matmul_shader(DType t) { return "matmul_" + std::string(dtype_name(t)); }
+
+bool has_matmul(DType t) {
+  switch (t) {
+    case DType::F32:
+    case DType::F16:
+    case DType::BF16:
+    case DType::Q4_0:
+    case DType::Q4_1:
+    case DType::Q5_0:
+    case DType::Q5_1:
+    case DType::Q8_0: return true;
+    default: return false;
+  }
+}
+
+constexpr uint32_t kTile = 4;  // matmul.comp's TILE
+
+uint32_t u32(int64_t v) {
+  WEFT_ASSERT(v >= 0 && v <= int64_t{UINT32_MAX});
+  return static_cast<uint32_t>(v);
+}
+
+}  // namespace
+
+bool vk_supports(LocalOp op, DType t) {
+  const bool reads_matrix = op == LocalOp::MatMul || op == LocalOp::ExpertMatMul || op == LocalOp::ExpertMatMulSum;
+  if (op == LocalOp::Embed) {  // looked up on the host
+    try {
+      kernels::kernels_for(t);
+      return true;
+    } catch (const Error&) {
+      return false;
+    }
+  }
+  return reads_matrix ? has_matmul(t) : op < LocalOp::Count;
+}
+
+VkGraphRunner::VkGraphRunner(Gpu& gpu, parallel::Group* group) : gpu_(gpu), group_(group) {}
+
+VkGraphRunner::~VkGraphRunner() {
+  for (auto& n : nodes_)
+    for (Buffer* b : {&n.vec, &n.bias, &n.k_cache, &n.v_cache}) gpu_.destroy(*b);
+  for (auto& n : nodes_)
+    for (auto& p : n.w.parts) gpu_.destroy(p.buf);
+  for (auto& b : buffers_) gpu_.destroy(b);
+  for (Buffer* b : {&upload_, &tok_, &rope_, &input_, &act_q_, &act_d_, &act_s_, &staging_, &logits_in_, &logits_,
+                    &readback_, &dummy_})
+    gpu_.destroy(*b);
+}
+
+std::pair<uint32_t, uint32_t> VkGraphRunner::grid(uint64_t groups) const {
+  const uint64_t x = std::min<uint64_t>(std::max<uint64_t>(groups, 1), gpu_.max_group_count());
+  return {static_cast<uint32_t>(x), static_cast<uint32_t>((groups + x - 1) / x)};
+}
+
+void VkGraphRunner::upload(Buffer& dst, uint64_t offset, const uint8_t* src, uint64_t n) {
+  while (n > 0) {
+    const uint64_t k = std::min(n, upload_.size);
+    std::memcpy(upload_.mapped, src, k);
+    gpu_.begin();
+    gpu_.copy(upload_.buffer, 0, dst.buffer, offset, k);
+    gpu_.submit();
+    src += k, offset += k, n -= k;
+  }
+}
+
+Buffer VkGraphRunner::upload_floats(const std::vector<float>& v, const char* what) {
+  Buffer b = gpu_.create_buffer(v.size() * sizeof(float), Memory::Device, what);
+  upload(b, 0, reinterpret_cast<const uint8_t*>(v.data()), v.size() * sizeof(float));
+  return b;
+}
+
+// Rows packed (row_bytes apart, whatever m.row_stride), in parts of whole rows or whole experts.
+VkGraphRunner::Matrix VkGraphRunner::upload_matrix(const kernels::WeightMatrix& m, int64_t n_experts,
+                                                   int64_t expert_first, const std::string& what) {
+  if (!has_matmul(m.type))
+    fail("vulkan", "{}: weight type {} has no Vulkan kernel yet (supported: f32 f16 bf16 q4_0 q4_1 q5_0 q5_1 q8_0)",
+         what, dtype_name(m.type));
+  WEFT_ASSERT(m.layout == kernels::WeightLayout::Rows);
+  Matrix out;
+  out.type = m.type;
+  out.cols = m.cols;
+  out.rows = n_experts > 0 ? m.rows / n_experts : m.rows;
+  out.expert_first = expert_first;
+  if (m.rows == 0 || m.cols == 0) return out;  // holds nothing of a split matrix
+  const uint64_t row = row_bytes(m.type, m.cols);
+  const int64_t unit_rows = n_experts > 0 ? out.rows : 1;  // a part holds whole units
+  const uint64_t unit = row * unit_rows;
+  const uint64_t limit = std::min<uint64_t>(gpu_.info().max_buffer_range, uint64_t{1} << 31);
+  if (unit > limit)
+    fail("vulkan", "{}: one {} of {:.1f} MiB exceeds the device's largest buffer ({:.1f} MiB)", what,
+         n_experts > 0 ? "expert" : "row", unit / 1048576.0, limit / 1048576.0);
+  const int64_t units = m.rows / unit_rows, per_part = static_cast<int64_t>(limit / unit);
+  std::vector<uint8_t> packed;
+  for (int64_t u0 = 0; u0 < units; u0 += per_part) {
+    const int64_t nu = std::min(per_part, units - u0);
+    WeightPart part;
+    part.first = u0;
+    part.count = nu;
+    part.buf = gpu_.create_buffer(unit * nu, Memory::Device, what.c_str());
+    const int64_t r0 = u0 * unit_rows, nr = nu * unit_rows;
+    if (m.row_stride == row) {
+      upload(part.buf, 0, m.data + r0 * row, row * nr);
+    } else {
+      packed.resize(row * nr);
+      for (int64_t r = 0; r < nr; ++r) std::memcpy(packed.data() + r * row, m.data + (r0 + r) * m.row_stride, row);
+      upload(part.buf, 0, packed.data(), packed.size());
+    }
+    out.parts.push_back(std::move(part));
+  }
+  return out;
+}
+
+void VkGraphRunner::load(const parallel::DeviceGraph& graph, const gguf::File& f, const LoadOptions& opt) {
+  graph_ = graph;
+  opt_ = opt;
+  for (DType t : {opt.k_type, opt.v_type})
+    if (t != DType::F32 && t != DType::F16) fail("vulkan", "KV cache type {}: f32 or f16", dtype_name(t));
+  if (opt.k_type != opt.v_type) fail("vulkan", "KV cache types differ ({} and {}): give -ctk and -ctv alike",
+                                     dtype_name(opt.k_type), dtype_name(opt.v_type));
+  const auto& d = graph_.dims;
+  if (d.head_dim > 256) fail("vulkan", "head_dim {} over the attention kernel's 256", d.head_dim);
+  nodes_ = std::vector<NodeState>(graph_.nodes.size());
+  host_weights_ = std::make_unique<WeightStore>(-1, /*map_weights=*/true);
+  upload_ = gpu_.create_buffer(uint64_t{16} << 20, Memory::Upload, "staging");
+  dummy_ = gpu_.create_buffer(256, Memory::Device, "unused bindings");
+  const uint64_t limit = gpu_.info().max_buffer_range;
+  int64_t act_values = 0, embd_width = d.n_embd, collective_width = 0;
+  Progress progress("loading weights", graph_.nodes.size(), "nodes");
+  for (size_t i = 0; i < graph_.nodes.size(); ++i) {
+    progress.add(1);
+    const auto& ln = graph_.nodes[i];
+    NodeState& ns = nodes_[i];
+    switch (ln.op) {
+      case LocalOp::Embed:
+        ns.embed = host_weights_->matrix(f, ln.weight, WeightStore::Use::Lookup);
+        embd_width = std::max(embd_width, ln.width);
+        break;
+      case LocalOp::MatMul: {
+        const kernels::WeightMatrix m = host_weights_->matrix(f, ln.weight, WeightStore::Use::Stream);
+        ns.w = upload_matrix(m, 0, 0, ln.label);
+        if (ln.bias.kind != parallel::WeightSlice::Kind::None)
+          ns.bias = upload_floats(host_weights_->vector(f, ln.bias), "a bias");
+        act_values = std::max(act_values, int64_t{opt.max_tokens} * m.cols);
+        break;
+      }
+      case LocalOp::RmsNorm:
+      case LocalOp::HeadNorm: ns.vec = upload_floats(host_weights_->vector(f, ln.weight), "a norm weight"); break;
+      case LocalOp::ExpertMatMul:
+      case LocalOp::ExpertMatMulSum: {
+        if (ln.weight.kind == parallel::WeightSlice::Kind::None) break;  // holds none of this layer's experts
+        const kernels::WeightMatrix m = host_weights_->matrix(f, ln.weight, WeightStore::Use::Experts);
+        const int64_t n = ln.experts.size();
+        if (n <= 0 || m.rows % n) fail("vulkan", "{}: {} rows for {} experts", ln.label, m.rows, n);
+        ns.w = upload_matrix(m, n, ln.experts.begin, ln.label);
+        const int64_t x_rows = int64_t{opt.max_tokens} * (ln.op == LocalOp::ExpertMatMulSum ? d.n_expert_used : 1);
+        act_values = std::max(act_values, x_rows * m.cols);
+        break;
+      }
+      case LocalOp::Attention: {
+        const uint64_t bytes = row_bytes(opt.k_type, int64_t{opt.n_seq} * opt.n_ctx * ln.kv_heads.size() * d.head_dim);
+        if (bytes > limit)
+          fail("vulkan", "{}: a KV cache of {:.1f} MiB exceeds the device's largest buffer ({:.1f} MiB); lower -c or "
+                         "--parallel", ln.label, bytes / 1048576.0, limit / 1048576.0);
+        ns.k_cache = gpu_.create_buffer(bytes, Memory::Device, "the K cache");
+        ns.v_cache = gpu_.create_buffer(bytes, Memory::Device, "the V cache");
+        gpu_.begin();  // positions not yet written are never read, but start from zeros all the same
+        gpu_.fill_zero(ns.k_cache.buffer, 0, ns.k_cache.size / 4 * 4);
+        gpu_.fill_zero(ns.v_cache.buffer, 0, ns.v_cache.size / 4 * 4);
+        gpu_.submit();
+        break;
+      }
+      case LocalOp::AllReduce:
+      case LocalOp::AllGather: collective_width = std::max(collective_width, ln.width); break;
+      case LocalOp::Input: embd_width = std::max(embd_width, ln.width); break;
+      default: break;
+    }
+  }
+  // Activations: the kind-neutral plan, less the logits node's buffer (logits are computed in
+  // passes of rows into their own, see logits()).
+  const BufferPlan plan = plan_buffers(graph_, opt.max_tokens);
+  const bool logits_node = graph_.has_logits && graph_.output >= 0;
+  if (logits_node && graph_.nodes[graph_.output].op != LocalOp::MatMul)
+    fail("vulkan", "the logits node is {}, expected a matmul", parallel::local_op_name(graph_.nodes[graph_.output].op));
+  std::vector<int> users(plan.buffer_floats.size(), 0);
+  for (size_t i = 0; i < nodes_.size(); ++i) users[plan.node_buffer[i]]++;
+  for (size_t b = 0; b < plan.buffer_floats.size(); ++b) {
+    const bool only_logits = logits_node && plan.node_buffer[graph_.output] == static_cast<int>(b) && users[b] == 1;
+    const uint64_t bytes = plan.buffer_floats[b] * sizeof(float);
+    if (!only_logits && bytes > limit)
+      fail("vulkan", "activations of {:.1f} MiB exceed the device's largest buffer ({:.1f} MiB); lower -b",
+           bytes / 1048576.0, limit / 1048576.0);
+    buffers_.push_back(only_logits ? Buffer{} : gpu_.create_buffer(bytes, Memory::Device, "activations"));
+  }
+  for (size_t i = 0; i < nodes_.size(); ++i) nodes_[i].buffer = plan.node_buffer[i];
+  if (logits_node) {
+    const auto& ln = graph_.nodes[graph_.output];
+    const int64_t k = graph_.nodes[ln.inputs[0]].width, nv = std::max<int64_t>(ln.width, 1);
+    logits_rows_ = std::clamp<int64_t>(static_cast<int64_t>(limit / (nv * sizeof(float))), 1, opt.max_tokens);
+    logits_rows_ = std::min<int64_t>(logits_rows_, static_cast<int64_t>(limit / (std::max<int64_t>(k, 1) * 4)));
+    logits_in_ = gpu_.create_buffer(logits_rows_ * k * sizeof(float), Memory::Device, "logits input rows");
+    logits_ = gpu_.create_buffer(logits_rows_ * nv * sizeof(float), Memory::Device, "logits");
+    act_values = std::max(act_values, logits_rows_ * k);
+  }
+  const int64_t out_width = graph_.output >= 0 ? std::max<int64_t>(graph_.nodes[graph_.output].width, 1) : 1;
+  readback_ = gpu_.create_buffer(int64_t{opt.max_tokens} * out_width * sizeof(float), Memory::Readback, "readback");
+  act_q_ = gpu_.create_buffer(act_values, Memory::Device, "quantized activations");
+  act_d_ = gpu_.create_buffer(act_values / 32 * sizeof(float) + 4, Memory::Device, "activation scales");
+  act_s_ = gpu_.create_buffer(act_values / 16 * sizeof(float) + 4, Memory::Device, "activation sums");
+  tok_ = gpu_.create_buffer(int64_t{opt.max_tokens} * 2 * sizeof(int32_t), Memory::Upload, "token positions");
+  rope_ = gpu_.create_buffer(int64_t{opt.max_tokens} * std::max<int64_t>(d.rope.n_rot, 2) * sizeof(float),
+                             Memory::Upload, "rope angles");
+  input_ = gpu_.create_buffer(int64_t{opt.max_tokens} * embd_width * sizeof(float), Memory::Upload, "step input");
+  if (collective_width > 0)
+    staging_ = gpu_.create_buffer(int64_t{opt.max_tokens} * collective_width * sizeof(float), Memory::Readback,
+                                  "collective staging");
+  gpu_.destroy(upload_);
+  upload_ = gpu_.create_buffer(4096, Memory::Upload, "staging");  // later uploads are small
+  n_cached_.assign(opt.n_seq, 0);
+}
+
+StepResult VkGraphRunner::run(const Step& step) {
+  const auto t0 = Clock::now();
+  check_step(step, opt_, n_cached_, "vulkan");
+  const StepLayout l = layout_step(step, opt_.n_ctx);
+  const Ctx c{step, l, l.n_tokens};
+  // Per-step inputs: each token's slot and position, and its rope angles.
+  auto* tok = static_cast<int32_t*>(tok_.mapped);
+  for (int64_t t = 0; t < l.n_tokens; ++t) {
+    tok[2 * t] = static_cast<int32_t>(l.kv_row[t] / opt_.n_ctx);
+    tok[2 * t + 1] = l.pos[t];
+  }
+  const auto& rope = graph_.dims.rope;
+  if (rope.n_rot > 0)
+    for (int64_t t = 0; t < l.n_tokens; ++t)
+      kernels::rope_cos_sin(rope, l.pos[t], static_cast<float*>(rope_.mapped) + t * rope.n_rot);
+  gpu_.begin();
+  try {
+    for (int i = 0; i < static_cast<int>(graph_.nodes.size()); ++i) {
+      if (i == graph_.output && graph_.has_logits) continue;  // see logits()
+      exec(i, c);
+    }
+    if (graph_.has_logits) {
+      logits(c);
+    } else if (graph_.passes_residual) {
+      gpu_.copy(out(graph_.output), 0, readback_.buffer, 0, l.n_tokens * graph_.dims.n_embd * sizeof(float));
+      gpu_.barrier();
+    }
+    gpu_.submit();
+  } catch (...) {
+    if (group_) group_->abort();  // peers must not wait for this device in a collective
+    throw;
+  }
+  for (const StepSeq& q : step.seqs) n_cached_[q.seq] = q.pos0 + q.n_tokens;
+  StepResult r = assemble_result(graph_, step, l, static_cast<const float*>(readback_.mapped));
+  stats_.step_seconds += std::chrono::duration<double>(Clock::now() - t0).count();
+  stats_.steps++;
+  return r;
+}
+
+void VkGraphRunner::record_rms(VkBuffer x, VkBuffer w, VkBuffer y, uint32_t n, uint32_t rows, float eps) {
+  const Pipeline& p = gpu_.pipeline("rms_norm", 3, sizeof(RmsPush));
+  const RmsPush push{n, rows, eps};
+  const auto [gx, gy] = grid(rows);
+  gpu_.dispatch(p, gpu_.bind(p, {x, w, y}), &push, gx, gy);
+}
+
+void VkGraphRunner::record_elementwise(VkBuffer a, VkBuffer b, VkBuffer y, uint32_t n, uint32_t width, uint32_t op) {
+  const Pipeline& p = gpu_.pipeline("elementwise", 3, sizeof(ElementwisePush));
+  const ElementwisePush push{n, width, op};
+  const auto [gx, gy] = grid((n + 255) / 256);
+  gpu_.dispatch(p, gpu_.bind(p, {a, b, y}), &push, gx, gy);
+}
+
+void VkGraphRunner::record_matmul(const Matrix& w, VkBuffer x, int64_t x_rows, VkBuffer y, int64_t y_stride,
+                                  uint32_t mode, int64_t n_tokens, VkBuffer routes) {
+  const int act = act_format(w.type);
+  if (act >= 0) {
+    const Pipeline& q = gpu_.pipeline("quantize", 4, sizeof(QuantizePush));
+    const QuantizePush push{u32(x_rows * w.cols), static_cast<uint32_t>(act)};
+    const uint64_t blocks = x_rows * w.cols / (act == 2 ? 256 : 32);
+    const auto [gx, gy] = grid((blocks + 63) / 64);
+    gpu_.dispatch(q, gpu_.bind(q, {x, act_q_.buffer, act_d_.buffer, act_s_.buffer}), &push, gx, gy);
+    gpu_.barrier();
+  }
+  const Pipeline& p = gpu_.pipeline(matmul_shader(w.type), 7, sizeof(MatmulPush));
+  const int64_t n_used = graph_.dims.n_expert_used;
+  const int64_t items = mode == 1 ? n_tokens * n_used : n_tokens;
+  const uint32_t gy = u32((items + kTile - 1) / kTile);
+  for (size_t pi = 0; pi < w.parts.size(); ++pi) {
+    const WeightPart& part = w.parts[pi];
+    const VkDescriptorSet set =
+        gpu_.bind(p, {part.buf.buffer, x, act_q_.buffer, act_d_.buffer, act_s_.buffer, y, routes});
+    MatmulPush push{};
+    push.rows = u32(w.rows);
+    push.cols = u32(w.cols);
+    push.n_tok = u32(n_tokens);
+    push.mode = mode;
+    push.n_used = u32(n_used);
+    push.y_stride = u32(y_stride);
+    if (mode == 0) {
+      // A dispatch per run of rows the device's workgroup count allows (a vocabulary of 150k rows).
+      for (int64_t r0 = 0; r0 < part.count; r0 += gpu_.max_group_count()) {
+        const int64_t nr = std::min<int64_t>(gpu_.max_group_count(), part.count - r0);
+        push.y_row0 = u32(part.first + r0);
+        push.w_row0 = u32(r0);
+        gpu_.dispatch(p, set, &push, u32(nr), gy);
+      }
+    } else {
+      push.expert_first = u32(w.expert_first + part.first);
+      push.n_experts = u32(part.count);
+      gpu_.dispatch(p, set, &push, u32(w.rows), gy);
+      if (mode == 2 && pi + 1 < w.parts.size()) gpu_.barrier();  // the next part adds to the same sums
+    }
+  }
+}
+
+void VkGraphRunner::exec(int i, const Ctx& c) {
+  const auto& ln = graph_.nodes[i];
+  const auto& d = graph_.dims;
+  NodeState& ns = nodes_[i];
+  auto in = [&](int k) { return out(ln.inputs[k]); };
+  const int64_t n = c.n_tokens * ln.width;
+  const VkBuffer y = out(i);
+  switch (ln.op) {
+    case LocalOp::Input:
+      if (static_cast<int64_t>(c.step.input.size()) != n)
+        fail("vulkan", "input of {} floats, expected {}", c.step.input.size(), n);
+      std::memcpy(input_.mapped, c.step.input.data(), n * sizeof(float));
+      gpu_.copy(input_.buffer, 0, y, 0, n * sizeof(float));
+      break;
+    case LocalOp::Embed: {
+      const auto& w = ns.embed;
+      const auto& k = kernels::kernels_for(w.type);
+      auto* dst = static_cast<float*>(input_.mapped);
+      for (int64_t t = 0; t < c.n_tokens; ++t) {
+        const auto id = c.step.tokens[t];
+        if (id < 0 || id >= w.rows) fail("vulkan", "token id {} outside the vocabulary (0..{})", id, w.rows - 1);
+        k.dequantize(w.data + w.row_stride * id, dst + t * ln.width, ln.width);
+      }
+      gpu_.copy(input_.buffer, 0, y, 0, n * sizeof(float));
+      break;
+    }
+    case LocalOp::RmsNorm: record_rms(in(0), ns.vec.buffer, y, u32(ln.width), u32(c.n_tokens), d.norm_eps); break;
+    case LocalOp::HeadNorm:
+      record_rms(in(0), ns.vec.buffer, y, u32(d.head_dim), u32(n / d.head_dim), d.norm_eps);
+      break;
+    case LocalOp::MatMul:
+      if (ln.width == 0) break;
+      if (ns.w.cols == 0) {  // row-parallel with no input features here: adds zeros
+        gpu_.fill_zero(y, 0, n * sizeof(float));
+        break;
+      }
+      record_matmul(ns.w, in(0), c.n_tokens, y, ln.width, 0, c.n_tokens, dummy_.buffer);
+      if (ns.bias.buffer) {
+        gpu_.barrier();
+        record_elementwise(y, ns.bias.buffer, y, u32(n), u32(ln.width), kBias);
+      }
+      break;
+    case LocalOp::Rope: {
+      if (ln.width == 0) break;
+      if (in(0) != y) {
+        gpu_.copy(in(0), 0, y, 0, n * sizeof(float));
+        gpu_.barrier();
+      }
+      const Pipeline& p = gpu_.pipeline("rope", 2, sizeof(RopePush));
+      const RopePush push{u32(c.n_tokens), u32(ln.width / d.head_dim), u32(d.head_dim), u32(d.rope.n_rot),
+                          d.rope.neox ? 1u : 0u};
+      const auto [gx, gy] = grid((c.n_tokens * (ln.width / d.head_dim) * (d.rope.n_rot / 2) + 63) / 64);
+      gpu_.dispatch(p, gpu_.bind(p, {y, rope_.buffer}), &push, gx, gy);
+      break;
+    }
+    case LocalOp::Attention: record_attention(i, c); break;
+    case LocalOp::SwiGlu: record_elementwise(in(0), in(1), y, u32(n), u32(ln.width), kSwiGlu); break;
+    case LocalOp::Add: record_elementwise(in(0), in(1), y, u32(n), u32(ln.width), kAdd); break;
+    case LocalOp::SigmoidScale: record_elementwise(in(0), in(1), y, u32(n), u32(ln.width), kSigmoidScale); break;
+    case LocalOp::AllReduce:
+    case LocalOp::AllGather: collective(i, c); break;
+    case LocalOp::MoeRoute: {
+      const Pipeline& p = gpu_.pipeline("moe_route", 2, sizeof(RoutePush));
+      const RoutePush push{u32(c.n_tokens), u32(d.n_expert), u32(d.n_expert_used), d.expert_weights_norm ? 1u : 0u};
+      gpu_.dispatch(p, gpu_.bind(p, {in(0), y}), &push, u32((c.n_tokens + 63) / 64));
+      break;
+    }
+    case LocalOp::ExpertMatMul:
+    case LocalOp::ExpertMatMulSum: {
+      const bool sum = ln.op == LocalOp::ExpertMatMulSum;
+      const int64_t out_rows = sum ? c.n_tokens : c.n_tokens * d.n_expert_used;
+      gpu_.fill_zero(y, 0, out_rows * ln.width * sizeof(float));  // slots of experts held elsewhere
+      if (ln.width == 0 || ns.w.parts.empty()) break;
+      gpu_.barrier();
+      const int64_t x_rows = sum ? c.n_tokens * d.n_expert_used : c.n_tokens;
+      record_matmul(ns.w, in(0), x_rows, y, ln.width, sum ? 2 : 1, c.n_tokens, in(1));
+      break;
+    }
+    case LocalOp::Count: fail("vulkan", "op {} is not implemented on the Vulkan device", local_op_name(ln.op));
+  }
+  gpu_.barrier();
+}
+
+void VkGraphRunner::record_attention(int i, const Ctx& c) {
+  const auto& ln = graph_.nodes[i];
+  const NodeState& ns = nodes_[i];
+  const auto& d = graph_.dims;
+  if (ln.width == 0) return;
+  const int64_t n_kv = ln.kv_heads.size();
+  const char* suffix = opt_.k_type == DType::F16 ? "_f16" : "_f32";
+  const Pipeline& store = gpu_.pipeline(std::string("kv_store") + suffix, 3, sizeof(KvStorePush));
+  const KvStorePush sp{u32(c.n_tokens), u32(n_kv), u32(d.head_dim), u32(opt_.n_ctx)};
+  const auto [gx, gy] = grid((c.n_tokens * n_kv * d.head_dim + 255) / 256);
+  gpu_.dispatch(store, gpu_.bind(store, {out(ln.inputs[1]), ns.k_cache.buffer, tok_.buffer}), &sp, gx, gy);
+  gpu_.dispatch(store, gpu_.bind(store, {out(ln.inputs[2]), ns.v_cache.buffer, tok_.buffer}), &sp, gx, gy);
+  gpu_.barrier();
+  const Pipeline& p = gpu_.pipeline(std::string("attention") + suffix, 5, sizeof(AttentionPush));
+  const AttentionPush ap{u32(ln.q_heads.size()),    u32(n_kv),
+                         u32(d.head_dim),           u32(opt_.n_ctx),
+                         u32(ln.q_heads.begin),     u32(ln.kv_heads.begin),
+                         u32(d.group()),            1.f / std::sqrt(static_cast<float>(d.head_dim))};
+  gpu_.dispatch(p,
+                gpu_.bind(p, {out(ln.inputs[0]), ns.k_cache.buffer, ns.v_cache.buffer, tok_.buffer, out(i)}),
+                &ap, u32(ln.q_heads.size()), u32(c.n_tokens));
+}
+
+// The value leaves the device through host-visible staging memory, the group combines it there
+// (in place: no copy on the host), and it comes back; the step's recording resumes after it.
+void VkGraphRunner::collective(int i, const Ctx& c) {
+  const auto& ln = graph_.nodes[i];
+  const int64_t n = c.n_tokens * ln.width;
+  const VkBuffer src = out(ln.inputs[0]), dst = out(i);
+  if (!group_) {
+    if (src != dst) gpu_.copy(src, 0, dst, 0, n * sizeof(float));
+    return;
+  }
+  auto* host = static_cast<float*>(staging_.mapped);
+  const int64_t in_n = c.n_tokens * graph_.nodes[ln.inputs[0]].width;
+  gpu_.copy(src, 0, staging_.buffer, 0, in_n * sizeof(float));
+  gpu_.barrier();
+  gpu_.submit();
+  const auto ts = Clock::now();
+  if (ln.op == LocalOp::AllReduce) {
+    group_->all_reduce_sum(host, static_cast<size_t>(n));
+  } else {
+    all_gather_rows(*group_, host, ln.gather, c.n_tokens, ln.width, gather_tmp_, host);
+  }
+  const double s = std::chrono::duration<double>(Clock::now() - ts).count();
+  stats_.collective_seconds += s;
+  stats_.op_seconds[static_cast<size_t>(ln.op)] += s;
+  gpu_.begin();
+  gpu_.copy(staging_.buffer, 0, dst, 0, n * sizeof(float));
+}
+
+// The output matmul over the rows whose logits are wanted only, in passes of logits_rows_ rows,
+// each pass's logits copied to the readback buffer.
+void VkGraphRunner::logits(const Ctx& c) {
+  const int o = graph_.output;
+  const auto& ln = graph_.nodes[o];
+  const NodeState& ns = nodes_[o];
+  const int64_t k = graph_.nodes[ln.inputs[0]].width, nv = ln.width;
+  const int64_t n_rows = static_cast<int64_t>(c.l.out_rows.size());
+  for (int64_t r0 = 0; r0 < n_rows; r0 += logits_rows_) {
+    const int64_t nr = std::min(logits_rows_, n_rows - r0);
+    if (nv == 0) break;
+    if (ns.w.cols == 0) {
+      gpu_.fill_zero(logits_.buffer, 0, nr * nv * sizeof(float));
+    } else {
+      std::vector<VkBufferCopy> rows;
+      for (int64_t r = 0; r < nr; ++r)
+        rows.push_back({static_cast<VkDeviceSize>(c.l.out_rows[r0 + r] * k * sizeof(float)),
+                        static_cast<VkDeviceSize>(r * k * sizeof(float)), static_cast<VkDeviceSize>(k * sizeof(float))});
+      gpu_.copy_regions(out(ln.inputs[0]), logits_in_.buffer, rows);
+      gpu_.barrier();
+      record_matmul(ns.w, logits_in_.buffer, nr, logits_.buffer, nv, 0, nr, dummy_.buffer);
+      if (ns.bias.buffer) {
+        gpu_.barrier();
+        record_elementwise(logits_.buffer, ns.bias.buffer, logits_.buffer, u32(nr * nv), u32(nv), kBias);
+      }
+    }
+    gpu_.barrier();
+    gpu_.copy(logits_.buffer, 0, readback_.buffer, r0 * nv * sizeof(float), nr * nv * sizeof(float));
+    gpu_.barrier();
+  }
+}
+
+}  // namespace weft::device::vk

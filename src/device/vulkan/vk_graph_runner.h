@@ -1,0 +1,88 @@
+// Executes one device's graph on a Vulkan device: weight slices uploaded once at load into device
+// memory, activations and KV caches there too; each step recorded into one command buffer per
+// stretch between collectives (an all-reduce goes through host-visible staging memory into the
+// group's host collective). Embedding rows are looked up on the host, as llama.cpp keeps the token
+// embedding off the GPU. Lives on the device thread.
+#pragma once
+
+#include "device/cpu/cpu_weights.h"
+#include "device/device.h"
+#include "device/step_layout.h"
+#include "device/vulkan/vk_gpu.h"
+
+#include <memory>
+#include <vector>
+
+namespace weft::device::vk {
+
+// Whether the Vulkan kernels run `op` with weights of type t.
+bool vk_supports(parallel::LocalOp op, DType t);
+
+class VkGraphRunner {
+ public:
+  VkGraphRunner(Gpu& gpu, parallel::Group* group);
+  ~VkGraphRunner();
+  void load(const parallel::DeviceGraph& graph, const gguf::File& weights, const LoadOptions& opt);
+  StepResult run(const Step& step);
+  const DeviceStats& stats() const { return stats_; }
+
+ private:
+  // A matrix in device memory: buffers of whole rows (dense) or whole experts, each no larger
+  // than the largest buffer a shader may read.
+  struct WeightPart {
+    Buffer buf;
+    int64_t first = 0, count = 0;  // rows (dense) or experts held in this buffer
+  };
+  struct Matrix {
+    DType type = DType::F32;
+    int64_t rows = 0, cols = 0;  // rows: of the whole slice (dense) or of one expert
+    int64_t expert_first = 0;    // global id of the first expert held (experts)
+    std::vector<WeightPart> parts;
+  };
+  struct NodeState {
+    Matrix w;
+    kernels::WeightMatrix embed;  // Embed: rows read on the host
+    Buffer vec, bias;             // norm weight, matmul bias
+    Buffer k_cache, v_cache;
+    int buffer = -1;
+  };
+  struct Ctx {
+    const Step& step;
+    const StepLayout& l;
+    int64_t n_tokens;
+  };
+  VkBuffer out(int node) const { return buffers_[nodes_[node].buffer].buffer; }
+  Matrix upload_matrix(const kernels::WeightMatrix& m, int64_t n_experts, int64_t expert_first, const std::string& what);
+  Buffer upload_floats(const std::vector<float>& v, const char* what);
+  void upload(Buffer& dst, uint64_t offset, const uint8_t* src, uint64_t n);
+  void exec(int i, const Ctx& c);
+  void record_rms(VkBuffer x, VkBuffer w, VkBuffer y, uint32_t n, uint32_t rows, float eps);
+  void record_elementwise(VkBuffer a, VkBuffer b, VkBuffer y, uint32_t n, uint32_t width, uint32_t op);
+  // y = W x over x's `rows` rows of w.cols values (quantized first where the type reads integers);
+  // mode as matmul.comp.
+  void record_matmul(const Matrix& w, VkBuffer x, int64_t x_rows, VkBuffer y, int64_t y_stride, uint32_t mode,
+                     int64_t n_tokens, VkBuffer routes);
+  void record_attention(int i, const Ctx& c);
+  void collective(int i, const Ctx& c);
+  void logits(const Ctx& c);
+  std::pair<uint32_t, uint32_t> grid(uint64_t groups) const;  // groups as x * y within the device's limits
+
+  Gpu& gpu_;
+  parallel::Group* group_;
+  std::unique_ptr<WeightStore> host_weights_;  // the embedding, read in place from the mapping
+  parallel::DeviceGraph graph_;
+  LoadOptions opt_;
+  std::vector<NodeState> nodes_;
+  std::vector<Buffer> buffers_;
+  Buffer upload_, tok_, rope_, input_;  // host-visible: staging for loads, per-step inputs
+  Buffer act_q_, act_d_, act_s_;        // activations quantized for the integer dot products
+  Buffer staging_;                      // collectives' host-visible memory
+  Buffer logits_in_, logits_, readback_;
+  int64_t logits_rows_ = 0;  // rows of logits one pass computes
+  Buffer dummy_;             // bound where a shader's binding is unused
+  std::vector<float> gather_tmp_;
+  std::vector<int32_t> n_cached_;
+  DeviceStats stats_;
+};
+
+}  // namespace weft::device::vk
