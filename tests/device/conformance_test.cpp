@@ -179,7 +179,7 @@ TEST_P(Conformance, OpsCovered) {
 // Each kind's devices: the spec that makes one, and its tolerance against the reference. CPU
 // devices run the reference's arithmetic (measured: identical logits, splits included); 1e-5
 // leaves room for a summation order.
-INSTANTIATE_TEST_SUITE_P(Kinds, Conformance, testing::Values(KindUnderTest{"Cpu", "cpu:2", 1e-5}),
+INSTANTIATE_TEST_SUITE_P(Kinds, Conformance, testing::Values(KindUnderTest{"Cpu", "cpu:2", 1e-5}, KindUnderTest{"Vk", "vk:0", 1e-3}),
                          [](const testing::TestParamInfo<KindUnderTest>& p) { return p.param.name; });
 
 }  // namespace
