@@ -1,5 +1,6 @@
-// libFuzzer target: the frame header parser and every session message decoder a worker runs on
-// bytes from the network. Any input must give a value or weft::Error, never a crash or huge allocation.
+// libFuzzer target: the frame header parser and every session message decoder a worker (or, for
+// DeviceInfo, a coordinator) runs on bytes from the network. Any input must give a value or
+// weft::Error, never a crash or huge allocation.
 #include "core/error.h"
 #include "device/remote/remote_messages.h"
 #include "device/remote/weight_slices.h"
@@ -22,7 +23,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   const std::span<const uint8_t> body(data + 1, size - 1);
   net::ByteReader r(body);
   try {
-    switch (data[0] % 7) {
+    switch (data[0] % 8) {
       case 0:
         device::remote::read_graph(r);
         device::remote::read_load_options(r);
@@ -39,6 +40,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
         device::remote::read_model_id(r);
         device::remote::read_slices(r);
         break;
+      case 6: device::remote::read_served_device(r); break;  // the DeviceInfo frame
       default:
         r.str("text", 4096);
         r.f32s("floats", 1 << 20);

@@ -9,9 +9,9 @@ namespace weft::net {
 
 std::string_view msg_type_name(MsgType t) {
   static constexpr std::array<std::string_view, static_cast<size_t>(MsgType::Count)> names = {
-      "?",           "hello",  "challenge", "proof",        "welcome",   "error",      "group-setup",
-      "group-ready", "load",   "tensor",    "tensor-chunk", "loaded",    "step",       "step-result",
-      "bye",         "kv-set", "kv-get",    "kv-value",     "heartbeat", "load-source"};
+      "?",           "hello",  "challenge", "proof",        "welcome",   "error",       "group-setup",
+      "group-ready", "load",   "tensor",    "tensor-chunk", "loaded",    "step",        "step-result",
+      "bye",         "kv-set", "kv-get",    "kv-value",     "heartbeat", "load-source", "device-info"};
   const auto i = static_cast<size_t>(t);
   return i < names.size() ? names[i] : "?";
 }
@@ -40,6 +40,7 @@ size_t max_payload(MsgType t) {
     case MsgType::KvGet: return 4 * KiB;
     case MsgType::Heartbeat: return 8;  // sent empty; room for a future field
     case MsgType::LoadSource: return 64;
+    case MsgType::DeviceInfo: return 64 * KiB;  // a name, memory, and per op the weight types: ~2 KiB
     case MsgType::Count: break;
   }
   return 0;

@@ -40,6 +40,7 @@ enum class MsgType : uint16_t {
   KvValue,      // rendezvous store: value
   Heartbeat,    // worker -> coordinator: still working on the request (empty; see remote_device.h)
   LoadSource,   // worker -> coordinator: where its weights come from (model dir, cache, or stream them)
+  DeviceInfo,   // worker -> coordinator: the device it serves (its session's first frame; protocol 9.2)
   Count
 };
 std::string_view msg_type_name(MsgType t);

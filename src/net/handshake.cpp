@@ -55,7 +55,8 @@ void send_error(Socket& s, const std::string& text) {
 
 // The worker side; throws after sending the coordinator one Error frame for what it detects.
 SessionMac serve_handshake(Socket& s, const std::vector<uint8_t>& key, Clock::time_point deadline,
-                           const std::function<std::string()>& admit, bool& error_sent) {
+                           const std::function<std::string()>& admit, Version version, Version* coordinator,
+                           bool& error_sent) {
   auto reject = [&](const std::string& msg) {
     send_error(s, msg);
     error_sent = true;
@@ -68,13 +69,15 @@ SessionMac serve_handshake(Socket& s, const std::vector<uint8_t>& key, Clock::ti
   const auto nc_span = r.bytes("coordinator nonce", kNonceBytes);
   r.finish("hello");
   const std::vector<uint8_t> nc(nc_span.begin(), nc_span.end());
-  if (major != kProtocolMajor)
-    reject(fmt::format("protocol {}.{} is not supported (worker speaks {}.{})", major, minor, kProtocolMajor,
-                       kProtocolMinor));
+  if (major != version.major)
+    reject(fmt::format("protocol {}.{} is not supported (worker speaks {}.{})", major, minor, version.major,
+                       version.minor));
+  // A minor past 16 bits is no version this build could be told apart from: it counts as the newest.
+  if (coordinator) *coordinator = {version.major, static_cast<uint16_t>(std::min<uint32_t>(minor, 0xffff))};
   const auto nw = nonce();
   ByteWriter c;
-  c.u32(kProtocolMajor);
-  c.u32(kProtocolMinor);
+  c.u32(version.major);
+  c.u32(version.minor);
   c.u8(key.empty() ? 0 : 1);
   c.bytes(nw);
   send_frame(s, MsgType::Challenge, c.data(), ms_left(deadline));
@@ -148,7 +151,8 @@ std::vector<uint8_t> hmac_sha256(const std::vector<uint8_t>& key, const std::vec
   return out;
 }
 
-SessionMac client_handshake(Socket& s, const std::vector<uint8_t>& key, Version version, int timeout_ms) {
+SessionMac client_handshake(Socket& s, const std::vector<uint8_t>& key, Version version, int timeout_ms,
+                            Version* worker) {
   const auto nc = nonce();
   ByteWriter hello;
   hello.u32(kHelloMagic);
@@ -170,6 +174,7 @@ SessionMac client_handshake(Socket& s, const std::vector<uint8_t>& key, Version 
   if (required && key.empty())
     fail("net", "{}: worker requires an auth key (--auth-key-file or WEFT_AUTH_KEY_FILE)", s.peer());
   if (!required && !key.empty()) fail("net", "{}: worker does not authenticate but a key was given", s.peer());
+  if (worker) *worker = {version.major, static_cast<uint16_t>(std::min<uint32_t>(minor, 0xffff))};
 
   ByteWriter p;
   if (!key.empty()) p.bytes(proof(key, "weft-coordinator", nc, nw));
@@ -202,7 +207,7 @@ Connected connect_worker(const HostPort& address, const std::vector<uint8_t>& ke
   for (int backoff_ms = kBusyRetryMs;; backoff_ms = std::min(2 * backoff_ms, kBusyRetryMaxMs)) {
     try {
       Connected c{connect_tcp(address, ms_left(deadline)), {}};
-      c.mac = client_handshake(c.socket, key, {}, handshake_timeout_ms);
+      c.mac = client_handshake(c.socket, key, {}, handshake_timeout_ms, &c.worker);
       return c;
     } catch (const Error& e) {
       if (!is_busy(e) || Clock::now() + std::chrono::milliseconds(backoff_ms) >= deadline) throw;
@@ -212,10 +217,11 @@ Connected connect_worker(const HostPort& address, const std::vector<uint8_t>& ke
 }
 
 SessionMac server_handshake(Socket& s, const std::vector<uint8_t>& key, int timeout_ms,
-                            const std::function<std::string()>& admit) {
+                            const std::function<std::string()>& admit, Version version, Version* coordinator) {
   bool error_sent = false;
   try {
-    return serve_handshake(s, key, Clock::now() + std::chrono::milliseconds(timeout_ms), admit, error_sent);
+    return serve_handshake(s, key, Clock::now() + std::chrono::milliseconds(timeout_ms), admit, version, coordinator,
+                           error_sent);
   } catch (const Error& e) {
     // A refused header, a timeout or a malformed message: say so once (the peer may be gone).
     if (!error_sent) send_error(s, fmt::format("handshake failed: {}", e.message()));

@@ -28,8 +28,12 @@ inline constexpr uint32_t kHelloMagic = 0x54464557;  // "WEFT" little-endian
 // 9.1: a worker at its handshake capacity answers a connection with one Error frame of origin
 //      kBusyOrigin (no new frame: a 9.0 coordinator reports it as the error it is) and closes it;
 //      a 9.1 coordinator connects again (connect_worker).
+// 9.2: between a 9.2 coordinator and a 9.2 worker, the worker's first session frame is DeviceInfo:
+//      the device it serves (name, memory, the weight types each op runs). Either side older: no
+//      such frame, and the coordinator assumes a CPU device of unknown memory, as before.
 inline constexpr uint16_t kProtocolMajor = 9;
-inline constexpr uint16_t kProtocolMinor = 1;
+inline constexpr uint16_t kProtocolMinor = 2;
+inline constexpr uint16_t kDeviceInfoMinor = 2;
 inline constexpr size_t kNonceBytes = 32;
 inline constexpr size_t kMinKeyBytes = 16;
 inline constexpr int kHandshakeTimeoutMs = 10000;
@@ -37,6 +41,9 @@ inline constexpr int kHandshakeTimeoutMs = 10000;
 struct Version {
   uint16_t major = kProtocolMajor, minor = kProtocolMinor;
 };
+// Whether a session between this build and a peer of version `peer` (same major: the handshake
+// checked) opens with the worker's DeviceInfo frame: both sides must know it.
+inline bool opens_with_device_info(Version peer) { return peer.minor >= kDeviceInfoMinor; }
 
 // The key file's bytes, trailing whitespace removed; at least kMinKeyBytes. Like ssh, refuses a
 // file that group or others may read.
@@ -46,15 +53,18 @@ std::vector<uint8_t> hmac_sha256(const std::vector<uint8_t>& key, const std::vec
 
 // Coordinator side; key empty = no authentication (the worker must then not require one).
 // `version` is overridable for tests; timeout_ms bounds each of its waits (a probe asks for less).
-// Throws weft::Error("net", ...) naming the peer. Returns the session's MAC (off without a key).
+// Throws weft::Error("net", ...) naming the peer. Returns the session's MAC (off without a key);
+// `worker`, when given, gets the version the worker's challenge said.
 SessionMac client_handshake(Socket& s, const std::vector<uint8_t>& key, Version version = {},
-                            int timeout_ms = kHandshakeTimeoutMs);
+                            int timeout_ms = kHandshakeTimeoutMs, Version* worker = nullptr);
 // Worker side; key empty = accept any coordinator. The whole handshake must finish within
 // timeout_ms. admit runs once the coordinator is authenticated, before the Welcome: it returns ""
 // to accept, else the reason sent instead (e.g. busy). On any failure the coordinator gets exactly
-// one Error frame, then this throws.
+// one Error frame, then this throws. `version` is overridable for tests (an older worker);
+// `coordinator`, when given, gets the version the coordinator's hello said.
 SessionMac server_handshake(Socket& s, const std::vector<uint8_t>& key, int timeout_ms = kHandshakeTimeoutMs,
-                            const std::function<std::string()>& admit = {});
+                            const std::function<std::string()>& admit = {}, Version version = {},
+                            Version* coordinator = nullptr);
 
 // Worker side, instead of a handshake: tells the peer the worker is too busy to start one now (an
 // Error frame of origin kBusyOrigin, `why` its text), then closes the connection. Bounded by a
@@ -71,6 +81,7 @@ inline constexpr int kBusyRetryMs = 50, kBusyRetryMaxMs = 800;
 struct Connected {
   Socket socket;
   SessionMac mac;
+  Version worker;  // what its challenge said
 };
 Connected connect_worker(const HostPort& address, const std::vector<uint8_t>& key, int timeout_ms,
                          int handshake_timeout_ms = kHandshakeTimeoutMs);

@@ -3,6 +3,7 @@
 // and truncated or extended bytes, are errors naming what is wrong.
 #include "device/remote/remote_messages.h"
 #include "core/error.h"
+#include "device/cpu/cpu_device.h"
 #include "device/remote/weight_slices.h"
 #include "gguf/gguf_reader.h"
 #include "model/llama_graph.h"
@@ -694,6 +695,119 @@ TEST(RemoteMessages, StepResultWithOtherOpStatsIsRejected) {
   std::memcpy(&b[8], &more, 4);
   net::ByteReader r2(b);
   EXPECT_ERROR(read_step_result(r2, st), fmt::format("op stats: count {} exceeds the limit {}", more, n_ops));
+}
+
+// ---------------------------------------------------------------- device info
+
+// A GPU-like device: f32/f16/q8_0 matmuls only, 1 GiB of which 768 MiB free, a hard limit.
+ServedDevice gpu_like() {
+  ServedDevice d;
+  d.name = "vk:0";
+  d.threads = 1;
+  d.memory = {1u << 30, 768u << 20, true};
+  for (size_t op = 0; op < d.weight_types.size(); ++op)
+    for (DType t : {DType::F32, DType::F16, DType::Q8_0}) d.weight_types[op].set(static_cast<uint32_t>(t));
+  return d;
+}
+
+Bytes served_bytes(const ServedDevice& d) {
+  net::ByteWriter w;
+  write_served_device(w, d);
+  return std::move(w.data());
+}
+ServedDevice served_round_trip(const Bytes& b) {
+  net::ByteReader r(b);
+  return read_served_device(r);
+}
+
+// The fields after the name, as write_served_device lays them out, with any counts and ids.
+Bytes served_raw(std::string_view name, int32_t threads, uint64_t total, uint64_t free, uint8_t hard,
+                 const std::vector<std::vector<uint32_t>>& ops) {
+  net::ByteWriter w;
+  w.str(name);
+  w.i32(threads);
+  w.u64(total);
+  w.u64(free);
+  w.u8(hard);
+  w.u32(static_cast<uint32_t>(ops.size()));
+  for (const auto& types : ops) {
+    w.u32(static_cast<uint32_t>(types.size()));
+    for (uint32_t t : types) w.u32(t);
+  }
+  return std::move(w.data());
+}
+
+TEST(RemoteMessages, DeviceInfoRoundTripsAndSaysWhatTheDeviceRuns) {
+  const ServedDevice d = gpu_like();
+  const ServedDevice back = served_round_trip(served_bytes(d));
+  EXPECT_EQ(back.name, "vk:0");
+  EXPECT_EQ(back.kind(), "vk");
+  EXPECT_EQ(back.threads, 1);
+  EXPECT_EQ(back.memory.total_bytes, 1u << 30);
+  EXPECT_EQ(back.memory.free_bytes, 768u << 20);
+  EXPECT_TRUE(back.memory.hard_limit);
+  EXPECT_EQ(back.weight_types, d.weight_types);
+  EXPECT_TRUE(back.supports(parallel::LocalOp::MatMul, DType::Q8_0));
+  EXPECT_FALSE(back.supports(parallel::LocalOp::MatMul, DType::Q4_K));
+  EXPECT_FALSE(back.supports(parallel::LocalOp::Count, DType::F32));
+  expect_exact_length(
+      served_bytes(d), [](net::ByteReader& r) { read_served_device(r); }, "device info");
+}
+
+// ServedDevice::of asks the device: a CPU device's answers are the CPU kernels', op by op and type by type.
+TEST(RemoteMessages, DeviceInfoOfACpuDeviceIsWhatItSupports) {
+  CpuDevice cpu({});
+  const ServedDevice d = served_round_trip(served_bytes(ServedDevice::of(cpu)));
+  EXPECT_EQ(d.name, cpu.name());
+  EXPECT_EQ(d.memory.total_bytes, cpu.memory().total_bytes);
+  EXPECT_FALSE(d.memory.hard_limit);
+  int supported = 0;
+  for (int op = 0; op < static_cast<int>(parallel::LocalOp::Count); ++op)
+    for (uint32_t t = 0; t < kMaxTypeIds; ++t) {
+      if (!dtype_traits(t)) continue;
+      const auto o = static_cast<parallel::LocalOp>(op);
+      EXPECT_EQ(d.supports(o, static_cast<DType>(t)), cpu_kernels_support(o, static_cast<DType>(t)))
+          << parallel::local_op_name(o) << " " << t;
+      supported += d.supports(o, static_cast<DType>(t));
+    }
+  EXPECT_GT(supported, 0);
+}
+
+// A newer worker may know more ops (skipped) or fewer (the rest run nothing).
+TEST(RemoteMessages, DeviceInfoWithMoreOrFewerOpsIsRead) {
+  std::vector<std::vector<uint32_t>> ops(static_cast<size_t>(parallel::LocalOp::Count) + 3, {0, 1});
+  ServedDevice d = served_round_trip(served_raw("cpu:0", 4, 100, 50, 0, ops));
+  EXPECT_TRUE(d.supports(parallel::LocalOp::AllGather, DType::F16));
+  d = served_round_trip(served_raw("cpu:0", 4, 0, 0, 0, {{0}}));  // memory unknown, one op
+  EXPECT_TRUE(d.supports(parallel::LocalOp::Embed, DType::F32));
+  EXPECT_FALSE(d.supports(parallel::LocalOp::MatMul, DType::F32));
+  EXPECT_FALSE(d.memory.known());
+}
+
+// Bytes from the network: counts beyond their limit are refused before anything is allocated,
+// and every value that would mislead the planner or a log is an error naming it.
+TEST(RemoteMessages, DeviceInfoWithHostileValuesIsRejected) {
+  const std::vector<std::vector<uint32_t>> one_op = {{0}};
+  auto with_op_count = [](uint32_t n) {
+    Bytes b = served_raw("vk:0", 1, 100, 50, 1, {});
+    std::memcpy(&b[b.size() - 4], &n, 4);  // the op count is the last field written
+    return b;
+  };
+  EXPECT_ERROR(served_round_trip(with_op_count(1u << 30)), "device ops: count 1073741824 exceeds the limit 256");
+  EXPECT_ERROR(served_round_trip(with_op_count(200)), "device ops: count 200 needs more than the 0 bytes left");
+  Bytes b = served_raw("vk:0", 1, 100, 50, 1, one_op);
+  const uint32_t huge = 0xffffffff;
+  std::memcpy(&b[b.size() - 8], &huge, 4);  // the one op's type count
+  EXPECT_ERROR(served_round_trip(b), "weight types: count 4294967295 exceeds the limit 256");
+  EXPECT_ERROR(served_round_trip(served_raw("vk:0", 1, 100, 50, 1, {{300}})), "weight type id 300 (at most 255)");
+  EXPECT_ERROR(served_round_trip(served_raw("vk:0", 1, 100, 200, 1, one_op)), "device info: 200 bytes free of 100");
+  EXPECT_ERROR(served_round_trip(served_raw("vk:0", 1, 100, 50, 2, one_op)), "device memory limit");
+  EXPECT_ERROR(served_round_trip(served_raw("vk:0", 0, 100, 50, 1, one_op)), "device info: 0 threads outside 1..");
+  EXPECT_ERROR(served_round_trip(served_raw("vk:0", -5, 100, 50, 1, one_op)), "device info: -5 threads outside 1..");
+  EXPECT_ERROR(served_round_trip(served_raw("vk\x1b[2J", 1, 100, 50, 1, one_op)), "not printable ASCII");
+  EXPECT_ERROR(served_round_trip(served_raw("", 1, 100, 50, 1, one_op)), "not printable ASCII");
+  EXPECT_ERROR(served_round_trip(served_raw(std::string(kMaxNameBytes + 1, 'x'), 1, 100, 50, 1, one_op)),
+               "device name: count 513 exceeds the limit 512");
 }
 
 }  // namespace

@@ -163,6 +163,7 @@ TEST(RemoteWorker, BrokenSessionsEndOnlyThemselves) {
   {  // a message out of order after a good handshake: a step before load
     net::Socket s = net::connect_tcp(hp, 2000);
     net::client_handshake(s, {});
+    net::expect_frame(s, net::MsgType::DeviceInfo, 3000);  // a session's first frame (protocol 9.2)
     net::ByteWriter b;
     b.u32(0);
     net::send_frame(s, net::MsgType::Step, b.data(), 1000);
@@ -210,6 +211,7 @@ TEST(RemoteWorker, IdleConnectionsDoNotLockOutTheCoordinator) {
   net::Socket s = net::connect_tcp(hp, 2000);
   net::SessionMac mac = net::client_handshake(s, {});
   net::Channel ch(std::move(s), std::move(mac));
+  ch.expect(net::MsgType::DeviceInfo, 3000, 3000);  // a session's first frame (protocol 9.2)
   net::ByteWriter b;
   b.i32(0);
   ch.send(net::MsgType::Step, b.data(), 1000);  // served: answered (an error, before any load)
@@ -272,6 +274,7 @@ TEST(RemoteWorker, FrameWithABadMacEndsTheSession) {
   f.bytes(std::vector<uint8_t>(net::kMacTagBytes, 0));
   s.send_all(f.data().data(), f.data().size(), 1000);
   net::Channel ch(std::move(s), std::move(mac));
+  ch.expect(net::MsgType::DeviceInfo, 3000, 3000);  // sent before the worker reads the forged Bye
   const std::string e = error_of([&] { ch.expect(net::MsgType::StepResult, 3000, 3000); });
   EXPECT_NE(e.find("bye frame #0 failed authentication"), std::string::npos) << e;
 }

@@ -140,6 +140,12 @@ RemoteDevice::RemoteDevice(const std::string& address, int threads, const std::v
   guarded("connect", [&] {
     net::Connected c = net::connect_worker(net::parse_host_port(address), key, kConnectTimeoutMs);
     ch_ = net::Channel(std::move(c.socket), std::move(c.mac));
+    if (!net::opens_with_device_info(c.worker)) return;
+    last_heard_ = Clock::now();  // the worker heartbeats while it creates its device
+    const net::Frame f = await(MsgType::DeviceInfo);
+    net::ByteReader r(f.payload);
+    served_ = read_served_device(r);
+    threads_ = served_->threads;
   });
 }
 
@@ -225,7 +231,8 @@ bool RemoteDevice::probe() {
 }
 
 bool RemoteDevice::supports(parallel::LocalOp op, DType t) const {
-  // The worker is this same build running CpuDevice, so it has exactly this process's kernels.
+  if (served_) return served_->supports(op, t);
+  // A worker before protocol 9.2 does not say: taken for a CPU device with this build's kernels.
   return cpu_kernels_support(op, t);
 }
 

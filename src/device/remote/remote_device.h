@@ -4,6 +4,8 @@
 // tokens, positions and sampling parameters; the reply is the device's candidates (or logits slice).
 // In a tensor split its collectives run on the worker, over Gloo (see device_group.h). With a key,
 // every frame of the session carries a MAC under keys derived from the handshake (net/channel.h).
+// A 9.2 worker says at once which device it serves (DeviceInfo: its weight types and memory), so
+// supports() and memory() are that device's; an older worker's is taken for a CPU of unknown memory.
 //
 // Every wait is bounded: a worker that resets or closes the connection fails the current call at
 // once; one that goes silent (no reply and no heartbeat) fails it after kPeerSilenceMs; and while
@@ -68,7 +70,8 @@ class GroupWatch {
 
 class RemoteDevice : public Device {
  public:
-  // Connects and authenticates (key empty: none). Throws weft::Error naming tcp://address.
+  // Connects, authenticates (key empty: none) and reads the worker's DeviceInfo where its protocol
+  // has one. Throws weft::Error naming tcp://address.
   RemoteDevice(const std::string& address, int threads, const std::vector<uint8_t>& key);
   ~RemoteDevice() override;
 
@@ -85,8 +88,12 @@ class RemoteDevice : public Device {
   StepResult wait() override;
   void abort() override;
   DeviceStats stats() const override { return stats_; }
+  // The worker's device's; unknown from a worker older than protocol 9.2.
+  DeviceMemory memory() const override { return served_ ? served_->memory : DeviceMemory{}; }
 
   const LoadReport& load_report() const { return load_report_; }
+  // The device the worker serves, as it said (nullopt: a worker older than protocol 9.2).
+  const std::optional<ServedDevice>& served() const { return served_; }
 
  private:
   using Clock = std::chrono::steady_clock;
@@ -115,6 +122,7 @@ class RemoteDevice : public Device {
   double round_trip_seconds_ = 0;  // kept here: each reply's stats overwrite stats_
   std::chrono::steady_clock::time_point submitted_;
   LoadReport load_report_;
+  std::optional<ServedDevice> served_;
   std::shared_ptr<GroupWatch> watch_;
 };
 

@@ -31,7 +31,8 @@ DeviceKind remote_kind() {
           .create = [](const DeviceSpec& s, CreateContext&) -> std::unique_ptr<Device> {
             return std::make_unique<RemoteDevice>(s.address, s.threads, coordinator_key());
           },
-          // Unknown: the session does not carry it (only LAN announcements do, see net/announcement.h).
+          // Unknown without a session: a worker says it when a session opens (DeviceInfo, protocol
+          // 9.2; RemoteDevice::memory), LAN announcements only what is available.
           .memory = [](const DeviceSpec&) { return DeviceMemory{}; },
           .list_local =
               [] {

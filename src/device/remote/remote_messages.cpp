@@ -2,6 +2,8 @@
 
 #include "core/error.h"
 
+#include <algorithm>
+
 namespace weft::device::remote {
 
 using net::ByteReader;
@@ -273,6 +275,64 @@ model::SamplingParams read_sampling(ByteReader& r) {
   return p;
 }
 }  // namespace
+
+ServedDevice ServedDevice::of(const Device& d) {
+  ServedDevice s;
+  s.name = d.name();
+  s.threads = d.threads();
+  s.memory = d.memory();
+  for (size_t op = 0; op < s.weight_types.size(); ++op)
+    for (uint32_t t = 0; t < kMaxTypeIds; ++t)
+      if (dtype_traits(t) && d.supports(static_cast<parallel::LocalOp>(op), static_cast<DType>(t)))
+        s.weight_types[op].set(t);
+  return s;
+}
+
+bool ServedDevice::supports(parallel::LocalOp op, DType t) const {
+  const auto id = static_cast<uint32_t>(t);
+  return op < parallel::LocalOp::Count && id < kMaxTypeIds && weight_types[static_cast<size_t>(op)].test(id);
+}
+
+void write_served_device(ByteWriter& w, const ServedDevice& d) {
+  w.str(d.name);
+  w.i32(d.threads);
+  w.u64(d.memory.total_bytes);
+  w.u64(d.memory.free_bytes);
+  w.u8(d.memory.hard_limit);
+  w.u32(static_cast<uint32_t>(d.weight_types.size()));
+  for (const auto& types : d.weight_types) {
+    w.u32(static_cast<uint32_t>(types.count()));
+    for (uint32_t t = 0; t < kMaxTypeIds; ++t)
+      if (types.test(t)) w.u32(t);
+  }
+}
+
+ServedDevice read_served_device(ByteReader& r) {
+  ServedDevice d;
+  d.name = r.str("device name", kMaxNameBytes);
+  // It is printed in reports and logs: no control characters from a peer.
+  if (d.name.empty() || !std::all_of(d.name.begin(), d.name.end(), [](char c) { return c >= 0x20 && c < 0x7f; }))
+    fail("net", "device info: the device name is empty or not printable ASCII");
+  d.threads = r.i32("device threads");
+  if (d.threads < 1 || d.threads > kMaxServedThreads)
+    fail("net", "device info: {} threads outside 1..{}", d.threads, kMaxServedThreads);
+  d.memory.total_bytes = r.u64("device memory");
+  d.memory.free_bytes = r.u64("device free memory");
+  d.memory.hard_limit = r.boolean("device memory limit");
+  if (d.memory.free_bytes > d.memory.total_bytes)
+    fail("net", "device info: {} bytes free of {}", d.memory.free_bytes, d.memory.total_bytes);
+  const uint32_t n_ops = r.count("device ops", kMaxOps, 4);
+  for (uint32_t op = 0; op < n_ops; ++op) {
+    const uint32_t n_types = r.count("weight types", kMaxTypeIds, 4);
+    for (uint32_t k = 0; k < n_types; ++k) {
+      const uint32_t t = r.u32("weight type");
+      if (t >= kMaxTypeIds) fail("net", "device info: weight type id {} (at most {})", t, kMaxTypeIds - 1);
+      if (op < d.weight_types.size()) d.weight_types[op].set(t);
+    }
+  }
+  r.finish("device info");
+  return d;
+}
 
 void write_step(ByteWriter& w, const Step& s) {
   w.i32s(s.tokens);

@@ -7,6 +7,8 @@
 #include "net/wire.h"
 #include "parallel/group.h"
 
+#include <array>
+#include <bitset>
 #include <string>
 #include <string_view>
 
@@ -17,7 +19,10 @@ inline constexpr size_t kMaxNameBytes = 512;
 inline constexpr size_t kMaxTokens = 1 << 20;
 inline constexpr size_t kMaxFloats = 64u << 20;  // 256 MiB of f32: the frame limit of a step
 inline constexpr size_t kMaxTensors = 1 << 16;
-inline constexpr size_t kMaxSeqs = 1024;  // sequence slots of a batched step
+inline constexpr size_t kMaxSeqs = 1024;    // sequence slots of a batched step
+inline constexpr size_t kMaxOps = 256;      // LocalOps a DeviceInfo lists (a u8 on the wire elsewhere)
+inline constexpr size_t kMaxTypeIds = 256;  // GGUF type ids a DeviceInfo may name (ggml's are under 64)
+inline constexpr int32_t kMaxServedThreads = 1 << 16;
 
 // Liveness: while a worker works on a request (load, step, group setup) it sends a
 // Heartbeat frame every kHeartbeatIntervalMs, from a thread of its own (so a load that hashes,
@@ -53,6 +58,22 @@ struct TensorHeader {
   uint64_t n_bytes = 0;
 };
 
+// The device a worker serves, as its DeviceInfo frame tells the coordinator (protocol 9.2), so
+// that the planner and the load checks see a remote GPU as the GPU it is.
+struct ServedDevice {
+  std::string name;  // the worker's name for it: "vk:0", "cpu:8" (printable ASCII)
+  int32_t threads = 1;
+  DeviceMemory memory;
+  // Per LocalOp, bit t set: it runs the op on weights of GGUF type id t. An op without weights has
+  // every type the worker knows set (Device::supports ignores the type there).
+  std::array<std::bitset<kMaxTypeIds>, static_cast<size_t>(parallel::LocalOp::Count)> weight_types;
+
+  static ServedDevice of(const Device& d);  // asks d
+  bool supports(parallel::LocalOp op, DType t) const;
+  // The kind part of the name ("vk" of "vk:0").
+  std::string_view kind() const { return std::string_view(name).substr(0, name.find(':')); }
+};
+
 void write_group_setup(net::ByteWriter& w, const GroupSetup& g);
 GroupSetup read_group_setup(net::ByteReader& r);
 
@@ -67,6 +88,11 @@ void write_tensor_header(net::ByteWriter& w, const TensorHeader& t);
 TensorHeader read_tensor_header(net::ByteReader& r);
 void write_tensor_headers(net::ByteWriter& w, const std::vector<TensorHeader>& ts);
 std::vector<TensorHeader> read_tensor_headers(net::ByteReader& r);
+
+// Ops this build does not know (a newer worker's) are skipped; ops it lists fewer of run nothing.
+// Every count, the name and the memory are checked (free <= total) before anything is allocated.
+void write_served_device(net::ByteWriter& w, const ServedDevice& d);
+ServedDevice read_served_device(net::ByteReader& r);
 
 void write_step(net::ByteWriter& w, const Step& s);
 Step read_step(net::ByteReader& r);

@@ -6,6 +6,9 @@
 
 #include <fmt/format.h>
 
+#include <chrono>
+#include <optional>
+
 namespace weft::device::remote {
 
 void probe_worker(const std::string& address, const std::vector<uint8_t>& key, int timeout_ms) {
@@ -19,14 +22,24 @@ void probe_worker(const std::string& address, const std::vector<uint8_t>& key, i
     throw e.on_device(name);
   }
   // The worker frees its session slot before it closes the connection: once it has closed, the
-  // session the caller opens next is admitted.
+  // session the caller opens next is admitted. Until then it may still send what a session opens
+  // with (DeviceInfo, heartbeats while it creates its device): read and dropped; an Error frame
+  // (its device could not be created) fails the probe.
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(timeout_ms);
   bool closed = false;
+  std::optional<Error> refused;
   try {
-    char byte;
-    if (ch.socket().readable(timeout_ms)) ch.socket().peek(&byte, 1);
+    for (;;) {
+      const auto left =
+          std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now()).count();
+      if (left <= 0 || !ch.socket().readable(static_cast<int>(left))) break;
+      const net::Frame f = ch.recv(static_cast<int>(left), timeout_ms);
+      if (f.type == net::MsgType::Error && !refused) refused = net::read_error_payload(f.payload, name);
+    }
   } catch (const Error&) {
     closed = true;
   }
+  if (refused) throw *refused;
   if (!closed) fail_on("net", name, "the worker did not end the probe's session within {} ms", timeout_ms);
 }
 

@@ -331,8 +331,10 @@ std::string WorkerServer::admit(const std::string& peer, bool& took) {
 void WorkerServer::connection(net::Socket s) {
   bool took = false, ok = false;
   net::SessionMac mac;
+  net::Version coordinator;
   try {
-    mac = net::server_handshake(s, opt_.key, opt_.handshake_timeout_ms, [&] { return admit(s.peer(), took); });
+    mac = net::server_handshake(
+        s, opt_.key, opt_.handshake_timeout_ms, [&] { return admit(s.peer(), took); }, {}, &coordinator);
     ok = true;
   } catch (const std::exception& e) {
     std::fprintf(stderr, "weft worker: handshake from %s failed: %s\n", s.peer().c_str(), e.what());
@@ -346,7 +348,7 @@ void WorkerServer::connection(net::Socket s) {
     net::Channel ch(std::move(s), std::move(mac));
     std::fprintf(stderr, "weft worker: session from %s\n", ch.peer().c_str());
     try {
-      session(ch);
+      session(ch, coordinator);
       std::fprintf(stderr, "weft worker: session from %s ended\n", ch.peer().c_str());
     } catch (const Error& e) {
       send_error(ch, e);
@@ -367,7 +369,7 @@ void WorkerServer::connection(net::Socket s) {
   cv_.notify_all();
 }
 
-void WorkerServer::session(net::Channel& s) {
+void WorkerServer::session(net::Channel& s, net::Version coordinator) {
   const auto load_deadline = Clock::now() + std::chrono::milliseconds(opt_.preload_timeout_ms);
   Session ss;
   const DeviceSpec spec = served_device(opt_);
@@ -378,8 +380,15 @@ void WorkerServer::session(net::Channel& s) {
   // (a copy would cost as long as the rest of the load; only column slices are copied).
   ctx.map_weights = true;
   ctx.repack_mapped = true;  // except matmul weights the kernels read as panels: repacked once
-  ss.dev = device_kind(spec.kind).create(spec, ctx);
   Replier reply(s);
+  const bool tell_device = net::opens_with_device_info(coordinator);
+  if (tell_device) reply.busy();  // the coordinator waits for DeviceInfo: a GPU may take a while to open
+  ss.dev = device_kind(spec.kind).create(spec, ctx);
+  if (tell_device) {
+    net::ByteWriter w;
+    write_served_device(w, ServedDevice::of(*ss.dev));
+    reply.send(MsgType::DeviceInfo, w.data());
+  }
   for (;;) {
     if (!ss.loaded) {  // a session that only holds the slot is dropped soon
       const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(load_deadline - Clock::now()).count();

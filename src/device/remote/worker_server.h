@@ -1,8 +1,10 @@
 // The worker side of `weft worker`: serves one coordinator at a time. A session is: handshake,
-// optional group setup (Gloo rendezvous), the device graph and its weights (from --model-dir, the
-// cache, or streamed), then steps. While it works on a request the worker sends heartbeats (see
-// remote_messages.h), from the moment a load arrives until it is done, streaming included. Whatever ends a session — a
-// Bye, a dead coordinator, garbage, a failed step — the worker logs it and accepts the next.
+// the device it serves (DeviceInfo, to a coordinator of protocol 9.2 or later), optional group
+// setup (Gloo rendezvous), the device graph and its weights (from --model-dir, the cache, or
+// streamed), then steps. While it works on a request the worker sends heartbeats (see
+// remote_messages.h), from the moment a load arrives until it is done, streaming included.
+// Whatever ends a session — a Bye, a dead coordinator, garbage, a failed step — the worker logs it
+// and accepts the next.
 //
 // Against idle or hostile connections: every connection gets a thread of its own for its
 // handshake (at most max_handshakes at once, and max_handshakes_per_host from one address, so that
@@ -18,6 +20,7 @@
 #include "device/device_spec.h"
 #include "device/remote/model_store.h"
 #include "net/channel.h"
+#include "net/handshake.h"
 #include "net/socket.h"
 #include "parallel/gloo_group.h"
 
@@ -73,7 +76,8 @@ class WorkerServer {
   void connection(net::Socket s);
   // Takes the session slot for peer; returns "" or why not (busy, shutting down).
   std::string admit(const std::string& peer, bool& took);
-  void session(net::Channel& ch);
+  // A session with a coordinator of that protocol version (which says whether it opens with DeviceInfo).
+  void session(net::Channel& ch, net::Version coordinator);
 
   WorkerOptions opt_;
   net::Listener listener_;
