@@ -12,7 +12,9 @@ set(WEFT_VK_SHADERS
   "kv_store_f32|kv_store|"
   "kv_store_f16|kv_store|-DKV_F16"
   "attention_f32|attention|"
-  "attention_f16|attention|-DKV_F16")
+  "attention_f16|attention|-DKV_F16"
+  "mem_read|mem_read|"
+  "mem_fill|mem_read|-DFILL")
 foreach(t f32 f16 bf16 q4_0 q4_1 q5_0 q5_1 q8_0)
   string(TOUPPER ${t} T)
   list(APPEND WEFT_VK_SHADERS "matmul_${t}|matmul|-DTYPE_${T}")

@@ -6,6 +6,7 @@
 #include "apps/weft/model_options.h"
 #include "core/error.h"
 #include "core/stream_read.h"
+#include "device/vulkan/vk_memory_read.h"
 #include "kernels/cpu_features.h"
 #include "runtime/engine.h"
 
@@ -142,17 +143,19 @@ uint64_t ns_since(std::chrono::steady_clock::time_point t0) {
 // run does not see. Not a read after every token: the token after a read ran 4% slower (500m
 // q4_0, 2 threads: 126 t/s against 131 with the same pauses and no read; the read takes the
 // caches and the TLB's huge-page entries the next token's weights had).
+// On Vulkan devices the read is the GPU's (device::vk::VkMemoryRead): its device memory, read by a
+// shader and timed by the GPU, between the same runs of tokens.
 struct Roofline {
   static constexpr int kTokensPerRead = 8;
-  Roofline(int threads, size_t read_bytes, uint64_t decode_bytes_)
-      : stream(threads, read_bytes, /*windows=*/4), decode_bytes(decode_bytes_) {}
-  StreamRead stream;
-  uint64_t decode_bytes;  // weights one decoded token reads, every device together (the plan's)
+  std::unique_ptr<StreamRead> host;               // CPU devices: this host's DRAM
+  std::unique_ptr<device::vk::VkMemoryRead> gpu;  // vk:N devices: that GPU's memory
+  // Weights one decoded token reads, every device together (the plan's).
+  uint64_t decode_bytes = 0;
   double read() {
     // The devices' pools spin about a millisecond after their last op before they sleep; a read
-    // started at once would share the cores with them.
+    // started at once would share the cores with them (a software Vulkan device's too).
     std::this_thread::sleep_for(std::chrono::milliseconds(3));
-    return stream.read();
+    return gpu ? gpu->read() : host->read();
   }
 };
 
@@ -196,6 +199,16 @@ std::string utc_now() {
   return buf;
 }
 
+// The GPU index of a "vk:N" device name, or -1.
+int vk_index(const std::string& name) {
+  if (name.rfind("vk:", 0) != 0) return -1;
+  try {
+    return std::stoi(name.substr(3));
+  } catch (const std::exception&) {
+    return -1;
+  }
+}
+
 // What the record says of the model and the engine.
 BenchRecord describe(const Config& c, const gguf::File& f, const runtime::Engine& e) {
   BenchRecord r;
@@ -223,24 +236,41 @@ BenchRecord describe(const Config& c, const gguf::File& f, const runtime::Engine
     r.devices += (r.devices.empty() ? "" : ",") + d->name();
     r.tensor_split += fmt::format("{}{:.2f}", i ? "/" : "", i < shares.size() ? shares[i] : 0.0);
     if (d->name().rfind("tcp://", 0) == 0) r.backends = "RPC";
+    if (vk_index(d->name()) >= 0 && r.backends == "CPU") r.backends = "Vulkan";  // llama-bench's name
   }
   return r;
 }
 
-// The read runs on this host at the threads of every device together: it is the roofline of
-// local devices only.
+// CPU devices: the read runs on this host at the threads of every device together, the roofline
+// of local devices only. Vulkan devices: every one on the same GPU (vk:0 or vk:0,vk:0), whose
+// memory all of them read their weights from; 1 GiB, far past any GPU's L2.
 std::unique_ptr<Roofline> make_roofline(const runtime::Engine& e) {
-  int threads = 0;
-  uint64_t bytes = 0;
+  auto roof = std::make_unique<Roofline>();
+  int threads = 0, n_vk = 0, gpu = -1;
   for (size_t d = 0; d < e.devices().size(); ++d) {
+    const std::string name = e.devices()[d]->name();
     if (!e.devices()[d]->reach().in_process)
-      fail("cli", "--roofline reads this host's memory; device {} is not in this process", e.devices()[d]->name());
+      fail("cli", "--roofline reads this host's memory; device {} is not in this process", name);
+    const int index = vk_index(name);
+    if (index >= 0 && gpu >= 0 && index != gpu)
+      fail("cli", "--roofline reads one GPU's memory; vk:{} and vk:{} are two GPUs", gpu, index);
+    if (index >= 0) gpu = index, ++n_vk;
     threads += e.devices()[d]->threads();
-    bytes += e.plan().devices[d].decode_bytes;
+    roof->decode_bytes += e.plan().devices[d].decode_bytes;
+  }
+  if (n_vk > 0 && n_vk != static_cast<int>(e.devices().size()))
+    fail("cli", "--roofline reads either this host's memory or a GPU's; these devices mix them");
+  if (n_vk > 0) {
+    roof->gpu = std::make_unique<device::vk::VkMemoryRead>(gpu, uint64_t{1} << 30);
+    std::fprintf(stderr, "roofline: vk:%d (%s) reads %.0f MiB per read, %s\n", gpu, roof->gpu->device_name().c_str(),
+                 roof->gpu->bytes() / 1048576.0, roof->gpu->gpu_timed() ? "timed by the GPU" : "timed on the host");
+    return roof;
   }
   // Twice the L3 (at least 256 MiB) in four windows: a window comes back after three others and
   // the tokens between them, from DRAM, and one read takes about as long as a token.
-  return std::make_unique<Roofline>(threads, std::max(size_t{256} << 20, 2 * last_level_cache_bytes()), bytes);
+  roof->host = std::make_unique<StreamRead>(threads, std::max(size_t{256} << 20, 2 * last_level_cache_bytes()),
+                                            /*windows=*/4);
+  return roof;
 }
 
 int bench(const BenchArgs& a) {

@@ -2,6 +2,7 @@
 // with what to install.
 #include "core/error.h"
 #include "device/vulkan/vk_kind.h"
+#include "device/vulkan/vk_memory_read.h"
 
 namespace weft::device::vk {
 namespace {
@@ -28,5 +29,13 @@ DeviceKind vulkan_kind() {
           .memory = [](const DeviceSpec&) { return DeviceMemory{}; },
           .list_local = [] { return std::string("vk: this build has no Vulkan support (scripts/setup.sh, rebuild)\n"); }};
 }
+
+struct VkMemoryRead::Impl {};
+VkMemoryRead::VkMemoryRead(int index, uint64_t) { unavailable("vk:" + std::to_string(index)); }
+VkMemoryRead::~VkMemoryRead() = default;
+double VkMemoryRead::read() { return 0; }
+uint64_t VkMemoryRead::bytes() const { return 0; }
+std::string VkMemoryRead::device_name() const { return {}; }
+bool VkMemoryRead::gpu_timed() const { return false; }
 
 }  // namespace weft::device::vk

@@ -62,6 +62,11 @@ namespace weft::device::vk {
   X(vkCmdPipelineBarrier)                       \
   X(vkCmdCopyBuffer)                            \
   X(vkCmdFillBuffer)                            \
+  X(vkCreateQueryPool)                          \
+  X(vkDestroyQueryPool)                         \
+  X(vkCmdResetQueryPool)                        \
+  X(vkCmdWriteTimestamp)                        \
+  X(vkGetQueryPoolResults)                      \
   X(vkQueueSubmit)                              \
   X(vkCreateFence)                              \
   X(vkDestroyFence)                             \

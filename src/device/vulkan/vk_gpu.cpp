@@ -6,6 +6,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <cstdlib>
 #include <cstring>
 
 namespace weft::device::vk {
@@ -136,6 +137,14 @@ Gpu::Gpu(int index) {
   VkPhysicalDeviceProperties props;
   a.vkGetPhysicalDeviceProperties(info_.handle, &props);
   max_groups_ = std::min(props.limits.maxComputeWorkGroupCount[0], props.limits.maxComputeWorkGroupCount[1]);
+  // Where timestampComputeAndGraphics is false some queues write no timestamps: the family's own
+  // timestampValidBits says whether this one does (0: none; op times then stay unmeasured).
+  const char* ts_env = std::getenv("WEFT_VK_TIMESTAMPS");
+  if (!(ts_env && std::strcmp(ts_env, "0") == 0)) {
+    tick_bits_ = qf[family_].timestampValidBits;
+    tick_seconds_ = props.limits.timestampPeriod * 1e-9;
+    if (tick_seconds_ <= 0) tick_bits_ = 0;
+  }
 
   VkCommandPoolCreateInfo pi{VK_STRUCTURE_TYPE_COMMAND_POOL_CREATE_INFO};
   pi.flags = VK_COMMAND_POOL_CREATE_RESET_COMMAND_BUFFER_BIT;
@@ -159,6 +168,7 @@ Gpu::~Gpu() {
     a.vkDestroyDescriptorSetLayout(device_, p.set_layout, nullptr);
   }
   for (VkDescriptorPool dp : descriptor_pools_) a.vkDestroyDescriptorPool(device_, dp, nullptr);
+  if (queries_) a.vkDestroyQueryPool(device_, queries_, nullptr);
   a.vkDestroyFence(device_, fence_, nullptr);
   a.vkDestroyCommandPool(device_, pool_, nullptr);
   a.vkDestroyDevice(device_, nullptr);
@@ -301,6 +311,44 @@ void Gpu::begin() {
   bi.flags = VK_COMMAND_BUFFER_USAGE_ONE_TIME_SUBMIT_BIT;
   check(a.vkBeginCommandBuffer(cmd_, &bi), "vkBeginCommandBuffer");
   recording_ = true;
+  stamp_tags_.clear();
+  if (queries_) {
+    // Queries of one queue run in submission order: the reset comes before this recording's writes.
+    a.vkCmdResetQueryPool(cmd_, queries_, 0, query_slots_);
+    if (tag_ >= 0) stamp(tag_);
+  }
+}
+
+void Gpu::reserve_marks(uint32_t n) {
+  WEFT_ASSERT(!recording_);
+  if (!timestamps() || n + 2 <= query_slots_) return;
+  const Api& a = api();
+  if (queries_) a.vkDestroyQueryPool(device_, queries_, nullptr), queries_ = VK_NULL_HANDLE;
+  VkQueryPoolCreateInfo qi{VK_STRUCTURE_TYPE_QUERY_POOL_CREATE_INFO};
+  qi.queryType = VK_QUERY_TYPE_TIMESTAMP;
+  qi.queryCount = n + 2;  // and the resumed span's first stamp and the recording's last
+  check(a.vkCreateQueryPool(device_, &qi, nullptr, &queries_), "vkCreateQueryPool");
+  query_slots_ = qi.queryCount;
+}
+
+// A timestamp once every command recorded before it has finished (bottom of pipe): with the
+// barriers between ops, the span from one stamp to the next is the GPU time of what lies between.
+void Gpu::stamp(int tag) {
+  if (stamp_tags_.size() + 1 >= query_slots_) return;  // the last slot is the recording's end
+  api().vkCmdWriteTimestamp(cmd_, VK_PIPELINE_STAGE_BOTTOM_OF_PIPE_BIT, queries_,
+                            static_cast<uint32_t>(stamp_tags_.size()));
+  stamp_tags_.push_back(tag);
+}
+
+void Gpu::mark(int tag) {
+  if (recording_ && queries_ && tag != tag_) stamp(tag);
+  tag_ = tag;
+}
+
+std::vector<double> Gpu::take_seconds() {
+  std::vector<double> out;
+  out.swap(tag_seconds_);
+  return out;
 }
 
 void Gpu::dispatch(const Pipeline& p, VkDescriptorSet set, const void* push, uint32_t gx, uint32_t gy) {
@@ -346,6 +394,12 @@ void Gpu::submit() {
   WEFT_ASSERT(recording_);
   recording_ = false;
   const Api& a = api();
+  const bool stamped = queries_ && !stamp_tags_.empty();
+  if (stamped) {  // the end of the last span
+    a.vkCmdWriteTimestamp(cmd_, VK_PIPELINE_STAGE_BOTTOM_OF_PIPE_BIT, queries_,
+                          static_cast<uint32_t>(stamp_tags_.size()));
+    stamp_tags_.push_back(-1);
+  }
   check(a.vkEndCommandBuffer(cmd_), "vkEndCommandBuffer");
   VkSubmitInfo si{VK_STRUCTURE_TYPE_SUBMIT_INFO};
   si.commandBufferCount = 1;
@@ -356,6 +410,20 @@ void Gpu::submit() {
   if (r == VK_TIMEOUT) fail("vulkan", "{}: a submission did not finish in 120 s", info_.name);
   check(r, "vkWaitForFences");
   check(a.vkResetFences(device_, 1, &fence_), "vkResetFences");
+  if (stamped) {
+    const auto n = static_cast<uint32_t>(stamp_tags_.size());
+    std::vector<uint64_t> ticks(n);
+    check(a.vkGetQueryPoolResults(device_, queries_, 0, n, n * sizeof(uint64_t), ticks.data(), sizeof(uint64_t),
+                                  VK_QUERY_RESULT_64_BIT | VK_QUERY_RESULT_WAIT_BIT),
+          "vkGetQueryPoolResults");
+    const uint64_t mask = tick_bits_ >= 64 ? ~uint64_t{0} : (uint64_t{1} << tick_bits_) - 1;  // counters wrap
+    for (uint32_t i = 0; i + 1 < n; ++i) {
+      const int tag = stamp_tags_[i];
+      if (tag < 0) continue;
+      if (tag_seconds_.size() <= static_cast<size_t>(tag)) tag_seconds_.resize(tag + 1, 0.0);
+      tag_seconds_[tag] += static_cast<double>((ticks[i + 1] - ticks[i]) & mask) * tick_seconds_;
+    }
+  }
 }
 
 }  // namespace weft::device::vk

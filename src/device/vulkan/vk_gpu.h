@@ -75,6 +75,20 @@ class Gpu {
   void submit();
   uint32_t max_group_count() const { return max_groups_; }
 
+  // GPU time by tag, from timestamp queries. mark(tag) starts a span of the recording that runs
+  // to the next mark or to the end of the recording; a recording begun while a tag is current (a
+  // step resumed after a collective) starts with a span of that tag. Tag -1 times nothing, and is
+  // where a Gpu starts. Spans are timed once submit() has waited and summed per tag, read with
+  // take_seconds(). Where the queue writes no timestamps (or WEFT_VK_TIMESTAMPS=0) marks only set
+  // the tag and take_seconds() stays empty.
+  bool timestamps() const { return tick_bits_ > 0; }
+  // Room for n marks a recording besides a resumed span (the pool is sized once, for a graph);
+  // marks past it are dropped, and the span before them runs on.
+  void reserve_marks(uint32_t n);
+  void mark(int tag);
+  // Seconds per tag (index = tag) summed since the last call, then zeroed.
+  std::vector<double> take_seconds();
+
  private:
   PhysicalInfo info_;
   VkDevice device_ = VK_NULL_HANDLE;
@@ -91,6 +105,15 @@ class Gpu {
   std::map<std::pair<VkDescriptorSetLayout, std::vector<VkBuffer>>, VkDescriptorSet> sets_;
   uint64_t allocated_ = 0;
   uint32_t max_groups_ = 65535;
+  // Timestamps: the pool, its slots, the slots this recording wrote and the tag of each.
+  uint32_t tick_bits_ = 0;   // the queue's timestampValidBits (0: none)
+  double tick_seconds_ = 0;  // timestampPeriod, in seconds
+  VkQueryPool queries_ = VK_NULL_HANDLE;
+  uint32_t query_slots_ = 0;
+  std::vector<int> stamp_tags_;
+  int tag_ = -1;
+  std::vector<double> tag_seconds_;
+  void stamp(int tag);
 };
 
 }  // namespace weft::device::vk

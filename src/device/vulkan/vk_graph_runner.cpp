@@ -283,6 +283,7 @@ void VkGraphRunner::load(const parallel::DeviceGraph& graph, const gguf::File& f
   gpu_.destroy(upload_);
   upload_ = gpu_.create_buffer(4096, Memory::Upload, "staging");  // later uploads are small
   n_cached_.assign(opt.n_seq, 0);
+  gpu_.reserve_marks(u32(graph_.nodes.size() + 1));  // a mark per node, and the logits'
 }
 
 StepResult VkGraphRunner::run(const Step& step) {
@@ -300,12 +301,17 @@ StepResult VkGraphRunner::run(const Step& step) {
   if (rope.n_rot > 0)
     for (int64_t t = 0; t < l.n_tokens; ++t)
       kernels::rope_cos_sin(rope, l.pos[t], static_cast<float*>(rope_.mapped) + t * rope.n_rot);
+  // Each node's GPU time goes to its op kind (Gpu::mark); a collective's to its op too, the
+  // host's part of it included (collective()).
+  gpu_.mark(-1);
   gpu_.begin();
   try {
     for (int i = 0; i < static_cast<int>(graph_.nodes.size()); ++i) {
       if (i == graph_.output && graph_.has_logits) continue;  // see logits()
+      gpu_.mark(static_cast<int>(graph_.nodes[i].op));
       exec(i, c);
     }
+    if (graph_.output >= 0) gpu_.mark(static_cast<int>(graph_.nodes[graph_.output].op));
     if (graph_.has_logits) {
       logits(c);
     } else if (graph_.passes_residual) {
@@ -317,6 +323,10 @@ StepResult VkGraphRunner::run(const Step& step) {
     if (group_) group_->abort();  // peers must not wait for this device in a collective
     throw;
   }
+  gpu_.mark(-1);
+  const std::vector<double> gpu_seconds = gpu_.take_seconds();
+  for (size_t op = 0; op < gpu_seconds.size() && op < stats_.op_seconds.size(); ++op)
+    stats_.op_seconds[op] += gpu_seconds[op];
   for (const StepSeq& q : step.seqs) n_cached_[q.seq] = q.pos0 + q.n_tokens;
   StepResult r = assemble_result(graph_, step, l, static_cast<const float*>(readback_.mapped));
   stats_.step_seconds += std::chrono::duration<double>(Clock::now() - t0).count();
