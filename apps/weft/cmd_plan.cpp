@@ -4,6 +4,7 @@
 #include "core/error.h"
 #include "model/llama_graph.h"
 #include "parallel/cost_model.h"
+#include "parallel/memory_fit.h"
 #include "parallel/planner.h"
 #include "runtime/engine.h"
 
@@ -12,6 +13,7 @@
 #include <cstdio>
 #include <map>
 #include <memory>
+#include <optional>
 
 namespace weft::cli {
 namespace {
@@ -78,23 +80,35 @@ int plan(const PlanArgs& args) {
   parallel::Plan p;
   std::vector<double> speeds = args.device_gbs;  // bytes/s once scaled below
   for (double& s : speeds) s *= 1e9;
+  const int64_t n_ctx = eo.n_ctx > 0 ? eo.n_ctx : std::min<int64_t>(cfg.n_ctx_train, 4096);
+  const parallel::KvSizing kv{n_ctx * eo.n_seq, eo.k_type, eo.v_type};
+  std::vector<device::DeviceMemory> memory;  // per device of the plan
   if (args.calibrate || eo.auto_ratios) {
     eo.auto_ratios = true;
     const runtime::Engine engine(*file, eo);
     print_calibration(engine.calibration());
     p = engine.plan();
+    for (const auto& d : engine.devices()) memory.push_back(d->memory());  // a worker's as it said
     if (speeds.empty())
       for (const auto& m : engine.calibration().devices) speeds.push_back(m.speed);
   } else {
+    // A split -ts wrote is planned as written; one weft chooses fits the devices' hard memory
+    // limits, as the engine plans it (parallel/memory_fit.h).
+    const bool written = !eo.ratios.empty() && eo.mode != parallel::SplitMode::None;
     if (eo.ratios.empty() || eo.mode == parallel::SplitMode::None) {
       if (eo.mode == parallel::SplitMode::None) eo.devices.resize(1);
       eo.ratios = device::default_ratios(eo.devices);
     }
     if (eo.ratios.size() != eo.devices.size())
       fail("cli", "--tensor-split has {} values for {} devices", eo.ratios.size(), eo.devices.size());
-    p = parallel::make_plan(eo.mode, g, model::weight_table(*file), eo.ratios, eo.moe_split);
+    std::vector<std::optional<uint64_t>> limits;
+    for (const auto& spec : eo.devices) {
+      memory.push_back(device::spec_memory(spec));
+      const device::DeviceMemory& m = memory.back();
+      limits.push_back(m.known() && m.hard_limit && !written ? std::optional<uint64_t>(m.free_bytes) : std::nullopt);
+    }
+    p = parallel::plan_within_memory(eo.mode, g, model::weight_table(*file), eo.ratios, eo.moe_split, limits, kv);
   }
-  const int64_t n_ctx = eo.n_ctx > 0 ? eo.n_ctx : std::min<int64_t>(cfg.n_ctx_train, 4096);
 
   std::printf("model: %s (%s), %lld layers, %lld heads / %lld kv heads, ffn %lld, vocab %lld\n", o.model.c_str(),
               cfg.arch.c_str(), (long long)cfg.dims.n_layer, (long long)cfg.dims.n_head, (long long)cfg.dims.n_head_kv,
@@ -142,12 +156,21 @@ int plan(const PlanArgs& args) {
             .c_str(),
         experts.c_str(), range(graph::Axis::Vocab, 1).c_str(), layers.c_str());
   }
-  std::printf("\ndevice memory (free of total; a CPU device reads weights past it from the file mapping):\n");
+  std::printf(
+      "\ndevice memory (free of total; what the plan puts there: weights and KV cache of -c x -np positions; a CPU "
+      "device reads weights past its free memory from the file mapping):\n");
   for (size_t d = 0; d < p.devices.size(); ++d) {
-    const device::DeviceMemory m = device::spec_memory(eo.devices[d]);
+    const device::DeviceMemory m = d < memory.size() ? memory[d] : device::DeviceMemory{};
+    const uint64_t need = parallel::device_bytes(p.devices[d], kv);
     std::string line = "unknown";
-    if (m.known()) line = mib(m.free_bytes) + " of " + mib(m.total_bytes);
-    if (m.known() && m.hard_limit && p.devices[d].weight_bytes > m.free_bytes) line += ": too little, a load refuses";
+    if (m.known()) line = mib(m.free_bytes) + " of " + mib(m.total_bytes) + (m.hard_limit ? " (a hard limit)" : "");
+    if (!m.known() && eo.devices[d].kind == device::DeviceSpec::Kind::Remote)
+      line += " until a run connects (a worker says it then)";
+    line += "; the plan puts " + mib(need) + " there";
+    if (p.memory_capped(d))
+      line += fmt::format(": share capped by memory at {:.3f} (asked {:.3f})", p.ratios[d], p.asked_ratios[d]);
+    else if (m.known() && m.hard_limit && need > m.free_bytes)
+      line += ": too little, a load refuses";
     std::printf("  #%zu %s: %s\n", d, device::describe(eo.devices[d]).c_str(), line.c_str());
   }
   std::printf("\ncollectives per token:\n");

@@ -27,7 +27,9 @@ std::unique_ptr<net::Announcer> start_announcer(const std::string& discover_addr
   self.name = ::gethostname(host, sizeof(host) - 1) == 0 && host[0] ? host : "weft-worker";
   self.port = port;
   self.threads = static_cast<uint32_t>(o.threads);
-  self.memory_bytes = device::spec_memory(device::remote::served_device(o)).free_bytes;  // its NUMA node's, if bound
+  // Its NUMA node's, if bound; at most --memory-limit.
+  self.memory_bytes =
+      device::remote::served_memory(o, device::spec_memory(device::remote::served_device(o))).free_bytes;
   net::DiscoveryOptions d;
   d.address = net::parse_host_port(discover_addr);
   if (o.listen.host != "0.0.0.0") d.interface = o.listen.host == "localhost" ? "127.0.0.1" : o.listen.host;
@@ -48,6 +50,7 @@ Action add_worker(CLI::App& app) {
     std::string cache_dir = device::remote::default_cache_dir();
     uint64_t cache_max_bytes = device::remote::kDefaultCacheMaxBytes;
     bool no_cache = false;
+    uint64_t memory_limit = 0;
     std::string net_poll = "auto";
     std::string sched = "batch";
     int preload_timeout_s = 60;
@@ -76,6 +79,11 @@ Action add_worker(CLI::App& app) {
       ->transform(CLI::AsSizeValue(false))
       ->capture_default_str();
   cmd->add_flag("--no-cache", a->no_cache, "do not cache streamed shards");
+  cmd->add_option("--memory-limit", a->memory_limit,
+                  "at most this many bytes of weights and KV cache on the served device (suffixes K, M, G: powers of "
+                  "1024): coordinators give it a smaller share to fit, and a load past it is refused; default: the "
+                  "device's own memory")
+      ->transform(CLI::AsSizeValue(false));
   // Hidden (no group): tests stop a worker while it is busy loading.
   cmd->add_option("--test-load-delay-ms", a->load_delay_ms)->group("")->check(CLI::Range(0, 600000));
   cmd->add_option("--net-poll", a->net_poll, "waiting in all-reduces: auto | busy (poll 50 us, then sleep) | block")
@@ -114,6 +122,7 @@ Action add_worker(CLI::App& app) {
     o.net_poll = parallel::parse_net_poll(a->net_poll);
     o.preload_timeout_ms = a->preload_timeout_s * 1000;
     o.load_delay_ms = a->load_delay_ms;
+    o.memory_limit_bytes = a->memory_limit;
     device::remote::check_listen(o);
     device::remote::WorkerServer server(o);
     // Tests and scripts read the port from this line (with --listen HOST:0).

@@ -6,6 +6,7 @@
 #include "net/handshake.h"
 #include "net/kv_store.h"
 #include "parallel/gloo_group.h"
+#include "parallel/memory_fit.h"
 
 #include <unistd.h>
 
@@ -92,13 +93,15 @@ void load_devices(const Devices& devices, const std::vector<parallel::DeviceGrap
   WEFT_ASSERT(graphs.size() == devices.size());
   // Refused before any load starts, rather than failing (or worse) half way through.
   constexpr double kMiB = 1024.0 * 1024;
+  const parallel::KvSizing kv{int64_t{opt.n_ctx} * opt.n_seq, opt.k_type, opt.v_type};
   for (size_t i = 0; i < devices.size(); ++i) {
     const DeviceMemory m = devices[i]->memory();
-    if (m.known() && m.hard_limit && graphs[i].weight_bytes > m.free_bytes)
+    const uint64_t need = parallel::device_bytes(graphs[i], kv);
+    if (m.known() && m.hard_limit && need > m.free_bytes)
       fail_on("device", devices[i]->name(),
-              "the plan gives it {:.1f} MiB of weights but it has {:.1f} MiB free (of {:.1f} MiB): lower its -ts "
-              "share or add devices",
-              graphs[i].weight_bytes / kMiB, m.free_bytes / kMiB, m.total_bytes / kMiB);
+              "the plan gives it {:.1f} MiB of weights and KV cache ({:.1f} MiB of weights) but it has {:.1f} MiB "
+              "free (of {:.1f} MiB): lower its -ts share, -c or -np, or add devices",
+              need / kMiB, graphs[i].weight_bytes / kMiB, m.free_bytes / kMiB, m.total_bytes / kMiB);
   }
   std::vector<std::exception_ptr> errors(devices.size());
   auto load = [&](size_t i) {

@@ -155,8 +155,13 @@ struct Plan {
   MoeSplit moe_split = MoeSplit::Tensor;
   std::string moe_reason;
   std::vector<Range> experts;
+  // plan_within_memory (memory_fit.h): the ratios asked for (normalised) when it lowered some
+  // device's share to fit its memory; empty when it did not.
+  std::vector<double> asked_ratios;
 
   const Partition* partition(graph::Axis a) const;
+  // Whether device d's share was lowered to fit its memory.
+  bool memory_capped(size_t d) const { return d < asked_ratios.size() && ratios[d] < asked_ratios[d]; }
   int collectives_in_layer(int layer) const;
 };
 

@@ -94,7 +94,8 @@ void Engine::calibrate() {
   }
   report("calibration over {} decode steps: {}", c.steps, line);
   c.ratios = ratios_from_speeds(speeds);
-  const double change = max_share_change(c.ratios, plan_.ratios);
+  // What they would plan: a device its memory caps keeps the share it has however fast it is.
+  const double change = max_share_change(fitted_plan(c.ratios).ratios, plan_.ratios);
   c.replanned = devices_.size() > 1 && change >= opt_.rebalance.min_change;
   report("-ts auto: ratios {} ({})", ratios_flag(c.ratios),
          c.replanned ? "re-planning" : fmt::format("within {:.3f} of the split measured: kept", change));
@@ -121,7 +122,8 @@ void Engine::observe_step() {
   std::vector<DeviceTiming> t;
   for (size_t i = 0; i < med.size(); ++i) t.push_back({plan_.devices[i].decode_bytes, med[i]});
   std::vector<double> next = rebalanced_ratios(t, plan_.ratios, opt_.rebalance);
-  if (next.empty()) return;
+  // A straggler given all its memory holds already: the split the new ratios plan is this one.
+  if (next.empty() || max_share_change(fitted_plan(next).ratios, plan_.ratios) < opt_.rebalance.min_change) return;
   size_t slowest = 0;
   const double lag = straggler_lag(t, &slowest);
   ++rebalances_;

@@ -4,6 +4,7 @@
 #include "device/remote/remote_device.h"
 #include "device/remote/worker_discovery.h"
 #include "model/model_config.h"
+#include "parallel/memory_fit.h"
 #include "parallel/planner.h"
 #include "runtime/engine.h"
 #include "runtime/report.h"
@@ -12,6 +13,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <optional>
 #include <thread>
 #include <utility>
 
@@ -102,8 +104,42 @@ void Engine::report_plan() const {
          parallel::split_mode_name(plan_.mode), describe_split(names, opt_.ratios));
 }
 
+namespace {
+// A device's hard limit, where it has one and knows it.
+std::optional<uint64_t> hard_limit(const device::DeviceMemory& m) {
+  if (m.known() && m.hard_limit) return m.free_bytes;
+  return std::nullopt;
+}
+}  // namespace
+
+parallel::Plan Engine::fitted_plan(const std::vector<double>& ratios) const {
+  std::vector<std::optional<uint64_t>> limits;
+  for (const auto& m : memory_) limits.push_back(hard_limit(m));
+  const parallel::KvSizing kv{int64_t{opt_.n_ctx} * opt_.n_seq, opt_.k_type, opt_.v_type};
+  return parallel::plan_within_memory(opt_.mode, graph_, model::weight_table(file_), ratios, opt_.moe_split, limits,
+                                      kv);
+}
+
 void Engine::replan() {
-  plan_ = parallel::make_plan(opt_.mode, graph_, model::weight_table(file_), opt_.ratios, opt_.moe_split);
+  plan_ = split_written_
+              ? parallel::make_plan(opt_.mode, graph_, model::weight_table(file_), opt_.ratios, opt_.moe_split)
+              : fitted_plan(opt_.ratios);
+}
+
+void Engine::fit_to_device_memory() {
+  WEFT_ASSERT(devices_.size() == memory_.size());
+  bool changed = false;
+  for (size_t i = 0; i < devices_.size(); ++i) {
+    const device::DeviceMemory m = devices_[i]->memory();
+    changed |= hard_limit(m) != hard_limit(memory_[i]);
+    memory_[i] = m;
+  }
+  if (changed) replan();
+  constexpr double kMiB = 1024.0 * 1024;
+  for (size_t i = 0; i < devices_.size(); ++i)
+    if (plan_.memory_capped(i))
+      report("{}: share {:.3f} instead of {:.3f}, so that its weights and KV cache fit its {:.1f} MiB free",
+             devices_[i]->name(), plan_.ratios[i], plan_.asked_ratios[i], memory_[i].free_bytes / kMiB);
 }
 
 // Forgets device `index` and plans over the others, keeping their ratios. A worker is kept in
@@ -113,9 +149,12 @@ void Engine::drop_device(size_t index) {
     lost_.push_back({opt_.devices[index], opt_.ratios[index]});
   opt_.devices.erase(opt_.devices.begin() + static_cast<std::ptrdiff_t>(index));
   opt_.ratios.erase(opt_.ratios.begin() + static_cast<std::ptrdiff_t>(index));
+  memory_.erase(memory_.begin() + static_cast<std::ptrdiff_t>(index));
   // The devices left all had ratio 0 (-ts 1,0 and the 1 lost): share as without -ts instead.
-  if (std::all_of(opt_.ratios.begin(), opt_.ratios.end(), [](double r) { return r <= 0; }))
+  if (std::all_of(opt_.ratios.begin(), opt_.ratios.end(), [](double r) { return r <= 0; })) {
     opt_.ratios = device::default_ratios(opt_.devices);
+    split_written_ = false;
+  }
   // One device needs no split (and no collectives).
   if (opt_.devices.size() == 1) opt_.mode = parallel::SplitMode::None;
   if (!down()) replan();  // none left: nothing to plan until a worker rejoins
@@ -153,6 +192,7 @@ size_t Engine::readmit_answering(const std::string& skip) {
     report("rejoined {}", name);
     opt_.devices.push_back(it->spec);
     opt_.ratios.push_back(it->ratio);
+    memory_.push_back(device::spec_memory(it->spec));  // what it says once connected
     it = lost_.erase(it);
     ++back;
   }
@@ -194,7 +234,8 @@ void Engine::replan_with(std::vector<double> ratios) {
   WEFT_ASSERT(ratios.size() == opt_.devices.size());
   const auto t0 = Clock::now();
   opt_.ratios = std::move(ratios);
-  devices_.clear();  // ends every session: each worker accepts the new one once it has noticed
+  split_written_ = false;  // measured ratios: weft's choice, fitted into the devices' memory
+  devices_.clear();        // ends every session: each worker accepts the new one once it has noticed
   replan();
   try {
     start_devices();

@@ -20,6 +20,7 @@ Engine::Engine(const gguf::File& file, EngineOptions opt) : file_(file), opt_(st
   if (opt_.devices.empty()) opt_.devices.push_back({device::DeviceSpec::Kind::Cpu, hardware_cores(), -1, ""});
   const size_t n = opt_.devices.size();
   if (opt_.mode == SplitMode::None && n > 1) opt_.devices.resize(1);
+  split_written_ = !opt_.ratios.empty() && !opt_.auto_ratios && opt_.mode != SplitMode::None;
   if (opt_.ratios.empty() || opt_.mode == SplitMode::None) opt_.ratios = device::default_ratios(opt_.devices);
   if (opt_.ratios.size() != opt_.devices.size())
     fail("cli", "--tensor-split has {} values for {} devices", opt_.ratios.size(), opt_.devices.size());
@@ -34,6 +35,7 @@ Engine::Engine(const gguf::File& file, EngineOptions opt) : file_(file), opt_(st
   fed_.assign(opt_.n_seq, {});
 
   mode_asked_ = opt_.mode;
+  for (const auto& spec : opt_.devices) memory_.push_back(device::spec_memory(spec));  // a worker's: at connect
   replan();
   // A worker that cannot be reached or refuses the handshake is a start-up error (a mistyped
   // address is never silently dropped); one that answered and then fails while joining or loading
@@ -58,6 +60,7 @@ void Engine::open_devices() {
   compute_base_.clear();  // new devices: --rebalance starts watching afresh
   step_times_.clear();
   devices_ = device::create_devices(opt_.devices, opt_.map_weights);
+  fit_to_device_memory();
   for (const auto& dg : plan_.devices)
     for (const auto& ln : dg.nodes) {
       const DType t =

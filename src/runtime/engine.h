@@ -146,7 +146,16 @@ class Engine {
   void drop_device(size_t index);
   // Appends the lost workers that answer a probe (but `skip`, just lost) and re-plans; their count.
   size_t readmit_answering(const std::string& skip);
+  // Plans opt_.ratios over opt_.devices; a split weft chose (not one -ts wrote) is fitted into
+  // the devices' hard memory limits as memory_ knows them (parallel/memory_fit.h).
   void replan();
+  // The plan of ratios fitted into memory_ (what replan makes of ratios weft chose): calibration
+  // and --rebalance compare it, not the ratios, with the current plan, so a device its memory
+  // caps does not make them re-plan to the same split again and again.
+  parallel::Plan fitted_plan(const std::vector<double>& ratios) const;
+  // After the devices are created: their memory as they say it (a worker's from its DeviceInfo);
+  // re-plans when a limit differs from what the plan assumed, and reports shares it lowered.
+  void fit_to_device_memory();
   void report_plan() const;
   void replay();
   size_t held_tokens() const;  // in every slot's KV cache: what a replay runs
@@ -161,6 +170,10 @@ class Engine {
 
   const gguf::File& file_;
   EngineOptions opt_;
+  // -ts gave the ratios (not auto) and nothing re-planned them since: planned as written, and a
+  // device past its hard memory limit is refused at load rather than given a share -ts did not say.
+  bool split_written_ = false;
+  std::vector<device::DeviceMemory> memory_;  // per opt_.devices entry: what the plan fits into
   model::ModelConfig config_;
   graph::Graph graph_;
   parallel::Plan plan_;

@@ -1,5 +1,6 @@
 // weft info --devices: every registered kind says what this machine offers.
 #include "cli/cli_run.h"
+#include "device/worker_process.h"
 
 #include <gtest/gtest.h>
 
@@ -37,6 +38,22 @@ TEST(CliInfoDevices, PlanPrintsEachDevicesMemory) {
   EXPECT_NE(r.out.find("  #0 cpu:1: "), std::string::npos) << r.out;
   EXPECT_NE(r.out.find(" MiB of "), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("  #1 tcp://127.0.0.1:1: unknown"), std::string::npos) << r.out;
+}
+
+// A worker that holds little (--memory-limit: a hard limit, as a GPU's): weft plan --calibrate
+// connects, and its memory section says the worker's share was capped to fit.
+TEST(CliInfoDevices, PlanSaysWhenMemoryCappedAShare) {
+  using device::remote::testing_support::stories;
+  using device::remote::testing_support::Worker;
+  Worker small({"--memory-limit", "300K"}), big;
+  const auto r =
+      run("plan -m " + stories() + " -c 128 --net-poll block --calibrate --devices " + small.url() + "," + big.url());
+  ASSERT_EQ(r.code, 0) << r.out;
+  EXPECT_NE(r.out.find("  #0 " + small.url() + ": 0.29 MiB of 0.29 MiB (a hard limit); the plan puts 0."),
+            std::string::npos)
+      << r.out;
+  EXPECT_NE(r.out.find(" there: share capped by memory at 0."), std::string::npos) << r.out;
+  EXPECT_EQ(r.out.find("  #1 " + big.url() + ": unknown"), std::string::npos) << "a worker says its memory: " << r.out;
 }
 
 }  // namespace

@@ -2,6 +2,7 @@
 // load refusing a plan past a device's hard memory limit.
 #include "conformance_run.h"
 #include "device/cpu/cpu_device.h"
+#include "parallel/memory_fit.h"
 #include "support/expect_error.h"
 
 namespace weft::device {
@@ -40,8 +41,23 @@ TEST(DeviceMemory, LoadRefusesAPlanPastAHardLimitNamingTheDevice) {
   devices.push_back(std::make_unique<SmallCpu>(1000, /*hard=*/true));
   EXPECT_ERROR(load_devices(devices, plan.devices, *m.file, conformance::kLoad), "[device] cpu:0: the plan gives it");
   EXPECT_ERROR(load_devices(devices, plan.devices, *m.file, conformance::kLoad),
-               "MiB of weights but it has 0.0 MiB free (of 1024.0 MiB): lower its -ts share");
+               "MiB of weights) but it has 0.0 MiB free (of 1024.0 MiB): lower its -ts share");
   devices[0] = std::make_unique<SmallCpu>(1000, /*hard=*/false);  // spills to the file mapping
+  load_devices(devices, plan.devices, *m.file, conformance::kLoad);
+}
+
+// The KV cache counts too: weights that fit with no room for the cache are refused as well.
+TEST(DeviceMemory, LoadCountsTheKvCacheAgainstAHardLimit) {
+  const auto& m = conformance::tiny_model("tiny", "q8_0", "llama");
+  const auto plan = m.plan(parallel::SplitMode::None, {1});
+  const parallel::KvSizing kv{int64_t{conformance::kLoad.n_ctx} * conformance::kLoad.n_seq, conformance::kLoad.k_type,
+                              conformance::kLoad.v_type};
+  const uint64_t need = parallel::device_bytes(plan.devices[0], kv);
+  ASSERT_GT(need, plan.devices[0].weight_bytes);
+  Devices devices;
+  devices.push_back(std::make_unique<SmallCpu>(plan.devices[0].weight_bytes, /*hard=*/true));
+  EXPECT_ERROR(load_devices(devices, plan.devices, *m.file, conformance::kLoad), "of weights and KV cache");
+  devices[0] = std::make_unique<SmallCpu>(need, /*hard=*/true);
   load_devices(devices, plan.devices, *m.file, conformance::kLoad);
 }
 

@@ -2,14 +2,17 @@
 // what it serves as its session's first frame, so RemoteDevice::supports and ::memory are that
 // device's; an older worker (or coordinator) leaves the frame out on both sides and a remote
 // device is a CPU of unknown memory, as before; a hostile DeviceInfo fails the connect, named.
+#include "conformance_run.h"
 #include "device/cpu/cpu_device.h"
 #include "device/remote/remote_device.h"
 #include "device/remote/worker_discovery.h"
 #include "net/channel.h"
 #include "net/handshake.h"
+#include "parallel/memory_fit.h"
 #include "support/expect_error.h"
 #include "worker_process.h"
 
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 
 #include <cstring>
@@ -150,6 +153,25 @@ TEST(ServedDevice, AProbeStillEndsItsSessionBeforeTheNext) {
     RemoteDevice d(w.address(), 1, {});
     EXPECT_TRUE(d.served().has_value());
   }
+}
+
+// weft worker --memory-limit: announced as a hard limit, and a load past it (a coordinator that did
+// not fit its plan: one before 9.2, or a caller bypassing load_devices' check) is refused by the worker.
+TEST(ServedDevice, AWorkerRefusesALoadPastItsMemoryLimit) {
+  const auto& m = conformance::tiny_model("tiny", "q8_0", "llama");
+  const auto plan = m.plan(parallel::SplitMode::None, {1});
+  ASSERT_GT(plan.devices[0].weight_bytes, 1024u);
+  testing_support::Worker w({"--memory-limit", "1K"});
+  RemoteDevice d(w.address(), 1, {});
+  EXPECT_EQ(d.memory().total_bytes, 1024u);
+  EXPECT_EQ(d.memory().free_bytes, 1024u);
+  EXPECT_TRUE(d.memory().hard_limit);
+  const LoadOptions& lo = conformance::kLoad;
+  const uint64_t need = parallel::device_bytes(plan.devices[0], {int64_t{lo.n_ctx} * lo.n_seq, lo.k_type, lo.v_type});
+  EXPECT_ERROR(d.load(plan.devices[0], *m.file, lo),
+               fmt::format("[worker] tcp://{}: load: the plan gives this worker {:.1f} MiB of weights and KV cache, "
+                           "over its --memory-limit of 0.0 MiB",
+                           w.address(), need / 1048576.0));
 }
 
 }  // namespace

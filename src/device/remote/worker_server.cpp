@@ -10,6 +10,7 @@
 #include "net/handshake.h"
 #include "net/kv_store.h"
 #include "parallel/gloo_group.h"
+#include "parallel/memory_fit.h"
 
 #include <algorithm>
 #include <chrono>
@@ -205,6 +206,13 @@ void load(const WorkerOptions& opt, net::Channel& s, Replier& reply, Session& ss
   const ModelId model = read_model_id(r);
   const std::vector<SliceSpec> specs = read_slices(r);
   r.finish("load");
+  // A coordinator before 9.2 does not know the limit (nor does a caller bypassing load_devices'
+  // check): a plan past it is refused before any byte moves.
+  const uint64_t need = parallel::device_bytes(graph, {int64_t{lo.n_ctx} * lo.n_seq, lo.k_type, lo.v_type});
+  if (opt.memory_limit_bytes > 0 && need > opt.memory_limit_bytes)
+    fail("worker",
+         "the plan gives this worker {:.1f} MiB of weights and KV cache, over its --memory-limit of {:.1f} MiB",
+         need / 1048576.0, opt.memory_limit_bytes / 1048576.0);
   reply.busy();  // until Loaded: hashing, receiving, copying and caching take seconds
   const auto t0 = std::chrono::steady_clock::now();
   auto secs = [&] { return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(); };
@@ -261,6 +269,13 @@ void check_listen(const WorkerOptions& opt) {
   if (opt.key.empty() && !net::is_loopback(opt.listen.host))
     fail("cli", "listening on {} beyond loopback requires --auth-key-file", opt.listen.str());
   if (opt.threads < 1) fail("cli", "-t must be at least 1, got {}", opt.threads);
+}
+
+DeviceMemory served_memory(const WorkerOptions& opt, const DeviceMemory& m) {
+  if (opt.memory_limit_bytes == 0) return m;
+  const uint64_t limit = opt.memory_limit_bytes;
+  if (!m.known()) return {limit, limit, true};
+  return {std::min(m.total_bytes, limit), std::min(m.free_bytes, limit), true};
 }
 
 DeviceSpec served_device(const WorkerOptions& opt) {
@@ -385,8 +400,10 @@ void WorkerServer::session(net::Channel& s, net::Version coordinator) {
   if (tell_device) reply.busy();  // the coordinator waits for DeviceInfo: a GPU may take a while to open
   ss.dev = device_kind(spec.kind).create(spec, ctx);
   if (tell_device) {
+    ServedDevice info = ServedDevice::of(*ss.dev);
+    info.memory = served_memory(opt_, info.memory);
     net::ByteWriter w;
-    write_served_device(w, ServedDevice::of(*ss.dev));
+    write_served_device(w, info);
     reply.send(MsgType::DeviceInfo, w.data());
   }
   for (;;) {

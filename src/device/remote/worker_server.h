@@ -50,6 +50,10 @@ struct WorkerOptions {
   std::string cache_dir;                             // where streamed shards are kept ("" : no cache)
   uint64_t cache_max_bytes = kDefaultCacheMaxBytes;  // their total size at most (least recently used go first)
   parallel::NetPoll net_poll = parallel::NetPoll::Auto;
+  // --memory-limit: at most this many bytes of weights and KV cache on the served device (0: its
+  // own memory). A hard limit: coordinators of protocol 9.2 fit their split under it (DeviceInfo),
+  // and a load past it is refused.
+  uint64_t memory_limit_bytes = 0;
   int load_delay_ms = 0;  // tests: a load this much slower (heartbeats must carry the coordinator through)
 };
 
@@ -60,6 +64,8 @@ void check_listen(const WorkerOptions& opt);
 void serve_device(WorkerOptions& opt, const std::string& list);
 // The device a session runs: opt.device, else cpu:<opt.threads>.
 DeviceSpec served_device(const WorkerOptions& opt);
+// What the worker says its device holds (DeviceInfo): the device's memory under opt.memory_limit_bytes.
+DeviceMemory served_memory(const WorkerOptions& opt, const DeviceMemory& device);
 
 class WorkerServer {
  public:
