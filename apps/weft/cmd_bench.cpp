@@ -285,6 +285,7 @@ int bench(const BenchArgs& a) {
     runtime::Engine engine(*file, eo);
     const bool has_tg = std::any_of(c.tests.begin(), c.tests.end(), [](const Test& t) { return t.n_prompt == 0; });
     const std::unique_ptr<Roofline> roof = a.roofline && has_tg ? make_roofline(engine) : nullptr;
+    std::vector<device::DeviceStats> since;
     for (const Test& t : c.tests) {
       BenchRecord r = describe(c, *file, engine);
       r.n_prompt = t.n_prompt, r.n_gen = t.n_gen, r.n_depth = t.n_depth;
@@ -296,6 +297,7 @@ int bench(const BenchArgs& a) {
         engine.eval_and_sample(random_tokens(engine, t.n_depth, rng), greedy, {}, rng);
       }
       time_run(engine, {std::min(t.n_prompt, 32), std::min(t.n_gen, 1), t.n_depth}, rng);  // warm-up
+      if (since.empty()) since = stats_of(engine);
       Roofline* tg_roof = t.n_prompt == 0 ? roof.get() : nullptr;
       if (tg_roof) r.decode_bytes = tg_roof->decode_bytes;
       for (int i = 0; i < a.reps; ++i) r.samples_ns.push_back(time_run(engine, t, rng, tg_roof, &r));
@@ -305,7 +307,9 @@ int bench(const BenchArgs& a) {
       }
       all.push_back(std::move(r));
     }
-    print_device_report(engine, a.profile);  // collective cost, averaged over every step run
+    // Collective cost and per-op times, averaged over the steps after the first test's warm-up (a
+    // GPU makes its pipelines in the warm-up).
+    print_device_report(engine, a.profile, since);
   }
   std::fputs(a.output == "md" ? bench_markdown(all).c_str() : bench_footer(a.output).c_str(), stdout);
   // Under the table, as llama-bench's build line: which kernels made these numbers.

@@ -8,6 +8,7 @@ namespace weft::cli {
 namespace {
 
 device::DeviceStats minus(device::DeviceStats a, const device::DeviceStats& b) {
+  if (b.steps > a.steps) return a;  // a device made afresh since (a re-plan): all of its steps
   for (size_t op = 0; op < a.op_seconds.size(); ++op) a.op_seconds[op] -= b.op_seconds[op];
   a.collective_seconds -= b.collective_seconds;
   a.step_seconds -= b.step_seconds;
