@@ -41,6 +41,9 @@ struct TinyModel {
 };
 
 // The generated model of preset/type/arch (tied: shared embeddings), written once per process.
+// Preset "tiny-k": tiny with rows of 256 and 512 values (n_embd, n_ff), whole K-quant super-blocks:
+// tiny's rows of 64 and 160 make gen-model fall back to 32-value types (gen_tensor_type), so a
+// K-quant or IQ4_XS model in that shape holds none of its own type.
 inline const TinyModel& tiny_model(const std::string& preset, const std::string& type, const std::string& arch,
                                    bool tied = false) {
   static std::map<std::string, TinyModel> models;
@@ -49,6 +52,11 @@ inline const TinyModel& tiny_model(const std::string& preset, const std::string&
   if (it != models.end()) return it->second;
   tools::GenModelOptions o;
   o.preset = preset;
+  if (preset == "tiny-k") {
+    o.preset = "tiny";
+    o.overrides.n_embd = 256;
+    o.overrides.n_ff = 512;
+  }
   o.type = type;
   o.arch = arch;
   o.tied = tied;

@@ -125,10 +125,14 @@ TEST_P(Conformance, AbortEndsAStepWaitingForItsPeer) {
 TEST_P(Conformance, EveryClaimedWeightTypeLoadsAndMatchesTheReference) {
   const auto probe = make();
   int claimed = 0;
-  for (const std::string type : {"f32", "f16", "bf16", "q8_0", "q4_0", "q4_1", "q5_0", "q5_1", "q2_k", "q3_k", "q4_k",
-                                 "q5_k", "q6_k", "iq4_nl", "iq4_xs"}) {
-    const auto& m = tiny_model("tiny", type, "llama");
+  for (const std::string type : {"f32", "f16", "bf16", "q8_0", "q4_0", "q4_1", "q5_0", "q5_1", "iq4_nl", "q2_k", "q3_k",
+                                 "q4_k", "q5_k", "q6_k", "iq4_xs", "q4_k_m", "q5_k_m"}) {
+    // The 256-value types in rows they fill (q4_k_m / q5_k_m: q4_k / q5_k, q6_k in output and some layers).
+    const bool super_blocks = type.find("_k") != std::string::npos || type == "iq4_xs";
+    const auto& m = tiny_model(super_blocks ? "tiny-k" : "tiny", type, "llama");
     const DType t = m.file->tensor("blk.0.ffn_up.weight").type;
+    // The model holds the type this case names, not a fallback that would leave it unchecked.
+    EXPECT_EQ(dtype_name(t), type.ends_with("_m") ? type.substr(0, type.size() - 2) : type);
     if (!probe[0]->supports(parallel::LocalOp::MatMul, t)) continue;
     ++claimed;
     expect_matches_reference(m, type);

@@ -56,9 +56,16 @@ int act_format(DType t) {
   switch (t) {
     case DType::Q4_0:
     case DType::Q5_0:
-    case DType::Q8_0: return 0;
+    case DType::Q8_0:
+    case DType::IQ4_NL: return 0;
     case DType::Q4_1:
     case DType::Q5_1: return 1;
+    case DType::Q2_K:
+    case DType::Q3_K:
+    case DType::Q4_K:
+    case DType::Q5_K:
+    case DType::Q6_K:
+    case DType::IQ4_XS: return 2;
     default: return -1;
   }
 }
@@ -74,7 +81,14 @@ bool has_matmul(DType t) {
     case DType::Q4_1:
     case DType::Q5_0:
     case DType::Q5_1:
-    case DType::Q8_0: return true;
+    case DType::Q8_0:
+    case DType::Q2_K:
+    case DType::Q3_K:
+    case DType::Q4_K:
+    case DType::Q5_K:
+    case DType::Q6_K:
+    case DType::IQ4_NL:
+    case DType::IQ4_XS: return true;
     default: return false;
   }
 }
@@ -140,7 +154,9 @@ Buffer VkGraphRunner::upload_floats(const std::vector<float>& v, const char* wha
 VkGraphRunner::Matrix VkGraphRunner::upload_matrix(const kernels::WeightMatrix& m, int64_t n_experts,
                                                    int64_t expert_first, const std::string& what) {
   if (!has_matmul(m.type))
-    fail("vulkan", "{}: weight type {} has no Vulkan kernel yet (supported: f32 f16 bf16 q4_0 q4_1 q5_0 q5_1 q8_0)",
+    fail("vulkan",
+         "{}: weight type {} has no Vulkan kernel yet (supported: f32 f16 bf16 q4_0 q4_1 q5_0 q5_1 q8_0 q2_k q3_k q4_k "
+         "q5_k q6_k iq4_nl iq4_xs)",
          what, dtype_name(m.type));
   WEFT_ASSERT(m.layout == kernels::WeightLayout::Rows);
   Matrix out;

@@ -80,6 +80,164 @@ float block_dot(uint row, uint b, uint xr) {
 }
 #endif  // legacy types
 
+#if defined(TYPE_IQ4_NL) || defined(TYPE_IQ4_XS)
+// ggml's kvalues_iq4nl (kernels/iquants_impl.h kGrid): the level each nibble stands for.
+const int kGrid[16] = int[16](-127, -104, -83, -65, -49, -35, -22, -10, 1, 13, 25, 38, 53, 69, 89, 113);
+// Integer dot of 32 values of paired nibbles at qs (value j: low nibble of byte j, value j + 16:
+// its high nibble, Q4_0's pairing) with the 32 activations at a0.
+int grid_dot(uint qs, uint a0) {
+  int s = 0;
+  for (uint j = 0; j < 16; ++j) {
+    const uint v = wb(qs + j);
+    s += kGrid[v & 15] * a8(a0 + j) + kGrid[v >> 4] * a8(a0 + j + 16);
+  }
+  return s;
+}
+#endif
+
+#if defined(TYPE_IQ4_NL)
+#define QK 32
+float block_dot(uint row, uint b, uint xr) {  // 18 bytes: d (f16), qs[16]; Q8_0 activations
+  const uint nb = p.cols / QK;
+  const uint o = (row * nb + b) * 18, ab = xr * nb + b;
+  // precise: not fused with the matmul's sum of blocks into an FMA, which rounds unlike the CPU
+  precise float r = (wf16(o) * ad[ab]) * float(grid_dot(o + 2, ab * QK));
+  return r;
+}
+#endif
+
+#if defined(TYPE_Q2_K) || defined(TYPE_Q3_K) || defined(TYPE_Q4_K) || defined(TYPE_Q5_K) || defined(TYPE_Q6_K) || \
+    defined(TYPE_IQ4_XS)
+// Super-blocks of 256 values against Q8_K activations (kernels/kquants_ref.cpp, iquants_ref.cpp):
+// integer sums per sub-block, exact, then the block's float scale products in the reference's order.
+// `precise` keeps the compiler from fusing them (or the matmul's sum of blocks) into FMAs, which
+// would round differently from the CPU. The activation block's bsums (sum of each 16 q8 values)
+// are floats holding small integers.
+#define QK 256
+int bsum(uint ab, uint g) { return int(as_[ab * 16 + g]); }
+
+#if defined(TYPE_Q4_K) || defined(TYPE_Q5_K)
+// Scale and min of sub-block j (0..7) from the 12 bytes at s, as kquants' unpack_scales_mins:
+// j < 4 in the low 6 bits of bytes j and j + 4; j >= 4 low nibbles in byte j + 4, top bits in the
+// spare top bits of bytes j - 4 (scale) and j (min).
+void scale_min_k4(uint s, uint j, out int sc, out int m) {
+  if (j < 4) {
+    sc = int(wb(s + j) & 63);
+    m = int(wb(s + j + 4) & 63);
+  } else {
+    sc = int((wb(s + j + 4) & 15) | ((wb(s + j - 4) >> 6) << 4));
+    m = int((wb(s + j + 4) >> 4) | ((wb(s + j) >> 6) << 4));
+  }
+}
+#endif
+
+float block_dot(uint row, uint b, uint xr) {
+  const uint nb = p.cols / QK;
+  const uint ab = xr * nb + b;  // the activation block: d at ad[ab], bsums at as_[ab * 16 ..]
+  const uint a0 = ab * QK;
+#if defined(TYPE_Q4_K) || defined(TYPE_Q5_K)
+  // Q4_K 144 bytes: d, dmin (f16), scales[12], qs[128]; Q5_K 176: the same with qh[32] before qs.
+  // Sub-block j (32 values): nibble j % 2 of qs[32 (j / 2) + l]; Q5_K's fifth bit is bit j of qh[l].
+#if defined(TYPE_Q4_K)
+  const uint o = (row * nb + b) * 144, qs = o + 16;
+#else
+  const uint o = (row * nb + b) * 176, qh = o + 16, qs = o + 48;
+#endif
+  int sum_q = 0, sum_m = 0;
+  for (uint j = 0; j < 8; ++j) {
+    int sc, m;
+    scale_min_k4(o + 4, j, sc, m);
+    const uint q = qs + 32 * (j / 2), shift = 4 * (j % 2), a = a0 + 32 * j;
+    int s = 0;
+    for (uint l = 0; l < 32; ++l) {
+#if defined(TYPE_Q4_K)
+      const uint v = (wb(q + l) >> shift) & 15;
+#else
+      const uint v = ((wb(q + l) >> shift) & 15) | (((wb(qh + l) >> j) & 1) << 4);
+#endif
+      s += int(v) * a8(a + l);
+    }
+    sum_q += sc * s;
+    sum_m += m * (bsum(ab, 2 * j) + bsum(ab, 2 * j + 1));
+  }
+  precise float r = ad[ab] * (wf16(o) * float(sum_q) - wf16(o + 2) * float(sum_m));
+  return r;
+#elif defined(TYPE_Q2_K) || defined(TYPE_Q3_K)
+  // Q2_K 84 bytes: scales[16] (sc low nibble, m high), qs[64], d, dmin (f16). Q3_K 110 bytes:
+  // hmask[32], qs[64], scales[12] (6-bit, + 32), d (f16). Sub-block j (16 values) is part
+  // pp = (j % 8) / 2 of half h = j / 8: bits 2 pp of qs[32 h + l] (l = 16 (j % 2) + k), Q3_K's
+  // third bit at bit 4 h + pp of hmask[l].
+#if defined(TYPE_Q2_K)
+  const uint o = (row * nb + b) * 84, qs = o + 16;
+#else
+  const uint o = (row * nb + b) * 110, qs = o + 32, sb = o + 96;
+#endif
+  int sum_q = 0;
+#if defined(TYPE_Q2_K)
+  int sum_m = 0;
+#endif
+  for (uint j = 0; j < 16; ++j) {
+    const uint h = j / 8, pp = (j % 8) / 2, l0 = 16 * (j % 2), a = a0 + 16 * j;
+    int s = 0;
+    for (uint k = 0; k < 16; ++k) {
+#if defined(TYPE_Q2_K)
+      const uint v = (wb(qs + 32 * h + l0 + k) >> (2 * pp)) & 3;
+#else
+      const uint v = ((wb(qs + 32 * h + l0 + k) >> (2 * pp)) & 3) | (((wb(o + l0 + k) >> (4 * h + pp)) & 1) << 2);
+#endif
+      s += int(v) * a8(a + k);
+    }
+#if defined(TYPE_Q2_K)
+    const uint sm = wb(o + j);
+    sum_q += int(sm & 15) * s;
+    sum_m += int(sm >> 4) * bsum(ab, j);
+#else
+    // unpack_q3_scales: low 4 bits in nibble j / 8 of byte j % 8, top 2 at bits 2 (j / 4) of byte 8 + j % 4.
+    const uint lo = (wb(sb + j % 8) >> (4 * (j / 8))) & 15, hi = (wb(sb + 8 + j % 4) >> (2 * (j / 4))) & 3;
+    sum_q += (int(lo | (hi << 4)) - 32) * (s - 4 * bsum(ab, j));  // the -4 offset through bsums
+#endif
+  }
+#if defined(TYPE_Q2_K)
+  precise float r = ad[ab] * (wf16(o + 80) * float(sum_q) - wf16(o + 82) * float(sum_m));
+#else
+  precise float r = (ad[ab] * wf16(o + 108)) * float(sum_q);
+#endif
+  return r;
+#elif defined(TYPE_Q6_K)
+  // 210 bytes: ql[128], qh[64], scales[16] (int8), d (f16). Sub-block j (16 values) is part
+  // pp = (j % 8) / 2 of half h = j / 8: nibble pp / 2 of ql[64 h + 32 (pp % 2) + l] and bits 2 pp
+  // of qh[32 h + l] (l = 16 (j % 2) + k); the -32 offset through bsums.
+  const uint o = (row * nb + b) * 210;
+  int sum_q = 0;
+  for (uint j = 0; j < 16; ++j) {
+    const uint h = j / 8, pp = (j % 8) / 2, l0 = 16 * (j % 2), a = a0 + 16 * j;
+    const uint ql = o + 64 * h + 32 * (pp % 2) + l0, qh = o + 128 + 32 * h + l0;
+    int s = 0;
+    for (uint k = 0; k < 16; ++k) {
+      const uint v = ((wb(ql + k) >> (4 * (pp / 2))) & 15) | (((wb(qh + k) >> (2 * pp)) & 3) << 4);
+      s += int(v) * a8(a + k);
+    }
+    sum_q += int(int8_t(w[o + 192 + j])) * (s - 32 * bsum(ab, j));
+  }
+  precise float r = (ad[ab] * wf16(o + 208)) * float(sum_q);
+  return r;
+#else  // IQ4_XS
+  // 136 bytes: d (f16), scales_h (u16), scales_l[4], qs[128]. Sub-block ib (32 values): scale
+  // ls - 32, ls's low 4 bits in nibble ib % 2 of scales_l[ib / 2], its top 2 at bits 2 ib of
+  // scales_h; its nibbles at qs + 16 ib, paired as IQ4_NL's.
+  const uint o = (row * nb + b) * 136;
+  const uint scales_h = wu16(o + 2);
+  int sumi = 0;
+  for (uint ib = 0; ib < 8; ++ib) {
+    const uint ls = ((wb(o + 4 + ib / 2) >> (4 * (ib % 2))) & 15) | (((scales_h >> (2 * ib)) & 3) << 4);
+    sumi += (int(ls) - 32) * grid_dot(o + 8 + 16 * ib, a0 + 32 * ib);
+  }
+  precise float r = (wf16(o) * ad[ab]) * float(sumi);
+  return r;
+#endif
+}
+#endif  // 256-value blocks
+
 #endif  // integer types
 
 #ifndef QK

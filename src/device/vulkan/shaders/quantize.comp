@@ -11,6 +11,35 @@ layout(std430, binding = 2) writeonly buffer D { float d[]; };
 layout(std430, binding = 3) writeonly buffer S { float s[]; };
 layout(push_constant) uniform P { uint n_values, act; } p;
 float to_f16(float v) { return unpackHalf2x16(packHalf2x16(vec2(v, 0.0))).x; }
+// a / b rounded to nearest even, as the CPU divides. Vulkan lets OpFDiv be 2.5 ULP off, and lavapipe's
+// is an ulp off in most Q8_K blocks (tests/device/vulkan/vk_blocks_test.cpp): a scale an ulp from
+// the CPU's changes every product of its block, and a value at a rounding boundary its q. So the
+// mantissas are divided as integers: 25 quotient bits (the last a guard bit) and a sticky
+// remainder. Positive normal a, b and quotient only (a block's amax, 127, 1); anything else takes
+// the plain division.
+float div_rn(float a, float b) {
+  const uint ua = floatBitsToUint(a), ub = floatBitsToUint(b), ea = ua >> 23, eb = ub >> 23;  // sign 0: exponents
+  if (ea == 0 || ea >= 255 || eb == 0 || eb >= 255) return a / b;  // negative, zero, subnormal, inf, nan
+  int e = int(ea) - int(eb);
+  uint ma = (ua & 0x7fffffu) | 0x800000u, mb = (ub & 0x7fffffu) | 0x800000u;
+  if (ma < mb) {  // ma / mb in [1, 2) from here
+    ma <<= 1;
+    e -= 1;
+  }
+  if (e + 127 <= 0 || e + 127 >= 255) return a / b;
+  uint q = 0, r = ma;  // r < 2 mb < 2^25 throughout
+  for (int i = 0; i < 25; ++i) {
+    q <<= 1;
+    if (r >= mb) {
+      r -= mb;
+      q |= 1u;
+    }
+    r <<= 1;
+  }
+  const bool up = (q & 1u) != 0 && (r != 0 || (q & 2u) != 0);
+  q = (q >> 1) + (up ? 1u : 0u);  // 2^24 after a carry: the next binade, mantissa 0
+  return uintBitsToFloat((uint(e + 127) << 23) + (q - 0x800000u));
+}
 void main() {
   const uint qk = p.act == 2 ? 256 : 32;
   const uint blk = gl_GlobalInvocationID.x + gl_GlobalInvocationID.y * gl_NumWorkGroups.x * 64;
@@ -26,7 +55,7 @@ void main() {
       for (uint g = 0; g < 16; ++g) s[blk * 16 + g] = 0.0;
       return;
     }
-    const float iscale = 127.0 / amax;
+    const float iscale = div_rn(127.0, amax);
     for (uint g = 0; g < 16; ++g) {
       int sum = 0;
       for (uint j = 0; j < 16; ++j) {
@@ -36,12 +65,12 @@ void main() {
       }
       s[blk * 16 + g] = float(sum);
     }
-    d[blk] = 1.0 / iscale;
+    d[blk] = div_rn(1.0, iscale);
     return;
   }
   float amax = 0.0;
   for (uint j = 0; j < 32; ++j) amax = max(amax, abs(x[base + j]));
-  const float dv = amax / 127.0, id = dv != 0.0 ? 1.0 / dv : 0.0;
+  const float dv = div_rn(amax, 127.0), id = dv != 0.0 ? div_rn(1.0, dv) : 0.0;
   int sum = 0;
   for (uint j = 0; j < 32; ++j) {
     const int v = int(round_away(x[base + j] * id));

@@ -1,0 +1,182 @@
+// The Vulkan quantize and matmul shaders against the CPU's scalar references, weight type by weight
+// type, on seeded data. quantize.comp must give the CPU's activation blocks bit for bit (Q8_0, Q8_1,
+// Q8_K), and each type's block_dot (blocks.glsl) the CPU's vec_dot_ref of one block exactly (exact
+// integer sums, then the float scale products in the reference's order): a quantized matmul then
+// differs from the CPU's only in the order a row's blocks are added. The conformance suite checks
+// whole models; a wrong bit in one sub-block's scale shows there only as a logit tolerance, here as
+// the value it is.
+#include "core/dtype.h"
+#include "core/fp16.h"
+#include "device/vulkan/vk_gpu.h"
+#include "kernels/quants.h"
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <random>
+#include <vector>
+
+namespace weft::device::vk {
+namespace {
+
+// The shaders' push constants, as vk_graph_runner.cpp's QuantizePush and MatmulPush: a change there
+// is a change here.
+struct QuantizePush {
+  uint32_t n_values, act;
+};
+struct MatmulPush {
+  uint32_t rows, cols, n_tok, mode, n_used, expert_first, n_experts, y_row0, w_row0, y_stride;
+};
+
+// n values whose scale changes every 32 (so blocks differ in d), and a few exact zeros.
+std::vector<float> seeded(size_t n, uint32_t seed) {
+  std::mt19937 rng(seed);
+  std::normal_distribution<float> normal(0.0f, 1.0f);
+  std::vector<float> v(n);
+  float scale = 1.0f;
+  for (size_t i = 0; i < n; ++i) {
+    if (i % 32 == 0) scale = std::exp2(static_cast<float>(static_cast<int>(rng() % 9) - 4));
+    v[i] = normal(rng) * scale;
+    if (rng() % 97 == 0) v[i] = 0.0f;
+  }
+  return v;
+}
+
+// quantize.comp's ACT for an activation type.
+uint32_t act_code(DType act) { return act == DType::Q8_0 ? 0 : act == DType::Q8_1 ? 1 : 2; }
+
+class VkBlocks : public testing::TestWithParam<DType> {
+ protected:
+  Gpu gpu{0};
+  Buffer host(const void* data, size_t bytes) {
+    Buffer b = gpu.create_buffer(bytes, Memory::Upload, "test input");
+    std::memcpy(b.mapped, data, bytes);
+    return b;
+  }
+};
+
+// n_tok tokens of `cols` values through quantize.comp, compared with the CPU's quantize_act row by
+// row: every q, d and sum (Q8_1's s, Q8_K's bsums) identical.
+TEST_P(VkBlocks, QuantizeMatchesTheCpu) {
+  const DType t = GetParam();
+  const DType act = kernels::vec_dot_type(t);
+  const int64_t qk = block_size(act), cols = 4 * 256, n_tok = 5, n = cols * n_tok, nb = n / qk;
+  const std::vector<float> x = seeded(n, 1);
+  Buffer xb = host(x.data(), n * 4);
+  Buffer q = gpu.create_buffer(n, Memory::Readback, "q");
+  Buffer d = gpu.create_buffer(nb * 4, Memory::Readback, "d");
+  Buffer s = gpu.create_buffer(n / 16 * 4, Memory::Readback, "s");
+  const Pipeline& p = gpu.pipeline("quantize", 4, sizeof(QuantizePush));
+  const QuantizePush push{static_cast<uint32_t>(n), act_code(act)};
+  gpu.begin();
+  gpu.dispatch(p, gpu.bind(p, {xb.buffer, q.buffer, d.buffer, s.buffer}), &push, static_cast<uint32_t>((nb + 63) / 64));
+  gpu.submit();
+  std::vector<uint8_t> want(row_bytes(act, n));
+  kernels::quantize_row_ref(act, x.data(), want.data(), n);
+  const auto* gq = static_cast<const int8_t*>(q.mapped);
+  const auto* gd = static_cast<const float*>(d.mapped);
+  const auto* gs = static_cast<const float*>(s.mapped);
+  const size_t bb = row_bytes(act, qk);
+  int bad = 0;
+  for (int64_t b = 0; b < nb && bad < 5; ++b) {
+    const uint8_t* w = want.data() + b * bb;
+    float wd, ws = 0;
+    const int8_t* wq;
+    if (act == DType::Q8_K) {  // f32 d, qs[256], int16 bsums[16]
+      std::memcpy(&wd, w, 4);
+      wq = reinterpret_cast<const int8_t*>(w + 4);
+      for (int g = 0; g < 16; ++g) {
+        int16_t bs;
+        std::memcpy(&bs, w + 4 + 256 + 2 * g, 2);
+        if (gs[b * 16 + g] != bs) ++bad;
+        EXPECT_EQ(gs[b * 16 + g], bs) << "bsum " << g << " of block " << b;
+      }
+    } else {  // f16 d, (Q8_1: f16 s), qs[32]
+      uint16_t h;
+      std::memcpy(&h, w, 2);
+      wd = fp16_to_f32(h);
+      if (act == DType::Q8_1) {
+        std::memcpy(&h, w + 2, 2);
+        ws = fp16_to_f32(h);
+        EXPECT_EQ(gs[b], ws) << "s of block " << b;
+      }
+      wq = reinterpret_cast<const int8_t*>(w + (act == DType::Q8_1 ? 4 : 2));
+    }
+    if (gd[b] != wd) ++bad;
+    EXPECT_EQ(gd[b], wd) << "d of block " << b;
+    for (int64_t i = 0; i < qk; ++i) {
+      if (gq[b * qk + i] != wq[i]) ++bad;
+      EXPECT_EQ(gq[b * qk + i], wq[i]) << "value " << i << " of block " << b;
+    }
+  }
+  for (Buffer* b : {&xb, &q, &d, &s}) gpu.destroy(*b);
+}
+
+// y = W x through quantize.comp and the type's matmul shader, against vec_dot_ref on the CPU's own
+// activation blocks. With one block a row the matmul adds nothing to the block's dot: equal bit for
+// bit. With several, the shader sums the blocks in another order: equal within float rounding.
+TEST_P(VkBlocks, MatmulMatchesTheCpuReference) {
+  const DType t = GetParam();
+  const DType act = kernels::vec_dot_type(t);
+  for (const int64_t cols : {block_size(t), int64_t{256 * 6}}) {
+    const int64_t rows = 37, n_tok = 6;
+    const std::vector<float> wf = seeded(rows * cols, 2), x = seeded(n_tok * cols, 3);
+    const size_t wrow = row_bytes(t, cols), arow = row_bytes(act, cols);
+    std::vector<uint8_t> w(rows * wrow), a(n_tok * arow);
+    for (int64_t r = 0; r < rows; ++r) kernels::quantize_row_ref(t, wf.data() + r * cols, w.data() + r * wrow, cols);
+    for (int64_t i = 0; i < n_tok; ++i) kernels::quantize_row_ref(act, x.data() + i * cols, a.data() + i * arow, cols);
+    Buffer wb = host(w.data(), w.size()), xb = host(x.data(), x.size() * 4);
+    const int64_t n = n_tok * cols;
+    Buffer q = gpu.create_buffer(n, Memory::Device, "q"), d = gpu.create_buffer(n / 32 * 4, Memory::Device, "d");
+    Buffer s = gpu.create_buffer(n / 16 * 4, Memory::Device, "s");
+    Buffer y = gpu.create_buffer(rows * n_tok * 4, Memory::Readback, "y"),
+           routes = gpu.create_buffer(4, Memory::Device, "-");
+    const Pipeline& qp = gpu.pipeline("quantize", 4, sizeof(QuantizePush));
+    const Pipeline& mp = gpu.pipeline("matmul_" + std::string(dtype_name(t)), 7, sizeof(MatmulPush));
+    const QuantizePush qpush{static_cast<uint32_t>(n), act_code(act)};
+    MatmulPush mpush{};
+    mpush.rows = rows;
+    mpush.cols = static_cast<uint32_t>(cols);
+    mpush.n_tok = n_tok;
+    mpush.y_stride = rows;
+    gpu.begin();
+    gpu.dispatch(qp, gpu.bind(qp, {xb.buffer, q.buffer, d.buffer, s.buffer}), &qpush,
+                 static_cast<uint32_t>((n / block_size(act) + 63) / 64));
+    gpu.barrier();
+    // Mode 0 (dense) with the shader's default layout: a workgroup per weight row, and in y one per
+    // token, which covers whatever tile of tokens a workgroup takes.
+    gpu.dispatch(mp, gpu.bind(mp, {wb.buffer, xb.buffer, q.buffer, d.buffer, s.buffer, y.buffer, routes.buffer}),
+                 &mpush, rows, n_tok);
+    gpu.submit();
+    const auto* got = static_cast<const float*>(y.mapped);
+    std::vector<float> want(rows * n_tok);
+    float scale = 0;  // the largest |y|: a row's sum may cancel to far less than its blocks
+    for (int64_t i = 0; i < n_tok; ++i)
+      for (int64_t r = 0; r < rows; ++r) {
+        want[i * rows + r] = kernels::vec_dot_ref(t, cols, w.data() + r * wrow, a.data() + i * arow);
+        scale = std::max(scale, std::fabs(want[i * rows + r]));
+      }
+    ASSERT_GT(scale, 0.0f);
+    int bad = 0;
+    for (int64_t i = 0; i < n_tok && bad < 5; ++i)
+      for (int64_t r = 0; r < rows && bad < 5; ++r) {
+        const float g = got[i * rows + r], wv = want[i * rows + r];
+        const bool ok = cols == block_size(t) ? g == wv : std::fabs(g - wv) <= 1e-6f * scale;
+        if (!ok) ++bad;
+        EXPECT_TRUE(ok) << dtype_name(t) << " cols " << cols << ": row " << r << ", token " << i << ": " << g
+                        << " != " << wv;
+      }
+    for (Buffer* b : {&wb, &xb, &q, &d, &s, &y, &routes}) gpu.destroy(*b);
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Types, VkBlocks,
+                         testing::Values(DType::Q4_0, DType::Q4_1, DType::Q5_0, DType::Q5_1, DType::Q8_0, DType::IQ4_NL,
+                                         DType::Q2_K, DType::Q3_K, DType::Q4_K, DType::Q5_K, DType::Q6_K,
+                                         DType::IQ4_XS),
+                         [](const testing::TestParamInfo<DType>& p) { return std::string(dtype_name(p.param)); });
+
+}  // namespace
+}  // namespace weft::device::vk
