@@ -256,11 +256,15 @@ const Pipeline& Gpu::pipeline(const std::string& name, uint32_t n_bindings, uint
   ci.stage.stage = VK_SHADER_STAGE_COMPUTE_BIT;
   ci.stage.module = module;
   ci.stage.pName = "main";
+  std::vector<VkSpecializationMapEntry> entries(spec.size());
+  for (uint32_t i = 0; i < spec.size(); ++i) entries[i] = {i, i * 4u, 4u};
+  VkSpecializationInfo si_spec{static_cast<uint32_t>(spec.size()), entries.data(), spec.size() * 4, spec.data()};
+  if (!spec.empty()) ci.stage.pSpecializationInfo = &si_spec;
   ci.layout = p.layout;
   const VkResult r = a.vkCreateComputePipelines(device_, VK_NULL_HANDLE, 1, &ci, nullptr, &p.pipeline);
   a.vkDestroyShaderModule(device_, module, nullptr);
   check(r, fmt::format("vkCreateComputePipelines({})", name));
-  return pipelines_.emplace(name, p).first->second;
+  return pipelines_.emplace(key, p).first->second;
 }
 
 VkDescriptorSet Gpu::bind(const Pipeline& p, const std::vector<VkBuffer>& buffers) {

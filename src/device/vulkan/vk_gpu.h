@@ -58,8 +58,10 @@ class Gpu {
   void destroy(Buffer& b);
   uint64_t allocated_bytes() const { return allocated_; }
   // The embedded shader `name` ("matmul_q4_0"), its layout: n_bindings storage buffers at bindings
-  // 0..n-1, push_bytes of push constants. Created on first use.
-  const Pipeline& pipeline(const std::string& name, uint32_t n_bindings, uint32_t push_bytes);
+  // 0..n-1, push_bytes of push constants, and `spec` as its specialization constants 0, 1, ...
+  // (workgroup shapes chosen per device). Created on first use.
+  const Pipeline& pipeline(const std::string& name, uint32_t n_bindings, uint32_t push_bytes,
+                           const std::vector<uint32_t>& spec = {});
   // A descriptor set binding these buffers to the pipeline's bindings, made once and kept.
   VkDescriptorSet bind(const Pipeline& p, const std::vector<VkBuffer>& buffers);
 

@@ -375,10 +375,18 @@ void VkGraphRunner::record_matmul(const Matrix& w, VkBuffer x, int64_t x_rows, V
     gpu_.dispatch(q, gpu_.bind(q, {x, act_q_.buffer, act_d_.buffer, act_s_.buffer}), &push, gx, gy);
     gpu_.barrier();
   }
-  const Pipeline& p = gpu_.pipeline(matmul_shader(w.type), 7, sizeof(MatmulPush));
+  // One subgroup per workgroup; a software device (one SIMD batch of a CPU core per subgroup, and a
+  // cost per workgroup) takes many rows per workgroup, a GPU few, so that it has workgroups to spread.
+  const PhysicalInfo& info = gpu_.info();
+  const uint32_t wg = std::clamp<uint32_t>(info.subgroup_size, 8, 64);
   const int64_t n_used = graph_.dims.n_expert_used;
   const int64_t items = mode == 1 ? n_tokens * n_used : n_tokens;
-  const uint32_t gy = u32((items + kTile - 1) / kTile);
+  // Prompts and batches: a thread per input row (matmul.comp's BY_ITEM) once they fill a subgroup.
+  const bool by_item = items >= wg;
+  const uint32_t rows_per_wg = by_item ? 4 : info.type == VK_PHYSICAL_DEVICE_TYPE_CPU ? 16 : 2;
+  const Pipeline& p =
+      gpu_.pipeline(matmul_shader(w.type), 7, sizeof(MatmulPush), {wg, rows_per_wg, by_item ? 1u : 0u});
+  const uint32_t gy = u32(by_item ? (items + wg - 1) / wg : (items + kTile - 1) / kTile);
   for (size_t pi = 0; pi < w.parts.size(); ++pi) {
     const WeightPart& part = w.parts[pi];
     const VkDescriptorSet set =
@@ -392,16 +400,18 @@ void VkGraphRunner::record_matmul(const Matrix& w, VkBuffer x, int64_t x_rows, V
     push.y_stride = u32(y_stride);
     if (mode == 0) {
       // A dispatch per run of rows the device's workgroup count allows (a vocabulary of 150k rows).
-      for (int64_t r0 = 0; r0 < part.count; r0 += gpu_.max_group_count()) {
-        const int64_t nr = std::min<int64_t>(gpu_.max_group_count(), part.count - r0);
+      const int64_t max_rows = int64_t{gpu_.max_group_count()} * rows_per_wg;
+      for (int64_t r0 = 0; r0 < part.count; r0 += max_rows) {
+        const int64_t nr = std::min<int64_t>(max_rows, part.count - r0);
+        push.rows = u32(nr);
         push.y_row0 = u32(part.first + r0);
         push.w_row0 = u32(r0);
-        gpu_.dispatch(p, set, &push, u32(nr), gy);
+        gpu_.dispatch(p, set, &push, u32((nr + rows_per_wg - 1) / rows_per_wg), gy);
       }
     } else {
       push.expert_first = u32(w.expert_first + part.first);
       push.n_experts = u32(part.count);
-      gpu_.dispatch(p, set, &push, u32(w.rows), gy);
+      gpu_.dispatch(p, set, &push, u32((w.rows + rows_per_wg - 1) / rows_per_wg), gy);
       if (mode == 2 && pi + 1 < w.parts.size()) gpu_.barrier();  // the next part adds to the same sums
     }
   }

@@ -1,14 +1,24 @@
 #version 450
-// y = W x for one weight type (TYPE, see blocks.glsl), one workgroup per output row and tile of
-// TILE input rows; its threads split the row's blocks and add their partial sums in shared memory.
+// y = W x for one weight type (TYPE, see blocks.glsl), one workgroup per NUM_ROWS output rows and
+// tile of TILE input rows; its threads split each row's blocks, and their partial sums are added
+// across the subgroup (and across subgroups through shared memory when there are several).
 // Quantized types read activations already quantized (quantize.comp); float types read x.
-// MODE 0: dense: weight row w_row0 + r of this buffer gives output column y_row0 + r.
+// MODE 0: dense: weight row w_row0 + r of this buffer gives output column y_row0 + r, r < rows.
 // MODE 1: experts (gate/up): slot t * n_used + j of token t gets W[expert e_tj] x[t] when this
 //         buffer holds e_tj (y zero-filled before).
 // MODE 2: experts' down and weighted sum: y[t] += sum_j weight_tj W[e_tj] x[t * n_used + j].
 #include "common.glsl"
+#extension GL_KHR_shader_subgroup_arithmetic : require
 #define TILE 4
-layout(local_size_x = 64) in;
+// The workgroup (one subgroup where the device allows: its partial sums then need no barrier) and
+// the rows each workgroup computes, chosen per device (VkGraphRunner::record_matmul).
+layout(local_size_x_id = 0) in;
+layout(constant_id = 1) const uint NUM_ROWS = 1;
+// Prompts and batches: each thread computes one input row's (token's) outputs over whole weight
+// rows, the workgroup's threads taking consecutive tokens of the same NUM_ROWS rows: every thread
+// of a subgroup reads the same weight block at once (one load for all), and no partial sums need
+// adding across threads.
+layout(constant_id = 2) const bool BY_ITEM = false;
 layout(std430, binding = 1) readonly buffer X { float x[]; };
 layout(std430, binding = 2) readonly buffer AQ { int8_t aq[]; };
 layout(std430, binding = 3) readonly buffer AD { float ad[]; };
@@ -19,50 +29,101 @@ layout(push_constant) uniform P {
   uint rows, cols, n_tok, mode, n_used, expert_first, n_experts, y_row0, w_row0, y_stride;
 } p;
 #include "blocks.glsl"
-shared float partial[TILE][64];
+shared float partial[TILE][64];  // per subgroup (a workgroup of up to 64 of them)
+
+// The weight row, input row and weight of item i's j-th term; false where this buffer lacks its expert.
+bool term(uint r, uint item, uint j, out uint w_row, out uint x_row, out float weight) {
+  w_row = p.w_row0 + r;
+  x_row = item;
+  weight = 1.0;
+  if (p.mode == 0) return true;
+  const uint t = p.mode == 1 ? item / p.n_used : item;
+  const uint jj = p.mode == 1 ? item % p.n_used : j;
+  const int e = int(routes[t * 2 * p.n_used + jj]) - int(p.expert_first);
+  if (e < 0 || e >= int(p.n_experts)) return false;
+  w_row = uint(e) * p.rows + r;
+  x_row = p.mode == 1 ? t : t * p.n_used + jj;
+  if (p.mode == 2) weight = routes[t * 2 * p.n_used + p.n_used + jj];
+  return true;
+}
+
+void main_by_item() {
+  const uint n_items = p.mode == 1 ? p.n_tok * p.n_used : p.n_tok;
+  const uint item = gl_WorkGroupID.y * gl_WorkGroupSize.x + gl_LocalInvocationID.x;
+  if (item >= n_items) return;
+  const uint nb = p.cols / QK;
+  const uint n_inner = p.mode == 2 ? p.n_used : 1;
+  for (uint k = 0; k < NUM_ROWS; ++k) {
+    const uint r = gl_WorkGroupID.x * NUM_ROWS + k;
+    if (r >= p.rows) break;
+    float acc = 0.0;
+    bool held = false;
+    for (uint j = 0; j < n_inner; ++j) {
+      uint w_row, x_row;
+      float weight;
+      if (!term(r, item, j, w_row, x_row, weight)) continue;
+      held = true;
+      float s = 0.0;
+      for (uint b = 0; b < nb; ++b) s += block_dot(w_row, b, x_row);
+      acc += weight * s;
+    }
+    if (p.mode == 0) y[item * p.y_stride + p.y_row0 + r] = acc;
+    else if (p.mode == 1) {
+      if (held) y[item * p.rows + r] = acc;
+    } else y[item * p.rows + r] += acc;
+  }
+}
 
 void main() {
-  const uint r = gl_WorkGroupID.x, tid = gl_LocalInvocationID.x;
+  if (BY_ITEM) {
+    main_by_item();
+    return;
+  }
+  const uint tid = gl_LocalInvocationID.x, wg = gl_WorkGroupSize.x;
   const uint n_items = p.mode == 1 ? p.n_tok * p.n_used : p.n_tok;  // rows of y this dispatch fills
   const uint item0 = gl_WorkGroupID.y * TILE;
   const uint nb = p.cols / QK;
-  float acc[TILE];
-  for (uint i = 0; i < TILE; ++i) acc[i] = 0.0;
   const uint n_inner = p.mode == 2 ? p.n_used : 1;
-  for (uint i = 0; i < TILE; ++i) {
-    const uint item = item0 + i;
-    if (item >= n_items) break;
-    for (uint j = 0; j < n_inner; ++j) {
-      uint w_row = p.w_row0 + r, x_row = item;
-      float weight = 1.0;
-      if (p.mode != 0) {
-        const uint t = p.mode == 1 ? item / p.n_used : item;
-        const uint jj = p.mode == 1 ? item % p.n_used : j;
-        const int e = int(routes[t * 2 * p.n_used + jj]) - int(p.expert_first);
-        if (e < 0 || e >= int(p.n_experts)) continue;
-        w_row = uint(e) * p.rows + r;
-        x_row = p.mode == 1 ? t : t * p.n_used + jj;
-        weight = p.mode == 2 ? routes[t * 2 * p.n_used + p.n_used + jj] : 1.0;
+  for (uint k = 0; k < NUM_ROWS; ++k) {
+    const uint r = gl_WorkGroupID.x * NUM_ROWS + k;
+    if (r >= p.rows) break;
+    float acc[TILE];
+    [[unroll]] for (uint i = 0; i < TILE; ++i) {
+      acc[i] = 0.0;
+      if (item0 + i < n_items) {
+        for (uint j = 0; j < n_inner; ++j) {
+          uint w_row, x_row;
+          float weight;
+          if (!term(r, item0 + i, j, w_row, x_row, weight)) continue;
+          float s = 0.0;
+          for (uint b = tid; b < nb; b += wg) s += block_dot(w_row, b, x_row);
+          acc[i] += weight * s;
+        }
       }
-      float s = 0.0;
-      for (uint b = tid; b < nb; b += 64) s += block_dot(w_row, b, x_row);
-      acc[i] += weight * s;
+    }
+    float sums[TILE];
+    [[unroll]] for (uint i = 0; i < TILE; ++i) sums[i] = subgroupAdd(acc[i]);
+    if (gl_NumSubgroups > 1) {
+      [[unroll]] for (uint i = 0; i < TILE; ++i)
+        if (subgroupElect()) partial[i][gl_SubgroupID] = sums[i];
+      barrier();
+      [[unroll]] for (uint i = 0; i < TILE; ++i) {
+        sums[i] = 0.0;
+        for (uint g = 0; g < gl_NumSubgroups; ++g) sums[i] += partial[i][g];
+      }
+      barrier();  // the next row writes partial again
+    }
+    if (tid == 0) {
+      [[unroll]] for (uint i = 0; i < TILE; ++i) {
+        const uint item = item0 + i;
+        if (item >= n_items) break;
+        if (p.mode == 0) y[item * p.y_stride + p.y_row0 + r] = sums[i];
+        else if (p.mode == 1) {
+          uint w_row, x_row;
+          float weight;
+          if (term(r, item, 0, w_row, x_row, weight)) y[item * p.rows + r] = sums[i];
+        } else y[item * p.rows + r] += sums[i];
+      }
     }
   }
-  for (uint i = 0; i < TILE; ++i) partial[i][tid] = acc[i];
-  barrier();
-  for (uint h = 32; h > 0; h >>= 1) {
-    if (tid < h)
-      for (uint i = 0; i < TILE; ++i) partial[i][tid] += partial[i][tid + h];
-    barrier();
-  }
-  if (tid >= TILE) return;
-  const uint item = item0 + tid;
-  if (item >= n_items) return;
-  if (p.mode == 0) y[item * p.y_stride + p.y_row0 + r] = partial[tid][0];
-  else if (p.mode == 1) {
-    const uint t = item / p.n_used, jj = item % p.n_used;
-    const int e = int(routes[t * 2 * p.n_used + jj]) - int(p.expert_first);
-    if (e >= 0 && e < int(p.n_experts)) y[item * p.rows + r] = partial[tid][0];
-  } else y[item * p.rows + r] += partial[tid][0];
 }
