@@ -220,8 +220,11 @@ void Gpu::destroy(Buffer& b) {
   b = {};
 }
 
-const Pipeline& Gpu::pipeline(const std::string& name, uint32_t n_bindings, uint32_t push_bytes) {
-  if (auto it = pipelines_.find(name); it != pipelines_.end()) return it->second;
+const Pipeline& Gpu::pipeline(const std::string& name, uint32_t n_bindings, uint32_t push_bytes,
+                              const std::vector<uint32_t>& spec) {
+  std::string key = name;
+  for (uint32_t v : spec) key += fmt::format(":{}", v);
+  if (auto it = pipelines_.find(key); it != pipelines_.end()) return it->second;
   const auto code = shader_spirv(name);
   if (code.empty()) fail("vulkan", "no shader '{}' in this build", name);
   const Api& a = api();
