@@ -87,10 +87,13 @@ struct GroupJoin {
   NetworkGroup net;                         // otherwise
 };
 
-// Where a device computes, as far as group wiring cares.
+// Where a device computes, as far as group wiring cares (device_group.h's choose_group reads it).
 struct Reach {
   bool in_process = true;  // shared-memory collectives can reach it
   std::string local_host;  // not in process: the local address of the connection to it
+  // The kind of device computing (its --devices prefix: "cpu", "vk"); a worker's, the kind its
+  // device is (DeviceInfo), "" when an older worker does not say.
+  std::string kind;
 };
 
 struct DeviceStats {

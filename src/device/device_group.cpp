@@ -10,6 +10,7 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <exception>
 #include <thread>
@@ -45,34 +46,47 @@ std::string unique_prefix() {
 
 }  // namespace
 
-void connect_group(const Devices& devices, parallel::WireType wire, int timeout_ms) {
+GroupChoice choose_group(std::span<const Reach> reaches, std::span<const int> threads) {
+  WEFT_ASSERT(reaches.size() == threads.size());
+  GroupChoice c;
+  for (size_t i = 0; i < reaches.size(); ++i) {
+    if (reaches[i].in_process)
+      c.local_threads += threads[i];
+    else if (c.host.empty())
+      c.host = reaches[i].local_host;
+  }
+  // Kinds do not decide anything yet: every kind computing here reads and writes its collectives'
+  // buffers in host memory, and a worker's device all-reduces on its worker's side of Gloo.
+  c.backend = std::all_of(reaches.begin(), reaches.end(), [](const Reach& r) { return r.in_process; })
+                  ? GroupBackend::SharedMemory
+                  : GroupBackend::Network;
+  return c;
+}
+
+namespace {
+
+// Every device in this process: handles of one in-process group, joined in turn.
+void join_shared(const Devices& devices, parallel::WireType wire, const GroupChoice& c) {
   const int n = static_cast<int>(devices.size());
-  std::string host;  // the interface that reaches the first device behind a connection
-  int local_threads = 0;
-  for (const auto& d : devices) {
-    const Reach r = d->reach();
-    if (r.in_process)
-      local_threads += d->threads();
-    else if (host.empty())
-      host = r.local_host;
+  auto shared = parallel::make_shm_group(n, wire, /*spin=*/c.local_threads <= hardware_cores());
+  for (int i = 0; i < n; ++i) {
+    devices[i]->begin_join({i, n, wire, std::move(shared[i]), {}});
+    devices[i]->finish_join();
   }
-  if (host.empty()) {  // all in this process
-    auto shared = parallel::make_shm_group(n, wire, /*spin=*/local_threads <= hardware_cores());
-    for (int i = 0; i < n; ++i) {
-      devices[i]->begin_join({i, n, wire, std::move(shared[i]), {}});
-      devices[i]->finish_join();
-    }
-    return;
-  }
-  net::KvServer store(host);  // serves while the ranks connect, then goes
+}
+
+// Every rank joins one network group through the rendezvous store this process serves meanwhile.
+void join_network(const Devices& devices, parallel::WireType wire, int timeout_ms, const GroupChoice& c) {
+  const int n = static_cast<int>(devices.size());
+  net::KvServer store(c.host);  // serves while the ranks connect, then goes
   const auto& config = remote::coordinator_config();
   const std::vector<uint8_t> key = remote::coordinator_key();
   NetworkGroup g;
-  g.store = host + ":" + std::to_string(store.port());
+  g.store = c.host + ":" + std::to_string(store.port());
   g.prefix = unique_prefix();
   if (!key.empty()) g.store_key = net::rendezvous_key(key, g.prefix);
-  g.host = host;
-  g.busy_poll = parallel::resolve_busy_poll(config.net_poll, local_threads);
+  g.host = c.host;
+  g.busy_poll = parallel::resolve_busy_poll(config.net_poll, c.local_threads);
   g.timeout_ms = timeout_ms;
   g.host_shm = config.host_shm;
   for (int i = 0; i < n; ++i) devices[i]->begin_join({i, n, wire, nullptr, g});
@@ -86,6 +100,22 @@ void connect_group(const Devices& devices, parallel::WireType wire, int timeout_
     }
   }
   rethrow_cause(errors);
+}
+
+}  // namespace
+
+void connect_group(const Devices& devices, parallel::WireType wire, int timeout_ms) {
+  std::vector<Reach> reaches;
+  std::vector<int> threads;
+  for (const auto& d : devices) {
+    reaches.push_back(d->reach());
+    threads.push_back(d->threads());
+  }
+  const GroupChoice choice = choose_group(reaches, threads);
+  switch (choice.backend) {
+    case GroupBackend::SharedMemory: return join_shared(devices, wire, choice);
+    case GroupBackend::Network: return join_network(devices, wire, timeout_ms, choice);
+  }
 }
 
 void load_devices(const Devices& devices, const std::vector<parallel::DeviceGraph>& graphs, const gguf::File& weights,

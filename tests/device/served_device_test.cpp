@@ -4,6 +4,7 @@
 // device is a CPU of unknown memory, as before; a hostile DeviceInfo fails the connect, named.
 #include "conformance_run.h"
 #include "device/cpu/cpu_device.h"
+#include "device/device_spec.h"
 #include "device/remote/remote_device.h"
 #include "device/remote/worker_discovery.h"
 #include "net/channel.h"
@@ -16,6 +17,7 @@
 #include <gtest/gtest.h>
 
 #include <cstring>
+#include <memory>
 #include <optional>
 #include <thread>
 
@@ -90,6 +92,8 @@ TEST(ServedDevice, AWorkerBefore92IsTakenForACpuOfUnknownMemory) {
     EXPECT_FALSE(d.served().has_value());
     EXPECT_FALSE(d.memory().known());
     EXPECT_EQ(d.threads(), 3);  // the spec's, as before
+    EXPECT_EQ(d.reach().kind, "");
+    EXPECT_FALSE(d.reach().in_process);
     expect_cpu_kernels(d);
   }
   EXPECT_EQ(w.coordinator().minor, net::kProtocolMinor);
@@ -102,6 +106,7 @@ TEST(ServedDevice, AWorkerSaysWhatItServesAndTheCoordinatorBelievesIt) {
   EXPECT_EQ(d.served()->name, "vk:0");
   EXPECT_EQ(d.name(), "tcp://" + w.address());  // errors still name the worker
   EXPECT_EQ(d.threads(), 1);                    // the worker's, not the spec's guess
+  EXPECT_EQ(d.reach().kind, "vk");              // what choose_group sees of it
   const DeviceMemory m = d.memory();
   EXPECT_TRUE(m.known() && m.hard_limit);
   EXPECT_EQ(m.free_bytes, 768u << 20);
@@ -130,6 +135,33 @@ TEST(ServedDevice, AWorkerProcessSaysItServesItsCpuDevice) {
   EXPECT_TRUE(d.memory().known());
   EXPECT_FALSE(d.memory().hard_limit);
   expect_cpu_kernels(d);
+}
+
+// weft worker --devices vk:0: the coordinator sees the GPU's weight types and memory, not a CPU's.
+TEST(ServedDevice, AWorkerServingVk0SaysWhatTheGpuRuns) {
+  std::unique_ptr<Device> local;
+  try {
+    local = std::move(create_devices(parse_devices("vk:0"))[0]);
+  } catch (const Error& e) {
+    GTEST_SKIP() << "no vk:0 here: " << e.what();
+  }
+  testing_support::Worker w({"--devices", "vk:0"});
+  RemoteDevice d(w.address(), 1, {});
+  ASSERT_TRUE(d.served().has_value());
+  EXPECT_EQ(d.served()->name, local->name());
+  EXPECT_EQ(d.reach().kind, "vk");
+  EXPECT_EQ(d.memory().total_bytes, local->memory().total_bytes);
+  EXPECT_EQ(d.memory().hard_limit, local->memory().hard_limit);
+  int differs_from_cpu = 0;
+  for (int op = 0; op < static_cast<int>(LocalOp::Count); ++op)
+    for (uint32_t t = 0; t < kMaxTypeIds; ++t) {
+      if (!dtype_traits(t)) continue;
+      const auto o = static_cast<LocalOp>(op);
+      const auto type = static_cast<DType>(t);
+      EXPECT_EQ(d.supports(o, type), local->supports(o, type)) << parallel::local_op_name(o) << " " << t;
+      differs_from_cpu += d.supports(o, type) != cpu_kernels_support(o, type);
+    }
+  EXPECT_GT(differs_from_cpu, 0) << "vk:0 claims exactly the CPU's weight types: nothing here tells them apart";
 }
 
 // A 9.1 coordinator never sees a DeviceInfo frame (it would not know the type): the session's

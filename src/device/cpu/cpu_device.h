@@ -36,7 +36,7 @@ class CpuDevice : public Device {
   std::string name() const override;
   bool supports(parallel::LocalOp op, DType t) const override;
   int threads() const override { return opt_.n_threads; }
-  Reach reach() const override { return {}; }
+  Reach reach() const override { return {true, "", "cpu"}; }
   void begin_join(GroupJoin join) override;
   void finish_join() override;
   // What the group's all-reduces travel over (parallel::Group::transport), "" before a join.

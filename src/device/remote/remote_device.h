@@ -78,7 +78,9 @@ class RemoteDevice : public Device {
   std::string name() const override { return "tcp://" + address_; }
   bool supports(parallel::LocalOp op, DType t) const override;
   int threads() const override { return threads_; }
-  Reach reach() const override { return {false, ch_.socket().local_host()}; }
+  Reach reach() const override {
+    return {false, ch_.socket().local_host(), served_ ? std::string(served_->kind()) : std::string()};
+  }
   // Asks the worker to join the network group (a remote device cannot share memory).
   void begin_join(GroupJoin join) override;
   void finish_join() override;

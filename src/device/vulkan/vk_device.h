@@ -23,7 +23,7 @@ class VulkanDevice : public Device {
   std::string name() const override;
   bool supports(parallel::LocalOp op, DType t) const override;
   int threads() const override { return 1; }
-  Reach reach() const override { return {}; }
+  Reach reach() const override { return {true, "", "vk"}; }
   void begin_join(GroupJoin join) override;
   void finish_join() override;
   std::string_view group_transport() const override { return member_.transport(); }
