@@ -85,6 +85,11 @@ std::vector<PhysicalInfo> physical_devices() {
     i.type = p2.properties.deviceType;
     i.max_buffer_range = p2.properties.limits.maxStorageBufferRange;
     i.subgroup_size = sub.subgroupSize;
+    i.subgroup_shuffle = (sub.supportedStages & VK_SHADER_STAGE_COMPUTE_BIT) &&
+                         (sub.supportedOperations & VK_SUBGROUP_FEATURE_SHUFFLE_BIT);
+    if (!(sub.supportedStages & VK_SHADER_STAGE_COMPUTE_BIT) ||
+        !(sub.supportedOperations & VK_SUBGROUP_FEATURE_ARITHMETIC_BIT))
+      i.missing = "subgroup arithmetic in compute shaders";
     i.driver = drv.driverName;
     VkPhysicalDeviceMemoryProperties mp;
     a.vkGetPhysicalDeviceMemoryProperties(pd, &mp);
@@ -92,7 +97,7 @@ std::vector<PhysicalInfo> physical_devices() {
       if (mp.memoryHeaps[h].flags & VK_MEMORY_HEAP_DEVICE_LOCAL_BIT)
         i.device_local_bytes = std::max<uint64_t>(i.device_local_bytes, mp.memoryHeaps[h].size);
     i.integer_dot = has_extension(pd, "VK_KHR_shader_integer_dot_product");
-    i.missing = missing_features(pd, p2.properties.apiVersion);
+    if (i.missing.empty()) i.missing = missing_features(pd, p2.properties.apiVersion);
     out.push_back(std::move(i));
   }
   std::stable_sort(out.begin(), out.end(),

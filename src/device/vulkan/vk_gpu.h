@@ -23,6 +23,7 @@ struct PhysicalInfo {
   uint64_t max_buffer_range = 0;     // maxStorageBufferRange: the largest buffer a shader reads
   uint32_t subgroup_size = 0;
   bool integer_dot = false;          // VK_KHR_shader_integer_dot_product
+  bool subgroup_shuffle = false;     // subgroupShuffleXor in compute shaders
   std::string missing;               // features weft needs that it lacks ("": usable)
   std::string driver;
 };

@@ -93,6 +93,9 @@ bool has_matmul(DType t) {
   }
 }
 
+// Types whose blocks.glsl splits a block into parts (BLOCK_PARTS) for decode.
+bool splits_blocks(DType t) { return t == DType::Q4_K || t == DType::Q5_K || t == DType::Q6_K; }
+
 constexpr uint32_t kTile = 4;  // matmul.comp's TILE
 
 uint32_t u32(int64_t v) {
@@ -384,8 +387,9 @@ void VkGraphRunner::record_matmul(const Matrix& w, VkBuffer x, int64_t x_rows, V
   // Prompts and batches: a thread per input row (matmul.comp's BY_ITEM) once they fill a subgroup.
   const bool by_item = items >= wg;
   const uint32_t rows_per_wg = by_item ? 4 : info.type == VK_PHYSICAL_DEVICE_TYPE_CPU ? 16 : 2;
-  const Pipeline& p =
-      gpu_.pipeline(matmul_shader(w.type), 7, sizeof(MatmulPush), {wg, rows_per_wg, by_item ? 1u : 0u});
+  const bool split = !by_item && splits_blocks(w.type) && info.subgroup_shuffle && info.subgroup_size >= 8;
+  const Pipeline& p = gpu_.pipeline(matmul_shader(w.type), 7, sizeof(MatmulPush),
+                                    {wg, rows_per_wg, by_item ? 1u : 0u, split ? 1u : 0u});
   const uint32_t gy = u32(by_item ? (items + wg - 1) / wg : (items + kTile - 1) / kTile);
   for (size_t pi = 0; pi < w.parts.size(); ++pi) {
     const WeightPart& part = w.parts[pi];

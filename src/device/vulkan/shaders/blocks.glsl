@@ -144,11 +144,34 @@ void scale_min_k4(uint s, uint j, out int sc, out int m) {
 }
 #endif
 
-float block_dot(uint row, uint b, uint xr) {
+#if defined(TYPE_Q4_K) || defined(TYPE_Q5_K) || defined(TYPE_Q6_K)
+// These blocks split into BLOCK_PARTS parts of 32 values whose integer sums (block_part) add up,
+// exactly in any order, to the block's; block_total applies the block's float scales to them. A
+// decode matmul spreads one block's parts over neighbouring threads (matmul.comp's SPLIT): a
+// 4096-wide row is 16 blocks, too few for a subgroup's threads.
+#define BLOCK_PARTS 8
+ivec2 block_part(uint row, uint b, uint xr, uint j) {
   const uint nb = p.cols / QK;
-  const uint ab = xr * nb + b;  // the activation block: d at ad[ab], bsums at as_[ab * 16 ..]
+  const uint ab = xr * nb + b;
   const uint a0 = ab * QK;
-#if defined(TYPE_Q4_K) || defined(TYPE_Q5_K)
+#if defined(TYPE_Q6_K)
+  // 210 bytes: ql[128], qh[64], scales[16] (int8), d (f16). Sub-block sj (16 values) is part
+  // pp = (sj % 8) / 2 of half h = sj / 8: nibble pp / 2 of ql[64 h + 32 (pp % 2) + l] and bits 2 pp
+  // of qh[32 h + l] (l = 16 (sj % 2) + k); the -32 offset through bsums. Part j: sub-blocks 2j, 2j+1.
+  const uint o = (row * nb + b) * 210;
+  int sum_q = 0;
+  for (uint sj = 2 * j; sj < 2 * j + 2; ++sj) {
+    const uint h = sj / 8, pp = (sj % 8) / 2, l0 = 16 * (sj % 2), a = a0 + 16 * sj;
+    const uint ql = o + 64 * h + 32 * (pp % 2) + l0, qh = o + 128 + 32 * h + l0;
+    int s = 0;
+    for (uint k = 0; k < 16; ++k) {
+      const uint v = ((wb(ql + k) >> (4 * (pp / 2))) & 15) | (((wb(qh + k) >> (2 * pp)) & 3) << 4);
+      s += int(v) * a8(a + k);
+    }
+    sum_q += int(int8_t(w[o + 192 + sj])) * (s - 32 * bsum(ab, sj));
+  }
+  return ivec2(sum_q, 0);
+#else
   // Q4_K 144 bytes: d, dmin (f16), scales[12], qs[128]; Q5_K 176: the same with qh[32] before qs.
   // Sub-block j (32 values): nibble j % 2 of qs[32 (j / 2) + l]; Q5_K's fifth bit is bit j of qh[l].
 #if defined(TYPE_Q4_K)
@@ -156,26 +179,51 @@ float block_dot(uint row, uint b, uint xr) {
 #else
   const uint o = (row * nb + b) * 176, qh = o + 16, qs = o + 48;
 #endif
-  int sum_q = 0, sum_m = 0;
-  for (uint j = 0; j < 8; ++j) {
-    int sc, m;
-    scale_min_k4(o + 4, j, sc, m);
-    const uint q = qs + 32 * (j / 2), shift = 4 * (j % 2), a = a0 + 32 * j;
-    int s = 0;
-    for (uint l = 0; l < 32; ++l) {
+  int sc, m;
+  scale_min_k4(o + 4, j, sc, m);
+  const uint q = qs + 32 * (j / 2), shift = 4 * (j % 2), a = a0 + 32 * j;
+  int s = 0;
+  for (uint l = 0; l < 32; ++l) {
 #if defined(TYPE_Q4_K)
-      const uint v = (wb(q + l) >> shift) & 15;
+    const uint v = (wb(q + l) >> shift) & 15;
 #else
-      const uint v = ((wb(q + l) >> shift) & 15) | (((wb(qh + l) >> j) & 1) << 4);
+    const uint v = ((wb(q + l) >> shift) & 15) | (((wb(qh + l) >> j) & 1) << 4);
 #endif
-      s += int(v) * a8(a + l);
-    }
-    sum_q += sc * s;
-    sum_m += m * (bsum(ab, 2 * j) + bsum(ab, 2 * j + 1));
+    s += int(v) * a8(a + l);
   }
-  precise float r = ad[ab] * (wf16(o) * float(sum_q) - wf16(o + 2) * float(sum_m));
+  return ivec2(sc * s, m * (bsum(ab, 2 * j) + bsum(ab, 2 * j + 1)));
+#endif
+}
+
+// The block's value from its parts' sums (sum_q, sum_m), as the reference scales them.
+float block_total(uint row, uint b, uint xr, ivec2 sums) {
+  const uint nb = p.cols / QK;
+  const uint ab = xr * nb + b;
+#if defined(TYPE_Q6_K)
+  precise float r = (ad[ab] * wf16((row * nb + b) * 210 + 208)) * float(sums.x);
+#else
+#if defined(TYPE_Q4_K)
+  const uint o = (row * nb + b) * 144;
+#else
+  const uint o = (row * nb + b) * 176;
+#endif
+  precise float r = ad[ab] * (wf16(o) * float(sums.x) - wf16(o + 2) * float(sums.y));
+#endif
   return r;
-#elif defined(TYPE_Q2_K) || defined(TYPE_Q3_K)
+}
+
+float block_dot(uint row, uint b, uint xr) {
+  ivec2 sums = ivec2(0);
+  for (uint j = 0; j < BLOCK_PARTS; ++j) sums += block_part(row, b, xr, j);
+  return block_total(row, b, xr, sums);
+}
+
+#else
+float block_dot(uint row, uint b, uint xr) {
+  const uint nb = p.cols / QK;
+  const uint ab = xr * nb + b;  // the activation block: d at ad[ab], bsums at as_[ab * 16 ..]
+  const uint a0 = ab * QK;
+#if defined(TYPE_Q2_K) || defined(TYPE_Q3_K)
   // Q2_K 84 bytes: scales[16] (sc low nibble, m high), qs[64], d, dmin (f16). Q3_K 110 bytes:
   // hmask[32], qs[64], scales[12] (6-bit, + 32), d (f16). Sub-block j (16 values) is part
   // pp = (j % 8) / 2 of half h = j / 8: bits 2 pp of qs[32 h + l] (l = 16 (j % 2) + k), Q3_K's
@@ -216,24 +264,6 @@ float block_dot(uint row, uint b, uint xr) {
   precise float r = (ad[ab] * wf16(o + 108)) * float(sum_q);
 #endif
   return r;
-#elif defined(TYPE_Q6_K)
-  // 210 bytes: ql[128], qh[64], scales[16] (int8), d (f16). Sub-block j (16 values) is part
-  // pp = (j % 8) / 2 of half h = j / 8: nibble pp / 2 of ql[64 h + 32 (pp % 2) + l] and bits 2 pp
-  // of qh[32 h + l] (l = 16 (j % 2) + k); the -32 offset through bsums.
-  const uint o = (row * nb + b) * 210;
-  int sum_q = 0;
-  for (uint j = 0; j < 16; ++j) {
-    const uint h = j / 8, pp = (j % 8) / 2, l0 = 16 * (j % 2), a = a0 + 16 * j;
-    const uint ql = o + 64 * h + 32 * (pp % 2) + l0, qh = o + 128 + 32 * h + l0;
-    int s = 0;
-    for (uint k = 0; k < 16; ++k) {
-      const uint v = ((wb(ql + k) >> (4 * (pp / 2))) & 15) | (((wb(qh + k) >> (2 * pp)) & 3) << 4);
-      s += int(v) * a8(a + k);
-    }
-    sum_q += int(int8_t(w[o + 192 + j])) * (s - 32 * bsum(ab, j));
-  }
-  precise float r = (ad[ab] * wf16(o + 208)) * float(sum_q);
-  return r;
 #else  // IQ4_XS
   // 136 bytes: d (f16), scales_h (u16), scales_l[4], qs[128]. Sub-block ib (32 values): scale
   // ls - 32, ls's low 4 bits in nibble ib % 2 of scales_l[ib / 2], its top 2 at bits 2 ib of
@@ -249,6 +279,7 @@ float block_dot(uint row, uint b, uint xr) {
   return r;
 #endif
 }
+#endif  // Q4_K Q5_K Q6_K, or the others
 #endif  // 256-value blocks
 
 #endif  // integer types

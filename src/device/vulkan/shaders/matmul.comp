@@ -9,6 +9,7 @@
 // MODE 2: experts' down and weighted sum: y[t] += sum_j weight_tj W[e_tj] x[t * n_used + j].
 #include "common.glsl"
 #extension GL_KHR_shader_subgroup_arithmetic : require
+#extension GL_KHR_shader_subgroup_shuffle : require
 #define TILE 4
 // The workgroup (one subgroup where the device allows: its partial sums then need no barrier) and
 // the rows each workgroup computes, chosen per device (VkGraphRunner::record_matmul).
@@ -19,6 +20,10 @@ layout(constant_id = 1) const uint NUM_ROWS = 1;
 // of a subgroup reads the same weight block at once (one load for all), and no partial sums need
 // adding across threads.
 layout(constant_id = 2) const bool BY_ITEM = false;
+// Decode, types whose blocks split into parts (blocks.glsl's BLOCK_PARTS): each thread takes one
+// part, and each aligned run of BLOCK_PARTS threads (one block) adds its parts' integer sums by
+// shuffles (exact), its first thread scaling the block. Needs subgroups of BLOCK_PARTS or more.
+layout(constant_id = 3) const bool SPLIT = false;
 layout(std430, binding = 1) readonly buffer X { float x[]; };
 layout(std430, binding = 2) readonly buffer AQ { int8_t aq[]; };
 layout(std430, binding = 3) readonly buffer AD { float ad[]; };
@@ -96,7 +101,17 @@ void main() {
           float weight;
           if (!term(r, item0 + i, j, w_row, x_row, weight)) continue;
           float s = 0.0;
-          for (uint b = tid; b < nb; b += wg) s += block_dot(w_row, b, x_row);
+#if defined(BLOCK_PARTS)
+          if (SPLIT) {
+            for (uint q = tid; q < nb * BLOCK_PARTS; q += wg) {
+              const uint b = q / BLOCK_PARTS, part = q % BLOCK_PARTS;
+              ivec2 v = block_part(w_row, b, x_row, part);
+              [[unroll]] for (uint m = 1; m < BLOCK_PARTS; m <<= 1) v += subgroupShuffleXor(v, m);
+              if (part == 0) s += block_total(w_row, b, x_row, v);
+            }
+          } else
+#endif
+            for (uint b = tid; b < nb; b += wg) s += block_dot(w_row, b, x_row);
           acc[i] += weight * s;
         }
       }
