@@ -263,11 +263,12 @@ bench() {
 }
 if [ "$have_vk" = 1 ]; then
   res 3vk "" "## vk:0: decode against the GPU's memory read in the same run; prompts in TFLOP/s" "" \
-    "tg: \`weft bench -p 0 -n $TG -r $REPS --roofline\` (the read: 1 GiB of device memory by a shader, timed by" \
-    "the GPU, between runs of 8 tokens; GB/s = 10^9 B/s). pp: \`-p $PP\`; FLOP = 2 x the matmul weights per token" \
-    "(the token embedding out, attention not counted). Per-op GPU time at the end."
+    "tg: \`weft bench -p 0 -n $TG -r $REPS --roofline\` (the read: a shader over up to 1 GiB of device memory," \
+    "timed by the GPU, between runs of 8 tokens; GB/s = 10^9 B/s). pp: \`-p $PP\`; FLOP = 2 x the matmul weights" \
+    "per token (the token embedding out, attention not counted). Per-op GPU time at the end."
   table_head 3vk
   for m in "${models[@]}"; do bench 3vk "$m" vk:0; done
+  res 3vknote "" "$(grep -m1 '^roofline: ' "$LOG")"
 fi
 
 # --- 5. the Vulkan tests, while the larger K-quant models are generated ---
@@ -324,11 +325,15 @@ largest_q4_0=""
 for m in "${models[@]}"; do [[ $m == *-q4_0.gguf ]] && largest_q4_0=$m; done
 [ -z "$largest_q4_0" ] && [ ${#models[@]} -gt 0 ] && largest_q4_0=${models[-1]}
 if [ "$have_vk" = 1 ] && [ -n "$largest_q4_0" ]; then
-  res 4split "" "## vk:0,vk:0 (two logical devices on the GPU) against vk:0: the collective path's cost"
+  res 4split "" "## vk:0,vk:0 (two logical devices on the GPU) against vk:0: the collective path's cost" "" \
+    "The last row: vk:0's decode without the per-op timestamp queries (what --profile's GPU times cost)."
   table_head 4split
   bench 4split "$largest_q4_0" vk:0,vk:0
   tag=$(basename "$largest_q4_0" .gguf)-vk_0
   summarize "$(flop_per_token "$largest_q4_0")" "$WORK/b_${tag}_tg.json" "$WORK/b_${tag}_pp.json" >>"$WORK/sections/4split"
+  run 150 "$WORK/b_${tag}_tg_nots.json" env WEFT_VK_TIMESTAMPS=0 "$WEFT" bench -m "$largest_q4_0" --devices vk:0 \
+    -p 0 -n "$TG" -r "$REPS" --roofline -o json || log "bench $tag tg without timestamps: $(status $?)"
+  summarize 0 "$WORK/b_${tag}_tg_nots.json" | sed 's/| vk:0 |/| vk:0, WEFT_VK_TIMESTAMPS=0 |/' >>"$WORK/sections/4split"
   run 150 "$WORK/tsauto.out" "$WEFT" run -m "$largest_q4_0" --devices "vk:0,cpu:$NPROC" -ts auto \
     -p "Once upon a time" -n 64 --temp 0
   rc=$?
