@@ -27,6 +27,19 @@ uint wu16(uint o) { return wb(o) | (wb(o + 1) << 8); }
 uint wu32(uint o) { return wu16(o) | (wu16(o + 2) << 16); }
 float wf16(uint o) { return f16_bits_to_f32(wu16(o)); }
 int a8(uint i) { return int(aq[i]); }
+// Wider views of the same buffers, where a block's fields are aligned for them: fewer loads.
+layout(std430, binding = 0) readonly buffer W16 { uint16_t w16[]; };
+layout(std430, binding = 0) readonly buffer W32 { uint w32[]; };
+layout(std430, binding = 2) readonly buffer AQ32 { int aq32[]; };
+uint w16u(uint i) { return uint(w16[i]); }
+uint w32at(uint i) { return w16u(i) | (w16u(i + 1) << 16); }  // 4 bytes from 16-bit word i
+ivec4 a4(uint i) { return ivec4(unpack8(aq32[i])); }           // activations 4i .. 4i+3
+int hsum(ivec4 v) { return v.x + v.y + v.z + v.w; }
+// Bits shift .. shift + width - 1 of each byte of u.
+ivec4 bytes_bits(uint u, uint shift, uint mask) {
+  return ivec4((u >> shift) & mask, (u >> (shift + 8)) & mask, (u >> (shift + 16)) & mask, (u >> (shift + 24)) & mask);
+}
+ivec4 nibbles(uint u, uint shift) { return bytes_bits(u, shift, 15); }
 
 #if defined(TYPE_Q4_0) || defined(TYPE_Q4_1) || defined(TYPE_Q5_0) || defined(TYPE_Q5_1) || defined(TYPE_Q8_0)
 #define QK 32
@@ -43,13 +56,6 @@ int a8(uint i) { return int(aq[i]); }
 #endif
 // Every legacy block is a whole number of 16-bit words and its activation block of 32-bit words:
 // read as such (9 to 17 word loads a block instead of 50 byte loads).
-layout(std430, binding = 0) readonly buffer W16 { uint16_t w16[]; };
-layout(std430, binding = 2) readonly buffer AQ32 { int aq32[]; };
-uint w16u(uint i) { return uint(w16[i]); }
-uint w32at(uint i) { return w16u(i) | (w16u(i + 1) << 16); }  // 4 bytes from 16-bit word i
-ivec4 a4(uint i) { return ivec4(unpack8(aq32[i])); }           // activations 4i .. 4i+3
-int hsum(ivec4 v) { return v.x + v.y + v.z + v.w; }
-ivec4 nibbles(uint u, uint shift) { return ivec4((u >> shift) & 15, (u >> (shift + 8)) & 15, (u >> (shift + 16)) & 15, (u >> (shift + 24)) & 15); }
 // Bit 4 of elements e..e+3 from qh.
 ivec4 high4(uint qh, uint e) { return ivec4(((qh >> e) & 1) << 4, ((qh >> (e + 1)) & 1) << 4, ((qh >> (e + 2)) & 1) << 4, ((qh >> (e + 3)) & 1) << 4); }
 
@@ -163,10 +169,11 @@ ivec2 block_part(uint row, uint b, uint xr, uint j) {
   for (uint sj = 2 * j; sj < 2 * j + 2; ++sj) {
     const uint h = sj / 8, pp = (sj % 8) / 2, l0 = 16 * (sj % 2), a = a0 + 16 * sj;
     const uint ql = o + 64 * h + 32 * (pp % 2) + l0, qh = o + 128 + 32 * h + l0;
+    // ql and qh offsets are even (the block is 210 bytes): 4 bytes as two 16-bit loads.
     int s = 0;
-    for (uint k = 0; k < 16; ++k) {
-      const uint v = ((wb(ql + k) >> (4 * (pp / 2))) & 15) | (((wb(qh + k) >> (2 * pp)) & 3) << 4);
-      s += int(v) * a8(a + k);
+    [[unroll]] for (uint k = 0; k < 16; k += 4) {
+      const ivec4 v = nibbles(w32at((ql + k) / 2), 4 * (pp / 2)) | (bytes_bits(w32at((qh + k) / 2), 2 * pp, 3) << 4);
+      s += hsum(v * a4((a + k) / 4));
     }
     sum_q += int(int8_t(w[o + 192 + sj])) * (s - 32 * bsum(ab, sj));
   }
@@ -181,15 +188,16 @@ ivec2 block_part(uint row, uint b, uint xr, uint j) {
 #endif
   int sc, m;
   scale_min_k4(o + 4, j, sc, m);
-  const uint q = qs + 32 * (j / 2), shift = 4 * (j % 2), a = a0 + 32 * j;
+  // Both blocks are whole 32-bit words (144, 176 bytes), their qs and qh too: 8 word loads a part.
+  const uint q = (qs + 32 * (j / 2)) / 4, shift = 4 * (j % 2), a = (a0 + 32 * j) / 4;
   int s = 0;
-  for (uint l = 0; l < 32; ++l) {
+  [[unroll]] for (uint l = 0; l < 8; ++l) {
 #if defined(TYPE_Q4_K)
-    const uint v = (wb(q + l) >> shift) & 15;
+    const ivec4 v = nibbles(w32[q + l], shift);
 #else
-    const uint v = ((wb(q + l) >> shift) & 15) | (((wb(qh + l) >> j) & 1) << 4);
+    const ivec4 v = nibbles(w32[q + l], shift) | (bytes_bits(w32[qh / 4 + l], j, 1) << 4);
 #endif
-    s += int(v) * a8(a + l);
+    s += hsum(v * a4(a + l));
   }
   return ivec2(sc * s, m * (bsum(ab, 2 * j) + bsum(ab, 2 * j + 1)));
 #endif
