@@ -1,10 +1,12 @@
 #!/usr/bin/env bash
 # Packs what scripts/gpu_check.sh needs on a GPU machine that has no package manager and takes at
-# most 64 MiB of the working tree along: gpu-bundle/ (gitignored; carry it), about 35 MiB.
+# most 64 MiB of the working tree along: gpu-bundle/ (gitignored; carry it), about 38 MiB.
 #   bin/      weft and the test binaries with Vulkan tests (device_tests, runtime_tests, cli_tests), stripped
 #   lib/      every library they link outside glibc and libstdc++ (ldd), and the Vulkan loader libvulkan.so.1
 #             (weft dlopens it, so ldd does not list it)
 #   lib/cxx/  libstdc++ and libgcc_s, used there only when the machine's own are missing or too old
+#   lib/driver/  what NVIDIA's Vulkan library (libGLX_nvidia.so.0) links and a bare image may lack
+#             (glvnd's libGLdispatch, libX11 and its chain), used only when the driver misses them
 #   layers/   the Khronos validation layer (gzipped; the Vulkan tests run under it) and its manifest
 #   models/   stories260K.gguf (the equality tests' trained model)
 #   bundle.env  the commit, and the absolute paths the test binaries were built with (WEFT_BINARY,
@@ -26,7 +28,7 @@ grep -q '^WEFT_VULKAN:BOOL=ON' "$BUILD_DIR/CMakeCache.txt" || { echo "gpu_bundle
 for b in "${bins[@]}"; do [ -x "$b" ] || { echo "gpu_bundle: no $b" >&2; exit 1; }; done
 
 rm -rf "$OUT_DIR"
-mkdir -p "$OUT_DIR"/{bin,lib/cxx,layers,models}
+mkdir -p "$OUT_DIR"/{bin,lib/cxx,lib/driver,layers,models}
 for b in "${bins[@]}"; do strip --strip-unneeded -o "$OUT_DIR/bin/$(basename "$b")" "$b"; done
 
 # glibc's own libraries: every Linux has them, and a second copy must not be mixed with the host's.
@@ -45,6 +47,11 @@ for b in "$OUT_DIR"/bin/*; do copy_deps "$b"; done
 loader=$(ldconfig -p | awk '/libvulkan\.so\.1 .*x86-64/ { print $NF; exit }')
 [ -n "$loader" ] || { echo "gpu_bundle: no libvulkan.so.1 here (apt-get install libvulkan1)" >&2; exit 1; }
 cp -L "$loader" "$OUT_DIR/lib/libvulkan.so.1"
+
+for name in libGLdispatch.so.0 libX11.so.6 libXext.so.6 libxcb.so.1 libXau.so.6 libXdmcp.so.6 libbsd.so.0 libmd.so.0; do
+  path=$(ldconfig -p | awk -v n="$name" '$1 == n && /x86-64/ { print $NF; exit }')
+  if [ -n "$path" ]; then cp -L "$path" "$OUT_DIR/lib/driver/"; else echo "gpu_bundle: no $name here to carry" >&2; fi
+done
 
 layer_json=""
 for d in /usr/share/vulkan/explicit_layer.d /etc/vulkan/explicit_layer.d; do

@@ -112,6 +112,12 @@ if [ -z "${VK_ICD_FILENAMES:-}${VK_DRIVER_FILES:-}" ] && [ "$nvidia" = 1 ]; then
     done
     [ -n "$glx" ] && LD_LIBRARY_PATH="$LD_LIBRARY_PATH:${glx%/*}"
   fi
+  # What the driver links and this image lacks (glvnd, X11): the bundle's copies, after the machine's.
+  if [ -n "$glx" ] && ldd "$glx" 2>&1 | grep -q 'not found'; then
+    ldd "$glx" 2>&1 | grep 'not found' >>"$LOG"
+    LD_LIBRARY_PATH="$LD_LIBRARY_PATH:$BUNDLE/lib/driver"
+    log "$glx misses libraries (in the log): the bundle's lib/driver added"
+  fi
   if [ -z "$icd" ] && [ -n "$glx" ]; then
     icd=$WORK/nvidia_icd.json
     printf '{"file_format_version": "1.0.1", "ICD": {"library_path": "%s", "api_version": "1.3.0"}}\n' "$glx" >"$icd"
