@@ -96,7 +96,9 @@ if ldd "$WEFT" 2>&1 | grep 'not found' >&2; then
 fi
 
 nvidia=0
+PATH=$PATH:/usr/local/nvidia/bin
 command -v nvidia-smi >/dev/null && nvidia-smi -L >/dev/null 2>&1 && nvidia=1
+[ -e /dev/nvidia0 ] && nvidia=1
 [ "$NEED_GPU" = auto ] && NEED_GPU=$nvidia
 if [ -z "${VK_ICD_FILENAMES:-}${VK_DRIVER_FILES:-}" ] && [ "$nvidia" = 1 ]; then
   icd=""
