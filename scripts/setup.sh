@@ -8,6 +8,7 @@ PKGS=(
   libgtest-dev libbenchmark-dev
   libcli11-dev nlohmann-json3-dev libcpp-httplib-dev prometheus-cpp-dev libfmt-dev
   libgloo-dev libnuma-dev libssl-dev
+  libvulkan-dev glslc mesa-vulkan-drivers vulkan-validationlayers  # vk: devices; CI's is lavapipe
   python3
 )
 missing=()
