@@ -491,8 +491,8 @@ void VkGraphRunner::exec(int i, const Ctx& c) {
     case LocalOp::ExpertMatMul:
     case LocalOp::ExpertMatMulSum: {
       const bool sum = ln.op == LocalOp::ExpertMatMulSum;
-      const int64_t out_rows = sum ? c.n_tokens : c.n_tokens * d.n_expert_used;
-      gpu_.fill_zero(y, 0, out_rows * ln.width * sizeof(float));  // slots of experts held elsewhere
+      // Slots of experts held elsewhere stay zero (ExpertMatMul's width is its k slots of rows).
+      gpu_.fill_zero(y, 0, n * sizeof(float));
       if (ln.width == 0 || ns.w.parts.empty()) break;
       gpu_.barrier();
       const int64_t x_rows = sum ? c.n_tokens * d.n_expert_used : c.n_tokens;
