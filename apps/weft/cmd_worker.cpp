@@ -4,6 +4,7 @@
 #include "apps/weft/commands.h"
 #include "core/error.h"
 #include "core/sched_policy.h"
+#include "device/device_spec.h"
 #include "device/remote/model_store.h"
 #include "device/remote/worker_server.h"
 #include "kernels/cpu_features.h"
@@ -127,7 +128,8 @@ Action add_worker(CLI::App& app) {
     device::remote::WorkerServer server(o);
     // Tests and scripts read the port from this line (with --listen HOST:0).
     std::printf("weft worker listening on %s:%u\n", o.listen.host.c_str(), server.port());
-    std::fprintf(stderr, "weft worker: kernels %s\n", kernels::kernel_summary().c_str());
+    std::fprintf(stderr, "weft worker: serves %s; kernels %s\n",
+                 device::describe(device::remote::served_device(o)).c_str(), kernels::kernel_summary().c_str());
     std::fflush(stdout);
     std::unique_ptr<net::Announcer> announcer;
     if (a->announce) announcer = start_announcer(a->discover_addr, o, server.port());
