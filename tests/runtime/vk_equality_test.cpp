@@ -105,14 +105,15 @@ TEST(VkEngine, Stories260kGreedyTokensAndLogitsMatchOneCpuDevice) {
 // naming what vk:0 lacks, where not; the conformance suite checks the claimed types' logits.
 // The quantized types quantize activations to int8 as the CPU does, and where the shaders' other
 // f32 summation order moves an activation across a rounding boundary, one int8 level changes and
-// the logits part by up to 2e-2 of the largest (measured at this shape; f32/f16/bf16: 1.6e-4 at
-// most). Tokens stay equal while the top two logits are further apart than that: with seed 1 they
-// are for every type claimed today (top two >= 1.4e-3 apart over 24 tokens, no flip; 16 are drawn);
-// seeds 5, 10, 11 and 12 part q4_0, q4_1 or q5_0 after 7 to 23 tokens. A type that parts with
-// seed 1 gets its own in kSeeds, found the same way.
+// logits move by up to 3e-2 of the largest (measured at this shape over 24 tokens, seeds 1, 5, 10,
+// 11, 12; f32/f16/bf16: 1.6e-4 at most). A token parts only where that lands on two top logits
+// closer than it moves them. Over 24 tokens with seed 1 none parts for any type claimed today (all
+// 17; top two >= 1.4e-3 apart) but q4_k_m, at its 17th token (16 are drawn: too close), which runs
+// with seed 12 (none parts in 24). Seeds 5, 10 and 12 part q5_k, q5_k_m, q8_0 or q4_0 after 2 to
+// 19 tokens. A type added later that parts with seed 1 gets a seed in kSeeds, found the same way.
 class VkWeightType : public ::testing::TestWithParam<std::string> {};
 
-const std::map<std::string, uint64_t> kSeeds = {};  // type -> seed, where seed 1 has a near tie
+const std::map<std::string, uint64_t> kSeeds = {{"q4_k_m", 12}};  // type -> seed, where seed 1 has a near tie
 
 TEST_P(VkWeightType, GreedyTokensMatchOneCpuDevice) {
   tools::GenModelOptions o;
