@@ -11,7 +11,7 @@
 namespace weft::device {
 
 struct BufferPlan {
-  std::vector<int> node_buffer;      // per node: its output buffer
+  std::vector<int> node_buffer;       // per node: its output buffer
   std::vector<size_t> buffer_floats;  // per buffer: capacity in floats
 };
 

@@ -7,9 +7,9 @@
 #include <condition_variable>
 #include <exception>
 #include <functional>
-#include <utility>
 #include <mutex>
 #include <thread>
+#include <utility>
 
 namespace weft::device {
 

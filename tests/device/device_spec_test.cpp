@@ -24,7 +24,8 @@ TEST(DeviceSpec, EveryFormParsesAndNamesItselfBack) {
 }
 
 TEST(DeviceSpec, UnknownPrefixListsEveryRegisteredKind) {
-  EXPECT_ERROR(parse_devices("cpu:1,gpu:0"), "unknown device 'gpu:0' (expected cpu:THREADS[@NUMA] or vk:N or tcp://HOST:PORT)");
+  EXPECT_ERROR(parse_devices("cpu:1,gpu:0"),
+               "unknown device 'gpu:0' (expected cpu:THREADS[@NUMA] or vk:N or tcp://HOST:PORT)");
   for (const auto& k : device_kinds()) EXPECT_ERROR(parse_devices("xyz"), std::string(k.syntax));
 }
 

@@ -64,9 +64,7 @@ void CpuDevice::rethrow_named(std::exception_ptr e) const {
   }
 }
 
-void CpuDevice::abort() {
-  member_.abort();
-}
+void CpuDevice::abort() { member_.abort(); }
 
 StepResult CpuDevice::wait() {
   if (auto e = thread_.wait()) rethrow_named(e);

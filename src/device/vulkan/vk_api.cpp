@@ -4,10 +4,10 @@
 
 #include <fmt/format.h>
 
+#include <dlfcn.h>
 #include <atomic>
 #include <cstdlib>
 #include <cstring>
-#include <dlfcn.h>
 #include <mutex>
 #include <vector>
 
@@ -17,8 +17,8 @@ namespace {
 std::atomic<int> g_messages{0};
 
 VKAPI_ATTR VkBool32 VKAPI_CALL on_message(VkDebugUtilsMessageSeverityFlagBitsEXT severity,
-                                          VkDebugUtilsMessageTypeFlagsEXT, const VkDebugUtilsMessengerCallbackDataEXT* d,
-                                          void*) {
+                                          VkDebugUtilsMessageTypeFlagsEXT,
+                                          const VkDebugUtilsMessengerCallbackDataEXT* d, void*) {
   if (severity < VK_DEBUG_UTILS_MESSAGE_SEVERITY_WARNING_BIT_EXT) return VK_FALSE;
   g_messages.fetch_add(1);
   fmt::print(stderr, "vulkan validation: {}\n", d && d->pMessage ? d->pMessage : "(no message)");
@@ -40,8 +40,10 @@ Instance create() {
   // The loader stays open for the life of the process (drivers keep threads and state in it).
   void* lib = dlopen("libvulkan.so.1", RTLD_NOW | RTLD_LOCAL);
   if (!lib)
-    fail("vulkan", "no Vulkan loader (libvulkan.so.1: {}); install libvulkan1 and a driver (mesa-vulkan-drivers "
-                   "for the software device)", dlerror());
+    fail("vulkan",
+         "no Vulkan loader (libvulkan.so.1: {}); install libvulkan1 and a driver (mesa-vulkan-drivers "
+         "for the software device)",
+         dlerror());
   Api& a = in.api;
   a.vkGetInstanceProcAddr = reinterpret_cast<PFN_vkGetInstanceProcAddr>(dlsym(lib, "vkGetInstanceProcAddr"));
   if (!a.vkGetInstanceProcAddr) fail("vulkan", "libvulkan.so.1 has no vkGetInstanceProcAddr");
@@ -80,7 +82,8 @@ Instance create() {
 #undef WEFT_VK_LOAD_INSTANCE
   if (in.validation && a.vkCreateDebugUtilsMessengerEXT) {
     VkDebugUtilsMessengerCreateInfoEXT mi{VK_STRUCTURE_TYPE_DEBUG_UTILS_MESSENGER_CREATE_INFO_EXT};
-    mi.messageSeverity = VK_DEBUG_UTILS_MESSAGE_SEVERITY_WARNING_BIT_EXT | VK_DEBUG_UTILS_MESSAGE_SEVERITY_ERROR_BIT_EXT;
+    mi.messageSeverity =
+        VK_DEBUG_UTILS_MESSAGE_SEVERITY_WARNING_BIT_EXT | VK_DEBUG_UTILS_MESSAGE_SEVERITY_ERROR_BIT_EXT;
     mi.messageType = VK_DEBUG_UTILS_MESSAGE_TYPE_GENERAL_BIT_EXT | VK_DEBUG_UTILS_MESSAGE_TYPE_VALIDATION_BIT_EXT |
                      VK_DEBUG_UTILS_MESSAGE_TYPE_PERFORMANCE_BIT_EXT;
     mi.pfnUserCallback = on_message;

@@ -53,9 +53,7 @@ StepResult VulkanDevice::wait() {
   return std::move(result_);
 }
 
-void VulkanDevice::abort() {
-  member_.abort();
-}
+void VulkanDevice::abort() { member_.abort(); }
 
 void VulkanDevice::rethrow_named(std::exception_ptr e) const {
   try {

@@ -19,12 +19,12 @@ struct PhysicalInfo {
   VkPhysicalDevice handle = VK_NULL_HANDLE;
   std::string name;
   VkPhysicalDeviceType type = VK_PHYSICAL_DEVICE_TYPE_OTHER;
-  uint64_t device_local_bytes = 0;   // its largest device-local heap
-  uint64_t max_buffer_range = 0;     // maxStorageBufferRange: the largest buffer a shader reads
+  uint64_t device_local_bytes = 0;  // its largest device-local heap
+  uint64_t max_buffer_range = 0;    // maxStorageBufferRange: the largest buffer a shader reads
   uint32_t subgroup_size = 0;
-  bool integer_dot = false;          // VK_KHR_shader_integer_dot_product
-  bool subgroup_shuffle = false;     // subgroupShuffleXor in compute shaders
-  std::string missing;               // features weft needs that it lacks ("": usable)
+  bool integer_dot = false;       // VK_KHR_shader_integer_dot_product
+  bool subgroup_shuffle = false;  // subgroupShuffleXor in compute shaders
+  std::string missing;            // features weft needs that it lacks ("": usable)
   std::string driver;
 };
 // GPUs first (discrete, integrated, virtual), then the rest (software devices such as lavapipe),

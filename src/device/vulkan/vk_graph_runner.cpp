@@ -201,8 +201,9 @@ void VkGraphRunner::load(const parallel::DeviceGraph& graph, const gguf::File& f
   opt_ = opt;
   for (DType t : {opt.k_type, opt.v_type})
     if (t != DType::F32 && t != DType::F16) fail("vulkan", "KV cache type {}: f32 or f16", dtype_name(t));
-  if (opt.k_type != opt.v_type) fail("vulkan", "KV cache types differ ({} and {}): give -ctk and -ctv alike",
-                                     dtype_name(opt.k_type), dtype_name(opt.v_type));
+  if (opt.k_type != opt.v_type)
+    fail("vulkan", "KV cache types differ ({} and {}): give -ctk and -ctv alike", dtype_name(opt.k_type),
+         dtype_name(opt.v_type));
   const auto& d = graph_.dims;
   if (d.head_dim > 256) fail("vulkan", "head_dim {} over the attention kernel's 256", d.head_dim);
   nodes_ = std::vector<NodeState>(graph_.nodes.size());
@@ -245,8 +246,10 @@ void VkGraphRunner::load(const parallel::DeviceGraph& graph, const gguf::File& f
       case LocalOp::Attention: {
         const uint64_t bytes = row_bytes(opt.k_type, int64_t{opt.n_seq} * opt.n_ctx * ln.kv_heads.size() * d.head_dim);
         if (bytes > limit)
-          fail("vulkan", "{}: a KV cache of {:.1f} MiB exceeds the device's largest buffer ({:.1f} MiB); lower -c or "
-                         "--parallel", ln.label, bytes / 1048576.0, limit / 1048576.0);
+          fail("vulkan",
+               "{}: a KV cache of {:.1f} MiB exceeds the device's largest buffer ({:.1f} MiB); lower -c or "
+               "--parallel",
+               ln.label, bytes / 1048576.0, limit / 1048576.0);
         ns.k_cache = gpu_.create_buffer(bytes, Memory::Device, "the K cache");
         ns.v_cache = gpu_.create_buffer(bytes, Memory::Device, "the V cache");
         gpu_.begin();  // positions not yet written are never read, but start from zeros all the same
@@ -518,13 +521,12 @@ void VkGraphRunner::record_attention(int i, const Ctx& c) {
   gpu_.dispatch(store, gpu_.bind(store, {out(ln.inputs[2]), ns.v_cache.buffer, tok_.buffer}), &sp, gx, gy);
   gpu_.barrier();
   const Pipeline& p = gpu_.pipeline(std::string("attention") + suffix, 5, sizeof(AttentionPush));
-  const AttentionPush ap{u32(ln.q_heads.size()),    u32(n_kv),
-                         u32(d.head_dim),           u32(opt_.n_ctx),
-                         u32(ln.q_heads.begin),     u32(ln.kv_heads.begin),
-                         u32(d.group()),            1.f / std::sqrt(static_cast<float>(d.head_dim))};
-  gpu_.dispatch(p,
-                gpu_.bind(p, {out(ln.inputs[0]), ns.k_cache.buffer, ns.v_cache.buffer, tok_.buffer, out(i)}),
-                &ap, u32(ln.q_heads.size()), u32(c.n_tokens));
+  const AttentionPush ap{u32(ln.q_heads.size()), u32(n_kv),
+                         u32(d.head_dim),        u32(opt_.n_ctx),
+                         u32(ln.q_heads.begin),  u32(ln.kv_heads.begin),
+                         u32(d.group()),         1.f / std::sqrt(static_cast<float>(d.head_dim))};
+  gpu_.dispatch(p, gpu_.bind(p, {out(ln.inputs[0]), ns.k_cache.buffer, ns.v_cache.buffer, tok_.buffer, out(i)}), &ap,
+                u32(ln.q_heads.size()), u32(c.n_tokens));
 }
 
 // The value leaves the device through host-visible staging memory, the group combines it there
@@ -572,7 +574,8 @@ void VkGraphRunner::logits(const Ctx& c) {
       std::vector<VkBufferCopy> rows;
       for (int64_t r = 0; r < nr; ++r)
         rows.push_back({static_cast<VkDeviceSize>(c.l.out_rows[r0 + r] * k * sizeof(float)),
-                        static_cast<VkDeviceSize>(r * k * sizeof(float)), static_cast<VkDeviceSize>(k * sizeof(float))});
+                        static_cast<VkDeviceSize>(r * k * sizeof(float)),
+                        static_cast<VkDeviceSize>(k * sizeof(float))});
       gpu_.copy_regions(out(ln.inputs[0]), logits_in_.buffer, rows);
       gpu_.barrier();
       record_matmul(ns.w, logits_in_.buffer, nr, logits_.buffer, nv, 0, nr, dummy_.buffer);

@@ -52,7 +52,8 @@ class VkGraphRunner {
     int64_t n_tokens;
   };
   VkBuffer out(int node) const { return buffers_[nodes_[node].buffer].buffer; }
-  Matrix upload_matrix(const kernels::WeightMatrix& m, int64_t n_experts, int64_t expert_first, const std::string& what);
+  Matrix upload_matrix(const kernels::WeightMatrix& m, int64_t n_experts, int64_t expert_first,
+                       const std::string& what);
   Buffer upload_floats(const std::vector<float>& v, const char* what);
   void upload(Buffer& dst, uint64_t offset, const uint8_t* src, uint64_t n);
   void exec(int i, const Ctx& c);

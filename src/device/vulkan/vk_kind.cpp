@@ -54,11 +54,11 @@ std::string list_vk() {
   std::string out = fmt::format("vk: {} device{}; devices vk:N\n", all.size(), all.size() == 1 ? "" : "s");
   for (size_t i = 0; i < all.size(); ++i) {
     const PhysicalInfo& p = all[i];
-    out += fmt::format("  vk:{} {} ({}, {}): {:.1f} GiB device memory, largest buffer {} MiB, subgroup {}, "
-                       "integer dot product {}{}\n",
-                       i, p.name, type_name(p.type), p.driver, p.device_local_bytes / kGiB, p.max_buffer_range >> 20,
-                       p.subgroup_size, p.integer_dot ? "yes" : "no",
-                       p.missing.empty() ? "" : fmt::format("; unusable: lacks {}", p.missing));
+    out += fmt::format(
+        "  vk:{} {} ({}, {}): {:.1f} GiB device memory, largest buffer {} MiB, subgroup {}, "
+        "integer dot product {}{}\n",
+        i, p.name, type_name(p.type), p.driver, p.device_local_bytes / kGiB, p.max_buffer_range >> 20, p.subgroup_size,
+        p.integer_dot ? "yes" : "no", p.missing.empty() ? "" : fmt::format("; unusable: lacks {}", p.missing));
   }
   return out;
 }
