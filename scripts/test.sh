@@ -44,7 +44,11 @@ stage "tsan build"
 # Left out here (they run under ASan above): the per-type sweeps of the equality tests (kernels,
 # not threads), the remote tests that wait out load and silence bounds in worker processes, and
 # the matrix of worker counts x kill moments of device loss (DeviceLoss.* keeps one of each kind).
-tsan() { TSAN_OPTIONS="halt_on_error=1 second_deadlock_stack=1" "./build-tsan/tests/$1" --gtest_brief=1 "${@:2}"; }
+# scripts/tsan.supp: only lavapipe's own futex hand-overs, which TSan cannot see.
+tsan() {
+  TSAN_OPTIONS="halt_on_error=1 second_deadlock_stack=1 suppressions=$PWD/scripts/tsan.supp" \
+    "./build-tsan/tests/$1" --gtest_brief=1 "${@:2}"
+}
 tsan parallel_tests
 tsan device_tests --gtest_filter='-RemoteLoad.*:RemoteSession.*'
 tsan runtime_tests --gtest_filter='-Types/*:DeviceLoss/*'
