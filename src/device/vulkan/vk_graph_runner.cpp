@@ -3,6 +3,7 @@
 #include "core/error.h"
 #include "core/progress.h"
 #include "device/buffer_plan.h"
+#include "device/cpu/cpu_device.h"
 #include "device/group_member.h"
 #include "kernels/ops.h"
 #include "kernels/quants.h"
@@ -107,14 +108,7 @@ uint32_t u32(int64_t v) {
 
 bool vk_supports(LocalOp op, DType t) {
   const bool reads_matrix = op == LocalOp::MatMul || op == LocalOp::ExpertMatMul || op == LocalOp::ExpertMatMulSum;
-  if (op == LocalOp::Embed) {  // looked up on the host
-    try {
-      kernels::kernels_for(t);
-      return true;
-    } catch (const Error&) {
-      return false;
-    }
-  }
+  if (op == LocalOp::Embed) return cpu_kernels_support(op, t);  // rows looked up on the host, by the CPU kernels
   return reads_matrix ? has_matmul(t) : op < LocalOp::Count;
 }
 
@@ -302,8 +296,7 @@ void VkGraphRunner::load(const parallel::DeviceGraph& graph, const gguf::File& f
   if (collective_width > 0)
     staging_ = gpu_.create_buffer(int64_t{opt.max_tokens} * collective_width * sizeof(float), Memory::Readback,
                                   "collective staging");
-  gpu_.destroy(upload_);
-  upload_ = gpu_.create_buffer(4096, Memory::Upload, "staging");  // later uploads are small
+  gpu_.destroy(upload_);  // only loads upload through it
   n_cached_.assign(opt.n_seq, 0);
   gpu_.reserve_marks(u32(graph_.nodes.size() + 1));  // a mark per node, and the logits'
 }
