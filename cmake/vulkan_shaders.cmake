@@ -7,6 +7,7 @@ set(WEFT_VK_SHADERS
   "rms_norm|rms_norm|"
   "rope|rope|"
   "elementwise|elementwise|"
+  "geglu|geglu|"
   "quantize|quantize|"
   "moe_route|moe_route|"
   "kv_store_f32|kv_store|"

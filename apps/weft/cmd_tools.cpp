@@ -72,7 +72,9 @@ Action add_gen_model(CLI::App& app) {
   cmd->add_option("--preset", o->preset, "tiny | 500m | 1b | 8b-shape | tiny-moe | moe-2b");
   cmd->add_option("--type", o->type,
                   "f32 f16 bf16 q8_0 q4_0 q4_1 q5_0 q5_1 q2_k q3_k q4_k q5_k q6_k q4_k_m q5_k_m iq4_nl iq4_xs");
-  cmd->add_option("--arch", o->arch, "llama | qwen2 | qwen3; MoE presets: llama (Mixtral) | qwen2moe | qwen3moe");
+  cmd->add_option("--arch", o->arch,
+                  "llama | qwen2 | qwen3 | gemma3 | phi3; MoE presets: llama (Mixtral) | qwen2moe | qwen3moe");
+  cmd->add_option("--sliding-window", o->sliding_window, "gemma3: the local layers' window (default 512, or ctx/8)");
   cmd->add_option("--seed", o->seed, "weights seed");
   cmd->add_flag("--tied", o->tied, "tied embeddings (no output.weight)");
   cmd->add_option("--ctx", o->n_ctx, "context length written to the file");

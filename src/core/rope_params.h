@@ -21,6 +21,7 @@ struct RopeParams {
   // Per-pair frequency divisors [n_rot/2] as llama.cpp's rope_freqs tensor stores them (Llama 3.1
   // GGUFs carry llama3 scaling this way). When set they replace the llama3_* parameters.
   std::vector<float> freq_factors;
+  float attn_factor = 1.f;  // cos and sin scaled by it (LongRoPE's rope.scaling.attn_factor)
   bool operator==(const RopeParams&) const = default;
 };
 

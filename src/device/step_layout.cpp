@@ -2,6 +2,8 @@
 
 #include "core/error.h"
 
+#include <cmath>
+
 namespace weft::device {
 
 void check_step(const Step& step, const LoadOptions& opt, const std::vector<int32_t>& n_cached, const char* where) {
@@ -61,10 +63,14 @@ StepLayout layout_step(const Step& step, int32_t n_ctx) {
   return l;
 }
 
-StepResult assemble_result(const parallel::DeviceGraph& graph, const Step& step, const StepLayout& l, const float* o) {
+StepResult assemble_result(const parallel::DeviceGraph& graph, const Step& step, const StepLayout& l, float* o) {
   StepResult r;
   if (graph.has_logits) {
     const int64_t nv = graph.vocab.size();
+    // Gemma's final soft-cap, on this device's share of the vocabulary (elementwise: any split).
+    if (const float cap = graph.dims.logit_softcap; cap > 0)
+      for (int64_t i = 0, n = static_cast<int64_t>(l.out_rows.size()) * nv; i < n; ++i)
+        o[i] = cap * std::tanh(o[i] / cap);
     const auto first_id = static_cast<Token>(graph.vocab.begin);
     r.seqs.resize(step.seqs.size());
     for (size_t k = 0; k < step.seqs.size(); ++k) {

@@ -29,7 +29,8 @@ StepLayout layout_step(const Step& step, int32_t n_ctx);
 
 // The step's result from the output node's values: logits of out_rows, one row of graph.vocab.size()
 // each (tensor split, last device of a layer split), or the residual stream handed on (layer split).
+// The logits are soft-capped in place where the model asks for it.
 StepResult assemble_result(const parallel::DeviceGraph& graph, const Step& step, const StepLayout& layout,
-                           const float* output);
+                           float* output);
 
 }  // namespace weft::device

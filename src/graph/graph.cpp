@@ -2,6 +2,8 @@
 
 #include "core/error.h"
 
+#include <cmath>
+
 namespace weft::graph {
 
 std::string_view axis_name(Axis a) {
@@ -35,9 +37,14 @@ std::string_view op_name(OpKind op) {
     case OpKind::ExpertMatMul: return "expert_matmul";
     case OpKind::ExpertMatMulSum: return "expert_matmul_sum";
     case OpKind::SigmoidScale: return "sigmoid_scale";
+    case OpKind::GeGlu: return "geglu";
     case OpKind::Count: break;
   }
   return "?";
+}
+
+float Dims::attention_scale() const {
+  return attn_scale > 0 ? attn_scale : 1.f / std::sqrt(static_cast<float>(head_dim));
 }
 
 int Graph::add(Node n) {

@@ -6,6 +6,7 @@
 #include "core/dtype.h"
 #include "core/rope_params.h"
 
+#include <algorithm>
 #include <cstdint>
 #include <map>
 #include <string>
@@ -45,6 +46,7 @@ enum class OpKind : uint8_t {
   ExpertMatMul,     // inputs x, routes: slot j of token t = W[e_tj] x_t (gate, up)    out ExpertFfn
   ExpertMatMulSum,  // inputs x, routes: sum_j w_tj W[e_tj] x_tj over the slots (down)  out Embd
   SigmoidScale,     // inputs x, g (width 1): x * sigmoid(g) (qwen2moe's shared expert gate)
+  GeGlu,            // inputs gate, up: gelu(gate) * up (Gemma), GELU's tanh form as ggml's
   Count
 };
 std::string_view op_name(OpKind op);
@@ -58,6 +60,9 @@ struct Node {
   std::string bias;         // MatMul only, optional
   int layer = -1;           // block index; -1 outside the blocks
   std::string label;        // for plans and profiles: "attn_q", "ffn_down"
+  // A MatMul reading one segment of a fused tensor (Phi-3's attn_qkv, its gate+up ffn_up): its
+  // rows (and bias values) start at row0 of the tensor, which has fused_rows rows in all.
+  int64_t row0 = 0, fused_rows = 0;
 };
 
 // Shape facts the ops and the planner need beyond single nodes.
@@ -66,11 +71,28 @@ struct Dims {
   float norm_eps = 1e-5f;
   RopeParams rope;
   // Mixture of experts (n_expert == 0: a dense model).
-  int64_t n_expert = 0, n_expert_used = 0;              // experts per layer, experts per token (k)
-  int64_t n_ff_exp = 0;                                 // hidden width of one expert
-  int64_t n_ff_shexp = 0;                               // hidden width of the shared expert (0: none)
-  bool expert_weights_norm = false;                     // the k weights are renormalised to sum to 1
+  int64_t n_expert = 0, n_expert_used = 0;  // experts per layer, experts per token (k)
+  int64_t n_ff_exp = 0;                     // hidden width of one expert
+  int64_t n_ff_shexp = 0;                   // hidden width of the shared expert (0: none)
+  bool expert_weights_norm = false;         // the k weights are renormalised to sum to 1
+  // Gemma: token embeddings times embd_scale (sqrt(n_embd)); 0 or 1: none.
+  float embd_scale = 0.f;
+  // Attention scores scale; 0: 1/sqrt(head_dim) (Gemma 3 27B scales by 1/sqrt(n_embd/n_head)).
+  float attn_scale = 0.f;
+  // Sliding-window attention: layers with swa_layers[l] != 0 see the last n_swa positions only
+  // (a query at p sees keys p - n_swa + 1 .. p) and rotate with rope_swa; the others with rope.
+  int64_t n_swa = 0;
+  std::vector<uint8_t> swa_layers;
+  RopeParams rope_swa;
+  float logit_softcap = 0.f;                            // > 0: logits = softcap * tanh(logits / softcap) (Gemma)
   int64_t group() const { return n_head / n_head_kv; }  // q heads per kv head (GQA)
+  bool is_swa(int layer) const {
+    return n_swa > 0 && layer >= 0 && layer < static_cast<int>(swa_layers.size()) && swa_layers[layer] != 0;
+  }
+  const RopeParams& rope_of(int layer) const { return is_swa(layer) ? rope_swa : rope; }
+  // Keys a query at `pos` sees start here: 0, or the window's first position.
+  int64_t first_key(int layer, int64_t pos) const { return is_swa(layer) ? std::max<int64_t>(0, pos - n_swa + 1) : 0; }
+  float attention_scale() const;
 };
 
 struct Graph {

@@ -1,12 +1,14 @@
-// The dispatching float ops (rms_norm, softmax, swiglu, add) and the choice of ISA table.
+// The dispatching float ops (rms_norm, softmax, swiglu, add), GEGLU, and the choice of ISA table.
 // rope lives in ops_rope.cpp, attention in ops_attention.cpp, the tables in ops_{ref,avx2,avx512}.cpp.
 #include "kernels/ops.h"
 #include "core/error.h"
+#include "core/fp16.h"
 #include "kernels/isa.h"
 
 #include <array>
 #include <atomic>
 #include <cmath>
+#include <vector>
 
 namespace weft::kernels {
 
@@ -62,6 +64,31 @@ void softmax(float* x, int64_t n) {
 }
 
 void swiglu(const float* gate, const float* up, float* out, int64_t n) { ops_kernels().swiglu(gate, up, out, n); }
+
+void scale_row(float* x, float s, int64_t n) { ops_kernels().scale(x, s, n); }
+
+float gelu_tanh(float x) {
+  constexpr float kSqrt2OverPi = 0.79788456080286535587989211986876f, kCoef = 0.044715f;
+  return 0.5f * x * (1.0f + std::tanh(kSqrt2OverPi * x * (1.0f + kCoef * x * x)));
+}
+
+const uint16_t* gelu_f16_table() {
+  static const std::vector<uint16_t> table = [] {  // GELU of every half, as a half
+    std::vector<uint16_t> t(1 << 16);
+    for (size_t i = 0; i < t.size(); ++i) t[i] = f32_to_fp16(gelu_tanh(fp16_to_f32(static_cast<uint16_t>(i))));
+    return t;
+  }();
+  return table.data();
+}
+
+void geglu(const float* gate, const float* up, float* out, int64_t n) {
+  const uint16_t* table = gelu_f16_table();
+  for (int64_t i = 0; i < n; ++i) {
+    const float x = gate[i];
+    const float g = x <= -10.f ? 0.f : x >= 10.f ? x : fp16_to_f32(table[f32_to_fp16(x)]);
+    out[i] = g * up[i];
+  }
+}
 
 void add_inplace(float* y, const float* x, int64_t n) { ops_kernels().add(y, x, n); }
 

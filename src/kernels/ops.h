@@ -37,8 +37,18 @@ void softmax(float* x, int64_t n);
 
 // out[i] = silu(gate[i]) * up[i]
 void swiglu(const float* gate, const float* up, float* out, int64_t n);
+// out[i] = gelu(gate[i]) * up[i], GELU's tanh form as llama.cpp's CPU backend computes it: the
+// gate rounded to half, its GELU a half from a table (0 below -10, the gate itself from 10 on).
+void geglu(const float* gate, const float* up, float* out, int64_t n);
+// The table geglu reads: the GELU of each half (by its bits), as a half; for devices that compute
+// geglu elsewhere with the CPU's values.
+const uint16_t* gelu_f16_table();
+// GELU's tanh form in float: 0.5 x (1 + tanh(sqrt(2/pi) x (1 + 0.044715 x^2))).
+float gelu_tanh(float x);
 // y[i] += x[i]
 void add_inplace(float* y, const float* x, int64_t n);
+// x[i] *= s
+void scale_row(float* x, float s, int64_t n);
 // y[i] = x[i] as IEEE half, rounded to nearest even (KV cache rows under -ctk/-ctv f16).
 void f32_to_f16_row(const float* x, uint16_t* y, int64_t n);
 
@@ -55,7 +65,8 @@ struct AttentionShape {
   int64_t head_begin = 0, head_end = -1;  // q heads to compute ([0, n_q_heads) when end < 0),
                                           // so threads can split the heads of one call
   DType k_type = DType::F32, v_type = DType::F32;
-  int64_t n_ctx = 0;  // rows of each kv head in the caches; every pos[t] < n_ctx
+  int64_t n_ctx = 0;   // rows of each kv head in the caches; every pos[t] < n_ctx
+  int64_t window = 0;  // > 0: token t sees keys pos[t] - window + 1 .. pos[t] only (sliding window)
 };
 void attention(const AttentionShape& s, const float* q, const void* k_cache, const void* v_cache,
                const int32_t* kv_of_q, const int32_t* pos, float* out);

@@ -1,5 +1,5 @@
 // Causal attention of one layer over a KV cache, for a range of q heads. Per token t and q head h:
-//   s_j = scale * q[t,h] . k[j, kv_of_q[h]]   for j in 0..pos[t]
+//   s_j = scale * q[t,h] . k[j, kv_of_q[h]]   for j in 0..pos[t] (a sliding window: its last `window`)
 //   out[t,h] = sum_j softmax(s)_j v[j, kv_of_q[h]]
 // The softmax subtracts the row max first, so no score overflows exp() whatever its size.
 #define WEFT_SIMD_TARGET  // the scalar lanes below (F32x1) need no target attribute
@@ -97,23 +97,30 @@ void attention(const AttentionShape& s, const float* q, const void* k_cache, con
   thread_local std::vector<const float*> qs;
   thread_local std::vector<float*> outs;
   thread_local std::vector<int32_t> n_valid;
-  for (int64_t kv = 0; kv < s.n_kv_heads; ++kv) {
-    qs.clear(), outs.clear(), n_valid.clear();
-    for (int64_t t = 0; t < s.n_tokens; ++t)
-      for (int64_t h = h_begin; h < h_end; ++h) {
-        if (kv_of_q[h] != kv) continue;
-        qs.push_back(q + (t * s.n_q_heads + h) * hd);
-        outs.push_back(out + (t * s.n_q_heads + h) * hd);
-        n_valid.push_back(pos[t] + 1);
-      }
-    if (qs.empty()) continue;
-    b.k = static_cast<const uint8_t*>(k_cache) + kv * s.n_ctx * hd * k_size;
-    b.v = static_cast<const uint8_t*>(v_cache) + kv * s.n_ctx * hd * v_size;
-    b.q = qs.data();
-    b.out = outs.data();
-    b.n_valid = n_valid.data();
-    b.n_rows = static_cast<int64_t>(qs.size());
-    run(b);
+  // Tokens whose keys start at the same position go together (all of them without a window):
+  // their rows read the cache from that key on.
+  auto first_key = [&](int64_t t) { return s.window > 0 ? std::max<int64_t>(0, pos[t] - s.window + 1) : 0; };
+  for (int64_t t0 = 0, t1 = 0; t0 < s.n_tokens; t0 = t1) {
+    const int64_t first = first_key(t0);
+    for (t1 = t0 + 1; t1 < s.n_tokens && first_key(t1) == first;) ++t1;
+    for (int64_t kv = 0; kv < s.n_kv_heads; ++kv) {
+      qs.clear(), outs.clear(), n_valid.clear();
+      for (int64_t t = t0; t < t1; ++t)
+        for (int64_t h = h_begin; h < h_end; ++h) {
+          if (kv_of_q[h] != kv) continue;
+          qs.push_back(q + (t * s.n_q_heads + h) * hd);
+          outs.push_back(out + (t * s.n_q_heads + h) * hd);
+          n_valid.push_back(static_cast<int32_t>(pos[t] + 1 - first));
+        }
+      if (qs.empty()) continue;
+      b.k = static_cast<const uint8_t*>(k_cache) + (kv * s.n_ctx + first) * hd * k_size;
+      b.v = static_cast<const uint8_t*>(v_cache) + (kv * s.n_ctx + first) * hd * v_size;
+      b.q = qs.data();
+      b.out = outs.data();
+      b.n_valid = n_valid.data();
+      b.n_rows = static_cast<int64_t>(qs.size());
+      run(b);
+    }
   }
 }
 
@@ -123,7 +130,8 @@ void attention_ref(const AttentionShape& s, const float* q, const void* k_cache,
   const int64_t hd = s.head_dim;
   std::vector<float> p;
   for (int64_t t = 0; t < s.n_tokens; ++t) {
-    const int64_t n_valid = int64_t{pos[t]} + 1;
+    const int64_t first = s.window > 0 ? std::max<int64_t>(0, pos[t] - s.window + 1) : 0;
+    const int64_t n_valid = int64_t{pos[t]} + 1 - first;
     p.assign(n_valid, 0.f);
     for (int64_t h = h_begin; h < h_end; ++h) {
       const int64_t kv = kv_of_q[h];
@@ -131,7 +139,8 @@ void attention_ref(const AttentionShape& s, const float* q, const void* k_cache,
       float m = -INFINITY;
       for (int64_t j = 0; j < n_valid; ++j) {
         float dot = 0.f;
-        for (int64_t d = 0; d < hd; ++d) dot += qh[d] * cache_at(k_cache, s.k_type, (kv * s.n_ctx + j) * hd + d);
+        for (int64_t d = 0; d < hd; ++d)
+          dot += qh[d] * cache_at(k_cache, s.k_type, (kv * s.n_ctx + first + j) * hd + d);
         p[j] = dot * s.scale;
         m = std::max(m, p[j]);
       }
@@ -143,7 +152,8 @@ void attention_ref(const AttentionShape& s, const float* q, const void* k_cache,
       float* oh = out + (t * s.n_q_heads + h) * hd;
       for (int64_t d = 0; d < hd; ++d) {
         float acc = 0.f;
-        for (int64_t j = 0; j < n_valid; ++j) acc += p[j] * cache_at(v_cache, s.v_type, (kv * s.n_ctx + j) * hd + d);
+        for (int64_t j = 0; j < n_valid; ++j)
+          acc += p[j] * cache_at(v_cache, s.v_type, (kv * s.n_ctx + first + j) * hd + d);
         oh[d] = acc / sum;
       }
     }

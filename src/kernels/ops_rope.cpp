@@ -75,8 +75,8 @@ void rope_cos_sin(const RopeParams& p, int32_t pos, float* cs) {
   const double pos_scaled = static_cast<double>(pos) * p.freq_scale;
   for (int64_t i = 0; i < half; ++i) {
     const double theta = pos_scaled * inv_freq(p, i);
-    cs[i] = static_cast<float>(std::cos(theta));
-    cs[half + i] = static_cast<float>(std::sin(theta));
+    cs[i] = static_cast<float>(std::cos(theta) * p.attn_factor);
+    cs[half + i] = static_cast<float>(std::sin(theta) * p.attn_factor);
   }
 }
 

@@ -24,12 +24,28 @@ graph::Graph build_llama_graph(const ModelConfig& c) {
       return g.add({op, std::move(in), axis, width, weight.empty() ? "" : blk + weight, bias.empty() ? "" : blk + bias,
                     l, std::move(label)});
     };
+    // One segment [row0, row0 + width) of a fused tensor of `rows` rows, as its own matmul.
+    auto segment = [&](int in, Axis axis, int64_t width, const std::string& weight, std::string label, int64_t row0,
+                       int64_t rows) {
+      Node n{OpKind::MatMul, {in}, axis, width, blk + weight, "", l, std::move(label)};
+      n.row0 = row0;
+      n.fused_rows = rows;
+      return g.add(std::move(n));
+    };
     // Attention: h = norm(x); q, k, v projections (column-parallel); RoPE; attend; project back.
     int h = node(OpKind::RmsNorm, {x}, Axis::Embd, d.n_embd, "attn_norm.weight", "attn_norm");
     const bool b = c.traits.qkv_bias;
-    int q = node(OpKind::MatMul, {h}, Axis::QHeads, q_width, "attn_q.weight", "attn_q", b ? "attn_q.bias" : "");
-    int k = node(OpKind::MatMul, {h}, Axis::KvHeads, kv_width, "attn_k.weight", "attn_k", b ? "attn_k.bias" : "");
-    int v = node(OpKind::MatMul, {h}, Axis::KvHeads, kv_width, "attn_v.weight", "attn_v", b ? "attn_v.bias" : "");
+    int q, k, v;
+    if (c.fused_qkv) {  // Phi-3: [q; k; v] rows of attn_qkv, each cut by heads like its own tensor
+      const int64_t rows = q_width + 2 * kv_width;
+      q = segment(h, Axis::QHeads, q_width, "attn_qkv.weight", "attn_q", 0, rows);
+      k = segment(h, Axis::KvHeads, kv_width, "attn_qkv.weight", "attn_k", q_width, rows);
+      v = segment(h, Axis::KvHeads, kv_width, "attn_qkv.weight", "attn_v", q_width + kv_width, rows);
+    } else {
+      q = node(OpKind::MatMul, {h}, Axis::QHeads, q_width, "attn_q.weight", "attn_q", b ? "attn_q.bias" : "");
+      k = node(OpKind::MatMul, {h}, Axis::KvHeads, kv_width, "attn_k.weight", "attn_k", b ? "attn_k.bias" : "");
+      v = node(OpKind::MatMul, {h}, Axis::KvHeads, kv_width, "attn_v.weight", "attn_v", b ? "attn_v.bias" : "");
+    }
     if (c.traits.qk_norm) {
       q = node(OpKind::HeadNorm, {q}, Axis::QHeads, q_width, "attn_q_norm.weight", "attn_q_norm");
       k = node(OpKind::HeadNorm, {k}, Axis::KvHeads, kv_width, "attn_k_norm.weight", "attn_k_norm");
@@ -38,14 +54,24 @@ graph::Graph build_llama_graph(const ModelConfig& c) {
     k = node(OpKind::Rope, {k}, Axis::KvHeads, kv_width, "", "rope_k");
     int a = node(OpKind::Attention, {q, k, v}, Axis::QHeads, q_width, "", "attention");
     int o = node(OpKind::MatMul, {a}, Axis::Embd, d.n_embd, "attn_output.weight", "attn_output");
+    if (c.traits.gemma)
+      o = node(OpKind::RmsNorm, {o}, Axis::Embd, d.n_embd, "post_attention_norm.weight", "attn_post_norm");
     x = node(OpKind::Add, {x, o}, Axis::Embd, d.n_embd, "", "attn_residual");
-    // MLP: SwiGLU, gate/up column-parallel, down row-parallel.
+    // MLP: SwiGLU (Gemma: GELU-gated), gate/up column-parallel, down row-parallel.
     h = node(OpKind::RmsNorm, {x}, Axis::Embd, d.n_embd, "ffn_norm.weight", "ffn_norm");
     int ffn = -1;
     if (d.n_expert == 0) {
-      int gate = node(OpKind::MatMul, {h}, Axis::Ffn, d.n_ff, "ffn_gate.weight", "ffn_gate");
-      int up = node(OpKind::MatMul, {h}, Axis::Ffn, d.n_ff, "ffn_up.weight", "ffn_up");
-      int act = node(OpKind::SwiGlu, {gate, up}, Axis::Ffn, d.n_ff, "", "ffn_swiglu");
+      int gate, up;
+      if (c.traits.phi3) {  // ffn_up holds [gate; up]
+        gate = segment(h, Axis::Ffn, d.n_ff, "ffn_up.weight", "ffn_gate", 0, 2 * d.n_ff);
+        up = segment(h, Axis::Ffn, d.n_ff, "ffn_up.weight", "ffn_up", d.n_ff, 2 * d.n_ff);
+      } else {
+        gate = node(OpKind::MatMul, {h}, Axis::Ffn, d.n_ff, "ffn_gate.weight", "ffn_gate");
+        up = node(OpKind::MatMul, {h}, Axis::Ffn, d.n_ff, "ffn_up.weight", "ffn_up");
+      }
+      const bool gelu = c.traits.gemma;
+      int act = node(gelu ? OpKind::GeGlu : OpKind::SwiGlu, {gate, up}, Axis::Ffn, d.n_ff, "",
+                     gelu ? "ffn_geglu" : "ffn_swiglu");
       ffn = node(OpKind::MatMul, {act}, Axis::Embd, d.n_embd, "ffn_down.weight", "ffn_down");
     } else {
       // Mixture of experts (llama.cpp's build_moe_ffn): the router picks k experts per token, each
@@ -68,11 +94,14 @@ graph::Graph build_llama_graph(const ModelConfig& c) {
         ffn = node(OpKind::Add, {ffn, so}, Axis::Embd, d.n_embd, "", "ffn_moe_out");
       }
     }
+    if (c.traits.gemma)
+      ffn = node(OpKind::RmsNorm, {ffn}, Axis::Embd, d.n_embd, "post_ffw_norm.weight", "ffn_post_norm");
     x = node(OpKind::Add, {x, ffn}, Axis::Embd, d.n_embd, "", "ffn_residual");
   }
   x = g.add({OpKind::RmsNorm, {x}, Axis::Embd, d.n_embd, "output_norm.weight", "", -1, "output_norm"});
   const std::string out_w = c.tied_output ? "token_embd.weight" : "output.weight";
-  g.output = g.add({OpKind::MatMul, {x}, Axis::Vocab, d.n_vocab, out_w, "", -1, "output"});
+  g.output =
+      g.add({OpKind::MatMul, {x}, Axis::Vocab, d.n_vocab, out_w, c.output_bias ? "output.bias" : "", -1, "output"});
   return g;
 }
 

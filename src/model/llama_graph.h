@@ -1,5 +1,5 @@
-// The decoder graph of the llama family (llama, qwen2, qwen3, and the mixtures of experts qwen2moe,
-// qwen3moe and Mixtral): one token step.
+// The decoder graph of the llama family (llama, qwen2, qwen3, the mixtures of experts qwen2moe,
+// qwen3moe and Mixtral) and its near relatives Gemma 3 and Phi-3: one token step.
 #pragma once
 
 #include "graph/graph.h"

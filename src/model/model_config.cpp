@@ -16,7 +16,10 @@ ArchTraits traits_of(const std::string& arch) {
   if (arch == "qwen3") return {.qk_norm = true, .rope_neox = true};
   if (arch == "qwen2moe") return {.qkv_bias = true, .rope_neox = true, .moe = true, .shared_expert = true};
   if (arch == "qwen3moe") return {.qk_norm = true, .rope_neox = true, .moe = true, .expert_weights_norm = true};
-  fail("model", "architecture '{}' is not supported (supported: llama, qwen2, qwen3, qwen2moe, qwen3moe)", arch);
+  if (arch == "gemma3") return {.qk_norm = true, .rope_neox = true, .gemma = true};
+  if (arch == "phi3") return {.rope_neox = true, .phi3 = true};
+  fail("model", "architecture '{}' is not supported (supported: llama, qwen2, qwen3, qwen2moe, qwen3moe, gemma3, phi3)",
+       arch);
 }
 
 int64_t positive(const gguf::File& f, const std::string& key, int64_t v, int64_t max) {
@@ -79,7 +82,74 @@ void read_experts(const gguf::File& f, const std::string& p, ModelConfig& c) {
   }
 }
 
+// A per-model f32 vector tensor of n values, or empty when the file has none.
+std::vector<float> f32_vector(const gguf::File& f, const std::string& name, int64_t n) {
+  const gguf::TensorInfo* t = f.find_tensor(name);
+  if (!t) return {};
+  if (t->type != DType::F32 || t->n_elements() != n) fail("model", "{} must be f32[{}]", name, n);
+  std::vector<float> v(n);
+  std::memcpy(v.data(), t->data, t->n_bytes);
+  return v;
+}
+
+// Gemma 3's sliding-window layers (llama.cpp's set_swa_pattern: of every `pattern` layers the
+// last is global), their RoPE base (rope.freq_base_swa, 10000 by default) and unscaled positions;
+// the embedding scale, and the attention scale of the 27B (62 layers: 1/sqrt(n_embd / n_head)).
+void read_gemma(const gguf::File& f, const std::string& p, ModelConfig& c) {
+  auto& d = c.dims;
+  d.embd_scale = std::sqrt(static_cast<float>(d.n_embd));
+  if (d.n_layer == 62) d.attn_scale = 1.f / std::sqrt(static_cast<float>(d.n_embd / d.n_head));
+  d.logit_softcap = static_cast<float>(f.get_float_opt(p + "final_logit_softcapping").value_or(0.0));
+  if (!(d.logit_softcap >= 0 && d.logit_softcap < 1e6))
+    fail("model", "final_logit_softcapping {} is out of range", d.logit_softcap);
+  d.n_swa = f.get_int_opt(p + "attention.sliding_window").value_or(0);
+  if (d.n_swa < 0 || d.n_swa > (int64_t{1} << 30))
+    fail("model", "{}attention.sliding_window {} is out of range", p, d.n_swa);
+  if (d.n_swa == 0) return;
+  const int64_t pattern = f.get_int_opt(p + "attention.sliding_window_pattern").value_or(6);
+  if (pattern < 0 || pattern > d.n_layer + 1)
+    fail("model", "{}attention.sliding_window_pattern {} is out of range (0..{})", p, pattern, d.n_layer + 1);
+  d.swa_layers.resize(d.n_layer);
+  for (int64_t l = 0; l < d.n_layer; ++l) d.swa_layers[l] = pattern == 0 || l % pattern < pattern - 1;
+  d.rope_swa = d.rope;
+  d.rope_swa.freq_base = static_cast<float>(f.get_float_opt(p + "rope.freq_base_swa").value_or(10000.0));
+  d.rope_swa.freq_scale = 1.f;
+  if (!(d.rope_swa.freq_base > 1)) fail("model", "{}rope.freq_base_swa {} is out of range", p, d.rope_swa.freq_base);
+}
+
+// Phi-3: the fused tensors' widths, the optional output bias, LongRoPE's factors (short ones
+// by default; for_context swaps in the long ones) and its attention factor.
+void read_phi3(const gguf::File& f, const std::string& p, ModelConfig& c) {
+  const auto& d = c.dims;
+  const int64_t q_w = d.n_head * d.head_dim, kv_w = d.n_head_kv * d.head_dim;
+  c.fused_qkv = f.find_tensor("blk.0.attn_qkv.weight") != nullptr;
+  for (int64_t l = 0; l < d.n_layer; ++l) {
+    const std::string b = fmt::format("blk.{}.", l);
+    if (c.fused_qkv) expect_shape(f, b + "attn_qkv.weight", {d.n_embd, q_w + 2 * kv_w}, "fused q/k/v");
+    expect_shape(f, b + "ffn_up.weight", {d.n_embd, 2 * d.n_ff}, "fused gate/up");
+  }
+  if (f.find_tensor("output.bias")) {
+    expect_shape(f, "output.bias", {d.n_vocab}, "output bias");
+    c.output_bias = true;
+  }
+  auto& r = c.dims.rope;
+  c.rope_original_ctx = f.get_int_opt(p + "rope.scaling.original_context_length").value_or(c.n_ctx_train);
+  c.rope_factors_long = f32_vector(f, "rope_factors_long.weight", r.n_rot / 2);
+  if (auto s = f32_vector(f, "rope_factors_short.weight", r.n_rot / 2); !s.empty()) r.freq_factors = std::move(s);
+  for (const auto* v : {&c.rope_factors_long, &r.freq_factors})
+    for (float x : *v)
+      if (!(x > 0 && std::isfinite(x))) fail("model", "rope factor {} is not a positive number", x);
+  r.attn_factor = static_cast<float>(f.get_float_opt(p + "rope.scaling.attn_factor").value_or(1.0));
+  if (!(r.attn_factor > 0 && r.attn_factor < 100))
+    fail("model", "rope.scaling.attn_factor {} is out of range", r.attn_factor);
+}
+
 }  // namespace
+
+ModelConfig for_context(ModelConfig c, int64_t n_ctx_seq) {
+  if (!c.rope_factors_long.empty() && n_ctx_seq > c.rope_original_ctx) c.dims.rope.freq_factors = c.rope_factors_long;
+  return c;
+}
 
 ModelConfig read_config(const gguf::File& f) {
   ModelConfig c;
@@ -128,7 +198,8 @@ ModelConfig read_config(const gguf::File& f) {
     r.llama3_high_freq_factor = static_cast<float>(f.get_float_opt(p + "rope.scaling.high_freq_factor").value_or(4.0));
     r.llama3_original_ctx =
         static_cast<float>(f.get_int_opt(p + "rope.scaling.original_context_length").value_or(8192));
-  } else if (scaling != "none" && scaling != "linear" && scaling != "llama3") {
+  } else if (scaling != "none" && scaling != "linear" && scaling != "llama3" &&
+             !(scaling == "longrope" && c.traits.phi3)) {  // LongRoPE: factors read by read_phi3
     fail("model", "rope scaling '{}' is not supported", scaling);
   }
   if (const auto* ff = f.find_tensor("rope_freqs.weight")) {
@@ -137,6 +208,8 @@ ModelConfig read_config(const gguf::File& f) {
     r.freq_factors.resize(r.n_rot / 2);  // llama 3.1 scaling, precomputed by the converter
     std::memcpy(r.freq_factors.data(), ff->data, ff->n_bytes);
   }
+  if (c.traits.gemma) read_gemma(f, p, c);
+  if (c.traits.phi3) read_phi3(f, p, c);
   read_experts(f, p, c);
   return c;
 }

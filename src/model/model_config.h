@@ -18,6 +18,12 @@ struct ArchTraits {
   bool moe = false;                  // qwen2moe/qwen3moe: every layer's FFN is experts (llama: if expert_count > 0)
   bool shared_expert = false;        // qwen2moe: plus a dense expert gated by sigmoid(ffn_gate_inp_shexp x)
   bool expert_weights_norm = false;  // qwen3moe, Mixtral: the top-k weights renormalised (qwen2moe: not)
+  // Gemma 3: token embeddings scaled by sqrt(n_embd), norms after attention and after the FFN
+  // too, a GELU-gated FFN, sliding-window layers (every sliding_window_pattern-th layer global).
+  bool gemma = false;
+  // Phi-3: q, k, v in one attn_qkv tensor (when the file fuses them) and gate + up in one ffn_up
+  // [gate; up] of 2 * n_ff rows; LongRoPE frequency factors (rope_factors_long / _short).
+  bool phi3 = false;
 };
 
 struct ModelConfig {
@@ -26,7 +32,17 @@ struct ModelConfig {
   graph::Dims dims;
   int64_t n_ctx_train = 0;
   bool tied_output = false;  // no output.weight: logits use token_embd.weight
+  bool fused_qkv = false;    // attn_qkv.weight holds q, k and v (Phi-3)
+  bool output_bias = false;  // output.bias (Phi-3)
+  // LongRoPE (Phi-3): the long factors replace the short ones when a sequence's context exceeds
+  // rope_original_ctx (llama.cpp: n_ctx_seq > n_ctx_orig_yarn); see for_context().
+  std::vector<float> rope_factors_long;
+  int64_t rope_original_ctx = 0;
 };
+
+// The configuration for sequences of n_ctx_seq positions: LongRoPE's long factors where that is
+// past the original context, as llama.cpp picks them.
+ModelConfig for_context(ModelConfig c, int64_t n_ctx_seq);
 
 // Reads and validates the hyper-parameters; throws weft::Error("model", ...) naming the bad key.
 ModelConfig read_config(const gguf::File& f);

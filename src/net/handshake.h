@@ -31,9 +31,10 @@ inline constexpr uint32_t kHelloMagic = 0x54464557;  // "WEFT" little-endian
 // 9.2: between a 9.2 coordinator and a 9.2 worker, the worker's first session frame is DeviceInfo:
 //      the device it serves (name, memory, the weight types each op runs). Either side older: no
 //      such frame, and the coordinator assumes a CPU device of unknown memory, as before.
-inline constexpr uint16_t kProtocolMajor = 9;
-inline constexpr uint16_t kProtocolMinor = 2;
-inline constexpr uint16_t kDeviceInfoMinor = 2;
+// 10: the graph's dims carry Gemma's scales, sliding windows and their RoPE, the rope's attention
+//     factor (LongRoPE), and ops gained GeGlu. Every session opens with 9.2's DeviceInfo.
+inline constexpr uint16_t kProtocolMajor = 10;
+inline constexpr uint16_t kProtocolMinor = 0;
 inline constexpr size_t kNonceBytes = 32;
 inline constexpr size_t kMinKeyBytes = 16;
 inline constexpr int kHandshakeTimeoutMs = 10000;
@@ -41,9 +42,6 @@ inline constexpr int kHandshakeTimeoutMs = 10000;
 struct Version {
   uint16_t major = kProtocolMajor, minor = kProtocolMinor;
 };
-// Whether a session between this build and a peer of version `peer` (same major: the handshake
-// checked) opens with the worker's DeviceInfo frame: both sides must know it.
-inline bool opens_with_device_info(Version peer) { return peer.minor >= kDeviceInfoMinor; }
 
 // The key file's bytes, trailing whitespace removed; at least kMinKeyBytes. Like ssh, refuses a
 // file that group or others may read.

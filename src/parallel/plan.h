@@ -73,10 +73,11 @@ enum class LocalOp : uint8_t {
   MoeRoute,
   ExpertMatMul,
   ExpertMatMulSum,
-  SigmoidScale,  // graph::OpKind
-  Input,         // layer split: the residual stream handed over by the previous device
-  AllReduce,     // sum of the Partial value over the group, in place
-  AllGather,     // Split value -> Replicated
+  SigmoidScale,
+  GeGlu,      // graph::OpKind
+  Input,      // layer split: the residual stream handed over by the previous device
+  AllReduce,  // sum of the Partial value over the group, in place
+  AllGather,  // Split value -> Replicated
   Count
 };
 std::string_view local_op_name(LocalOp op);
@@ -97,6 +98,7 @@ constexpr LocalOp local_op(graph::OpKind op) {
     case graph::OpKind::ExpertMatMul: return LocalOp::ExpertMatMul;
     case graph::OpKind::ExpertMatMulSum: return LocalOp::ExpertMatMulSum;
     case graph::OpKind::SigmoidScale: return LocalOp::SigmoidScale;
+    case graph::OpKind::GeGlu: return LocalOp::GeGlu;
     case graph::OpKind::Count: break;
   }
   return LocalOp::Count;

@@ -52,12 +52,22 @@ bool is_expert_op(LocalOp op) { return op == LocalOp::ExpertMatMul || op == Loca
 // routes (every device needs all of them to pick the top k) and the shared expert's gate logit.
 bool kept_whole(Axis a) { return a == Axis::Router || a == Axis::Routes || a == Axis::SharedGate; }
 
-// Makes ln compute graph node n whole, as on a lone device: full width, the whole weight and bias,
-// every head (Rope and HeadNorm see q or k alone, so their heads are that input's).
+// The rows [r.begin, r.end) of node n's output, in its weight (and bias): a segment of a fused
+// tensor starts at its row0.
+WeightSlice rows_of(const Node& n, const std::string& tensor, Range r) {
+  return {tensor, Kind::Rows, {n.row0 + r.begin, n.row0 + r.end}};
+}
+
+// Makes ln compute graph node n whole, as on a lone device: full width, the whole weight and bias
+// (of a fused tensor, its segment), every head (Rope and HeadNorm see q or k alone, so their heads
+// are that input's).
+
 void compute_whole(LocalNode& ln, const Node& n, const graph::Dims& d) {
   ln.width = n.width;
-  if (!n.weight.empty()) ln.weight = {n.weight, Kind::Whole, {}};
-  if (!n.bias.empty()) ln.bias = {n.bias, Kind::Whole, {}};
+  const bool segment = n.fused_rows > 0;
+  if (!n.weight.empty())
+    ln.weight = segment ? rows_of(n, n.weight, {0, n.width}) : WeightSlice{n.weight, Kind::Whole, {}};
+  if (!n.bias.empty()) ln.bias = segment ? rows_of(n, n.bias, {0, n.width}) : WeightSlice{n.bias, Kind::Whole, {}};
   ln.q_heads = {0, d.n_head};
   ln.kv_heads = {0, d.n_head_kv};
   if (n.op == OpKind::Rope || n.op == OpKind::HeadNorm) ln.q_heads = ln.kv_heads = {0, n.width / d.head_dim};
@@ -258,13 +268,13 @@ class TensorPlanner {
         if (cur_[in] == State::Replicated && part(n.axis)) {  // column-parallel
           emit(i, LocalOp::MatMul, n.inputs, [&](int d, LocalNode& ln) {
             ln.width = range(n.axis, d).size();
-            ln.weight = {n.weight, Kind::Rows, range(n.axis, d)};
-            if (!n.bias.empty()) ln.bias = {n.bias, Kind::Rows, range(n.axis, d)};
+            ln.weight = rows_of(n, n.weight, range(n.axis, d));
+            if (!n.bias.empty()) ln.bias = rows_of(n, n.bias, range(n.axis, d));
           });
           cur_[i] = State::Split;
           return;
         }
-        if (cur_[in] == State::Split && in_axis(0) != Axis::KvHeads) {  // row-parallel
+        if (cur_[in] == State::Split && in_axis(0) != Axis::KvHeads && n.fused_rows == 0) {  // row-parallel
           emit(i, LocalOp::MatMul, n.inputs, [&](int d, LocalNode& ln) {
             ln.width = n.width;
             ln.weight = {n.weight, Kind::Cols, range(in_axis(0), d)};
@@ -318,6 +328,7 @@ class TensorPlanner {
         cur_[i] = State::Partial;
         return;
       case OpKind::SwiGlu:
+      case OpKind::GeGlu:
       case OpKind::Add: {
         // Two partial sums add up to a partial sum (the experts and the shared expert): one
         // all-reduce completes both.
@@ -376,6 +387,12 @@ void check_weights(const Graph& g, const WeightTable& w) {
     int64_t in = g.nodes[n.inputs[0]].width, out = n.width, mats = 1;
     if (n.op == OpKind::ExpertMatMul) out = d.n_ff_exp, mats = d.n_expert;
     if (n.op == OpKind::ExpertMatMulSum) in = d.n_ff_exp, mats = d.n_expert;
+    if (n.fused_rows > 0) {  // one segment of a fused tensor
+      if (wi.cols != in || wi.rows != n.fused_rows || wi.mats != 1 || n.row0 < 0 || n.row0 + out > n.fused_rows)
+        fail("plan", "fused tensor '{}' is {}x{}x{}, the graph needs {}x{} (rows {}..{} for {})", n.weight, wi.cols,
+             wi.rows, wi.mats, in, n.fused_rows, n.row0, n.row0 + out, n.label);
+      continue;
+    }
     if (wi.cols != in || wi.rows != out || wi.mats != mats)
       fail("plan", "tensor '{}' is {}x{}x{}, the graph needs {}x{}x{}", n.weight, wi.cols, wi.rows, wi.mats, in, out,
            mats);

@@ -16,7 +16,6 @@ using parallel::SplitMode;
 
 Engine::Engine(const gguf::File& file, EngineOptions opt) : file_(file), opt_(std::move(opt)) {
   config_ = model::read_config(file_);
-  graph_ = model::build_llama_graph(config_);
   if (opt_.devices.empty()) opt_.devices.push_back({device::DeviceSpec::Kind::Cpu, hardware_cores(), -1, ""});
   const size_t n = opt_.devices.size();
   if (opt_.mode == SplitMode::None && n > 1) opt_.devices.resize(1);
@@ -29,6 +28,8 @@ Engine::Engine(const gguf::File& file, EngineOptions opt) : file_(file), opt_(st
     std::fprintf(stderr,
                  "[engine] warning: n_ctx_per_seq (%d) > n_ctx_train (%lld) -- possible training context overflow\n",
                  opt_.n_ctx, static_cast<long long>(config_.n_ctx_train));
+  config_ = model::for_context(std::move(config_), opt_.n_ctx);  // LongRoPE: a slot's context picks the factors
+  graph_ = model::build_llama_graph(config_);
   if (opt_.n_batch <= 0) fail("cli", "--batch-size must be positive");
   if (opt_.n_seq <= 0 || opt_.n_seq > 1024) fail("cli", "--parallel {} outside 1..1024", opt_.n_seq);
   n_past_.assign(opt_.n_seq, 0);

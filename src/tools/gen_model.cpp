@@ -51,7 +51,7 @@ float normalish(uint64_t& state) {
 
 // ---- tensor set ----
 
-enum class Init { Matrix, Norm, Bias };
+enum class Init { Matrix, Norm, Bias, RopeShort, RopeLong };
 
 struct TensorSpec {
   std::string name;
@@ -77,6 +77,15 @@ void gen_row(uint64_t tensor_seed, int64_t row, Init init, float* out, int64_t n
       return;
     case Init::Bias:
       for (int64_t i = 0; i < n; ++i) out[i] = 0.1f * normalish(state);
+      return;
+    case Init::RopeShort:  // LongRoPE's divisors: near 1 within the original context
+      for (int64_t i = 0; i < n; ++i) out[i] = 1.0f + 0.05f * std::abs(normalish(state));
+      return;
+    case Init::RopeLong:  // beyond it, growing towards the low frequencies as Phi-3.5's do
+      for (int64_t i = 0; i < n; ++i) {
+        const float u = n > 1 ? static_cast<float>(i) / static_cast<float>(n - 1) : 0.f;
+        out[i] = 1.0f + 30.0f * u * u;
+      }
       return;
   }
 }
@@ -114,6 +123,8 @@ struct ArchInfo {
   float rms_eps;
   enum class Ffn { Dense, Experts, Either } ffn = Ffn::Dense;  // what the architecture's FFN may be
   bool shared_expert = false;
+  bool gemma = false;  // post-attention / post-FFN norms, sliding-window layers (their keys)
+  bool phi3 = false;   // fused attn_qkv and [gate; up] ffn_up, LongRoPE factors
 };
 
 ArchInfo arch_info(std::string_view arch) {
@@ -125,7 +136,9 @@ ArchInfo arch_info(std::string_view arch) {
   if (arch == "qwen3") return {false, true, 1000000.0f, 1e-6f};
   if (arch == "qwen2moe") return {true, false, 1000000.0f, 1e-6f, Ffn::Experts, true};
   if (arch == "qwen3moe") return {false, true, 1000000.0f, 1e-6f, Ffn::Experts};
-  fail("gen-model", "unknown arch '{}' (llama, qwen2, qwen3, qwen2moe, qwen3moe)", arch);
+  if (arch == "gemma3") return {false, true, 1000000.0f, 1e-6f, Ffn::Dense, false, true};      // Gemma 3 1B..27B
+  if (arch == "phi3") return {false, false, 10000.0f, 1e-5f, Ffn::Dense, false, false, true};  // Phi-3.5 / Phi-4 mini
+  fail("gen-model", "unknown arch '{}' (llama, qwen2, qwen3, qwen2moe, qwen3moe, gemma3, phi3)", arch);
 }
 
 // The feed-forward tensors of layer l: a dense SwiGLU, or (an MoE preset) the router and the
@@ -133,8 +146,12 @@ ArchInfo arch_info(std::string_view arch) {
 template <typename Matrix, typename Stack, typename Vec>
 void ffn_specs(const ArchInfo& a, const GenModelShape& s, int l, Matrix matrix, Stack stack, Vec vec) {
   if (s.n_expert == 0) {
-    matrix("ffn_gate.weight", l, s.n_embd, s.n_ff);  // (embd -> ff)
-    matrix("ffn_up.weight", l, s.n_embd, s.n_ff);
+    if (a.phi3) {
+      matrix("ffn_up.weight", l, s.n_embd, 2 * s.n_ff);  // [gate; up]
+    } else {
+      matrix("ffn_gate.weight", l, s.n_embd, s.n_ff);  // (embd -> ff)
+      matrix("ffn_up.weight", l, s.n_embd, s.n_ff);
+    }
     matrix("ffn_down.weight", l, s.n_ff, s.n_embd);  // (ff -> embd)
     return;
   }
@@ -173,9 +190,13 @@ std::vector<TensorSpec> tensor_specs(const GenModelOptions& o, const GenModelSha
   matrix("token_embd.weight", -1, s.n_embd, s.n_vocab);  // (vocab, embd)
   for (int l = 0; l < n_layer; ++l) {
     vec("attn_norm.weight", l, s.n_embd, Init::Norm);
-    matrix("attn_q.weight", l, s.n_embd, s.n_embd);   // (embd -> heads*head_dim)
-    matrix("attn_k.weight", l, s.n_embd, n_embd_kv);  // (embd -> kv_heads*head_dim)
-    matrix("attn_v.weight", l, s.n_embd, n_embd_kv);
+    if (a.phi3) {
+      matrix("attn_qkv.weight", l, s.n_embd, s.n_embd + 2 * n_embd_kv);  // [q; k; v]
+    } else {
+      matrix("attn_q.weight", l, s.n_embd, s.n_embd);   // (embd -> heads*head_dim)
+      matrix("attn_k.weight", l, s.n_embd, n_embd_kv);  // (embd -> kv_heads*head_dim)
+      matrix("attn_v.weight", l, s.n_embd, n_embd_kv);
+    }
     if (a.qkv_bias) {
       vec("attn_q.bias", l, s.n_embd, Init::Bias);
       vec("attn_k.bias", l, n_embd_kv, Init::Bias);
@@ -186,12 +207,25 @@ std::vector<TensorSpec> tensor_specs(const GenModelOptions& o, const GenModelSha
       vec("attn_k_norm.weight", l, head_dim, Init::Norm);
     }
     matrix("attn_output.weight", l, s.n_embd, s.n_embd);
+    if (a.gemma) vec("post_attention_norm.weight", l, s.n_embd, Init::Norm);
     vec("ffn_norm.weight", l, s.n_embd, Init::Norm);
     ffn_specs(a, s, l, matrix, stack, f32);
+    if (a.gemma) vec("post_ffw_norm.weight", l, s.n_embd, Init::Norm);
+  }
+  if (a.phi3) {  // LongRoPE: per-pair frequency divisors, near 1 for the short context, larger for the long
+    vec("rope_factors_short.weight", -1, head_dim / 2, Init::RopeShort);
+    vec("rope_factors_long.weight", -1, head_dim / 2, Init::RopeLong);
   }
   vec("output_norm.weight", -1, s.n_embd, Init::Norm);
   if (!o.tied) matrix("output.weight", -1, s.n_embd, s.n_vocab);
   return out;
+}
+
+// Gemma's window: as asked, else 512 (Gemma 3's) where the context is at least 4096, else an
+// eighth of the context, so that a tiny model's prompts reach past it.
+int64_t gen_sliding_window(const GenModelOptions& o, const GenModelShape& s) {
+  if (o.sliding_window > 0) return o.sliding_window;
+  return s.n_ctx >= 4096 ? 512 : std::max<int64_t>(1, s.n_ctx / 8);
 }
 
 void add_metadata(gguf::Writer& w, const GenModelOptions& o, const GenModelShape& s) {
@@ -223,10 +257,28 @@ void add_metadata(gguf::Writer& w, const GenModelOptions& o, const GenModelShape
   }
   w.set_u32(p + ".rope.dimension_count", head_dim);
   w.set_f32(p + ".rope.freq_base", a.rope_freq_base);
+  if (a.gemma) {
+    w.set_u32(p + ".attention.sliding_window", u32(gen_sliding_window(o, s)));
+    // Released Gemma 3 files leave it to llama.cpp's default (6); a model of fewer layers has
+    // every other layer global, so both kinds are in it.
+    if (s.n_layer < 6) w.set_u32(p + ".attention.sliding_window_pattern", 2);
+  }
+  if (a.phi3) {  // Phi-3.5-mini's LongRoPE: the factors switch beyond the original context
+    w.set_string(p + ".rope.scaling.type", "longrope");
+    w.set_u32(p + ".rope.scaling.original_context_length", u32(std::max<int64_t>(1, s.n_ctx / 2)));
+    w.set_f32(p + ".rope.scaling.attn_factor", 1.1902380714238083f);
+  }
   w.set_f32(p + ".attention.layer_norm_rms_epsilon", a.rms_eps);
   w.set_u32(p + ".vocab_size", u32(s.n_vocab));
 
-  GenVocab v = gen_vocab(s.n_vocab, o.control_tokens);
+  // The family's own control tokens, as its tokenizer has them (llama.cpp looks Phi-3's up by text).
+  std::vector<std::string> control = o.control_tokens;
+  std::vector<std::string> family;
+  if (a.phi3) family = {"<|endoftext|>", "<|system|>", "<|user|>", "<|assistant|>", "<|end|>"};
+  if (a.gemma) family = {"<start_of_turn>", "<end_of_turn>"};
+  for (const auto& t : family)
+    if (std::find(control.begin(), control.end(), t) == control.end()) control.push_back(t);
+  GenVocab v = gen_vocab(s.n_vocab, control);
   w.set_string("tokenizer.ggml.model", "llama");
   w.set_string_array("tokenizer.ggml.tokens", v.tokens);
   w.set_f32_array("tokenizer.ggml.scores", v.scores);

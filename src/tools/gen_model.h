@@ -1,5 +1,5 @@
 // `weft gen-model`: writes a deterministic random-weight model as a GGUF file that llama.cpp
-// loads (llama / qwen2 / qwen3 / qwen2moe / qwen3moe keys and tensor names, an SPM "llama" vocab),
+// loads (llama / qwen2 / qwen3 / qwen2moe / qwen3moe / gemma3 / phi3 keys and tensor names, an SPM "llama" vocab),
 // so equality tests and benchmarks never need a download. Same options -> same bytes, whatever
 // the thread count.
 #pragma once
@@ -37,14 +37,15 @@ struct GenModelOptions {
   // llama.cpp mixes q4_k_m / q5_k_m. Norms and biases are always f32.
   std::string type = "q8_0";
   uint64_t seed = 42;
-  // llama, qwen2 (q/k/v biases), qwen3 (q/k head norms); with an MoE preset: llama (Mixtral's
-  // layout), qwen2moe (plus a shared expert), qwen3moe.
+  // llama, qwen2 (q/k/v biases), qwen3 (q/k head norms), gemma3, phi3; with an MoE preset: llama
+  // (Mixtral's layout), qwen2moe (plus a shared expert), qwen3moe.
   std::string arch = "llama";
-  bool tied = false;        // no output.weight: logits reuse token_embd.weight
-  int64_t n_ctx = 0;        // 0: the preset's context length
-  GenModelShape overrides;  // non-zero fields replace the preset's (tests, odd shapes)
-  int n_threads = 0;        // 0: all cores; the output does not depend on it
-  std::string name;         // general.name; empty: "weft-<preset>-<arch>-<type>"
+  bool tied = false;           // no output.weight: logits reuse token_embd.weight
+  int64_t sliding_window = 0;  // gemma3: the window of its local layers; 0: 512, or n_ctx / 8 below 4096
+  int64_t n_ctx = 0;           // 0: the preset's context length
+  GenModelShape overrides;     // non-zero fields replace the preset's (tests, odd shapes)
+  int n_threads = 0;           // 0: all cores; the output does not depend on it
+  std::string name;            // general.name; empty: "weft-<preset>-<arch>-<type>"
   // Chat: written as tokenizer.chat_template when non-empty; control_tokens (the template's
   // special texts, <|im_start|> ...) take the last ids of the vocabulary, as control tokens.
   std::string chat_template;

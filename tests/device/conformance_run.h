@@ -61,6 +61,7 @@ inline const TinyModel& tiny_model(const std::string& preset, const std::string&
   o.arch = arch;
   o.tied = tied;
   o.seed = 7;
+  o.sliding_window = 3;  // gemma3: the scenario's positions reach past it
   o.path = testing::TempDir() + "/weft_conformance_" + key + "_" + std::to_string(::getpid()) + ".gguf";
   tools::generate_model(o);
   TinyModel m;

@@ -146,6 +146,8 @@ TEST_P(Conformance, EveryArchitectureMatchesTheReference) {
   expect_matches_reference(tiny_model("tiny", "q8_0", "qwen2"), "qwen2 (q/k/v biases)");
   expect_matches_reference(tiny_model("tiny", "q8_0", "qwen3"), "qwen3 (head norms)");
   expect_matches_reference(tiny_model("tiny", "q8_0", "llama", /*tied=*/true), "tied embeddings");
+  expect_matches_reference(tiny_model("tiny", "q8_0", "gemma3"), "gemma3 (GELU gate, post-norms, sliding window)");
+  expect_matches_reference(tiny_model("tiny", "q8_0", "phi3"), "phi3 (fused q/k/v and gate/up, LongRoPE)");
   for (const std::string arch : {"llama", "qwen2moe", "qwen3moe"})
     expect_matches_reference(tiny_model("tiny-moe", "q8_0", arch), "MoE " + arch);
 }
@@ -165,7 +167,7 @@ TEST_P(Conformance, OpsCovered) {
     for (const auto& g : p.devices)
       for (const auto& n : g.nodes) used.insert(n.op);
   };
-  for (const std::string arch : {"llama", "qwen2", "qwen3"})
+  for (const std::string arch : {"llama", "qwen2", "qwen3", "gemma3", "phi3"})
     add(tiny_model("tiny", "q8_0", arch).plan(SplitMode::None, {1}));
   for (const std::string arch : {"llama", "qwen2moe", "qwen3moe"})
     add(tiny_model("tiny-moe", "q8_0", arch).plan(SplitMode::None, {1}));

@@ -1,7 +1,6 @@
-// What a remote device knows of its worker's device (protocol 9.2's DeviceInfo): a worker says
-// what it serves as its session's first frame, so RemoteDevice::supports and ::memory are that
-// device's; an older worker (or coordinator) leaves the frame out on both sides and a remote
-// device is a CPU of unknown memory, as before; a hostile DeviceInfo fails the connect, named.
+// What a remote device knows of its worker's device (the DeviceInfo frame): a worker says what it
+// serves as its session's first frame, so RemoteDevice::supports and ::memory are that device's;
+// a hostile DeviceInfo fails the connect, named.
 #include "conformance_run.h"
 #include "device/cpu/cpu_device.h"
 #include "device/device_spec.h"
@@ -85,20 +84,6 @@ void expect_cpu_kernels(const Device& d) {
     }
 }
 
-TEST(ServedDevice, AWorkerBefore92IsTakenForACpuOfUnknownMemory) {
-  FakeWorker w(net::Version{net::kProtocolMajor, 1}, std::nullopt);
-  {
-    RemoteDevice d(w.address(), 3, {});
-    EXPECT_FALSE(d.served().has_value());
-    EXPECT_FALSE(d.memory().known());
-    EXPECT_EQ(d.threads(), 3);  // the spec's, as before
-    EXPECT_EQ(d.reach().kind, "");
-    EXPECT_FALSE(d.reach().in_process);
-    expect_cpu_kernels(d);
-  }
-  EXPECT_EQ(w.coordinator().minor, net::kProtocolMinor);
-}
-
 TEST(ServedDevice, AWorkerSaysWhatItServesAndTheCoordinatorBelievesIt) {
   FakeWorker w(net::Version{}, bytes_of(gpu_like()));
   RemoteDevice d(w.address(), 8, {});
@@ -164,19 +149,6 @@ TEST(ServedDevice, AWorkerServingVk0SaysWhatTheGpuRuns) {
   EXPECT_GT(differs_from_cpu, 0) << "vk:0 claims exactly the CPU's weight types: nothing here tells them apart";
 }
 
-// A 9.1 coordinator never sees a DeviceInfo frame (it would not know the type): the session's
-// first frame is the worker's answer to its first request.
-TEST(ServedDevice, ACoordinatorBefore92GetsNoDeviceInfo) {
-  testing_support::Worker w;
-  net::Socket s = net::connect_tcp(net::parse_host_port(w.address()), 2000);
-  net::client_handshake(s, {}, net::Version{net::kProtocolMajor, 1});
-  EXPECT_FALSE(s.readable(300)) << "the worker sent a frame unasked";
-  net::ByteWriter b;
-  b.u32(0);
-  net::send_frame(s, net::MsgType::Step, b.data(), 1000);
-  EXPECT_ERROR(net::expect_frame(s, net::MsgType::StepResult, 3000), "step before load");
-}
-
 // A probe reads past the DeviceInfo to the worker's close, so the session opened next is admitted.
 TEST(ServedDevice, AProbeStillEndsItsSessionBeforeTheNext) {
   testing_support::Worker w;
@@ -187,8 +159,8 @@ TEST(ServedDevice, AProbeStillEndsItsSessionBeforeTheNext) {
   }
 }
 
-// weft worker --memory-limit: announced as a hard limit, and a load past it (a coordinator that did
-// not fit its plan: one before 9.2, or a caller bypassing load_devices' check) is refused by the worker.
+// weft worker --memory-limit: announced as a hard limit, and a load past it (a caller bypassing
+// load_devices' check) is refused by the worker.
 TEST(ServedDevice, AWorkerRefusesALoadPastItsMemoryLimit) {
   const auto& m = conformance::tiny_model("tiny", "q8_0", "llama");
   const auto plan = m.plan(parallel::SplitMode::None, {1});

@@ -14,6 +14,7 @@
 #include <algorithm>
 #include <cmath>
 #include <map>
+#include <numbers>
 #include <numeric>
 #include <set>
 
@@ -70,10 +71,22 @@ struct RefModel {
     return out;
   }
   static double silu(double v) { return v / (1.0 + std::exp(-v)); }
-  // SwiGLU FFN: down(silu(gate h) * up h), each `w_<part><suffix>`, matrix `mat` of stacked ones.
+  static double gelu(double v) {  // GELU's tanh form (Gemma)
+    return 0.5 * v * (1.0 + std::tanh(std::sqrt(2.0 / std::numbers::pi) * v * (1.0 + 0.044715 * v * v)));
+  }
+  // Rows [row0, row0 + n) of W x.
+  static Vec rows(const Vec& y, int64_t row0, int64_t n) { return Vec(y.begin() + row0, y.begin() + row0 + n); }
+  // SwiGLU FFN: down(silu(gate h) * up h), each `w_<part><suffix>`, matrix `mat` of stacked ones;
+  // Gemma's gelu instead of silu; Phi-3's gate and up are the halves of one ffn_up.
   Vec ffn(const std::string& b, const std::string& suffix, const Vec& h, int64_t width, int64_t mat = 0) {
-    Vec g = matvec(b + "ffn_gate" + suffix, h, width, mat), u = matvec(b + "ffn_up" + suffix, h, width, mat);
-    for (int64_t i = 0; i < width; ++i) g[i] = silu(g[i]) * u[i];
+    Vec g, u;
+    if (c.traits.phi3) {
+      const Vec gu = matvec(b + "ffn_up" + suffix, h, 2 * width, mat);
+      g = rows(gu, 0, width), u = rows(gu, width, width);
+    } else {
+      g = matvec(b + "ffn_gate" + suffix, h, width, mat), u = matvec(b + "ffn_up" + suffix, h, width, mat);
+    }
+    for (int64_t i = 0; i < width; ++i) g[i] = (c.traits.gemma ? gelu(g[i]) : silu(g[i])) * u[i];
     return matvec(b + "ffn_down" + suffix, g, c.dims.n_embd, mat);
   }
   // llama.cpp's build_moe_ffn with softmax gating: the k most probable experts, their
@@ -114,17 +127,22 @@ struct RefModel {
     for (size_t i = 0; i < n; ++i) out[i] = x[off + i] * s * g[i];
     return out;
   }
-  void rope(Vec& x, int64_t n_heads, int pos) const {
+  // RoPE of layer l (Gemma's sliding-window layers have their own base), with LongRoPE's
+  // frequency divisors and attention factor where the model has them.
+  void rope(Vec& x, int64_t n_heads, int pos, int l) const {
     const auto& d = c.dims;
-    const int64_t half = d.rope.n_rot / 2;
+    const RopeParams& r = d.rope_of(l);
+    const int64_t half = r.n_rot / 2;
     for (int64_t h = 0; h < n_heads; ++h) {
       double* v = x.data() + h * d.head_dim;
       for (int64_t i = 0; i < half; ++i) {
-        const double theta = pos * d.rope.freq_scale * std::pow(d.rope.freq_base, -2.0 * i / d.rope.n_rot);
-        const int64_t a = d.rope.neox ? i : 2 * i, b = d.rope.neox ? i + half : 2 * i + 1;
+        const double ff = r.freq_factors.empty() ? 1.0 : r.freq_factors[i];
+        const double theta = pos * r.freq_scale * std::pow(r.freq_base, -2.0 * i / r.n_rot) / ff;
+        const double cs = std::cos(theta) * r.attn_factor, sn = std::sin(theta) * r.attn_factor;
+        const int64_t a = r.neox ? i : 2 * i, b = r.neox ? i + half : 2 * i + 1;
         const double x0 = v[a], x1 = v[b];
-        v[a] = x0 * std::cos(theta) - x1 * std::sin(theta);
-        v[b] = x0 * std::sin(theta) + x1 * std::cos(theta);
+        v[a] = x0 * cs - x1 * sn;
+        v[b] = x0 * sn + x1 * cs;
       }
     }
   }
@@ -138,12 +156,20 @@ struct RefModel {
     for (size_t pos = 0; pos < tokens.size(); ++pos) {
       const Vec& emb = w("token_embd.weight");
       x.assign(emb.begin() + tokens[pos] * d.n_embd, emb.begin() + (tokens[pos] + 1) * d.n_embd);
+      if (c.traits.gemma)
+        for (double& e : x) e *= std::sqrt(static_cast<double>(d.n_embd));
       for (int l = 0; l < d.n_layer; ++l) {
         const std::string b = "blk." + std::to_string(l) + ".";
         // attention
         Vec h = rmsnorm(x, w(b + "attn_norm.weight"), d.norm_eps);
-        Vec q = matvec(b + "attn_q.weight", h, q_w), k = matvec(b + "attn_k.weight", h, kv_w),
-            v = matvec(b + "attn_v.weight", h, kv_w);
+        Vec q, k, v;
+        if (c.fused_qkv) {
+          const Vec qkv = matvec(b + "attn_qkv.weight", h, q_w + 2 * kv_w);
+          q = rows(qkv, 0, q_w), k = rows(qkv, q_w, kv_w), v = rows(qkv, q_w + kv_w, kv_w);
+        } else {
+          q = matvec(b + "attn_q.weight", h, q_w), k = matvec(b + "attn_k.weight", h, kv_w);
+          v = matvec(b + "attn_v.weight", h, kv_w);
+        }
         if (has(b + "attn_q.bias")) {
           for (int64_t i = 0; i < q_w; ++i) q[i] += w(b + "attn_q.bias")[i];
           for (int64_t i = 0; i < kv_w; ++i) k[i] += w(b + "attn_k.bias")[i], v[i] += w(b + "attn_v.bias")[i];
@@ -158,8 +184,8 @@ struct RefModel {
             std::copy(n.begin(), n.end(), k.begin() + hh * hd);
           }
         }
-        rope(q, d.n_head, static_cast<int>(pos));
-        rope(k, d.n_head_kv, static_cast<int>(pos));
+        rope(q, d.n_head, static_cast<int>(pos), l);
+        rope(k, d.n_head_kv, static_cast<int>(pos), l);
         if (kv_f16)  // the cache holds K and V as IEEE halves
           for (int64_t i = 0; i < kv_w; ++i)
             k[i] = fp16_to_f32(f32_to_fp16(static_cast<float>(k[i]))),
@@ -167,26 +193,30 @@ struct RefModel {
         kc[l].push_back(k);
         vc[l].push_back(v);
         Vec att(q_w, 0.0);
+        const size_t first = static_cast<size_t>(d.first_key(l, static_cast<int64_t>(pos)));  // a window's start
+        const double scale = d.attn_scale > 0 ? d.attn_scale : 1.0 / std::sqrt(static_cast<double>(hd));
         for (int64_t hh = 0; hh < d.n_head; ++hh) {
           const int64_t kvh = hh / d.group();
-          Vec s(pos + 1);
+          Vec s(pos + 1 - first);
           double mx = -1e300;
-          for (size_t t = 0; t <= pos; ++t) {
+          for (size_t t = first; t <= pos; ++t) {
             double dot = 0;
             for (int64_t i = 0; i < hd; ++i) dot += q[hh * hd + i] * kc[l][t][kvh * hd + i];
-            s[t] = dot / std::sqrt(static_cast<double>(hd));
-            mx = std::max(mx, s[t]);
+            s[t - first] = dot * scale;
+            mx = std::max(mx, s[t - first]);
           }
           double sum = 0;
           for (double& e : s) sum += (e = std::exp(e - mx));
-          for (size_t t = 0; t <= pos; ++t)
-            for (int64_t i = 0; i < hd; ++i) att[hh * hd + i] += s[t] / sum * vc[l][t][kvh * hd + i];
+          for (size_t t = first; t <= pos; ++t)
+            for (int64_t i = 0; i < hd; ++i) att[hh * hd + i] += s[t - first] / sum * vc[l][t][kvh * hd + i];
         }
         Vec o = matvec(b + "attn_output.weight", att, d.n_embd);
+        if (c.traits.gemma) o = rmsnorm(o, w(b + "post_attention_norm.weight"), d.norm_eps);
         for (int64_t i = 0; i < d.n_embd; ++i) x[i] += o[i];
         // SwiGLU MLP, or the mixture of experts
         h = rmsnorm(x, w(b + "ffn_norm.weight"), d.norm_eps);
-        const Vec down = d.n_expert > 0 ? moe(b, h) : ffn(b, ".weight", h, d.n_ff);
+        Vec down = d.n_expert > 0 ? moe(b, h) : ffn(b, ".weight", h, d.n_ff);
+        if (c.traits.gemma) down = rmsnorm(down, w(b + "post_ffw_norm.weight"), d.norm_eps);
         for (int64_t i = 0; i < d.n_embd; ++i) x[i] += down[i];
       }
     }
@@ -201,7 +231,8 @@ struct Case {
   double tol;                // max |logit error| relative to max |logit|
   DType cache = DType::F32;  // F16: the reference rounds K and V to halves as the cache does
   std::string preset = "tiny";
-  int64_t wide = 0;  // > 0: n_embd and expert width, so that K-quant rows fill 256-value blocks
+  int64_t wide = 0;    // > 0: n_embd and expert width, so that K-quant rows fill 256-value blocks
+  int32_t n_ctx = 64;  // phi3: past 256 (the tiny shape's original context), LongRoPE's long factors
 };
 
 // Float weights keep f32 activations: only f32 rounding. Quantized weights multiply 8-bit
@@ -210,7 +241,8 @@ constexpr double kFloatTol = 1e-4;
 constexpr double kQuantTol = 3e-2;
 
 std::string name(const Case& k) {
-  return k.type + "_" + k.arch + (k.tied ? "_tied" : "") + (k.cache == DType::F16 ? "_f16cache" : "");
+  return k.type + "_" + k.arch + (k.tied ? "_tied" : "") + (k.cache == DType::F16 ? "_f16cache" : "") +
+         (k.n_ctx != 64 ? "_ctx" + std::to_string(k.n_ctx) : "");
 }
 
 class ReferenceForward : public ::testing::TestWithParam<Case> {};
@@ -224,9 +256,10 @@ TEST_P(ReferenceForward, LogitsMatchDoublePrecision) {
   o.tied = k.tied;
   o.seed = 11;
   o.overrides.n_embd = o.overrides.n_ff_exp = k.wide;
+  o.sliding_window = 3;  // gemma3: the 9-token prompt reaches past it
   const auto bytes = tools::generate_model_bytes(o);
   auto f = gguf::File::parse(bytes.data(), bytes.size(), "tiny");
-  const auto cfg = read_config(*f);
+  const auto cfg = for_context(read_config(*f), k.n_ctx);
   ASSERT_EQ(cfg.dims.n_expert > 0, k.preset == "tiny-moe");
   const std::vector<Token> tokens{1, 17, 250, 3, 99, 42, 7, 300, 5};
   RefModel ref{*f, cfg, {}, k.cache == DType::F16, {}, cfg.dims.n_expert > 0};
@@ -240,7 +273,7 @@ TEST_P(ReferenceForward, LogitsMatchDoublePrecision) {
   runtime::EngineOptions eo;
   eo.devices.push_back({device::DeviceSpec::Kind::Cpu, 2, -1, ""});
   eo.mode = parallel::SplitMode::None;
-  eo.n_ctx = 64;
+  eo.n_ctx = k.n_ctx;
   eo.n_batch = 4;  // prompt over several steps: the KV cache path too
   eo.k_type = eo.v_type = k.cache;
   runtime::Engine e(*f, eo);
@@ -269,6 +302,21 @@ INSTANTIATE_TEST_SUITE_P(
                       Case{"q8_0", "qwen3", false, kQuantTol}, Case{"f32", "llama", false, kFloatTol, DType::F16},
                       Case{"f16", "qwen3", false, kFloatTol, DType::F16},
                       Case{"q4_0", "llama", false, kQuantTol, DType::F16}),
+    [](const auto& p) { return name(p.param); });
+
+// Gemma 3 (embedding scale, post-norms, GELU gate, a window of 3 in its local layer, its own RoPE
+// base there) and Phi-3 (fused q/k/v and gate/up, LongRoPE short and long). Gemma's GELU takes
+// its gate as a half and gives a half (as llama.cpp's CPU backend does), so its float tolerance
+// is that of half rounding.
+constexpr double kHalfTol = 3e-3;
+INSTANTIATE_TEST_SUITE_P(
+    Families, ReferenceForward,
+    ::testing::Values(Case{"f32", "gemma3", false, kHalfTol}, Case{"f32", "gemma3", true, kHalfTol},
+                      Case{"q8_0", "gemma3", false, kQuantTol}, Case{"q4_k_m", "gemma3", false, kQuantTol},
+                      Case{"f16", "gemma3", false, kHalfTol, DType::F16}, Case{"f32", "phi3", false, kFloatTol},
+                      Case{"f32", "phi3", false, kFloatTol, DType::F32, "tiny", 0, 512},
+                      Case{"q4_0", "phi3", false, kQuantTol}, Case{"q6_k", "phi3", true, kQuantTol},
+                      Case{"bf16", "phi3", false, kFloatTol, DType::F32, "tiny", 0, 512}),
     [](const auto& p) { return name(p.param); });
 
 // Mixtures of experts: routing (softmax, top-k, renormalised or not), the shared expert, and the

@@ -25,6 +25,25 @@ struct Config {
   parallel::MoeSplit moe = parallel::MoeSplit::Auto;
 };
 
+// Every split the equality tests check: even and uneven tensor splits of 2..8 devices (more than
+// a tiny model's KV heads), a zero share, and layer splits.
+inline std::vector<Config> configs() {
+  using parallel::SplitMode;
+  return {
+      {"tp2", SplitMode::Tensor, {1, 1}},
+      {"tp2_3to1", SplitMode::Tensor, {3, 1}},
+      {"tp3", SplitMode::Tensor, {1, 1, 1}},
+      {"tp3_uneven", SplitMode::Tensor, {1, 2, 3}},
+      {"tp4", SplitMode::Tensor, {1, 1, 1, 1}},
+      {"tp6", SplitMode::Tensor, {1, 1, 1, 1, 1, 1}},
+      {"tp8", SplitMode::Tensor, {1, 1, 1, 1, 1, 1, 1, 1}},
+      {"tp5_uneven", SplitMode::Tensor, {5, 1, 2, 1, 3}},
+      {"tp3_zero_share", SplitMode::Tensor, {2, 0, 1}},
+      {"layer2", SplitMode::Layer, {1, 1}},
+      {"layer3_uneven", SplitMode::Layer, {1, 3, 1}},
+  };
+}
+
 inline EngineOptions options(const Config& c, DType cache = DType::F16) {
   EngineOptions o;
   o.k_type = o.v_type = cache;

@@ -26,29 +26,13 @@ namespace {
 constexpr double kLogitRelTolF16Cache = 1e-3;
 
 using equality::Config;
+using equality::configs;
 using equality::expect_logits_match;
 using equality::greedy;
 using equality::kLogitRelTol;
 using equality::options;
 using equality::single;
 using equality::some_prompt;
-
-std::vector<Config> configs() {
-  using parallel::SplitMode;
-  return {
-      {"tp2", SplitMode::Tensor, {1, 1}},
-      {"tp2_3to1", SplitMode::Tensor, {3, 1}},
-      {"tp3", SplitMode::Tensor, {1, 1, 1}},
-      {"tp3_uneven", SplitMode::Tensor, {1, 2, 3}},
-      {"tp4", SplitMode::Tensor, {1, 1, 1, 1}},
-      {"tp6", SplitMode::Tensor, {1, 1, 1, 1, 1, 1}},
-      {"tp8", SplitMode::Tensor, {1, 1, 1, 1, 1, 1, 1, 1}},
-      {"tp5_uneven", SplitMode::Tensor, {5, 1, 2, 1, 3}},
-      {"tp3_zero_share", SplitMode::Tensor, {2, 0, 1}},
-      {"layer2", SplitMode::Layer, {1, 1}},
-      {"layer3_uneven", SplitMode::Layer, {1, 3, 1}},
-  };
-}
 
 const std::string kStories = std::string(WEFT_SHARED_DIR) + "/models/stories260K.gguf";
 

@@ -188,6 +188,25 @@ TEST(VkMoe, GreedyTokensMatchOneDeviceInEverySplit) {
   EXPECT_EQ(greedy(*f, on("vk:0,cpu:1", SplitMode::Layer, {1, 1}), prompt, kTokens), ref) << "layer";
 }
 
+// Gemma 3 (GELU gate from the CPU's table, post-norms, a window of 4 in its local layers with
+// their own RoPE, scaled embeddings) and Phi-3 (fused q/k/v and gate/up, LongRoPE's factors and
+// attention factor) on a vk device alone and split with a CPU device.
+TEST(VkFamilies, GreedyTokensMatchOneCpuDevice) {
+  for (const char* arch : {"gemma3", "phi3"}) {
+    tools::GenModelOptions o;
+    o.arch = arch;
+    o.type = "q8_0";
+    o.seed = 7;
+    o.sliding_window = 4;
+    const auto bytes = tools::generate_model_bytes(o);
+    auto f = gguf::File::parse(bytes.data(), bytes.size(), arch);
+    const auto prompt = some_prompt(320, 11);
+    const auto ref = greedy(*f, single(), prompt, kTokens);
+    EXPECT_EQ(greedy(*f, on("vk:0"), prompt, kTokens), ref) << arch << " vk:0";
+    EXPECT_EQ(greedy(*f, on("vk:0,cpu:1", SplitMode::Tensor, {1, 2}), prompt, kTokens), ref) << arch << " vk:0,cpu:1";
+  }
+}
+
 // A vk device and a worker process in one Gloo group (all-reduces across processes).
 TEST(VkRemote, BesideAWorkerOnLoopbackMatchesOneDevice) {
   WEFT_NEED_SHARED_FILE(kStories);

@@ -167,12 +167,15 @@ void CpuGraphRunner::exec(int i, const StepCtx& c) {
     case LocalOp::Rope:
       return for_each_index(pool_, c.n_tokens, [&, w = ln.width](int64_t t) {
         copy_input(y + t * w, in(0) + t * w, w);
-        kernels::rope(y + t * w, 1, w / d.head_dim, d.head_dim, c.pos.data() + t, d.rope);
+        kernels::rope(y + t * w, 1, w / d.head_dim, d.head_dim, c.pos.data() + t, d.rope_of(ln.layer));
       });
     case LocalOp::Attention: return attention(i, c);
     case LocalOp::SwiGlu:
       return produce_rows(
           i, c, [&, w = ln.width](int64_t t) { kernels::swiglu(in(0) + t * w, in(1) + t * w, y + t * w, w); });
+    case LocalOp::GeGlu:
+      return produce_rows(i, c,
+                          [&, w = ln.width](int64_t t) { kernels::geglu(in(0) + t * w, in(1) + t * w, y + t * w, w); });
     case LocalOp::Add:
       return for_each_index(pool_, c.n_tokens, [&, w = ln.width](int64_t t) {
         copy_input(y + t * w, in(0) + t * w, w);
@@ -211,8 +214,11 @@ void CpuGraphRunner::embed(int i, const StepCtx& c) {
     if (id < 0 || id >= ns.w.rows) fail("cpu", "token id {} outside the vocabulary (0..{})", id, ns.w.rows - 1);
   }
   const auto& k = kernels::kernels_for(ns.w.type);
-  for_each_index(pool_, c.n_tokens,
-                 [&](int64_t t) { k.dequantize(ns.w.data + ns.w.row_stride * c.step.tokens[t], y + t * w, w); });
+  const float scale = graph_.dims.embd_scale;
+  for_each_index(pool_, c.n_tokens, [&](int64_t t) {
+    k.dequantize(ns.w.data + ns.w.row_stride * c.step.tokens[t], y + t * w, w);
+    if (scale > 0 && scale != 1) kernels::scale_row(y + t * w, scale, w);
+  });
 }
 
 void CpuGraphRunner::matmul(int i, const StepCtx& c) {
@@ -335,7 +341,8 @@ void CpuGraphRunner::attention(int i, const StepCtx& c) {
   const int64_t n_kv = ln.kv_heads.size(), kvw = n_kv * d.head_dim;
   store_kv(ns.k_cache, opt_.k_type, out(ln.inputs[1]), c.n_tokens, n_kv, d.head_dim, opt_.n_ctx, c.kv_row.data());
   store_kv(ns.v_cache, opt_.v_type, out(ln.inputs[2]), c.n_tokens, n_kv, d.head_dim, opt_.n_ctx, c.kv_row.data());
-  kernels::AttentionShape s{0, ln.q_heads.size(), n_kv, d.head_dim, 1.f / std::sqrt(static_cast<float>(d.head_dim))};
+  kernels::AttentionShape s{0, ln.q_heads.size(), n_kv, d.head_dim, d.attention_scale()};
+  if (d.is_swa(ln.layer)) s.window = d.n_swa;
   s.k_type = opt_.k_type;
   s.v_type = opt_.v_type;
   s.n_ctx = opt_.n_ctx;

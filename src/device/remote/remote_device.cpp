@@ -140,7 +140,6 @@ RemoteDevice::RemoteDevice(const std::string& address, int threads, const std::v
   guarded("connect", [&] {
     net::Connected c = net::connect_worker(net::parse_host_port(address), key, kConnectTimeoutMs);
     ch_ = net::Channel(std::move(c.socket), std::move(c.mac));
-    if (!net::opens_with_device_info(c.worker)) return;
     last_heard_ = Clock::now();  // the worker heartbeats while it creates its device
     const net::Frame f = await(MsgType::DeviceInfo);
     net::ByteReader r(f.payload);

@@ -3,6 +3,7 @@
 #include "core/error.h"
 
 #include <algorithm>
+#include <cmath>
 
 namespace weft::device::remote {
 
@@ -45,18 +46,36 @@ parallel::WeightSlice read_slice(ByteReader& r) {
   return s;
 }
 
-void write_dims(ByteWriter& w, const graph::Dims& d) {
-  for (int64_t v : {d.n_embd, d.n_head, d.n_head_kv, d.head_dim, d.n_ff, d.n_vocab, d.n_layer}) w.i64(v);
-  w.f32(d.norm_eps);
-  const auto& p = d.rope;
+void write_rope(ByteWriter& w, const RopeParams& p) {
   w.i64(p.n_rot);
   for (float v : {p.freq_base, p.freq_scale, p.llama3_factor, p.llama3_low_freq_factor, p.llama3_high_freq_factor,
-                  p.llama3_original_ctx})
+                  p.llama3_original_ctx, p.attn_factor})
     w.f32(v);
   w.u8(p.neox);
   w.f32s(p.freq_factors);
+}
+RopeParams read_rope(ByteReader& r) {
+  RopeParams p;
+  p.n_rot = r.i64("rope n_rot");
+  for (float* v : {&p.freq_base, &p.freq_scale, &p.llama3_factor, &p.llama3_low_freq_factor, &p.llama3_high_freq_factor,
+                   &p.llama3_original_ctx, &p.attn_factor})
+    *v = r.f32("rope");
+  p.neox = r.boolean("rope neox");
+  p.freq_factors = r.f32s("rope freq factors", 1 << 16);
+  return p;
+}
+
+void write_dims(ByteWriter& w, const graph::Dims& d) {
+  for (int64_t v : {d.n_embd, d.n_head, d.n_head_kv, d.head_dim, d.n_ff, d.n_vocab, d.n_layer}) w.i64(v);
+  w.f32(d.norm_eps);
+  write_rope(w, d.rope);
   for (int64_t v : {d.n_expert, d.n_expert_used, d.n_ff_exp, d.n_ff_shexp}) w.i64(v);
   w.u8(d.expert_weights_norm);
+  for (float v : {d.embd_scale, d.attn_scale, d.logit_softcap}) w.f32(v);
+  w.i64(d.n_swa);
+  w.u8(!d.swa_layers.empty());  // then n_layer flags
+  w.bytes(d.swa_layers);
+  write_rope(w, d.rope_swa);
 }
 graph::Dims read_dims(ByteReader& r) {
   graph::Dims d;
@@ -66,13 +85,7 @@ graph::Dims read_dims(ByteReader& r) {
   }
   if (d.n_head_kv <= 0 || d.n_head % d.n_head_kv) fail("net", "dims: {} heads over {} kv heads", d.n_head, d.n_head_kv);
   d.norm_eps = r.f32("norm eps");
-  auto& p = d.rope;
-  p.n_rot = r.i64("rope n_rot");
-  for (float* v : {&p.freq_base, &p.freq_scale, &p.llama3_factor, &p.llama3_low_freq_factor, &p.llama3_high_freq_factor,
-                   &p.llama3_original_ctx})
-    *v = r.f32("rope");
-  p.neox = r.boolean("rope neox");
-  p.freq_factors = r.f32s("rope freq factors", 1 << 16);
+  d.rope = read_rope(r);
   for (int64_t* v : {&d.n_expert, &d.n_expert_used, &d.n_ff_exp, &d.n_ff_shexp}) {
     *v = r.i64("expert dims");
     if (*v < 0 || *v > (int64_t{1} << 32)) fail("net", "expert dims: {} is out of range", *v);
@@ -80,6 +93,17 @@ graph::Dims read_dims(ByteReader& r) {
   if (d.n_expert_used > d.n_expert || (d.n_expert > 0 && d.n_expert_used == 0))
     fail("net", "dims: {} experts used of {}", d.n_expert_used, d.n_expert);
   d.expert_weights_norm = r.boolean("expert weights norm");
+  for (float* v : {&d.embd_scale, &d.attn_scale, &d.logit_softcap}) {
+    *v = r.f32("dims scale");
+    if (!(*v >= 0 && std::isfinite(*v))) fail("net", "dims: scale {} is out of range", *v);
+  }
+  d.n_swa = r.i64("sliding window");
+  if (d.n_swa < 0 || d.n_swa > (int64_t{1} << 32)) fail("net", "dims: sliding window {} is out of range", d.n_swa);
+  if (r.boolean("sliding-window layers")) {
+    const auto flags = r.bytes("sliding-window layers", static_cast<size_t>(d.n_layer));
+    d.swa_layers.assign(flags.begin(), flags.end());
+  }
+  d.rope_swa = read_rope(r);
   return d;
 }
 

@@ -206,8 +206,8 @@ void load(const WorkerOptions& opt, net::Channel& s, Replier& reply, Session& ss
   const ModelId model = read_model_id(r);
   const std::vector<SliceSpec> specs = read_slices(r);
   r.finish("load");
-  // A coordinator before 9.2 does not know the limit (nor does a caller bypassing load_devices'
-  // check): a plan past it is refused before any byte moves.
+  // A caller bypassing load_devices' check may send a plan past the limit: it is refused before
+  // any byte moves.
   const uint64_t need = parallel::device_bytes(graph, {int64_t{lo.n_ctx} * lo.n_seq, lo.k_type, lo.v_type});
   if (opt.memory_limit_bytes > 0 && need > opt.memory_limit_bytes)
     fail("worker",
@@ -346,10 +346,8 @@ std::string WorkerServer::admit(const std::string& peer, bool& took) {
 void WorkerServer::connection(net::Socket s) {
   bool took = false, ok = false;
   net::SessionMac mac;
-  net::Version coordinator;
   try {
-    mac = net::server_handshake(
-        s, opt_.key, opt_.handshake_timeout_ms, [&] { return admit(s.peer(), took); }, {}, &coordinator);
+    mac = net::server_handshake(s, opt_.key, opt_.handshake_timeout_ms, [&] { return admit(s.peer(), took); }, {});
     ok = true;
   } catch (const std::exception& e) {
     std::fprintf(stderr, "weft worker: handshake from %s failed: %s\n", s.peer().c_str(), e.what());
@@ -363,7 +361,7 @@ void WorkerServer::connection(net::Socket s) {
     net::Channel ch(std::move(s), std::move(mac));
     std::fprintf(stderr, "weft worker: session from %s\n", ch.peer().c_str());
     try {
-      session(ch, coordinator);
+      session(ch);
       std::fprintf(stderr, "weft worker: session from %s ended\n", ch.peer().c_str());
     } catch (const Error& e) {
       send_error(ch, e);
@@ -384,7 +382,7 @@ void WorkerServer::connection(net::Socket s) {
   cv_.notify_all();
 }
 
-void WorkerServer::session(net::Channel& s, net::Version coordinator) {
+void WorkerServer::session(net::Channel& s) {
   const auto load_deadline = Clock::now() + std::chrono::milliseconds(opt_.preload_timeout_ms);
   Session ss;
   const DeviceSpec spec = served_device(opt_);
@@ -396,10 +394,9 @@ void WorkerServer::session(net::Channel& s, net::Version coordinator) {
   ctx.map_weights = true;
   ctx.repack_mapped = true;  // except matmul weights the kernels read as panels: repacked once
   Replier reply(s);
-  const bool tell_device = net::opens_with_device_info(coordinator);
-  if (tell_device) reply.busy();  // the coordinator waits for DeviceInfo: a GPU may take a while to open
+  reply.busy();  // the coordinator waits for DeviceInfo: a GPU may take a while to open
   ss.dev = device_kind(spec.kind).create(spec, ctx);
-  if (tell_device) {
+  {
     ServedDevice info = ServedDevice::of(*ss.dev);
     info.memory = served_memory(opt_, info.memory);
     net::ByteWriter w;

@@ -83,7 +83,7 @@ class WorkerServer {
   // Takes the session slot for peer; returns "" or why not (busy, shutting down).
   std::string admit(const std::string& peer, bool& took);
   // A session with a coordinator of that protocol version (which says whether it opens with DeviceInfo).
-  void session(net::Channel& ch, net::Version coordinator);
+  void session(net::Channel& ch);
 
   WorkerOptions opt_;
   net::Listener listener_;

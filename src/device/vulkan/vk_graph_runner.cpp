@@ -1,6 +1,7 @@
 #include "device/vulkan/vk_graph_runner.h"
 
 #include "core/error.h"
+#include "core/fp16.h"
 #include "core/progress.h"
 #include "device/buffer_plan.h"
 #include "device/cpu/cpu_device.h"
@@ -45,6 +46,10 @@ struct KvStorePush {
 struct AttentionPush {
   uint32_t n_q, n_kv, head_dim, n_ctx, q_head_begin, kv_begin, group;
   float scale;
+  uint32_t window;
+};
+struct GegluPush {
+  uint32_t n;
 };
 struct RoutePush {
   uint32_t n_tokens, n_expert, k, norm;
@@ -120,8 +125,8 @@ VkGraphRunner::~VkGraphRunner() {
   for (auto& n : nodes_)
     for (auto& p : n.w.parts) gpu_.destroy(p.buf);
   for (auto& b : buffers_) gpu_.destroy(b);
-  for (Buffer* b : {&upload_, &tok_, &rope_, &input_, &act_q_, &act_d_, &act_s_, &staging_, &logits_in_, &logits_,
-                    &readback_, &dummy_})
+  for (Buffer* b : {&upload_, &tok_, &rope_, &rope_swa_, &gelu_table_, &input_, &act_q_, &act_d_, &act_s_, &staging_,
+                    &logits_in_, &logits_, &readback_, &dummy_})
     gpu_.destroy(*b);
 }
 
@@ -292,6 +297,15 @@ void VkGraphRunner::load(const parallel::DeviceGraph& graph, const gguf::File& f
   tok_ = gpu_.create_buffer(int64_t{opt.max_tokens} * 2 * sizeof(int32_t), Memory::Upload, "token positions");
   rope_ = gpu_.create_buffer(int64_t{opt.max_tokens} * std::max<int64_t>(d.rope.n_rot, 2) * sizeof(float),
                              Memory::Upload, "rope angles");
+  if (d.n_swa > 0)
+    rope_swa_ = gpu_.create_buffer(int64_t{opt.max_tokens} * std::max<int64_t>(d.rope_swa.n_rot, 2) * sizeof(float),
+                                   Memory::Upload, "sliding-window rope angles");
+  if (std::any_of(graph_.nodes.begin(), graph_.nodes.end(), [](const auto& n) { return n.op == LocalOp::GeGlu; })) {
+    const uint16_t* half = kernels::gelu_f16_table();
+    std::vector<float> table(size_t{1} << 16);
+    for (size_t h = 0; h < table.size(); ++h) table[h] = fp16_to_f32(half[h]);
+    gelu_table_ = upload_floats(table, "the GELU table");
+  }
   input_ = gpu_.create_buffer(int64_t{opt.max_tokens} * embd_width * sizeof(float), Memory::Upload, "step input");
   if (collective_width > 0)
     staging_ = gpu_.create_buffer(int64_t{opt.max_tokens} * collective_width * sizeof(float), Memory::Readback,
@@ -312,10 +326,10 @@ StepResult VkGraphRunner::run(const Step& step) {
     tok[2 * t] = static_cast<int32_t>(l.kv_row[t] / opt_.n_ctx);
     tok[2 * t + 1] = l.pos[t];
   }
-  const auto& rope = graph_.dims.rope;
-  if (rope.n_rot > 0)
-    for (int64_t t = 0; t < l.n_tokens; ++t)
-      kernels::rope_cos_sin(rope, l.pos[t], static_cast<float*>(rope_.mapped) + t * rope.n_rot);
+  for (const auto& [rope, buf] : {std::pair{&graph_.dims.rope, &rope_}, std::pair{&graph_.dims.rope_swa, &rope_swa_}})
+    if (rope->n_rot > 0 && buf->mapped)
+      for (int64_t t = 0; t < l.n_tokens; ++t)
+        kernels::rope_cos_sin(*rope, l.pos[t], static_cast<float*>(buf->mapped) + t * rope->n_rot);
   // Each node's GPU time goes to its op kind (Gpu::mark); a collective's to its op too, the
   // host's part of it included (collective()).
   gpu_.mark(-1);
@@ -343,7 +357,7 @@ StepResult VkGraphRunner::run(const Step& step) {
   for (size_t op = 0; op < gpu_seconds.size() && op < stats_.op_seconds.size(); ++op)
     stats_.op_seconds[op] += gpu_seconds[op];
   for (const StepSeq& q : step.seqs) n_cached_[q.seq] = q.pos0 + q.n_tokens;
-  StepResult r = assemble_result(graph_, step, l, static_cast<const float*>(readback_.mapped));
+  StepResult r = assemble_result(graph_, step, l, static_cast<float*>(readback_.mapped));
   stats_.step_seconds += std::chrono::duration<double>(Clock::now() - t0).count();
   stats_.steps++;
   return r;
@@ -439,6 +453,7 @@ void VkGraphRunner::exec(int i, const Ctx& c) {
         const auto id = c.step.tokens[t];
         if (id < 0 || id >= w.rows) fail("vulkan", "token id {} outside the vocabulary (0..{})", id, w.rows - 1);
         k.dequantize(w.data + w.row_stride * id, dst + t * ln.width, ln.width);
+        if (d.embd_scale > 0 && d.embd_scale != 1) kernels::scale_row(dst + t * ln.width, d.embd_scale, ln.width);
       }
       gpu_.copy(input_.buffer, 0, y, 0, n * sizeof(float));
       break;
@@ -466,16 +481,24 @@ void VkGraphRunner::exec(int i, const Ctx& c) {
         gpu_.barrier();
       }
       const Pipeline& p = gpu_.pipeline("rope", 2, sizeof(RopePush));
-      const RopePush push{u32(c.n_tokens), u32(ln.width / d.head_dim), u32(d.head_dim), u32(d.rope.n_rot),
-                          d.rope.neox ? 1u : 0u};
-      const auto [gx, gy] = grid((c.n_tokens * (ln.width / d.head_dim) * (d.rope.n_rot / 2) + 63) / 64);
-      gpu_.dispatch(p, gpu_.bind(p, {y, rope_.buffer}), &push, gx, gy);
+      const RopeParams& rope = d.rope_of(ln.layer);
+      const RopePush push{u32(c.n_tokens), u32(ln.width / d.head_dim), u32(d.head_dim), u32(rope.n_rot),
+                          rope.neox ? 1u : 0u};
+      const auto [gx, gy] = grid((c.n_tokens * (ln.width / d.head_dim) * (rope.n_rot / 2) + 63) / 64);
+      gpu_.dispatch(p, gpu_.bind(p, {y, d.is_swa(ln.layer) ? rope_swa_.buffer : rope_.buffer}), &push, gx, gy);
       break;
     }
     case LocalOp::Attention: record_attention(i, c); break;
     case LocalOp::SwiGlu: record_elementwise(in(0), in(1), y, u32(n), u32(ln.width), kSwiGlu); break;
     case LocalOp::Add: record_elementwise(in(0), in(1), y, u32(n), u32(ln.width), kAdd); break;
     case LocalOp::SigmoidScale: record_elementwise(in(0), in(1), y, u32(n), u32(ln.width), kSigmoidScale); break;
+    case LocalOp::GeGlu: {
+      const Pipeline& p = gpu_.pipeline("geglu", 4, sizeof(GegluPush));
+      const GegluPush push{u32(n)};
+      const auto [gx, gy] = grid((n + 255) / 256);
+      gpu_.dispatch(p, gpu_.bind(p, {in(0), in(1), y, gelu_table_.buffer}), &push, gx, gy);
+      break;
+    }
     case LocalOp::AllReduce:
     case LocalOp::AllGather: collective(i, c); break;
     case LocalOp::MoeRoute: {
@@ -514,10 +537,15 @@ void VkGraphRunner::record_attention(int i, const Ctx& c) {
   gpu_.dispatch(store, gpu_.bind(store, {out(ln.inputs[2]), ns.v_cache.buffer, tok_.buffer}), &sp, gx, gy);
   gpu_.barrier();
   const Pipeline& p = gpu_.pipeline(std::string("attention") + suffix, 5, sizeof(AttentionPush));
-  const AttentionPush ap{u32(ln.q_heads.size()), u32(n_kv),
-                         u32(d.head_dim),        u32(opt_.n_ctx),
-                         u32(ln.q_heads.begin),  u32(ln.kv_heads.begin),
-                         u32(d.group()),         1.f / std::sqrt(static_cast<float>(d.head_dim))};
+  const AttentionPush ap{u32(ln.q_heads.size()),
+                         u32(n_kv),
+                         u32(d.head_dim),
+                         u32(opt_.n_ctx),
+                         u32(ln.q_heads.begin),
+                         u32(ln.kv_heads.begin),
+                         u32(d.group()),
+                         d.attention_scale(),
+                         d.is_swa(ln.layer) ? u32(d.n_swa) : 0u};
   gpu_.dispatch(p, gpu_.bind(p, {out(ln.inputs[0]), ns.k_cache.buffer, ns.v_cache.buffer, tok_.buffer, out(i)}), &ap,
                 u32(ln.q_heads.size()), u32(c.n_tokens));
 }

@@ -76,6 +76,8 @@ class VkGraphRunner {
   std::vector<NodeState> nodes_;
   std::vector<Buffer> buffers_;
   Buffer upload_, tok_, rope_, input_;  // host-visible: staging for loads, per-step inputs
+  Buffer rope_swa_;                     // sliding-window layers' angles (their own RoPE base)
+  Buffer gelu_table_;                   // kernels::gelu_f16_table() as floats, where GeGlu runs
   Buffer act_q_, act_d_, act_s_;        // activations quantized for the integer dot products
   Buffer staging_;                      // collectives' host-visible memory
   Buffer logits_in_, logits_, readback_;

@@ -2,7 +2,8 @@
 // Causal attention of one layer's local heads over the KV cache, one workgroup per (q head, token):
 // keys in chunks of 64 (a score each thread), an online softmax across chunks, and each thread
 // accumulating the output dims tid, tid + 64, ... (head_dim <= 256). Token t sees the keys of its
-// slot at positions 0..pos[t] (this step's already stored by kv_store.comp).
+// slot at positions 0..pos[t] (this step's already stored by kv_store.comp); with a sliding window,
+// the last `window` of them.
 #include "common.glsl"
 layout(local_size_x = 64) in;
 layout(std430, binding = 0) readonly buffer Q { float q[]; };
@@ -22,6 +23,7 @@ layout(std430, binding = 4) writeonly buffer O { float o[]; };
 layout(push_constant) uniform P {
   uint n_q, n_kv, head_dim, n_ctx, q_head_begin, kv_begin, group;
   float scale;
+  uint window;  // 0: none
 } p;
 shared float qs[256];
 shared float ps[64];
@@ -31,13 +33,14 @@ void main() {
   const uint hd = p.head_dim;
   const uint kv = (p.q_head_begin + h) / p.group - p.kv_begin;
   const uint slot = uint(tok[2 * t]), n_valid = uint(tok[2 * t + 1]) + 1;
+  const uint first = p.window > 0 && n_valid > p.window ? n_valid - p.window : 0;
   const uint qbase = (t * p.n_q + h) * hd;
   for (uint e = tid; e < hd; e += 64) qs[e] = q[qbase + e];
   barrier();
   const uint cache = (slot * p.n_kv + kv) * p.n_ctx * hd;
   float m = -1.0 / 0.0, l = 0.0;
   float acc[4] = float[4](0.0, 0.0, 0.0, 0.0);
-  for (uint j0 = 0; j0 < n_valid; j0 += 64) {
+  for (uint j0 = first; j0 < n_valid; j0 += 64) {
     const uint j = j0 + tid;
     float s = -1.0 / 0.0;
     if (j < n_valid) {
