@@ -102,9 +102,14 @@ void read_gemma(const gguf::File& f, const std::string& p, ModelConfig& c) {
   d.logit_softcap = static_cast<float>(f.get_float_opt(p + "final_logit_softcapping").value_or(0.0));
   if (!(d.logit_softcap >= 0 && d.logit_softcap < 1e6))
     fail("model", "final_logit_softcapping {} is out of range", d.logit_softcap);
+  for (int64_t l = 0; l < d.n_layer; ++l) {
+    const std::string b = fmt::format("blk.{}.", l);
+    expect_shape(f, b + "post_attention_norm.weight", {d.n_embd}, "post-attention norm");
+    expect_shape(f, b + "post_ffw_norm.weight", {d.n_embd}, "post-FFN norm");
+  }
   d.n_swa = f.get_int_opt(p + "attention.sliding_window").value_or(0);
-  if (d.n_swa < 0 || d.n_swa > (int64_t{1} << 30))
-    fail("model", "{}attention.sliding_window {} is out of range", p, d.n_swa);
+  if (d.n_swa < 0 || (c.n_ctx_train > 0 && d.n_swa > c.n_ctx_train))
+    fail("model", "{}attention.sliding_window {} is out of range (0..context_length {})", p, d.n_swa, c.n_ctx_train);
   if (d.n_swa == 0) return;
   const int64_t pattern = f.get_int_opt(p + "attention.sliding_window_pattern").value_or(6);
   if (pattern < 0 || pattern > d.n_layer + 1)

@@ -5,6 +5,7 @@
 #include "model/model_config.h"
 #include "tools/gen_model.h"
 
+#include "support/edited_model.h"
 #include "support/expect_error.h"
 
 #include <gtest/gtest.h>
@@ -15,46 +16,15 @@
 namespace weft::model {
 namespace {
 
+using test_support::Edit;
+using test_support::edited;
+
 std::vector<uint8_t> tiny_moe(const std::string& arch) {
   tools::GenModelOptions o;
   o.preset = "tiny-moe";
   o.arch = arch;
   o.type = "f32";
   return tools::generate_model_bytes(o);
-}
-
-// A copy of a model with some u32 keys replaced (nullopt: removed) and tensors dropped or
-// reshaped (the data is cut or padded with zeros to the new shape).
-struct Edit {
-  std::map<std::string, std::optional<uint32_t>> keys;
-  std::map<std::string, std::optional<std::vector<int64_t>>> tensors;
-};
-
-std::vector<uint8_t> edited(const std::vector<uint8_t>& bytes, const Edit& e) {
-  auto f = gguf::File::parse(bytes.data(), bytes.size());
-  gguf::Writer w;
-  for (const auto& k : f->key_order()) {
-    const auto it = e.keys.find(k);
-    if (it == e.keys.end())
-      w.set_value(k, f->metadata().at(k));
-    else if (it->second)
-      w.set_u32(k, *it->second);
-  }
-  for (const auto& [k, v] : e.keys)
-    if (v && !f->find(k)) w.set_u32(k, *v);
-  for (const auto& t : f->tensors()) {
-    std::vector<int64_t> shape = t.shape;
-    if (const auto it = e.tensors.find(t.name); it != e.tensors.end()) {
-      if (!it->second) continue;
-      shape = *it->second;
-    }
-    int64_t n = 1;
-    for (int64_t d : shape) n *= d;
-    std::vector<uint8_t> data(row_bytes(t.type, n), 0);
-    std::copy_n(t.data, std::min<size_t>(data.size(), t.n_bytes), data.begin());
-    w.add_tensor(t.name, t.type, shape, std::move(data));
-  }
-  return w.to_bytes();
 }
 
 ModelConfig config_of(const std::vector<uint8_t>& bytes) {
