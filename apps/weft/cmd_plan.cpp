@@ -2,6 +2,7 @@
 #include "apps/weft/commands.h"
 #include "apps/weft/model_options.h"
 #include "core/error.h"
+#include "graph/kv_window.h"
 #include "model/llama_graph.h"
 #include "parallel/cost_model.h"
 #include "parallel/memory_fit.h"
@@ -10,6 +11,7 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <map>
 #include <memory>
@@ -81,7 +83,7 @@ int plan(const PlanArgs& args) {
   std::vector<double> speeds = args.device_gbs;  // bytes/s once scaled below
   for (double& s : speeds) s *= 1e9;
   const int64_t n_ctx = eo.n_ctx > 0 ? eo.n_ctx : std::min<int64_t>(cfg.n_ctx_train, 4096);
-  const parallel::KvSizing kv{n_ctx * eo.n_seq, eo.k_type, eo.v_type};
+  const parallel::KvSizing kv{n_ctx * eo.n_seq, eo.k_type, eo.v_type, eo.n_seq, eo.n_batch};
   std::vector<device::DeviceMemory> memory;  // per device of the plan
   if (args.calibrate || eo.auto_ratios) {
     eo.auto_ratios = true;
@@ -121,6 +123,13 @@ int plan(const PlanArgs& args) {
                 (long long)cfg.dims.n_expert, (long long)cfg.dims.n_expert_used, (long long)cfg.dims.n_ff_exp,
                 cfg.dims.n_ff_shexp ? fmt::format(", shared expert {} wide", cfg.dims.n_ff_shexp).c_str() : "",
                 std::string(parallel::moe_split_name(p.moe_split)).c_str(), p.moe_reason.c_str());
+  if (cfg.dims.n_swa > 0) {
+    const auto n_local = std::count(cfg.dims.swa_layers.begin(), cfg.dims.swa_layers.end(), 1);
+    std::printf(
+        "sliding window: %lld positions in %lld of %lld layers, whose KV cache keeps %lld of the %lld per slot\n",
+        (long long)cfg.dims.n_swa, (long long)n_local, (long long)cfg.dims.n_layer,
+        (long long)graph::kv_window_rows(n_ctx, cfg.dims.n_swa, eo.n_batch), (long long)n_ctx);
+  }
   std::printf(
       "\n| device | share | weights (embedding replicated) | read per token | KV cache (%lld ctx) | q heads | kv heads "
       "| "
@@ -149,7 +158,7 @@ int plan(const PlanArgs& args) {
     std::printf(
         "| #%zu %s | %.3f | %s | %s | %s | %s | %s | %s | %s | %s | %s |\n", d, device::describe(eo.devices[d]).c_str(),
         p.ratios[d], mib(dg.weight_bytes).c_str(), mib(dg.decode_bytes).c_str(),
-        mib(dg.kv_values_per_token / 2 * n_ctx * (row_bytes(eo.k_type, 1) + row_bytes(eo.v_type, 1))).c_str(),
+        mib(parallel::kv_cache_bytes(dg, {n_ctx, eo.k_type, eo.v_type, 1, eo.n_batch})).c_str(),
         range(graph::Axis::QHeads, cfg.dims.head_dim).c_str(), range(graph::Axis::KvHeads, cfg.dims.head_dim).c_str(),
         (moe && !cfg.dims.n_ff_shexp ? std::string("-")  // no dense FFN: experts only
                                      : range(moe ? graph::Axis::SharedFfn : graph::Axis::Ffn, 1))

@@ -65,8 +65,9 @@ struct AttentionShape {
   int64_t head_begin = 0, head_end = -1;  // q heads to compute ([0, n_q_heads) when end < 0),
                                           // so threads can split the heads of one call
   DType k_type = DType::F32, v_type = DType::F32;
-  int64_t n_ctx = 0;   // rows of each kv head in the caches; every pos[t] < n_ctx
-  int64_t window = 0;  // > 0: token t sees keys pos[t] - window + 1 .. pos[t] only (sliding window)
+  int64_t n_ctx = 0;    // rows of each kv head in the caches; every pos[t] < n_ctx
+  int64_t window = 0;   // > 0: token t sees keys pos[t] - window + 1 .. pos[t] only (sliding window)
+  int64_t kv_pos0 = 0;  // the position each kv head's row 0 holds (a sliding window's cache)
 };
 void attention(const AttentionShape& s, const float* q, const void* k_cache, const void* v_cache,
                const int32_t* kv_of_q, const int32_t* pos, float* out);

@@ -26,9 +26,12 @@ std::pair<int64_t, int64_t> head_range(const AttentionShape& s, const int32_t* k
   for (int64_t h = begin; h < end; ++h)
     if (kv_of_q[h] < 0 || kv_of_q[h] >= s.n_kv_heads)
       fail("kernels", "attention: q head {} maps to kv head {} of {}", h, kv_of_q[h], s.n_kv_heads);
-  for (int64_t t = 0; t < s.n_tokens; ++t)
-    if (pos[t] < 0 || pos[t] >= s.n_ctx)
-      fail("kernels", "attention: token {} at position {} outside the cache's {} rows", t, pos[t], s.n_ctx);
+  for (int64_t t = 0; t < s.n_tokens; ++t) {
+    const int64_t first = s.window > 0 ? std::max<int64_t>(0, pos[t] - s.window + 1) : 0;
+    if (pos[t] < 0 || first < s.kv_pos0 || pos[t] - s.kv_pos0 >= s.n_ctx)
+      fail("kernels", "attention: token {} at position {} (keys from {}) outside the cache's {} rows from {}", t,
+           pos[t], first, s.n_ctx, s.kv_pos0);
+  }
   for (DType c : {s.k_type, s.v_type})
     if (c != DType::F32 && c != DType::F16) fail("kernels", "attention: cache type {} (f32 or f16)", dtype_name(c));
   return {begin, end};
@@ -113,8 +116,8 @@ void attention(const AttentionShape& s, const float* q, const void* k_cache, con
           n_valid.push_back(static_cast<int32_t>(pos[t] + 1 - first));
         }
       if (qs.empty()) continue;
-      b.k = static_cast<const uint8_t*>(k_cache) + (kv * s.n_ctx + first) * hd * k_size;
-      b.v = static_cast<const uint8_t*>(v_cache) + (kv * s.n_ctx + first) * hd * v_size;
+      b.k = static_cast<const uint8_t*>(k_cache) + (kv * s.n_ctx + first - s.kv_pos0) * hd * k_size;
+      b.v = static_cast<const uint8_t*>(v_cache) + (kv * s.n_ctx + first - s.kv_pos0) * hd * v_size;
       b.q = qs.data();
       b.out = outs.data();
       b.n_valid = n_valid.data();
@@ -140,7 +143,7 @@ void attention_ref(const AttentionShape& s, const float* q, const void* k_cache,
       for (int64_t j = 0; j < n_valid; ++j) {
         float dot = 0.f;
         for (int64_t d = 0; d < hd; ++d)
-          dot += qh[d] * cache_at(k_cache, s.k_type, (kv * s.n_ctx + first + j) * hd + d);
+          dot += qh[d] * cache_at(k_cache, s.k_type, (kv * s.n_ctx + first - s.kv_pos0 + j) * hd + d);
         p[j] = dot * s.scale;
         m = std::max(m, p[j]);
       }
@@ -153,7 +156,7 @@ void attention_ref(const AttentionShape& s, const float* q, const void* k_cache,
       for (int64_t d = 0; d < hd; ++d) {
         float acc = 0.f;
         for (int64_t j = 0; j < n_valid; ++j)
-          acc += p[j] * cache_at(v_cache, s.v_type, (kv * s.n_ctx + first + j) * hd + d);
+          acc += p[j] * cache_at(v_cache, s.v_type, (kv * s.n_ctx + first - s.kv_pos0 + j) * hd + d);
         oh[d] = acc / sum;
       }
     }

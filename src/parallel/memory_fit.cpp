@@ -1,6 +1,7 @@
 #include "parallel/memory_fit.h"
 
 #include "core/error.h"
+#include "graph/kv_window.h"
 
 #include <cmath>
 
@@ -23,9 +24,16 @@ std::vector<double> with_share(const std::vector<double>& s, size_t i, double x,
 }  // namespace
 
 uint64_t kv_cache_bytes(const DeviceGraph& g, const KvSizing& kv) {
-  const auto per_cache = static_cast<int64_t>(g.kv_values_per_token / 2);  // K and V: half each
-  if (per_cache == 0 || kv.positions <= 0) return 0;
-  return (row_bytes(kv.k_type, per_cache) + row_bytes(kv.v_type, per_cache)) * static_cast<uint64_t>(kv.positions);
+  if (kv.positions <= 0 || kv.n_seq <= 0) return 0;
+  // K and V: half each, of the full layers' values at every position and the windowed layers' at
+  // their rows per slot.
+  auto bytes = [&](uint64_t values, int64_t positions) {
+    const auto per_cache = static_cast<int64_t>(values / 2);
+    return (row_bytes(kv.k_type, per_cache) + row_bytes(kv.v_type, per_cache)) * static_cast<uint64_t>(positions);
+  };
+  const int64_t n_ctx = kv.positions / kv.n_seq;
+  const int64_t rows = graph::kv_window_rows(n_ctx, g.dims.n_swa, kv.max_tokens);
+  return bytes(g.kv_values_per_token - g.kv_window_values, kv.positions) + bytes(g.kv_window_values, rows * kv.n_seq);
 }
 
 uint64_t device_bytes(const DeviceGraph& g, const KvSizing& kv) { return g.weight_bytes + kv_cache_bytes(g, kv); }

@@ -16,8 +16,9 @@ namespace weft::parallel {
 
 // What sizes a device's KV cache besides its plan: positions (n_ctx x n_seq) and element types.
 struct KvSizing {
-  int64_t positions = 0;
+  int64_t positions = 0;  // n_ctx per slot x n_seq
   DType k_type = DType::F16, v_type = DType::F16;
+  int64_t n_seq = 1, max_tokens = 512;  // sliding-window layers: rows per slot (graph/kv_window.h)
 };
 
 // The KV cache of one device's graph (K and V over its layers and heads, every position).

@@ -132,6 +132,7 @@ struct DeviceGraph {
   // experts a token selects on average (n_expert_used / n_expert of the whole stack).
   uint64_t decode_bytes = 0;
   uint64_t kv_values_per_token = 0;  // K and V values over this device's layers and heads
+  uint64_t kv_window_values = 0;     // of which in sliding-window layers (kept for their window only)
 };
 
 struct CollectiveInfo {

@@ -90,7 +90,9 @@ void account(DeviceGraph& dg, const WeightTable& w) {
       else
         dg.decode_bytes += bytes;
     }
-    if (ln.op == LocalOp::Attention) dg.kv_values_per_token += 2 * ln.kv_heads.size() * d.head_dim;
+    if (ln.op != LocalOp::Attention) continue;
+    dg.kv_values_per_token += 2 * ln.kv_heads.size() * d.head_dim;
+    if (d.is_swa(ln.layer)) dg.kv_window_values += 2 * ln.kv_heads.size() * d.head_dim;
   }
 }
 

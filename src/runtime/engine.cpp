@@ -1,5 +1,7 @@
 #include "runtime/engine.h"
 
+#include "graph/kv_window.h"
+
 #include "core/error.h"
 #include "core/progress.h"
 #include "core/thread_pool.h"
@@ -34,6 +36,7 @@ Engine::Engine(const gguf::File& file, EngineOptions opt) : file_(file), opt_(st
   if (opt_.n_seq <= 0 || opt_.n_seq > 1024) fail("cli", "--parallel {} outside 1..1024", opt_.n_seq);
   n_past_.assign(opt_.n_seq, 0);
   fed_.assign(opt_.n_seq, {});
+  windows_ = device::KvWindows(config_.dims, {opt_.n_ctx, opt_.n_seq, opt_.n_batch, opt_.k_type, opt_.v_type});
 
   mode_asked_ = opt_.mode;
   for (const auto& spec : opt_.devices) memory_.push_back(device::spec_memory(spec));  // a worker's: at connect
@@ -85,15 +88,26 @@ int32_t Engine::n_past(int32_t seq) const {
   return n_past_[seq];
 }
 
+int32_t Engine::resumable(int32_t seq, int32_t n_keep) const {
+  if (n_keep <= 0 || !windows_.active()) return std::max(n_keep, 0);
+  return n_keep >= graph::kv_window_floor(windows_.base()[seq], config_.dims.n_swa) ? n_keep : 0;
+}
+
 void Engine::truncate(int32_t seq, int32_t n_keep) {
   if (n_keep < 0 || n_keep > n_past(seq))
     fail("engine", "truncate slot {} to {} positions, {} held", seq, n_keep, n_past_[seq]);
+  if (resumable(seq, n_keep) != n_keep)
+    fail("engine",
+         "slot {}: its sliding-window layers no longer hold the keys position {} needs; continue from {} on, "
+         "or from 0",
+         seq, n_keep, graph::kv_window_floor(windows_.base()[seq], config_.dims.n_swa));
   n_past_[seq] = n_keep;
   fed_[seq].resize(n_keep);
 }
 
 std::vector<device::StepResult> Engine::run_step(device::Step s) {
   std::vector<device::StepResult> results(devices_.size());
+  std::vector<int64_t> windows = windows_.advance(s, "engine");  // as every device moves its own
   if (plan_.mode == SplitMode::Layer) {
     // Pipeline: each device runs its layers in turn and hands the residual stream on.
     for (size_t i = 0; i < devices_.size(); ++i) {
@@ -105,6 +119,7 @@ std::vector<device::StepResult> Engine::run_step(device::Step s) {
     for (auto& d : devices_) d->submit(s);
     wait_all(results);
   }
+  windows_.commit(std::move(windows));
   return results;
 }
 

@@ -6,6 +6,7 @@
 #include "core/error.h"
 #include "device/device.h"
 #include "device/device_spec.h"
+#include "device/kv_windows.h"
 #include "graph/graph.h"
 #include "model/model_config.h"
 #include "model/sampling.h"
@@ -129,6 +130,9 @@ class Engine {
   // goes at n_keep. Costs nothing on the devices: the next step of the slot says where it writes.
   void truncate(int32_t n_keep) { truncate(0, n_keep); }
   void truncate(int32_t seq, int32_t n_keep);
+  // The most of a slot's first n_keep positions it can continue from: n_keep, or 0 where a
+  // sliding-window layer no longer holds the keys position n_keep needs (graph/kv_window.h).
+  int32_t resumable(int32_t seq, int32_t n_keep) const;
 
  private:
   // Creates the devices of opt_.devices, checks each runs its part of plan_, joins and loads them.
@@ -180,6 +184,7 @@ class Engine {
   std::vector<std::unique_ptr<device::Device>> devices_;
   std::vector<int32_t> n_past_;          // per slot
   std::vector<std::vector<Token>> fed_;  // per slot: the n_past_ tokens its KV cache holds (for a replay)
+  device::KvWindows windows_;            // per slot: where the devices' sliding-window caches start
   int device_losses_ = 0;
   parallel::SplitMode mode_asked_;  // opt_.mode before losses brought it down to one device
   struct LostWorker {

@@ -306,7 +306,9 @@ void Scheduler::admit() {
     }
     Slot& s = *best;
     // At least the last prompt token is fed again: its step draws the first token.
-    const size_t keep = std::min(best_common, p.req.prompt.size() - 1);
+    // (Only as far as its sliding-window layers still hold the keys the next position needs.)
+    const size_t keep = static_cast<size_t>(
+        engine_.resumable(s.seq, static_cast<int32_t>(std::min(best_common, p.req.prompt.size() - 1))));
     engine_.truncate(s.seq, static_cast<int32_t>(keep));
     s.cached.resize(keep);
     s.job = std::move(p.job);

@@ -12,6 +12,7 @@ TurnResult run_turn(Engine& engine, const tokenizer::Tokenizer& tok, const std::
   // Drawing needs the logits of the last token: when the cache holds all of seq (a reply
   // regenerated), its last token is fed again.
   if (!seq.empty() && n >= static_cast<int32_t>(seq.size())) n = static_cast<int32_t>(seq.size()) - 1;
+  n = engine.resumable(0, n);  // a sliding window that has moved past n: the whole sequence again
   engine.truncate(n);
   std::vector<Token> feed(seq.begin() + n, seq.end());
   TurnResult r;

@@ -32,9 +32,9 @@ ModelConfig config_of(const std::vector<uint8_t>& bytes) {
 TEST(FamilyConfig, Gemma3) {
   const auto c = config_of(tiny("gemma3"));
   EXPECT_TRUE(c.traits.gemma && c.traits.qk_norm && c.traits.rope_neox);
-  EXPECT_FLOAT_EQ(c.dims.embd_scale, 8.f);  // sqrt(n_embd 64)
+  EXPECT_FLOAT_EQ(c.dims.embd_scale, 8.f);               // sqrt(n_embd 64)
   EXPECT_FLOAT_EQ(c.dims.attention_scale(), 1.f / 4.f);  // 1/sqrt(head_dim 16)
-  EXPECT_EQ(c.dims.n_swa, 64);  // gen-model's default for a context of 512: an eighth
+  EXPECT_EQ(c.dims.n_swa, 64);                           // gen-model's default for a context of 512: an eighth
   ASSERT_EQ(c.dims.swa_layers.size(), 2u);
   EXPECT_TRUE(c.dims.is_swa(0));  // the pattern gen-model writes for fewer than 6 layers: every other is global
   EXPECT_FALSE(c.dims.is_swa(1));

@@ -5,8 +5,10 @@
 // fused q/k/v and gate/up tensors, whose every segment the planner cuts by heads or FFN rows alone.
 #include "device/worker_process.h"
 #include "gguf/gguf_reader.h"
+#include "parallel/memory_fit.h"
 #include "runtime/engine.h"
 #include "runtime/parallel_equality.h"
+#include "support/expect_error.h"
 #include "tools/gen_model.h"
 
 #include <gtest/gtest.h>
@@ -82,6 +84,72 @@ TEST(FamilyRemote, WorkerProcessesMatchOneDevice) {
     layers.devices[1] = {device::DeviceSpec::Kind::Remote, 1, -1, streamed.address()};
     expect_logits_match(*f, layers, k.arch + " layer split with a worker", prompt);
   }
+}
+
+// Gemma's sliding-window layers keep a few rows per slot (graph/kv_window.h) once the context is
+// long: the same tokens and logits as a cache of the whole context, across many moves of the
+// window, for one device, a tensor split and a layer split.
+TEST(SlidingWindowCache, MatchesAWholeContextCache) {
+  tools::GenModelOptions o = model_options({"gemma3", "f32"});
+  o.sliding_window = 5;
+  const auto bytes = tools::generate_model_bytes(o);
+  auto f = gguf::File::parse(bytes.data(), bytes.size(), "window");
+  const auto prompt = some_prompt(320, 37);
+  auto whole = single(DType::F32);
+  whole.n_ctx = 128;
+  whole.n_batch = 64;  // 2 x (5 + 64) rows: the whole context
+  const auto ref = greedy(*f, whole, prompt, 80);
+  for (const auto& c : {configs()[0], configs()[3], configs()[9]}) {
+    auto windowed = options(c, DType::F32);
+    windowed.n_ctx = 128;
+    windowed.n_batch = 4;  // 2 x (5 + 4) = 18 rows of 128: the window moves every few tokens
+    const Engine e(*f, windowed);
+    ASSERT_LT(parallel::kv_cache_bytes(e.plan().devices[0], {128, DType::F32, DType::F32, 1, 4}),
+              parallel::kv_cache_bytes(Engine(*f, whole).plan().devices[0], {128, DType::F32, DType::F32, 1, 4}))
+        << "the plan counts the windowed layers' rows";
+    EXPECT_EQ(greedy(*f, windowed, prompt, 80), ref) << c.name;
+    expect_logits_match(*f, windowed, c.name + " windowed", prompt, DType::F32);
+  }
+}
+
+// A context of 8x the window costs the window's rows on those layers, not the context.
+TEST(SlidingWindowCache, ItsKvMemoryFollowsTheWindow) {
+  tools::GenModelOptions o = model_options({"gemma3", "f32"});
+  o.sliding_window = 64;
+  o.n_ctx = 4096;
+  const auto bytes = tools::generate_model_bytes(o);
+  auto f = gguf::File::parse(bytes.data(), bytes.size(), "window");
+  auto eo = single(DType::F16);
+  eo.n_ctx = 512;  // 8 windows
+  eo.n_batch = 16;
+  const Engine e(*f, eo);
+  const auto& dg = e.plan().devices[0];
+  ASSERT_EQ(dg.kv_window_values * 2, dg.kv_values_per_token) << "one layer of two is local";
+  const uint64_t per_position = dg.kv_window_values * 2;  // f16: the values of one position, in bytes
+  EXPECT_EQ(parallel::kv_cache_bytes(dg, {512, DType::F16, DType::F16, 1, 16}),
+            per_position * 512 + per_position * 2 * (64 + 16));
+}
+
+// A slot whose window moved on: continuing from a position it still holds works; below that
+// the engine says so, and resumable() gives 0 (start over) instead.
+TEST(SlidingWindowCache, RewindingBelowTheWindowStartsOver) {
+  tools::GenModelOptions o = model_options({"gemma3", "f32"});
+  o.sliding_window = 4;
+  const auto bytes = tools::generate_model_bytes(o);
+  auto f = gguf::File::parse(bytes.data(), bytes.size(), "window");
+  auto eo = single(DType::F32);
+  eo.n_ctx = 128;
+  eo.n_batch = 4;  // 16 rows per slot
+  Engine e(*f, eo);
+  const auto prompt = some_prompt(320, 40);
+  const auto full = e.eval_logits(prompt);
+  EXPECT_EQ(e.resumable(0, 38), 38);
+  EXPECT_EQ(e.resumable(0, 10), 0);
+  EXPECT_ERROR(e.truncate(10), "its sliding-window layers no longer hold the keys position 10 needs");
+  e.truncate(38);  // then the same last two tokens again: the same logits
+  EXPECT_EQ(e.eval_logits(std::vector<Token>(prompt.end() - 2, prompt.end())), full);
+  e.truncate(0);
+  EXPECT_EQ(e.eval_logits(prompt), full);
 }
 
 }  // namespace

@@ -59,7 +59,10 @@ void CpuGraphRunner::load(const parallel::DeviceGraph& graph, const gguf::File& 
       case LocalOp::Attention: {
         for (DType t : {opt.k_type, opt.v_type})
           if (t != DType::F32 && t != DType::F16) fail("cpu", "KV cache type {}: f32 or f16", dtype_name(t));
-        const int64_t n = int64_t{opt.n_seq} * opt.n_ctx * ln.kv_heads.size() * d.head_dim;
+        const KvWindows w(d, opt);
+        ns.windowed = d.is_swa(ln.layer) && w.active();
+        ns.kv_rows = ns.windowed ? w.rows() : opt.n_ctx;
+        const int64_t n = int64_t{opt.n_seq} * ns.kv_rows * ln.kv_heads.size() * d.head_dim;
         ns.k_cache = HugeBuffer(row_bytes(opt.k_type, n), "cpu", "the K cache");
         ns.v_cache = HugeBuffer(row_bytes(opt.v_type, n), "cpu", "the V cache");
         for (int64_t h = ln.q_heads.begin; h < ln.q_heads.end; ++h)
@@ -82,6 +85,7 @@ void CpuGraphRunner::load(const parallel::DeviceGraph& graph, const gguf::File& 
         readers_[in].push_back(static_cast<int>(i));
   plan_buffers(opt.max_tokens);
   n_cached_.assign(opt.n_seq, 0);
+  windows_ = KvWindows(d, opt);
 }
 
 // Buffers from the kind-neutral plan (device/buffer_plan.h), allocated in this process.
@@ -97,6 +101,7 @@ StepResult CpuGraphRunner::run(const Step& step) {
   check_step(step, opt_, n_cached_, "cpu");
   const StepLayout l = layout_step(step, opt_.n_ctx);
   const int64_t n_tokens = l.n_tokens;
+  next_base_ = windows_.advance(step, "cpu");
   ++step_id_;
   for (int i = 0; i < static_cast<int>(graph_.nodes.size()); ++i) {
     const auto ts = Clock::now();
@@ -112,6 +117,7 @@ StepResult CpuGraphRunner::run(const Step& step) {
     stats_.op_seconds[static_cast<size_t>(op)] += s;
   }
   for (const StepSeq& q : step.seqs) n_cached_[q.seq] = q.pos0 + q.n_tokens;
+  windows_.commit(std::move(next_base_));
 
   // The output node computed the logits of out_rows only, one row each (see matmul).
   StepResult r = assemble_result(graph_, step, l, out(graph_.output));
@@ -304,15 +310,17 @@ bool CpuGraphRunner::overlaps_all_reduce(int i, const StepCtx& c) const {
 }
 
 // Writes the step's rows ([n_tokens, n_kv heads, head_dim] f32) into a KV cache of `type`, laid
-// out [slot][kv head][n_ctx][head_dim] (kernels::attention reads each slot head-major).
+// out [slot][kv head][rows][head_dim] (kernels::attention reads each slot head-major); row r of a
+// slot holds position base[slot] + r (base: all 0 unless the cache is a sliding window's).
 static void store_kv(HugeBuffer& cache, DType type, const float* rows, int64_t n_tokens, int64_t n_kv, int64_t hd,
-                     int64_t n_ctx, const int64_t* kv_row) {
+                     int64_t n_ctx, int64_t n_rows, const int64_t* base, const int64_t* kv_row) {
   const size_t head_row = row_bytes(type, hd);
   for (int64_t t = 0; t < n_tokens; ++t) {
-    const int64_t slot = kv_row[t] / n_ctx, pos = kv_row[t] % n_ctx;
+    const int64_t slot = kv_row[t] / n_ctx, row = kv_row[t] % n_ctx - base[slot];
+    WEFT_ASSERT(row >= 0 && row < n_rows);
     for (int64_t h = 0; h < n_kv; ++h) {
       const float* src = rows + (t * n_kv + h) * hd;
-      uint8_t* dst = cache.data() + static_cast<size_t>((slot * n_kv + h) * n_ctx + pos) * head_row;
+      uint8_t* dst = cache.data() + static_cast<size_t>((slot * n_kv + h) * n_rows + row) * head_row;
       if (type == DType::F16)
         kernels::f32_to_f16_row(src, reinterpret_cast<uint16_t*>(dst), hd);
       else
@@ -339,15 +347,20 @@ void CpuGraphRunner::attention(int i, const StepCtx& c) {
   const auto& d = graph_.dims;
   if (ln.width == 0) return;
   const int64_t n_kv = ln.kv_heads.size(), kvw = n_kv * d.head_dim;
-  store_kv(ns.k_cache, opt_.k_type, out(ln.inputs[1]), c.n_tokens, n_kv, d.head_dim, opt_.n_ctx, c.kv_row.data());
-  store_kv(ns.v_cache, opt_.v_type, out(ln.inputs[2]), c.n_tokens, n_kv, d.head_dim, opt_.n_ctx, c.kv_row.data());
+  const std::vector<int64_t> zeros(ns.windowed ? 0 : opt_.n_seq, 0);
+  const std::vector<int64_t>& base = ns.windowed ? next_base_ : zeros;
+  if (ns.windowed) move_windows(ns, n_kv, c);
+  store_kv(ns.k_cache, opt_.k_type, out(ln.inputs[1]), c.n_tokens, n_kv, d.head_dim, opt_.n_ctx, ns.kv_rows,
+           base.data(), c.kv_row.data());
+  store_kv(ns.v_cache, opt_.v_type, out(ln.inputs[2]), c.n_tokens, n_kv, d.head_dim, opt_.n_ctx, ns.kv_rows,
+           base.data(), c.kv_row.data());
   kernels::AttentionShape s{0, ln.q_heads.size(), n_kv, d.head_dim, d.attention_scale()};
   if (d.is_swa(ln.layer)) s.window = d.n_swa;
   s.k_type = opt_.k_type;
   s.v_type = opt_.v_type;
-  s.n_ctx = opt_.n_ctx;
+  s.n_ctx = ns.kv_rows;
   const int64_t qw = ln.width;  // == n_q_heads * head_dim, also the output width
-  const size_t k_slot = row_bytes(opt_.k_type, kvw) * opt_.n_ctx, v_slot = row_bytes(opt_.v_type, kvw) * opt_.n_ctx;
+  const size_t k_slot = row_bytes(opt_.k_type, kvw) * ns.kv_rows, v_slot = row_bytes(opt_.v_type, kvw) * ns.kv_rows;
   const float* q = out(ln.inputs[0]);
   float* y = out(i);
   // The pool's work items are (sequence, kv head) pairs: a batch of decoding sequences gives it
@@ -365,10 +378,30 @@ void CpuGraphRunner::attention(int i, const StepCtx& c) {
       const StepSeq& sq = c.step.seqs[si];
       std::tie(part.head_begin, part.head_end) = per_head ? std::pair{u, u + 1} : ns.head_runs[u];
       part.n_tokens = sq.n_tokens;
+      part.kv_pos0 = base[sq.seq];
       kernels::attention(part, q + ts * qw, ns.k_cache.data() + sq.seq * k_slot, ns.v_cache.data() + sq.seq * v_slot,
                          ns.kv_of_q.data(), c.pos.data() + ts, y + ts * qw);
     }
   });
+}
+
+// A sliding-window cache whose slot this step moves on: the keys its sequence still needs (from the
+// new base up to the step's first position) go to the front of each kv head's rows. The two ranges
+// never overlap (graph/kv_window.h: a move happens only past twice the window and a step).
+void CpuGraphRunner::move_windows(NodeState& ns, int64_t n_kv, const StepCtx& c) {
+  const int64_t hd = graph_.dims.head_dim;
+  for (const StepSeq& q : c.step.seqs) {
+    const int64_t from = windows_.base()[q.seq], to = next_base_[q.seq];
+    if (q.pos0 == 0 || to == from) continue;
+    const int64_t n = q.pos0 - to;  // rows kept
+    for (auto [cache, type] : {std::pair{&ns.k_cache, opt_.k_type}, std::pair{&ns.v_cache, opt_.v_type}}) {
+      const size_t row = row_bytes(type, hd);
+      for (int64_t h = 0; h < n_kv; ++h) {
+        uint8_t* head = cache->data() + static_cast<size_t>((q.seq * n_kv + h) * ns.kv_rows) * row;
+        std::memmove(head, head + static_cast<size_t>(to - from) * row, static_cast<size_t>(n) * row);
+      }
+    }
+  }
 }
 
 // Gate/up (one output slot per selected expert) or down with the routes' weighted sum, over the

@@ -7,6 +7,7 @@
 #include "device/cpu/collective_thread.h"
 #include "device/cpu/cpu_weights.h"
 #include "device/device.h"
+#include "device/kv_windows.h"
 #include "kernels/matmul.h"
 #include "kernels/moe.h"
 
@@ -32,6 +33,8 @@ class CpuGraphRunner {
     // Attention: [n_seq, n_ctx, kv_heads, head_dim] of opt_.k_type / v_type; a decode step reads
     // rows of one head 1 KiB or more apart, a TLB miss every few rows on 4 KiB pages.
     HugeBuffer k_cache, v_cache;
+    int64_t kv_rows = 0;           // Attention: rows per slot and kv head (n_ctx, or a sliding window's)
+    bool windowed = false;         // Attention: a sliding-window layer keeping kv_rows < n_ctx
     std::vector<int32_t> kv_of_q;  // Attention: local kv head of each local q head
     // Attention: the local q heads of each local kv head, [begin, end), the pool's work items
     std::vector<std::pair<int64_t, int64_t>> head_runs;
@@ -61,6 +64,7 @@ class CpuGraphRunner {
   void matmul_rows(int i, const float* x, int64_t k, int64_t rows, float* y, bool prepare);
   static constexpr int64_t kOverlapTokens = 32;  // a chunk: 256 KiB of partial sums at n_embd 2048
   void attention(int i, const StepCtx& c);
+  void move_windows(NodeState& ns, int64_t n_kv, const StepCtx& c);
   void all_gather(int i, const StepCtx& c);
   void expert_op(int i, const StepCtx& c);
 
@@ -86,7 +90,9 @@ class CpuGraphRunner {
   std::vector<float> logit_rows_;                  // the output node's input rows of out_rows, side by side
   std::unique_ptr<CollectiveThread> collectives_;  // created on the first overlapped all-reduce
   LoadOptions opt_;
-  std::vector<int32_t> n_cached_;  // per slot: positions [0, n_cached_) hold valid K/V
+  std::vector<int32_t> n_cached_;   // per slot: positions [0, n_cached_) hold valid K/V
+  KvWindows windows_;               // per slot: where the sliding-window layers' caches start
+  std::vector<int64_t> next_base_;  // ... once this step has run (the caches move there first)
   DeviceStats stats_;
 };
 

@@ -170,6 +170,7 @@ void write_graph(ByteWriter& w, const parallel::DeviceGraph& g) {
   w.u8(g.passes_residual);
   w.u64(g.weight_bytes);
   w.u64(g.kv_values_per_token);
+  w.u64(g.kv_window_values);
 }
 
 parallel::DeviceGraph read_graph(ByteReader& r) {
@@ -204,6 +205,9 @@ parallel::DeviceGraph read_graph(ByteReader& r) {
   g.passes_residual = r.boolean("passes residual");
   g.weight_bytes = r.u64("weight bytes");
   g.kv_values_per_token = r.u64("kv values");
+  g.kv_window_values = r.u64("kv window values");
+  if (g.kv_window_values > g.kv_values_per_token)
+    fail("net", "{} kv window values of {}", g.kv_window_values, g.kv_values_per_token);
   return g;
 }
 

@@ -41,12 +41,12 @@ struct MatmulPush {
   uint32_t rows, cols, n_tok, mode, n_used, expert_first, n_experts, y_row0, w_row0, y_stride;
 };
 struct KvStorePush {
-  uint32_t n_tokens, n_kv, head_dim, n_ctx;
+  uint32_t n_tokens, n_kv, head_dim, n_ctx, windowed;
 };
 struct AttentionPush {
   uint32_t n_q, n_kv, head_dim, n_ctx, q_head_begin, kv_begin, group;
   float scale;
-  uint32_t window;
+  uint32_t window, windowed;
 };
 struct GegluPush {
   uint32_t n;
@@ -125,8 +125,8 @@ VkGraphRunner::~VkGraphRunner() {
   for (auto& n : nodes_)
     for (auto& p : n.w.parts) gpu_.destroy(p.buf);
   for (auto& b : buffers_) gpu_.destroy(b);
-  for (Buffer* b : {&upload_, &tok_, &rope_, &rope_swa_, &gelu_table_, &input_, &act_q_, &act_d_, &act_s_, &staging_,
-                    &logits_in_, &logits_, &readback_, &dummy_})
+  for (Buffer* b : {&upload_, &tok_, &rope_, &rope_swa_, &gelu_table_, &kv_base_, &input_, &act_q_, &act_d_, &act_s_,
+                    &staging_, &logits_in_, &logits_, &readback_, &dummy_})
     gpu_.destroy(*b);
 }
 
@@ -243,7 +243,10 @@ void VkGraphRunner::load(const parallel::DeviceGraph& graph, const gguf::File& f
         break;
       }
       case LocalOp::Attention: {
-        const uint64_t bytes = row_bytes(opt.k_type, int64_t{opt.n_seq} * opt.n_ctx * ln.kv_heads.size() * d.head_dim);
+        const KvWindows w(d, opt);
+        ns.windowed = d.is_swa(ln.layer) && w.active();
+        ns.kv_rows = ns.windowed ? w.rows() : opt.n_ctx;
+        const uint64_t bytes = row_bytes(opt.k_type, int64_t{opt.n_seq} * ns.kv_rows * ln.kv_heads.size() * d.head_dim);
         if (bytes > limit)
           fail("vulkan",
                "{}: a KV cache of {:.1f} MiB exceeds the device's largest buffer ({:.1f} MiB); lower -c or "
@@ -310,6 +313,8 @@ void VkGraphRunner::load(const parallel::DeviceGraph& graph, const gguf::File& f
   if (collective_width > 0)
     staging_ = gpu_.create_buffer(int64_t{opt.max_tokens} * collective_width * sizeof(float), Memory::Readback,
                                   "collective staging");
+  kv_base_ = gpu_.create_buffer(int64_t{opt.n_seq} * sizeof(int32_t), Memory::Upload, "sliding-window bases");
+  windows_ = KvWindows(d, opt);
   gpu_.destroy(upload_);  // only loads upload through it
   n_cached_.assign(opt.n_seq, 0);
   gpu_.reserve_marks(u32(graph_.nodes.size() + 1));  // a mark per node, and the logits'
@@ -319,6 +324,9 @@ StepResult VkGraphRunner::run(const Step& step) {
   const auto t0 = Clock::now();
   check_step(step, opt_, n_cached_, "vulkan");
   const StepLayout l = layout_step(step, opt_.n_ctx);
+  next_base_ = windows_.advance(step, "vulkan");
+  for (size_t slot = 0; slot < next_base_.size(); ++slot)
+    static_cast<int32_t*>(kv_base_.mapped)[slot] = static_cast<int32_t>(next_base_[slot]);
   const Ctx c{step, l, l.n_tokens};
   // Per-step inputs: each token's slot and position, and its rope angles.
   auto* tok = static_cast<int32_t*>(tok_.mapped);
@@ -357,6 +365,7 @@ StepResult VkGraphRunner::run(const Step& step) {
   for (size_t op = 0; op < gpu_seconds.size() && op < stats_.op_seconds.size(); ++op)
     stats_.op_seconds[op] += gpu_seconds[op];
   for (const StepSeq& q : step.seqs) n_cached_[q.seq] = q.pos0 + q.n_tokens;
+  windows_.commit(std::move(next_base_));
   StepResult r = assemble_result(graph_, step, l, static_cast<float*>(readback_.mapped));
   stats_.step_seconds += std::chrono::duration<double>(Clock::now() - t0).count();
   stats_.steps++;
@@ -530,24 +539,52 @@ void VkGraphRunner::record_attention(int i, const Ctx& c) {
   if (ln.width == 0) return;
   const int64_t n_kv = ln.kv_heads.size();
   const char* suffix = opt_.k_type == DType::F16 ? "_f16" : "_f32";
-  const Pipeline& store = gpu_.pipeline(std::string("kv_store") + suffix, 3, sizeof(KvStorePush));
-  const KvStorePush sp{u32(c.n_tokens), u32(n_kv), u32(d.head_dim), u32(opt_.n_ctx)};
+  if (ns.windowed) move_windows(ns, n_kv, c);
+  const Pipeline& store = gpu_.pipeline(std::string("kv_store") + suffix, 4, sizeof(KvStorePush));
+  const KvStorePush sp{u32(c.n_tokens), u32(n_kv), u32(d.head_dim), u32(ns.kv_rows), ns.windowed ? 1u : 0u};
   const auto [gx, gy] = grid((c.n_tokens * n_kv * d.head_dim + 255) / 256);
-  gpu_.dispatch(store, gpu_.bind(store, {out(ln.inputs[1]), ns.k_cache.buffer, tok_.buffer}), &sp, gx, gy);
-  gpu_.dispatch(store, gpu_.bind(store, {out(ln.inputs[2]), ns.v_cache.buffer, tok_.buffer}), &sp, gx, gy);
+  gpu_.dispatch(store, gpu_.bind(store, {out(ln.inputs[1]), ns.k_cache.buffer, tok_.buffer, kv_base_.buffer}), &sp, gx,
+                gy);
+  gpu_.dispatch(store, gpu_.bind(store, {out(ln.inputs[2]), ns.v_cache.buffer, tok_.buffer, kv_base_.buffer}), &sp, gx,
+                gy);
   gpu_.barrier();
-  const Pipeline& p = gpu_.pipeline(std::string("attention") + suffix, 5, sizeof(AttentionPush));
+  const Pipeline& p = gpu_.pipeline(std::string("attention") + suffix, 6, sizeof(AttentionPush));
   const AttentionPush ap{u32(ln.q_heads.size()),
                          u32(n_kv),
                          u32(d.head_dim),
-                         u32(opt_.n_ctx),
+                         u32(ns.kv_rows),
                          u32(ln.q_heads.begin),
                          u32(ln.kv_heads.begin),
                          u32(d.group()),
                          d.attention_scale(),
-                         d.is_swa(ln.layer) ? u32(d.n_swa) : 0u};
-  gpu_.dispatch(p, gpu_.bind(p, {out(ln.inputs[0]), ns.k_cache.buffer, ns.v_cache.buffer, tok_.buffer, out(i)}), &ap,
-                u32(ln.q_heads.size()), u32(c.n_tokens));
+                         d.is_swa(ln.layer) ? u32(d.n_swa) : 0u,
+                         ns.windowed ? 1u : 0u};
+  gpu_.dispatch(
+      p, gpu_.bind(p, {out(ln.inputs[0]), ns.k_cache.buffer, ns.v_cache.buffer, tok_.buffer, out(i), kv_base_.buffer}),
+      &ap, u32(ln.q_heads.size()), u32(c.n_tokens));
+}
+
+// A sliding-window cache whose slot this step moves on: the keys its sequence still needs go to
+// the front of each kv head's rows (never overlapping, graph/kv_window.h), before kv_store writes.
+void VkGraphRunner::move_windows(const NodeState& ns, int64_t n_kv, const Ctx& c) {
+  const int64_t hd = graph_.dims.head_dim;
+  bool moved = false;
+  for (const StepSeq& q : c.step.seqs) {
+    const int64_t from = windows_.base()[q.seq], to = next_base_[q.seq];
+    if (q.pos0 == 0 || to == from) continue;
+    for (auto [cache, type] : {std::pair{&ns.k_cache, opt_.k_type}, std::pair{&ns.v_cache, opt_.v_type}}) {
+      const uint64_t row = row_bytes(type, hd);
+      std::vector<VkBufferCopy> regions;
+      for (int64_t h = 0; h < n_kv; ++h) {
+        const uint64_t head = static_cast<uint64_t>((q.seq * n_kv + h) * ns.kv_rows) * row;
+        regions.push_back(
+            {head + static_cast<uint64_t>(to - from) * row, head, static_cast<uint64_t>(q.pos0 - to) * row});
+      }
+      if (q.pos0 > to) gpu_.copy_regions(cache->buffer, cache->buffer, regions);
+    }
+    moved = true;
+  }
+  if (moved) gpu_.barrier();
 }
 
 // The value leaves the device through host-visible staging memory, the group combines it there

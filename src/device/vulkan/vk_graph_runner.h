@@ -7,6 +7,7 @@
 
 #include "device/cpu/cpu_weights.h"
 #include "device/device.h"
+#include "device/kv_windows.h"
 #include "device/step_layout.h"
 #include "device/vulkan/vk_gpu.h"
 
@@ -44,6 +45,8 @@ class VkGraphRunner {
     kernels::WeightMatrix embed;  // Embed: rows read on the host
     Buffer vec, bias;             // norm weight, matmul bias
     Buffer k_cache, v_cache;
+    int64_t kv_rows = 0;    // Attention: rows per slot and kv head (n_ctx, or a sliding window's)
+    bool windowed = false;  // Attention: a sliding-window layer keeping kv_rows < n_ctx
     int buffer = -1;
   };
   struct Ctx {
@@ -64,6 +67,7 @@ class VkGraphRunner {
   void record_matmul(const Matrix& w, VkBuffer x, int64_t x_rows, VkBuffer y, int64_t y_stride, uint32_t mode,
                      int64_t n_tokens, VkBuffer routes);
   void record_attention(int i, const Ctx& c);
+  void move_windows(const NodeState& ns, int64_t n_kv, const Ctx& c);
   void collective(int i, const Ctx& c);
   void logits(const Ctx& c);
   std::pair<uint32_t, uint32_t> grid(uint64_t groups) const;  // groups as x * y within the device's limits
@@ -78,8 +82,11 @@ class VkGraphRunner {
   Buffer upload_, tok_, rope_, input_;  // host-visible: staging for loads, per-step inputs
   Buffer rope_swa_;                     // sliding-window layers' angles (their own RoPE base)
   Buffer gelu_table_;                   // kernels::gelu_f16_table() as floats, where GeGlu runs
-  Buffer act_q_, act_d_, act_s_;        // activations quantized for the integer dot products
-  Buffer staging_;                      // collectives' host-visible memory
+  Buffer kv_base_;                      // per slot: the step's sliding-window base (windows_)
+  KvWindows windows_;
+  std::vector<int64_t> next_base_;
+  Buffer act_q_, act_d_, act_s_;  // activations quantized for the integer dot products
+  Buffer staging_;                // collectives' host-visible memory
   Buffer logits_in_, logits_, readback_;
   int64_t logits_rows_ = 0;  // rows of logits one pass computes
   Buffer dummy_;             // bound where a shader's binding is unused

@@ -20,10 +20,12 @@ float vval(uint i) { return vc[i]; }
 #endif
 layout(std430, binding = 3) readonly buffer T { int tok[]; };
 layout(std430, binding = 4) writeonly buffer O { float o[]; };
+layout(std430, binding = 5) readonly buffer B { int base[]; };  // windowed: row r holds position base[slot] + r
 layout(push_constant) uniform P {
   uint n_q, n_kv, head_dim, n_ctx, q_head_begin, kv_begin, group;
   float scale;
   uint window;  // 0: none
+  uint windowed;
 } p;
 shared float qs[256];
 shared float ps[64];
@@ -37,7 +39,8 @@ void main() {
   const uint qbase = (t * p.n_q + h) * hd;
   for (uint e = tid; e < hd; e += 64) qs[e] = q[qbase + e];
   barrier();
-  const uint cache = (slot * p.n_kv + kv) * p.n_ctx * hd;
+  // Key j's row: j - base (a whole run of the window, never wrapping).
+  const uint cache = (slot * p.n_kv + kv) * p.n_ctx * hd - (p.windowed != 0 ? uint(base[slot]) * hd : 0);
   float m = -1.0 / 0.0, l = 0.0;
   float acc[4] = float[4](0.0, 0.0, 0.0, 0.0);
   for (uint j0 = first; j0 < n_valid; j0 += 64) {

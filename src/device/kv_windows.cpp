@@ -1,0 +1,28 @@
+#include "device/kv_windows.h"
+
+#include "core/error.h"
+#include "graph/kv_window.h"
+
+namespace weft::device {
+
+KvWindows::KvWindows(const graph::Dims& d, const LoadOptions& opt)
+    : n_swa_(d.n_swa),
+      n_ctx_(opt.n_ctx),
+      rows_(d.n_swa > 0 ? graph::kv_window_rows(opt.n_ctx, d.n_swa, opt.max_tokens) : opt.n_ctx),
+      base_(opt.n_seq, 0) {}
+
+std::vector<int64_t> KvWindows::advance(const Step& step, const char* where) const {
+  std::vector<int64_t> next = base_;
+  if (!active()) return next;
+  for (const StepSeq& q : step.seqs) {
+    const int64_t base = q.pos0 == 0 ? 0 : base_[q.seq];  // a sequence started over needs nothing held
+    const int64_t floor = graph::kv_window_floor(base, n_swa_);
+    if (q.pos0 < floor)
+      fail(where, "slot {}: a step at position {} rewinds past what its sliding-window layers hold (from {} on)", q.seq,
+           q.pos0, floor);
+    next[q.seq] = graph::next_kv_window_base(base, q.pos0, q.pos0 + q.n_tokens, n_swa_, rows_);
+  }
+  return next;
+}
+
+}  // namespace weft::device

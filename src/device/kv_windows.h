@@ -1,0 +1,32 @@
+// Where a device's sliding-window KV caches start, per slot (graph/kv_window.h), advanced with
+// each step: what every device kind with such caches shares.
+#pragma once
+
+#include "device/device.h"
+#include "graph/graph.h"
+
+#include <cstdint>
+#include <vector>
+
+namespace weft::device {
+
+class KvWindows {
+ public:
+  KvWindows() = default;
+  KvWindows(const graph::Dims& d, const LoadOptions& opt);
+  // Whether the model's windowed layers keep fewer rows per slot than the context.
+  bool active() const { return rows_ < n_ctx_; }
+  // Rows per slot of a windowed layer's cache (the context when not active).
+  int64_t rows() const { return rows_; }
+  const std::vector<int64_t>& base() const { return base_; }
+  // The bases this step leaves each slot at (a cache moves its rows there before it writes);
+  // throws weft::Error(where, ...) for a sequence that starts below its slot's floor.
+  std::vector<int64_t> advance(const Step& step, const char* where) const;
+  void commit(std::vector<int64_t> next) { base_ = std::move(next); }
+
+ private:
+  int64_t n_swa_ = 0, n_ctx_ = 0, rows_ = 0;
+  std::vector<int64_t> base_;
+};
+
+}  // namespace weft::device
