@@ -69,7 +69,7 @@ Action add_gen_model(CLI::App& app) {
   auto o = std::make_shared<tools::GenModelOptions>();
   auto* cmd = app.add_subcommand("gen-model", "write a deterministic random-weight model (no download needed)");
   cmd->add_option("-o,--output", o->path, "output GGUF file")->required();
-  cmd->add_option("--preset", o->preset, "tiny | 500m | 1b | 8b-shape | tiny-moe | moe-2b");
+  cmd->add_option("--preset", o->preset, "tiny | 500m | 1b | 8b-shape | gemma3-1b | tiny-moe | moe-2b");
   cmd->add_option("--type", o->type,
                   "f32 f16 bf16 q8_0 q4_0 q4_1 q5_0 q5_1 q2_k q3_k q4_k q5_k q6_k q4_k_m q5_k_m iq4_nl iq4_xs");
   cmd->add_option("--arch", o->arch,
@@ -83,6 +83,7 @@ Action add_gen_model(CLI::App& app) {
   cmd->add_option("--n-ff", o->overrides.n_ff, "override the preset's FFN width");
   cmd->add_option("--n-head", o->overrides.n_head, "override the preset's head count");
   cmd->add_option("--n-head-kv", o->overrides.n_head_kv, "override the preset's KV head count");
+  cmd->add_option("--head-dim", o->overrides.head_dim, "override the preset's head size (default n_embd / n_head)");
   cmd->add_option("--n-vocab", o->overrides.n_vocab, "override the preset's vocabulary size");
   cmd->add_option("--n-expert", o->overrides.n_expert, "override the MoE preset's expert count");
   cmd->add_option("--n-expert-used", o->overrides.n_expert_used, "override the MoE preset's experts per token");

@@ -169,7 +169,7 @@ void ffn_specs(const ArchInfo& a, const GenModelShape& s, int l, Matrix matrix, 
 
 std::vector<TensorSpec> tensor_specs(const GenModelOptions& o, const GenModelShape& s) {
   const ArchInfo a = arch_info(o.arch);
-  const int64_t head_dim = s.n_embd / s.n_head, n_embd_kv = head_dim * s.n_head_kv;
+  const int64_t head_dim = s.head_dim, q_w = s.q_width(), n_embd_kv = head_dim * s.n_head_kv;
   const int n_layer = static_cast<int>(s.n_layer);
   std::vector<TensorSpec> out;
   auto matrix = [&](const std::string& base, int layer, int64_t ne0, int64_t ne1) {
@@ -191,9 +191,9 @@ std::vector<TensorSpec> tensor_specs(const GenModelOptions& o, const GenModelSha
   for (int l = 0; l < n_layer; ++l) {
     vec("attn_norm.weight", l, s.n_embd, Init::Norm);
     if (a.phi3) {
-      matrix("attn_qkv.weight", l, s.n_embd, s.n_embd + 2 * n_embd_kv);  // [q; k; v]
+      matrix("attn_qkv.weight", l, s.n_embd, q_w + 2 * n_embd_kv);  // [q; k; v]
     } else {
-      matrix("attn_q.weight", l, s.n_embd, s.n_embd);   // (embd -> heads*head_dim)
+      matrix("attn_q.weight", l, s.n_embd, q_w);        // (embd -> heads*head_dim)
       matrix("attn_k.weight", l, s.n_embd, n_embd_kv);  // (embd -> kv_heads*head_dim)
       matrix("attn_v.weight", l, s.n_embd, n_embd_kv);
     }
@@ -206,7 +206,7 @@ std::vector<TensorSpec> tensor_specs(const GenModelOptions& o, const GenModelSha
       vec("attn_q_norm.weight", l, head_dim, Init::Norm);  // shared by all heads
       vec("attn_k_norm.weight", l, head_dim, Init::Norm);
     }
-    matrix("attn_output.weight", l, s.n_embd, s.n_embd);
+    matrix("attn_output.weight", l, q_w, s.n_embd);
     if (a.gemma) vec("post_attention_norm.weight", l, s.n_embd, Init::Norm);
     vec("ffn_norm.weight", l, s.n_embd, Init::Norm);
     ffn_specs(a, s, l, matrix, stack, f32);
@@ -231,7 +231,7 @@ int64_t gen_sliding_window(const GenModelOptions& o, const GenModelShape& s) {
 void add_metadata(gguf::Writer& w, const GenModelOptions& o, const GenModelShape& s) {
   const ArchInfo a = arch_info(o.arch);
   const std::string& p = o.arch;  // key prefix
-  const uint32_t head_dim = static_cast<uint32_t>(s.n_embd / s.n_head);
+  const uint32_t head_dim = static_cast<uint32_t>(s.head_dim);
   auto u32 = [](int64_t v) { return static_cast<uint32_t>(v); };
 
   w.set_string("general.architecture", o.arch);
@@ -251,7 +251,7 @@ void add_metadata(gguf::Writer& w, const GenModelOptions& o, const GenModelShape
   }
   w.set_u32(p + ".attention.head_count", u32(s.n_head));
   w.set_u32(p + ".attention.head_count_kv", u32(s.n_head_kv));
-  if (a.qk_norm) {  // qwen3 states its head size explicitly
+  if (a.qk_norm || s.head_dim * s.n_head != s.n_embd) {  // qwen3 states its head size explicitly, as any odd one is
     w.set_u32(p + ".attention.key_length", head_dim);
     w.set_u32(p + ".attention.value_length", head_dim);
   }
@@ -336,9 +336,11 @@ GenModelShape gen_model_preset(std::string_view preset) {
   // + {n_expert, n_expert_used, n_ff_exp, n_ff_shexp}. tiny-moe: 3 quant blocks per expert width,
   // so a tensor split lands on blocks unevenly. moe-2b: Qwen3-30B-A3B's layer (2048 wide, experts
   // of 768, 8 active) with 32 experts and 12 layers: 2.1B parameters, 0.6B active per token.
+  // Gemma 3 1B's shape: heads 256 wide (4 x 256 = 1024 of 1152), one KV head, its 262144 vocab.
+  if (preset == "gemma3-1b") return {1152, 26, 6912, 4, 1, 262144, 32768, 0, 0, 0, 0, 256};
   if (preset == "tiny-moe") return {64, 2, 192, 4, 2, 320, 512, 8, 2, 96, 128};
   if (preset == "moe-2b") return {2048, 12, 6144, 32, 4, 32000, 4096, 32, 8, 768, 2048};
-  fail("gen-model", "unknown preset '{}' (tiny, 500m, 1b, 8b-shape, tiny-moe, moe-2b)", preset);
+  fail("gen-model", "unknown preset '{}' (tiny, 500m, 1b, 8b-shape, gemma3-1b, tiny-moe, moe-2b)", preset);
 }
 
 GenModelShape gen_model_shape(const GenModelOptions& o) {
@@ -359,6 +361,7 @@ GenModelShape gen_model_shape(const GenModelOptions& o) {
   take(s.n_expert_used, v.n_expert_used);
   take(s.n_ff_exp, v.n_ff_exp);
   take(s.n_ff_shexp, v.n_ff_shexp);
+  take(s.head_dim, v.head_dim);
   const ArchInfo a = arch_info(o.arch);
   if (s.n_expert > 0 && a.ffn == ArchInfo::Ffn::Dense)
     fail("gen-model", "arch {} has no experts: use qwen2moe / qwen3moe (or llama for Mixtral) with preset {}", o.arch,
@@ -372,10 +375,16 @@ GenModelShape gen_model_shape(const GenModelOptions& o) {
   if (s.n_embd <= 0 || s.n_layer <= 0 || s.n_ff <= 0 || s.n_head <= 0 || s.n_head_kv <= 0 || s.n_ctx <= 0)
     fail("gen-model", "dimensions must be positive (embd {}, layers {}, ff {}, heads {}/{}, ctx {})", s.n_embd,
          s.n_layer, s.n_ff, s.n_head, s.n_head_kv, s.n_ctx);
-  if (s.n_embd % s.n_head != 0) fail("gen-model", "n_embd {} is not a multiple of n_head {}", s.n_embd, s.n_head);
+  if (s.head_dim == 0) {
+    if (s.n_embd % s.n_head != 0) fail("gen-model", "n_embd {} is not a multiple of n_head {}", s.n_embd, s.n_head);
+    s.head_dim = s.n_embd / s.n_head;
+  }
   if (s.n_head % s.n_head_kv != 0)
     fail("gen-model", "n_head {} is not a multiple of n_head_kv {}", s.n_head, s.n_head_kv);
-  if ((s.n_embd / s.n_head) % 2 != 0) fail("gen-model", "head size {} must be even for RoPE", s.n_embd / s.n_head);
+  if (a.phi3 && s.head_dim * s.n_head != s.n_embd)  // llama.cpp's phi3 reads q/k/v n_embd wide
+    fail("gen-model", "phi3's heads must fill n_embd ({} x {} is not {})", s.n_head, s.head_dim, s.n_embd);
+  if (s.head_dim % 2 != 0 || s.head_dim < 0 || s.head_dim > 256)
+    fail("gen-model", "head size {} must be even (RoPE) and at most 256", s.head_dim);
   if (s.n_vocab < kMinVocab)
     fail("gen-model", "vocab {} is smaller than the {} special and byte tokens", s.n_vocab, kMinVocab);
   if (s.n_vocab > INT32_MAX || s.n_embd > UINT32_MAX || s.n_ff > UINT32_MAX || s.n_ctx > UINT32_MAX)

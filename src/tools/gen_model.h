@@ -28,11 +28,13 @@ struct GenModelShape {
   int64_t n_expert_used = 0;
   int64_t n_ff_exp = 0;
   int64_t n_ff_shexp = 0;  // qwen2moe's shared expert
+  int64_t head_dim = 0;    // 0: n_embd / n_head (Gemma 3's heads are 256 wide whatever n_embd)
+  int64_t q_width() const { return n_head * head_dim; }
 };
 
 struct GenModelOptions {
   std::string path;             // output .gguf (generate_model only)
-  std::string preset = "tiny";  // tiny, 500m, 1b, 8b-shape; mixtures of experts: tiny-moe, moe-2b
+  std::string preset = "tiny";  // tiny, 500m, 1b, 8b-shape, gemma3-1b; mixtures of experts: tiny-moe, moe-2b
   // f32 f16 bf16 q8_0 q4_0 q4_1 q5_0 q5_1 q4_k q5_k q6_k (every matrix in that type), or the
   // llama.cpp mixes q4_k_m / q5_k_m. Norms and biases are always f32.
   std::string type = "q8_0";

@@ -110,6 +110,13 @@ void expect_same_graph(const parallel::DeviceGraph& a, const parallel::DeviceGra
   EXPECT_EQ(x.rope.llama3_high_freq_factor, y.rope.llama3_high_freq_factor);
   EXPECT_EQ(x.rope.llama3_original_ctx, y.rope.llama3_original_ctx);
   EXPECT_EQ(x.rope.freq_factors, y.rope.freq_factors);
+  EXPECT_EQ(x.rope, y.rope);  // and the rest of it (LongRoPE's attention factor)
+  EXPECT_EQ(x.embd_scale, y.embd_scale);
+  EXPECT_EQ(x.attn_scale, y.attn_scale);
+  EXPECT_EQ(x.logit_softcap, y.logit_softcap);
+  EXPECT_EQ(x.n_swa, y.n_swa);
+  EXPECT_EQ(x.swa_layers, y.swa_layers);
+  EXPECT_EQ(x.rope_swa, y.rope_swa);
   EXPECT_EQ(x.n_expert, y.n_expert);
   EXPECT_EQ(x.n_expert_used, y.n_expert_used);
   EXPECT_EQ(x.n_ff_exp, y.n_ff_exp);
@@ -138,6 +145,7 @@ void expect_same_graph(const parallel::DeviceGraph& a, const parallel::DeviceGra
   EXPECT_EQ(a.passes_residual, b.passes_residual);
   EXPECT_EQ(a.weight_bytes, b.weight_bytes);
   EXPECT_EQ(a.kv_values_per_token, b.kv_values_per_token);
+  EXPECT_EQ(a.kv_window_values, b.kv_window_values);
 }
 
 Bytes graph_bytes(const parallel::DeviceGraph& g) {
@@ -167,6 +175,16 @@ parallel::DeviceGraph rich_graph() {
   g.dims.n_ff_exp = 1408;
   g.dims.n_ff_shexp = 5632;
   g.dims.expert_weights_norm = true;
+  g.dims.rope.attn_factor = 1.19f;
+  g.dims.embd_scale = 33.9f;  // Gemma's
+  g.dims.attn_scale = 0.0625f;
+  g.dims.logit_softcap = 30.f;
+  g.dims.n_swa = 512;
+  g.dims.swa_layers.assign(g.dims.n_layer, 1);
+  g.dims.swa_layers.back() = 0;
+  g.dims.rope_swa = g.dims.rope;
+  g.dims.rope_swa.freq_base = 10000.f;
+  g.kv_window_values = 16;
   g.nodes[1].experts = {12, 30};
   g.nodes[1].weight.experts = {12, 30};
   parallel::LocalNode gather{};
@@ -260,11 +278,20 @@ TEST(RemoteMessages, GraphWithBadValuesIsRejected) {
   g.dims.n_embd = -8;
   EXPECT_ERROR(graph_round_trip(g), "dims: -8 is out of range");
   g = rich_graph();
+  g.dims.embd_scale = -1.f;
+  EXPECT_ERROR(graph_round_trip(g), "dims: scale -1 is out of range");
+  g = rich_graph();
+  g.dims.n_swa = -5;
+  EXPECT_ERROR(graph_round_trip(g), "dims: sliding window -5 is out of range");
+  g = rich_graph();
+  g.kv_window_values = g.kv_values_per_token + 1;
+  EXPECT_ERROR(graph_round_trip(g), "kv window values of");
+  g = rich_graph();
   g.nodes.back().gather.assign(parallel::kMaxDevices + 1, {0, 1});
   EXPECT_ERROR(graph_round_trip(g), "gather count: count 17 exceeds the limit 16");
-  // A bool that is neither 0 nor 1: has_logits, before passes_residual and two u64s.
+  // A bool that is neither 0 nor 1: has_logits, before passes_residual and three u64s.
   Bytes b = graph_bytes(rich_graph());
-  b[b.size() - 18] = 2;
+  b[b.size() - 26] = 2;
   net::ByteReader r(b);
   EXPECT_ERROR(read_whole_graph(r), "has logits: 2 is not a boolean");
 }

@@ -1,6 +1,6 @@
 // Greedy tokens against llama.cpp's, on generated models of each architecture weft reads. The
 // expected tokens were made once with llama.cpp (commit a135ec0ba, ../shared/anchors): the same
-// model written by `weft gen-model --arch A --type T --seed S [--sliding-window W]`, the prompt
+// model written by `weft gen-model --arch A --type T --seed S [--sliding-window W] [--head-dim H]`, the prompt
 // below as token ids, one sequence of n_ctx positions, the argmax of each step's logits (ties to
 // the lower id). CI has no llama.cpp; these vectors are its output.
 // Float weights give llama.cpp's tokens all the way. Quantized ones give them until a near-tie:
@@ -25,10 +25,12 @@ struct Golden {
   int64_t sliding_window;  // gemma3: the local layers' window (0: gen-model's default)
   int32_t n_ctx;           // phi3: past its original context (256 for the tiny shape) LongRoPE's long factors
   std::vector<Token> tokens;
+  int64_t head_dim = 0;  // --head-dim: heads wider than n_embd / n_head, as Gemma 3's
 };
 
 std::string name(const Golden& g) {
-  return g.arch + "_" + g.type + "_seed" + std::to_string(g.seed) + "_ctx" + std::to_string(g.n_ctx);
+  return g.arch + "_" + g.type + "_seed" + std::to_string(g.seed) + "_ctx" + std::to_string(g.n_ctx) +
+         (g.head_dim ? "_hd" + std::to_string(g.head_dim) : "");
 }
 
 class LlamaCppGreedy : public ::testing::TestWithParam<Golden> {};
@@ -40,6 +42,7 @@ TEST_P(LlamaCppGreedy, SameTokens) {
   o.type = g.type;
   o.seed = g.seed;
   o.sliding_window = g.sliding_window;
+  o.overrides.head_dim = g.head_dim;
   const test_support::GeneratedModel m(o);
   auto eo = test_support::cpu_engine_options(1, 1, g.n_ctx, 4);  // prompts over several steps
   runtime::Engine e(*m.file, eo);
@@ -51,19 +54,23 @@ TEST_P(LlamaCppGreedy, SameTokens) {
 
 INSTANTIATE_TEST_SUITE_P(
     Archs, LlamaCppGreedy,
-    ::testing::Values(Golden{"llama", "f32", 7, 0, 512, {204, 14, 255, 52,  52,  52,  204, 99,  263, 317, 256, 131,
-                                                         204, 99, 263, 263, 263, 118, 189, 118, 263, 118, 118, 118}},
-                      // Gemma 3 with a window of 4: most of each sequence attends past it in its local layers.
-                      Golden{"gemma3", "f32", 7, 4, 512, {48, 301, 114, 263, 230, 55,  140, 140, 140, 47,  107, 29,
-                                                          49, 210, 72,  103, 230, 264, 152, 228, 183, 161, 182, 19}},
-                      Golden{"gemma3", "q8_0", 3, 4, 128, {126, 191, 5,  224, 85,  116, 150, 307, 271, 160, 82,  6,
-                                                           116, 164, 82, 6,   307, 86,  179, 66,  144, 97,  277, 249}},
-                      Golden{"phi3", "f32", 7, 0, 512, {66, 66,  66,  318, 307, 307, 307, 283, 136, 105, 63,  118,
-                                                        9,  136, 105, 128, 195, 145, 90,  307, 307, 307, 307, 307}},
-                      Golden{"phi3", "f32", 7, 0, 128, {291, 311, 96,  195, 75,  177, 96,  187, 306, 66,  283, 195,
-                                                        173, 53,  259, 96,  279, 195, 127, 216, 75,  196, 195, 82}},
-                      Golden{"phi3", "q4_0", 9, 0, 128, {284, 165, 139, 197, 167, 229, 139, 258, 90,  24,  94,  111,
-                                                         248, 18,  90,  24,  37,  58,  301, 239, 258, 263, 315, 141}}),
+    ::testing::Values(
+        Golden{"llama", "f32", 7, 0, 512, {204, 14, 255, 52,  52,  52,  204, 99,  263, 317, 256, 131,
+                                           204, 99, 263, 263, 263, 118, 189, 118, 263, 118, 118, 118}},
+        // Gemma 3 with a window of 4: most of each sequence attends past it in its local layers.
+        Golden{"gemma3", "f32", 7, 4, 512, {48, 301, 114, 263, 230, 55,  140, 140, 140, 47,  107, 29,
+                                            49, 210, 72,  103, 230, 264, 152, 228, 183, 161, 182, 19}},
+        // Heads of 32 where n_embd / n_head is 16 (a 128-wide q feeding a 64-wide attn_output row).
+        Golden{
+            "gemma3", "f32", 3, 4, 512, {126, 189, 212, 189, 51, 319, 230, 31, 124, 17, 83, 51, 24, 134, 32, 51}, 32},
+        Golden{"gemma3", "q8_0", 3, 4, 128, {126, 191, 5,  224, 85,  116, 150, 307, 271, 160, 82,  6,
+                                             116, 164, 82, 6,   307, 86,  179, 66,  144, 97,  277, 249}},
+        Golden{"phi3", "f32", 7, 0, 512, {66, 66,  66,  318, 307, 307, 307, 283, 136, 105, 63,  118,
+                                          9,  136, 105, 128, 195, 145, 90,  307, 307, 307, 307, 307}},
+        Golden{"phi3", "f32", 7, 0, 128, {291, 311, 96,  195, 75,  177, 96,  187, 306, 66,  283, 195,
+                                          173, 53,  259, 96,  279, 195, 127, 216, 75,  196, 195, 82}},
+        Golden{"phi3", "q4_0", 9, 0, 128, {284, 165, 139, 197, 167, 229, 139, 258, 90,  24,  94,  111,
+                                           248, 18,  90,  24,  37,  58,  301, 239, 258, 263, 315, 141}}),
     [](const auto& p) { return name(p.param); });
 
 }  // namespace

@@ -28,6 +28,7 @@ using parallel::SplitMode;
 
 struct FamilyCase {
   std::string arch, type;
+  int64_t head_dim = 0;  // Gemma 3's heads are wider than n_embd / n_head
 };
 
 tools::GenModelOptions model_options(const FamilyCase& k) {
@@ -36,6 +37,7 @@ tools::GenModelOptions model_options(const FamilyCase& k) {
   o.type = k.type;
   o.seed = 7;
   o.sliding_window = 6;  // gemma3: the prompt and the generated tokens run far past it
+  o.overrides.head_dim = k.head_dim;
   return o;
 }
 
@@ -58,16 +60,20 @@ TEST_P(FamilySplits, GreedyTokensAndLogitsMatchEveryConfig) {
 
 INSTANTIATE_TEST_SUITE_P(Archs, FamilySplits,
                          ::testing::Values(FamilyCase{"gemma3", "f32"}, FamilyCase{"gemma3", "q8_0"},
-                                           FamilyCase{"gemma3", "q4_k_m"}, FamilyCase{"phi3", "f32"},
-                                           FamilyCase{"phi3", "q4_0"}, FamilyCase{"phi3", "bf16"}),
-                         [](const auto& p) { return p.param.arch + "_" + p.param.type; });
+                                           FamilyCase{"gemma3", "q4_k_m"}, FamilyCase{"gemma3", "q8_0", 32},
+                                           FamilyCase{"phi3", "f32"}, FamilyCase{"phi3", "q4_0"},
+                                           FamilyCase{"phi3", "bf16"}),
+                         [](const auto& p) {
+                           return p.param.arch + "_" + p.param.type +
+                                  (p.param.head_dim ? "_hd" + std::to_string(p.param.head_dim) : "");
+                         });
 
 // A worker streamed its slices (the fused tensors' segments among them) and one reading its own
 // copy, beside a local device.
 TEST(FamilyRemote, WorkerProcessesMatchOneDevice) {
   const std::string dir = ::testing::TempDir() + "/weft_family_remote";
   std::filesystem::create_directories(dir);
-  for (const FamilyCase k : {FamilyCase{"gemma3", "q8_0"}, FamilyCase{"phi3", "q4_0"}}) {
+  for (const FamilyCase& k : {FamilyCase{"gemma3", "q8_0"}, FamilyCase{"phi3", "q4_0"}}) {
     tools::GenModelOptions o = model_options(k);
     o.path = dir + "/" + k.arch + ".gguf";
     tools::generate_model(o);
