@@ -2,6 +2,7 @@
 // (gen-model writes them as the released files do), and the clear error a malformed file gets.
 #include "gguf/gguf_reader.h"
 #include "model/model_config.h"
+#include "runtime/engine.h"
 #include "tools/gen_model.h"
 
 #include "support/edited_model.h"
@@ -9,6 +10,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 
 namespace weft::model {
@@ -55,6 +57,33 @@ TEST(FamilyConfig, Phi3AndItsLongRopeFactors) {
   EXPECT_NEAR(c.dims.rope.attn_factor, 1.19024f, 1e-5);
   EXPECT_EQ(for_context(c, 256).dims.rope.freq_factors, c.dims.rope.freq_factors) << "not past the original";
   EXPECT_FLOAT_EQ(for_context(c, 257).dims.rope.freq_factors.back(), 31.f) << "past it: the long ones";
+}
+
+// final_logit_softcapping (Gemma 2's, which a Gemma 3 file may set): the engine's logits are
+// cap * tanh(logits / cap) of the uncapped model's, on one device and split by vocabulary.
+TEST(FamilyConfig, SoftCapShapesTheLogits) {
+  const auto plain = tiny("gemma3");
+  const auto capped = edited(plain, {.f32_keys = {{"gemma3.final_logit_softcapping", 0.5f}}});
+  const std::vector<Token> prompt{1, 17, 250, 3, 99};
+  auto logits = [&](const std::vector<uint8_t>& bytes, int n_devices) {
+    auto f = gguf::File::parse(bytes.data(), bytes.size());
+    runtime::EngineOptions eo;
+    for (int i = 0; i < n_devices; ++i) eo.devices.push_back({device::DeviceSpec::Kind::Cpu, 1, -1, ""});
+    eo.mode = n_devices > 1 ? parallel::SplitMode::Tensor : parallel::SplitMode::None;
+    eo.n_ctx = 64;
+    runtime::Engine e(*f, eo);
+    return e.eval_logits(prompt);
+  };
+  EXPECT_FLOAT_EQ(config_of(capped).dims.logit_softcap, 0.5f);
+  const auto want = logits(plain, 1);
+  for (int n : {1, 3}) {
+    const auto got = logits(capped, n);
+    ASSERT_EQ(got.size(), want.size());
+    double worst = 0;
+    for (size_t i = 0; i < want.size(); ++i) worst = std::max(worst, std::abs(got[i] - 0.5 * std::tanh(want[i] / 0.5)));
+    EXPECT_LT(worst, 1e-4 * 0.5) << n << " devices";  // kLogitRelTol of the cap: a split adds in another order
+    EXPECT_LE(*std::max_element(got.begin(), got.end()), 0.5f);
+  }
 }
 
 TEST(FamilyConfig, MalformedFilesAreNamed) {

@@ -118,6 +118,51 @@ TEST(SlidingWindowCache, MatchesAWholeContextCache) {
   }
 }
 
+// Three sequences in three slots of one engine, stepped together in small steps, so that each
+// slot's window moves at its own moments: each gives the tokens it gives alone.
+TEST(SlidingWindowCache, SlotsMoveTheirWindowsApart) {
+  tools::GenModelOptions o = model_options({"gemma3", "q8_0"});
+  o.sliding_window = 5;
+  const auto bytes = tools::generate_model_bytes(o);
+  auto f = gguf::File::parse(bytes.data(), bytes.size(), "window");
+  auto eo = single(DType::F32);
+  eo.n_ctx = 128;
+  eo.n_batch = 8;  // 2 x (5 + 8) = 26 rows per slot
+  const std::vector<std::vector<Token>> prompts = {some_prompt(320, 3), some_prompt(320, 11), some_prompt(320, 19)};
+  constexpr int kGen = 40;
+  std::vector<std::vector<Token>> alone;
+  for (const auto& p : prompts) alone.push_back(greedy(*f, eo, p, kGen));
+  eo.n_seq = 3;
+  Engine e(*f, eo);
+  model::SamplingParams greedy_p;
+  greedy_p.temp = 0;
+  std::vector<std::vector<Token>> got(3), feed(3);
+  std::vector<size_t> fed(3, 0);
+  for (int steps = 0; steps < 200 && (got[0].size() < kGen || got[1].size() < kGen || got[2].size() < kGen); ++steps) {
+    std::vector<SeqStep> batch;
+    for (int32_t q = 0; q < 3; ++q) {
+      if (got[q].size() >= kGen) continue;
+      if (fed[q] < prompts[q].size()) {  // the prompt two tokens a step
+        const size_t n = std::min<size_t>(2, prompts[q].size() - fed[q]);
+        feed[q].assign(prompts[q].begin() + fed[q], prompts[q].begin() + fed[q] + n);
+        fed[q] += n;
+      } else {
+        feed[q] = {got[q].back()};
+      }
+      SeqStep st;
+      st.seq = q;
+      st.tokens = feed[q];
+      st.sample = fed[q] == prompts[q].size();
+      st.sampling = greedy_p;
+      batch.push_back(st);
+    }
+    const auto out = e.step_batch(batch);
+    for (size_t k = 0; k < batch.size(); ++k)
+      if (batch[k].sample) got[batch[k].seq].push_back(out[k].token);
+  }
+  for (int q = 0; q < 3; ++q) EXPECT_EQ(got[q], alone[q]) << "slot " << q;
+}
+
 // A context of 8x the window costs the window's rows on those layers, not the context.
 TEST(SlidingWindowCache, ItsKvMemoryFollowsTheWindow) {
   tools::GenModelOptions o = model_options({"gemma3", "f32"});

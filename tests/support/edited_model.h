@@ -18,6 +18,7 @@ namespace weft::test_support {
 struct Edit {
   std::map<std::string, std::optional<uint32_t>> keys;
   std::map<std::string, std::optional<std::vector<int64_t>>> tensors;
+  std::map<std::string, float> f32_keys;  // added (or replaced) f32 keys
 };
 
 inline std::vector<uint8_t> edited(const std::vector<uint8_t>& bytes, const Edit& e) {
@@ -25,6 +26,7 @@ inline std::vector<uint8_t> edited(const std::vector<uint8_t>& bytes, const Edit
   gguf::Writer w;
   for (const auto& k : f->key_order()) {
     const auto it = e.keys.find(k);
+    if (e.f32_keys.count(k)) continue;
     if (it == e.keys.end())
       w.set_value(k, f->metadata().at(k));
     else if (it->second)
@@ -32,6 +34,7 @@ inline std::vector<uint8_t> edited(const std::vector<uint8_t>& bytes, const Edit
   }
   for (const auto& [k, v] : e.keys)
     if (v && !f->find(k)) w.set_u32(k, *v);
+  for (const auto& [k, v] : e.f32_keys) w.set_f32(k, v);
   for (const auto& t : f->tensors()) {
     std::vector<int64_t> shape = t.shape;
     if (const auto it = e.tensors.find(t.name); it != e.tensors.end()) {
