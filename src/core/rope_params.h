@@ -22,6 +22,9 @@ struct RopeParams {
   // GGUFs carry llama3 scaling this way). When set they replace the llama3_* parameters.
   std::vector<float> freq_factors;
   float attn_factor = 1.f;  // cos and sin scaled by it (LongRoPE's rope.scaling.attn_factor)
+  // YaRN (rope type "yarn"; ext_factor 0: off): the correction range of pairs turning beta_fast ..
+  // beta_slow times over the original context mixes interpolated and extrapolated angles.
+  float yarn_ext_factor = 0.f, yarn_beta_fast = 32.f, yarn_beta_slow = 1.f, yarn_orig_ctx = 0.f;
   bool operator==(const RopeParams&) const = default;
 };
 

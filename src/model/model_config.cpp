@@ -203,7 +203,19 @@ ModelConfig read_config(const gguf::File& f) {
     r.llama3_high_freq_factor = static_cast<float>(f.get_float_opt(p + "rope.scaling.high_freq_factor").value_or(4.0));
     r.llama3_original_ctx =
         static_cast<float>(f.get_int_opt(p + "rope.scaling.original_context_length").value_or(8192));
-  } else if (scaling != "none" && scaling != "linear" && scaling != "llama3" &&
+  } else if (scaling == "yarn" && factor > 0) {  // as llama_context sets it up for YaRN (ext_factor 1)
+    r.freq_scale = static_cast<float>(1.0 / factor);
+    r.yarn_ext_factor = static_cast<float>(f.get_float_opt(p + "rope.scaling.yarn_ext_factor").value_or(1.0));
+    r.yarn_beta_fast = static_cast<float>(f.get_float_opt(p + "rope.scaling.yarn_beta_fast").value_or(32.0));
+    r.yarn_beta_slow = static_cast<float>(f.get_float_opt(p + "rope.scaling.yarn_beta_slow").value_or(1.0));
+    r.yarn_orig_ctx =
+        static_cast<float>(f.get_int_opt(p + "rope.scaling.original_context_length").value_or(c.n_ctx_train));
+    r.attn_factor = static_cast<float>(f.get_float_opt(p + "rope.scaling.attn_factor").value_or(1.0));
+    if (f.get_float_opt(p + "rope.scaling.yarn_log_multiplier").value_or(0.0) != 0.0)
+      fail("model", "rope.scaling.yarn_log_multiplier (DeepSeek's YaRN) is not supported yet");
+    for (float v : {r.yarn_ext_factor, r.yarn_beta_fast, r.yarn_beta_slow, r.yarn_orig_ctx, r.attn_factor})
+      if (!(v > 0 && std::isfinite(v))) fail("model", "rope.scaling yarn parameter {} is out of range", v);
+  } else if (scaling != "none" && scaling != "linear" && scaling != "llama3" && scaling != "yarn" &&
              !(scaling == "longrope" && c.traits.phi3)) {  // LongRoPE: factors read by read_phi3
     fail("model", "rope scaling '{}' is not supported", scaling);
   }

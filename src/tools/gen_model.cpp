@@ -263,6 +263,14 @@ void add_metadata(gguf::Writer& w, const GenModelOptions& o, const GenModelShape
     // every other layer global, so both kinds are in it.
     if (s.n_layer < 6) w.set_u32(p + ".attention.sliding_window_pattern", 2);
   }
+  if (o.rope_scaling == "yarn") {
+    w.set_string(p + ".rope.scaling.type", "yarn");
+    w.set_f32(p + ".rope.scaling.factor", static_cast<float>(o.rope_factor));
+    w.set_u32(p + ".rope.scaling.original_context_length",
+              u32(o.yarn_orig_ctx > 0 ? o.yarn_orig_ctx : std::max<int64_t>(1, s.n_ctx / 4)));
+  } else if (!o.rope_scaling.empty()) {
+    fail("gen-model", "rope scaling '{}': yarn or none", o.rope_scaling);
+  }
   if (a.phi3) {  // Phi-3.5-mini's LongRoPE: the factors switch beyond the original context
     w.set_string(p + ".rope.scaling.type", "longrope");
     w.set_u32(p + ".rope.scaling.original_context_length", u32(std::max<int64_t>(1, s.n_ctx / 2)));
@@ -381,6 +389,9 @@ GenModelShape gen_model_shape(const GenModelOptions& o) {
   }
   if (s.n_head % s.n_head_kv != 0)
     fail("gen-model", "n_head {} is not a multiple of n_head_kv {}", s.n_head, s.n_head_kv);
+  if (a.phi3 && !o.rope_scaling.empty()) fail("gen-model", "phi3 has its own rope scaling (LongRoPE)");
+  if (!o.rope_scaling.empty() && !(o.rope_factor > 1 && o.rope_factor < 1e6))
+    fail("gen-model", "rope factor {} must be over 1", o.rope_factor);
   if (a.phi3 && s.head_dim * s.n_head != s.n_embd)  // llama.cpp's phi3 reads q/k/v n_embd wide
     fail("gen-model", "phi3's heads must fill n_embd ({} x {} is not {})", s.n_head, s.head_dim, s.n_embd);
   if (s.head_dim % 2 != 0 || s.head_dim < 0 || s.head_dim > 256)

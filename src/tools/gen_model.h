@@ -44,10 +44,15 @@ struct GenModelOptions {
   std::string arch = "llama";
   bool tied = false;           // no output.weight: logits reuse token_embd.weight
   int64_t sliding_window = 0;  // gemma3: the window of its local layers; 0: 512, or n_ctx / 8 below 4096
-  int64_t n_ctx = 0;           // 0: the preset's context length
-  GenModelShape overrides;     // non-zero fields replace the preset's (tests, odd shapes)
-  int n_threads = 0;           // 0: all cores; the output does not depend on it
-  std::string name;            // general.name; empty: "weft-<preset>-<arch>-<type>"
+  // "yarn" (Qwen's long-context files): rope.scaling.type, .factor and .original_context_length
+  // (yarn_orig_ctx; 0: a quarter of the context) written as their converter writes them.
+  std::string rope_scaling;
+  double rope_factor = 4.0;
+  int64_t yarn_orig_ctx = 0;
+  int64_t n_ctx = 0;        // 0: the preset's context length
+  GenModelShape overrides;  // non-zero fields replace the preset's (tests, odd shapes)
+  int n_threads = 0;        // 0: all cores; the output does not depend on it
+  std::string name;         // general.name; empty: "weft-<preset>-<arch>-<type>"
   // Chat: written as tokenizer.chat_template when non-empty; control_tokens (the template's
   // special texts, <|im_start|> ...) take the last ids of the vocabulary, as control tokens.
   std::string chat_template;

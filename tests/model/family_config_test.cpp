@@ -86,6 +86,25 @@ TEST(FamilyConfig, SoftCapShapesTheLogits) {
   }
 }
 
+// YaRN (rope.scaling.type "yarn"), as llama.cpp sets it up for the llama and qwen families.
+TEST(FamilyConfig, YarnRope) {
+  tools::GenModelOptions o;
+  o.arch = "qwen3";
+  o.type = "f32";
+  o.rope_scaling = "yarn";
+  const auto bytes = tools::generate_model_bytes(o);
+  const auto r = config_of(bytes).dims.rope;
+  EXPECT_FLOAT_EQ(r.freq_scale, 0.25f);
+  EXPECT_FLOAT_EQ(r.yarn_ext_factor, 1.f);
+  EXPECT_FLOAT_EQ(r.yarn_orig_ctx, 128.f);  // a quarter of the tiny file's 512
+  EXPECT_FLOAT_EQ(r.yarn_beta_fast, 32.f);
+  EXPECT_FLOAT_EQ(r.yarn_beta_slow, 1.f);
+  EXPECT_ERROR(config_of(edited(bytes, {.f32_keys = {{"qwen3.rope.scaling.yarn_log_multiplier", 0.1f}}})),
+               "yarn_log_multiplier (DeepSeek's YaRN) is not supported yet");
+  EXPECT_ERROR(config_of(edited(bytes, {.f32_keys = {{"qwen3.rope.scaling.yarn_beta_fast", -1.f}}})),
+               "rope.scaling yarn parameter -1 is out of range");
+}
+
 TEST(FamilyConfig, MalformedFilesAreNamed) {
   const auto phi3 = tiny("phi3");
   EXPECT_ERROR(config_of(edited(phi3, {.tensors = {{"blk.1.ffn_up.weight", std::vector<int64_t>{64, 160}}}})),

@@ -1,6 +1,7 @@
 // Greedy tokens against llama.cpp's, on generated models of each architecture weft reads. The
 // expected tokens were made once with llama.cpp (commit a135ec0ba, ../shared/anchors): the same
-// model written by `weft gen-model --arch A --type T --seed S [--sliding-window W] [--head-dim H]`, the prompt
+// model written by `weft gen-model --arch A --type T --seed S [--sliding-window W] [--head-dim H]
+// [--rope-scaling yarn]`, the prompt
 // below as token ids, one sequence of n_ctx positions, the argmax of each step's logits (ties to
 // the lower id). CI has no llama.cpp; these vectors are its output.
 // Float weights give llama.cpp's tokens all the way. Quantized ones give them until a near-tie:
@@ -25,12 +26,13 @@ struct Golden {
   int64_t sliding_window;  // gemma3: the local layers' window (0: gen-model's default)
   int32_t n_ctx;           // phi3: past its original context (256 for the tiny shape) LongRoPE's long factors
   std::vector<Token> tokens;
-  int64_t head_dim = 0;  // --head-dim: heads wider than n_embd / n_head, as Gemma 3's
+  int64_t head_dim = 0;           // --head-dim: heads wider than n_embd / n_head, as Gemma 3's
+  std::string rope_scaling = "";  // --rope-scaling yarn (factor 4 over a quarter of the file's 512)
 };
 
 std::string name(const Golden& g) {
   return g.arch + "_" + g.type + "_seed" + std::to_string(g.seed) + "_ctx" + std::to_string(g.n_ctx) +
-         (g.head_dim ? "_hd" + std::to_string(g.head_dim) : "");
+         (g.head_dim ? "_hd" + std::to_string(g.head_dim) : "") + (g.rope_scaling.empty() ? "" : "_" + g.rope_scaling);
 }
 
 class LlamaCppGreedy : public ::testing::TestWithParam<Golden> {};
@@ -43,6 +45,7 @@ TEST_P(LlamaCppGreedy, SameTokens) {
   o.seed = g.seed;
   o.sliding_window = g.sliding_window;
   o.overrides.head_dim = g.head_dim;
+  o.rope_scaling = g.rope_scaling;
   const test_support::GeneratedModel m(o);
   auto eo = test_support::cpu_engine_options(1, 1, g.n_ctx, 4);  // prompts over several steps
   runtime::Engine e(*m.file, eo);
@@ -63,6 +66,35 @@ INSTANTIATE_TEST_SUITE_P(
         // Heads of 32 where n_embd / n_head is 16 (a 128-wide q feeding a 64-wide attn_output row).
         Golden{
             "gemma3", "f32", 3, 4, 512, {126, 189, 212, 189, 51, 319, 230, 31, 124, 17, 83, 51, 24, 134, 32, 51}, 32},
+        // YaRN, as Qwen's long-context files scale RoPE. (qwen3's 24th token, 96, is a tie: llama.cpp's
+        // margin over 228 is 0.0002; the 23 before it are compared.)
+        Golden{
+            "qwen3",
+            "f32",
+            7,
+            0,
+            512,
+            {204, 263, 195, 213, 213, 109, 48, 81, 169, 213, 109, 98, 273, 183, 273, 81, 302, 10, 48, 95, 303, 82, 48},
+            0,
+            "yarn"},
+        Golden{"llama",
+               "f32",
+               3,
+               0,
+               512,
+               {251, 224, 10,  134, 39,  161, 234, 9,   96,  167, 316, 9,
+                96,  116, 102, 39,  252, 289, 127, 252, 116, 179, 190, 113},
+               0,
+               "yarn"},
+        Golden{"qwen2",
+               "q8_0",
+               5,
+               0,
+               512,
+               {233, 233, 233, 233, 233, 34,  34, 318, 69, 241, 181, 129,
+                233, 308, 34,  264, 281, 318, 69, 229, 19, 266, 41,  3},
+               0,
+               "yarn"},
         Golden{"gemma3", "q8_0", 3, 4, 128, {126, 191, 5,  224, 85,  116, 150, 307, 271, 160, 82,  6,
                                              116, 164, 82, 6,   307, 86,  179, 66,  144, 97,  277, 249}},
         Golden{"phi3", "f32", 7, 0, 512, {66, 66,  66,  318, 307, 307, 307, 283, 136, 105, 63,  118,

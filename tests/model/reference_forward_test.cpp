@@ -137,8 +137,19 @@ struct RefModel {
       double* v = x.data() + h * d.head_dim;
       for (int64_t i = 0; i < half; ++i) {
         const double ff = r.freq_factors.empty() ? 1.0 : r.freq_factors[i];
-        const double theta = pos * r.freq_scale * std::pow(r.freq_base, -2.0 * i / r.n_rot) / ff;
-        const double cs = std::cos(theta) * r.attn_factor, sn = std::sin(theta) * r.attn_factor;
+        const double extrap = pos * std::pow(r.freq_base, -2.0 * i / r.n_rot) / ff;
+        double theta = r.freq_scale * extrap, m = r.attn_factor;
+        if (r.yarn_ext_factor != 0) {  // YaRN (Peng et al.; llama.cpp's rope_yarn): ramp over the correction dims
+          auto dim = [&](double beta) {
+            return r.n_rot * std::log(r.yarn_orig_ctx / (beta * 2 * std::numbers::pi)) / (2 * std::log(r.freq_base));
+          };
+          const double lo = std::max(0.0, std::floor(dim(r.yarn_beta_fast)));
+          const double hi = std::min(r.n_rot - 1.0, std::ceil(dim(r.yarn_beta_slow)));
+          const double ramp = (1 - std::clamp((i - lo) / std::max(0.001, hi - lo), 0.0, 1.0)) * r.yarn_ext_factor;
+          theta = theta * (1 - ramp) + extrap * ramp;
+          m *= 1 + 0.1 * std::log(1.0 / r.freq_scale);
+        }
+        const double cs = std::cos(theta) * m, sn = std::sin(theta) * m;
         const int64_t a = r.neox ? i : 2 * i, b = r.neox ? i + half : 2 * i + 1;
         const double x0 = v[a], x1 = v[b];
         v[a] = x0 * cs - x1 * sn;
@@ -231,8 +242,9 @@ struct Case {
   double tol;                // max |logit error| relative to max |logit|
   DType cache = DType::F32;  // F16: the reference rounds K and V to halves as the cache does
   std::string preset = "tiny";
-  int64_t wide = 0;    // > 0: n_embd and expert width, so that K-quant rows fill 256-value blocks
-  int32_t n_ctx = 64;  // phi3: past 256 (the tiny shape's original context), LongRoPE's long factors
+  int64_t wide = 0;               // > 0: n_embd and expert width, so that K-quant rows fill 256-value blocks
+  int32_t n_ctx = 64;             // phi3: past 256 (the tiny shape's original context), LongRoPE's long factors
+  std::string rope_scaling = "";  // "yarn"
 };
 
 // Float weights keep f32 activations: only f32 rounding. Quantized weights multiply 8-bit
@@ -242,7 +254,7 @@ constexpr double kQuantTol = 3e-2;
 
 std::string name(const Case& k) {
   return k.type + "_" + k.arch + (k.tied ? "_tied" : "") + (k.cache == DType::F16 ? "_f16cache" : "") +
-         (k.n_ctx != 64 ? "_ctx" + std::to_string(k.n_ctx) : "");
+         (k.n_ctx != 64 ? "_ctx" + std::to_string(k.n_ctx) : "") + (k.rope_scaling.empty() ? "" : "_" + k.rope_scaling);
 }
 
 class ReferenceForward : public ::testing::TestWithParam<Case> {};
@@ -257,6 +269,8 @@ TEST_P(ReferenceForward, LogitsMatchDoublePrecision) {
   o.seed = 11;
   o.overrides.n_embd = o.overrides.n_ff_exp = k.wide;
   o.sliding_window = 3;  // gemma3: the 9-token prompt reaches past it
+  o.rope_scaling = k.rope_scaling;
+  o.yarn_orig_ctx = 32768;  // puts YaRN's correction range (pairs 2..5 at base 1e6, 4..8 at 1e4) inside the 8 pairs
   const auto bytes = tools::generate_model_bytes(o);
   auto f = gguf::File::parse(bytes.data(), bytes.size(), "tiny");
   const auto cfg = for_context(read_config(*f), k.n_ctx);
@@ -305,7 +319,7 @@ INSTANTIATE_TEST_SUITE_P(
     [](const auto& p) { return name(p.param); });
 
 // Gemma 3 (embedding scale, post-norms, GELU gate, a window of 3 in its local layer, its own RoPE
-// base there) and Phi-3 (fused q/k/v and gate/up, LongRoPE short and long). Gemma's GELU takes
+// base there), Phi-3 (fused q/k/v and gate/up, LongRoPE short and long), and YaRN's RoPE. Gemma's GELU takes
 // its gate as a half and gives a half (as llama.cpp's CPU backend does), so its float tolerance
 // is that of half rounding.
 constexpr double kHalfTol = 3e-3;
@@ -316,7 +330,9 @@ INSTANTIATE_TEST_SUITE_P(
                       Case{"f16", "gemma3", false, kHalfTol, DType::F16}, Case{"f32", "phi3", false, kFloatTol},
                       Case{"f32", "phi3", false, kFloatTol, DType::F32, "tiny", 0, 512},
                       Case{"q4_0", "phi3", false, kQuantTol}, Case{"q6_k", "phi3", true, kQuantTol},
-                      Case{"bf16", "phi3", false, kFloatTol, DType::F32, "tiny", 0, 512}),
+                      Case{"bf16", "phi3", false, kFloatTol, DType::F32, "tiny", 0, 512},
+                      Case{"f32", "qwen3", false, kFloatTol, DType::F32, "tiny", 0, 64, "yarn"},
+                      Case{"q8_0", "llama", false, kQuantTol, DType::F32, "tiny", 0, 64, "yarn"}),
     [](const auto& p) { return name(p.param); });
 
 // Mixtures of experts: routing (softmax, top-k, renormalised or not), the shared expert, and the

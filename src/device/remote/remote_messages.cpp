@@ -48,8 +48,9 @@ parallel::WeightSlice read_slice(ByteReader& r) {
 
 void write_rope(ByteWriter& w, const RopeParams& p) {
   w.i64(p.n_rot);
-  for (float v : {p.freq_base, p.freq_scale, p.llama3_factor, p.llama3_low_freq_factor, p.llama3_high_freq_factor,
-                  p.llama3_original_ctx, p.attn_factor})
+  for (float v :
+       {p.freq_base, p.freq_scale, p.llama3_factor, p.llama3_low_freq_factor, p.llama3_high_freq_factor,
+        p.llama3_original_ctx, p.attn_factor, p.yarn_ext_factor, p.yarn_beta_fast, p.yarn_beta_slow, p.yarn_orig_ctx})
     w.f32(v);
   w.u8(p.neox);
   w.f32s(p.freq_factors);
@@ -58,7 +59,8 @@ RopeParams read_rope(ByteReader& r) {
   RopeParams p;
   p.n_rot = r.i64("rope n_rot");
   for (float* v : {&p.freq_base, &p.freq_scale, &p.llama3_factor, &p.llama3_low_freq_factor, &p.llama3_high_freq_factor,
-                   &p.llama3_original_ctx, &p.attn_factor})
+                   &p.llama3_original_ctx, &p.attn_factor, &p.yarn_ext_factor, &p.yarn_beta_fast, &p.yarn_beta_slow,
+                   &p.yarn_orig_ctx})
     *v = r.f32("rope");
   p.neox = r.boolean("rope neox");
   p.freq_factors = r.f32s("rope freq factors", 1 << 16);
