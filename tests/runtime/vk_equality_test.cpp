@@ -203,9 +203,9 @@ TEST(VkFamilies, GreedyTokensMatchOneCpuDevice) {
     const auto prompt = some_prompt(320, 11);
     // Steps of 4 tokens: Gemma's local layers keep 2 x (4 + 4) rows per slot, and their windows
     // move a few times over the 27 positions.
-    auto small_steps = [](EngineOptions o) {
-      o.n_batch = 4;
-      return o;
+    auto small_steps = [](EngineOptions e) {
+      e.n_batch = 4;
+      return e;
     };
     const auto ref = greedy(*f, small_steps(single()), prompt, kTokens);
     EXPECT_EQ(greedy(*f, small_steps(on("vk:0")), prompt, kTokens), ref) << arch << " vk:0";
