@@ -89,6 +89,21 @@ TEST(Cli, PlanShowsTwoAllReducesPerLayer) {
       << r.out;
 }
 
+// Gemma 3's sliding-window layers: weft plan says what their KV cache keeps, and its KV column
+// counts those rows, not the context. The tiny shape's K and V are 32 values a position (2 KV heads
+// of 16), f16: 128 bytes. At -c 4096 layer 1 (global) holds 4096 positions, layer 0 (window 64,
+// steps of 32) 2 x (64 + 32) = 192: (4096 + 192) x 128 bytes = 0.52 MiB, where the whole context
+// would take 1.00 MiB.
+TEST(Cli, PlanCountsTheSlidingWindowsCache) {
+  const std::string m = weft::test_cli::generated_model("gemma3", "--arch gemma3 --sliding-window 64 --ctx 8192");
+  auto r = run("plan -m " + m + " -c 4096 -b 32");
+  EXPECT_EQ(r.code, 0);
+  EXPECT_NE(r.out.find("sliding window: 64 positions in 1 of 2 layers, whose KV cache keeps 192 of the 4096 per slot"),
+            std::string::npos)
+      << r.out;
+  EXPECT_NE(r.out.find("| 0.52 MiB |"), std::string::npos) << r.out;
+}
+
 TEST(Cli, PlanSizesCollectivesInTheWireType) {
   WEFT_NEED_SHARED_FILE(kStories);
   // stories260K: n_embd 64, 5 layers, two all-reduces each.
