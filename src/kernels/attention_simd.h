@@ -97,8 +97,12 @@ WEFT_SIMD_TARGET inline int32_t start_block(const AttentionRows& b, int64_t blk,
     lim[i] = static_cast<float>(i < live ? b.n_valid[r0 + i] : keys);
   }
   for (int64_t i = 0; i < hd * L; ++i) acc[i] = 0.f;
-  V::set1(-INFINITY).store(lim + L);
-  V::zero().store(lim + 2 * L);
+  // The softmax starts at the row's sink where it has one (its max that logit, its sum exp(0)).
+  for (int i = 0; i < L; ++i) {
+    const bool sink = b.sink && i < live;
+    lim[L + i] = sink ? b.sink[r0 + i] : -INFINITY;
+    lim[2 * L + i] = sink ? 1.f : 0.f;
+  }
   return keys;
 }
 
@@ -126,8 +130,8 @@ WEFT_SIMD_TARGET inline void attend_tile(const float* k0, int64_t k_stride, cons
     const float* kb[1] = {k0 + j * k_stride};
     score_keys<V, 1>(kb, j, qt, hd, scale, tile_lim, s, m);
   }
-  // Every lane sees key 0, so m is finite from the first tile on; exp(-inf - m) = 0 rescales
-  // the empty accumulators of the first tile.
+  // Every lane sees a key of the first tile (a window's first key is its row 0), so m is finite
+  // from the first tile on; exp(-inf - m) = 0 rescales the empty accumulators of the first tile.
   const V rescale = exp(run_max - m);
   V sum = zero;
   for (j = 0; j < nj; ++j) {  // probabilities over the scores; hidden keys exactly 0
@@ -320,8 +324,8 @@ WEFT_SIMD_TARGET void attention_decode_cache(const AttentionRows& b) {
   int32_t n_keys = 0;
   for (int i = 0; i < b.n_rows; ++i) {
     n_keys = std::max(n_keys, b.n_valid[i]);
-    run_max[i] = -INFINITY;
-    run_sum[i] = 0.f;
+    run_max[i] = b.sink ? b.sink[i] : -INFINITY;  // a sink: the softmax starts at its logit
+    run_sum[i] = b.sink ? 1.f : 0.f;
     for (int64_t dd = 0; dd < hd; ++dd) out[i * hd + dd] = 0.f;
   }
   const DecodeRows<KT, VT> d{b, static_cast<const KT*>(b.k), static_cast<const VT*>(b.v), out, run_max, run_sum};
@@ -367,6 +371,7 @@ WEFT_SIMD_TARGET void attention_decode(const AttentionRows& b) {
     part.q += r0;
     part.out += r0;
     part.n_valid += r0;
+    if (part.sink) part.sink += r0;
     part.n_rows = std::min<int64_t>(kMaxDecodeRows, b.n_rows - r0);
     kernel(part);
   }

@@ -68,6 +68,9 @@ struct AttentionShape {
   int64_t n_ctx = 0;    // rows of each kv head in the caches; every pos[t] < n_ctx
   int64_t window = 0;   // > 0: token t sees keys pos[t] - window + 1 .. pos[t] only (sliding window)
   int64_t kv_pos0 = 0;  // the position each kv head's row 0 holds (a sliding window's cache)
+  // Attention sinks (gpt-oss): per q head (of n_q_heads), a learned logit in the softmax's
+  // denominator only; null: none.
+  const float* sinks = nullptr;
 };
 void attention(const AttentionShape& s, const float* q, const void* k_cache, const void* v_cache,
                const int32_t* kv_of_q, const int32_t* pos, float* out);
@@ -80,6 +83,7 @@ struct AttentionRows {
   const float* const* q = nullptr;   // each row's query [head_dim]
   float* const* out = nullptr;       // each row's output [head_dim]
   const int32_t* n_valid = nullptr;  // keys 0..n_valid-1 are visible to the row (causal: pos + 1)
+  const float* sink = nullptr;       // per row, or null: a logit in its softmax's denominator only
   int64_t n_rows = 0;
   const void* k = nullptr;  // key j of this kv head at element j * kv_stride (likewise v)
   const void* v = nullptr;

@@ -1,6 +1,6 @@
 // Causal attention of one layer over a KV cache, for a range of q heads. Per token t and q head h:
 //   s_j = scale * q[t,h] . k[j, kv_of_q[h]]   for j in 0..pos[t] (a sliding window: its last `window`)
-//   out[t,h] = sum_j softmax(s)_j v[j, kv_of_q[h]]
+//   out[t,h] = sum_j softmax(s)_j v[j, kv_of_q[h]]   (a sink: one more logit in the softmax, no value)
 // The softmax subtracts the row max first, so no score overflows exp() whatever its size.
 #define WEFT_SIMD_TARGET  // the scalar lanes below (F32x1) need no target attribute
 #include "core/error.h"
@@ -100,6 +100,7 @@ void attention(const AttentionShape& s, const float* q, const void* k_cache, con
   thread_local std::vector<const float*> qs;
   thread_local std::vector<float*> outs;
   thread_local std::vector<int32_t> n_valid;
+  thread_local std::vector<float> sink;
   // Tokens whose keys start at the same position go together (all of them without a window):
   // their rows read the cache from that key on.
   auto first_key = [&](int64_t t) { return s.window > 0 ? std::max<int64_t>(0, pos[t] - s.window + 1) : 0; };
@@ -107,13 +108,14 @@ void attention(const AttentionShape& s, const float* q, const void* k_cache, con
     const int64_t first = first_key(t0);
     for (t1 = t0 + 1; t1 < s.n_tokens && first_key(t1) == first;) ++t1;
     for (int64_t kv = 0; kv < s.n_kv_heads; ++kv) {
-      qs.clear(), outs.clear(), n_valid.clear();
+      qs.clear(), outs.clear(), n_valid.clear(), sink.clear();
       for (int64_t t = t0; t < t1; ++t)
         for (int64_t h = h_begin; h < h_end; ++h) {
           if (kv_of_q[h] != kv) continue;
           qs.push_back(q + (t * s.n_q_heads + h) * hd);
           outs.push_back(out + (t * s.n_q_heads + h) * hd);
           n_valid.push_back(static_cast<int32_t>(pos[t] + 1 - first));
+          if (s.sinks) sink.push_back(s.sinks[h]);
         }
       if (qs.empty()) continue;
       b.k = static_cast<const uint8_t*>(k_cache) + (kv * s.n_ctx + first - s.kv_pos0) * hd * k_size;
@@ -121,6 +123,7 @@ void attention(const AttentionShape& s, const float* q, const void* k_cache, con
       b.q = qs.data();
       b.out = outs.data();
       b.n_valid = n_valid.data();
+      b.sink = s.sinks ? sink.data() : nullptr;
       b.n_rows = static_cast<int64_t>(qs.size());
       run(b);
     }
@@ -147,7 +150,8 @@ void attention_ref(const AttentionShape& s, const float* q, const void* k_cache,
         p[j] = dot * s.scale;
         m = std::max(m, p[j]);
       }
-      float sum = 0.f;
+      if (s.sinks) m = std::max(m, s.sinks[h]);
+      float sum = s.sinks ? std::exp(s.sinks[h] - m) : 0.f;  // a sink adds to the denominator only
       for (int64_t j = 0; j < n_valid; ++j) {
         p[j] = std::exp(p[j] - m);
         sum += p[j];

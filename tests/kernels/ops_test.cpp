@@ -154,19 +154,23 @@ std::vector<double> attention_d(const AttnCase& c) {
   std::vector<double> out(s.n_tokens * s.n_q_heads * hd);
   for (int64_t t = 0; t < s.n_tokens; ++t)
     for (int64_t h = 0; h < s.n_q_heads; ++h) {
-      const int64_t kv = c.kv_of_q[h], n_valid = c.pos[t] + 1;
+      // Keys first..pos (a sliding window: its last `window`); a sink: one more logit, no value.
+      const int64_t kv = c.kv_of_q[h], first = s.window > 0 ? std::max<int64_t>(0, c.pos[t] - s.window + 1) : 0;
+      const int64_t n_valid = c.pos[t] + 1 - first;
       std::vector<double> sc(n_valid);
       for (int64_t j = 0; j < n_valid; ++j) {
         double d = 0;
-        for (int64_t e = 0; e < hd; ++e) d += double(c.q[(t * s.n_q_heads + h) * hd + e]) * c.k[c.at(kv, j) + e];
+        for (int64_t e = 0; e < hd; ++e)
+          d += double(c.q[(t * s.n_q_heads + h) * hd + e]) * c.k[c.at(kv, first + j) + e];
         sc[j] = d * s.scale;
       }
-      const double m = *std::max_element(sc.begin(), sc.end());
-      double sum = 0;
+      double m = *std::max_element(sc.begin(), sc.end());
+      if (s.sinks) m = std::max(m, double(s.sinks[h]));
+      double sum = s.sinks ? std::exp(s.sinks[h] - m) : 0;
       for (auto& x : sc) sum += x = std::exp(x - m);
       for (int64_t e = 0; e < hd; ++e) {
         double acc = 0;
-        for (int64_t j = 0; j < n_valid; ++j) acc += sc[j] * c.v[c.at(kv, j) + e];
+        for (int64_t j = 0; j < n_valid; ++j) acc += sc[j] * c.v[c.at(kv, first + j) + e];
         out[(t * s.n_q_heads + h) * hd + e] = acc / sum;
       }
     }
@@ -542,6 +546,45 @@ TEST_F(OpsIsaTest, AttentionDecodeMatchesRef) {
             expect_near_all(out, ref, kAttnAbsTol, std::string("attention ") + isa_name(t->isa));
           }
         }
+}
+
+// Sliding windows (a window's keys only, the cache's rows starting past position 0 as a moved
+// window's do) and attention sinks (gpt-oss: a per-head logit in the denominator), prompts and
+// decode, every table against the double-precision attention.
+TEST_F(OpsIsaTest, AttentionWithWindowsAndSinksMatchesDouble) {
+  for (const std::vector<int32_t>& pos : {std::vector<int32_t>{0, 1, 5, 13, 63, 64, 65, 130}, {90}, {200}})
+    for (int64_t window : {0, 5, 70})
+      for (float sink_scale : {0.f, 2.f, 12.f}) {  // none, comparable to the scores, dominating them
+        for (int64_t head_dim : {64, 44}) {
+          SCOPED_TRACE(
+              fmt::format("tokens={} window={} sinks={} head_dim={}", pos.size(), window, sink_scale, head_dim));
+          AttnCase c = make_attn(8, 2, head_dim, pos, uint32_t(5 + window + head_dim));
+          const std::vector<float> sinks = random_vec(8, 77, -sink_scale, sink_scale);
+          c.shape.window = window;
+          if (sink_scale > 0) c.shape.sinks = sinks.data();
+          const auto want = attention_d(c);
+          // The cache as a moved window holds it: rows from the first key any token needs.
+          int64_t base = 0;
+          if (window > 0) base = std::max<int64_t>(0, *std::min_element(pos.begin(), pos.end()) - window + 1);
+          AttentionShape s = c.shape;
+          s.kv_pos0 = base;
+          s.n_ctx = c.n_ctx - base;
+          std::vector<float> k, v;
+          for (int64_t kv = 0; kv < 2; ++kv) {
+            k.insert(k.end(), c.k.begin() + c.at(kv, base), c.k.begin() + c.at(kv, c.n_ctx));
+            v.insert(v.end(), c.v.begin() + c.at(kv, base), c.v.begin() + c.at(kv, c.n_ctx));
+          }
+          std::vector<float> ref(want.size());
+          attention_ref(s, c.q.data(), k.data(), v.data(), c.kv_of_q.data(), c.pos.data(), ref.data());
+          expect_near_all(ref, want, kAttnAbsTol, "attention_ref vs double");
+          for (const OpsKernels* t : available_tables()) {
+            force_ops_isa(t->isa);
+            std::vector<float> out(want.size(), NAN);
+            attention(s, c.q.data(), k.data(), v.data(), c.kv_of_q.data(), c.pos.data(), out.data());
+            expect_near_all(out, ref, kAttnAbsTol, std::string("attention ") + isa_name(t->isa));
+          }
+        }
+      }
 }
 
 // f16 caches (llama.cpp's -ctk/-ctv f16), K and V each: every table reads the halves as the
