@@ -51,6 +51,14 @@ TEST(CliVulkan, RunOnAVkDeviceAndACpuDevicePrintsOneCpuDevicesText) {
   EXPECT_NE(vk.err.find("2 devices, split tensor"), std::string::npos) << vk.err;
   EXPECT_EQ(vk.err.find("vulkan validation:"), std::string::npos) << vk.err;
 }
+
+// A device index past the machine's: one clear line that names the device once.
+TEST(CliVulkan, AMissingVkDeviceIsNamedOnce) {
+  const auto r = run("run -n 1 -p hi -m " + tiny_model() + " --devices vk:57", true);
+  EXPECT_NE(r.code, 0) << r.out;
+  EXPECT_NE(r.out.find("[vulkan] vk:57: this machine has "), std::string::npos) << r.out;
+  EXPECT_EQ(r.out.find("vk:57: vk:57"), std::string::npos) << r.out;
+}
 #else
 TEST(CliVulkan, ABuildWithoutVulkanSaysSoWhenVkIsAskedFor) {
   const auto r = run("run -n 1 -p hi -m " + tiny_model() + " --devices vk:0", true);

@@ -108,10 +108,13 @@ std::vector<PhysicalInfo> physical_devices() {
 Gpu::Gpu(int index) {
   const auto all = physical_devices();
   if (index < 0 || index >= static_cast<int>(all.size()))
-    fail("vulkan", "vk:{}: this machine has {} Vulkan device{} (weft info --devices lists them)", index, all.size(),
-         all.size() == 1 ? "" : "s");
+    fail_on("vulkan", fmt::format("vk:{}", index),
+            "this machine has {} Vulkan device{} (weft info --devices lists them)", all.size(),
+            all.size() == 1 ? "" : "s");
   info_ = all[index];
-  if (!info_.missing.empty()) fail("vulkan", "vk:{} ({}) lacks what weft needs: {}", index, info_.name, info_.missing);
+  // Named as the device (vk:N) on the error itself, so the device's own naming adds nothing.
+  if (!info_.missing.empty())
+    fail_on("vulkan", fmt::format("vk:{}", index), "{} lacks what weft needs: {}", info_.name, info_.missing);
   const Api& a = api();
   uint32_t nq = 0;
   a.vkGetPhysicalDeviceQueueFamilyProperties(info_.handle, &nq, nullptr);
@@ -120,7 +123,7 @@ Gpu::Gpu(int index) {
   bool found = false;
   for (uint32_t q = 0; q < nq && !found; ++q)
     if (qf[q].queueFlags & VK_QUEUE_COMPUTE_BIT) family_ = q, found = true;
-  if (!found) fail("vulkan", "vk:{} ({}) has no compute queue", index, info_.name);
+  if (!found) fail_on("vulkan", fmt::format("vk:{}", index), "{} has no compute queue", info_.name);
 
   const float priority = 1.f;
   VkDeviceQueueCreateInfo qi{VK_STRUCTURE_TYPE_DEVICE_QUEUE_CREATE_INFO};
