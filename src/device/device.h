@@ -9,6 +9,7 @@
 #include "model/sampling.h"
 #include "model/scoring.h"
 #include "parallel/group.h"
+#include "parallel/memory_fit.h"
 #include "parallel/plan.h"
 
 #include <array>
@@ -25,6 +26,10 @@ struct LoadOptions {
   int32_t max_tokens = 512;                        // most tokens in one step, all sequences together
   DType k_type = DType::F16, v_type = DType::F16;  // KV cache element types: F16 or F32 (-ctk / -ctv)
 };
+// What sizes the KV caches a load of these options holds (parallel::kv_cache_bytes).
+inline parallel::KvSizing kv_sizing(const LoadOptions& o) {
+  return {int64_t{o.n_ctx} * o.n_seq, o.k_type, o.v_type, o.n_seq, o.max_tokens};
+}
 
 // One sequence's part of a step: its next n_tokens tokens of Step::tokens go at positions pos0,
 // pos0+1, ... of KV slot `seq`. The slot forgets whatever it held from pos0 on, so a finished

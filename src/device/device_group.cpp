@@ -123,7 +123,7 @@ void load_devices(const Devices& devices, const std::vector<parallel::DeviceGrap
   WEFT_ASSERT(graphs.size() == devices.size());
   // Refused before any load starts, rather than failing (or worse) half way through.
   constexpr double kMiB = 1024.0 * 1024;
-  const parallel::KvSizing kv{int64_t{opt.n_ctx} * opt.n_seq, opt.k_type, opt.v_type, opt.n_seq, opt.max_tokens};
+  const parallel::KvSizing kv = kv_sizing(opt);
   for (size_t i = 0; i < devices.size(); ++i) {
     const DeviceMemory m = devices[i]->memory();
     const uint64_t need = parallel::device_bytes(graphs[i], kv);

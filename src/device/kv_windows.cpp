@@ -11,6 +11,18 @@ KvWindows::KvWindows(const graph::Dims& d, const LoadOptions& opt)
       rows_(d.n_swa > 0 ? graph::kv_window_rows(opt.n_ctx, d.n_swa, opt.max_tokens) : opt.n_ctx),
       base_(opt.n_seq, 0) {}
 
+int64_t KvWindows::floor(int32_t slot) const { return graph::kv_window_floor(base_[slot], n_swa_); }
+
+std::vector<KvWindows::Move> KvWindows::moves(const Step& step, const std::vector<int64_t>& next) const {
+  std::vector<Move> out;
+  for (const StepSeq& q : step.seqs) {
+    const int64_t from = base_[q.seq], to = next[q.seq];
+    if (q.pos0 == 0 || to == from || q.pos0 <= to) continue;  // started over, not moved, or nothing kept
+    out.push_back({q.seq, to - from, q.pos0 - to});
+  }
+  return out;
+}
+
 std::vector<int64_t> KvWindows::advance(const Step& step, const char* where) const {
   std::vector<int64_t> next = base_;
   if (!active()) return next;

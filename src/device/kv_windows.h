@@ -19,9 +19,18 @@ class KvWindows {
   // Rows per slot of a windowed layer's cache (the context when not active).
   int64_t rows() const { return rows_; }
   const std::vector<int64_t>& base() const { return base_; }
+  // The first position slot `slot` can continue from (graph::kv_window_floor).
+  int64_t floor(int32_t slot) const;
   // The bases this step leaves each slot at (a cache moves its rows there before it writes);
   // throws weft::Error(where, ...) for a sequence that starts below its slot's floor.
   std::vector<int64_t> advance(const Step& step, const char* where) const;
+  // What a windowed cache moves before this step writes, given advance()'s bases: per slot whose
+  // window moves on, the n_rows rows from src_row go to row 0 (of each kv head's rows).
+  struct Move {
+    int32_t seq;
+    int64_t src_row, n_rows;
+  };
+  std::vector<Move> moves(const Step& step, const std::vector<int64_t>& next) const;
   void commit(std::vector<int64_t> next) { base_ = std::move(next); }
 
  private:

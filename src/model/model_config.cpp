@@ -219,12 +219,8 @@ ModelConfig read_config(const gguf::File& f) {
              !(scaling == "longrope" && c.traits.phi3)) {  // LongRoPE: factors read by read_phi3
     fail("model", "rope scaling '{}' is not supported", scaling);
   }
-  if (const auto* ff = f.find_tensor("rope_freqs.weight")) {
-    if (ff->type != DType::F32 || ff->n_elements() != r.n_rot / 2)
-      fail("model", "rope_freqs.weight must be f32[{}]", r.n_rot / 2);
-    r.freq_factors.resize(r.n_rot / 2);  // llama 3.1 scaling, precomputed by the converter
-    std::memcpy(r.freq_factors.data(), ff->data, ff->n_bytes);
-  }
+  // Llama 3.1's scaling, precomputed by the converter.
+  if (auto ff = f32_vector(f, "rope_freqs.weight", r.n_rot / 2); !ff.empty()) r.freq_factors = std::move(ff);
   if (c.traits.gemma) read_gemma(f, p, c);
   if (c.traits.phi3) read_phi3(f, p, c);
   read_experts(f, p, c);

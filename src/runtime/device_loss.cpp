@@ -115,7 +115,7 @@ std::optional<uint64_t> hard_limit(const device::DeviceMemory& m) {
 parallel::Plan Engine::fitted_plan(const std::vector<double>& ratios) const {
   std::vector<std::optional<uint64_t>> limits;
   for (const auto& m : memory_) limits.push_back(hard_limit(m));
-  const parallel::KvSizing kv{int64_t{opt_.n_ctx} * opt_.n_seq, opt_.k_type, opt_.v_type, opt_.n_seq, opt_.n_batch};
+  const parallel::KvSizing kv = device::kv_sizing(load_options());
   return parallel::plan_within_memory(opt_.mode, graph_, model::weight_table(file_), ratios, opt_.moe_split, limits,
                                       kv);
 }

@@ -1,7 +1,5 @@
 #include "runtime/engine.h"
 
-#include "graph/kv_window.h"
-
 #include "core/error.h"
 #include "core/progress.h"
 #include "core/thread_pool.h"
@@ -36,7 +34,7 @@ Engine::Engine(const gguf::File& file, EngineOptions opt) : file_(file), opt_(st
   if (opt_.n_seq <= 0 || opt_.n_seq > 1024) fail("cli", "--parallel {} outside 1..1024", opt_.n_seq);
   n_past_.assign(opt_.n_seq, 0);
   fed_.assign(opt_.n_seq, {});
-  windows_ = device::KvWindows(config_.dims, {opt_.n_ctx, opt_.n_seq, opt_.n_batch, opt_.k_type, opt_.v_type});
+  windows_ = device::KvWindows(config_.dims, load_options());
 
   mode_asked_ = opt_.mode;
   for (const auto& spec : opt_.devices) memory_.push_back(device::spec_memory(spec));  // a worker's: at connect
@@ -77,7 +75,7 @@ void Engine::open_devices() {
 
 void Engine::join_and_load() {
   if (plan_.mode == SplitMode::Tensor) device::connect_group(devices_, opt_.wire);
-  const device::LoadOptions lo{opt_.n_ctx, opt_.n_seq, opt_.n_batch, opt_.k_type, opt_.v_type};
+  const device::LoadOptions lo = load_options();
   device::load_devices(devices_, plan_.devices, file_, lo);
   // Every device holds its own copy now (only --mmap reads the mapping from here on).
   if (!opt_.map_weights) file_.release_data();
@@ -90,7 +88,7 @@ int32_t Engine::n_past(int32_t seq) const {
 
 int32_t Engine::resumable(int32_t seq, int32_t n_keep) const {
   if (n_keep <= 0 || !windows_.active()) return std::max(n_keep, 0);
-  return n_keep >= graph::kv_window_floor(windows_.base()[seq], config_.dims.n_swa) ? n_keep : 0;
+  return n_keep >= windows_.floor(seq) ? n_keep : 0;
 }
 
 void Engine::truncate(int32_t seq, int32_t n_keep) {
@@ -100,7 +98,7 @@ void Engine::truncate(int32_t seq, int32_t n_keep) {
     fail("engine",
          "slot {}: its sliding-window layers no longer hold the keys position {} needs; continue from {} on, "
          "or from 0",
-         seq, n_keep, graph::kv_window_floor(windows_.base()[seq], config_.dims.n_swa));
+         seq, n_keep, windows_.floor(seq));
   n_past_[seq] = n_keep;
   fed_[seq].resize(n_keep);
 }

@@ -135,6 +135,8 @@ class Engine {
   int32_t resumable(int32_t seq, int32_t n_keep) const;
 
  private:
+  // What every device loads: the slots' context, how many, a step's most tokens, the KV types.
+  device::LoadOptions load_options() const { return {opt_.n_ctx, opt_.n_seq, opt_.n_batch, opt_.k_type, opt_.v_type}; }
   // Creates the devices of opt_.devices, checks each runs its part of plan_, joins and loads them.
   void start_devices();
   void open_devices();   // start_devices' first half: creating (a worker's handshake) and checking

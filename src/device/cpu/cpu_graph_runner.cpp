@@ -33,6 +33,7 @@ void CpuGraphRunner::load(const parallel::DeviceGraph& graph, const gguf::File& 
   opt_ = opt;
   nodes_ = std::vector<NodeState>(graph_.nodes.size());
   const auto& d = graph_.dims;
+  windows_ = KvWindows(d, opt);
   Progress progress("loading weights", graph_.nodes.size(), "nodes");  // shared by the devices loading
   for (size_t i = 0; i < graph_.nodes.size(); ++i) {
     progress.add(1);
@@ -59,9 +60,8 @@ void CpuGraphRunner::load(const parallel::DeviceGraph& graph, const gguf::File& 
       case LocalOp::Attention: {
         for (DType t : {opt.k_type, opt.v_type})
           if (t != DType::F32 && t != DType::F16) fail("cpu", "KV cache type {}: f32 or f16", dtype_name(t));
-        const KvWindows w(d, opt);
-        ns.windowed = d.is_swa(ln.layer) && w.active();
-        ns.kv_rows = ns.windowed ? w.rows() : opt.n_ctx;
+        ns.windowed = d.is_swa(ln.layer) && windows_.active();
+        ns.kv_rows = ns.windowed ? windows_.rows() : opt.n_ctx;
         const int64_t n = int64_t{opt.n_seq} * ns.kv_rows * ln.kv_heads.size() * d.head_dim;
         ns.k_cache = HugeBuffer(row_bytes(opt.k_type, n), "cpu", "the K cache");
         ns.v_cache = HugeBuffer(row_bytes(opt.v_type, n), "cpu", "the V cache");
@@ -85,7 +85,6 @@ void CpuGraphRunner::load(const parallel::DeviceGraph& graph, const gguf::File& 
         readers_[in].push_back(static_cast<int>(i));
   plan_buffers(opt.max_tokens);
   n_cached_.assign(opt.n_seq, 0);
-  windows_ = KvWindows(d, opt);
 }
 
 // Buffers from the kind-neutral plan (device/buffer_plan.h), allocated in this process.
@@ -311,12 +310,12 @@ bool CpuGraphRunner::overlaps_all_reduce(int i, const StepCtx& c) const {
 
 // Writes the step's rows ([n_tokens, n_kv heads, head_dim] f32) into a KV cache of `type`, laid
 // out [slot][kv head][rows][head_dim] (kernels::attention reads each slot head-major); row r of a
-// slot holds position base[slot] + r (base: all 0 unless the cache is a sliding window's).
+// slot holds position base[slot] + r (base: null, all 0, unless the cache is a sliding window's).
 static void store_kv(HugeBuffer& cache, DType type, const float* rows, int64_t n_tokens, int64_t n_kv, int64_t hd,
                      int64_t n_ctx, int64_t n_rows, const int64_t* base, const int64_t* kv_row) {
   const size_t head_row = row_bytes(type, hd);
   for (int64_t t = 0; t < n_tokens; ++t) {
-    const int64_t slot = kv_row[t] / n_ctx, row = kv_row[t] % n_ctx - base[slot];
+    const int64_t slot = kv_row[t] / n_ctx, row = kv_row[t] % n_ctx - (base ? base[slot] : 0);
     WEFT_ASSERT(row >= 0 && row < n_rows);
     for (int64_t h = 0; h < n_kv; ++h) {
       const float* src = rows + (t * n_kv + h) * hd;
@@ -347,13 +346,12 @@ void CpuGraphRunner::attention(int i, const StepCtx& c) {
   const auto& d = graph_.dims;
   if (ln.width == 0) return;
   const int64_t n_kv = ln.kv_heads.size(), kvw = n_kv * d.head_dim;
-  const std::vector<int64_t> zeros(ns.windowed ? 0 : opt_.n_seq, 0);
-  const std::vector<int64_t>& base = ns.windowed ? next_base_ : zeros;
+  const int64_t* base = ns.windowed ? next_base_.data() : nullptr;  // each slot's row 0 (null: position 0)
   if (ns.windowed) move_windows(ns, n_kv, c);
-  store_kv(ns.k_cache, opt_.k_type, out(ln.inputs[1]), c.n_tokens, n_kv, d.head_dim, opt_.n_ctx, ns.kv_rows,
-           base.data(), c.kv_row.data());
-  store_kv(ns.v_cache, opt_.v_type, out(ln.inputs[2]), c.n_tokens, n_kv, d.head_dim, opt_.n_ctx, ns.kv_rows,
-           base.data(), c.kv_row.data());
+  store_kv(ns.k_cache, opt_.k_type, out(ln.inputs[1]), c.n_tokens, n_kv, d.head_dim, opt_.n_ctx, ns.kv_rows, base,
+           c.kv_row.data());
+  store_kv(ns.v_cache, opt_.v_type, out(ln.inputs[2]), c.n_tokens, n_kv, d.head_dim, opt_.n_ctx, ns.kv_rows, base,
+           c.kv_row.data());
   kernels::AttentionShape s{0, ln.q_heads.size(), n_kv, d.head_dim, d.attention_scale()};
   if (d.is_swa(ln.layer)) s.window = d.n_swa;
   s.k_type = opt_.k_type;
@@ -378,7 +376,7 @@ void CpuGraphRunner::attention(int i, const StepCtx& c) {
       const StepSeq& sq = c.step.seqs[si];
       std::tie(part.head_begin, part.head_end) = per_head ? std::pair{u, u + 1} : ns.head_runs[u];
       part.n_tokens = sq.n_tokens;
-      part.kv_pos0 = base[sq.seq];
+      part.kv_pos0 = base ? base[sq.seq] : 0;
       kernels::attention(part, q + ts * qw, ns.k_cache.data() + sq.seq * k_slot, ns.v_cache.data() + sq.seq * v_slot,
                          ns.kv_of_q.data(), c.pos.data() + ts, y + ts * qw);
     }
@@ -390,18 +388,14 @@ void CpuGraphRunner::attention(int i, const StepCtx& c) {
 // never overlap (graph/kv_window.h: a move happens only past twice the window and a step).
 void CpuGraphRunner::move_windows(NodeState& ns, int64_t n_kv, const StepCtx& c) {
   const int64_t hd = graph_.dims.head_dim;
-  for (const StepSeq& q : c.step.seqs) {
-    const int64_t from = windows_.base()[q.seq], to = next_base_[q.seq];
-    if (q.pos0 == 0 || to == from) continue;
-    const int64_t n = q.pos0 - to;  // rows kept
+  for (const KvWindows::Move& m : windows_.moves(c.step, next_base_))
     for (auto [cache, type] : {std::pair{&ns.k_cache, opt_.k_type}, std::pair{&ns.v_cache, opt_.v_type}}) {
       const size_t row = row_bytes(type, hd);
       for (int64_t h = 0; h < n_kv; ++h) {
-        uint8_t* head = cache->data() + static_cast<size_t>((q.seq * n_kv + h) * ns.kv_rows) * row;
-        std::memmove(head, head + static_cast<size_t>(to - from) * row, static_cast<size_t>(n) * row);
+        uint8_t* head = cache->data() + static_cast<size_t>((m.seq * n_kv + h) * ns.kv_rows) * row;
+        std::memmove(head, head + static_cast<size_t>(m.src_row) * row, static_cast<size_t>(m.n_rows) * row);
       }
     }
-  }
 }
 
 // Gate/up (one output slot per selected expert) or down with the routes' weighted sum, over the

@@ -206,6 +206,7 @@ void VkGraphRunner::load(const parallel::DeviceGraph& graph, const gguf::File& f
   const auto& d = graph_.dims;
   if (d.head_dim > 256) fail("vulkan", "head_dim {} over the attention kernel's 256", d.head_dim);
   nodes_ = std::vector<NodeState>(graph_.nodes.size());
+  windows_ = KvWindows(d, opt);
   host_weights_ = std::make_unique<WeightStore>(-1, /*map_weights=*/true);
   upload_ = gpu_.create_buffer(uint64_t{16} << 20, Memory::Upload, "staging");
   dummy_ = gpu_.create_buffer(256, Memory::Device, "unused bindings");
@@ -243,9 +244,8 @@ void VkGraphRunner::load(const parallel::DeviceGraph& graph, const gguf::File& f
         break;
       }
       case LocalOp::Attention: {
-        const KvWindows w(d, opt);
-        ns.windowed = d.is_swa(ln.layer) && w.active();
-        ns.kv_rows = ns.windowed ? w.rows() : opt.n_ctx;
+        ns.windowed = d.is_swa(ln.layer) && windows_.active();
+        ns.kv_rows = ns.windowed ? windows_.rows() : opt.n_ctx;
         const uint64_t bytes = row_bytes(opt.k_type, int64_t{opt.n_seq} * ns.kv_rows * ln.kv_heads.size() * d.head_dim);
         if (bytes > limit)
           fail("vulkan",
@@ -314,7 +314,6 @@ void VkGraphRunner::load(const parallel::DeviceGraph& graph, const gguf::File& f
     staging_ = gpu_.create_buffer(int64_t{opt.max_tokens} * collective_width * sizeof(float), Memory::Readback,
                                   "collective staging");
   kv_base_ = gpu_.create_buffer(int64_t{opt.n_seq} * sizeof(int32_t), Memory::Upload, "sliding-window bases");
-  windows_ = KvWindows(d, opt);
   gpu_.destroy(upload_);  // only loads upload through it
   n_cached_.assign(opt.n_seq, 0);
   gpu_.reserve_marks(u32(graph_.nodes.size() + 1));  // a mark per node, and the logits'
@@ -568,23 +567,18 @@ void VkGraphRunner::record_attention(int i, const Ctx& c) {
 // the front of each kv head's rows (never overlapping, graph/kv_window.h), before kv_store writes.
 void VkGraphRunner::move_windows(const NodeState& ns, int64_t n_kv, const Ctx& c) {
   const int64_t hd = graph_.dims.head_dim;
-  bool moved = false;
-  for (const StepSeq& q : c.step.seqs) {
-    const int64_t from = windows_.base()[q.seq], to = next_base_[q.seq];
-    if (q.pos0 == 0 || to == from) continue;
+  const std::vector<KvWindows::Move> moves = windows_.moves(c.step, next_base_);
+  for (const KvWindows::Move& m : moves)
     for (auto [cache, type] : {std::pair{&ns.k_cache, opt_.k_type}, std::pair{&ns.v_cache, opt_.v_type}}) {
       const uint64_t row = row_bytes(type, hd);
       std::vector<VkBufferCopy> regions;
       for (int64_t h = 0; h < n_kv; ++h) {
-        const uint64_t head = static_cast<uint64_t>((q.seq * n_kv + h) * ns.kv_rows) * row;
-        regions.push_back(
-            {head + static_cast<uint64_t>(to - from) * row, head, static_cast<uint64_t>(q.pos0 - to) * row});
+        const uint64_t head = static_cast<uint64_t>((m.seq * n_kv + h) * ns.kv_rows) * row;
+        regions.push_back({head + static_cast<uint64_t>(m.src_row) * row, head, static_cast<uint64_t>(m.n_rows) * row});
       }
-      if (q.pos0 > to) gpu_.copy_regions(cache->buffer, cache->buffer, regions);
+      gpu_.copy_regions(cache->buffer, cache->buffer, regions);
     }
-    moved = true;
-  }
-  if (moved) gpu_.barrier();
+  if (!moves.empty()) gpu_.barrier();
 }
 
 // The value leaves the device through host-visible staging memory, the group combines it there
