@@ -198,7 +198,7 @@ std::vector<TensorSpec> tensor_specs(const GenModelOptions& o, const GenModelSha
       matrix("attn_v.weight", l, s.n_embd, n_embd_kv);
     }
     if (a.qkv_bias) {
-      vec("attn_q.bias", l, s.n_embd, Init::Bias);
+      vec("attn_q.bias", l, q_w, Init::Bias);
       vec("attn_k.bias", l, n_embd_kv, Init::Bias);
       vec("attn_v.bias", l, n_embd_kv, Init::Bias);
     }

@@ -171,11 +171,25 @@ TEST(ServedDevice, AWorkerRefusesALoadPastItsMemoryLimit) {
   EXPECT_EQ(d.memory().free_bytes, 1024u);
   EXPECT_TRUE(d.memory().hard_limit);
   const LoadOptions& lo = conformance::kLoad;
-  const uint64_t need = parallel::device_bytes(plan.devices[0], {int64_t{lo.n_ctx} * lo.n_seq, lo.k_type, lo.v_type});
+  const uint64_t need = parallel::device_bytes(plan.devices[0], kv_sizing(lo));
   EXPECT_ERROR(d.load(plan.devices[0], *m.file, lo),
                fmt::format("[worker] tcp://{}: load: the plan gives this worker {:.1f} MiB of weights and KV cache, "
                            "over its --memory-limit of 0.0 MiB",
                            w.address(), need / 1048576.0));
+}
+
+// The worker sizes a plan's KV cache as the coordinator does (device::kv_sizing): a sliding-window
+// layer's rows per slot, every slot. A limit of exactly what the plan needs is enough.
+TEST(ServedDevice, AWorkerSizesSlidingWindowCachesAsTheCoordinator) {
+  const auto& m = conformance::tiny_model("tiny", "q8_0", "gemma3");  // window 3: 2 x (3 + 16) rows of 64
+  const auto plan = m.plan(parallel::SplitMode::None, {1});
+  const LoadOptions& lo = conformance::kLoad;
+  ASSERT_GT(plan.devices[0].kv_window_values, 0u);
+  const uint64_t need = parallel::device_bytes(plan.devices[0], kv_sizing(lo));
+  testing_support::Worker w({"--memory-limit", std::to_string(need)});
+  RemoteDevice d(w.address(), 1, {});
+  ASSERT_EQ(d.memory().total_bytes, need);
+  d.load(plan.devices[0], *m.file, lo);
 }
 
 }  // namespace

@@ -208,7 +208,7 @@ void load(const WorkerOptions& opt, net::Channel& s, Replier& reply, Session& ss
   r.finish("load");
   // A caller bypassing load_devices' check may send a plan past the limit: it is refused before
   // any byte moves.
-  const uint64_t need = parallel::device_bytes(graph, {int64_t{lo.n_ctx} * lo.n_seq, lo.k_type, lo.v_type});
+  const uint64_t need = parallel::device_bytes(graph, kv_sizing(lo));
   if (opt.memory_limit_bytes > 0 && need > opt.memory_limit_bytes)
     fail("worker",
          "the plan gives this worker {:.1f} MiB of weights and KV cache, over its --memory-limit of {:.1f} MiB",
