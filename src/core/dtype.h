@@ -38,6 +38,7 @@ enum class DType : uint32_t {
   F64 = 28,
   IQ1_M = 29,
   BF16 = 30,
+  MXFP4 = 39,  // OCP microscaling FP4 (gpt-oss's experts): E2M1 values, one E8M0 exponent per 32
 };
 
 struct DTypeTraits {
