@@ -38,6 +38,7 @@ std::string_view op_name(OpKind op) {
     case OpKind::ExpertMatMulSum: return "expert_matmul_sum";
     case OpKind::SigmoidScale: return "sigmoid_scale";
     case OpKind::GeGlu: return "geglu";
+    case OpKind::SwiGluOai: return "swiglu_oai";
     case OpKind::Count: break;
   }
   return "?";

@@ -47,6 +47,9 @@ enum class OpKind : uint8_t {
   ExpertMatMulSum,  // inputs x, routes: sum_j w_tj W[e_tj] x_tj over the slots (down)  out Embd
   SigmoidScale,     // inputs x, g (width 1): x * sigmoid(g) (qwen2moe's shared expert gate)
   GeGlu,            // inputs gate, up: gelu(gate) * up (Gemma), GELU's tanh form as ggml's
+  // inputs gate, up: g * sigmoid(alpha g) * (u + 1) with g = min(gate, limit), u = clamp(up, +-limit)
+  // (gpt-oss's experts; Dims::swiglu_alpha / swiglu_limit)
+  SwiGluOai,
   Count
 };
 std::string_view op_name(OpKind op);
@@ -56,10 +59,13 @@ struct Node {
   std::vector<int> inputs;  // ids of earlier nodes (topological order); Embed has none
   Axis axis;                // meaning of this node's output features
   int64_t width = 0;        // features per token of the output
-  std::string weight;       // tensor read by Embed, RmsNorm, MatMul, HeadNorm, Expert*; else empty
-  std::string bias;         // MatMul only, optional
-  int layer = -1;           // block index; -1 outside the blocks
-  std::string label;        // for plans and profiles: "attn_q", "ffn_down"
+  // Tensor read by Embed, RmsNorm, MatMul, HeadNorm, Expert*, and by Attention its sinks (gpt-oss: a
+  // learned logit per q head in each softmax's denominator), optional; else empty.
+  std::string weight;
+  // Optional: MatMul's bias [width]; an Expert*'s biases [width per slot, n_expert], one per expert.
+  std::string bias;
+  int layer = -1;     // block index; -1 outside the blocks
+  std::string label;  // for plans and profiles: "attn_q", "ffn_down"
   // A MatMul reading one segment of a fused tensor (Phi-3's attn_qkv, its gate+up ffn_up): its
   // rows (and bias values) start at row0 of the tensor, which has fused_rows rows in all.
   int64_t row0 = 0, fused_rows = 0;
@@ -75,6 +81,11 @@ struct Dims {
   int64_t n_ff_exp = 0;                     // hidden width of one expert
   int64_t n_ff_shexp = 0;                   // hidden width of the shared expert (0: none)
   bool expert_weights_norm = false;         // the k weights are renormalised to sum to 1
+  // How the router's logits become the k weights: a softmax over all n_expert, the top k taken
+  // (llama.cpp's SOFTMAX), or the top k logits taken, then a softmax over those k (SOFTMAX_WEIGHT, gpt-oss).
+  enum class Gating : uint8_t { Softmax, SoftmaxSelected };
+  Gating expert_gating = Gating::Softmax;
+  float swiglu_alpha = 1.702f, swiglu_limit = 7.f;  // OpKind::SwiGluOai's constants (llama.cpp's)
   // Gemma: token embeddings times embd_scale (sqrt(n_embd)); 0 or 1: none.
   float embd_scale = 0.f;
   // Attention scores scale; 0: 1/sqrt(head_dim) (Gemma 3 27B scales by 1/sqrt(n_embd/n_head)).

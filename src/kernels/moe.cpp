@@ -38,9 +38,8 @@ constexpr float kMinWeightSum = 6.103515625e-5f;
 
 // The k largest of p[n_expert] (descending, ties to the lower id) and their weights into routes.
 // k passes of an argmax: k is a handful, n_expert at most a few hundred.
-void select_top_k(const float* p, int64_t n_expert, int64_t k, bool norm, float* routes) {
+void select_top_k(const float* p, int64_t n_expert, int64_t k, float* routes) {
   WEFT_ASSERT(k >= 1 && k <= n_expert);
-  float sum = 0;
   for (int64_t j = 0; j < k; ++j) {
     int64_t best = -1;
     for (int64_t e = 0; e < n_expert; ++e) {
@@ -50,10 +49,7 @@ void select_top_k(const float* p, int64_t n_expert, int64_t k, bool norm, float*
     }
     routes[j] = static_cast<float>(best);
     routes[k + j] = p[best];
-    sum += p[best];
   }
-  if (norm)
-    for (int64_t j = 0; j < k; ++j) routes[k + j] /= std::max(sum, kMinWeightSum);
 }
 
 // Slots (t * k + j) routed to each expert of the stack, grouped by expert, tokens ascending.
@@ -223,25 +219,36 @@ WeightMatrix ExpertStack::expert(int64_t id) const {
   return m;
 }
 
-void moe_route(const float* logits, int64_t n_tokens, int64_t n_expert, int64_t k, bool norm, float* routes) {
-  std::vector<float> p(n_expert);
-  for (int64_t t = 0; t < n_tokens; ++t) {
-    std::copy(logits + t * n_expert, logits + (t + 1) * n_expert, p.begin());
-    softmax(p.data(), n_expert);
-    select_top_k(p.data(), n_expert, k, norm, routes + t * 2 * k);
+// SOFTMAX_WEIGHT: the selected logits (routes[k .. 2k)) become their softmax.
+template <typename Softmax>
+void route_token(const float* logits, const MoeRouting& r, float* p, float* routes, Softmax softmax_of) {
+  std::copy(logits, logits + r.n_expert, p);
+  if (!r.softmax_selected) softmax_of(p, r.n_expert);
+  select_top_k(p, r.n_expert, r.k, routes);
+  if (r.softmax_selected) softmax_of(routes + r.k, r.k);
+  if (r.norm) {
+    float sum = 0;
+    for (int64_t j = 0; j < r.k; ++j) sum += routes[r.k + j];
+    for (int64_t j = 0; j < r.k; ++j) routes[r.k + j] /= std::max(sum, kMinWeightSum);
   }
 }
 
-void moe_route_ref(const float* logits, int64_t n_tokens, int64_t n_expert, int64_t k, bool norm, float* routes) {
-  std::vector<float> p(n_expert);
-  for (int64_t t = 0; t < n_tokens; ++t) {
-    const float* l = logits + t * n_expert;
-    const double m = *std::max_element(l, l + n_expert);
+void moe_route(const float* logits, int64_t n_tokens, const MoeRouting& r, float* routes) {
+  std::vector<float> p(r.n_expert);
+  for (int64_t t = 0; t < n_tokens; ++t)
+    route_token(logits + t * r.n_expert, r, p.data(), routes + t * 2 * r.k, [](float* v, int64_t n) { softmax(v, n); });
+}
+
+void moe_route_ref(const float* logits, int64_t n_tokens, const MoeRouting& r, float* routes) {
+  std::vector<float> p(r.n_expert);
+  auto softmax_double = [](float* v, int64_t n) {
+    const double m = *std::max_element(v, v + n);
     double sum = 0;
-    for (int64_t e = 0; e < n_expert; ++e) sum += std::exp(l[e] - m);
-    for (int64_t e = 0; e < n_expert; ++e) p[e] = static_cast<float>(std::exp(l[e] - m) / sum);
-    select_top_k(p.data(), n_expert, k, norm, routes + t * 2 * k);
-  }
+    for (int64_t e = 0; e < n; ++e) sum += std::exp(v[e] - m);
+    for (int64_t e = 0; e < n; ++e) v[e] = static_cast<float>(std::exp(v[e] - m) / sum);
+  };
+  for (int64_t t = 0; t < n_tokens; ++t)
+    route_token(logits + t * r.n_expert, r, p.data(), routes + t * 2 * r.k, softmax_double);
 }
 
 void expert_matmul(const ExpertStack& w, const float* x, const float* routes, int64_t k, int64_t n_tokens, float* y,
@@ -253,7 +260,11 @@ void expert_matmul(const ExpertStack& w, const float* x, const float* routes, in
   expert_products(w, routes, k, n_tokens, pool, s, [&](int64_t slot) { return x + slot / k * cols; });
   const int64_t n = static_cast<int64_t>(s.slots.size());
   over_entries(n, pool, [&](int64_t b, int64_t e) {
-    for (int64_t p = b; p < e; ++p) std::memcpy(y + s.slots[p] * rows, s.y.data() + p * rows, rows * sizeof(float));
+    for (int64_t p = b; p < e; ++p) {
+      float* out = y + s.slots[p] * rows;
+      std::memcpy(out, s.y.data() + p * rows, rows * sizeof(float));
+      if (w.bias) add_inplace(out, w.bias + s.expert[p] * rows, rows);
+    }
   });
 }
 
@@ -278,6 +289,7 @@ void expert_matmul_sum(const ExpertStack& w, const float* x, const float* routes
       for (const int64_t p : mine) {
         float* r = s.y.data() + p * rows;  // ours to scale in place
         const int64_t slot = s.slots[p];
+        if (w.bias) ops.add(r, w.bias + s.expert[p] * rows, rows);
         ops.scale(r, route_weight(routes + t * 2 * k, k, slot % k), rows);
         ops.add(yt, r, rows);
       }
@@ -292,9 +304,11 @@ void expert_matmul_ref(const ExpertStack& w, const float* x, const float* routes
     for (int64_t j = 0; j < k; ++j) {
       float* out = y + (t * k + j) * rows;
       const int64_t e = route_id(routes + t * 2 * k, j);
-      if (w.holds(e))
+      if (w.holds(e)) {
         matmul_ref(w.expert(e), x + t * cols, cols, 1, out, rows);
-      else
+        if (w.bias)
+          for (int64_t i = 0; i < rows; ++i) out[i] += w.bias[(e - w.first) * rows + i];
+      } else
         std::fill_n(out, rows, 0.f);
     }
 }
@@ -309,7 +323,9 @@ void expert_matmul_sum_ref(const ExpertStack& w, const float* x, const float* ro
       const int64_t e = route_id(routes + t * 2 * k, j);
       if (!w.holds(e)) continue;
       matmul_ref(w.expert(e), x + (t * k + j) * cols, cols, 1, r.data(), rows);
-      for (int64_t i = 0; i < rows; ++i) acc[i] += static_cast<double>(route_weight(routes + t * 2 * k, k, j)) * r[i];
+      const float* b = w.bias ? w.bias + (e - w.first) * rows : nullptr;
+      for (int64_t i = 0; i < rows; ++i)
+        acc[i] += static_cast<double>(route_weight(routes + t * 2 * k, k, j)) * (r[i] + (b ? b[i] : 0.f));
     }
     for (int64_t i = 0; i < rows; ++i) y[t * rows + i] = static_cast<float>(acc[i]);
   }

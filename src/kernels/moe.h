@@ -16,11 +16,18 @@ namespace weft::kernels {
 inline int64_t route_id(const float* routes, int64_t j) { return static_cast<int64_t>(routes[j]); }
 inline float route_weight(const float* routes, int64_t k, int64_t j) { return routes[k + j]; }
 
-// llama.cpp's softmax gating, per token: p = softmax(logits[n_expert]); the k experts of highest p
-// (ties to the lower id) in descending order; their p as weights, divided by their sum when `norm`
-// (the sum clamped to >= 2^-14 as llama.cpp does).  logits: [n_tokens, n_expert]; routes: [n_tokens, 2k].
-void moe_route(const float* logits, int64_t n_tokens, int64_t n_expert, int64_t k, bool norm, float* routes);
-void moe_route_ref(const float* logits, int64_t n_tokens, int64_t n_expert, int64_t k, bool norm, float* routes);
+// How a router's logits become routes (llama.cpp's gating functions).
+struct MoeRouting {
+  int64_t n_expert = 0, k = 0;
+  bool norm = false;  // the k weights divided by their sum (clamped to >= 2^-14 as llama.cpp does)
+  // false: p = softmax(logits), the k experts of highest p, p their weights (SOFTMAX);
+  // true: the k experts of highest logit, a softmax over those k logits their weights (SOFTMAX_WEIGHT).
+  bool softmax_selected = false;
+};
+// Per token, the k selected experts in descending order (ties to the lower id) and their weights.
+// logits: [n_tokens, n_expert]; routes: [n_tokens, 2k].
+void moe_route(const float* logits, int64_t n_tokens, const MoeRouting& r, float* routes);
+void moe_route_ref(const float* logits, int64_t n_tokens, const MoeRouting& r, float* routes);
 
 // The matrices of experts [first, first + n), each `rows` rows of `w.cols` (rows of expert `first + i`
 // are rows [i * rows, (i + 1) * rows) of w): what one device holds of a stacked tensor.
@@ -29,6 +36,7 @@ void moe_route_ref(const float* logits, int64_t n_tokens, int64_t n_expert, int6
 struct ExpertStack {
   WeightMatrix w;
   int64_t first = 0, n = 0, rows = 0;
+  const float* bias = nullptr;  // optional [n][rows]: each held expert's output bias (gpt-oss)
   bool holds(int64_t id) const { return id >= first && id < first + n; }
   WeightMatrix expert(int64_t id) const;  // id held
 };
@@ -51,12 +59,12 @@ struct MoeScratch {
   MatmulScratch mm;
 };
 
-// Gate / up: y[t, j, :] = W[e_tj] x[t, :] for each slot j < k whose expert the stack holds; the
-// other slots are zero.  x: [n_tokens, w.cols]; routes: [n_tokens, 2k]; y: [n_tokens, k, w.rows].
+// Gate / up: y[t, j, :] = W[e_tj] x[t, :] (+ b[e_tj]) for each slot j < k whose expert the stack
+// holds; the other slots are zero.  x: [n_tokens, w.cols]; routes: [n_tokens, 2k]; y: [n_tokens, k, w.rows].
 void expert_matmul(const ExpertStack& w, const float* x, const float* routes, int64_t k, int64_t n_tokens, float* y,
                    ThreadPool& pool, MoeScratch& s);
-// Down and the weighted sum: y[t, :] = sum_j weight_tj * W[e_tj] x[t, j, :] over the slots whose
-// expert the stack holds (zero when none).  x: [n_tokens, k, w.cols]; y: [n_tokens, w.rows].
+// Down and the weighted sum: y[t, :] = sum_j weight_tj * (W[e_tj] x[t, j, :] (+ b[e_tj])) over the
+// slots whose expert the stack holds (zero when none).  x: [n_tokens, k, w.cols]; y: [n_tokens, w.rows].
 void expert_matmul_sum(const ExpertStack& w, const float* x, const float* routes, int64_t k, int64_t n_tokens, float* y,
                        ThreadPool& pool, MoeScratch& s);
 // Scalar references (matmul_ref per slot, the sum in slot order).

@@ -5,6 +5,7 @@
 #include "core/fp16.h"
 #include "kernels/isa.h"
 
+#include <algorithm>
 #include <array>
 #include <atomic>
 #include <cmath>
@@ -87,6 +88,14 @@ void geglu(const float* gate, const float* up, float* out, int64_t n) {
     const float x = gate[i];
     const float g = x <= -10.f ? 0.f : x >= 10.f ? x : fp16_to_f32(table[f32_to_fp16(x)]);
     out[i] = g * up[i];
+  }
+}
+
+void swiglu_oai(const float* gate, const float* up, float* out, int64_t n, float alpha, float limit) {
+  for (int64_t i = 0; i < n; ++i) {  // in float, as ggml's CPU backend: the same bits
+    const float x = std::min(gate[i], limit);
+    const float y = std::clamp(up[i], -limit, limit);
+    out[i] = x / (1.f + std::exp(alpha * (-x))) * (y + 1.f);
   }
 }
 

@@ -40,6 +40,9 @@ void swiglu(const float* gate, const float* up, float* out, int64_t n);
 // out[i] = gelu(gate[i]) * up[i], GELU's tanh form as llama.cpp's CPU backend computes it: the
 // gate rounded to half, its GELU a half from a table (0 below -10, the gate itself from 10 on).
 void geglu(const float* gate, const float* up, float* out, int64_t n);
+// gpt-oss's clamped SwiGLU: g = min(gate, limit), u = clamp(up, -limit, limit),
+// out = g * sigmoid(alpha g) * (u + 1), in float as llama.cpp's CPU backend (expf).
+void swiglu_oai(const float* gate, const float* up, float* out, int64_t n, float alpha, float limit);
 // The table geglu reads: the GELU of each half (by its bits), as a half; for devices that compute
 // geglu elsewhere with the CPU's values.
 const uint16_t* gelu_f16_table();

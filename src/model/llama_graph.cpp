@@ -52,13 +52,16 @@ graph::Graph build_llama_graph(const ModelConfig& c) {
     }
     q = node(OpKind::Rope, {q}, Axis::QHeads, q_width, "", "rope_q");
     k = node(OpKind::Rope, {k}, Axis::KvHeads, kv_width, "", "rope_k");
-    int a = node(OpKind::Attention, {q, k, v}, Axis::QHeads, q_width, "", "attention");
-    int o = node(OpKind::MatMul, {a}, Axis::Embd, d.n_embd, "attn_output.weight", "attn_output");
+    const bool oss = c.traits.gpt_oss;
+    int a = node(OpKind::Attention, {q, k, v}, Axis::QHeads, q_width, oss ? "attn_sinks.weight" : "", "attention");
+    int o = node(OpKind::MatMul, {a}, Axis::Embd, d.n_embd, "attn_output.weight", "attn_output",
+                 oss ? "attn_output.bias" : "");
     if (c.traits.gemma)
       o = node(OpKind::RmsNorm, {o}, Axis::Embd, d.n_embd, "post_attention_norm.weight", "attn_post_norm");
     x = node(OpKind::Add, {x, o}, Axis::Embd, d.n_embd, "", "attn_residual");
     // MLP: SwiGLU (Gemma: GELU-gated), gate/up column-parallel, down row-parallel.
-    h = node(OpKind::RmsNorm, {x}, Axis::Embd, d.n_embd, "ffn_norm.weight", "ffn_norm");
+    h = node(OpKind::RmsNorm, {x}, Axis::Embd, d.n_embd, oss ? "post_attention_norm.weight" : "ffn_norm.weight",
+             "ffn_norm");
     int ffn = -1;
     if (d.n_expert == 0) {
       int gate, up;
@@ -77,12 +80,18 @@ graph::Graph build_llama_graph(const ModelConfig& c) {
       // Mixture of experts (llama.cpp's build_moe_ffn): the router picks k experts per token, each
       // runs a SwiGLU FFN on it, and their outputs are summed with the router's weights.
       const int64_t ew = d.n_expert_used * d.n_ff_exp;  // (k, n_ff_exp)
-      int logits = node(OpKind::MatMul, {h}, Axis::Router, d.n_expert, "ffn_gate_inp.weight", "ffn_router");
+      auto bias = [&](const char* name) { return oss ? std::string(name) : std::string(); };
+      int logits = node(OpKind::MatMul, {h}, Axis::Router, d.n_expert, "ffn_gate_inp.weight", "ffn_router",
+                        bias("ffn_gate_inp.bias"));
       int routes = node(OpKind::MoeRoute, {logits}, Axis::Routes, 2 * d.n_expert_used, "", "ffn_routes");
-      int gate = node(OpKind::ExpertMatMul, {h, routes}, Axis::ExpertFfn, ew, "ffn_gate_exps.weight", "ffn_gate_exps");
-      int up = node(OpKind::ExpertMatMul, {h, routes}, Axis::ExpertFfn, ew, "ffn_up_exps.weight", "ffn_up_exps");
-      int act = node(OpKind::SwiGlu, {gate, up}, Axis::ExpertFfn, ew, "", "ffn_swiglu_exps");
-      ffn = node(OpKind::ExpertMatMulSum, {act, routes}, Axis::Embd, d.n_embd, "ffn_down_exps.weight", "ffn_down_exps");
+      int gate = node(OpKind::ExpertMatMul, {h, routes}, Axis::ExpertFfn, ew, "ffn_gate_exps.weight", "ffn_gate_exps",
+                      bias("ffn_gate_exps.bias"));
+      int up = node(OpKind::ExpertMatMul, {h, routes}, Axis::ExpertFfn, ew, "ffn_up_exps.weight", "ffn_up_exps",
+                    bias("ffn_up_exps.bias"));
+      int act = node(oss ? OpKind::SwiGluOai : OpKind::SwiGlu, {gate, up}, Axis::ExpertFfn, ew, "",
+                     oss ? "ffn_swiglu_oai_exps" : "ffn_swiglu_exps");
+      ffn = node(OpKind::ExpertMatMulSum, {act, routes}, Axis::Embd, d.n_embd, "ffn_down_exps.weight", "ffn_down_exps",
+                 bias("ffn_down_exps.bias"));
       if (d.n_ff_shexp > 0) {  // qwen2moe: a dense shared expert, scaled by sigmoid of its own gate
         const int64_t sw = d.n_ff_shexp;
         int sg = node(OpKind::MatMul, {h}, Axis::SharedFfn, sw, "ffn_gate_shexp.weight", "ffn_gate_shexp");

@@ -18,7 +18,9 @@ ArchTraits traits_of(const std::string& arch) {
   if (arch == "qwen3moe") return {.qk_norm = true, .rope_neox = true, .moe = true, .expert_weights_norm = true};
   if (arch == "gemma3") return {.qk_norm = true, .rope_neox = true, .gemma = true};
   if (arch == "phi3") return {.rope_neox = true, .phi3 = true};
-  fail("model", "architecture '{}' is not supported (supported: llama, qwen2, qwen3, qwen2moe, qwen3moe, gemma3, phi3)",
+  if (arch == "gpt-oss") return {.qkv_bias = true, .rope_neox = true, .moe = true, .gpt_oss = true};
+  fail("model",
+       "architecture '{}' is not supported (supported: llama, qwen2, qwen3, qwen2moe, qwen3moe, gemma3, phi3, gpt-oss)",
        arch);
 }
 
@@ -92,6 +94,9 @@ std::vector<float> f32_vector(const gguf::File& f, const std::string& name, int6
   return v;
 }
 
+void read_sliding_window(const gguf::File& f, const std::string& p, int64_t default_pattern, RopeParams local,
+                         ModelConfig& c);
+
 // Gemma 3's sliding-window layers (llama.cpp's set_swa_pattern: of every `pattern` layers the
 // last is global), their RoPE base (rope.freq_base_swa, 10000 by default) and unscaled positions;
 // the embedding scale, and the attention scale of the 27B (62 layers: 1/sqrt(n_embd / n_head)).
@@ -107,19 +112,52 @@ void read_gemma(const gguf::File& f, const std::string& p, ModelConfig& c) {
     expect_shape(f, b + "post_attention_norm.weight", {d.n_embd}, "post-attention norm");
     expect_shape(f, b + "post_ffw_norm.weight", {d.n_embd}, "post-FFN norm");
   }
+  RopeParams local = d.rope;  // unscaled positions, their own base
+  local.freq_base = 10000.f;
+  local.freq_scale = 1.f;
+  read_sliding_window(f, p, 6, local, c);
+}
+
+// Sliding-window layers (llama.cpp's set_swa_pattern: of every `pattern` layers the last is
+// global) and their RoPE: `local`, its base replaced by rope.freq_base_swa where the file has it.
+void read_sliding_window(const gguf::File& f, const std::string& p, int64_t default_pattern, RopeParams local,
+                         ModelConfig& c) {
+  auto& d = c.dims;
   d.n_swa = f.get_int_opt(p + "attention.sliding_window").value_or(0);
   if (d.n_swa < 0 || (c.n_ctx_train > 0 && d.n_swa > c.n_ctx_train))
     fail("model", "{}attention.sliding_window {} is out of range (0..context_length {})", p, d.n_swa, c.n_ctx_train);
   if (d.n_swa == 0) return;
-  const int64_t pattern = f.get_int_opt(p + "attention.sliding_window_pattern").value_or(6);
+  const int64_t pattern = f.get_int_opt(p + "attention.sliding_window_pattern").value_or(default_pattern);
   if (pattern < 0 || pattern > d.n_layer + 1)
     fail("model", "{}attention.sliding_window_pattern {} is out of range (0..{})", p, pattern, d.n_layer + 1);
   d.swa_layers.resize(d.n_layer);
   for (int64_t l = 0; l < d.n_layer; ++l) d.swa_layers[l] = pattern == 0 || l % pattern < pattern - 1;
-  d.rope_swa = d.rope;
-  d.rope_swa.freq_base = static_cast<float>(f.get_float_opt(p + "rope.freq_base_swa").value_or(10000.0));
-  d.rope_swa.freq_scale = 1.f;
+  d.rope_swa = local;
+  d.rope_swa.freq_base = static_cast<float>(f.get_float_opt(p + "rope.freq_base_swa").value_or(local.freq_base));
   if (!(d.rope_swa.freq_base > 1)) fail("model", "{}rope.freq_base_swa {} is out of range", p, d.rope_swa.freq_base);
+}
+
+// gpt-oss: its biases and sinks against the hyper-parameters, then its routing, its SwiGLU and
+// its sliding windows (every other layer; their RoPE as the global layers', YaRN included).
+void read_gpt_oss(const gguf::File& f, const std::string& p, ModelConfig& c) {
+  auto& d = c.dims;
+  const int64_t q_w = d.n_head * d.head_dim, kv_w = d.n_head_kv * d.head_dim;
+  for (int64_t l = 0; l < d.n_layer; ++l) {
+    const std::string b = fmt::format("blk.{}.", l);
+    expect_shape(f, b + "attn_sinks.weight", {d.n_head}, "attention sinks");
+    expect_shape(f, b + "post_attention_norm.weight", {d.n_embd}, "FFN norm");
+    expect_shape(f, b + "attn_q.bias", {q_w}, "q bias");
+    expect_shape(f, b + "attn_k.bias", {kv_w}, "k bias");
+    expect_shape(f, b + "attn_v.bias", {kv_w}, "v bias");
+    expect_shape(f, b + "attn_output.bias", {d.n_embd}, "attention output bias");
+    expect_shape(f, b + "ffn_gate_inp.bias", {d.n_expert}, "router bias");
+    expect_shape(f, b + "ffn_gate_exps.bias", {d.n_ff_exp, d.n_expert}, "expert bias");
+    expect_shape(f, b + "ffn_up_exps.bias", {d.n_ff_exp, d.n_expert}, "expert bias");
+    expect_shape(f, b + "ffn_down_exps.bias", {d.n_embd, d.n_expert}, "expert bias");
+  }
+  d.expert_gating = graph::Dims::Gating::SoftmaxSelected;
+  d.expert_weights_norm = false;
+  read_sliding_window(f, p, 2, d.rope, c);
 }
 
 // Phi-3: the fused tensors' widths, the optional output bias, LongRoPE's factors (short ones
@@ -224,6 +262,7 @@ ModelConfig read_config(const gguf::File& f) {
   if (c.traits.gemma) read_gemma(f, p, c);
   if (c.traits.phi3) read_phi3(f, p, c);
   read_experts(f, p, c);
+  if (c.traits.gpt_oss) read_gpt_oss(f, p, c);
   return c;
 }
 

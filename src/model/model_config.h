@@ -24,6 +24,10 @@ struct ArchTraits {
   // Phi-3: q, k, v in one attn_qkv tensor (when the file fuses them) and gate + up in one ffn_up
   // [gate; up] of 2 * n_ff rows; LongRoPE frequency factors (rope_factors_long / _short).
   bool phi3 = false;
+  // gpt-oss: attention sinks, biases on q/k/v/o, on the router and on every expert; the FFN norm
+  // named post_attention_norm; top-k of the router's logits, then a softmax over those k; the
+  // clamped SwiGLU; every other layer a sliding window (from the first).
+  bool gpt_oss = false;
 };
 
 struct ModelConfig {

@@ -33,7 +33,9 @@ inline constexpr uint32_t kHelloMagic = 0x54464557;  // "WEFT" little-endian
 //      such frame, and the coordinator assumes a CPU device of unknown memory, as before.
 // 10: the graph's dims carry Gemma's scales, sliding windows and their RoPE, the rope's attention
 //     factor (LongRoPE), and ops gained GeGlu. Every session opens with 9.2's DeviceInfo.
-inline constexpr uint16_t kProtocolMajor = 10;
+// 11: gpt-oss: the dims carry the expert gating and the clamped SwiGLU's constants, ops gained
+//     SwiGluOai, attention nodes may read sinks and expert nodes biases.
+inline constexpr uint16_t kProtocolMajor = 11;
 inline constexpr uint16_t kProtocolMinor = 0;
 inline constexpr size_t kNonceBytes = 32;
 inline constexpr size_t kMinKeyBytes = 16;

@@ -48,7 +48,8 @@ struct Partition {
   std::vector<Range> ranges;  // one per device, in features
 };
 
-// The part of a GGUF tensor a node reads. Rows = ggml ne1 (outputs), cols = ne0 (inputs).
+// The part of a GGUF tensor a node reads. Rows = ggml ne1 (outputs), cols = ne0 (inputs); of a vector
+// (one row: a bias, sinks), Rows takes elements.
 // A stacked tensor (experts, ggml ne2) is cut the same way in each of the matrices `experts` names.
 struct WeightSlice {
   enum class Kind : uint8_t { None, Whole, Rows, Cols };
@@ -74,7 +75,8 @@ enum class LocalOp : uint8_t {
   ExpertMatMul,
   ExpertMatMulSum,
   SigmoidScale,
-  GeGlu,      // graph::OpKind
+  GeGlu,
+  SwiGluOai,  // graph::OpKind
   Input,      // layer split: the residual stream handed over by the previous device
   AllReduce,  // sum of the Partial value over the group, in place
   AllGather,  // Split value -> Replicated
@@ -99,6 +101,7 @@ constexpr LocalOp local_op(graph::OpKind op) {
     case graph::OpKind::ExpertMatMulSum: return LocalOp::ExpertMatMulSum;
     case graph::OpKind::SigmoidScale: return LocalOp::SigmoidScale;
     case graph::OpKind::GeGlu: return LocalOp::GeGlu;
+    case graph::OpKind::SwiGluOai: return LocalOp::SwiGluOai;
     case graph::OpKind::Count: break;
   }
   return LocalOp::Count;

@@ -179,6 +179,13 @@ class TensorPlanner {
     return {r.begin / g_.dims.head_dim, r.end / g_.dims.head_dim};
   }
   bool expert_split() const { return n_ > 1 && plan_.moe_split == MoeSplit::Expert; }
+  // The device that adds a bias to partial sums over axis a: the first holding any of it (a device
+  // with an empty range computes no product to add it to).
+  int bias_device(Axis a) const {
+    for (int d = 0; d < n_; ++d)
+      if (!range(a, d).empty()) return d;
+    return 0;
+  }
   // Features per token device d holds of a Split value of axis a. An ExpertFfn value has k slots:
   // each of its slice of n_ff_exp (tensor), or of the whole n_ff_exp where it holds any expert.
   int64_t local_width(Axis a, int d) const {
@@ -189,17 +196,25 @@ class TensorPlanner {
   }
   // What device d reads of an expert matmul's stacked weight (gate/up: rows; down: columns):
   // nothing where it holds no expert or no features.
+  // Its biases ([width per slot, n_expert]: a row per expert) follow: the rows of its experts, or
+  // each expert's features; down's (after the partial sums) are added by one device alone.
   void expert_slice(int d, const Node& n, bool down, LocalNode& ln) const {
     ln.width = down ? n.width : local_width(Axis::ExpertFfn, d);
+    const bool bias = !n.bias.empty();
     if (expert_split()) {
       ln.experts = plan_.experts[d];
-      if (!ln.experts.empty()) ln.weight = {n.weight, Kind::Whole, {}, ln.experts};
+      if (ln.experts.empty()) return;
+      ln.weight = {n.weight, Kind::Whole, {}, ln.experts};
+      const bool all = ln.experts.size() == g_.dims.n_expert;  // a one-expert bias is one row
+      if (bias) ln.bias = all ? WeightSlice{n.bias, Kind::Whole, {}} : WeightSlice{n.bias, Kind::Rows, ln.experts};
       return;
     }
     const Range r = range(Axis::ExpertFfn, d);
     if (r.empty()) return;
     ln.experts = {0, g_.dims.n_expert};
     ln.weight = {n.weight, down ? Kind::Cols : Kind::Rows, r, {}};
+    if (bias && !down) ln.bias = {n.bias, Kind::Cols, r};
+    if (bias && down && d == bias_device(Axis::ExpertFfn)) ln.bias = {n.bias, Kind::Whole, {}};
   }
 
   // Appends one local node per device; fill(d, node) sets what differs per device.
@@ -280,8 +295,8 @@ class TensorPlanner {
           emit(i, LocalOp::MatMul, n.inputs, [&](int d, LocalNode& ln) {
             ln.width = n.width;
             ln.weight = {n.weight, Kind::Cols, range(in_axis(0), d)};
-            // The bias is added once, by device 0, so that the partial sums add up to it.
-            if (!n.bias.empty() && d == 0) ln.bias = {n.bias, Kind::Whole, {}};
+            // The bias is added once, by one device, so that the partial sums add up to it.
+            if (!n.bias.empty() && d == bias_device(in_axis(0))) ln.bias = {n.bias, Kind::Whole, {}};
           });
           cur_[i] = State::Partial;
           return;
@@ -308,6 +323,7 @@ class TensorPlanner {
           ln.width = range(Axis::QHeads, d).size();
           ln.q_heads = heads(Axis::QHeads, d);
           ln.kv_heads = heads(Axis::KvHeads, d);
+          if (!n.weight.empty()) ln.weight = {n.weight, Kind::Rows, ln.q_heads};  // the sinks of its heads
         });
         cur_[i] = State::Split;
         return;
@@ -331,6 +347,7 @@ class TensorPlanner {
         return;
       case OpKind::SwiGlu:
       case OpKind::GeGlu:
+      case OpKind::SwiGluOai:
       case OpKind::Add: {
         // Two partial sums add up to a partial sum (the experts and the shared expert): one
         // all-reduce completes both.

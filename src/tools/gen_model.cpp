@@ -51,7 +51,7 @@ float normalish(uint64_t& state) {
 
 // ---- tensor set ----
 
-enum class Init { Matrix, Norm, Bias, RopeShort, RopeLong };
+enum class Init { Matrix, Norm, Bias, Sink, RopeShort, RopeLong };
 
 struct TensorSpec {
   std::string name;
@@ -77,6 +77,9 @@ void gen_row(uint64_t tensor_seed, int64_t row, Init init, float* out, int64_t n
       return;
     case Init::Bias:
       for (int64_t i = 0; i < n; ++i) out[i] = 0.1f * normalish(state);
+      return;
+    case Init::Sink:  // a logit beside the scores' O(1) ones, so that a sink takes a share of the softmax
+      for (int64_t i = 0; i < n; ++i) out[i] = normalish(state);
       return;
     case Init::RopeShort:  // LongRoPE's divisors: near 1 within the original context
       for (int64_t i = 0; i < n; ++i) out[i] = 1.0f + 0.05f * std::abs(normalish(state));
@@ -125,6 +128,9 @@ struct ArchInfo {
   bool shared_expert = false;
   bool gemma = false;  // post-attention / post-FFN norms, sliding-window layers (their keys)
   bool phi3 = false;   // fused attn_qkv and [gate; up] ffn_up, LongRoPE factors
+  // Attention sinks, biases on the attention output, the router and the experts, post_attention_norm
+  // as the FFN norm, a sliding window every other layer and YaRN.
+  bool gpt_oss = false;
 };
 
 ArchInfo arch_info(std::string_view arch) {
@@ -138,7 +144,8 @@ ArchInfo arch_info(std::string_view arch) {
   if (arch == "qwen3moe") return {false, true, 1000000.0f, 1e-6f, Ffn::Experts};
   if (arch == "gemma3") return {false, true, 1000000.0f, 1e-6f, Ffn::Dense, false, true};      // Gemma 3 1B..27B
   if (arch == "phi3") return {false, false, 10000.0f, 1e-5f, Ffn::Dense, false, false, true};  // Phi-3.5 / Phi-4 mini
-  fail("gen-model", "unknown arch '{}' (llama, qwen2, qwen3, qwen2moe, qwen3moe, gemma3, phi3)", arch);
+  if (arch == "gpt-oss") return {true, false, 150000.0f, 1e-5f, Ffn::Experts, false, false, false, true};
+  fail("gen-model", "unknown arch '{}' (llama, qwen2, qwen3, qwen2moe, qwen3moe, gemma3, phi3, gpt-oss)", arch);
 }
 
 // The feed-forward tensors of layer l: a dense SwiGLU, or (an MoE preset) the router and the
@@ -160,6 +167,12 @@ void ffn_specs(const ArchInfo& a, const GenModelShape& s, int l, Matrix matrix, 
   stack("ffn_gate_exps.weight", l, s.n_embd, s.n_ff_exp);  // (expert, embd -> ff_exp)
   stack("ffn_up_exps.weight", l, s.n_embd, s.n_ff_exp);
   stack("ffn_down_exps.weight", l, s.n_ff_exp, s.n_embd);  // (expert, ff_exp -> embd)
+  if (a.gpt_oss) {  // a bias per router logit, and per expert on each of its matrices' outputs
+    vec("ffn_gate_inp.bias", l, std::vector<int64_t>{s.n_expert}, Init::Bias);
+    vec("ffn_gate_exps.bias", l, std::vector<int64_t>{s.n_ff_exp, s.n_expert}, Init::Bias);
+    vec("ffn_up_exps.bias", l, std::vector<int64_t>{s.n_ff_exp, s.n_expert}, Init::Bias);
+    vec("ffn_down_exps.bias", l, std::vector<int64_t>{s.n_embd, s.n_expert}, Init::Bias);
+  }
   if (!a.shared_expert) return;
   vec("ffn_gate_inp_shexp.weight", l, std::vector<int64_t>{s.n_embd}, Init::Matrix);
   matrix("ffn_gate_shexp.weight", l, s.n_embd, s.n_ff_shexp);
@@ -207,8 +220,12 @@ std::vector<TensorSpec> tensor_specs(const GenModelOptions& o, const GenModelSha
       vec("attn_k_norm.weight", l, head_dim, Init::Norm);
     }
     matrix("attn_output.weight", l, q_w, s.n_embd);
+    if (a.gpt_oss) {
+      vec("attn_output.bias", l, s.n_embd, Init::Bias);
+      vec("attn_sinks.weight", l, s.n_head, Init::Sink);
+    }
     if (a.gemma) vec("post_attention_norm.weight", l, s.n_embd, Init::Norm);
-    vec("ffn_norm.weight", l, s.n_embd, Init::Norm);
+    vec(a.gpt_oss ? "post_attention_norm.weight" : "ffn_norm.weight", l, s.n_embd, Init::Norm);
     ffn_specs(a, s, l, matrix, stack, f32);
     if (a.gemma) vec("post_ffw_norm.weight", l, s.n_embd, Init::Norm);
   }
@@ -221,11 +238,11 @@ std::vector<TensorSpec> tensor_specs(const GenModelOptions& o, const GenModelSha
   return out;
 }
 
-// Gemma's window: as asked, else 512 (Gemma 3's) where the context is at least 4096, else an
-// eighth of the context, so that a tiny model's prompts reach past it.
+// The window: as asked, else the family's (Gemma 3: 512, gpt-oss: 128) where the context is at
+// least 4096, else an eighth of the context, so that a tiny model's prompts reach past it.
 int64_t gen_sliding_window(const GenModelOptions& o, const GenModelShape& s) {
   if (o.sliding_window > 0) return o.sliding_window;
-  return s.n_ctx >= 4096 ? 512 : std::max<int64_t>(1, s.n_ctx / 8);
+  return s.n_ctx >= 4096 ? (arch_info(o.arch).gpt_oss ? 128 : 512) : std::max<int64_t>(1, s.n_ctx / 8);
 }
 
 void add_metadata(gguf::Writer& w, const GenModelOptions& o, const GenModelShape& s) {
@@ -257,13 +274,14 @@ void add_metadata(gguf::Writer& w, const GenModelOptions& o, const GenModelShape
   }
   w.set_u32(p + ".rope.dimension_count", head_dim);
   w.set_f32(p + ".rope.freq_base", a.rope_freq_base);
+  if (a.gpt_oss) w.set_u32(p + ".attention.sliding_window", u32(gen_sliding_window(o, s)));  // pattern: 2
   if (a.gemma) {
     w.set_u32(p + ".attention.sliding_window", u32(gen_sliding_window(o, s)));
     // Released Gemma 3 files leave it to llama.cpp's default (6); a model of fewer layers has
     // every other layer global, so both kinds are in it.
     if (s.n_layer < 6) w.set_u32(p + ".attention.sliding_window_pattern", 2);
   }
-  if (o.rope_scaling == "yarn") {
+  if (o.rope_scaling == "yarn" || (a.gpt_oss && o.rope_scaling.empty())) {  // gpt-oss: always YaRN
     w.set_string(p + ".rope.scaling.type", "yarn");
     w.set_f32(p + ".rope.scaling.factor", static_cast<float>(o.rope_factor));
     w.set_u32(p + ".rope.scaling.original_context_length",
@@ -284,6 +302,7 @@ void add_metadata(gguf::Writer& w, const GenModelOptions& o, const GenModelShape
   std::vector<std::string> family;
   if (a.phi3) family = {"<|endoftext|>", "<|system|>", "<|user|>", "<|assistant|>", "<|end|>"};
   if (a.gemma) family = {"<start_of_turn>", "<end_of_turn>"};
+  if (a.gpt_oss) family = {"<|start|>", "<|message|>", "<|end|>", "<|return|>", "<|channel|>", "<|call|>"};
   for (const auto& t : family)
     if (std::find(control.begin(), control.end(), t) == control.end()) control.push_back(t);
   GenVocab v = gen_vocab(s.n_vocab, control);
@@ -348,7 +367,11 @@ GenModelShape gen_model_preset(std::string_view preset) {
   if (preset == "gemma3-1b") return {1152, 26, 6912, 4, 1, 262144, 32768, 0, 0, 0, 0, 256};
   if (preset == "tiny-moe") return {64, 2, 192, 4, 2, 320, 512, 8, 2, 96, 128};
   if (preset == "moe-2b") return {2048, 12, 6144, 32, 4, 32000, 4096, 32, 8, 768, 2048};
-  fail("gen-model", "unknown preset '{}' (tiny, 500m, 1b, 8b-shape, gemma3-1b, tiny-moe, moe-2b)", preset);
+  // gpt-oss-20b's layer (2880 wide, 64 heads of 64 over 8 KV heads, experts 2880 wide, 4 active,
+  // its 201088 vocab) with 16 experts over 4 layers: 2.9B parameters, 1.1B read per token.
+  if (preset == "gpt-oss-mini") return {2880, 4, 2880, 64, 8, 201088, 8192, 16, 4, 2880, 0, 64};
+  fail("gen-model", "unknown preset '{}' (tiny, 500m, 1b, 8b-shape, gemma3-1b, tiny-moe, moe-2b, gpt-oss-mini)",
+       preset);
 }
 
 GenModelShape gen_model_shape(const GenModelOptions& o) {
@@ -375,7 +398,7 @@ GenModelShape gen_model_shape(const GenModelOptions& o) {
     fail("gen-model", "arch {} has no experts: use qwen2moe / qwen3moe (or llama for Mixtral) with preset {}", o.arch,
          o.preset);
   if (s.n_expert == 0 && a.ffn == ArchInfo::Ffn::Experts)
-    fail("gen-model", "arch {} is a mixture of experts: use an MoE preset (tiny-moe, moe-2b)", o.arch);
+    fail("gen-model", "arch {} is a mixture of experts: use an MoE preset (tiny-moe, moe-2b, gpt-oss-mini)", o.arch);
   if (s.n_expert > 0 && (s.n_expert_used < 1 || s.n_expert_used > s.n_expert || s.n_ff_exp <= 0 ||
                          (a.shared_expert && s.n_ff_shexp <= 0)))
     fail("gen-model", "experts: {} used of {}, {} wide, shared {} wide", s.n_expert_used, s.n_expert, s.n_ff_exp,
@@ -390,6 +413,7 @@ GenModelShape gen_model_shape(const GenModelOptions& o) {
   if (s.n_head % s.n_head_kv != 0)
     fail("gen-model", "n_head {} is not a multiple of n_head_kv {}", s.n_head, s.n_head_kv);
   if (a.phi3 && !o.rope_scaling.empty()) fail("gen-model", "phi3 has its own rope scaling (LongRoPE)");
+  if (a.gpt_oss && o.tied) fail("gen-model", "gpt-oss has an output matrix of its own (llama.cpp requires it)");
   if (!o.rope_scaling.empty() && !(o.rope_factor > 1 && o.rope_factor < 1e6))
     fail("gen-model", "rope factor {} must be over 1", o.rope_factor);
   if (a.phi3 && s.head_dim * s.n_head != s.n_embd)  // llama.cpp's phi3 reads q/k/v n_embd wide

@@ -1,5 +1,6 @@
 // `weft gen-model`: writes a deterministic random-weight model as a GGUF file that llama.cpp
-// loads (llama / qwen2 / qwen3 / qwen2moe / qwen3moe / gemma3 / phi3 keys and tensor names, an SPM "llama" vocab),
+// loads (llama / qwen2 / qwen3 / qwen2moe / qwen3moe / gemma3 / phi3 / gpt-oss keys and tensor names, an SPM "llama"
+// vocab),
 // so equality tests and benchmarks never need a download. Same options -> same bytes, whatever
 // the thread count.
 #pragma once
@@ -33,14 +34,15 @@ struct GenModelShape {
 };
 
 struct GenModelOptions {
-  std::string path;             // output .gguf (generate_model only)
-  std::string preset = "tiny";  // tiny, 500m, 1b, 8b-shape, gemma3-1b; mixtures of experts: tiny-moe, moe-2b
+  std::string path;  // output .gguf (generate_model only)
+  // tiny, 500m, 1b, 8b-shape, gemma3-1b; mixtures of experts: tiny-moe, moe-2b, gpt-oss-mini
+  std::string preset = "tiny";
   // f32 f16 bf16 q8_0 q4_0 q4_1 q5_0 q5_1 q4_k q5_k q6_k (every matrix in that type), or the
   // llama.cpp mixes q4_k_m / q5_k_m. Norms and biases are always f32.
   std::string type = "q8_0";
   uint64_t seed = 42;
   // llama, qwen2 (q/k/v biases), qwen3 (q/k head norms), gemma3, phi3; with an MoE preset: llama
-  // (Mixtral's layout), qwen2moe (plus a shared expert), qwen3moe.
+  // (Mixtral's layout), qwen2moe (plus a shared expert), qwen3moe, gpt-oss.
   std::string arch = "llama";
   bool tied = false;           // no output.weight: logits reuse token_embd.weight
   int64_t sliding_window = 0;  // gemma3: the window of its local layers; 0: 512, or n_ctx / 8 below 4096

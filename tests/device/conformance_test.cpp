@@ -4,7 +4,7 @@
 // The reference is a one-thread CPU device (itself checked against a double-precision forward and
 // the `_ref` kernels in tests/model/reference_forward_test.cpp). The interface runs whole graphs,
 // so the ops are checked through whole tiny graphs: every weight type the kind claims, every
-// architecture (dense, biases, head norms, tied embeddings, three MoE layouts), and tensor and
+// architecture (dense, biases, head norms, tied embeddings, four MoE layouts), and tensor and
 // layer splits for the collectives and the residual hand-over; OpsCovered checks that together
 // they use every LocalOp.
 #include "conformance_run.h"
@@ -148,7 +148,7 @@ TEST_P(Conformance, EveryArchitectureMatchesTheReference) {
   expect_matches_reference(tiny_model("tiny", "q8_0", "llama", /*tied=*/true), "tied embeddings");
   expect_matches_reference(tiny_model("tiny", "q8_0", "gemma3"), "gemma3 (GELU gate, post-norms, sliding window)");
   expect_matches_reference(tiny_model("tiny", "q8_0", "phi3"), "phi3 (fused q/k/v and gate/up, LongRoPE)");
-  for (const std::string arch : {"llama", "qwen2moe", "qwen3moe"})
+  for (const std::string arch : {"llama", "qwen2moe", "qwen3moe", "gpt-oss"})
     expect_matches_reference(tiny_model("tiny-moe", "q8_0", arch), "MoE " + arch);
 }
 
@@ -157,6 +157,8 @@ TEST_P(Conformance, SplitsMatchTheReference) {
   expect_matches_reference(tiny_model("tiny", "q8_0", "llama"), "tensor split", SplitMode::Tensor, 2);
   expect_matches_reference(tiny_model("tiny", "q8_0", "llama"), "layer split", SplitMode::Layer, 2);
   expect_matches_reference(tiny_model("tiny-moe", "q8_0", "qwen2moe"), "MoE tensor split", SplitMode::Tensor, 2);
+  // gpt-oss: the biases added once to the partial sums of attn_output and of the experts' down
+  expect_matches_reference(tiny_model("tiny-moe", "q8_0", "gpt-oss"), "gpt-oss tensor split", SplitMode::Tensor, 2);
 }
 
 // The graphs of the tests above, between them, use every LocalOp.
@@ -169,7 +171,7 @@ TEST_P(Conformance, OpsCovered) {
   };
   for (const std::string arch : {"llama", "qwen2", "qwen3", "gemma3", "phi3"})
     add(tiny_model("tiny", "q8_0", arch).plan(SplitMode::None, {1}));
-  for (const std::string arch : {"llama", "qwen2moe", "qwen3moe"})
+  for (const std::string arch : {"llama", "qwen2moe", "qwen3moe", "gpt-oss"})
     add(tiny_model("tiny-moe", "q8_0", arch).plan(SplitMode::None, {1}));
   add(tiny_model("tiny", "q8_0", "llama").plan(SplitMode::Tensor, {1, 1}));
   add(tiny_model("tiny", "q8_0", "llama").plan(SplitMode::Layer, {1, 1}));

@@ -29,12 +29,15 @@ std::vector<float> normal_values(size_t n, uint32_t seed, float sd = 1.f) {
 TEST(MoeRoute, MatchesReferenceAndPicksTheLargest) {
   for (int64_t n_expert : {8, 60}) {
     for (int64_t k : {1, 2, 8}) {
-      for (bool norm : {false, true}) {
+      for (auto [norm, selected] : {std::pair{false, false}, {true, false}, {false, true}}) {
+        SCOPED_TRACE(testing::Message() << n_expert << " experts, k " << k << (norm ? ", norm" : "")
+                                        << (selected ? ", softmax of the selected" : ""));
         const int64_t n_tokens = 5;
         const auto logits = normal_values(n_tokens * n_expert, static_cast<uint32_t>(n_expert * 10 + k), 2.f);
         std::vector<float> got(n_tokens * 2 * k), want(n_tokens * 2 * k);
-        moe_route(logits.data(), n_tokens, n_expert, k, norm, got.data());
-        moe_route_ref(logits.data(), n_tokens, n_expert, k, norm, want.data());
+        const MoeRouting routing{n_expert, k, norm, selected};
+        moe_route(logits.data(), n_tokens, routing, got.data());
+        moe_route_ref(logits.data(), n_tokens, routing, want.data());
         for (int64_t t = 0; t < n_tokens; ++t) {
           const float* g = got.data() + t * 2 * k;
           const float* l = logits.data() + t * n_expert;
@@ -53,10 +56,9 @@ TEST(MoeRoute, MatchesReferenceAndPicksTheLargest) {
           int64_t larger = 0;  // logits above the k-th selected one: none outside the selection
           for (int64_t e = 0; e < n_expert; ++e) larger += l[e] >= l[route_id(g, k - 1)];
           EXPECT_EQ(larger, k);
-          if (norm) {
+          if (norm || selected) {
             EXPECT_NEAR(sum, 1.0, 1e-6);
-          }
-          if (!norm) {
+          } else {
             EXPECT_LT(sum, 1.0 + 1e-6);
           }
         }
@@ -68,13 +70,24 @@ TEST(MoeRoute, MatchesReferenceAndPicksTheLargest) {
 TEST(MoeRoute, TiesGoToTheLowerIdAndSoftmaxWeights) {
   const std::vector<float> logits{0.f, 1.f, 1.f, 0.f, 1.f};
   std::vector<float> r(4);
-  moe_route(logits.data(), 1, 5, 2, false, r.data());
+  moe_route(logits.data(), 1, {5, 2, false}, r.data());
   EXPECT_EQ(route_id(r.data(), 0), 1);
   EXPECT_EQ(route_id(r.data(), 1), 2);
   const double e = std::exp(1.0), z = 3 * e + 2;
   EXPECT_NEAR(route_weight(r.data(), 2, 0), e / z, 1e-6);  // softmax over all five, not renormalised
-  moe_route(logits.data(), 1, 5, 2, true, r.data());
+  moe_route(logits.data(), 1, {5, 2, true}, r.data());
   EXPECT_NEAR(route_weight(r.data(), 2, 0), 0.5, 1e-6);
+}
+
+TEST(MoeRoute, SoftmaxOverTheSelectedLogits) {  // gpt-oss: the top k logits, then their softmax
+  const std::vector<float> logits{0.5f, 3.f, -1.f, 2.f, 2.5f};
+  std::vector<float> r(4);
+  moe_route(logits.data(), 1, {5, 2, false, true}, r.data());
+  EXPECT_EQ(route_id(r.data(), 0), 1);
+  EXPECT_EQ(route_id(r.data(), 1), 4);
+  const double w0 = 1 / (1 + std::exp(2.5 - 3.0));
+  EXPECT_NEAR(route_weight(r.data(), 2, 0), w0, 1e-6);
+  EXPECT_NEAR(route_weight(r.data(), 2, 1), 1 - w0, 1e-6);
 }
 
 // A stack of n_expert random matrices [rows, cols] in type t, and its f32 values.
@@ -124,7 +137,7 @@ std::optional<PanelStack> panels_of(const ExpertStack& v) {
 std::vector<float> make_routes(int64_t n_tokens, int64_t n_expert, int64_t k, uint32_t seed) {
   const auto logits = normal_values(n_tokens * n_expert, seed);
   std::vector<float> r(n_tokens * 2 * k);
-  moe_route_ref(logits.data(), n_tokens, n_expert, k, true, r.data());
+  moe_route_ref(logits.data(), n_tokens, {n_expert, k, true}, r.data());
   return r;
 }
 
@@ -165,9 +178,13 @@ TEST_P(ExpertMatmul, MatchesReferenceForEveryHolding) {
     const auto routes = make_routes(n_tokens, n_expert, k, static_cast<uint32_t>(n_tokens));
     const auto x = normal_values(n_tokens * c.cols, 3);
     const auto xs = normal_values(n_tokens * k * rows, 4);
+    // Biases (gpt-oss's experts) at two of the token counts, through the row and the panel paths.
+    const bool biased = n_tokens == 1 || n_tokens == 24;
+    const auto gate_bias = normal_values(n_expert * rows, 12), down_bias = normal_values(n_expert * c.cols, 13);
     std::vector<float> full_sum;
     for (auto [first, n] : {std::pair<int64_t, int64_t>{0, n_expert}, {0, 3}, {3, 3}, {5, 1}}) {
-      const ExpertStack g = gate.view(first, n, c.type, rows, c.cols);
+      ExpertStack g = gate.view(first, n, c.type, rows, c.cols);
+      if (biased) g.bias = gate_bias.data() + first * rows;
       std::vector<float> got(n_tokens * k * rows, 7.f), want(n_tokens * k * rows);
       expert_matmul(g, x.data(), routes.data(), k, n_tokens, got.data(), pool, scratch);
       expert_matmul_ref(g, x.data(), routes.data(), k, n_tokens, want.data());
@@ -182,7 +199,8 @@ TEST_P(ExpertMatmul, MatchesReferenceForEveryHolding) {
         expect_close_or_zero(got_p, want, c.rel, "expert_matmul on panels");
       }
 
-      const ExpertStack d = down.view(first, n, c.type, c.cols, rows);
+      ExpertStack d = down.view(first, n, c.type, c.cols, rows);
+      if (biased) d.bias = down_bias.data() + first * c.cols;
       std::vector<float> sum(n_tokens * c.cols, 7.f), sum_ref(n_tokens * c.cols);
       expert_matmul_sum(d, xs.data(), routes.data(), k, n_tokens, sum.data(), pool, scratch);
       expert_matmul_sum_ref(d, xs.data(), routes.data(), k, n_tokens, sum_ref.data());
@@ -197,7 +215,8 @@ TEST_P(ExpertMatmul, MatchesReferenceForEveryHolding) {
         full_sum = sum;
       } else if (first == 0) {
         // Expert split: the halves' partial sums add up to the whole stack's.
-        const ExpertStack rest = down.view(3, 3, c.type, c.cols, rows);
+        ExpertStack rest = down.view(3, 3, c.type, c.cols, rows);
+        if (biased) rest.bias = down_bias.data() + 3 * c.cols;
         std::vector<float> other(n_tokens * c.cols);
         expert_matmul_sum(rest, xs.data(), routes.data(), k, n_tokens, other.data(), pool, scratch);
         for (size_t i = 0; i < sum.size(); ++i) sum[i] += other[i];
@@ -217,6 +236,45 @@ INSTANTIATE_TEST_SUITE_P(Types, ExpertMatmul,
                                            MatmulCase{DType::Q4_1, 64, 2e-2}, MatmulCase{DType::Q4_K, 256, 2e-2},
                                            MatmulCase{DType::Q6_K, 256, 2e-2}),
                          [](const auto& p) { return std::string(dtype_name(p.param.type)); });
+
+// Each held expert's bias is added to its rows: zero matrices give the routed experts' biases
+// (gate/up), and the routes' weighted sum of them (down).
+TEST(ExpertBias, AddsTheRoutedExpertsBias) {
+  const int64_t n_expert = 4, k = 2, rows = 8, cols = 32, n_tokens = 3;
+  const std::vector<float> zeros(n_expert * rows * cols, 0.f);
+  const auto bias = normal_values(n_expert * rows, 9);
+  const auto routes = make_routes(n_tokens, n_expert, k, 10);
+  const auto x = normal_values(n_tokens * k * cols, 11);
+  ThreadPool pool(2);
+  MoeScratch scratch;
+  for (auto [first, n] : {std::pair<int64_t, int64_t>{0, n_expert}, {1, 2}}) {
+    ExpertStack w{{DType::F32, reinterpret_cast<const uint8_t*>(zeros.data()), n * rows, cols, cols * sizeof(float)},
+                  first,
+                  n,
+                  rows,
+                  bias.data() + first * rows};
+    std::vector<float> y(n_tokens * k * rows), sum(n_tokens * rows), sum_ref(n_tokens * rows);
+    expert_matmul(w, x.data(), routes.data(), k, n_tokens, y.data(), pool, scratch);
+    ExpertStack down = w;
+    down.w.cols = cols;
+    expert_matmul_sum(down, x.data(), routes.data(), k, n_tokens, sum.data(), pool, scratch);
+    expert_matmul_sum_ref(down, x.data(), routes.data(), k, n_tokens, sum_ref.data());
+    for (int64_t t = 0; t < n_tokens; ++t) {
+      const float* rt = routes.data() + t * 2 * k;
+      for (int64_t i = 0; i < rows; ++i) {
+        double want_sum = 0;
+        for (int64_t j = 0; j < k; ++j) {
+          const int64_t e = route_id(rt, j);
+          const float want = w.holds(e) ? bias[e * rows + i] : 0.f;
+          EXPECT_EQ(y[(t * k + j) * rows + i], want) << "token " << t << " slot " << j;
+          if (w.holds(e)) want_sum += route_weight(rt, k, j) * bias[e * rows + i];
+        }
+        EXPECT_NEAR(sum[t * rows + i], want_sum, 1e-6);
+        EXPECT_NEAR(sum_ref[t * rows + i], want_sum, 1e-6);
+      }
+    }
+  }
+}
 
 TEST(SigmoidScale, MatchesReferenceInPlace) {
   const int64_t n_tokens = 3, n = 37;

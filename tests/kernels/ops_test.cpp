@@ -358,6 +358,22 @@ TEST_F(OpsIsaTest, SwigluAndAddMatchRef) {
   }
 }
 
+// gpt-oss's clamped SwiGLU against its definition in double: the clamps at +-limit on both inputs.
+TEST(SwigluOai, MatchesDoubleAndClamps) {
+  const int64_t n = 1031;
+  const float alpha = 1.702f, limit = 7.f;
+  auto g = random_vec(n, 54, -12.f, 12.f), u = random_vec(n, 55, -12.f, 12.f);
+  g[0] = 50.f, u[0] = -50.f;  // both clamped: 7 sigmoid(1.702 * 7) * (-6)
+  std::vector<float> y(n);
+  swiglu_oai(g.data(), u.data(), y.data(), n, alpha, limit);
+  for (int64_t i = 0; i < n; ++i) {
+    const double x = std::min<double>(g[i], limit), v = std::clamp<double>(u[i], -limit, limit);
+    const double want = x / (1 + std::exp(-alpha * x)) * (v + 1);
+    ASSERT_NEAR(y[i], want, 1e-5 * std::max(1.0, std::abs(want))) << i;
+  }
+  EXPECT_NEAR(y[0], 7.0 / (1 + std::exp(-1.702 * 7.0)) * -6.0, 1e-4);
+}
+
 // ---------------------------------------------------------------- rope
 
 TEST(Rope, PinnedHandComputedValues) {

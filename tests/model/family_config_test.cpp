@@ -105,7 +105,44 @@ TEST(FamilyConfig, YarnRope) {
                "rope.scaling yarn parameter -1 is out of range");
 }
 
+std::vector<uint8_t> tiny_gpt_oss() {
+  tools::GenModelOptions o;
+  o.arch = "gpt-oss";
+  o.preset = "tiny-moe";
+  o.type = "f32";
+  return tools::generate_model_bytes(o);
+}
+
+TEST(FamilyConfig, GptOss) {
+  const auto c = config_of(tiny_gpt_oss());
+  EXPECT_TRUE(c.traits.gpt_oss && c.traits.qkv_bias && c.traits.rope_neox && c.traits.moe);
+  EXPECT_EQ(c.dims.n_expert, 8);
+  EXPECT_EQ(c.dims.n_expert_used, 2);
+  EXPECT_EQ(c.dims.n_ff_exp, 96);
+  EXPECT_EQ(c.dims.expert_gating, graph::Dims::Gating::SoftmaxSelected);
+  EXPECT_FALSE(c.dims.expert_weights_norm);
+  EXPECT_EQ(c.dims.n_swa, 64);    // an eighth of the context of 512
+  EXPECT_TRUE(c.dims.is_swa(0));  // every other layer from the first (pattern 2, llama.cpp's default)
+  EXPECT_FALSE(c.dims.is_swa(1));
+  // YaRN on both kinds of layers (llama.cpp keeps gpt-oss's scale for its sliding-window layers)
+  EXPECT_FLOAT_EQ(c.dims.rope_of(0).freq_scale, 0.25f);
+  EXPECT_FLOAT_EQ(c.dims.rope_of(1).freq_scale, 0.25f);
+  EXPECT_FLOAT_EQ(c.dims.rope_of(0).freq_base, 150000.f);
+  EXPECT_FLOAT_EQ(c.dims.rope_of(0).yarn_ext_factor, 1.f);
+}
+
 TEST(FamilyConfig, MalformedFilesAreNamed) {
+  const auto oss = tiny_gpt_oss();
+  EXPECT_ERROR(config_of(edited(oss, {.tensors = {{"blk.1.attn_sinks.weight", std::nullopt}}})),
+               "attention sinks tensor 'blk.1.attn_sinks.weight' is missing");
+  EXPECT_ERROR(config_of(edited(oss, {.tensors = {{"blk.0.attn_sinks.weight", std::vector<int64_t>{2}}}})),
+               "attention sinks tensor 'blk.0.attn_sinks.weight' is [2], the hyper-parameters need [4]");
+  EXPECT_ERROR(config_of(edited(oss, {.tensors = {{"blk.0.ffn_down_exps.bias", std::vector<int64_t>{64, 4}}}})),
+               "expert bias tensor 'blk.0.ffn_down_exps.bias' is [64, 4], the hyper-parameters need [64, 8]");
+  EXPECT_ERROR(config_of(edited(oss, {.tensors = {{"blk.1.ffn_gate_inp.bias", std::nullopt}}})),
+               "router bias tensor 'blk.1.ffn_gate_inp.bias' is missing");
+  EXPECT_ERROR(config_of(edited(oss, {.keys = {{"gpt-oss.attention.sliding_window", 4096}}})),
+               "gpt-oss.attention.sliding_window 4096 is out of range (0..context_length 512)");
   const auto phi3 = tiny("phi3");
   EXPECT_ERROR(config_of(edited(phi3, {.tensors = {{"blk.1.ffn_up.weight", std::vector<int64_t>{64, 160}}}})),
                "fused gate/up tensor 'blk.1.ffn_up.weight' is [64, 160], the hyper-parameters need [64, 320]");

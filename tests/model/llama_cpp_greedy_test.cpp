@@ -15,6 +15,8 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
+
 namespace weft::model {
 namespace {
 
@@ -28,11 +30,13 @@ struct Golden {
   std::vector<Token> tokens;
   int64_t head_dim = 0;           // --head-dim: heads wider than n_embd / n_head, as Gemma 3's
   std::string rope_scaling = "";  // --rope-scaling yarn (factor 4 over a quarter of the file's 512)
+  std::string preset = "tiny";    // --preset (tiny-moe: gpt-oss)
 };
 
 std::string name(const Golden& g) {
   return g.arch + "_" + g.type + "_seed" + std::to_string(g.seed) + "_ctx" + std::to_string(g.n_ctx) +
-         (g.head_dim ? "_hd" + std::to_string(g.head_dim) : "") + (g.rope_scaling.empty() ? "" : "_" + g.rope_scaling);
+         (g.head_dim ? "_hd" + std::to_string(g.head_dim) : "") + (g.rope_scaling.empty() ? "" : "_" + g.rope_scaling) +
+         (g.preset == "tiny" ? "" : "_" + g.preset);
 }
 
 class LlamaCppGreedy : public ::testing::TestWithParam<Golden> {};
@@ -46,6 +50,7 @@ TEST_P(LlamaCppGreedy, SameTokens) {
   o.sliding_window = g.sliding_window;
   o.overrides.head_dim = g.head_dim;
   o.rope_scaling = g.rope_scaling;
+  o.preset = g.preset;
   const test_support::GeneratedModel m(o);
   auto eo = test_support::cpu_engine_options(1, 1, g.n_ctx, 4);  // prompts over several steps
   runtime::Engine e(*m.file, eo);
@@ -102,8 +107,23 @@ INSTANTIATE_TEST_SUITE_P(
         Golden{"phi3", "f32", 7, 0, 128, {291, 311, 96,  195, 75,  177, 96,  187, 306, 66,  283, 195,
                                           173, 53,  259, 96,  279, 195, 127, 216, 75,  196, 195, 82}},
         Golden{"phi3", "q4_0", 9, 0, 128, {284, 165, 139, 197, 167, 229, 139, 258, 90,  24,  94,  111,
-                                           248, 18,  90,  24,  37,  58,  301, 239, 258, 263, 315, 141}}),
-    [](const auto& p) { return name(p.param); });
+                                           248, 18,  90,  24,  37,  58,  301, 239, 258, 263, 315, 141}},
+        // gpt-oss: sinks, biases, the clamped SwiGLU over 2 of 8 experts, a window of 4 every other layer, YaRN.
+        Golden{"gpt-oss",
+               "f32",
+               7,
+               4,
+               512,
+               {254, 136, 99, 223, 288, 134, 43,  42, 257, 43,  247, 257,
+                136, 115, 99, 99,  99,  316, 105, 63, 9,   156, 14,  14},
+               0,
+               "",
+               "tiny-moe"}),
+    [](const auto& p) {
+      std::string n = name(p.param);
+      std::replace(n.begin(), n.end(), '-', '_');  // gtest names: alphanumerics and '_'
+      return n;
+    });
 
 }  // namespace
 }  // namespace weft::model

@@ -74,6 +74,15 @@ struct RefModel {
   static double gelu(double v) {  // GELU's tanh form (Gemma)
     return 0.5 * v * (1.0 + std::tanh(std::sqrt(2.0 / std::numbers::pi) * v * (1.0 + 0.044715 * v * v)));
   }
+  static double swiglu_oai(double g, double u) {  // gpt-oss's clamped SwiGLU (alpha 1.702, limit 7)
+    const double x = std::min(g, 7.0), y = std::clamp(u, -7.0, 7.0);
+    return x / (1.0 + std::exp(-1.702 * x)) * (y + 1.0);
+  }
+  // Row `row` of a bias tensor (gpt-oss's experts: a row per expert), added to y.
+  void add_bias(Vec& y, const std::string& name, int64_t row = 0) {
+    const Vec& bias = w(name);
+    for (size_t i = 0; i < y.size(); ++i) y[i] += bias[row * y.size() + i];
+  }
   // Rows [row0, row0 + n) of W x.
   static Vec rows(const Vec& y, int64_t row0, int64_t n) { return Vec(y.begin() + row0, y.begin() + row0 + n); }
   // SwiGLU FFN: down(silu(gate h) * up h), each `w_<part><suffix>`, matrix `mat` of stacked ones;
@@ -86,22 +95,40 @@ struct RefModel {
     } else {
       g = matvec(b + "ffn_gate" + suffix, h, width, mat), u = matvec(b + "ffn_up" + suffix, h, width, mat);
     }
+    if (c.traits.gpt_oss) {  // biased experts, the clamped SwiGLU
+      add_bias(g, b + "ffn_gate_exps.bias", mat), add_bias(u, b + "ffn_up_exps.bias", mat);
+      for (int64_t i = 0; i < width; ++i) g[i] = swiglu_oai(g[i], u[i]);
+      Vec y = matvec(b + "ffn_down" + suffix, g, c.dims.n_embd, mat);
+      add_bias(y, b + "ffn_down_exps.bias", mat);
+      return y;
+    }
     for (int64_t i = 0; i < width; ++i) g[i] = (c.traits.gemma ? gelu(g[i]) : silu(g[i])) * u[i];
     return matvec(b + "ffn_down" + suffix, g, c.dims.n_embd, mat);
   }
   // llama.cpp's build_moe_ffn with softmax gating: the k most probable experts, their
   // probabilities as weights (renormalised when the architecture says so), and qwen2moe's
-  // shared expert scaled by sigmoid(gate_inp_shexp . h).
-  Vec moe(const std::string& b, const Vec& h) {
-    const auto& d = c.dims;
-    Vec p = matvec(b + "ffn_gate_inp.weight", h, d.n_expert);
+  // shared expert scaled by sigmoid(gate_inp_shexp . h). gpt-oss: a biased router, the k largest
+  // logits, their softmax as the weights.
+  static void softmax(Vec& p) {
     const double mx = *std::max_element(p.begin(), p.end());
     double sum = 0;
     for (double& v : p) sum += (v = std::exp(v - mx));
     for (double& v : p) v /= sum;
+  }
+  Vec moe(const std::string& b, const Vec& h) {
+    const auto& d = c.dims;
+    Vec p = matvec(b + "ffn_gate_inp.weight", h, d.n_expert);
+    if (c.traits.gpt_oss) add_bias(p, b + "ffn_gate_inp.bias");
+    if (!c.traits.gpt_oss) softmax(p);
     std::vector<int64_t> order(d.n_expert);
     std::iota(order.begin(), order.end(), 0);
     std::stable_sort(order.begin(), order.end(), [&](int64_t a, int64_t z) { return p[a] > p[z]; });
+    if (c.traits.gpt_oss) {
+      Vec top(d.n_expert_used);
+      for (int64_t j = 0; j < d.n_expert_used; ++j) top[j] = p[order[j]];
+      softmax(top);
+      for (int64_t j = 0; j < d.n_expert_used; ++j) p[order[j]] = top[j];
+    }
     double wsum = 0;
     for (int64_t j = 0; j < d.n_expert_used; ++j) wsum += p[order[j]];
     Vec out(d.n_embd, 0.0);
@@ -206,26 +233,28 @@ struct RefModel {
         Vec att(q_w, 0.0);
         const size_t first = static_cast<size_t>(d.first_key(l, static_cast<int64_t>(pos)));  // a window's start
         const double scale = d.attn_scale > 0 ? d.attn_scale : 1.0 / std::sqrt(static_cast<double>(hd));
+        const Vec* sinks = c.traits.gpt_oss ? &w(b + "attn_sinks.weight") : nullptr;
         for (int64_t hh = 0; hh < d.n_head; ++hh) {
           const int64_t kvh = hh / d.group();
           Vec s(pos + 1 - first);
-          double mx = -1e300;
+          double mx = sinks ? (*sinks)[hh] : -1e300;
           for (size_t t = first; t <= pos; ++t) {
             double dot = 0;
             for (int64_t i = 0; i < hd; ++i) dot += q[hh * hd + i] * kc[l][t][kvh * hd + i];
             s[t - first] = dot * scale;
             mx = std::max(mx, s[t - first]);
           }
-          double sum = 0;
+          double sum = sinks ? std::exp((*sinks)[hh] - mx) : 0;  // a sink: in the denominator only
           for (double& e : s) sum += (e = std::exp(e - mx));
           for (size_t t = first; t <= pos; ++t)
             for (int64_t i = 0; i < hd; ++i) att[hh * hd + i] += s[t - first] / sum * vc[l][t][kvh * hd + i];
         }
         Vec o = matvec(b + "attn_output.weight", att, d.n_embd);
+        if (c.traits.gpt_oss) add_bias(o, b + "attn_output.bias");
         if (c.traits.gemma) o = rmsnorm(o, w(b + "post_attention_norm.weight"), d.norm_eps);
         for (int64_t i = 0; i < d.n_embd; ++i) x[i] += o[i];
         // SwiGLU MLP, or the mixture of experts
-        h = rmsnorm(x, w(b + "ffn_norm.weight"), d.norm_eps);
+        h = rmsnorm(x, w(b + (c.traits.gpt_oss ? "post_attention_norm.weight" : "ffn_norm.weight")), d.norm_eps);
         Vec down = d.n_expert > 0 ? moe(b, h) : ffn(b, ".weight", h, d.n_ff);
         if (c.traits.gemma) down = rmsnorm(down, w(b + "post_ffw_norm.weight"), d.norm_eps);
         for (int64_t i = 0; i < d.n_embd; ++i) x[i] += down[i];
@@ -253,7 +282,9 @@ constexpr double kFloatTol = 1e-4;
 constexpr double kQuantTol = 3e-2;
 
 std::string name(const Case& k) {
-  return k.type + "_" + k.arch + (k.tied ? "_tied" : "") + (k.cache == DType::F16 ? "_f16cache" : "") +
+  std::string arch = k.arch;
+  std::replace(arch.begin(), arch.end(), '-', '_');
+  return k.type + "_" + arch + (k.tied ? "_tied" : "") + (k.cache == DType::F16 ? "_f16cache" : "") +
          (k.n_ctx != 64 ? "_ctx" + std::to_string(k.n_ctx) : "") + (k.rope_scaling.empty() ? "" : "_" + k.rope_scaling);
 }
 
@@ -348,7 +379,8 @@ INSTANTIATE_TEST_SUITE_P(Moe, ReferenceForward,
                                            moe("q4_0", "qwen3moe"), moe("q4_1", "qwen2moe"), moe("q5_0", "llama"),
                                            moe("q5_1", "qwen3moe"), moe("q4_k", "qwen2moe", 256),
                                            moe("q5_k", "llama", 256), moe("q6_k", "qwen3moe", 256),
-                                           moe("q4_k_m", "qwen2moe", 256)),
+                                           moe("q4_k_m", "qwen2moe", 256), moe("f32", "gpt-oss"),
+                                           moe("q8_0", "gpt-oss"), moe("q4_0", "gpt-oss")),
                          [](const auto& p) { return name(p.param); });
 
 }  // namespace

@@ -208,6 +208,26 @@ TEST(Planner, DeviceWithZeroShareGetsNothingButStaysInTheGroup) {
   EXPECT_EQ(p.devices[1].nodes.size(), p.devices[0].nodes.size());
 }
 
+// A row-parallel matmul's bias (gpt-oss's attn_output) is added once, by the first device that
+// holds any of its input: a device with no heads has no product to add it to.
+TEST(Planner, ABiasOnPartialSumsGoesToTheFirstDeviceWithInput) {
+  auto g = model::build_llama_graph(config(kStories));
+  auto w = weights(g, DType::F32);
+  for (auto& n : g.nodes)
+    if (n.label == "attn_output") {
+      n.bias = fmt::format("blk.{}.attn_output.bias", n.layer);
+      w[n.bias] = {DType::F32, n.width, 1, 1};
+    }
+  for (const auto& [ratios, owner] : {std::pair{std::vector<double>{1, 1}, 0}, {std::vector<double>{0, 1, 1}, 1}}) {
+    const auto p = plan_tensor(g, w, ratios);
+    for (size_t d = 0; d < ratios.size(); ++d)
+      for (const auto& n : p.devices[d].nodes)
+        if (n.op == LocalOp::MatMul && n.label == "attn_output")
+          EXPECT_EQ(n.bias.kind, static_cast<int>(d) == owner ? WeightSlice::Kind::Whole : WeightSlice::Kind::None)
+              << "device " << d << " layer " << n.layer;
+  }
+}
+
 TEST(Planner, RejectsBadRatios) {
   const auto g = model::build_llama_graph(config(kStories));
   const auto w = weights(g, DType::F32);

@@ -1,7 +1,8 @@
 // Mixtures of experts under every split: tensor (rows of every expert) and expert (whole experts
 // per device) give the greedy tokens of one device and logits within kLogitRelTol, for qwen3moe,
-// qwen2moe (shared expert) and Mixtral (llama with experts), N = 1..8, uneven ratios, a zero
-// share, more devices than experts, every weight type, and devices in worker processes.
+// qwen2moe (shared expert), Mixtral (llama with experts) and gpt-oss (biased experts, sinks,
+// windows), N = 1..8, uneven ratios, a zero share, more devices than experts, every weight type,
+// and devices in worker processes.
 #include "gguf/gguf_reader.h"
 #include "runtime/engine.h"
 #include "tools/gen_model.h"
@@ -11,6 +12,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <filesystem>
 
 namespace weft::runtime {
@@ -52,6 +54,7 @@ Model tiny_moe(const std::string& arch, const std::string& type, int64_t n_exper
   o.type = type;
   o.seed = 3;
   o.overrides.n_expert = n_expert;
+  o.sliding_window = 6;  // gpt-oss: every other layer attends to a window the prompt runs past
   Model m{tools::generate_model_bytes(o), nullptr};
   m.file = gguf::File::parse(m.bytes.data(), m.bytes.size(), "tiny-moe-" + arch + "-" + type);
   return m;
@@ -74,8 +77,12 @@ TEST_P(MoeArch, GreedyTokensAndLogitsMatchBothSplits) {
   EXPECT_EQ(greedy(*m.file, options(layer), prompt, 48), ref) << layer.name;
 }
 
-INSTANTIATE_TEST_SUITE_P(Archs, MoeArch, ::testing::Values("qwen3moe", "qwen2moe", "llama"),
-                         [](const auto& p) { return p.param; });
+INSTANTIATE_TEST_SUITE_P(Archs, MoeArch, ::testing::Values("qwen3moe", "qwen2moe", "llama", "gpt-oss"),
+                         [](const auto& p) {
+                           std::string n = p.param;
+                           std::replace(n.begin(), n.end(), '-', '_');
+                           return n;
+                         });
 
 class MoeType : public ::testing::TestWithParam<std::string> {};
 
@@ -133,13 +140,16 @@ TEST(MoeExpertSplit, MoreDevicesThanExperts) {
 
 // Two worker processes and a local device: one worker is streamed its expert slices, the other
 // reads them from its own copy of the model (--model-dir).
-TEST(MoeRemote, WorkerProcessesMatchOneDeviceInBothSplits) {
-  const std::string dir = ::testing::TempDir() + "/weft_moe_remote";
+class MoeRemote : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(MoeRemote, WorkerProcessesMatchOneDeviceInBothSplits) {
+  const std::string dir = ::testing::TempDir() + "/weft_moe_remote_" + GetParam();
   std::filesystem::create_directories(dir);
   tools::GenModelOptions o;
   o.preset = "tiny-moe";
-  o.arch = "qwen2moe";
+  o.arch = GetParam();
   o.type = "q4_0";
+  o.sliding_window = 6;
   o.path = dir + "/tiny-moe.gguf";
   tools::generate_model(o);
   auto f = gguf::File::open(o.path);
@@ -159,6 +169,13 @@ TEST(MoeRemote, WorkerProcessesMatchOneDeviceInBothSplits) {
   mix.devices[2] = {device::DeviceSpec::Kind::Remote, 1, -1, w2.address()};
   expect_logits_match(*f, mix, "remote expert split", prompt);
 }
+
+// gpt-oss: its experts' biases and attention sinks travel as slices too.
+INSTANTIATE_TEST_SUITE_P(Archs, MoeRemote, ::testing::Values("qwen2moe", "gpt-oss"), [](const auto& p) {
+  std::string n = p.param;
+  std::replace(n.begin(), n.end(), '-', '_');
+  return n;
+});
 
 }  // namespace
 }  // namespace weft::runtime

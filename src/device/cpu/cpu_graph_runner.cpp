@@ -55,11 +55,21 @@ void CpuGraphRunner::load(const parallel::DeviceGraph& graph, const gguf::File& 
         const int64_t n = ln.experts.size();
         if (n <= 0 || m.rows % n) fail("cpu", "{}: {} rows for {} experts", ln.label, m.rows, n);
         ns.experts = {m, ln.experts.begin, n, m.rows / n};
+        if (ln.bias.kind == parallel::WeightSlice::Kind::None) break;
+        ns.bias = store_.vector(f, ln.bias);
+        if (static_cast<int64_t>(ns.bias.size()) != m.rows)
+          fail("cpu", "{}: {} bias values for {} experts of {} rows", ln.label, ns.bias.size(), n, m.rows / n);
+        ns.experts.bias = ns.bias.data();
         break;
       }
       case LocalOp::Attention: {
         for (DType t : {opt.k_type, opt.v_type})
           if (t != DType::F32 && t != DType::F16) fail("cpu", "KV cache type {}: f32 or f16", dtype_name(t));
+        if (ln.weight.kind != parallel::WeightSlice::Kind::None) {
+          ns.vec = store_.vector(f, ln.weight);
+          if (static_cast<int64_t>(ns.vec.size()) != ln.q_heads.size())
+            fail("cpu", "{}: {} sinks for {} q heads", ln.label, ns.vec.size(), ln.q_heads.size());
+        }
         ns.windowed = d.is_swa(ln.layer) && windows_.active();
         ns.kv_rows = ns.windowed ? windows_.rows() : opt.n_ctx;
         const int64_t n = int64_t{opt.n_seq} * ns.kv_rows * ln.kv_heads.size() * d.head_dim;
@@ -140,6 +150,10 @@ const kernels::WeightMatrix* CpuGraphRunner::fusable_matmul(int node, int64_t n_
   return &nodes_[readers[0]].w;
 }
 
+static kernels::MoeRouting moe_routing(const graph::Dims& d) {
+  return {d.n_expert, d.n_expert_used, d.expert_weights_norm, d.expert_gating == graph::Dims::Gating::SoftmaxSelected};
+}
+
 // The input of an op that runs in place (see plan_buffers) already is its output.
 static void copy_input(float* y, const float* x, int64_t n) {
   if (y != x) std::memcpy(y, x, static_cast<size_t>(n) * sizeof(float));
@@ -181,6 +195,10 @@ void CpuGraphRunner::exec(int i, const StepCtx& c) {
     case LocalOp::GeGlu:
       return produce_rows(i, c,
                           [&, w = ln.width](int64_t t) { kernels::geglu(in(0) + t * w, in(1) + t * w, y + t * w, w); });
+    case LocalOp::SwiGluOai:
+      return produce_rows(i, c, [&, w = ln.width](int64_t t) {
+        kernels::swiglu_oai(in(0) + t * w, in(1) + t * w, y + t * w, w, d.swiglu_alpha, d.swiglu_limit);
+      });
     case LocalOp::Add:
       return for_each_index(pool_, c.n_tokens, [&, w = ln.width](int64_t t) {
         copy_input(y + t * w, in(0) + t * w, w);
@@ -191,9 +209,7 @@ void CpuGraphRunner::exec(int i, const StepCtx& c) {
       if (group_ && !overlaps_all_reduce(ln.inputs[0], c)) group_->all_reduce_sum(y, n);  // else done by matmul
       return;
     case LocalOp::AllGather: return all_gather(i, c);
-    case LocalOp::MoeRoute:
-      kernels::moe_route(in(0), c.n_tokens, d.n_expert, d.n_expert_used, d.expert_weights_norm, y);
-      return;
+    case LocalOp::MoeRoute: kernels::moe_route(in(0), c.n_tokens, moe_routing(d), y); return;
     case LocalOp::ExpertMatMul:
     case LocalOp::ExpertMatMulSum: return expert_op(i, c);
     case LocalOp::SigmoidScale: kernels::sigmoid_scale(in(0), in(1), y, c.n_tokens, ln.width); return;
@@ -357,6 +373,7 @@ void CpuGraphRunner::attention(int i, const StepCtx& c) {
   s.k_type = opt_.k_type;
   s.v_type = opt_.v_type;
   s.n_ctx = ns.kv_rows;
+  if (!ns.vec.empty()) s.sinks = ns.vec.data();
   const int64_t qw = ln.width;  // == n_q_heads * head_dim, also the output width
   const size_t k_slot = row_bytes(opt_.k_type, kvw) * ns.kv_rows, v_slot = row_bytes(opt_.v_type, kvw) * ns.kv_rows;
   const float* q = out(ln.inputs[0]);

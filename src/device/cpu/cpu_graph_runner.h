@@ -27,8 +27,8 @@ class CpuGraphRunner {
  private:
   struct NodeState {
     kernels::WeightMatrix w;  // MatMul, Embed
-    std::vector<float> vec;   // RmsNorm / HeadNorm weight
-    std::vector<float> bias;  // MatMul bias slice
+    std::vector<float> vec;   // RmsNorm / HeadNorm weight; Attention: its q heads' sinks (or none)
+    std::vector<float> bias;  // MatMul bias slice; Expert*: the held experts' biases, [n][rows]
     int buffer = -1;          // index into buffers_
     // Attention: [n_seq, n_ctx, kv_heads, head_dim] of opt_.k_type / v_type; a decode step reads
     // rows of one head 1 KiB or more apart, a TLB miss every few rows on 4 KiB pages.

@@ -176,9 +176,22 @@ std::vector<float> WeightStore::vector(const gguf::File& f, const parallel::Weig
   if (n % block_size(t.type)) fail("cpu", "tensor '{}' length {} is not whole blocks", s.tensor, n);
   kernels::kernels_for(t.type).dequantize(t.data, all.data(), n);
   f.release(t.data, t.n_bytes);
-  if (s.kind == Kind::Rows) {
+  const int64_t cols = t.shape.empty() ? n : t.shape[0], rows = n / std::max<int64_t>(cols, 1);
+  if (s.kind == Kind::Rows && rows == 1) {  // a vector's elements
     WEFT_ASSERT(s.range.begin >= 0 && s.range.end <= n);
     return {all.begin() + s.range.begin, all.begin() + s.range.end};
+  }
+  if (s.kind == Kind::Rows) {  // rows of a matrix (one expert's biases a row)
+    WEFT_ASSERT(s.range.begin >= 0 && s.range.end <= rows);
+    return {all.begin() + s.range.begin * cols, all.begin() + s.range.end * cols};
+  }
+  if (s.kind == Kind::Cols) {  // the columns of every row
+    WEFT_ASSERT(s.range.begin >= 0 && s.range.end <= cols);
+    std::vector<float> out;
+    out.reserve(static_cast<size_t>(rows * s.range.size()));
+    for (int64_t r = 0; r < rows; ++r)
+      out.insert(out.end(), all.begin() + r * cols + s.range.begin, all.begin() + r * cols + s.range.end);
+    return out;
   }
   return all;
 }

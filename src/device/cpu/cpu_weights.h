@@ -39,7 +39,8 @@ class WeightStore {
   enum class Use { Lookup, Stream, Matmul, Experts };
   // A matrix slice as the kernels read it.
   kernels::WeightMatrix matrix(const gguf::File& f, const parallel::WeightSlice& s, Use use);
-  // A vector (norm weight, bias) as f32, sliced by s.range for Rows slices.
+  // A vector (norm weight, bias, sinks) as f32, sliced by s.range; of a matrix (experts' biases, a row
+  // per expert), the slice's rows or columns of every row, row after row.
   std::vector<float> vector(const gguf::File& f, const parallel::WeightSlice& s);
   uint64_t copied_bytes() const { return copied_; }
 

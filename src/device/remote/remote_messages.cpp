@@ -78,6 +78,8 @@ void write_dims(ByteWriter& w, const graph::Dims& d) {
   w.u8(!d.swa_layers.empty());  // then n_layer flags
   w.bytes(d.swa_layers);
   write_rope(w, d.rope_swa);
+  w.u8(static_cast<uint8_t>(d.expert_gating));
+  for (float v : {d.swiglu_alpha, d.swiglu_limit}) w.f32(v);
 }
 graph::Dims read_dims(ByteReader& r) {
   graph::Dims d;
@@ -106,6 +108,14 @@ graph::Dims read_dims(ByteReader& r) {
     d.swa_layers.assign(flags.begin(), flags.end());
   }
   d.rope_swa = read_rope(r);
+  const uint8_t gating = r.u8("expert gating");
+  if (gating > static_cast<uint8_t>(graph::Dims::Gating::SoftmaxSelected))
+    fail("net", "dims: expert gating {} is out of range", gating);
+  d.expert_gating = static_cast<graph::Dims::Gating>(gating);
+  for (float* v : {&d.swiglu_alpha, &d.swiglu_limit}) {
+    *v = r.f32("swiglu constants");
+    if (!(*v > 0 && std::isfinite(*v))) fail("net", "dims: swiglu constant {} is out of range", *v);
+  }
   return d;
 }
 

@@ -114,7 +114,7 @@ uint32_t u32(int64_t v) {
 bool vk_supports(LocalOp op, DType t) {
   const bool reads_matrix = op == LocalOp::MatMul || op == LocalOp::ExpertMatMul || op == LocalOp::ExpertMatMulSum;
   if (op == LocalOp::Embed) return cpu_kernels_support(op, t);  // rows looked up on the host, by the CPU kernels
-  return reads_matrix ? has_matmul(t) : op < LocalOp::Count;
+  return reads_matrix ? has_matmul(t) : op < LocalOp::Count && op != LocalOp::SwiGluOai;
 }
 
 VkGraphRunner::VkGraphRunner(Gpu& gpu, parallel::Group* group) : gpu_(gpu), group_(group) {}
@@ -205,6 +205,15 @@ void VkGraphRunner::load(const parallel::DeviceGraph& graph, const gguf::File& f
          dtype_name(opt.v_type));
   const auto& d = graph_.dims;
   if (d.head_dim > 256) fail("vulkan", "head_dim {} over the attention kernel's 256", d.head_dim);
+  if (d.expert_gating != graph::Dims::Gating::Softmax)
+    fail("vulkan", "a softmax over the selected experts' logits is not implemented");
+  for (const auto& ln : graph_.nodes) {
+    const bool sinks = ln.op == LocalOp::Attention && ln.weight.kind != parallel::WeightSlice::Kind::None;
+    const bool expert_bias = (ln.op == LocalOp::ExpertMatMul || ln.op == LocalOp::ExpertMatMulSum) &&
+                             ln.bias.kind != parallel::WeightSlice::Kind::None;
+    if (sinks || expert_bias)
+      fail("vulkan", "{}: {} not implemented", ln.label, sinks ? "attention sinks are" : "experts' biases are");
+  }
   nodes_ = std::vector<NodeState>(graph_.nodes.size());
   windows_ = KvWindows(d, opt);
   host_weights_ = std::make_unique<WeightStore>(-1, /*map_weights=*/true);
@@ -526,6 +535,7 @@ void VkGraphRunner::exec(int i, const Ctx& c) {
       record_matmul(ns.w, in(0), x_rows, y, ln.width, sum ? 2 : 1, c.n_tokens, in(1));
       break;
     }
+    case LocalOp::SwiGluOai:
     case LocalOp::Count: fail("vulkan", "op {} is not implemented on the Vulkan device", local_op_name(ln.op));
   }
   gpu_.barrier();
