@@ -30,7 +30,7 @@ constexpr std::array kTable = {
     Entry{DType::Q8_K, {"q8_k", 256, 292, true}},
     Entry{DType::IQ4_NL, {"iq4_nl", 32, 18, true}},
     Entry{DType::IQ4_XS, {"iq4_xs", 256, 136, true}},
-    Entry{DType::MXFP4, {"mxfp4", 32, 17, false}},
+    Entry{DType::MXFP4, {"mxfp4", 32, 17, true}},
     // Known so that a file of them is refused by name.
     Entry{DType::IQ2_XXS, {"iq2_xxs", 256, 66, false}},
     Entry{DType::IQ2_XS, {"iq2_xs", 256, 74, false}},

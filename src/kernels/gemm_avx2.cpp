@@ -321,7 +321,7 @@ struct Q2KSrc : RepackedLayout<DType::Q2_K> {
   }
 };
 
-// The grid's magnitudes, the unsigned operand of vpmaddubsw.
+// The IQ4 grid's magnitudes, the unsigned operand of vpmaddubsw.
 constexpr std::array<uint8_t, 16> kGridAbs = [] {
   std::array<uint8_t, 16> a{};
   for (int i = 0; i < 16; ++i)
@@ -329,27 +329,45 @@ constexpr std::array<uint8_t, 16> kGridAbs = [] {
   return a;
 }();
 
+// 16 E8M0 bytes at p (MXFP4's scales) as 2^(e - 128), iquants::e8m0_half's bits 8 lanes at a time:
+// (e - 1) << 23, or for e < 2 the subnormal 0x00200000 << e.
+WEFT_TARGET_AVX2 inline HalvesF e8m0_halves(const uint8_t* p) {
+  const Halves e = int_halves<false>(p);
+  HalvesF f;
+  for (int h = 0; h < 2; ++h) {
+    const __m256i normal = _mm256_slli_epi32(_mm256_sub_epi32(e.v[h], _mm256_set1_epi32(1)), 23);
+    const __m256i subnormal = _mm256_sllv_epi32(_mm256_set1_epi32(0x00200000), e.v[h]);
+    const __m256i below_2 = _mm256_cmpgt_epi32(_mm256_set1_epi32(2), e.v[h]);
+    f.v[h] = _mm256_castsi256_ps(_mm256_blendv_epi8(normal, subnormal, below_2));
+  }
+  return f;
+}
+
 // The 16 bytes of a table broadcast to both 128-bit lanes, for vpshufb.
 WEFT_TARGET_AVX2 inline __m256i table_of(const void* bytes) {
   return _mm256_broadcastsi128_si256(_mm_loadu_si128(static_cast<const __m128i*>(bytes)));
 }
 
-// IQ4_NL / IQ4_XS repacked at load (gemm_q8.h): Q4_0's nibbles are grid indices. One vpshufb makes
-// them grid levels + 128 (group); signed_group reads them as the signed levels and their magnitudes,
-// two vpshufb of the same indices (signed_levels). IQ4_XS: a super-block's d, then per sub-block the
-// rows' int8 scales.
+// IQ4_NL / IQ4_XS / MXFP4 repacked at load (gemm_q8.h): Q4_0's nibbles are grid indices. One vpshufb
+// makes them grid levels + grid_bias (group). IQ4's levels + 128 would saturate vpmaddubsw's pair
+// sums: signed_group reads them as the signed levels and their magnitudes, two vpshufb of the same
+// indices (signed_levels). MXFP4's levels + 12 (0 .. 24) are summed as any unsigned levels. IQ4_XS: a
+// super-block's d, then per sub-block the rows' int8 scales; IQ4_NL / MXFP4: the rows' fp16 / E8M0
+// scales.
 template <DType kType>
 struct IQ4Src : RepackedLayout<kType> {
   using L = RepackedLayout<kType>;
-  static constexpr bool kSignedLevels = true;
+  static constexpr bool kSignedLevels = kType != DType::MXFP4;
+  static constexpr int kMaxLevel = kSignedLevels ? 127 : std::ranges::max(iquants::kGridU8<kType>);  // |q|, q + bias
   using Super = std::conditional_t<kType == DType::IQ4_XS, Q6KSrc::Super, NoSuper>;
   WEFT_TARGET_AVX2 static Halves group(const uint8_t* pb, int g) {
-    const __m256i grid = table_of(iquants::kGridU8.data());
+    const __m256i grid = table_of(iquants::kGridU8<kType>.data());
     Halves q = nibble_group<kType>(pb, g);
     for (__m256i& v : q.v) v = _mm256_shuffle_epi8(grid, v);
     return q;
   }
-  WEFT_TARGET_AVX2 static void signed_levels(const uint8_t* pb, int g, Halves& q, Halves& abs_q) {
+  WEFT_TARGET_AVX2 static void signed_levels(const uint8_t* pb, int g, Halves& q,
+                                             Halves& abs_q) requires(kSignedLevels) {
     const __m256i grid = table_of(iquants::kGrid), magnitude = table_of(kGridAbs.data());
     const Halves idx = nibble_group<kType>(pb, g);
     for (int h = 0; h < 2; ++h) {
@@ -363,6 +381,8 @@ struct IQ4Src : RepackedLayout<kType> {
   WEFT_TARGET_AVX2 static HalvesF scale(const uint8_t* pb, int, const Super& sup) {
     if constexpr (kType == DType::IQ4_XS)
       return mul(sup.d, byte_halves<true>(pb + L::kScaleOffset));
+    else if constexpr (kType == DType::MXFP4)
+      return e8m0_halves(pb + L::kScaleOffset);
     else
       return fp16_halves(pb + L::kScaleOffset);
   }
@@ -886,7 +906,7 @@ auto panel_reader() {
     return Q2KSrc{};
   else if constexpr (kType == DType::Q8_0)
     return Q8Src{};
-  else if constexpr (kType == DType::IQ4_NL || kType == DType::IQ4_XS)
+  else if constexpr (kType == DType::IQ4_NL || kType == DType::IQ4_XS || kType == DType::MXFP4)
     return IQ4Src<kType>{};
   else if constexpr (kType == DType::Q4_K || kType == DType::Q5_K)
     return KSrc<kType>{};

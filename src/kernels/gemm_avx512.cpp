@@ -655,22 +655,37 @@ struct Q2KPanelBlock : RepackedLayout<DType::Q2_K> {
   }
 };
 
-// ... or an IQ4_NL / IQ4_XS panel repacked at load: Q4_0's nibbles are grid indices, and one vpshufb
-// per group makes them the grid's levels + 128, the u8 that vpdpbusd takes (the -128 through c0).
+// ... or an IQ4_NL / IQ4_XS / MXFP4 panel repacked at load: Q4_0's nibbles are grid indices, and one
+// vpshufb per group makes them the grid's levels + grid_bias (128, MXFP4 12), the u8 that vpdpbusd
+// takes (the bias off through c0).
+template <DType kType>
 WEFT_TARGET_AVX512 inline __m512i grid_group(const uint8_t* pb, int g) {
   const __m512i grid =
-      _mm512_broadcast_i32x4(_mm_loadu_si128(reinterpret_cast<const __m128i*>(iquants::kGridU8.data())));
-  return _mm512_shuffle_epi8(grid, nibble_group<DType::IQ4_NL>(pb, g));  // IQ4_XS: the same offsets
+      _mm512_broadcast_i32x4(_mm_loadu_si128(reinterpret_cast<const __m128i*>(iquants::kGridU8<kType>.data())));
+  return _mm512_shuffle_epi8(grid, nibble_group<kType>(pb, g));
 }
-struct IQ4NLPanelBlock : RepackedLayout<DType::IQ4_NL> {
-  WEFT_TARGET_AVX512 static __m512i group(const uint8_t* pb, int g) { return grid_group(pb, g); }
-  WEFT_TARGET_AVX512 static __m512 scale(const uint8_t* pb, int, NoSuper) { return fp16_vector(pb + kScaleOffset); }
+// 16 E8M0 bytes at p (MXFP4's scales) as 2^(e - 128): vscalefps makes 1 x 2^(e - 128) exactly,
+// subnormals (e < 2) and 2^127 (e = 255) included.
+WEFT_TARGET_AVX512 inline __m512 e8m0_vector(const uint8_t* p) {
+  return _mm512_scalef_ps(_mm512_set1_ps(1.f), _mm512_sub_ps(u8_vector(p), _mm512_set1_ps(128.f)));
+}
+// IQ4_NL / MXFP4: per block the rows' fp16 / E8M0 scales.
+template <DType kType>
+struct Grid32PanelBlock : RepackedLayout<kType> {
+  using L = RepackedLayout<kType>;
+  WEFT_TARGET_AVX512 static __m512i group(const uint8_t* pb, int g) { return grid_group<kType>(pb, g); }
+  WEFT_TARGET_AVX512 static __m512 scale(const uint8_t* pb, int, NoSuper) {
+    if constexpr (kType == DType::MXFP4)
+      return e8m0_vector(pb + L::kScaleOffset);
+    else
+      return fp16_vector(pb + L::kScaleOffset);
+  }
   WEFT_TARGET_AVX512 static __m512 min(const uint8_t*, int, NoSuper) { return _mm512_setzero_ps(); }
 };
 // IQ4_XS: per super-block the rows' d, per sub-block its int8 scales (ls - 32).
 struct IQ4XSPanelBlock : RepackedLayout<DType::IQ4_XS> {
   using Super = Q6KPanelBlock::Super;
-  WEFT_TARGET_AVX512 static __m512i group(const uint8_t* pb, int g) { return grid_group(pb, g); }
+  WEFT_TARGET_AVX512 static __m512i group(const uint8_t* pb, int g) { return grid_group<DType::IQ4_XS>(pb, g); }
   WEFT_TARGET_AVX512 static __m512i iscale(const uint8_t* pb, int) { return i8_lanes(pb + kScaleOffset); }
   WEFT_TARGET_AVX512 static __m512 min(const uint8_t*, int, const Super&) { return _mm512_setzero_ps(); }
 };
@@ -684,8 +699,8 @@ auto panel_reader() {
     return Q3KPanelBlock{};
   else if constexpr (kType == DType::Q2_K)
     return Q2KPanelBlock{};
-  else if constexpr (kType == DType::IQ4_NL)
-    return IQ4NLPanelBlock{};
+  else if constexpr (kType == DType::IQ4_NL || kType == DType::MXFP4)
+    return Grid32PanelBlock<kType>{};
   else if constexpr (kType == DType::IQ4_XS)
     return IQ4XSPanelBlock{};
   else if constexpr (kType == DType::Q4_K || kType == DType::Q5_K)
@@ -829,6 +844,7 @@ UnpackFn unpack_avx512(DType t) {
     case DType::Q5_1: return kUnpack<DType::Q5_1>;
     case DType::Q8_0: return kUnpack<DType::Q8_0>;
     case DType::IQ4_NL: return kUnpack<DType::IQ4_NL>;
+    case DType::MXFP4: return kUnpack<DType::MXFP4>;
     default: return nullptr;  // the super-block types: unpack_scaled_avx512
   }
 }

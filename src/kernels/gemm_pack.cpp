@@ -18,6 +18,7 @@ namespace weft::kernels::gemm {
 namespace {
 
 using iquants::BlockIQ4XS;
+using iquants::BlockMXFP4;
 using kquants::BlockQ2K;
 using kquants::BlockQ3K;
 using kquants::BlockQ4K;
@@ -149,8 +150,9 @@ PanelFormat panel_format(DType t) {
     case DType::Q4_0:
     case DType::Q5_0:
     case DType::Q8_0:
-    case DType::IQ4_NL:  // repacked only, as IQ4_XS
-    case DType::IQ4_XS: return {1, false, true};
+    case DType::IQ4_NL:  // repacked only, as IQ4_XS and MXFP4
+    case DType::IQ4_XS:
+    case DType::MXFP4: return {1, false, true};
     case DType::Q4_1:
     case DType::Q5_1:
     case DType::Q4_K:
@@ -169,8 +171,9 @@ void prepare_act_row(DType weight, const void* act_row, int64_t n, ActBlock* out
     case DType::Q4_0:
     case DType::Q5_0:
     case DType::Q8_0:
-    case DType::IQ4_NL: {
-      // The weights' levels carry +8 / +16 / +128; their sum over a block times sum(a) cancels it.
+    case DType::IQ4_NL:
+    case DType::MXFP4: {
+      // The weights' levels carry +8 / +16 / +128 / +12; their sum over a block times sum(a) cancels it.
       const int32_t offset = act_offset(weight);
       const auto* a = static_cast<const BlockQ8_0*>(act_row);
       for (int64_t b = 0; b < nb; ++b) {
@@ -286,7 +289,7 @@ void gemm_ref(const WeightMatrix& w, int64_t r0, int64_t r1, const ActBlock* act
 bool has_repacked(DType t) {
   return t == DType::Q4_0 || t == DType::Q4_1 || t == DType::Q5_0 || t == DType::Q5_1 || t == DType::Q8_0 ||
          t == DType::Q2_K || t == DType::Q3_K || t == DType::Q4_K || t == DType::Q5_K || t == DType::Q6_K ||
-         t == DType::IQ4_NL || t == DType::IQ4_XS;
+         t == DType::IQ4_NL || t == DType::IQ4_XS || t == DType::MXFP4;
 }
 
 size_t repacked_panel_bytes(DType t, int64_t cols) {
@@ -473,6 +476,13 @@ void repack_iq4_xs_block(const BlockIQ4XS& blk, int r, uint8_t* ob) {
   }
 }
 
+// Row r's MXFP4 block into panel block ob (gemm_q8.h): its indices as IQ4_NL's, then its E8M0 byte.
+void repack_mxfp4_block(const BlockMXFP4& blk, int r, uint8_t* ob) {
+  using L = RepackedLayout<DType::MXFP4>;
+  put_paired_nibbles(blk.qs, r, ob + L::kLevels);
+  ob[L::kScaleOffset + r] = blk.e;
+}
+
 // Every panel of w: its rows' units (blocks of the legacy types, super-blocks of the K-quants,
 // `Block` in ggml's rows, unit_values values each) through repack_unit(block, row, unit's bytes).
 template <class Block>
@@ -505,6 +515,7 @@ void repack(const WeightMatrix& w, uint8_t* dst, int64_t p0, int64_t p1) {
     case DType::IQ4_XS: return repack_panels<BlockIQ4XS>(w, dst, p0, p1, 256, repack_iq4_xs_block);
     case DType::IQ4_NL:  // Q4_0's block, the nibbles grid indices
     case DType::Q4_0: return repack_panels<BlockQ4_0>(w, dst, p0, p1, kQK, repack_block<BlockQ4_0>);
+    case DType::MXFP4: return repack_panels<BlockMXFP4>(w, dst, p0, p1, kQK, repack_mxfp4_block);
     case DType::Q4_1: return repack_panels<BlockQ4_1>(w, dst, p0, p1, kQK, repack_block<BlockQ4_1>);
     case DType::Q5_0: return repack_panels<BlockQ5_0>(w, dst, p0, p1, kQK, repack_block<BlockQ5_0>);
     case DType::Q5_1: return repack_panels<BlockQ5_1>(w, dst, p0, p1, kQK, repack_block<BlockQ5_1>);

@@ -14,6 +14,7 @@
 //   Q4_1/Q5_1/Q4_K/Q5_K: float min mn      Q6_K: two scales (16 values each), offset -32
 //   Q3_K: two scales (16 values each), offset -4
 //   IQ4_NL/IQ4_XS (repacked only): q = grid level + 128, one vpshufb of the index, offset -128
+//   MXFP4 (repacked only): q = grid level + 12 (0 .. 24), the same vpshufb, offset -12; sc 2^(e - 128)
 // so dot = sum_blocks d_a * sc * (sum q a + corr) + mn * s_a, with corr = -offset * sum(a) and
 // s_a = d_a * sum(a) taken from the activation block (ActBlock below).
 #pragma once
@@ -21,6 +22,7 @@
 #include "core/dtype.h"
 #include "core/error.h"
 #include "kernels/cpu_features.h"
+#include "kernels/iquants_impl.h"
 #include "kernels/isa.h"
 #include "kernels/matmul.h"
 #include "kernels/quants_legacy.h"
@@ -77,12 +79,13 @@ void prepare_act_row(DType weight, const void* act_row, int64_t n, ActBlock* out
 // The int offset of the levels of a weight type whose panels have has_corr (0 for the others), taken
 // off through ActBlock's c0 / c1.
 constexpr int32_t act_offset(DType weight) {
-  return weight == DType::Q4_0                                                         ? 8
-         : weight == DType::Q5_0                                                       ? 16
-         : weight == DType::Q6_K                                                       ? 32
-         : weight == DType::Q3_K                                                       ? 4
-         : weight == DType::Q8_0 || weight == DType::IQ4_NL || weight == DType::IQ4_XS ? 128
-                                                                                       : 0;
+  return weight == DType::Q4_0                                                          ? 8
+         : weight == DType::Q5_0                                                        ? 16
+         : weight == DType::Q6_K                                                        ? 32
+         : weight == DType::Q3_K                                                        ? 4
+         : weight == DType::Q8_0                                                        ? 128
+         : weight == DType::IQ4_NL || weight == DType::IQ4_XS || weight == DType::MXFP4 ? iquants::grid_bias(weight)
+                                                                                        : 0;
 }
 // prepare_act_row of the row k.quantize_act makes of the f32 row x (k: kernels_for(weight type) at
 // some level): in one pass where k's level has one (legacy::act_blocks: the row conversion took
@@ -129,8 +132,10 @@ GemmFn find(Isa isa, DType t);
 //   Q8_0: 8 x 64 bytes, lane r of vector g = qs[4g .. 4g + 3] of row r plus 128 (the unsigned levels
 //     dpbusd takes, flipped once here instead of every call);
 // then the 16 rows' fp16 scales d, then (Q4_1/Q5_1) their fp16 mins m. IQ4_NL: as Q4_0 (its block is
-// Q4_0's, the nibbles grid indices). IQ4_XS: per super-block the 16 rows' fp16 d, then 8 sub-blocks
-// of indices as a Q4_0 block's and the rows' int8 scales (ls - 32).
+// Q4_0's, the nibbles grid indices). MXFP4: as IQ4_NL with the 16 rows' E8M0 bytes e for the fp16 d
+// (ggml's 17 bytes a row: kept as bytes, since no fp16 holds 2^-128 .. 2^127; the readers make them
+// floats in registers). IQ4_XS: per super-block the 16 rows' fp16 d, then 8 sub-blocks of indices as
+// a Q4_0 block's and the rows' int8 scales (ls - 32).
 // The K-quants as panels: per 256-value super-block a head of the 16 rows' fp16 d (Q4_K/Q5_K: then
 // their fp16 dmin and their packed 6-bit scales and mins, below), then 8 sub-blocks of 32 values. A
 // Q4_K/Q5_K sub-block is laid out as a Q4_0 / Q5_0 block above (its nibbles paired as Q4_0 pairs
@@ -148,7 +153,7 @@ GemmFn find(Isa isa, DType t);
 // at one thread moves every byte from DRAM. Each tile decodes them once per super-block instead, 16
 // rows at a time (a few ops per sub-block). Q3_K's bytes are 3.6% more than ggml's, Q6_K's and Q2_K's
 // the same.
-bool has_repacked(DType t);  // Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q2_K, Q3_K, Q4_K, Q5_K, Q6_K, IQ4_NL, IQ4_XS
+bool has_repacked(DType t);  // Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q2_K, Q3_K, Q4_K, Q5_K, Q6_K, IQ4_NL, IQ4_XS, MXFP4
 // The types of 256-value super-blocks (a head, then 8 sub-blocks, in a panel).
 constexpr bool has_super_blocks(DType t) {
   return t == DType::Q2_K || t == DType::Q3_K || t == DType::Q4_K || t == DType::Q5_K || t == DType::Q6_K ||
@@ -163,6 +168,7 @@ constexpr size_t repacked_block_bytes(DType t) {
     case DType::Q3_K: return 64 + 2 * 64 + 2 * kPanelRows;            // third bits, low bits, two scales
     case DType::Q2_K: return 2 * 64 + 2 * kPanelRows;                 // levels, two scale | min bytes
     case DType::IQ4_XS: return 4 * 64 + kPanelRows;                   // grid indices, int8 scales
+    case DType::MXFP4: return 4 * 64 + kPanelRows;                    // grid indices, E8M0 bytes
     case DType::IQ4_NL:                                               // as Q4_0's: the same block
     case DType::Q4_0: return kPanelRows * sizeof(legacy::BlockQ4_0);  // ggml's bytes, rearranged
     case DType::Q4_1: return kPanelRows * sizeof(legacy::BlockQ4_1);
@@ -283,16 +289,17 @@ struct ScaledLayout {
 // (gemm_avx512.cpp); nullptr for types without int sub-block scales (the legacy types, Q2_K).
 using ScaledUnpackFn = void (*)(const uint8_t* src, int64_t n_super, uint8_t* out);
 ScaledUnpackFn unpack_scaled_avx512(DType t);
-// The legacy types' and IQ4_NL's AMX tiles read the format packed per call (PanelFormat), from the
-// Avx512 level: pack_avx512 of rows (has_panel types), unpack_avx512 of a repacked panel of nb
-// blocks (nullptr for the super-block types).
+// The legacy types', IQ4_NL's and MXFP4's AMX tiles read the format packed per call (PanelFormat),
+// from the Avx512 level: pack_avx512 of rows (has_panel types), unpack_avx512 of a repacked panel of
+// nb blocks (nullptr for the super-block types).
 void pack_avx512(const WeightMatrix& w, int64_t r0, int n_rows, uint8_t* panel, size_t bb);
 using UnpackFn = void (*)(const uint8_t* src, int64_t nb, const PanelFormat& f, uint8_t* out);
 UnpackFn unpack_avx512(DType t);
 // The GEMM on AMX tiles of w, for batches of activations quantized at level isa: Q3_K, Q4_K, Q5_K,
-// Q6_K and IQ4_XS repacked at load (ScaledLayout), the legacy types and IQ4_NL repacked or in rows
-// (PanelFormat); nullptr for other types and layouts, for levels other than Avx512 (the tiles take
-// its ActBlocks), and where this CPU has no usable AMX (cpu_features().amx).
+// Q6_K and IQ4_XS repacked at load (ScaledLayout), the legacy types in rows, and the legacy types,
+// IQ4_NL and MXFP4 repacked (PanelFormat); nullptr for other types and layouts, for levels other
+// than Avx512 (the tiles take its ActBlocks), and where this CPU has no usable AMX
+// (cpu_features().amx).
 GemmFn find_amx(Isa isa, const WeightMatrix& w);
 // From how many tokens a batch of type t runs on AMX: each call converts its panels, which fewer
 // tokens do not pay back. 500m pp, 1 thread, AMX / VNNI: q4_k_m 24 tokens 379-391 / 412-415, 32
@@ -500,7 +507,7 @@ void gemm_driver(const WeightMatrix& w, int64_t r0, int64_t r1, const ActBlock* 
 }
 
 // The driver over Panels<t> for each repacked type t an ISA reads (kQ8: Q8_0 too; kQ2: Q2_K too;
-// kIQ4: IQ4_NL and IQ4_XS too).
+// kIQ4: IQ4_NL, IQ4_XS and MXFP4 too).
 template <template <DType> class Panels, bool kQ8, bool kQ2, bool kIQ4>
 GemmFn repacked_driver(DType t) {
   switch (t) {
@@ -523,6 +530,9 @@ GemmFn repacked_driver(DType t) {
       return nullptr;
     case DType::IQ4_XS:
       if constexpr (kIQ4) return gemm_driver<Panels<DType::IQ4_XS>>;
+      return nullptr;
+    case DType::MXFP4:
+      if constexpr (kIQ4) return gemm_driver<Panels<DType::MXFP4>>;
       return nullptr;
     default: return nullptr;
   }

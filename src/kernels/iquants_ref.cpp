@@ -1,4 +1,5 @@
-// IQ4_NL / IQ4_XS: scalar references, quantizers, the scalar table and the entry points of iquants.h.
+// IQ4_NL / IQ4_XS / MXFP4: scalar references, quantizers, the scalar table and the entry points of
+// iquants.h.
 #include "kernels/iquants.h"
 
 #include "core/error.h"
@@ -9,6 +10,7 @@
 #include "kernels/quants_legacy.h"
 #include "kernels/rows_dot.h"
 
+#include <algorithm>
 #include <array>
 #include <cmath>
 
@@ -19,20 +21,22 @@ namespace {
 using kquants::BlockQ8K;
 using legacy::BlockQ8_0;
 
-// Values 0..15 and 16..31 of a 32-value run of paired nibbles, as grid levels.
-void grid_levels(const uint8_t* qs, int8_t* out) {
+// Values 0..15 and 16..31 of a 32-value run of paired nibbles, as levels of grid.
+void grid_levels(const int8_t* grid, const uint8_t* qs, int8_t* out) {
   for (int j = 0; j < 16; ++j) {
-    out[j] = kGrid[qs[j] & 0xF];
-    out[j + 16] = kGrid[qs[j] >> 4];
+    out[j] = grid[qs[j] & 0xF];
+    out[j + 16] = grid[qs[j] >> 4];
   }
 }
 
-void dequantize_row_iq4_nl_ref(const void* src, float* dst, int64_t n) {
-  const auto* b = static_cast<const BlockIQ4NL*>(src);
+// IQ4_NL and MXFP4: a scale and 32 grid levels per block.
+template <class Block>
+void dequantize_row_grid32_ref(const void* src, float* dst, int64_t n) {
+  const auto* b = static_cast<const Block*>(src);
   int8_t q[kQK4NL];
   for (int64_t i = 0; i < n / kQK4NL; ++i, dst += kQK4NL) {
-    const float d = fp16_to_f32(b[i].d);
-    grid_levels(b[i].qs, q);
+    const float d = block_scale(b[i]);
+    grid_levels(kLevels<kBlockType<Block>>, b[i].qs, q);
     for (int j = 0; j < kQK4NL; ++j) dst[j] = d * q[j];
   }
 }
@@ -44,27 +48,29 @@ void dequantize_row_iq4_xs_ref(const void* src, float* dst, int64_t n) {
     const float d = fp16_to_f32(b[i].d);
     for (int ib = 0; ib < kQKXS / 32; ++ib, dst += 32) {
       const float dl = d * static_cast<float>(iq4xs_scale(b[i], ib) - 32);
-      grid_levels(b[i].qs + 16 * ib, q);
+      grid_levels(kGrid, b[i].qs + 16 * ib, q);
       for (int j = 0; j < 32; ++j) dst[j] = dl * q[j];
     }
   }
 }
 
-// Integer dot of a 32-value run of paired nibbles with 32 int8 activations.
-int32_t grid_dot(const uint8_t* qs, const int8_t* a) {
+// Integer dot of a 32-value run of paired nibbles (levels of grid) with 32 int8 activations.
+int32_t grid_dot(const int8_t* grid, const uint8_t* qs, const int8_t* a) {
   int8_t q[32];
-  grid_levels(qs, q);
+  grid_levels(grid, qs, q);
   int32_t s = 0;
   for (int j = 0; j < 32; ++j) s += q[j] * a[j];
   return s;
 }
 
-float vec_dot_iq4_nl_q8_0_ref(int64_t n, const void* w, const void* a) {
-  const auto* x = static_cast<const BlockIQ4NL*>(w);
+template <class Block>
+float vec_dot_grid32_q8_0_ref(int64_t n, const void* w, const void* a) {
+  const auto* x = static_cast<const Block*>(w);
   const auto* y = static_cast<const BlockQ8_0*>(a);
   float sum = 0;
   for (int64_t i = 0; i < n / kQK4NL; ++i)
-    sum += fp16_to_f32(x[i].d) * fp16_to_f32(y[i].d) * static_cast<float>(grid_dot(x[i].qs, y[i].qs));
+    sum += block_scale(x[i]) * fp16_to_f32(y[i].d) *
+           static_cast<float>(grid_dot(kLevels<kBlockType<Block>>, x[i].qs, y[i].qs));
   return sum;
 }
 
@@ -75,7 +81,7 @@ float vec_dot_iq4_xs_q8_K_ref(int64_t n, const void* w, const void* a) {
   for (int64_t i = 0; i < n / kQKXS; ++i) {
     int32_t sumi = 0;  // |sumi| <= 8 x 32 x 32 x 127 x 127: exact in int32
     for (int ib = 0; ib < kQKXS / 32; ++ib)
-      sumi += (iq4xs_scale(x[i], ib) - 32) * grid_dot(x[i].qs + 16 * ib, y[i].qs + 32 * ib);
+      sumi += (iq4xs_scale(x[i], ib) - 32) * grid_dot(kGrid, x[i].qs + 16 * ib, y[i].qs + 32 * ib);
     sum += fp16_to_f32(x[i].d) * y[i].d * static_cast<float>(sumi);
   }
   return sum;
@@ -164,6 +170,36 @@ void quantize_row_iq4_nl_ref(const float* src, void* dst, int64_t n) {
   }
 }
 
+// ggml's best_index_mxfp4: the nibble whose level times d is nearest x (ties to the lower nibble, so
+// zero is nibble 0).
+uint8_t nearest_mxfp4(float x, float d) {
+  uint8_t best = 0;
+  float best_err = std::fabs(kGridMxfp4[0] * d - x);
+  for (uint8_t i = 1; i < 16; ++i) {
+    const float err = std::fabs(kGridMxfp4[i] * d - x);
+    if (err < best_err) best = i, best_err = err;
+  }
+  return best;
+}
+
+// ggml's quantize_row_mxfp4_ref: e = floor(log2(amax)) - 2 + 127, so that d = 2^(e - 128) puts amax
+// at 8 .. 16 d, the grid's top level 12 d (the larger magnitudes are clipped to it, as the OCP
+// spec's rule has it). floor(log2) is taken exactly (ilogb; ggml's floorf(log2f) can round up
+// just below a power of two), and e clamped to the byte (ggml's cast is undefined past it).
+void quantize_row_mxfp4_ref(const float* src, void* dst, int64_t n) {
+  auto* b = static_cast<BlockMXFP4*>(dst);
+  uint8_t idx[kQK4NL];
+  for (int64_t i = 0; i < n / kQK4NL; ++i, src += kQK4NL) {
+    float amax = 0;
+    for (int j = 0; j < kQK4NL; ++j) amax = std::max(amax, std::fabs(src[j]));
+    const int e = amax > 0 ? std::clamp(std::ilogb(amax) - 2 + 127, 0, 255) : 0;
+    b[i].e = static_cast<uint8_t>(e);
+    const float d = e8m0_half(b[i].e);
+    for (int j = 0; j < kQK4NL; ++j) idx[j] = nearest_mxfp4(src[j], d);
+    put_nibbles(idx, b[i].qs);
+  }
+}
+
 void quantize_row_iq4_xs_ref(const float* src, void* dst, int64_t n) {
   auto* b = static_cast<BlockIQ4XS*>(dst);
   uint8_t idx[32];
@@ -192,43 +228,51 @@ void quantize_row_iq4_xs_ref(const float* src, void* dst, int64_t n) {
 
 }  // namespace
 
-bool handles(DType t) { return t == DType::IQ4_NL || t == DType::IQ4_XS; }
+bool handles(DType t) { return t == DType::IQ4_NL || t == DType::IQ4_XS || t == DType::MXFP4; }
 
 void dequantize_ref(DType t, const void* src, float* dst, int64_t n) {
-  if (t == DType::IQ4_NL) return dequantize_row_iq4_nl_ref(src, dst, n);
+  if (t == DType::IQ4_NL) return dequantize_row_grid32_ref<BlockIQ4NL>(src, dst, n);
   if (t == DType::IQ4_XS) return dequantize_row_iq4_xs_ref(src, dst, n);
-  fail("iquants", "type {} is not an IQ4 type", dtype_name(t));
+  if (t == DType::MXFP4) return dequantize_row_grid32_ref<BlockMXFP4>(src, dst, n);
+  fail("iquants", "type {} is not a grid type", dtype_name(t));
 }
 
 void quantize_ref(DType t, const float* src, void* dst, int64_t n) {
   if (t == DType::IQ4_NL) return quantize_row_iq4_nl_ref(src, dst, n);
   if (t == DType::IQ4_XS) return quantize_row_iq4_xs_ref(src, dst, n);
-  fail("iquants", "type {} is not an IQ4 type", dtype_name(t));
+  if (t == DType::MXFP4) return quantize_row_mxfp4_ref(src, dst, n);
+  fail("iquants", "type {} is not a grid type", dtype_name(t));
 }
 
 float vec_dot_ref(DType t, int64_t n, const void* w, const void* a) {
-  if (t == DType::IQ4_NL) return vec_dot_iq4_nl_q8_0_ref(n, w, a);
+  if (t == DType::IQ4_NL) return vec_dot_grid32_q8_0_ref<BlockIQ4NL>(n, w, a);
   if (t == DType::IQ4_XS) return vec_dot_iq4_xs_q8_K_ref(n, w, a);
-  fail("iquants", "type {} is not an IQ4 type", dtype_name(t));
+  if (t == DType::MXFP4) return vec_dot_grid32_q8_0_ref<BlockMXFP4>(n, w, a);
+  fail("iquants", "type {} is not a grid type", dtype_name(t));
 }
 
 template <Isa I>
-std::array<TypeKernels, 2> make_table(VecDotFn nl_dot, RowsDotFn nl_rows, VecDotFn xs_dot, RowsDotFn xs_rows) {
+std::array<TypeKernels, 3> make_table(DotKernels iq4_nl, DotKernels iq4_xs, DotKernels mxfp4) {
   const TypeKernels* q8_0 = find_type(legacy::table<I>(), DType::Q4_0);  // its activations: Q8_0
   const TypeKernels* q8_k = find_type(kquants::table<I>(), DType::Q4_K);
   WEFT_ASSERT(q8_0 && q8_k);
-  return {{{DType::IQ4_NL, DType::Q8_0, dequantize_row_iq4_nl_ref, q8_0->quantize_act, nl_dot, nl_rows, I},
-           {DType::IQ4_XS, DType::Q8_K, dequantize_row_iq4_xs_ref, q8_k->quantize_act, xs_dot, xs_rows, I}}};
+  return {
+      {{DType::IQ4_NL, DType::Q8_0, dequantize_row_grid32_ref<BlockIQ4NL>, q8_0->quantize_act, iq4_nl.vec_dot,
+        iq4_nl.rows_dot, I},
+       {DType::IQ4_XS, DType::Q8_K, dequantize_row_iq4_xs_ref, q8_k->quantize_act, iq4_xs.vec_dot, iq4_xs.rows_dot, I},
+       {DType::MXFP4, DType::Q8_0, dequantize_row_grid32_ref<BlockMXFP4>, q8_0->quantize_act, mxfp4.vec_dot,
+        mxfp4.rows_dot, I}}};
 }
-template std::array<TypeKernels, 2> make_table<Isa::Scalar>(VecDotFn, RowsDotFn, VecDotFn, RowsDotFn);
-template std::array<TypeKernels, 2> make_table<Isa::Avx2>(VecDotFn, RowsDotFn, VecDotFn, RowsDotFn);
-template std::array<TypeKernels, 2> make_table<Isa::Avx512>(VecDotFn, RowsDotFn, VecDotFn, RowsDotFn);
+template std::array<TypeKernels, 3> make_table<Isa::Scalar>(DotKernels, DotKernels, DotKernels);
+template std::array<TypeKernels, 3> make_table<Isa::Avx2>(DotKernels, DotKernels, DotKernels);
+template std::array<TypeKernels, 3> make_table<Isa::Avx512>(DotKernels, DotKernels, DotKernels);
 
 template <>
 TypeTable table<Isa::Scalar>() {
-  static const std::array<TypeKernels, 2> kTable =
-      make_table<Isa::Scalar>(vec_dot_iq4_nl_q8_0_ref, rows_dot_each<vec_dot_iq4_nl_q8_0_ref>, vec_dot_iq4_xs_q8_K_ref,
-                              rows_dot_each<vec_dot_iq4_xs_q8_K_ref>);
+  constexpr VecDotFn kNl = vec_dot_grid32_q8_0_ref<BlockIQ4NL>, kXs = vec_dot_iq4_xs_q8_K_ref,
+                     kMx = vec_dot_grid32_q8_0_ref<BlockMXFP4>;
+  static const std::array<TypeKernels, 3> kTable =
+      make_table<Isa::Scalar>({kNl, rows_dot_each<kNl>}, {kXs, rows_dot_each<kXs>}, {kMx, rows_dot_each<kMx>});
   return kTable;
 }
 

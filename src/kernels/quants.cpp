@@ -1,5 +1,5 @@
 // Kernel dispatch: routes each type to its family (legacy + float types in quants_legacy*.cpp,
-// K-quants in kquants*.cpp, IQ4_NL / IQ4_XS in iquants*.cpp) and picks the best ISA level this CPU runs.
+// K-quants in kquants*.cpp, IQ4_NL / IQ4_XS / MXFP4 in iquants*.cpp) and picks the best ISA level this CPU runs.
 #include "kernels/quants.h"
 
 #include "core/error.h"
@@ -33,7 +33,8 @@ DType vec_dot_type(DType weight) {
     case DType::Q4_0:
     case DType::Q5_0:
     case DType::Q8_0:
-    case DType::IQ4_NL: return DType::Q8_0;
+    case DType::IQ4_NL:
+    case DType::MXFP4: return DType::Q8_0;
     case DType::Q4_1:
     case DType::Q5_1: return DType::Q8_1;
     case DType::Q2_K:

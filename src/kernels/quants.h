@@ -15,7 +15,8 @@
 namespace weft::kernels {
 
 // Activation format a weight type's dot product consumes (llama.cpp's vec_dot_type):
-// Q8_0 for Q4_0/Q5_0/Q8_0, Q8_1 for Q4_1/Q5_1, Q8_K for the K-quants, F32 for F32/F16/BF16.
+// Q8_0 for Q4_0/Q5_0/Q8_0/IQ4_NL/MXFP4, Q8_1 for Q4_1/Q5_1, Q8_K for the K-quants and IQ4_XS, F32
+// for F32/F16/BF16.
 DType vec_dot_type(DType weight);
 
 // Scalar references. n is the row length in elements, a multiple of the type's block size.

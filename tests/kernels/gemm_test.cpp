@@ -162,8 +162,9 @@ struct Repacked {
 };
 
 // The types repacked into panels at load (has_repacked).
-constexpr DType kRepackedTypes[] = {DType::Q4_0, DType::Q4_1, DType::Q5_0, DType::Q5_1, DType::Q8_0,   DType::Q2_K,
-                                    DType::Q3_K, DType::Q4_K, DType::Q5_K, DType::Q6_K, DType::IQ4_NL, DType::IQ4_XS};
+constexpr DType kRepackedTypes[] = {DType::Q4_0,   DType::Q4_1,   DType::Q5_0, DType::Q5_1, DType::Q8_0,
+                                    DType::Q2_K,   DType::Q3_K,   DType::Q4_K, DType::Q5_K, DType::Q6_K,
+                                    DType::IQ4_NL, DType::IQ4_XS, DType::MXFP4};
 
 TEST(Gemm, RepackedMatchesVecDot) {
   // CTest runs this with WEFT_PAIR_PANELS=0 and =1 too (tests/CMakeLists.txt): each must take.
@@ -491,6 +492,57 @@ TEST(Gemm, ExtremeBlocksDoNotOverflow) {
       check_gemm(scaled_ref, c, 0, c.rows, "extreme scaled ref", &p.m, /*min_distinct=*/1);
     if (const GemmFn amx = find_amx(Isa::Avx512, p.m))
       check_gemm(amx, c, 0, c.rows, "extreme amx", &p.m, /*min_distinct=*/1);
+  }
+  if (runs == 0) GTEST_SKIP() << "no SIMD level with repacked kernels on this CPU";
+}
+
+// MXFP4's E8M0 scales at their ends, which every repacked GEMM turns into floats in registers: rows
+// of exponents 0, 1, 2 (2^-128 .. 2^-126, subnormal floats) and 127 against activations of about 1e6
+// (fp16 d near its largest, so that the dots stay normal floats), and rows of 127, 254 and 255 (up to
+// 2^127) against activations of about 1e-6 (d near fp16's smallest, 2^-24), their levels cut to 0 and
+// +-1 so that the dequantized rows the tolerance is taken from stay finite. Three panels, the last of 5
+// rows; one token (pair tiles), a tile and a half, a batch.
+TEST(Gemm, Mxfp4EdgeExponents) {
+  int runs = 0;
+  for (bool high : {false, true}) {
+    const std::vector<uint8_t> exps = high ? std::vector<uint8_t>{127, 254, 255} : std::vector<uint8_t>{0, 1, 2, 127};
+    for (int64_t n_tokens : {1, 3, 9}) {
+      Case c = make_case(DType::MXFP4, 37, 256, n_tokens, 60 + static_cast<uint32_t>(n_tokens));
+      for (int64_t r = 0; r < c.rows; ++r) {
+        auto* blocks = reinterpret_cast<iquants::BlockMXFP4*>(c.w.data() + r * c.row_stride);
+        const uint8_t e = exps[r % exps.size()];
+        for (int64_t b = 0; b < c.cols / kQK; ++b) {
+          blocks[b].e = e;
+          if (e >= 254)
+            for (auto& q : blocks[b].qs) q &= 0x99;  // nibbles 0, 1, 8, 9: levels 0, 1, 0, -1
+        }
+        dequantize_row_ref(c.type, c.w.data() + r * c.row_stride, c.wf.data() + r * c.cols, c.cols);
+      }
+      std::vector<float> v(c.cols);
+      std::mt19937 rng(3);
+      std::normal_distribution<float> normal(0.f, 1.f);
+      for (int64_t k = 0; k < n_tokens; ++k) {
+        for (auto& x : v) x = (high ? 2e-6f : 1e6f) * normal(rng);
+        quantize_row_ref(DType::Q8_0, v.data(), c.act.data() + k * c.act_row_bytes, c.cols);
+        dequantize_row_ref(DType::Q8_0, c.act.data() + k * c.act_row_bytes, c.af.data() + k * c.cols, c.cols);
+        prepare_act_row(c.type, c.act.data() + k * c.act_row_bytes, c.cols, c.blocks.data() + k, n_tokens);
+      }
+      const Repacked p(c.matrix());
+      auto gemms = avx2_variants(DType::MXFP4);
+      if (isa_supported(Isa::Avx512)) gemms.emplace_back("avx512", find_repacked(Isa::Avx512, DType::MXFP4));
+      if (const GemmFn amx = find_amx(Isa::Avx512, p.m)) gemms.emplace_back("amx", amx);
+      for (const auto& [name, gemm] : gemms) {
+        ASSERT_NE(gemm, nullptr) << name;
+        ++runs;
+        const std::string what = std::string(high ? "large" : "small") + " exponents " + name;
+        check_gemm(gemm, c, 0, c.rows, what, &p.m);
+        check_gemm(gemm, c, 16, 37, what, &p.m);
+      }
+      for (int64_t r = 0; r < c.rows; ++r)  // the outputs are finite and not flushed to zero
+        EXPECT_TRUE(std::isnormal(vec_dot_ref(c.type, c.cols, c.w.data() + r * c.row_stride,
+                                              c.act.data() + (n_tokens - 1) * c.act_row_bytes)))
+            << "row " << r << (high ? " large" : " small");
+    }
   }
   if (runs == 0) GTEST_SKIP() << "no SIMD level with repacked kernels on this CPU";
 }
