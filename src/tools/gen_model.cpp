@@ -429,7 +429,7 @@ GenModelShape gen_model_shape(const GenModelOptions& o) {
 
 uint32_t gen_file_type(std::string_view type) {
   // llama_ftype numbers. The pure K types have no ftype of their own; they are recorded as the
-  // nearest "_S" mix (the types of the bulk of the weights).
+  // nearest "_S" mix (the types of the bulk of the weights). mxfp4 is MOSTLY_MXFP4_MOE (38).
   struct Entry {
     std::string_view name;
     uint32_t ftype;
@@ -437,12 +437,13 @@ uint32_t gen_file_type(std::string_view type) {
   static constexpr Entry kTable[] = {
       {"f32", 0},     {"f16", 1},     {"q4_0", 2},  {"q4_1", 3},    {"q8_0", 7},    {"q5_0", 8},
       {"q5_1", 9},    {"q2_k", 10},   {"q3_k", 11}, {"q4_k", 14},   {"q5_k", 16},   {"q6_k", 18},
-      {"q4_k_m", 15}, {"q5_k_m", 17}, {"bf16", 32}, {"iq4_nl", 25}, {"iq4_xs", 30},
+      {"q4_k_m", 15}, {"q5_k_m", 17}, {"bf16", 32}, {"iq4_nl", 25}, {"iq4_xs", 30}, {"mxfp4", 38},
   };
   for (const auto& e : kTable)
     if (e.name == type) return e.ftype;
   fail("gen-model",
-       "unknown type '{}' (f32 f16 bf16 q8_0 q4_0 q4_1 q5_0 q5_1 q2_k q3_k q4_k q5_k q6_k q4_k_m q5_k_m iq4_nl iq4_xs)",
+       "unknown type '{}' (f32 f16 bf16 q8_0 q4_0 q4_1 q5_0 q5_1 q2_k q3_k q4_k q5_k q6_k q4_k_m q5_k_m iq4_nl iq4_xs "
+       "mxfp4)",
        type);
 }
 
@@ -451,6 +452,8 @@ DType gen_tensor_type(std::string_view type, std::string_view tensor, int layer,
   gen_file_type(type);  // validates the name
   const bool mix = type == "q4_k_m" || type == "q5_k_m";
   DType t = type == "q4_k_m" ? DType::Q4_K : type == "q5_k_m" ? DType::Q5_K : *dtype_from_name(type);
+  // llama_tensor_get_type for MXFP4_MOE: the expert stacks MXFP4, every other matrix Q8_0.
+  if (type == "mxfp4" && tensor.find("_exps.") == std::string_view::npos) t = DType::Q8_0;
   if (mix) {
     // llama_tensor_get_type for Q4_K_M / Q5_K_M; with tied embeddings token_embd is the output.
     if (tensor == "output.weight" || (tied && tensor == "token_embd.weight"))

@@ -38,7 +38,7 @@ struct GenModelOptions {
   // tiny, 500m, 1b, 8b-shape, gemma3-1b; mixtures of experts: tiny-moe, moe-2b, gpt-oss-mini
   std::string preset = "tiny";
   // f32 f16 bf16 q8_0 q4_0 q4_1 q5_0 q5_1 q4_k q5_k q6_k (every matrix in that type), or the
-  // llama.cpp mixes q4_k_m / q5_k_m. Norms and biases are always f32.
+  // llama.cpp mixes q4_k_m / q5_k_m and mxfp4 (gen_tensor_type). Norms and biases are always f32.
   std::string type = "q8_0";
   uint64_t seed = 42;
   // llama, qwen2 (q/k/v biases), qwen3 (q/k head norms), gemma3, phi3; with an MoE preset: llama
@@ -70,7 +70,8 @@ GenModelShape gen_model_preset(std::string_view preset);
 GenModelShape gen_model_shape(const GenModelOptions& o);
 
 // Storage type of one 2-D weight as llama.cpp's quantizer would pick it: the mix rules of
-// q4_k_m / q5_k_m (attn_v and ffn_down of some layers and output in q6_k), then the fallback
+// q4_k_m / q5_k_m (attn_v and ffn_down of some layers and output in q6_k) and of mxfp4 (the expert
+// stacks, "ffn_*_exps", in mxfp4, every other matrix q8_0), then the fallback
 // for rows that do not fill a K-quant's 256-element block (q4_k -> q5_0, q5_k -> q5_1,
 // q6_k -> q8_0), then f16 for rows that do not fill any block. `tensor` is the name without
 // "blk.N." ("attn_v.weight"), layer its N (-1 for non-layer tensors).

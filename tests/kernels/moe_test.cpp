@@ -234,8 +234,19 @@ INSTANTIATE_TEST_SUITE_P(Types, ExpertMatmul,
                          ::testing::Values(MatmulCase{DType::F32, 64, 1e-5}, MatmulCase{DType::F16, 64, 1e-3},
                                            MatmulCase{DType::Q8_0, 64, 2e-2}, MatmulCase{DType::Q4_0, 64, 2e-2},
                                            MatmulCase{DType::Q4_1, 64, 2e-2}, MatmulCase{DType::Q4_K, 256, 2e-2},
-                                           MatmulCase{DType::Q6_K, 256, 2e-2}),
+                                           MatmulCase{DType::Q6_K, 256, 2e-2}, MatmulCase{DType::MXFP4, 64, 2e-2}),
                          [](const auto& p) { return std::string(dtype_name(p.param.type)); });
+
+// gpt-oss's MXFP4 experts (2880 x 2880, both ways) repack on their own wherever a SIMD level runs, whole
+// and as a tensor split cuts them (half the rows of gate / up, half the columns of down): a panel is
+// 17 bytes x 16 rows per block, so an expert's panels end on 64 bytes only when panels x blocks is a
+// multiple of 4.
+TEST(ExpertStack, GptOssMxfp4ExpertsRepack) {
+  if (!isa_supported(Isa::Avx2)) GTEST_SKIP() << "no SIMD level: no panels";
+  for (auto [rows, cols] : {std::pair<int64_t, int64_t>{2880, 2880}, {1440, 2880}, {2880, 1440}})
+    EXPECT_TRUE(can_repack_experts({DType::MXFP4, nullptr, rows, cols, row_bytes(DType::MXFP4, cols)}))
+        << rows << " x " << cols;
+}
 
 // Each held expert's bias is added to its rows: zero matrices give the routed experts' biases
 // (gate/up), and the routes' weighted sum of them (down).

@@ -43,7 +43,8 @@ double max_rel_rms(DType t) {
     case DType::Q4_1:
     case DType::Q4_K:
     case DType::IQ4_NL:
-    case DType::IQ4_XS: return 0.16;
+    case DType::IQ4_XS:
+    case DType::MXFP4: return 0.16;  // mxfp4 ~0.117
     case DType::Q3_K: return 0.24;
     case DType::Q2_K: return 0.40;
     default: return 0;
@@ -291,6 +292,39 @@ TEST(GenModel, Qwen2AndQwen3) {
       EXPECT_EQ(f.get_int("qwen3.attention.key_length"), 16);
     }
   }
+}
+
+// --type mxfp4 as llama-quantize's MXFP4_MOE: the expert stacks MXFP4, every other matrix Q8_0 (the
+// router and biases f32), file type 38; the experts hold the f32 model's values within MXFP4's error.
+TEST(GenModel, Mxfp4QuantizesTheExperts) {
+  GenModelOptions o;
+  o.preset = "tiny-moe";
+  o.arch = "gpt-oss";
+  o.type = "mxfp4";
+  const Parsed p = make(o);
+  o.type = "f32";
+  const Parsed ref = make(o);
+  const gguf::File& f = *p.file;
+  EXPECT_EQ(f.get_int("general.file_type"), 38);
+  for (const char* name : {"token_embd.weight", "output.weight", "blk.0.attn_q.weight", "blk.1.attn_output.weight"})
+    EXPECT_EQ(f.tensor(name).type, DType::Q8_0) << name;
+  EXPECT_EQ(f.tensor("blk.0.ffn_gate_inp.weight").type, DType::F32);
+  int experts = 0;
+  for (const auto& t : f.tensors()) {
+    if (t.name.find("_exps.weight") == std::string::npos) continue;
+    ++experts;
+    EXPECT_EQ(t.type, DType::MXFP4) << t.name;
+    const std::vector<float> got = dequant(t), orig = dequant(ref.file->tensor(t.name));
+    double err = 0, norm = 0;
+    for (size_t i = 0; i < got.size(); ++i) {
+      err += (got[i] - orig[i]) * double(got[i] - orig[i]);
+      norm += orig[i] * double(orig[i]);
+    }
+    EXPECT_LE(std::sqrt(err / norm), max_rel_rms(DType::MXFP4)) << t.name;
+  }
+  EXPECT_EQ(experts, 6) << "gate, up and down of 2 layers";
+  EXPECT_EQ(gen_tensor_type("mxfp4", "ffn_down_exps.weight", 0, 2, 64, false), DType::MXFP4);
+  EXPECT_EQ(gen_tensor_type("mxfp4", "ffn_down.weight", 0, 2, 64, false), DType::Q8_0);
 }
 
 // The MoE layouts as llama.cpp's loaders expect them (llama-model.cpp: qwen2moe, qwen3moe, llama
