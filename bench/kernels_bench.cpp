@@ -295,26 +295,36 @@ WEFT_MATVEC_BIG(Q4_K)
 WEFT_MATVEC_BIG(Q5_K)
 WEFT_MATVEC_BIG(Q6_K)
 WEFT_MATVEC_BIG(Q3_K)
+WEFT_MATVEC_BIG(IQ4_NL)
+WEFT_MATVEC_BIG(MXFP4)
 
 // The decode kernel on rows that stay in L2 (the first 256 rows, 144-420 KiB by type), one
 // thread: what it can consume when memory is not the limit. Against BM_read/1 it tells whether a
 // type's decode can keep up with the weight stream at all (the arithmetic per byte must fit in the
-// time the byte takes to arrive, with room for the overlap).
-void BM_matvec_hot(benchmark::State& state, DType type) {
+// time the byte takes to arrive, with room for the overlap). BM_gemm_hot: the same rows times a
+// batch of tokens (the prompt path: the panel GEMM where the type has one), its tokens/s what the
+// GEMM's arithmetic allows.
+void hot_matmul(benchmark::State& state, DType type, int64_t n_tokens) {
   const BigMatrix big(type, true);
   constexpr int64_t kRows = 256;
   const kernels::WeightMatrix part = big.rows(0, kRows);
-  std::vector<float> x(BigMatrix::kCols, 0.5f), y(kRows);
+  std::vector<float> x(BigMatrix::kCols * n_tokens, 0.5f), y(kRows * n_tokens);
   ThreadPool pool(1);
   kernels::MatmulScratch scratch;
-  kernels::prepare_activations(part, x.data(), BigMatrix::kCols, 1, pool, scratch);  // once: the weights are timed
+  // Once: the weights are timed.
+  kernels::prepare_activations(part, x.data(), BigMatrix::kCols, n_tokens, pool, scratch);
   for (auto _ : state) {
-    kernels::matmul_prepared(part, x.data(), BigMatrix::kCols, 1, y.data(), kRows, pool, scratch);
+    kernels::matmul_prepared(part, x.data(), BigMatrix::kCols, n_tokens, y.data(), kRows, pool, scratch);
     benchmark::DoNotOptimize(y.data());
   }
   state.SetBytesProcessed(static_cast<int64_t>(state.iterations()) * big.bytes() / big.matrix().rows * kRows);
+  if (n_tokens > 1)
+    state.counters["tokens/s"] =
+        benchmark::Counter(static_cast<double>(n_tokens) * state.iterations(), benchmark::Counter::kIsRate);
   state.SetLabel(big.label());
 }
+void BM_matvec_hot(benchmark::State& state, DType type) { hot_matmul(state, type, 1); }
+void BM_gemm_hot(benchmark::State& state, DType type) { hot_matmul(state, type, state.range(0)); }
 #define WEFT_MATVEC_HOT(T) BENCHMARK_CAPTURE(BM_matvec_hot, T, DType::T);
 WEFT_MATVEC_HOT(Q4_0)
 WEFT_MATVEC_HOT(Q4_1)
@@ -328,6 +338,11 @@ WEFT_MATVEC_HOT(Q3_K)
 WEFT_MATVEC_HOT(Q2_K)
 WEFT_MATVEC_HOT(IQ4_NL)
 WEFT_MATVEC_HOT(IQ4_XS)
+WEFT_MATVEC_HOT(MXFP4)
+#define WEFT_GEMM_HOT(T) BENCHMARK_CAPTURE(BM_gemm_hot, T, DType::T)->Arg(8)->Arg(128)->ArgName("tokens");
+WEFT_GEMM_HOT(Q4_0)
+WEFT_GEMM_HOT(IQ4_NL)
+WEFT_GEMM_HOT(MXFP4)
 
 // A prompt's activations converted for the GEMM (quantized per token, then spread into blocks
 // across tokens), as every matmul input is once per step: 128 tokens of 2048 columns, one thread.
