@@ -137,6 +137,13 @@ TEST_P(Conformance, EveryClaimedWeightTypeLoadsAndMatchesTheReference) {
     ++claimed;
     expect_matches_reference(m, type);
   }
+  // mxfp4 (llama-quantize's MXFP4_MOE) is a mixture's experts only: gpt-oss's, as in its files.
+  const auto& mx = tiny_model("tiny-moe", "mxfp4", "gpt-oss");
+  EXPECT_EQ(mx.file->tensor("blk.0.ffn_up_exps.weight").type, DType::MXFP4);
+  if (probe[0]->supports(parallel::LocalOp::ExpertMatMul, DType::MXFP4)) {
+    ++claimed;
+    expect_matches_reference(mx, "mxfp4");
+  }
   EXPECT_GT(claimed, 0) << "the kind claims no weight type";
 }
 

@@ -367,7 +367,8 @@ INSTANTIATE_TEST_SUITE_P(
     [](const auto& p) { return name(p.param); });
 
 // Mixtures of experts: routing (softmax, top-k, renormalised or not), the shared expert, and the
-// stacked expert tensors in every weight type (K types 256 wide, so their rows fill K blocks).
+// stacked expert tensors in every weight type (K types 256 wide, so their rows fill K blocks; mxfp4
+// only the experts, as gpt-oss's files).
 // The reference takes quantized activations as the kernels do (RefModel::quantized_acts), so
 // only f32-versus-double rounding remains: the float tolerance holds for every type.
 Case moe(std::string type, std::string arch, int64_t wide = 0) {
@@ -380,7 +381,7 @@ INSTANTIATE_TEST_SUITE_P(Moe, ReferenceForward,
                                            moe("q5_1", "qwen3moe"), moe("q4_k", "qwen2moe", 256),
                                            moe("q5_k", "llama", 256), moe("q6_k", "qwen3moe", 256),
                                            moe("q4_k_m", "qwen2moe", 256), moe("f32", "gpt-oss"),
-                                           moe("q8_0", "gpt-oss"), moe("q4_0", "gpt-oss")),
+                                           moe("q8_0", "gpt-oss"), moe("q4_0", "gpt-oss"), moe("mxfp4", "gpt-oss")),
                          [](const auto& p) { return name(p.param); });
 
 }  // namespace

@@ -87,7 +87,8 @@ INSTANTIATE_TEST_SUITE_P(Archs, MoeArch, ::testing::Values("qwen3moe", "qwen2moe
 class MoeType : public ::testing::TestWithParam<std::string> {};
 
 // Stacked expert tensors of every type, cut both ways (K types at tiny width fall back to the
-// legacy types llama.cpp would pick; MoeKQuant below keeps real K blocks).
+// legacy types llama.cpp would pick; MoeKQuant below keeps real K blocks; mxfp4 quantizes only the
+// experts, as llama-quantize's MXFP4_MOE).
 TEST_P(MoeType, EveryWeightTypeSplitsBothWays) {
   const Model m = tiny_moe("qwen2moe", GetParam());
   const auto prompt = some_prompt(320, 17);
@@ -101,7 +102,7 @@ TEST_P(MoeType, EveryWeightTypeSplitsBothWays) {
 
 INSTANTIATE_TEST_SUITE_P(Types, MoeType,
                          ::testing::Values("f32", "f16", "bf16", "q8_0", "q4_0", "q4_1", "q5_0", "q5_1", "q4_k", "q5_k",
-                                           "q6_k", "q4_k_m"),
+                                           "q6_k", "q4_k_m", "mxfp4"),
                          [](const auto& p) { return p.param; });
 
 TEST(MoeKQuant, ExpertsOnK256BlocksSplitBothWays) {
