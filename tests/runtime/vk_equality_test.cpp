@@ -169,16 +169,28 @@ INSTANTIATE_TEST_SUITE_P(
                       SplitCase{"vk_vk_cpu_layer_uneven", "vk:0,vk:0,cpu:1", SplitMode::Layer, {2, 1, 3}}),
     [](const auto& p) { return p.param.name; });
 
+// A q8_0 model gen-model writes in memory, and the file over its bytes.
+struct Generated {
+  std::vector<uint8_t> bytes;
+  std::unique_ptr<gguf::File> file;
+};
+Generated generate(const std::string& preset, const std::string& arch, uint64_t seed, int64_t sliding_window = 0) {
+  tools::GenModelOptions o;
+  o.preset = preset;
+  o.arch = arch;
+  o.type = "q8_0";
+  o.seed = seed;
+  o.sliding_window = sliding_window;
+  Generated g{tools::generate_model_bytes(o), nullptr};
+  g.file = gguf::File::parse(g.bytes.data(), g.bytes.size(), "vk-" + arch);
+  return g;
+}
+
 // Mixtures of experts (qwen2moe: a shared expert too) with a vk device in the group: experts cut by
 // rows and handed out whole, uneven, and a layer split.
 TEST(VkMoe, GreedyTokensMatchOneDeviceInEverySplit) {
-  tools::GenModelOptions o;
-  o.preset = "tiny-moe";
-  o.arch = "qwen2moe";
-  o.type = "q8_0";
-  o.seed = 3;
-  const auto bytes = tools::generate_model_bytes(o);
-  auto f = gguf::File::parse(bytes.data(), bytes.size(), "vk-moe");
+  const Generated m = generate("tiny-moe", "qwen2moe", 3);
+  const gguf::File* f = m.file.get();
   const auto prompt = some_prompt(320, 11);
   const auto ref = greedy(*f, single(), prompt, kTokens);
   EXPECT_EQ(greedy(*f, on("vk:0"), prompt, kTokens), ref) << "vk:0";
@@ -188,30 +200,41 @@ TEST(VkMoe, GreedyTokensMatchOneDeviceInEverySplit) {
   EXPECT_EQ(greedy(*f, on("vk:0,cpu:1", SplitMode::Layer, {1, 1}), prompt, kTokens), ref) << "layer";
 }
 
+// Steps of 4 tokens: with a window of 4, the local layers keep 2 x (4 + 4) rows per slot, and their
+// windows move a few times over the 27 positions.
+EngineOptions small_steps(EngineOptions e) {
+  e.n_batch = 4;
+  return e;
+}
+
 // Gemma 3 (GELU gate from the CPU's table, post-norms, a window of 4 in its local layers with
 // their own RoPE and a cache of a few rows, scaled embeddings) and Phi-3 (fused q/k/v and gate/up, LongRoPE's factors
 // and attention factor) on a vk device alone and split with a CPU device.
 TEST(VkFamilies, GreedyTokensMatchOneCpuDevice) {
   for (const char* arch : {"gemma3", "phi3"}) {
-    tools::GenModelOptions o;
-    o.arch = arch;
-    o.type = "q8_0";
-    o.seed = 7;
-    o.sliding_window = 4;
-    const auto bytes = tools::generate_model_bytes(o);
-    auto f = gguf::File::parse(bytes.data(), bytes.size(), arch);
+    const Generated m = generate("tiny", arch, 7, 4);
+    const gguf::File* f = m.file.get();
     const auto prompt = some_prompt(320, 11);
-    // Steps of 4 tokens: Gemma's local layers keep 2 x (4 + 4) rows per slot, and their windows
-    // move a few times over the 27 positions.
-    auto small_steps = [](EngineOptions e) {
-      e.n_batch = 4;
-      return e;
-    };
     const auto ref = greedy(*f, small_steps(single()), prompt, kTokens);
     EXPECT_EQ(greedy(*f, small_steps(on("vk:0")), prompt, kTokens), ref) << arch << " vk:0";
     EXPECT_EQ(greedy(*f, small_steps(on("vk:0,cpu:1", SplitMode::Tensor, {1, 2})), prompt, kTokens), ref)
         << arch << " vk:0,cpu:1";
   }
+}
+
+// gpt-oss (attention sinks, biases on q/k/v/o, the router and every expert, the clamped SwiGLU, a
+// softmax over the selected experts' logits, a window of 4 every other layer, YaRN) on a vk device
+// alone and split with a CPU device, its experts cut by rows (each expert's gate/up biases sliced
+// with its features, down's added once) and handed out whole (the biases of the experts held).
+TEST(VkFamilies, GptOssGreedyTokensMatchOneCpuDevice) {
+  const Generated m = generate("tiny-moe", "gpt-oss", 7, 4);
+  const gguf::File* f = m.file.get();
+  const auto prompt = some_prompt(320, 11);
+  const auto ref = greedy(*f, small_steps(single()), prompt, kTokens);
+  EXPECT_EQ(greedy(*f, small_steps(on("vk:0")), prompt, kTokens), ref) << "vk:0";
+  for (MoeSplit s : {MoeSplit::Tensor, MoeSplit::Expert})
+    EXPECT_EQ(greedy(*f, small_steps(on("vk:0,cpu:1", SplitMode::Tensor, {1, 2}, s)), prompt, kTokens), ref)
+        << "vk:0,cpu:1 " << parallel::moe_split_name(s);
 }
 
 // A vk device and a worker process in one Gloo group (all-reduces across processes).

@@ -33,12 +33,13 @@ struct RopePush {
 };
 struct ElementwisePush {
   uint32_t n, width, op;
+  float alpha = 0, limit = 0;  // kSwiGluOai's
 };
 struct QuantizePush {
   uint32_t n_values, act;
 };
 struct MatmulPush {
-  uint32_t rows, cols, n_tok, mode, n_used, expert_first, n_experts, y_row0, w_row0, y_stride;
+  uint32_t rows, cols, n_tok, mode, n_used, expert_first, n_experts, y_row0, w_row0, y_stride, has_bias, bias_expert0;
 };
 struct KvStorePush {
   uint32_t n_tokens, n_kv, head_dim, n_ctx, windowed;
@@ -46,16 +47,16 @@ struct KvStorePush {
 struct AttentionPush {
   uint32_t n_q, n_kv, head_dim, n_ctx, q_head_begin, kv_begin, group;
   float scale;
-  uint32_t window, windowed;
+  uint32_t window, windowed, has_sinks;
 };
 struct GegluPush {
   uint32_t n;
 };
 struct RoutePush {
-  uint32_t n_tokens, n_expert, k, norm;
+  uint32_t n_tokens, n_expert, k, norm, selected;
 };
 
-enum ElementwiseOp : uint32_t { kAdd = 0, kSwiGlu = 1, kSigmoidScale = 2, kBias = 3 };
+enum ElementwiseOp : uint32_t { kAdd = 0, kSwiGlu = 1, kSigmoidScale = 2, kBias = 3, kSwiGluOai = 4 };
 
 // The activation format of a weight type's shader (quantize.comp's ACT), or -1 for f32 activations.
 int act_format(DType t) {
@@ -114,7 +115,7 @@ uint32_t u32(int64_t v) {
 bool vk_supports(LocalOp op, DType t) {
   const bool reads_matrix = op == LocalOp::MatMul || op == LocalOp::ExpertMatMul || op == LocalOp::ExpertMatMulSum;
   if (op == LocalOp::Embed) return cpu_kernels_support(op, t);  // rows looked up on the host, by the CPU kernels
-  return reads_matrix ? has_matmul(t) : op < LocalOp::Count && op != LocalOp::SwiGluOai;
+  return reads_matrix ? has_matmul(t) : op < LocalOp::Count;
 }
 
 VkGraphRunner::VkGraphRunner(Gpu& gpu, parallel::Group* group) : gpu_(gpu), group_(group) {}
@@ -205,15 +206,6 @@ void VkGraphRunner::load(const parallel::DeviceGraph& graph, const gguf::File& f
          dtype_name(opt.v_type));
   const auto& d = graph_.dims;
   if (d.head_dim > 256) fail("vulkan", "head_dim {} over the attention kernel's 256", d.head_dim);
-  if (d.expert_gating != graph::Dims::Gating::Softmax)
-    fail("vulkan", "a softmax over the selected experts' logits is not implemented");
-  for (const auto& ln : graph_.nodes) {
-    const bool sinks = ln.op == LocalOp::Attention && ln.weight.kind != parallel::WeightSlice::Kind::None;
-    const bool expert_bias = (ln.op == LocalOp::ExpertMatMul || ln.op == LocalOp::ExpertMatMulSum) &&
-                             ln.bias.kind != parallel::WeightSlice::Kind::None;
-    if (sinks || expert_bias)
-      fail("vulkan", "{}: {} not implemented", ln.label, sinks ? "attention sinks are" : "experts' biases are");
-  }
   nodes_ = std::vector<NodeState>(graph_.nodes.size());
   windows_ = KvWindows(d, opt);
   host_weights_ = std::make_unique<WeightStore>(-1, /*map_weights=*/true);
@@ -248,11 +240,23 @@ void VkGraphRunner::load(const parallel::DeviceGraph& graph, const gguf::File& f
         const int64_t n = ln.experts.size();
         if (n <= 0 || m.rows % n) fail("vulkan", "{}: {} rows for {} experts", ln.label, m.rows, n);
         ns.w = upload_matrix(m, n, ln.experts.begin, ln.label);
+        if (ln.bias.kind != parallel::WeightSlice::Kind::None) {  // [n][rows], as the CPU runner reads it
+          const std::vector<float> bias = host_weights_->vector(f, ln.bias);
+          if (static_cast<int64_t>(bias.size()) != m.rows)
+            fail("vulkan", "{}: {} bias values for {} experts of {} rows", ln.label, bias.size(), n, m.rows / n);
+          ns.bias = upload_floats(bias, "experts' biases");
+        }
         const int64_t x_rows = int64_t{opt.max_tokens} * (ln.op == LocalOp::ExpertMatMulSum ? d.n_expert_used : 1);
         act_values = std::max(act_values, x_rows * m.cols);
         break;
       }
       case LocalOp::Attention: {
+        if (ln.weight.kind != parallel::WeightSlice::Kind::None) {
+          const std::vector<float> sinks = host_weights_->vector(f, ln.weight);
+          if (static_cast<int64_t>(sinks.size()) != ln.q_heads.size())
+            fail("vulkan", "{}: {} sinks for {} q heads", ln.label, sinks.size(), ln.q_heads.size());
+          ns.vec = upload_floats(sinks, "attention sinks");
+        }
         ns.windowed = d.is_swa(ln.layer) && windows_.active();
         ns.kv_rows = ns.windowed ? windows_.rows() : opt.n_ctx;
         const uint64_t bytes = row_bytes(opt.k_type, int64_t{opt.n_seq} * ns.kv_rows * ln.kv_heads.size() * d.head_dim);
@@ -389,13 +393,13 @@ void VkGraphRunner::record_rms(VkBuffer x, VkBuffer w, VkBuffer y, uint32_t n, u
 
 void VkGraphRunner::record_elementwise(VkBuffer a, VkBuffer b, VkBuffer y, uint32_t n, uint32_t width, uint32_t op) {
   const Pipeline& p = gpu_.pipeline("elementwise", 3, sizeof(ElementwisePush));
-  const ElementwisePush push{n, width, op};
+  const ElementwisePush push{n, width, op, graph_.dims.swiglu_alpha, graph_.dims.swiglu_limit};
   const auto [gx, gy] = grid((n + 255) / 256);
   gpu_.dispatch(p, gpu_.bind(p, {a, b, y}), &push, gx, gy);
 }
 
 void VkGraphRunner::record_matmul(const Matrix& w, VkBuffer x, int64_t x_rows, VkBuffer y, int64_t y_stride,
-                                  uint32_t mode, int64_t n_tokens, VkBuffer routes) {
+                                  uint32_t mode, int64_t n_tokens, VkBuffer routes, VkBuffer bias) {
   const int act = act_format(w.type);
   if (act >= 0) {
     const Pipeline& q = gpu_.pipeline("quantize", 4, sizeof(QuantizePush));
@@ -415,13 +419,13 @@ void VkGraphRunner::record_matmul(const Matrix& w, VkBuffer x, int64_t x_rows, V
   const bool by_item = items >= wg;
   const uint32_t rows_per_wg = by_item ? 4 : info.type == VK_PHYSICAL_DEVICE_TYPE_CPU ? 16 : 2;
   const bool split = !by_item && splits_blocks(w.type) && info.subgroup_shuffle && info.subgroup_size >= 8;
-  const Pipeline& p = gpu_.pipeline(matmul_shader(w.type), 7, sizeof(MatmulPush),
+  const Pipeline& p = gpu_.pipeline(matmul_shader(w.type), 8, sizeof(MatmulPush),
                                     {wg, rows_per_wg, by_item ? 1u : 0u, split ? 1u : 0u});
   const uint32_t gy = u32(by_item ? (items + wg - 1) / wg : (items + kTile - 1) / kTile);
   for (size_t pi = 0; pi < w.parts.size(); ++pi) {
     const WeightPart& part = w.parts[pi];
-    const VkDescriptorSet set =
-        gpu_.bind(p, {part.buf.buffer, x, act_q_.buffer, act_d_.buffer, act_s_.buffer, y, routes});
+    const VkDescriptorSet set = gpu_.bind(
+        p, {part.buf.buffer, x, act_q_.buffer, act_d_.buffer, act_s_.buffer, y, routes, bias ? bias : dummy_.buffer});
     MatmulPush push{};
     push.rows = u32(w.rows);
     push.cols = u32(w.cols);
@@ -429,6 +433,8 @@ void VkGraphRunner::record_matmul(const Matrix& w, VkBuffer x, int64_t x_rows, V
     push.mode = mode;
     push.n_used = u32(n_used);
     push.y_stride = u32(y_stride);
+    push.has_bias = bias ? 1u : 0u;
+    push.bias_expert0 = u32(part.first);
     if (mode == 0) {
       // A dispatch per run of rows the device's workgroup count allows (a vocabulary of 150k rows).
       const int64_t max_rows = int64_t{gpu_.max_group_count()} * rows_per_wg;
@@ -507,6 +513,7 @@ void VkGraphRunner::exec(int i, const Ctx& c) {
     }
     case LocalOp::Attention: record_attention(i, c); break;
     case LocalOp::SwiGlu: record_elementwise(in(0), in(1), y, u32(n), u32(ln.width), kSwiGlu); break;
+    case LocalOp::SwiGluOai: record_elementwise(in(0), in(1), y, u32(n), u32(ln.width), kSwiGluOai); break;
     case LocalOp::Add: record_elementwise(in(0), in(1), y, u32(n), u32(ln.width), kAdd); break;
     case LocalOp::SigmoidScale: record_elementwise(in(0), in(1), y, u32(n), u32(ln.width), kSigmoidScale); break;
     case LocalOp::GeGlu: {
@@ -520,7 +527,8 @@ void VkGraphRunner::exec(int i, const Ctx& c) {
     case LocalOp::AllGather: collective(i, c); break;
     case LocalOp::MoeRoute: {
       const Pipeline& p = gpu_.pipeline("moe_route", 2, sizeof(RoutePush));
-      const RoutePush push{u32(c.n_tokens), u32(d.n_expert), u32(d.n_expert_used), d.expert_weights_norm ? 1u : 0u};
+      const RoutePush push{u32(c.n_tokens), u32(d.n_expert), u32(d.n_expert_used), d.expert_weights_norm ? 1u : 0u,
+                           d.expert_gating == graph::Dims::Gating::SoftmaxSelected ? 1u : 0u};
       gpu_.dispatch(p, gpu_.bind(p, {in(0), y}), &push, u32((c.n_tokens + 63) / 64));
       break;
     }
@@ -532,10 +540,9 @@ void VkGraphRunner::exec(int i, const Ctx& c) {
       if (ln.width == 0 || ns.w.parts.empty()) break;
       gpu_.barrier();
       const int64_t x_rows = sum ? c.n_tokens * d.n_expert_used : c.n_tokens;
-      record_matmul(ns.w, in(0), x_rows, y, ln.width, sum ? 2 : 1, c.n_tokens, in(1));
+      record_matmul(ns.w, in(0), x_rows, y, ln.width, sum ? 2 : 1, c.n_tokens, in(1), ns.bias.buffer);
       break;
     }
-    case LocalOp::SwiGluOai:
     case LocalOp::Count: fail("vulkan", "op {} is not implemented on the Vulkan device", local_op_name(ln.op));
   }
   gpu_.barrier();
@@ -557,7 +564,7 @@ void VkGraphRunner::record_attention(int i, const Ctx& c) {
   gpu_.dispatch(store, gpu_.bind(store, {out(ln.inputs[2]), ns.v_cache.buffer, tok_.buffer, kv_base_.buffer}), &sp, gx,
                 gy);
   gpu_.barrier();
-  const Pipeline& p = gpu_.pipeline(std::string("attention") + suffix, 6, sizeof(AttentionPush));
+  const Pipeline& p = gpu_.pipeline(std::string("attention") + suffix, 7, sizeof(AttentionPush));
   const AttentionPush ap{u32(ln.q_heads.size()),
                          u32(n_kv),
                          u32(d.head_dim),
@@ -567,10 +574,13 @@ void VkGraphRunner::record_attention(int i, const Ctx& c) {
                          u32(d.group()),
                          d.attention_scale(),
                          d.is_swa(ln.layer) ? u32(d.n_swa) : 0u,
-                         ns.windowed ? 1u : 0u};
-  gpu_.dispatch(
-      p, gpu_.bind(p, {out(ln.inputs[0]), ns.k_cache.buffer, ns.v_cache.buffer, tok_.buffer, out(i), kv_base_.buffer}),
-      &ap, u32(ln.q_heads.size()), u32(c.n_tokens));
+                         ns.windowed ? 1u : 0u,
+                         ns.vec.buffer ? 1u : 0u};
+  const VkBuffer sinks = ns.vec.buffer ? ns.vec.buffer : dummy_.buffer;
+  gpu_.dispatch(p,
+                gpu_.bind(p, {out(ln.inputs[0]), ns.k_cache.buffer, ns.v_cache.buffer, tok_.buffer, out(i),
+                              kv_base_.buffer, sinks}),
+                &ap, u32(ln.q_heads.size()), u32(c.n_tokens));
 }
 
 // A sliding-window cache whose slot this step moves on: the keys its sequence still needs go to

@@ -43,7 +43,8 @@ class VkGraphRunner {
   struct NodeState {
     Matrix w;
     kernels::WeightMatrix embed;  // Embed: rows read on the host
-    Buffer vec, bias;             // norm weight, matmul bias
+    Buffer vec;                   // norm weight; Attention: its q heads' sinks (or none)
+    Buffer bias;                  // MatMul bias; Expert*: the held experts' biases, [n][rows] (or none)
     Buffer k_cache, v_cache;
     int64_t kv_rows = 0;    // Attention: rows per slot and kv head (n_ctx, or a sliding window's)
     bool windowed = false;  // Attention: a sliding-window layer keeping kv_rows < n_ctx
@@ -63,9 +64,9 @@ class VkGraphRunner {
   void record_rms(VkBuffer x, VkBuffer w, VkBuffer y, uint32_t n, uint32_t rows, float eps);
   void record_elementwise(VkBuffer a, VkBuffer b, VkBuffer y, uint32_t n, uint32_t width, uint32_t op);
   // y = W x over x's `rows` rows of w.cols values (quantized first where the type reads integers);
-  // mode as matmul.comp.
+  // mode as matmul.comp; experts (modes 1, 2) add `bias` [experts held][w.rows] unless it is null.
   void record_matmul(const Matrix& w, VkBuffer x, int64_t x_rows, VkBuffer y, int64_t y_stride, uint32_t mode,
-                     int64_t n_tokens, VkBuffer routes);
+                     int64_t n_tokens, VkBuffer routes, VkBuffer bias = VK_NULL_HANDLE);
   void record_attention(int i, const Ctx& c);
   void move_windows(const NodeState& ns, int64_t n_kv, const Ctx& c);
   void collective(int i, const Ctx& c);

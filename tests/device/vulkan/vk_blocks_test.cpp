@@ -8,6 +8,7 @@
 #include "core/dtype.h"
 #include "core/fp16.h"
 #include "device/vulkan/vk_gpu.h"
+#include "kernels/moe.h"
 #include "kernels/quants.h"
 
 #include <gtest/gtest.h>
@@ -27,7 +28,7 @@ struct QuantizePush {
   uint32_t n_values, act;
 };
 struct MatmulPush {
-  uint32_t rows, cols, n_tok, mode, n_used, expert_first, n_experts, y_row0, w_row0, y_stride;
+  uint32_t rows, cols, n_tok, mode, n_used, expert_first, n_experts, y_row0, w_row0, y_stride, has_bias, bias_expert0;
 };
 
 // n values whose scale changes every 32 (so blocks differ in d), and a few exact zeros.
@@ -134,7 +135,7 @@ TEST_P(VkBlocks, MatmulMatchesTheCpuReference) {
     Buffer y = gpu.create_buffer(rows * n_tok * 4, Memory::Readback, "y"),
            routes = gpu.create_buffer(4, Memory::Device, "-");
     const Pipeline& qp = gpu.pipeline("quantize", 4, sizeof(QuantizePush));
-    const Pipeline& mp = gpu.pipeline("matmul_" + std::string(dtype_name(t)), 7, sizeof(MatmulPush));
+    const Pipeline& mp = gpu.pipeline("matmul_" + std::string(dtype_name(t)), 8, sizeof(MatmulPush));
     const QuantizePush qpush{static_cast<uint32_t>(n), act_code(act)};
     MatmulPush mpush{};
     mpush.rows = rows;
@@ -147,8 +148,9 @@ TEST_P(VkBlocks, MatmulMatchesTheCpuReference) {
     gpu.barrier();
     // Mode 0 (dense) with the shader's default layout: a workgroup per weight row, and in y one per
     // token, which covers whatever tile of tokens a workgroup takes.
-    gpu.dispatch(mp, gpu.bind(mp, {wb.buffer, xb.buffer, q.buffer, d.buffer, s.buffer, y.buffer, routes.buffer}),
-                 &mpush, rows, n_tok);
+    gpu.dispatch(
+        mp, gpu.bind(mp, {wb.buffer, xb.buffer, q.buffer, d.buffer, s.buffer, y.buffer, routes.buffer, routes.buffer}),
+        &mpush, rows, n_tok);
     gpu.submit();
     const auto* got = static_cast<const float*>(y.mapped);
     std::vector<float> want(rows * n_tok);
@@ -170,6 +172,83 @@ TEST_P(VkBlocks, MatmulMatchesTheCpuReference) {
       }
     for (Buffer* b : {&wb, &xb, &q, &d, &s, &y, &routes}) gpu.destroy(*b);
   }
+}
+
+// The experts' modes (matmul.comp MODE 1: gate/up, MODE 2: down and the weighted sum) with
+// gpt-oss's biases, against expert_matmul_ref / expert_matmul_sum_ref on f32 weights (no activation
+// rounding): each slot's bias is its own expert's, added before the route weight scales it, read
+// at the buffer's experts among the node's (this buffer is the node's second part: experts 1..3 of
+// its 0..4, bias_expert0 = 1), and slots of experts the buffer lacks stay zero (MODE 1) or add
+// nothing (MODE 2). Both layouts: decode's (threads split a row) and prompts' (a thread per item).
+TEST(VkExperts, EachSlotAddsItsExpertsBiasBeforeTheRouteWeight) {
+  Gpu gpu(0);
+  const int64_t n_expert = 5, k = 2, rows = 13, cols = 96, n_tok = 11;
+  const int64_t first = 1, held = 3;  // the buffer's experts, global ids
+  const std::vector<float> w = seeded(held * rows * cols, 4), bias = seeded(n_expert * rows, 5);
+  std::vector<float> routes(n_tok * 2 * k);
+  std::mt19937 rng(6);
+  for (int64_t t = 0; t < n_tok; ++t) {  // k distinct experts of 0..4 (0 and 4 held elsewhere)
+    const int64_t e0 = t % n_expert, e1 = (e0 + 1 + rng() % (n_expert - 1)) % n_expert;
+    routes[t * 2 * k] = static_cast<float>(e0), routes[t * 2 * k + 1] = static_cast<float>(e1);
+    routes[t * 2 * k + k] = 0.25f + 0.5f * static_cast<float>(rng() % 8) / 8, routes[t * 2 * k + k + 1] = 0.375f;
+  }
+  kernels::ExpertStack stack;
+  stack.w = {DType::F32, reinterpret_cast<const uint8_t*>(w.data()), held * rows, cols, cols * sizeof(float)};
+  stack.first = first, stack.n = held, stack.rows = rows;
+  Buffer wb = gpu.create_buffer(w.size() * 4, Memory::Upload, "w"),
+         rb = gpu.create_buffer(routes.size() * 4, Memory::Upload, "routes");
+  Buffer bb = gpu.create_buffer(bias.size() * 4, Memory::Upload, "bias"),
+         unused = gpu.create_buffer(4, Memory::Device, "-");
+  std::memcpy(wb.mapped, w.data(), w.size() * 4);
+  std::memcpy(rb.mapped, routes.data(), routes.size() * 4);
+  std::memcpy(bb.mapped, bias.data(), bias.size() * 4);
+  const uint32_t wg = std::clamp<uint32_t>(gpu.info().subgroup_size, 8, 64);
+  for (const uint32_t mode : {1u, 2u}) {
+    const int64_t x_rows = mode == 1 ? n_tok : n_tok * k, y_n = mode == 1 ? n_tok * k * rows : n_tok * rows;
+    const std::vector<float> x = seeded(x_rows * cols, 7 + mode);
+    std::vector<float> want(y_n), unbiased(y_n);
+    stack.bias = bias.data() + first * rows;
+    (mode == 1 ? kernels::expert_matmul_ref : kernels::expert_matmul_sum_ref)(stack, x.data(), routes.data(), k, n_tok,
+                                                                              want.data());
+    stack.bias = nullptr;
+    (mode == 1 ? kernels::expert_matmul_ref : kernels::expert_matmul_sum_ref)(stack, x.data(), routes.data(), k, n_tok,
+                                                                              unbiased.data());
+    float scale = 0, bias_effect = 0;
+    for (int64_t i = 0; i < y_n; ++i) {
+      scale = std::max(scale, std::fabs(want[i]));
+      bias_effect = std::max(bias_effect, std::fabs(want[i] - unbiased[i]));
+    }
+    const float tol = 1e-5f * scale;
+    ASSERT_GT(bias_effect, 100 * tol) << "the biases hardly move the products: the test would not see them";
+    Buffer xb = gpu.create_buffer(x.size() * 4, Memory::Upload, "x"),
+           y = gpu.create_buffer(y_n * 4, Memory::Readback, "y");
+    std::memcpy(xb.mapped, x.data(), x.size() * 4);
+    for (const uint32_t by_item : {0u, 1u}) {
+      const uint32_t n_rows = by_item ? 4 : 2, items = static_cast<uint32_t>(mode == 1 ? n_tok * k : n_tok);
+      const Pipeline& p = gpu.pipeline("matmul_f32", 8, sizeof(MatmulPush), {wg, n_rows, by_item, 0});
+      MatmulPush push{};
+      push.rows = rows, push.cols = cols, push.n_tok = n_tok, push.mode = mode, push.n_used = k;
+      push.expert_first = first, push.n_experts = held, push.y_stride = rows;
+      push.has_bias = 1, push.bias_expert0 = first;  // the node's experts start at 0
+      std::memset(y.mapped, 0, y_n * 4);             // what fill_zero does before the runner's expert matmuls
+      gpu.begin();
+      gpu.dispatch(p,
+                   gpu.bind(p, {wb.buffer, xb.buffer, unused.buffer, unused.buffer, unused.buffer, y.buffer, rb.buffer,
+                                bb.buffer}),
+                   &push, (rows + n_rows - 1) / n_rows, by_item ? (items + wg - 1) / wg : (items + 3) / 4);
+      gpu.submit();
+      const auto* got = static_cast<const float*>(y.mapped);
+      int bad = 0;
+      for (int64_t i = 0; i < y_n && bad < 5; ++i) {
+        const bool ok = std::fabs(got[i] - want[i]) <= tol;
+        if (!ok) ++bad;
+        EXPECT_TRUE(ok) << "mode " << mode << (by_item ? " by item" : " by row") << ": value " << i << ": " << got[i]
+                        << " != " << want[i] << " (without biases " << unbiased[i] << ")";
+      }
+    }
+    for (Buffer* b : {&xb, &y}) gpu.destroy(*b);
+  }
+  for (Buffer* b : {&wb, &rb, &bb, &unused}) gpu.destroy(*b);
 }
 
 INSTANTIATE_TEST_SUITE_P(Types, VkBlocks,

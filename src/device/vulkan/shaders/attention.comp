@@ -3,7 +3,8 @@
 // keys in chunks of 64 (a score each thread), an online softmax across chunks, and each thread
 // accumulating the output dims tid, tid + 64, ... (head_dim <= 256). Token t sees the keys of its
 // slot at positions 0..pos[t] (this step's already stored by kv_store.comp); with a sliding window,
-// the last `window` of them.
+// the last `window` of them. A head's sink (gpt-oss), where it has one, is one more logit in its
+// softmax's denominator only: the online softmax starts at it (max the sink, sum exp(0)).
 #include "common.glsl"
 layout(local_size_x = 64) in;
 layout(std430, binding = 0) readonly buffer Q { float q[]; };
@@ -21,11 +22,13 @@ float vval(uint i) { return vc[i]; }
 layout(std430, binding = 3) readonly buffer T { int tok[]; };
 layout(std430, binding = 4) writeonly buffer O { float o[]; };
 layout(std430, binding = 5) readonly buffer B { int base[]; };  // windowed: row r holds position base[slot] + r
+layout(std430, binding = 6) readonly buffer S { float sinks[]; };  // per local q head, where has_sinks
 layout(push_constant) uniform P {
   uint n_q, n_kv, head_dim, n_ctx, q_head_begin, kv_begin, group;
   float scale;
   uint window;  // 0: none
   uint windowed;
+  uint has_sinks;
 } p;
 shared float qs[256];
 shared float ps[64];
@@ -41,7 +44,7 @@ void main() {
   barrier();
   // Key j's row: j - base (a whole run of the window, never wrapping).
   const uint cache = (slot * p.n_kv + kv) * p.n_ctx * hd - (p.windowed != 0 ? uint(base[slot]) * hd : 0);
-  float m = -1.0 / 0.0, l = 0.0;
+  float m = p.has_sinks != 0 ? sinks[h] : -1.0 / 0.0, l = p.has_sinks != 0 ? 1.0 : 0.0;
   float acc[4] = float[4](0.0, 0.0, 0.0, 0.0);
   for (uint j0 = first; j0 < n_valid; j0 += 64) {
     const uint j = j0 + tid;

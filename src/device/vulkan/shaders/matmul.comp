@@ -7,6 +7,8 @@
 // MODE 1: experts (gate/up): slot t * n_used + j of token t gets W[expert e_tj] x[t] when this
 //         buffer holds e_tj (y zero-filled before).
 // MODE 2: experts' down and weighted sum: y[t] += sum_j weight_tj W[e_tj] x[t * n_used + j].
+// With has_bias, modes 1 and 2 add expert e's bias (gpt-oss) to W[e] x before any weight scales it:
+// bias[bias_expert0 + e - expert_first][rows], this buffer's experts among the node's.
 #include "common.glsl"
 #extension GL_KHR_shader_subgroup_arithmetic : require
 #extension GL_KHR_shader_subgroup_shuffle : require
@@ -30,17 +32,20 @@ layout(std430, binding = 3) readonly buffer AD { float ad[]; };
 layout(std430, binding = 4) readonly buffer AS { float as_[]; };
 layout(std430, binding = 5) buffer Y { float y[]; };
 layout(std430, binding = 6) readonly buffer R { float routes[]; };
+layout(std430, binding = 7) readonly buffer BI { float bias[]; };
 layout(push_constant) uniform P {
-  uint rows, cols, n_tok, mode, n_used, expert_first, n_experts, y_row0, w_row0, y_stride;
+  uint rows, cols, n_tok, mode, n_used, expert_first, n_experts, y_row0, w_row0, y_stride, has_bias, bias_expert0;
 } p;
 #include "blocks.glsl"
 shared float partial[TILE][64];  // per subgroup (a workgroup of up to 64 of them)
 
-// The weight row, input row and weight of item i's j-th term; false where this buffer lacks its expert.
-bool term(uint r, uint item, uint j, out uint w_row, out uint x_row, out float weight) {
+// The weight row, input row, weight and bias of item i's j-th term; false where this buffer lacks
+// its expert.
+bool term(uint r, uint item, uint j, out uint w_row, out uint x_row, out float weight, out float b) {
   w_row = p.w_row0 + r;
   x_row = item;
   weight = 1.0;
+  b = 0.0;
   if (p.mode == 0) return true;
   const uint t = p.mode == 1 ? item / p.n_used : item;
   const uint jj = p.mode == 1 ? item % p.n_used : j;
@@ -49,6 +54,7 @@ bool term(uint r, uint item, uint j, out uint w_row, out uint x_row, out float w
   w_row = uint(e) * p.rows + r;
   x_row = p.mode == 1 ? t : t * p.n_used + jj;
   if (p.mode == 2) weight = routes[t * 2 * p.n_used + p.n_used + jj];
+  if (p.has_bias != 0) b = bias[(p.bias_expert0 + uint(e)) * p.rows + r];
   return true;
 }
 
@@ -65,12 +71,12 @@ void main_by_item() {
     bool held = false;
     for (uint j = 0; j < n_inner; ++j) {
       uint w_row, x_row;
-      float weight;
-      if (!term(r, item, j, w_row, x_row, weight)) continue;
+      float weight, bias_v;
+      if (!term(r, item, j, w_row, x_row, weight, bias_v)) continue;
       held = true;
       float s = 0.0;
       for (uint b = 0; b < nb; ++b) s += block_dot(w_row, b, x_row);
-      acc += weight * s;
+      acc += weight * (s + bias_v);
     }
     if (p.mode == 0) y[item * p.y_stride + p.y_row0 + r] = acc;
     else if (p.mode == 1) {
@@ -98,9 +104,9 @@ void main() {
       if (item0 + i < n_items) {
         for (uint j = 0; j < n_inner; ++j) {
           uint w_row, x_row;
-          float weight;
-          if (!term(r, item0 + i, j, w_row, x_row, weight)) continue;
-          float s = 0.0;
+          float weight, bias_v;
+          if (!term(r, item0 + i, j, w_row, x_row, weight, bias_v)) continue;
+          float s = tid == 0 ? bias_v : 0.0;  // the bias once, in the first thread's part of the sum
 #if defined(BLOCK_PARTS)
           if (SPLIT) {
             for (uint q = tid; q < nb * BLOCK_PARTS; q += wg) {
@@ -135,8 +141,8 @@ void main() {
         if (p.mode == 0) y[item * p.y_stride + p.y_row0 + r] = sums[i];
         else if (p.mode == 1) {
           uint w_row, x_row;
-          float weight;
-          if (term(r, item, 0, w_row, x_row, weight)) y[item * p.rows + r] = sums[i];
+          float weight, bias_v;
+          if (term(r, item, 0, w_row, x_row, weight, bias_v)) y[item * p.rows + r] = sums[i];
         } else y[item * p.rows + r] += sums[i];
       }
     }
