@@ -3,8 +3,7 @@
 // split into one ymm (values 0..15 low lane, 16..31 high), vpshufb maps them to grid levels, and
 // signed levels times signed activations go through vpmaddubsw as |level| x (activation with the
 // level's sign; a level 0 of MXFP4 zeroes both): |pair sums| <= 2 x 127 x 127 fit int16. IQ4_NL and
-// MXFP4 differ only in their grid and their blocks' scale (block_scale: fp16 by F16C, E8M0 by its
-// bits).
+// MXFP4 differ only in their grid and their blocks' scale (simd_scale).
 #include "kernels/iquants.h"
 
 #include "kernels/iquants_impl.h"

@@ -185,14 +185,15 @@ uint8_t nearest_mxfp4(float x, float d) {
 // ggml's quantize_row_mxfp4_ref: e = floor(log2(amax)) - 2 + 127, so that d = 2^(e - 128) puts amax
 // at 8 .. 16 d, the grid's top level 12 d (the larger magnitudes are clipped to it, as the OCP
 // spec's rule has it). floor(log2) is taken exactly (ilogb; ggml's floorf(log2f) can round up
-// just below a power of two), and e clamped to the byte (ggml's cast is undefined past it).
+// just below a power of two), and e clamped to the byte (ggml's cast is undefined past it; ilogb of
+// an infinity is INT_MAX, clamped before the sum).
 void quantize_row_mxfp4_ref(const float* src, void* dst, int64_t n) {
   auto* b = static_cast<BlockMXFP4*>(dst);
   uint8_t idx[kQK4NL];
   for (int64_t i = 0; i < n / kQK4NL; ++i, src += kQK4NL) {
     float amax = 0;
     for (int j = 0; j < kQK4NL; ++j) amax = std::max(amax, std::fabs(src[j]));
-    const int e = amax > 0 ? std::clamp(std::ilogb(amax) - 2 + 127, 0, 255) : 0;
+    const int e = amax > 0 ? std::clamp(std::ilogb(amax), 2 - 127, 255 + 2 - 127) - 2 + 127 : 0;
     b[i].e = static_cast<uint8_t>(e);
     const float d = e8m0_half(b[i].e);
     for (int j = 0; j < kQK4NL; ++j) idx[j] = nearest_mxfp4(src[j], d);

@@ -173,6 +173,10 @@ TEST(IQuants, MxQuantizerPicksGgmlsExponent) {
     const float d = std::ldexp(1.f, c.e - 128);
     EXPECT_EQ(y[3], c.amax >= 10 * d ? -12 * d : -8 * d) << "amax " << c.amax;
   }
+  // An infinite value: the largest exponent, not an overflow of ilogb's INT_MAX.
+  std::vector<float> inf(32, 1.f);
+  inf[5] = INFINITY;
+  EXPECT_EQ(reinterpret_cast<const BlockMXFP4*>(quantize(DType::MXFP4, inf).data())->e, 255);
   // Midway between two levels (1 and 1.5 at d = 0.125: 8 d and 12 d), the lower nibble: 8 d.
   std::vector<float> x(32, 0.f);
   x[0] = 1.25f;
