@@ -16,7 +16,7 @@ set(WEFT_VK_SHADERS
   "attention_f16|attention|-DKV_F16"
   "mem_read|mem_read|"
   "mem_fill|mem_read|-DFILL")
-foreach(t f32 f16 bf16 q4_0 q4_1 q5_0 q5_1 q8_0 q2_k q3_k q4_k q5_k q6_k iq4_nl iq4_xs)
+foreach(t f32 f16 bf16 q4_0 q4_1 q5_0 q5_1 q8_0 q2_k q3_k q4_k q5_k q6_k iq4_nl iq4_xs mxfp4)
   string(TOUPPER ${t} T)
   list(APPEND WEFT_VK_SHADERS "matmul_${t}|matmul|-DTYPE_${T}")
 endforeach()

@@ -169,16 +169,17 @@ INSTANTIATE_TEST_SUITE_P(
                       SplitCase{"vk_vk_cpu_layer_uneven", "vk:0,vk:0,cpu:1", SplitMode::Layer, {2, 1, 3}}),
     [](const auto& p) { return p.param.name; });
 
-// A q8_0 model gen-model writes in memory, and the file over its bytes.
+// A model gen-model writes in memory, and the file over its bytes.
 struct Generated {
   std::vector<uint8_t> bytes;
   std::unique_ptr<gguf::File> file;
 };
-Generated generate(const std::string& preset, const std::string& arch, uint64_t seed, int64_t sliding_window = 0) {
+Generated generate(const std::string& preset, const std::string& arch, uint64_t seed, int64_t sliding_window = 0,
+                   const std::string& type = "q8_0") {
   tools::GenModelOptions o;
   o.preset = preset;
   o.arch = arch;
-  o.type = "q8_0";
+  o.type = type;
   o.seed = seed;
   o.sliding_window = sliding_window;
   Generated g{tools::generate_model_bytes(o), nullptr};
@@ -225,16 +226,19 @@ TEST(VkFamilies, GreedyTokensMatchOneCpuDevice) {
 // gpt-oss (attention sinks, biases on q/k/v/o, the router and every expert, the clamped SwiGLU, a
 // softmax over the selected experts' logits, a window of 4 every other layer, YaRN) on a vk device
 // alone and split with a CPU device, its experts cut by rows (each expert's gate/up biases sliced
-// with its features, down's added once) and handed out whole (the biases of the experts held).
+// with its features, down's added once) and handed out whole (the biases of the experts held). In
+// q8_0 and as its own files come (llama-quantize's MXFP4_MOE: the experts mxfp4, the rest q8_0).
 TEST(VkFamilies, GptOssGreedyTokensMatchOneCpuDevice) {
-  const Generated m = generate("tiny-moe", "gpt-oss", 7, 4);
-  const gguf::File* f = m.file.get();
-  const auto prompt = some_prompt(320, 11);
-  const auto ref = greedy(*f, small_steps(single()), prompt, kTokens);
-  EXPECT_EQ(greedy(*f, small_steps(on("vk:0")), prompt, kTokens), ref) << "vk:0";
-  for (MoeSplit s : {MoeSplit::Tensor, MoeSplit::Expert})
-    EXPECT_EQ(greedy(*f, small_steps(on("vk:0,cpu:1", SplitMode::Tensor, {1, 2}, s)), prompt, kTokens), ref)
-        << "vk:0,cpu:1 " << parallel::moe_split_name(s);
+  for (const std::string type : {"q8_0", "mxfp4"}) {
+    const Generated m = generate("tiny-moe", "gpt-oss", 7, 4, type);
+    const gguf::File* f = m.file.get();
+    const auto prompt = some_prompt(320, 11);
+    const auto ref = greedy(*f, small_steps(single()), prompt, kTokens);
+    EXPECT_EQ(greedy(*f, small_steps(on("vk:0")), prompt, kTokens), ref) << type << " vk:0";
+    for (MoeSplit s : {MoeSplit::Tensor, MoeSplit::Expert})
+      EXPECT_EQ(greedy(*f, small_steps(on("vk:0,cpu:1", SplitMode::Tensor, {1, 2}, s)), prompt, kTokens), ref)
+          << type << " vk:0,cpu:1 " << parallel::moe_split_name(s);
+  }
 }
 
 // A vk device and a worker process in one Gloo group (all-reduces across processes).

@@ -64,7 +64,8 @@ int act_format(DType t) {
     case DType::Q4_0:
     case DType::Q5_0:
     case DType::Q8_0:
-    case DType::IQ4_NL: return 0;
+    case DType::IQ4_NL:
+    case DType::MXFP4: return 0;
     case DType::Q4_1:
     case DType::Q5_1: return 1;
     case DType::Q2_K:
@@ -95,7 +96,8 @@ bool has_matmul(DType t) {
     case DType::Q5_K:
     case DType::Q6_K:
     case DType::IQ4_NL:
-    case DType::IQ4_XS: return true;
+    case DType::IQ4_XS:
+    case DType::MXFP4: return true;
     default: return false;
   }
 }
@@ -159,7 +161,7 @@ VkGraphRunner::Matrix VkGraphRunner::upload_matrix(const kernels::WeightMatrix& 
   if (!has_matmul(m.type))
     fail("vulkan",
          "{}: weight type {} has no Vulkan kernel yet (supported: f32 f16 bf16 q4_0 q4_1 q5_0 q5_1 q8_0 q2_k q3_k q4_k "
-         "q5_k q6_k iq4_nl iq4_xs)",
+         "q5_k q6_k iq4_nl iq4_xs mxfp4)",
          what, dtype_name(m.type));
   WEFT_ASSERT(m.layout == kernels::WeightLayout::Rows);
   Matrix out;

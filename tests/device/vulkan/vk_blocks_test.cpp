@@ -253,8 +253,8 @@ TEST(VkExperts, EachSlotAddsItsExpertsBiasBeforeTheRouteWeight) {
 
 INSTANTIATE_TEST_SUITE_P(Types, VkBlocks,
                          testing::Values(DType::Q4_0, DType::Q4_1, DType::Q5_0, DType::Q5_1, DType::Q8_0, DType::IQ4_NL,
-                                         DType::Q2_K, DType::Q3_K, DType::Q4_K, DType::Q5_K, DType::Q6_K,
-                                         DType::IQ4_XS),
+                                         DType::Q2_K, DType::Q3_K, DType::Q4_K, DType::Q5_K, DType::Q6_K, DType::IQ4_XS,
+                                         DType::MXFP4),
                          [](const testing::TestParamInfo<DType>& p) { return std::string(dtype_name(p.param)); });
 
 }  // namespace

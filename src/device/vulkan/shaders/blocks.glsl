@@ -99,9 +99,14 @@ float block_dot(uint row, uint b, uint xr) {
 }
 #endif  // legacy types
 
-#if defined(TYPE_IQ4_NL) || defined(TYPE_IQ4_XS)
+#if defined(TYPE_IQ4_NL) || defined(TYPE_IQ4_XS) || defined(TYPE_MXFP4)
+#if defined(TYPE_MXFP4)
+// ggml's kvalues_mxfp4 (kernels/iquants_impl.h kGridMxfp4): E2M1's values doubled, bit 3 the sign.
+const int kGrid[16] = int[16](0, 1, 2, 3, 4, 6, 8, 12, 0, -1, -2, -3, -4, -6, -8, -12);
+#else
 // ggml's kvalues_iq4nl (kernels/iquants_impl.h kGrid): the level each nibble stands for.
 const int kGrid[16] = int[16](-127, -104, -83, -65, -49, -35, -22, -10, 1, 13, 25, 38, 53, 69, 89, 113);
+#endif
 // Integer dot of 32 values of paired nibbles at qs (value j: low nibble of byte j, value j + 16:
 // its high nibble, Q4_0's pairing) with the 32 activations at a0.
 int grid_dot(uint qs, uint a0) {
@@ -114,13 +119,27 @@ int grid_dot(uint qs, uint a0) {
 }
 #endif
 
-#if defined(TYPE_IQ4_NL)
+#if defined(TYPE_IQ4_NL) || defined(TYPE_MXFP4)
 #define QK 32
-float block_dot(uint row, uint b, uint xr) {  // 18 bytes: d (f16), qs[16]; Q8_0 activations
+#if defined(TYPE_MXFP4)
+// 17 bytes: the E8M0 exponent e, qs[16]. Its scale 2^(e - 128) as ggml's GGML_E8M0_TO_FP32_HALF
+// builds it (kernels e8m0_half: the doubled grid's half of 2^(e - 127)): float bits (e - 1) << 23,
+// or for e < 2 the subnormals 2^-128 and 2^-127 (which a device that flushes subnormals reads as 0:
+// blocks of magnitude 2^-125 at most).
+#define GRID_BLOCK_BYTES 17
+float grid_scale(uint o) {
+  const uint e = wb(o);
+  return uintBitsToFloat(e < 2 ? 0x00200000u << e : (e - 1) << 23);
+}
+#else
+#define GRID_BLOCK_BYTES 18  // d (f16), qs[16]
+float grid_scale(uint o) { return wf16(o); }
+#endif
+float block_dot(uint row, uint b, uint xr) {  // Q8_0 activations
   const uint nb = p.cols / QK;
-  const uint o = (row * nb + b) * 18, ab = xr * nb + b;
+  const uint o = (row * nb + b) * GRID_BLOCK_BYTES, ab = xr * nb + b;
   // precise: not fused with the matmul's sum of blocks into an FMA, which rounds unlike the CPU
-  precise float r = (wf16(o) * ad[ab]) * float(grid_dot(o + 2, ab * QK));
+  precise float r = (grid_scale(o) * ad[ab]) * float(grid_dot(o + GRID_BLOCK_BYTES - 16, ab * QK));
   return r;
 }
 #endif
