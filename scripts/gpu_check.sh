@@ -25,6 +25,7 @@
 # Knobs: BUNDLE=gpu-bundle  OUT=${OUT:-gpu-check-out}  WORK=/tmp/weft-gpu (models, scratch)
 #   PRESETS="500m 8b-shape"  TYPES="q4_0 q4_k_m"  PP=512  TG=128  REPS=3  CPU_THREADS="NPROC NPROC/2"
 #   CPU_PP=128  CPU_TG=32  BUDGET_S=470 (seconds for the whole run)  SKIP_TESTS=1
+#   FAMILIES="gpt-oss:tiny-moe:mxfp4 ..." (ARCH:PRESET:TYPE models whose greedy tokens vk:0 must match)
 #   NEED_GPU=auto (1: vk:0 must be a GPU, or every vk step is skipped; auto: 1 where nvidia-smi runs)
 set -uo pipefail
 cd "$(dirname "$0")/.." || exit 2
@@ -33,6 +34,7 @@ BUNDLE=$(cd "${BUNDLE:-gpu-bundle}" 2>/dev/null && pwd) || { echo "gpu_check: no
 OUT=${OUT:-gpu-check-out}
 WORK=${WORK:-/tmp/weft-gpu}
 PRESETS=${PRESETS:-"500m 8b-shape"}
+FAMILIES=${FAMILIES:-"gpt-oss:tiny-moe:mxfp4 gpt-oss:tiny-moe:q8_0 gemma3:tiny:q8_0 phi3:tiny:q4_0"}
 TYPES=${TYPES:-"q4_0 q4_k_m"}
 PP=${PP:-512}
 TG=${TG:-128}
@@ -223,6 +225,15 @@ if [ "$have_vk" = 1 ]; then
     "| model | tokens |" "| --- | --- |"
   equality "$BUNDLE/models/stories260K.gguf"
   for m in "${models[@]}"; do equality "$m"; done
+  for f in $FAMILIES; do  # ARCH:PRESET:TYPE: each family's own ops (sinks, windows, fused tensors) on the GPU
+    IFS=: read -r arch preset type <<<"$f"
+    m=$WORK/models/$arch-$preset-$type.gguf
+    if run 120 /dev/null "$WEFT" gen-model --arch "$arch" --preset "$preset" --type "$type" -o "$m"; then
+      equality "$m"
+    else
+      log "gen-model $f: did not finish"
+    fi
+  done
 fi
 
 # --- 4. measurements on vk:0 ---
