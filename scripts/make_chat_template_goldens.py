@@ -23,10 +23,8 @@ ROOT = pathlib.Path(__file__).resolve().parent.parent
 DIR = ROOT / "tests" / "data" / "chat_templates"
 NOW = datetime.datetime(2025, 3, 14, 9, 26, 53)
 
-# The BOS and EOS texts of the templates of the families weft runs: their models' tokenizers' (llama.cpp
-# passes them as bos_token and eos_token; "" where the model has none). Other templates get
-# DEFAULT_TOKENS.
-DEFAULT_TOKENS = ("<s>", "</s>")
+# Each template's BOS and EOS texts: its model's tokenizer's (llama.cpp passes them as bos_token
+# and eos_token; "" where the model has none).
 TOKENS = {
     "meta-llama-Llama-3.1-8B-Instruct": ("<|begin_of_text|>", "<|eot_id|>"),
     "meta-llama-Llama-3.2-3B-Instruct": ("<|begin_of_text|>", "<|eot_id|>"),
@@ -112,10 +110,8 @@ def environment():
 def main():
     env = environment()
     out = {"now": [NOW.year, NOW.month, NOW.day, NOW.hour, NOW.minute, NOW.second], "renders": []}
-    for path in sorted(DIR.glob("*.jinja")):
-        name = path.stem
-        bos, eos = TOKENS.get(name, DEFAULT_TOKENS)
-        source = path.read_text(encoding="utf-8")
+    for name, (bos, eos) in TOKENS.items():
+        source = (DIR / f"{name}.jinja").read_text(encoding="utf-8")
         template = env.from_string(source)
         for case, messages, tools, add_gen in CASES:
             ctx = {"messages": messages, "add_generation_prompt": add_gen, "bos_token": bos, "eos_token": eos}
@@ -126,7 +122,7 @@ def main():
                 entry["expected"] = template.render(**ctx)
             except RuntimeError as e:  # raise_exception: the template refuses the conversation
                 entry["raises"] = str(e)
-            except Exception as e:  # noqa: BLE001 - a Python type error (a generator to tojson, say)
+            except Exception as e:  # noqa: BLE001 - any other failure: weft must fail too
                 entry["fails"] = f"{type(e).__name__}: {e}"
             out["renders"].append(entry)
     path = DIR / "goldens.json"

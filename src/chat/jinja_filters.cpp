@@ -170,7 +170,6 @@ Value f_reverse(Interpreter& in, const Value& v, CallArgs& a) {
 // map / select / reject / selectattr / rejectattr share the walk.
 Value f_map(Interpreter& in, const Value& v, CallArgs& a) {
   List out;
-  if (!v.truthy()) return Value(std::move(out));  // Jinja2 maps nothing over a false value (none, [])
   const Value attr = a.get(99, "attribute");
   if (!attr.is_undefined()) {
     const Value dflt = a.get(99, "default");
@@ -194,7 +193,6 @@ Value f_map(Interpreter& in, const Value& v, CallArgs& a) {
 
 Value select_impl(Interpreter& in, const Value& v, CallArgs& a, bool keep, bool by_attr) {
   List out;
-  if (!v.truthy()) return Value(std::move(out));  // as map: none selects nothing
   size_t first_test_arg = 0;
   std::string attr;
   if (by_attr) {
@@ -434,20 +432,25 @@ Value f_wordcount(Interpreter&, const Value& v, CallArgs& a) {
   return Value(n);
 }
 
-Value f_safe(Interpreter& in, const Value& v, CallArgs& a) {
+Value f_safe(Interpreter&, const Value& v, CallArgs& a) {
   a.check("safe", 0);
-  return v.is_markup() ? v : Value::markup(in.make_string(to_str(v)).str());
+  return v;
 }
 
-// escape leaves markup as it is; forceescape escapes it again.
 Value f_escape(Interpreter& in, const Value& v, CallArgs& a) {
   a.check("escape", 0);
-  return v.is_markup() ? v : Value::markup(in.make_string(html_escape(to_str(v))).str());
-}
-
-Value f_forceescape(Interpreter& in, const Value& v, CallArgs& a) {
-  a.check("forceescape", 0);
-  return Value::markup(in.make_string(html_escape(to_str(v))).str());
+  std::string out;
+  for (char c : to_str(v)) {
+    switch (c) {
+      case '&': out += "&amp;"; break;
+      case '<': out += "&lt;"; break;
+      case '>': out += "&gt;"; break;
+      case '"': out += "&#34;"; break;
+      case '\'': out += "&#39;"; break;
+      default: out += c;
+    }
+  }
+  return in.make_string(std::move(out));
 }
 
 Value f_attr(Interpreter&, const Value& v, CallArgs& a) {
@@ -473,7 +476,7 @@ const std::map<std::string, Filter, std::less<>>& filters() {
       {"escape", f_escape},
       {"first", f_first},
       {"float", f_float},
-      {"forceescape", f_forceescape},
+      {"forceescape", f_escape},
       {"format", f_format},
       {"indent", f_indent},
       {"int", f_int},

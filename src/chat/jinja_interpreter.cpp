@@ -564,13 +564,7 @@ Value arithmetic(Interpreter& in, const std::string& op, const Value& l, const V
           std::string(r.type_name()) + "'");
   };
   if (op == "+") {
-    if (l.is_markup() != r.is_markup() && l.is_string() && r.is_string())  // the plain side is escaped
-      return Value::markup(
-          in.make_string(l.is_markup() ? l.str() + html_escape(r.str()) : html_escape(l.str()) + r.str()).str());
-    if (l.is_string() && r.is_string()) {
-      Value sum = in.make_string(l.str() + r.str());
-      return l.is_markup() ? Value::markup(sum.str()) : sum;
-    }
+    if (l.is_string() && r.is_string()) return in.make_string(l.str() + r.str());
     if (l.is_list() && r.is_list()) {
       check_list_size(l.list().size() + r.list().size());
       in.charge(4 * (l.list().size() + r.list().size()));

@@ -69,15 +69,13 @@ class Lexer {
     const size_t tag = next_tag(pos);
     const size_t text_end = tag == std::string::npos ? src_.size() : tag;
     std::string text = src_.substr(pos, text_end - pos);
-    size_t text_start = pos;  // where the text left after the previous tag's trimming starts
+    const size_t text_start = pos;
     if (strip_next_) {
       size_t b = 0;
       while (b < text.size() && is_space(text[b])) ++b;
       text.erase(0, b);
-      text_start += b;
     } else if (trim_newline_next_ && !text.empty() && text[0] == '\n') {
       text.erase(0, 1);
-      ++text_start;
     }
     strip_next_ = trim_newline_next_ = false;
     if (tag != std::string::npos) {
@@ -100,8 +98,7 @@ class Lexer {
     return tag_tokens(tag, p, kind == '{');
   }
 
-  // lstrip_blocks: the spaces and tabs between a line's start and a block tag go. The text starts
-  // a line when what came before it (a newline trim_blocks or '-' took included) ends with one.
+  // lstrip_blocks: the spaces and tabs between a line's start and a block tag go.
   void lstrip_block(std::string& text, size_t text_start) const {
     const size_t nl = text.rfind('\n');
     const bool line_start = nl != std::string::npos || text_start == 0 || src_[text_start - 1] == '\n';

@@ -65,27 +65,6 @@ Value Value::none() {
 
 Value::Value(std::string s) : kind_(Kind::String), ptr_(std::make_shared<std::string>(std::move(s))) {}
 
-Value Value::markup(std::string s) {
-  Value v(std::move(s));
-  v.flag_ = true;
-  return v;
-}
-
-std::string html_escape(std::string_view s) {
-  std::string out;
-  for (char c : s) {
-    switch (c) {
-      case '&': out += "&amp;"; break;
-      case '<': out += "&lt;"; break;
-      case '>': out += "&gt;"; break;
-      case '"': out += "&#34;"; break;
-      case '\'': out += "&#39;"; break;
-      default: out += c;
-    }
-  }
-  return out;
-}
-
 Value::Value(List l, bool tuple) : kind_(Kind::Array), flag_(tuple), ptr_(std::make_shared<List>(std::move(l))) {}
 
 Value::Value(Dict d, bool is_namespace)

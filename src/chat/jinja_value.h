@@ -79,10 +79,6 @@ class Value {
   bool is_string() const { return kind_ == Kind::String; }
   bool is_list() const { return kind_ == Kind::Array; }
   bool is_tuple() const { return kind_ == Kind::Array && flag_; }
-  // Markup (what |safe and |escape make): adding plain text to it HTML-escapes that text, as
-  // markupsafe's Markup.__add__ does even with autoescape off.
-  bool is_markup() const { return kind_ == Kind::String && flag_; }
-  static Value markup(std::string s);
   bool is_dict() const { return kind_ == Kind::Object && !flag_; }
   bool is_namespace() const { return kind_ == Kind::Object && flag_; }
   bool is_callable() const { return kind_ == Kind::Function; }
@@ -104,7 +100,7 @@ class Value {
 
  private:
   Kind kind_ = Kind::Undefined;
-  bool flag_ = false;  // List: a tuple; Dict: a namespace; String: markup
+  bool flag_ = false;  // List: a tuple; Dict: a namespace
   // 32 bytes a value (templates may build long lists): the number, or one shared pointer whose
   // type the kind says: std::string (String, and Undefined's name), List, Dict or Callable.
   union {
@@ -124,8 +120,6 @@ std::string to_str(const Value& v);
 std::string repr(const Value& v, int depth = 0);
 // Python's repr() of a float: shortest round trip, "1.0", "1e-05", "1e+16".
 std::string float_repr(double d);
-// markupsafe's escape: & < > " ' as HTML entities.
-std::string html_escape(std::string_view s);
 
 // An error inside the engine before it knows where in the template it happened (a built-in
 // filter's bad argument, an unorderable comparison); the interpreter turns it into a weft::Error

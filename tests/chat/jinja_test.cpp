@@ -105,7 +105,6 @@ TEST(Jinja, Filters) {
     {"{{ xs | sort }} {{ xs | sort(reverse=true) }} {{ ['b', 'A', 'c'] | sort }} {{ xs | reverse | list }} {{ 'abc' | reverse }} {{ [1, 2, 1, 3] | unique | list }}", "[1, 2, 3] [3, 2, 1] ['A', 'b', 'c'] [2, 1, 3] cba [1, 2, 3]"},
     {"{{ d | dictsort }} {{ d | items | list }} {{ d | list }} {{ 'ab' | list }}", "[('a', 1), ('b', 2), ('C', 3)] [('b', 2), ('a', 1), ('C', 3)] ['b', 'a', 'C'] ['a', 'b']"},
     {"{{ msgs | map(attribute='role') | list }} {{ msgs | selectattr('role', 'equalto', 'user') | map(attribute='content') | join }} {{ msgs | rejectattr('role', 'eq', 'system') | list | length }}", "['system', 'user', 'assistant'] Hi 2"},
-    {"{{ n | map(attribute='x') | list }}{{ n | selectattr('x') | list }}", "[][]"},
     {"{{ xs | select('odd') | list }} {{ xs | reject('odd') | list }} {{ [0, 1, '', 'a'] | select | list }} {{ ['a', 'B'] | map('upper') | list }}", "[3, 1] [2] [1, 'a'] ['A', 'B']"},
     {"{{ -3 | abs }} {{ 2.567 | round(2) }} {{ 2.5 | round }} {{ 2.1 | round(0, 'ceil') }} {{ xs | sum }} {{ xs | max }} {{ xs | min }}", "3 2.57 2.0 3.0 6 3 1"},
     {"{{ 'a\\nb\\n\\nc' | indent(2) }}|{{ 'a\\nb' | indent(2, true) }}|{{ 'ab' | center(6) }}|{{ 'one two  three' | wordcount }}", "a\n  b\n\n  c|  a\n  b|  ab  |3"},
@@ -113,8 +112,6 @@ TEST(Jinja, Filters) {
     {"{{ d | tojson }} {{ msgs[1] | tojson }} {{ [1, 2.0, 'é', none, true] | tojson }} {{ 'a\"b\\\\c\\n' | tojson }}", "{\"b\": 2, \"a\": 1, \"C\": 3} {\"role\": \"user\", \"content\": \"Hi\"} [1, 2.0, \"é\", null, true] \"a\\\"b\\\\c\\n\""},
     {"{{ d | tojson(indent=2) }}|{{ {'a': [], 'b': {}} | tojson(indent=2) }}|{{ d | tojson(separators=(',', ':')) }}|{{ d | tojson(sort_keys=true) }}|{{ 'é' | tojson(ensure_ascii=true) }}", "{\n  \"b\": 2,\n  \"a\": 1,\n  \"C\": 3\n}|{\n  \"a\": [],\n  \"b\": {}\n}|{\"b\":2,\"a\":1,\"C\":3}|{\"C\": 3, \"a\": 1, \"b\": 2}|\"\\u00e9\""},
     {"{% filter upper %}up {{ s | trim }}{% endfilter %}", "UP HELLO WORLD"},
-    // markupsafe: plain text added to markup is escaped (functionary v3.1's template relies on it)
-    {"{{ 'a'|safe + '<b>' }}|{{ '<b>' + 'x'|safe }}|{{ ('<i>'|e) + '&' }}|{{ '<i>'|e|e }}|{{ '<i>'|e|forceescape }}|{{ 'a'|safe ~ '<b>' }}", "a&lt;b&gt;|&lt;b&gt;x|&lt;i&gt;&amp;|&lt;i&gt;|&amp;lt;i&amp;gt;|a<b>"},
   });
   // clang-format on
 }
@@ -167,8 +164,6 @@ TEST(Jinja, WhitespaceControlAsTransformersSetsIt) {
     {"a  {%+ if true %}b{% endif %}", "a  b"},
     {"{{ 'x' }}\n{{ 'y' }}\n", "x\ny"},
     {"x {# c #}\ny\n  {# c2 #}\nz", "x y\nz"},
-    // a line whose newline trim_blocks took still starts a line for lstrip_blocks (GLM-4.6's template)
-    {"{% if true %}\n    {% set x = 1 %}a\n{%- endif %}\n  {% if true %}b{% endif %}", "ab"},
   });
   // clang-format on
 }
