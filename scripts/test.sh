@@ -70,4 +70,5 @@ if command -v clang++ >/dev/null; then
   fuzz frame_fuzz     # the frame header and every session message decoder a worker runs on network bytes
   fuzz kv_store_fuzz  # the rendezvous store's messages and its entry tags
   fuzz announce_fuzz  # the discovery datagrams (worker announcements, queries) from anyone on the segment
+  fuzz jinja_fuzz     # the Jinja engine on template text (a model file's chat template)
 fi

@@ -43,13 +43,16 @@ void report(const Log& log, const runtime::TurnResult& r, int n_ctx) {
 
 }  // namespace
 
-chat::Template chat_template(const RunArgs& a, const gguf::File& file) {
+chat::Template chat_template(const RunArgs& a, const gguf::File& file, const tokenizer::Tokenizer& tok) {
   const Log log(a);
   const std::string named =
       a.chat_template_file.empty() ? a.chat_template : read_text_file(a.chat_template_file, "--chat-template-file");
-  const chat::Template tmpl = chat::Template::resolve(file, named);
+  const chat::Template tmpl = chat::Template::resolve(file, named, chat::SpecialTokens::of(tok));
   if (tmpl.fell_back())
     log.info("weft: the model has no chat template (tokenizer.chat_template); using chatml, as llama.cpp does");
+  else if (tmpl.is_jinja())
+    log.info("chat template: {}, on the Jinja engine (fallback: {})", named.empty() ? "the model's" : "--chat-template",
+             tmpl.family() ? chat::family_name(*tmpl.family()) : "none");
   else
     log.info("chat template: {} ({})", tmpl.name(), named.empty() ? "the model's" : "--chat-template");
   return tmpl;

@@ -10,8 +10,9 @@
 namespace weft::cli {
 
 // The conversation's template: --chat-template(-file), else the model's (chatml when it has none,
-// said on stderr). Throws naming --chat-template when it is not one weft can render.
-chat::Template chat_template(const RunArgs& a, const gguf::File& file);
+// said on stderr); template text runs on the Jinja engine with `tok`'s BOS and EOS. Throws naming
+// --chat-template when it is not one weft can render.
+chat::Template chat_template(const RunArgs& a, const gguf::File& file, const tokenizer::Tokenizer& tok);
 // Conversation with `tmpl`: -sys, -p as the first message, /exit /clear /regen, Ctrl-C. Returns
 // the exit code (130 after a Ctrl-C exit).
 int run_conversation(const RunArgs& a, const chat::Template& tmpl, runtime::Engine& engine,

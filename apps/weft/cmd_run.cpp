@@ -115,7 +115,7 @@ int run(RunArgs& a, bool chat_command) {
   auto tok = tokenizer::Tokenizer::from_gguf(*file);
   // Before the load: a template weft cannot render is an error that should not wait for it.
   const std::optional<chat::Template> tmpl =
-      a.conversation ? std::optional<chat::Template>(chat_template(a, *file)) : std::nullopt;
+      a.conversation ? std::optional<chat::Template>(chat_template(a, *file, *tok)) : std::nullopt;
   runtime::Engine engine(*file, a.model.engine_options());
   a.model.lock_memory();
   const double load_s = std::chrono::duration<double>(Clock::now() - t0).count();

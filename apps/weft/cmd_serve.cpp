@@ -4,6 +4,7 @@
 // model has loaded, then 200.
 #include "apps/weft/commands.h"
 #include "apps/weft/model_options.h"
+#include "apps/weft/run_args.h"
 #include "chat/chat_template.h"
 #include "core/error.h"
 #include "model/model_config.h"
@@ -34,7 +35,7 @@ struct ServeArgs {
   int slots = 4;
   int max_queue = 32;
   std::string api_key, api_key_file;
-  std::string chat_template;
+  std::string chat_template, chat_template_file;
   std::string alias;
   size_t max_body_bytes = 8u << 20;
   std::vector<std::string> cors_origins;
@@ -95,7 +96,9 @@ int serve(const ServeArgs& a) {
   SignalWatch signals(running);
   auto file = gguf::File::open(a.model.model);
   auto tok = tokenizer::Tokenizer::from_gguf(*file);
-  const auto tmpl = chat::Template::resolve(*file, a.chat_template);
+  const std::string named =
+      a.chat_template_file.empty() ? a.chat_template : read_text_file(a.chat_template_file, "--chat-template-file");
+  const auto tmpl = chat::Template::resolve(*file, named, chat::SpecialTokens::of(*tok));
   if (tmpl.fell_back()) std::fprintf(stderr, "weft serve: the model has no chat template; using chatml\n");
   runtime::EngineOptions eo = a.model.engine_options();
   // -c is the context of all slots together, as llama-server's: each slot holds its share.
@@ -161,7 +164,9 @@ Action add_serve(CLI::App& app) {
                   "with an API key)");
   cmd->add_option(
       "--chat-template", a->chat_template,
-      "chat template: a name (" + chat::template_names() + ") or a template's text (default: the model's own)");
+      "chat template: a name (" + chat::template_names() + ") or a Jinja template's text (default: the model's own)");
+  cmd->add_option("--chat-template-file", a->chat_template_file, "a file holding the chat template (Jinja)")
+      ->excludes("--chat-template");
   cmd->add_option("-a,--alias", a->alias, "model name in replies and /v1/models (default: the file's name)");
   cmd->add_option("--max-body", a->max_body_bytes, "largest request body in bytes (larger: 413)")
       ->check(CLI::Range(size_t{1024}, size_t{1} << 30))

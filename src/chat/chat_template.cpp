@@ -2,10 +2,12 @@
 #include "chat/chat_template.h"
 
 #include "chat/chat_render.h"
+#include "chat/jinja_template.h"
 #include "core/error.h"
 
 #include <algorithm>
 #include <array>
+#include <cstdio>
 
 namespace weft::chat {
 namespace {
@@ -193,32 +195,96 @@ std::string template_names() {
   return out;
 }
 
-Template Template::from_string(std::string_view name_or_source) {
-  if (auto f = detect_family(name_or_source)) return Template(*f);
-  fail("chat", "--chat-template '{}' is neither a built-in template name nor a template weft recognises; names: {}",
-       excerpt(name_or_source), template_names());
+SpecialTokens SpecialTokens::of(const tokenizer::Tokenizer& tok) {
+  SpecialTokens t;
+  if (tok.bos() >= 0) t.bos = tok.piece(tok.bos(), /*special=*/true);
+  if (tok.eos() >= 0) t.eos = tok.piece(tok.eos(), /*special=*/true);
+  t.adds_bos = tok.adds_bos();
+  return t;
 }
 
-Template Template::from_gguf(const gguf::File& file) {
+namespace {
+
+// Template text rather than a name: it has a Jinja tag.
+bool is_template_text(std::string_view s) {
+  return s.find("{{") != std::string_view::npos || s.find("{%") != std::string_view::npos;
+}
+
+}  // namespace
+
+Template Template::from_string(std::string_view name_or_source, const SpecialTokens& tokens) {
+  if (auto f = family_from_name(name_or_source)) return Template(*f);
+  // Not template text: llama.cpp's detection may still read it ("mistral..." is llama2).
+  if (!is_template_text(name_or_source)) {
+    if (auto f = detect_by_content(name_or_source)) return Template(*f);
+    fail("chat", "--chat-template '{}' is neither a built-in template name nor a template weft recognises; names: {}",
+         excerpt(name_or_source), template_names());
+  }
+  const std::optional<Family> legacy = detect_by_content(name_or_source);
+  try {
+    Template t;
+    t.jinja_ = std::make_shared<const JinjaTemplate>(name_or_source);
+    t.family_ = legacy;
+    t.tokens_ = tokens;
+    t.fallback_said_ = std::make_shared<std::atomic<bool>>(false);
+    return t;
+  } catch (const Error& e) {
+    if (!legacy)
+      fail("chat",
+           "the chat template (\"{}\") is not one weft can run: its Jinja does not parse ({}) and it is none of "
+           "llama.cpp's built-in templates; choose one with --chat-template NAME: {}",
+           excerpt(name_or_source), e.message(), template_names());
+    std::fprintf(stderr, "weft: the chat template does not parse as Jinja (%s); using the built-in '%s' renderer\n",
+                 e.message().c_str(), std::string(family_name(*legacy)).c_str());
+    return Template(*legacy);
+  }
+}
+
+Template Template::from_gguf(const gguf::File& file, const SpecialTokens& tokens) {
   const std::optional<std::string> src = file.get_string_opt("tokenizer.chat_template");
   // llama.cpp renders chatml when the model names no template (common_chat_templates_init).
   if (!src || src->empty()) return Template(Family::ChatML, /*fell_back=*/true);
-  if (auto f = detect_family(*src)) return Template(*f);
-  fail("chat",
-       "the model's chat template (tokenizer.chat_template, {} bytes: \"{}\") is not one weft recognises (weft "
-       "renders llama.cpp's built-in templates, without a Jinja engine); choose one with --chat-template NAME: {}",
-       src->size(), excerpt(*src), template_names());
+  return from_string(*src, tokens);
 }
 
-Template Template::resolve(const gguf::File& file, std::string_view override_name_or_source) {
-  return override_name_or_source.empty() ? from_gguf(file) : from_string(override_name_or_source);
+Template Template::resolve(const gguf::File& file, std::string_view override_name_or_source,
+                           const SpecialTokens& tokens) {
+  return override_name_or_source.empty() ? from_gguf(file, tokens) : from_string(override_name_or_source, tokens);
+}
+
+std::string_view Template::name() const { return jinja_ ? "jinja" : family_name(*family_); }
+
+std::string Template::render_jinja(std::span<const Message> messages, bool add_generation_prompt) const {
+  ChatContext c;
+  c.messages = messages_value(messages);
+  c.add_generation_prompt = add_generation_prompt;
+  c.bos_token = tokens_.bos;
+  c.eos_token = tokens_.eos;
+  // llama.cpp passes enable_thinking (true unless reasoning is turned off); templates such as
+  // Qwen3's and Gemma 4's read it.
+  c.extra.set(jinja::Value("enable_thinking"), jinja::Value(true));
+  std::string out = jinja_->render_chat(c);
+  if (tokens_.adds_bos && !tokens_.bos.empty() && out.starts_with(tokens_.bos)) out.erase(0, tokens_.bos.size());
+  return out;
 }
 
 std::string Template::render(std::span<const Message> messages, bool add_generation_prompt) const {
-  return detail::render(family_, messages, add_generation_prompt);
+  if (jinja_) {
+    try {
+      return render_jinja(messages, add_generation_prompt);
+    } catch (const Error& e) {
+      if (!family_) throw;
+      if (!fallback_said_->exchange(true))
+        std::fprintf(stderr, "weft: the chat template failed to render (%s); using the built-in '%s' renderer\n",
+                     e.message().c_str(), std::string(family_name(*family_)).c_str());
+    }
+  }
+  return detail::render(*family_, messages, add_generation_prompt);
 }
 
-std::vector<std::string_view> Template::markers() const { return info(family_).markers; }
+std::vector<std::string_view> Template::markers() const {
+  return family_ ? info(*family_).markers : std::vector<std::string_view>{};
+}
 
 std::string render_suffix(const Template& tmpl, std::span<const Message> past, const Message& message,
                           bool add_generation_prompt) {

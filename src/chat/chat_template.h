@@ -1,12 +1,18 @@
-// Chat templates as llama.cpp applies them without a Jinja engine (src/llama-chat.cpp): a model's
-// tokenizer.chat_template is recognised by the same substring heuristics
-// (llm_chat_detect_template), or a template is named (--chat-template chatml), and a
-// conversation renders to exactly the string llm_chat_apply_template renders. A template weft
-// does not recognise is an error naming --chat-template, never a silent guess.
+// Chat templates. A model's tokenizer.chat_template (or a --chat-template holding template text)
+// runs on weft's Jinja engine (jinja_template.h), as llama.cpp's --jinja renders it. The legacy
+// renderers stay beside it, as llama.cpp applies templates without a Jinja engine
+// (src/llama-chat.cpp): a template is recognised by the same substring heuristics
+// (llm_chat_detect_template), or named (--chat-template chatml), and a conversation renders to
+// exactly the string llm_chat_apply_template renders. They render a named template, and take over
+// (said once on stderr) when the engine cannot parse or render a model's template. A template
+// neither can run is an error naming --chat-template, never a silent guess.
 #pragma once
 
 #include "gguf/gguf_reader.h"
+#include "tokenizer/tokenizer.h"
 
+#include <atomic>
+#include <memory>
 #include <optional>
 #include <span>
 #include <string>
@@ -82,33 +88,58 @@ std::string_view family_name(Family f);  // "chatml", ...; "dots1" for the unnam
 // The names --chat-template accepts, comma-separated (for help and error messages).
 std::string template_names();
 
+class JinjaTemplate;
+
+// What a Jinja template is given as bos_token and eos_token (the vocabulary's texts of those
+// tokens, as llama.cpp's common_chat_templates_init passes them), and whether tokenizing adds BOS
+// itself: then a BOS the template writes first is dropped, as llama.cpp drops it.
+struct SpecialTokens {
+  std::string bos, eos;
+  bool adds_bos = false;
+  static SpecialTokens of(const tokenizer::Tokenizer& tok);
+};
+
 class Template {
  public:
   explicit Template(Family f, bool fell_back = false) : family_(f), fell_back_(fell_back) {}
-  // A name (chatml, llama3, ...) or a template's source text, as --chat-template takes it.
-  // Throws weft::Error("chat") naming --chat-template when neither is recognised.
-  static Template from_string(std::string_view name_or_source);
-  // The model's tokenizer.chat_template; a file without one gets chatml, as in llama.cpp, and
-  // fell_back() says so (callers print one line). An unrecognised one throws, naming
-  // --chat-template.
-  static Template from_gguf(const gguf::File& file);
+  // A name (chatml, llama3, ...) selects a built-in renderer; a template's source text (it has
+  // {{ or {%) runs on the Jinja engine, or on the built-in renderer its text is recognised as
+  // when it does not parse. Throws weft::Error("chat") naming --chat-template when neither works.
+  static Template from_string(std::string_view name_or_source, const SpecialTokens& tokens = {});
+  // The model's tokenizer.chat_template, as from_string takes it; a file without one gets
+  // chatml, as in llama.cpp, and fell_back() says so (callers print one line).
+  static Template from_gguf(const gguf::File& file, const SpecialTokens& tokens = {});
   // override_name_or_source non-empty: from_string(it); otherwise from_gguf(file).
-  static Template resolve(const gguf::File& file, std::string_view override_name_or_source);
+  static Template resolve(const gguf::File& file, std::string_view override_name_or_source,
+                          const SpecialTokens& tokens = {});
 
-  Family family() const { return family_; }
-  std::string_view name() const { return family_name(family_); }
+  // The built-in family: the one named, or the one a Jinja template's text is recognised as
+  // (its fallback); nullopt for a Jinja template no built-in renderer recognises.
+  std::optional<Family> family() const { return family_; }
+  bool is_jinja() const { return jinja_ != nullptr; }
+  // "jinja" for a template the engine runs, else the family's name.
+  std::string_view name() const;
   bool fell_back() const { return fell_back_; }
 
-  // llm_chat_apply_template: the prompt text of `messages` (no BOS: tokenizing adds it), ending
-  // with the assistant's opening when add_generation_prompt.
+  // The prompt text of `messages`, ending with the assistant's opening when
+  // add_generation_prompt: the Jinja render (a leading BOS dropped when tokenizing adds one), or
+  // llm_chat_apply_template's (no BOS). A Jinja render that fails falls back to the family's
+  // renderer, said once on stderr; without a family the error is thrown.
   std::string render(std::span<const Message> messages, bool add_generation_prompt) const;
-  // The special-token texts the rendering writes (<|im_start|>, <|im_end|>, ...), which a
-  // vocabulary must hold as control tokens for them to be parsed as such.
+  // The special-token texts the built-in rendering writes (<|im_start|>, <|im_end|>, ...), which a
+  // vocabulary must hold as control tokens for them to be parsed as such; empty without a family.
   std::vector<std::string_view> markers() const;
 
  private:
-  Family family_;
-  bool fell_back_;
+  Template() = default;
+  std::string render_jinja(std::span<const Message> messages, bool add_generation_prompt) const;
+
+  std::optional<Family> family_;
+  bool fell_back_ = false;
+  std::shared_ptr<const JinjaTemplate> jinja_;
+  SpecialTokens tokens_;
+  // Set once a Jinja render has failed and fallen back, so that it is said once; shared by copies.
+  std::shared_ptr<std::atomic<bool>> fallback_said_;
 };
 
 // llama.cpp's common_chat_format_single: the text that appending `message` adds to the

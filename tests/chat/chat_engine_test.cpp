@@ -16,7 +16,7 @@ namespace {
 
 // The chat model, with engines on the devices asked for.
 struct Model : test_support::ChatModel {
-  explicit Model(const Template& t) : ChatModel(t.family()) {}
+  explicit Model(const Template& t) : ChatModel(*t.family()) {}
   std::unique_ptr<runtime::Engine> engine(const std::string& devices) const {
     runtime::EngineOptions o;
     o.devices = device::parse_devices(devices);

@@ -35,8 +35,24 @@ TEST(ChatTemplate, EveryLlamaCppCaseIsDetectedAndRenderedExactly) {
       chat.push_back({"assistant_tool_call", R"([{"name": "get_weather", "arguments": {"location": "NYC"}}])"});
       chat.push_back({"tool_response", R"({"temperature": 72})"});
     }
-    EXPECT_EQ(Template::from_string(c.source).render(chat, true), c.expected) << c.model;
+    EXPECT_EQ(Template(*f).render(chat, true), c.expected) << c.model;
   }
+}
+
+// The same templates' text runs on the Jinja engine, which renders them or, where the template
+// refuses the conversation (raise_exception: a system message Gemma 1 does not take, roles that
+// do not alternate), falls back to the built-in renderer the text is recognised as.
+TEST(ChatTemplate, EveryLlamaCppCaseRunsOnTheJinjaEngine) {
+  for (const test_cases::LlamaCppCase& c : test_cases::kLlamaCpp) {
+    const Template t = Template::from_string(c.source);
+    EXPECT_TRUE(t.is_jinja()) << c.model;
+    EXPECT_EQ(t.family(), c.family) << c.model;
+    EXPECT_NO_THROW(t.render(kConversation, true)) << c.model;
+  }
+  // One worked through: ChatML's template renders what the built-in renderer does.
+  const Template chatml = Template::from_string(test_cases::kLlamaCpp[0].source);
+  EXPECT_EQ(chatml.render(kConversation, true), Template(Family::ChatML).render(kConversation, true));
+  EXPECT_EQ(chatml.render(kConversation, false), Template(Family::ChatML).render(kConversation, false));
 }
 
 // Families llama.cpp's test has no model for. The sources are minimal texts holding the
@@ -203,8 +219,21 @@ TEST(ChatTemplate, WithoutGenerationPromptTheAssistantOpeningIsLeftOut) {
 TEST(ChatTemplate, UnknownNamesAndTemplatesAreErrorsNamingTheFlag) {
   EXPECT_ERROR(Template::from_string("chatml2"), "--chat-template 'chatml2'");
   EXPECT_ERROR(Template::from_string("chatml2"), "names: bailing, bailing-think");
-  EXPECT_ERROR(Template::from_string("{% for m in messages %}{{ m.content }}{% endfor %}"), "--chat-template");
   EXPECT_ERROR(Template::from_string(""), "--chat-template");
+  // Template text no built-in renderer recognises runs on the Jinja engine, with no fallback...
+  const Template own = Template::from_string("{% for m in messages %}[{{ m.content }}]{% endfor %}");
+  EXPECT_TRUE(own.is_jinja());
+  EXPECT_FALSE(own.family().has_value());
+  EXPECT_EQ(own.name(), "jinja");
+  EXPECT_EQ(own.render(kConversation, true),
+            "[You are a helpful assistant][Hello][Hi there][Who are you][   I am an "
+            "assistant   ][Another question]");
+  EXPECT_TRUE(own.markers().empty());
+  // ... so its render errors are the caller's; text that does not parse is refused up front.
+  EXPECT_ERROR(Template::from_string("{{ raise_exception('no') }}").render(kConversation, true),
+               "the template raised an exception: no");
+  EXPECT_ERROR(Template::from_string("{% for m in messages %}"), "its Jinja does not parse");
+  EXPECT_ERROR(Template::from_string("{% for m in messages %}"), "--chat-template NAME");
   EXPECT_FALSE(detect_family("INVALID TEMPLATE").has_value());  // llama.cpp's own negative case
   EXPECT_ERROR(Template::from_string("dots1"), "--chat-template");
 }
@@ -222,17 +251,24 @@ TEST(ChatTemplate, FromGgufDetectsFallsBackVisiblyAndRefusesWhatItCannotRender) 
   const auto llama3 = std::find_if(std::begin(test_cases::kLlamaCpp), std::end(test_cases::kLlamaCpp),
                                    [](const auto& c) { return std::string_view(c.model) == "Llama-3"; });
   const Template t = Template::from_gguf(*file_with_template(llama3->source));
-  EXPECT_EQ(t.name(), "llama3");
+  EXPECT_TRUE(t.is_jinja());
+  EXPECT_EQ(t.family(), Family::Llama3);  // its fallback
   EXPECT_FALSE(t.fell_back());
   for (const char* none : {static_cast<const char*>(nullptr), ""}) {
     const Template fb = Template::from_gguf(*file_with_template(none));
     EXPECT_EQ(fb.family(), Family::ChatML);
     EXPECT_TRUE(fb.fell_back());
   }
-  EXPECT_ERROR(Template::from_gguf(*file_with_template("{{ messages }}")),
-               "the model's chat template (tokenizer.chat_template, 14 bytes: \"{{ messages }}\") is not one weft "
-               "recognises");
-  EXPECT_ERROR(Template::from_gguf(*file_with_template("{{ messages }}")), "--chat-template NAME");
+  // A template no built-in renderer knows runs on the Jinja engine; one that does not parse either is
+  // refused, naming the flag that chooses another.
+  EXPECT_EQ(Template::from_gguf(*file_with_template("{{ messages[0].role }}")).render(kConversation, true), "system");
+  EXPECT_ERROR(Template::from_gguf(*file_with_template("{{ messages ")),
+               "the chat template (\"{{ messages \") is not one weft can run");
+  EXPECT_ERROR(Template::from_gguf(*file_with_template("{{ messages ")), "--chat-template NAME");
+  // A template that does not parse but is recognised renders with the built-in renderer.
+  const Template broken = Template::from_gguf(*file_with_template("{{ '<|im_start|>' + "));
+  EXPECT_FALSE(broken.is_jinja());
+  EXPECT_EQ(broken.family(), Family::ChatML);
   // A name on the command line wins over the file's template, and is checked the same way.
   EXPECT_EQ(Template::resolve(*file_with_template("{{ messages }}"), "gemma").family(), Family::Gemma);
   EXPECT_ERROR(Template::resolve(*file_with_template(nullptr), "nope"), "--chat-template 'nope'");

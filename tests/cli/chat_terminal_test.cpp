@@ -142,7 +142,8 @@ TEST(ChatTerminal, TwoTurnsWithASystemPromptThenExit) {
               "-v"});
   ASSERT_TRUE(t.started());
   ASSERT_TRUE(t.wait_for("\n> ")) << t.screen();
-  EXPECT_NE(t.screen().find("chat template: chatml (the model's)"), std::string::npos) << t.screen();
+  EXPECT_NE(t.screen().find("chat template: the model's, on the Jinja engine (fallback: chatml)"), std::string::npos)
+      << t.screen();
   t.type("Hello there\r");
   // The typed line is echoed, the reply streamed after it, then the next prompt.
   ASSERT_TRUE(t.wait_for("\n> ", 0, 2)) << t.screen();

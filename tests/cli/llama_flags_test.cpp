@@ -156,7 +156,7 @@ TEST(LlamaFlags, ConversationFlagsAndTheirErrors) {
   // A single turn with a system prompt: -v shows what was fed.
   auto r = run("run -m " + chat_model() + " -cnv -sys 'Be brief.' -p hello -st -n 3 --temp 0 -v", true);
   EXPECT_EQ(r.code, 0) << r.out;
-  EXPECT_TRUE(has(r.out, "chat template: chatml (the model's)")) << r.out;
+  EXPECT_TRUE(has(r.out, "chat template: the model's, on the Jinja engine (fallback: chatml)")) << r.out;
   EXPECT_TRUE(has(r.out, "prompt tokens fed, 3 drawn")) << r.out;
   // weft chat is run -cnv; stdin at its end closes the chat.
   EXPECT_EQ(run("chat -m " + chat_model() + " -n 2 --temp 0 < /dev/null", true).code, 0);
