@@ -197,6 +197,10 @@ void Server::guard() {
       return httplib::Server::HandlerResponse::Unhandled;
     const std::string key = bearer_token(req);
     if (same_key(key, opt_.api_key)) return httplib::Server::HandlerResponse::Unhandled;
+    // Refused before its body was read: the connection closes after this reply (the unread bytes
+    // would read as the next request), and the client must know it rather than send the next
+    // request on a socket about to close.
+    res.set_header("Connection", "close");
     reply_json(
         res,
         error_body(401, key.empty() ? "no API key: send the header 'Authorization: Bearer KEY'" : "invalid API key"),

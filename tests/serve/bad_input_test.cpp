@@ -108,11 +108,15 @@ TEST(ApiKey, RequiredOnEveryEndpointButHealthModelsAndThePage) {
   so.api_key = "sesame-0123456789";
   TestServer server(*m.file, *m.tok, weft::test_support::cpu_engine_options(1, 1, 64), so);
   auto c = server.client();
+  c.set_keep_alive(true);  // as the openai client is: the server must say when it closes
   const json body = {{"prompt", "hi"}, {"max_tokens", 1}};
   Reply r = post(c, "/v1/completions", body);
   EXPECT_EQ(r.status, 401);
   EXPECT_EQ(error_message(r), "no API key: send the header 'Authorization: Bearer KEY'");
   EXPECT_EQ(r.body["error"]["type"], "authentication_error");
+  // Refused before its body was read, so the connection closes: the client is told, or it sends
+  // its next request on a socket about to close (a connection error in the e2e suite).
+  EXPECT_EQ(r.connection, "close");
   r = post(c, "/v1/completions", body, {{"Authorization", "Bearer sesame-0123456788"}});
   EXPECT_EQ(r.status, 401);
   EXPECT_EQ(error_message(r), "invalid API key");

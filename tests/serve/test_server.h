@@ -94,7 +94,7 @@ struct Reply {
   int status = 0;  // 0: no response (connection failed)
   json body;       // parsed when the body is JSON
   std::string text;
-  std::string content_type, retry_after;
+  std::string content_type, retry_after, connection;
 };
 
 inline Reply to_reply(const httplib::Result& r) {
@@ -104,6 +104,7 @@ inline Reply to_reply(const httplib::Result& r) {
   out.text = r->body;
   out.content_type = r->get_header_value("Content-Type");
   out.retry_after = r->get_header_value("Retry-After");
+  out.connection = r->get_header_value("Connection");
   out.body = json::parse(r->body, nullptr, /*allow_exceptions=*/false);
   return out;
 }
