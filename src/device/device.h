@@ -6,6 +6,7 @@
 #include "core/dtype.h"
 #include "core/token.h"
 #include "gguf/gguf_reader.h"
+#include "model/logprobs.h"
 #include "model/sampling.h"
 #include "model/scoring.h"
 #include "parallel/group.h"
@@ -14,6 +15,7 @@
 
 #include <array>
 #include <memory>
+#include <optional>
 #include <span>
 #include <string>
 #include <vector>
@@ -43,6 +45,9 @@ struct StepSeq {
   bool want_logits = false;     // the logits slice itself (tests, tools)
   model::SamplingParams sampling;
   std::vector<Token> recent;  // for the penalties
+  // want_candidates and >= 0: also the slice's log-sum-exp and its n_logprobs (0..kMaxTopLogprobs)
+  // top raw logits (model/logprobs.h); -1: not asked, and nothing more computed.
+  int32_t n_logprobs = -1;
   // Scoring (perplexity): row score_from + k of this sequence is scored against score_next[k],
   // the token that follows it, over the device's vocabulary slice (see model/scoring.h).
   int32_t score_from = 0;
@@ -61,8 +66,9 @@ struct Step {
 
 struct SeqResult {  // one per StepSeq, in order; empty where nothing was wanted
   model::LocalCandidates candidates;
-  std::vector<float> logits;              // want_logits: this device's vocab slice
-  std::vector<model::SliceScore> scores;  // one per score_next
+  std::vector<float> logits;                     // want_logits: this device's vocab slice
+  std::vector<model::SliceScore> scores;         // one per score_next
+  std::optional<model::SliceLogprobs> logprobs;  // n_logprobs >= 0
 };
 
 struct StepResult {

@@ -22,6 +22,8 @@ void check_step(const Step& step, const LoadOptions& opt, const std::vector<int3
       fail(where, "slot {}: step at position {} but the cache holds {} positions", q.seq, q.pos0, n_cached[q.seq]);
     if (int64_t{q.pos0} + q.n_tokens > opt.n_ctx)
       fail(where, "slot {}: context full: {} + {} tokens exceed -c {}", q.seq, q.pos0, q.n_tokens, opt.n_ctx);
+    if (q.n_logprobs < -1 || q.n_logprobs > model::kMaxTopLogprobs)
+      fail(where, "slot {}: {} top log-probabilities outside -1..{}", q.seq, q.n_logprobs, model::kMaxTopLogprobs);
     if (q.score_from < 0 || q.score_from + static_cast<int64_t>(q.score_next.size()) > q.n_tokens)
       fail(where, "slot {}: scoring rows {}..+{} outside its {} tokens", q.seq, q.score_from, q.score_next.size(),
            q.n_tokens);
@@ -82,6 +84,9 @@ StepResult assemble_result(const parallel::DeviceGraph& graph, const Step& step,
       const float* row = o + l.last_at[k] * nv;
       if (q.want_candidates)
         r.seqs[k].candidates = model::local_candidates(row, first_id, static_cast<int32_t>(nv), q.sampling, q.recent);
+      if (q.want_candidates && q.n_logprobs >= 0)  // a pass over the slice only when asked
+        r.seqs[k].logprobs =
+            model::slice_logprobs(row, first_id, static_cast<int32_t>(nv), q.n_logprobs, q.sampling, q.recent);
       if (q.want_logits) r.seqs[k].logits.assign(row, row + nv);
     }
   } else if (graph.passes_residual) {  // layer split: the residual stream goes on to the next device

@@ -13,14 +13,26 @@ namespace weft::model {
 
 namespace {
 
-bool better(const Candidate& a, const Candidate& b) { return a.logit > b.logit || (a.logit == b.logit && a.id < b.id); }
+// Probabilities of sorted candidates at the given temperature, max-subtracted so large logits are safe.
+std::vector<double> softmax_of(const std::vector<Candidate>& c, double temp) {
+  std::vector<double> prob(c.size());
+  double sum = 0.0;
+  for (size_t i = 0; i < c.size(); ++i) sum += prob[i] = std::exp((double(c[i].logit) - c[0].logit) / temp);
+  for (double& x : prob) x /= sum;
+  return prob;
+}
+
+// Uniform in [0, 1) from the top 53 bits: spelled out so a seed draws the same token on every
+// standard library (std::uniform_real_distribution's algorithm is implementation-defined).
+double uniform01(std::mt19937_64& rng) { return double(rng() >> 11) * 0x1.0p-53; }
+
+}  // namespace
 
 // llama.cpp's penalties sampler: each distinct id of the window is penalised once by the repeat
 // penalty, however often it occurs (dividing a positive logit and multiplying a negative one both
 // make it less likely), then by frequency_penalty per occurrence and presence_penalty once (OpenAI's).
-// The penalised logits of the slice's tokens in the window, ascending by id (empty: none).
-std::vector<Candidate> penalised(const float* logits, Token vocab_begin, int32_t n, const SamplingParams& p,
-                                 std::span<const Token> recent) {
+std::vector<Candidate> penalised_logits(const float* logits, Token vocab_begin, int32_t n, const SamplingParams& p,
+                                        std::span<const Token> recent) {
   const bool off = p.repeat_penalty == 1.0f && p.presence_penalty == 0.f && p.frequency_penalty == 0.f;
   if (off || p.repeat_last_n == 0 || recent.empty()) return {};
   validate(p);  // the coordinator checked them before the step: this only guards other callers
@@ -42,21 +54,6 @@ std::vector<Candidate> penalised(const float* logits, Token vocab_begin, int32_t
   }
   return out;
 }
-
-// Probabilities of sorted candidates at the given temperature, max-subtracted so large logits are safe.
-std::vector<double> softmax_of(const std::vector<Candidate>& c, double temp) {
-  std::vector<double> prob(c.size());
-  double sum = 0.0;
-  for (size_t i = 0; i < c.size(); ++i) sum += prob[i] = std::exp((double(c[i].logit) - c[0].logit) / temp);
-  for (double& x : prob) x /= sum;
-  return prob;
-}
-
-// Uniform in [0, 1) from the top 53 bits: spelled out so a seed draws the same token on every
-// standard library (std::uniform_real_distribution's algorithm is implementation-defined).
-double uniform01(std::mt19937_64& rng) { return double(rng() >> 11) * 0x1.0p-53; }
-
-}  // namespace
 
 void validate(const SamplingParams& p) {
   for (const auto& [name, v] : {std::pair{"temperature", p.temp}, {"top_p", p.top_p}, {"min_p", p.min_p}})
@@ -82,7 +79,7 @@ int32_t candidates_needed(const SamplingParams& p, int32_t slice_size) {
 LocalCandidates local_candidates(const float* logits, Token vocab_begin, int32_t n, const SamplingParams& p,
                                  std::span<const Token> recent) {
   WEFT_ASSERT(n >= 0 && vocab_begin >= 0);
-  const std::vector<Candidate> pen = penalised(logits, vocab_begin, n, p, recent);
+  const std::vector<Candidate> pen = penalised_logits(logits, vocab_begin, n, p, recent);
   const size_t k = static_cast<size_t>(candidates_needed(p, n));
   // One pass keeping the best k in a heap whose front is the worst of them: most logits lose one
   // comparison with it (a sort of the whole slice per sequence and step cost 10% of a batch).
@@ -96,18 +93,18 @@ LocalCandidates local_candidates(const float* logits, Token vocab_begin, int32_t
     if (next_pen != pen.end() && next_pen->id == c.id) c = *next_pen++;
     if (top.size() < k) {
       top.push_back(c);
-      std::push_heap(top.begin(), top.end(), better);
-    } else if (k > 0 && better(c, top.front())) {
-      std::pop_heap(top.begin(), top.end(), better);
+      std::push_heap(top.begin(), top.end(), ranks_before);
+    } else if (k > 0 && ranks_before(c, top.front())) {
+      std::pop_heap(top.begin(), top.end(), ranks_before);
       top.back() = c;
-      std::push_heap(top.begin(), top.end(), better);
+      std::push_heap(top.begin(), top.end(), ranks_before);
     }
   }
   // A NaN would break the ordering every device must agree on; it means the forward pass broke.
   if (nan)
     for (int32_t i = 0; i < n; ++i)
       if (std::isnan(logits[i])) fail("sampling", "logit of token {} is NaN", vocab_begin + i);
-  std::sort_heap(top.begin(), top.end(), better);
+  std::sort_heap(top.begin(), top.end(), ranks_before);
   return {std::move(top)};
 }
 
@@ -115,7 +112,7 @@ Token sample(std::vector<LocalCandidates> parts, const SamplingParams& p, std::m
   std::vector<Candidate> c;
   for (auto& part : parts) c.insert(c.end(), part.top.begin(), part.top.end());
   if (c.empty()) fail("sampling", "no candidates to sample from");
-  std::sort(c.begin(), c.end(), better);
+  std::sort(c.begin(), c.end(), ranks_before);
   if (p.temp <= 0.f) return c[0].id;  // greedy: the argmax, lowest id among equal logits
 
   // llama.cpp's default chain: top_k -> top_p -> min_p -> temperature -> softmax -> draw.

@@ -33,6 +33,12 @@ struct Candidate {
   float logit;
 };
 
+// The order every candidate list keeps: the higher logit first, the lower id among equal logits.
+// A total order, so the merged top of any vocabulary split is the whole vocabulary's top.
+inline bool ranks_before(const Candidate& a, const Candidate& b) {
+  return a.logit > b.logit || (a.logit == b.logit && a.id < b.id);
+}
+
 struct LocalCandidates {
   std::vector<Candidate> top;  // best candidates of the slice, descending by logit (after penalty)
 };
@@ -50,6 +56,11 @@ void validate(const SamplingParams& p);
 // How many candidates each device must return for these params: 1 for greedy, top_k when set,
 // else the whole slice (exact, at the cost of moving it).
 int32_t candidates_needed(const SamplingParams& p, int32_t slice_size);
+
+// The penalised logits of the slice's tokens in the penalties' window, ascending by id (empty:
+// penalties off, or none of the window in the slice). Logits of ids [vocab_begin, vocab_begin + n).
+std::vector<Candidate> penalised_logits(const float* logits, Token vocab_begin, int32_t n, const SamplingParams& p,
+                                        std::span<const Token> recent);
 
 // Stage 1, on a device: logits of vocab ids [vocab_begin, vocab_begin + n). `recent` are the
 // last tokens (for the repetition penalty, applied llama.cpp-style to ids inside the slice).

@@ -14,18 +14,23 @@ SliceScore slice_score(const float* logits, Token vocab_begin, int32_t n, Token 
   return s;
 }
 
-double merge_log_prob(std::span<const SliceScore> parts) {
-  float max = -std::numeric_limits<float>::infinity(), target = std::numeric_limits<float>::quiet_NaN();
-  for (const SliceScore& p : parts) {
-    max = std::max(max, p.max);
-    if (!std::isnan(p.target)) target = p.target;
-  }
-  if (std::isnan(target)) fail("model", "no vocabulary slice holds the scored token");
+LogSumExp merge_log_sum_exp(std::span<const SliceScore> parts) {
+  LogSumExp r;
+  for (const SliceScore& p : parts) r.max = std::max(r.max, p.max);
+  // Each slice's sum rescaled from its own max to the largest: every factor is at most 1.
   double sum = 0;
   for (const SliceScore& p : parts)
-    if (p.sum_exp > 0) sum += p.sum_exp * std::exp(static_cast<double>(p.max) - max);
-  // (target - max) in float first, as llama-perplexity's log_softmax does.
-  return static_cast<double>(target - max) - std::log(sum);
+    if (p.sum_exp > 0) sum += p.sum_exp * std::exp(static_cast<double>(p.max) - r.max);
+  r.log_sum = std::log(sum);
+  return r;
+}
+
+double merge_log_prob(std::span<const SliceScore> parts) {
+  float target = std::numeric_limits<float>::quiet_NaN();
+  for (const SliceScore& p : parts)
+    if (!std::isnan(p.target)) target = p.target;
+  if (std::isnan(target)) fail("model", "no vocabulary slice holds the scored token");
+  return merge_log_sum_exp(parts).log_prob(target);
 }
 
 }  // namespace weft::model

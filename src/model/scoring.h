@@ -25,4 +25,14 @@ SliceScore slice_score(const float* logits, Token vocab_begin, int32_t n, Token 
 // slice holds the target (an id outside the vocabulary).
 double merge_log_prob(std::span<const SliceScore> parts);
 
+// The whole vocabulary's log-sum-exp from every slice's max and sum_exp (targets ignored), kept as
+// its two terms so that log p(x) = (logit(x) - max) - log_sum, the difference taken in float first
+// as llama-perplexity's log_softmax does: one device gives llama.cpp's numbers exactly.
+struct LogSumExp {
+  float max = -std::numeric_limits<float>::infinity();
+  double log_sum = 0;
+  double log_prob(float logit) const { return static_cast<double>(logit - max) - log_sum; }
+};
+LogSumExp merge_log_sum_exp(std::span<const SliceScore> parts);
+
 }  // namespace weft::model

@@ -35,7 +35,9 @@ inline constexpr uint32_t kHelloMagic = 0x54464557;  // "WEFT" little-endian
 //     factor (LongRoPE), and ops gained GeGlu. Every session opens with 9.2's DeviceInfo.
 // 11: gpt-oss: the dims carry the expert gating and the clamped SwiGLU's constants, ops gained
 //     SwiGluOai, attention nodes may read sinks and expert nodes biases.
-inline constexpr uint16_t kProtocolMajor = 11;
+// 12: a step's sequence asks for log-probabilities (its top n raw logits and its slice's
+//     log-sum-exp), which its result carries.
+inline constexpr uint16_t kProtocolMajor = 12;
 inline constexpr uint16_t kProtocolMinor = 0;
 inline constexpr size_t kNonceBytes = 32;
 inline constexpr size_t kMinKeyBytes = 16;

@@ -183,6 +183,8 @@ int32_t Engine::check_sequence(const SeqStep& q, size_t index, std::vector<bool>
       fail("engine", "context is full: slot {} holds {} + {} tokens, over -c {}", q.seq, held, q.tokens.size(),
            opt_.n_ctx);
     if (q.sample) model::validate(q.sampling);
+    if (q.top_logprobs < -1 || q.top_logprobs > model::kMaxTopLogprobs)
+      fail("engine", "slot {}: top_logprobs {} outside -1..{}", q.seq, q.top_logprobs, model::kMaxTopLogprobs);
     if (q.sample && q.sampling.temp > 0.f && !q.rng) fail("engine", "slot {}: sampling needs a generator", q.seq);
     return held;
   } catch (const Error& e) {
@@ -206,6 +208,7 @@ std::vector<SeqOutput> Engine::step_batch(std::span<const SeqStep> batch) {
     d.want_logits = q.logits;
     d.sampling = q.sampling;
     if (q.sample) d.recent.assign(q.recent.begin(), q.recent.end());
+    if (q.sample) d.n_logprobs = q.top_logprobs;
     d.score_from = q.score_from;
     d.score_next.assign(q.score_next.begin(), q.score_next.end());
     s.seqs.push_back(std::move(d));
@@ -221,6 +224,7 @@ std::vector<SeqOutput> Engine::step_batch(std::span<const SeqStep> batch) {
     fed_[q.seq].insert(fed_[q.seq].end(), q.tokens.begin(), q.tokens.end());
     if (q.logits) out[k].logits.assign(config_.dims.n_vocab, 0.f);
     std::vector<model::LocalCandidates> parts;
+    std::vector<model::SliceLogprobs> logprobs;                               // q.top_logprobs >= 0
     std::vector<std::vector<model::SliceScore>> scores(q.score_next.size());  // per row, every slice
     for (size_t i = 0; i < results.size(); ++i) {
       const auto& dg = plan_.devices[i];
@@ -229,6 +233,10 @@ std::vector<SeqOutput> Engine::step_batch(std::span<const SeqStep> batch) {
         fail("engine", "{} returned {} sequences for {}", devices_[i]->name(), results[i].seqs.size(), batch.size());
       device::SeqResult& r = results[i].seqs[k];
       if (q.sample) parts.push_back(std::move(r.candidates));
+      if (q.sample && q.top_logprobs >= 0) {
+        if (!r.logprobs) fail("engine", "{} returned no log-probabilities", devices_[i]->name());
+        logprobs.push_back(std::move(*r.logprobs));
+      }
       if (r.scores.size() != scores.size())
         fail("engine", "{} returned {} scores for {}", devices_[i]->name(), r.scores.size(), scores.size());
       for (size_t j = 0; j < scores.size(); ++j) scores[j].push_back(r.scores[j]);
@@ -242,7 +250,12 @@ std::vector<SeqOutput> Engine::step_batch(std::span<const SeqStep> batch) {
     for (const auto& row : scores) out[k].log_probs.push_back(model::merge_log_prob(row));
     if (q.sample) {
       std::mt19937_64 unused;  // greedy draws nothing
-      out[k].token = model::sample(std::move(parts), q.sampling, q.rng ? *q.rng : unused);
+      if (q.top_logprobs < 0) {
+        out[k].token = model::sample(std::move(parts), q.sampling, q.rng ? *q.rng : unused);
+      } else {  // the candidates are read again for the drawn token's raw logit
+        out[k].token = model::sample(parts, q.sampling, q.rng ? *q.rng : unused);
+        out[k].logprobs = model::merge_logprobs(logprobs, parts, out[k].token, q.top_logprobs);
+      }
     }
   }
   observe_step();  // last: a rebalance re-plans and replays what this step fed too

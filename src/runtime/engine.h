@@ -8,6 +8,7 @@
 #include "device/device_spec.h"
 #include "device/kv_windows.h"
 #include "graph/graph.h"
+#include "model/logprobs.h"
 #include "model/model_config.h"
 #include "model/sampling.h"
 #include "parallel/plan.h"
@@ -15,6 +16,7 @@
 #include "runtime/calibration.h"
 
 #include <memory>
+#include <optional>
 #include <random>
 #include <span>
 #include <vector>
@@ -73,11 +75,15 @@ struct SeqStep {
   // reduced on the devices from their vocabulary slices (no logits gathered).
   int32_t score_from = 0;
   std::span<const Token> score_next;
+  // sample and >= 0: the drawn token's log-probability and the top_logprobs most likely tokens'
+  // (0..model::kMaxTopLogprobs), reduced on the devices (model/logprobs.h); -1: none, no cost.
+  int32_t top_logprobs = -1;
 };
 struct SeqOutput {
-  Token token = -1;               // sample: the drawn token
-  std::vector<float> logits;      // logits: [n_vocab]
-  std::vector<double> log_probs;  // one per score_next
+  Token token = -1;                              // sample: the drawn token
+  std::vector<float> logits;                     // logits: [n_vocab]
+  std::vector<double> log_probs;                 // one per score_next
+  std::optional<model::TokenLogprobs> logprobs;  // top_logprobs >= 0
 };
 
 class Engine {

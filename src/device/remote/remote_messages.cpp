@@ -386,6 +386,7 @@ void write_step(ByteWriter& w, const Step& s) {
     w.u8(q.want_logits);
     write_sampling(w, q.sampling);
     w.i32s(q.recent);
+    w.i32(q.n_logprobs);
     w.i32(q.score_from);
     w.i32s(q.score_next);
   }
@@ -408,6 +409,9 @@ Step read_step(ByteReader& r) {
     q.want_logits = r.boolean("want logits");
     q.sampling = read_sampling(r);
     q.recent = r.i32s("recent tokens", kMaxTokens);
+    q.n_logprobs = r.i32("top log-probabilities");
+    if (q.n_logprobs < -1 || q.n_logprobs > model::kMaxTopLogprobs)
+      fail("net", "step: {} top log-probabilities outside -1..{}", q.n_logprobs, model::kMaxTopLogprobs);
     q.score_from = r.i32("score from");
     q.score_next = r.i32s("scored tokens", kMaxTokens);
     if (q.score_from < 0 || q.score_from + static_cast<int64_t>(q.score_next.size()) > q.n_tokens)
@@ -420,20 +424,41 @@ Step read_step(ByteReader& r) {
   return s;
 }
 
+namespace {
+void write_candidates(ByteWriter& w, const std::vector<model::Candidate>& list) {
+  w.u32(static_cast<uint32_t>(list.size()));
+  for (const model::Candidate& c : list) {
+    w.i32(c.id);
+    w.f32(c.logit);
+  }
+}
+std::vector<model::Candidate> read_candidates(ByteReader& r, const char* what, uint32_t max) {
+  std::vector<model::Candidate> list(r.count(what, max, 8));
+  for (model::Candidate& c : list) {
+    c.id = r.i32("candidate id");
+    c.logit = r.f32("candidate logit");
+  }
+  return list;
+}
+}  // namespace
+
 void write_step_result(ByteWriter& w, const StepResult& s, const DeviceStats& st) {
   w.u32(static_cast<uint32_t>(s.seqs.size()));
   for (const SeqResult& q : s.seqs) {
-    w.u32(static_cast<uint32_t>(q.candidates.top.size()));
-    for (const auto& c : q.candidates.top) {
-      w.i32(c.id);
-      w.f32(c.logit);
-    }
+    write_candidates(w, q.candidates.top);
     w.f32s(q.logits);
     w.u32(static_cast<uint32_t>(q.scores.size()));
     for (const model::SliceScore& c : q.scores) {
       w.f32(c.max);
       w.f64(c.sum_exp);
       w.f32(c.target);
+    }
+    w.u8(q.logprobs.has_value());
+    if (q.logprobs) {
+      w.f32(q.logprobs->lse.max);
+      w.f64(q.logprobs->lse.sum_exp);
+      write_candidates(w, q.logprobs->top);
+      write_candidates(w, q.logprobs->raw);
     }
   }
   w.f32s(s.output);
@@ -449,17 +474,20 @@ StepResult read_step_result(ByteReader& r, DeviceStats& st) {
   StepResult s;
   s.seqs.resize(r.count("result sequences", kMaxSeqs, 8));
   for (SeqResult& q : s.seqs) {
-    q.candidates.top.resize(r.count("candidate count", kMaxFloats, 8));
-    for (auto& c : q.candidates.top) {
-      c.id = r.i32("candidate id");
-      c.logit = r.f32("candidate logit");
-    }
+    q.candidates.top = read_candidates(r, "candidate count", kMaxFloats);
     q.logits = r.f32s("logits", kMaxFloats);
     q.scores.resize(r.count("scores", kMaxTokens, 16));
     for (model::SliceScore& c : q.scores) {
       c.max = r.f32("score max");
       c.sum_exp = r.f64("score sum");
       c.target = r.f32("score target");
+    }
+    if (r.boolean("has log-probabilities")) {
+      model::SliceLogprobs& l = q.logprobs.emplace();
+      l.lse.max = r.f32("log-sum-exp max");
+      l.lse.sum_exp = r.f64("log-sum-exp sum");
+      l.top = read_candidates(r, "top log-probabilities", model::kMaxTopLogprobs);
+      l.raw = read_candidates(r, "penalised raw logits", kMaxTokens);
     }
   }
   s.output = r.f32s("output", kMaxFloats);
