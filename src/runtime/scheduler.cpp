@@ -33,6 +33,7 @@ JobUpdate Job::next(int timeout_ms) {
   cv_.wait_for(lock, std::chrono::milliseconds(timeout_ms), [&] { return changed_ || finished_ || error_; });
   JobUpdate u;
   u.pieces = std::exchange(pieces_, {});
+  u.piece_logprobs = std::exchange(piece_logprobs_, {});
   for (const auto& piece : u.pieces) u.text += piece;
   u.finished = finished_;
   u.reason = reason_;
@@ -52,10 +53,21 @@ bool Job::cancelled() const {
   return cancelled_;
 }
 
+void Job::add_piece(std::string_view text) {
+  if (text.empty()) return;
+  pieces_.emplace_back(text);
+  piece_logprobs_.push_back(std::exchange(unreleased_logprobs_, {}));
+}
+
+void Job::add_logprobs(PieceLogprobs lp) {
+  std::lock_guard lock(mu_);
+  unreleased_logprobs_.push_back(std::move(lp));
+}
+
 void Job::publish(std::string_view text, const JobUsage& usage) {
   {
     std::lock_guard lock(mu_);
-    if (!text.empty()) pieces_.emplace_back(text);
+    add_piece(text);
     usage_ = usage;
     changed_ = true;
   }
@@ -65,7 +77,7 @@ void Job::publish(std::string_view text, const JobUsage& usage) {
 void Job::finish(FinishReason reason, std::string_view text, const JobUsage& usage) {
   {
     std::lock_guard lock(mu_);
-    if (!text.empty()) pieces_.emplace_back(text);
+    add_piece(text);
     usage_ = usage;
     reason_ = reason;
     finished_ = true;
@@ -140,6 +152,8 @@ std::shared_ptr<Job> Scheduler::submit(JobRequest req) {
     if (t < 0 || t >= tok_.n_vocab())
       fail("scheduler", "token id {} is outside the vocabulary (0..{})", t, tok_.n_vocab() - 1);
   model::validate(req.sampling);  // here, not on the devices: a bad request is no device failure
+  if (req.top_logprobs < -1 || req.top_logprobs > model::kMaxTopLogprobs)
+    fail("scheduler", "top_logprobs {} is outside 0..{}", req.top_logprobs, model::kMaxTopLogprobs);
   auto job = std::make_shared<Job>();
   {
     std::lock_guard lock(mu_);
@@ -334,6 +348,7 @@ void Scheduler::step() {
   for (Slot* s : order_) {
     if (!s->decoding()) continue;
     batch.push_back({s->seq, std::span<const Token>(&s->next, 1), true, false, s->req.sampling, s->recent(), &s->rng});
+    batch.back().top_logprobs = s->req.top_logprobs;
     who.push_back(s);
     --budget;
   }
@@ -343,6 +358,7 @@ void Scheduler::step() {
     const auto chunk = rest.first(std::min<size_t>(rest.size(), budget));
     const bool last = chunk.size() == rest.size();
     batch.push_back({s->seq, chunk, last, false, s->req.sampling, s->recent(), &s->rng});
+    batch.back().top_logprobs = s->req.top_logprobs;
     who.push_back(s);
     budget -= static_cast<int64_t>(chunk.size());
     n_prompt += static_cast<int64_t>(chunk.size());
@@ -365,15 +381,22 @@ void Scheduler::step() {
     Slot& s = *who[i];
     s.cached.insert(s.cached.end(), batch[i].tokens.begin(), batch[i].tokens.end());
     if (!s.decoding()) s.n_prompt_fed += batch[i].tokens.size();
-    if (batch[i].sample) on_token(s, out[i].token);
+    if (batch[i].sample) on_token(s, out[i]);
   }
 }
 
-void Scheduler::on_token(Slot& s, Token t) {
+void Scheduler::on_token(Slot& s, const SeqOutput& out) {
+  const Token t = out.token;
   if (tok_.is_eog(t)) return finish(s, FinishReason::Stop, s.text->finish());
   ++s.usage.completion_tokens;
   s.history.push_back(t);
   if (s.text->push(t)) return finish(s, FinishReason::Stop, s.text->take());
+  if (out.logprobs) {  // not a stop string's token: its text is cut
+    auto with_piece = [&](const model::TokenLogprob& p) { return PieceProb{p.id, tok_.piece(p.id), p.logprob}; };
+    PieceLogprobs lp{with_piece(out.logprobs->sampled), {}};
+    for (const auto& p : out.logprobs->top) lp.top.push_back(with_piece(p));
+    s.job->add_logprobs(std::move(lp));
+  }
   const bool limit = s.req.max_tokens >= 0 && s.usage.completion_tokens >= s.req.max_tokens;
   if (limit || engine_.n_past(s.seq) >= n_ctx_)  // a full context: no room to feed t back
     return finish(s, FinishReason::Length, s.text->finish());

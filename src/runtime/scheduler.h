@@ -7,6 +7,7 @@
 
 #include "core/error.h"
 #include "core/token.h"
+#include "model/logprobs.h"
 #include "model/sampling.h"
 #include "runtime/engine.h"
 #include "tokenizer/tokenizer.h"
@@ -31,6 +32,9 @@ struct JobRequest {
   int32_t max_tokens = -1;  // < 0: until the slot's context is full
   model::SamplingParams sampling;
   std::vector<std::string> stop;  // stop strings (not part of the returned text)
+  // >= 0: each generated token's log-probability and its top_logprobs alternatives
+  // (0..model::kMaxTopLogprobs); -1: none.
+  int32_t top_logprobs = -1;
 };
 
 // Stop: an end-of-generation token or a stop string; Length: max_tokens or a full context.
@@ -43,10 +47,26 @@ struct JobUsage {
   int32_t completion_tokens = 0;  // sampled tokens, an end-of-generation token not counted
 };
 
+// A token's log-probability as a reply shows it: its text is the tokenizer's piece (bytes, not
+// always whole UTF-8 characters).
+struct PieceProb {
+  Token id = -1;
+  std::string piece;
+  double logprob = 0;
+};
+struct PieceLogprobs {  // one generated token's (model::TokenLogprobs with the pieces)
+  PieceProb sampled;
+  std::vector<PieceProb> top;
+};
+
 // What a job produced since its consumer last asked.
 struct JobUpdate {
   std::string text;                 // new text
   std::vector<std::string> pieces;  // the same, as the tokens released it: one piece each, none empty
+  // top_logprobs >= 0: per piece, the log-probabilities of the tokens whose text it completes (a
+  // token whose text is held back, an unfinished UTF-8 sequence, counts with the piece releasing
+  // it). The tokens of a stop string and an end-of-generation token have none.
+  std::vector<std::vector<PieceLogprobs>> piece_logprobs;
   bool finished = false;
   FinishReason reason = FinishReason::Length;  // finished: why
   JobUsage usage;                              // so far
@@ -65,12 +85,16 @@ class Job {
  private:
   friend class Scheduler;
   void publish(std::string_view text, const JobUsage& usage);  // scheduler thread
+  void add_logprobs(PieceLogprobs lp);                         // a token's, counted with the next piece published
   void finish(FinishReason reason, std::string_view text, const JobUsage& usage);
   void fail(const Error& e);
 
   mutable std::mutex mu_;
   std::condition_variable cv_;
-  std::vector<std::string> pieces_;  // released since the consumer last asked
+  std::vector<std::string> pieces_;                         // released since the consumer last asked
+  std::vector<std::vector<PieceLogprobs>> piece_logprobs_;  // per piece of pieces_ (if asked)
+  std::vector<PieceLogprobs> unreleased_logprobs_;          // of tokens whose text is held
+  void add_piece(std::string_view text);                    // under mu_
   JobUsage usage_;
   bool changed_ = false, finished_ = false, cancelled_ = false;
   FinishReason reason_ = FinishReason::Length;
@@ -164,7 +188,7 @@ class Scheduler {
   bool on_engine_error(const Error& e);
   void publish_devices();  // the live devices and lost workers, for stats() and health()
   void step();
-  void on_token(Slot& s, Token t);
+  void on_token(Slot& s, const SeqOutput& out);
   void release(Slot& s);
   // The request in s ends: the slot is freed (and counted free) before its client hears the end.
   void finish(Slot& s, FinishReason reason, std::string text);

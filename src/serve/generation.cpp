@@ -23,6 +23,8 @@ class Run {
   struct Part {
     std::shared_ptr<runtime::Job> job;
     std::vector<std::string> pieces;  // produced, not yet sent (streaming) or all of it (whole reply)
+    std::vector<std::vector<runtime::PieceLogprobs>> piece_logprobs;  // one per piece (empty: not asked)
+    size_t sent_bytes = 0;                                            // streaming: text sent so far
     runtime::JobUsage usage;
     bool started = false, finished = false, finish_sent = false;
     runtime::FinishReason reason = runtime::FinishReason::Length;
@@ -36,7 +38,9 @@ class Run {
     for (const auto& p : prompts) {
       std::shared_ptr<runtime::Job> job;
       try {
-        job = ctx_.scheduler.submit({p, gen.max_tokens, gen.sampling, gen.stop});
+        runtime::JobRequest jr{p, gen.max_tokens, gen.sampling, gen.stop};
+        jr.top_logprobs = gen.top_logprobs;
+        job = ctx_.scheduler.submit(std::move(jr));
       } catch (const Error& e) {
         if (ctx_.scheduler.failure()) reject(500, "{}", e.what());
         reject(400, "{}", e.message());
@@ -94,6 +98,7 @@ class Run {
  private:
   bool absorb(Part& p, runtime::JobUpdate u) {
     for (auto& piece : u.pieces) p.pieces.push_back(std::move(piece));
+    for (auto& lp : u.piece_logprobs) p.piece_logprobs.push_back(std::move(lp));
     p.usage = u.usage;
     if (u.error) error_ = u.error;
     p.finished = u.finished;
@@ -113,7 +118,7 @@ constexpr const char* kStopping = "the server is shutting down";
 
 // Streams the rest of a run whose every job has started: deltas as they come, each choice's
 // finish, the usage when asked for, then [DONE].
-bool stream(Run& run, const Reply& reply, Endpoint kind, bool include_usage, httplib::DataSink& sink) {
+bool stream(Run& run, const Reply& reply, Endpoint kind, const GenerationParams& gen, httplib::DataSink& sink) {
   auto send = [&](const std::string& s) { return sink.write(s.data(), s.size()); };
   auto& parts = run.parts();
   run.set_streaming();
@@ -123,8 +128,15 @@ bool stream(Run& run, const Reply& reply, Endpoint kind, bool include_usage, htt
   while (ok) {
     for (size_t i = 0; i < parts.size() && ok; ++i) {
       auto& p = parts[i];
-      // One event per token's text, as it was released, however many came since the last write.
-      for (const auto& piece : std::exchange(p.pieces, {})) ok = ok && send(sse_event(reply.text_chunk(i, piece)));
+      // One event per token's text, as it was released, however many came since the last write,
+      // with the log-probabilities of the tokens it completes when asked for.
+      const auto pieces = std::exchange(p.pieces, {});
+      const auto logprobs = std::exchange(p.piece_logprobs, {});
+      for (size_t k = 0; k < pieces.size() && ok; ++k) {
+        const bool with = gen.top_logprobs >= 0 && k < logprobs.size();
+        ok = send(sse_event(reply.text_chunk(i, pieces[k], with ? &logprobs[k] : nullptr, p.sent_bytes)));
+        p.sent_bytes += pieces[k].size();
+      }
       if (ok && p.finished && !p.finish_sent) {
         ok = send(sse_event(reply.finish_chunk(i, p.reason)));
         p.finish_sent = true;
@@ -137,7 +149,7 @@ bool stream(Run& run, const Reply& reply, Endpoint kind, bool include_usage, htt
       return true;
     }
     if (run.all(&Run::Part::finished)) {
-      if (include_usage) send(sse_event(reply.usage_chunk(run.usage())));
+      if (gen.include_usage) send(sse_event(reply.usage_chunk(run.usage())));
       send(kSseDone);
       sink.done();
       return true;
@@ -174,15 +186,18 @@ void serve_generation(const GenerationContext& ctx, Endpoint kind, const std::ve
       std::string text;
       for (const auto& piece : p.pieces) text += piece;
       choices.push_back({std::move(text), p.reason});
+      if (gen.top_logprobs >= 0) {
+        auto& all = choices.back().logprobs.emplace();
+        for (const auto& lp : p.piece_logprobs) all.insert(all.end(), lp.begin(), lp.end());
+      }
     }
     res.set_content(dump(reply->whole(choices, run->usage())), "application/json");
     return;
   }
   res.set_header("Cache-Control", "no-cache");
-  res.set_chunked_content_provider("text/event-stream",
-                                   [run, reply, kind, usage = gen.include_usage](size_t, httplib::DataSink& sink) {
-                                     return stream(*run, *reply, kind, usage, sink);
-                                   });
+  res.set_chunked_content_provider("text/event-stream", [run, reply, kind, gen](size_t, httplib::DataSink& sink) {
+    return stream(*run, *reply, kind, gen, sink);
+  });
 }
 
 }  // namespace weft::serve

@@ -50,6 +50,7 @@ json Reply::whole(const std::vector<Choice>& choices, const runtime::JobUsage& u
       c["text"] = choices[i].text;
       c["logprobs"] = nullptr;
     }
+    if (choices[i].logprobs) c["logprobs"] = logprobs_json(*choices[i].logprobs, 0);
     list.push_back(std::move(c));
   }
   j["choices"] = std::move(list);
@@ -72,7 +73,53 @@ json Reply::delta_choice(size_t index, json delta) const {
 
 json Reply::role_chunk(size_t index) const { return delta_choice(index, {{"role", "assistant"}, {"content", ""}}); }
 
-json Reply::text_chunk(size_t index, const std::string& text) const { return delta_choice(index, {{"content", text}}); }
+json Reply::text_chunk(size_t index, const std::string& text, const std::vector<runtime::PieceLogprobs>* logprobs,
+                       size_t text_offset) const {
+  json j = delta_choice(index, {{"content", text}});
+  if (logprobs) j["choices"][0]["logprobs"] = logprobs_json(*logprobs, text_offset);
+  return j;
+}
+
+namespace {
+// A token's bytes as numbers (its piece may end inside a UTF-8 character; "token" then shows the
+// replacement character where the JSON needs whole ones).
+json bytes_json(const std::string& piece) {
+  json b = json::array();
+  for (unsigned char c : piece) b.push_back(c);
+  return b;
+}
+json prob_json(const runtime::PieceProb& p) {
+  return {{"token", p.piece}, {"logprob", p.logprob}, {"bytes", bytes_json(p.piece)}};
+}
+}  // namespace
+
+json Reply::logprobs_json(const std::vector<runtime::PieceLogprobs>& lp, size_t text_offset) const {
+  if (kind_ == Endpoint::Chat) {
+    json content = json::array();
+    for (const auto& t : lp) {
+      json e = prob_json(t.sampled);
+      e["top_logprobs"] = json::array();
+      for (const auto& p : t.top) e["top_logprobs"].push_back(prob_json(p));
+      content.push_back(std::move(e));
+    }
+    return {{"content", std::move(content)}};
+  }
+  json tokens = json::array(), token_logprobs = json::array(), top = json::array(), offsets = json::array();
+  for (const auto& t : lp) {
+    tokens.push_back(t.sampled.piece);
+    token_logprobs.push_back(t.sampled.logprob);
+    json alternatives = json::object();
+    for (const auto& p : t.top)  // two tokens of one text: the likelier one's (listed first)
+      if (!alternatives.contains(p.piece)) alternatives[p.piece] = p.logprob;
+    top.push_back(std::move(alternatives));
+    offsets.push_back(text_offset);
+    text_offset += t.sampled.piece.size();
+  }
+  return {{"tokens", std::move(tokens)},
+          {"token_logprobs", std::move(token_logprobs)},
+          {"top_logprobs", std::move(top)},
+          {"text_offset", std::move(offsets)}};
+}
 
 json Reply::finish_chunk(size_t index, runtime::FinishReason reason) const {
   json j = delta_choice(index, json::object());

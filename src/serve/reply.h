@@ -7,6 +7,7 @@
 #include <nlohmann/json.hpp>
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -17,6 +18,7 @@ enum class Endpoint { Chat, Completion };
 struct Choice {
   std::string text;
   runtime::FinishReason reason = runtime::FinishReason::Length;
+  std::optional<std::vector<runtime::PieceLogprobs>> logprobs;  // asked for: one per token
 };
 
 nlohmann::json usage_json(const runtime::JobUsage& u);
@@ -31,13 +33,20 @@ class Reply {
   // Stream chunks: the chat stream opens each choice naming the role; text deltas; the chunk
   // that ends a choice; the usage chunk (stream_options.include_usage), with no choices.
   nlohmann::json role_chunk(size_t index) const;
-  nlohmann::json text_chunk(size_t index, const std::string& text) const;
+  // With log-probabilities (`logprobs` set): those of the tokens the text completes, text_offset
+  // being where the text starts in the choice's whole text (the completions shape counts from it).
+  nlohmann::json text_chunk(size_t index, const std::string& text,
+                            const std::vector<runtime::PieceLogprobs>* logprobs = nullptr,
+                            size_t text_offset = 0) const;
   nlohmann::json finish_chunk(size_t index, runtime::FinishReason reason) const;
   nlohmann::json usage_chunk(const runtime::JobUsage& usage) const;
 
  private:
   nlohmann::json envelope(bool chunk) const;
   nlohmann::json delta_choice(size_t index, nlohmann::json delta) const;
+  // Chat: {"content": [{token, logprob, bytes, top_logprobs}]}; completions (the legacy shape):
+  // {tokens, token_logprobs, top_logprobs: [{text: logprob}], text_offset}.
+  nlohmann::json logprobs_json(const std::vector<runtime::PieceLogprobs>& lp, size_t text_offset) const;
 
   Endpoint kind_;
   std::string id_, model_;

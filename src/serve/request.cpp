@@ -1,6 +1,9 @@
 #include "serve/request.h"
 
+#include "model/logprobs.h"
 #include "serve/http_error.h"
+
+#include <algorithm>
 
 namespace weft::serve {
 
@@ -78,6 +81,15 @@ Prompt prompt_item(const json& v) {
   if (v.is_string()) return v.get<std::string>();
   if (v.is_array()) return parse_tokens(v, "prompt");
   reject(400, "'prompt' must be a string, an array of token ids, or an array of those, got {}", v.type_name());
+}
+
+// Chat's logprobs (a boolean) and top_logprobs (0..20, only beside logprobs: true, as OpenAI and
+// llama-server refuse it alone).
+int32_t chat_top_logprobs(const json& body) {
+  const bool asked = boolean(body, "logprobs", false);
+  const int64_t top = integer(body, "top_logprobs", 0, model::kMaxTopLogprobs, -1);
+  if (top >= 0 && !asked) reject(400, "'top_logprobs' requires 'logprobs': true");
+  return asked ? static_cast<int32_t>(std::max<int64_t>(top, 0)) : -1;
 }
 
 }  // namespace
@@ -169,6 +181,7 @@ ChatRequest parse_chat_request(const json& body) {
   ChatRequest r;
   r.messages = parse_messages(body);
   r.gen = parse_generation(body);
+  r.gen.top_logprobs = chat_top_logprobs(body);
   return r;
 }
 
@@ -185,6 +198,9 @@ CompletionRequest parse_completion_request(const json& body) {
     r.prompts.push_back(prompt_item(p));
   }
   r.gen = parse_generation(body);
+  // The legacy field: how many alternatives per token (OpenAI's limit is 5; llama-server passes
+  // any n_probs on, so weft takes up to chat's 20).
+  r.gen.top_logprobs = static_cast<int32_t>(integer(body, "logprobs", 0, model::kMaxTopLogprobs, -1));
   return r;
 }
 

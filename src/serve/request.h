@@ -24,6 +24,9 @@ struct GenerationParams {
   std::vector<std::string> stop;
   bool stream = false;
   bool include_usage = false;  // stream_options.include_usage
+  // Alternatives listed with each token's log-probability (chat: logprobs + top_logprobs;
+  // completions: logprobs N); -1: no log-probabilities.
+  int32_t top_logprobs = -1;
 };
 
 // A prompt as text (tokenized with special tokens) or as token ids.
