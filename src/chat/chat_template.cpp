@@ -226,6 +226,7 @@ Template Template::from_string(std::string_view name_or_source, const SpecialTok
     t.jinja_ = std::make_shared<const JinjaTemplate>(name_or_source);
     t.family_ = legacy;
     t.tokens_ = tokens;
+    t.format_ = t.tool_use_format_ = detect_output_format(name_or_source);
     t.fallback_said_ = std::make_shared<std::atomic<bool>>(false);
     return t;
   } catch (const Error& e) {
@@ -244,7 +245,18 @@ Template Template::from_gguf(const gguf::File& file, const SpecialTokens& tokens
   const std::optional<std::string> src = file.get_string_opt("tokenizer.chat_template");
   // llama.cpp renders chatml when the model names no template (common_chat_templates_init).
   if (!src || src->empty()) return Template(Family::ChatML, /*fell_back=*/true);
-  return from_string(*src, tokens);
+  Template t = from_string(*src, tokens);
+  const std::optional<std::string> tool_use = file.get_string_opt("tokenizer.chat_template.tool_use");
+  if (t.jinja_ && tool_use && !tool_use->empty()) {
+    try {
+      t.tool_use_ = std::make_shared<const JinjaTemplate>(*tool_use);
+      t.tool_use_format_ = detect_output_format(*tool_use);
+    } catch (const Error& e) {  // the default template still serves requests with tools
+      std::fprintf(stderr, "weft: the chat template's tool_use variant does not parse (%s); not used\n",
+                   e.message().c_str());
+    }
+  }
+  return t;
 }
 
 Template Template::resolve(const gguf::File& file, std::string_view override_name_or_source,
@@ -258,12 +270,16 @@ std::string Template::render_jinja(std::span<const Message> messages, bool add_g
   ChatContext c;
   c.messages = messages_value(messages);
   c.add_generation_prompt = add_generation_prompt;
+  return run_jinja(*jinja_, c);
+}
+
+std::string Template::run_jinja(const JinjaTemplate& t, ChatContext& c) const {
   c.bos_token = tokens_.bos;
   c.eos_token = tokens_.eos;
   // llama.cpp passes enable_thinking (true unless reasoning is turned off); templates such as
   // Qwen3's and Gemma 4's read it.
   c.extra.set(jinja::Value("enable_thinking"), jinja::Value(true));
-  std::string out = jinja_->render_chat(c);
+  std::string out = t.render_chat(c);
   if (tokens_.adds_bos && !tokens_.bos.empty() && out.starts_with(tokens_.bos)) out.erase(0, tokens_.bos.size());
   return out;
 }

@@ -8,8 +8,11 @@
 // neither can run is an error naming --chat-template, never a silent guess.
 #pragma once
 
+#include "chat/tool_call_format.h"
 #include "gguf/gguf_reader.h"
 #include "tokenizer/tokenizer.h"
+
+#include <nlohmann/json.hpp>
 
 #include <atomic>
 #include <memory>
@@ -89,6 +92,7 @@ std::string_view family_name(Family f);  // "chatml", ...; "dots1" for the unnam
 std::string template_names();
 
 class JinjaTemplate;
+struct ChatContext;
 
 // What a Jinja template is given as bos_token and eos_token (the vocabulary's texts of those
 // tokens, as llama.cpp's common_chat_templates_init passes them), and whether tokenizing adds BOS
@@ -126,6 +130,16 @@ class Template {
   // llm_chat_apply_template's (no BOS). A Jinja render that fails falls back to the family's
   // renderer, said once on stderr; without a family the error is thrown.
   std::string render(std::span<const Message> messages, bool add_generation_prompt) const;
+  // A conversation in OpenAI's shape, as llama.cpp's common_chat_templates_apply renders it:
+  // messages as dicts (assistant tool_calls, role "tool" results with tool_call_id; see
+  // template_messages), `tools` (an array of function tools; null: none) given to the template as
+  // `tools`, by the file's tokenizer.chat_template.tool_use variant when it has one and tools are
+  // given. Only a Jinja template can: throws weft::Error("chat") for a built-in renderer.
+  std::string render_openai(const nlohmann::ordered_json& messages, const nlohmann::ordered_json& tools,
+                            bool add_generation_prompt) const;
+  // How the model writes tool calls and reasoning (tool_call_format.h): read from the template
+  // render_openai uses with or without tools; nothing known for a built-in renderer.
+  OutputFormat output_format(bool with_tools) const;
   // The special-token texts the built-in rendering writes (<|im_start|>, <|im_end|>, ...), which a
   // vocabulary must hold as control tokens for them to be parsed as such; empty without a family.
   std::vector<std::string_view> markers() const;
@@ -133,10 +147,14 @@ class Template {
  private:
   Template() = default;
   std::string render_jinja(std::span<const Message> messages, bool add_generation_prompt) const;
+  // Renders `c` (messages and tools set) on `t` with this template's special tokens.
+  std::string run_jinja(const JinjaTemplate& t, ChatContext& c) const;
 
   std::optional<Family> family_;
   bool fell_back_ = false;
   std::shared_ptr<const JinjaTemplate> jinja_;
+  std::shared_ptr<const JinjaTemplate> tool_use_;  // tokenizer.chat_template.tool_use, when the file has it
+  OutputFormat format_, tool_use_format_;
   SpecialTokens tokens_;
   // Set once a Jinja render has failed and fallen back, so that it is said once; shared by copies.
   std::shared_ptr<std::atomic<bool>> fallback_said_;
@@ -146,6 +164,12 @@ class Template {
 // rendering of `past` (rendered without a generation prompt). A past ending in '\n' keeps that
 // newline in front of the difference, because a chat loop's cache holds the reply's
 // end-of-turn token but not the newline the template writes after it.
+// OpenAI's messages as a template reads them, as llama.cpp passes them: a tool call's arguments
+// (a JSON string in OpenAI's API) parsed into an object, and the null content of an assistant
+// message with tool_calls made "". Throws weft::Error("chat") naming the message whose arguments
+// are not a JSON object.
+nlohmann::ordered_json template_messages(const nlohmann::ordered_json& messages);
+
 std::string render_suffix(const Template& tmpl, std::span<const Message> past, const Message& message,
                           bool add_generation_prompt);
 
