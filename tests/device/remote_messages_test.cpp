@@ -586,6 +586,7 @@ Step rich_step() {
   a.want_logits = true;
   a.sampling = {0.f, 7, 0.5f, 0.125f, 1.1f, 32, 0.75f, -0.5f, 0x0123456789abcdefULL};
   a.recent = {4, 4, 2};
+  a.n_logprobs = 7;
   a.score_from = 1;
   a.score_next = {9};
   StepSeq b;
@@ -618,6 +619,7 @@ TEST(RemoteMessages, StepRoundTrips) {
       EXPECT_EQ(y.sampling.frequency_penalty, x.sampling.frequency_penalty);
       EXPECT_EQ(y.sampling.seed, x.sampling.seed);
       EXPECT_EQ(y.recent, x.recent);
+      EXPECT_EQ(y.n_logprobs, x.n_logprobs);
       EXPECT_EQ(y.score_from, x.score_from);
       EXPECT_EQ(y.score_next, x.score_next);
     }
@@ -637,6 +639,9 @@ TEST(RemoteMessages, StepWithBadValuesIsRejected) {
   s = rich_step();
   s.seqs[0].score_next = {9, 9};  // rows 1 and 2 of a sequence of 2
   EXPECT_ERROR(step_round_trip(s), "step: scoring rows 1..+2 outside a sequence of 2 tokens");
+  s = rich_step();
+  s.seqs[0].n_logprobs = model::kMaxTopLogprobs + 1;
+  EXPECT_ERROR(step_round_trip(s), "step: 21 top log-probabilities outside -1..20");
   Bytes b = step_bytes(rich_step());
   // tokens, input, sequence count, then slot, pos0, n_tokens of the first sequence, then its flags
   const size_t flags = 4 + 4 * rich_step().tokens.size() + 4 + 4 * rich_step().input.size() + 4 + 12;
@@ -663,6 +668,7 @@ TEST(RemoteMessages, StepResultRoundTripsWithStats) {
   s.seqs[0].candidates.top = {{42, 9.5f}, {7, 3.25f}, {0, -1e30f}};
   s.seqs[1].logits = {1.f, -2.f, 0.5f, 8.f};
   s.seqs[1].scores = {{3.5f, 12.25, -1.f}, {}};  // a target elsewhere: NaN; an empty slice: -inf
+  s.seqs[0].logprobs = model::SliceLogprobs{{9.5f, 1.75, 0.f}, {{42, 9.5f}, {3, 9.f}}, {{7, 4.5f}}};
   s.output = {0.25f, 0.125f};
   DeviceStats st;
   for (size_t i = 0; i < st.op_seconds.size(); ++i) st.op_seconds[i] = 0.001 * static_cast<double>(i + 1);
@@ -686,6 +692,17 @@ TEST(RemoteMessages, StepResultRoundTripsWithStats) {
   EXPECT_EQ(back.seqs[1].scores[0].sum_exp, 12.25);
   EXPECT_EQ(back.seqs[1].scores[0].target, -1.f);
   EXPECT_TRUE(std::isinf(back.seqs[1].scores[1].max) && std::isnan(back.seqs[1].scores[1].target));
+  ASSERT_TRUE(back.seqs[0].logprobs.has_value());
+  EXPECT_FALSE(back.seqs[1].logprobs.has_value());
+  const model::SliceLogprobs& lp = *back.seqs[0].logprobs;
+  EXPECT_EQ(lp.lse.max, 9.5f);
+  EXPECT_EQ(lp.lse.sum_exp, 1.75);
+  ASSERT_EQ(lp.top.size(), 2u);
+  EXPECT_EQ(lp.top[1].id, 3);
+  EXPECT_EQ(lp.top[1].logit, 9.f);
+  ASSERT_EQ(lp.raw.size(), 1u);
+  EXPECT_EQ(lp.raw[0].id, 7);
+  EXPECT_EQ(lp.raw[0].logit, 4.5f);
   EXPECT_EQ(back.output, s.output);
   EXPECT_EQ(back_stats.op_seconds, st.op_seconds);
   EXPECT_EQ(back_stats.collective_seconds, st.collective_seconds);
@@ -707,6 +724,16 @@ TEST(RemoteMessages, StepResultRoundTripsWithStats) {
         read_step_result(rd, x);
       },
       "step result");
+}
+
+TEST(RemoteMessages, StepResultWithMoreTopLogprobsThanAskableIsRejected) {
+  StepResult s;
+  s.seqs.resize(1);
+  s.seqs[0].logprobs.emplace().top.assign(model::kMaxTopLogprobs + 1, {1, 0.f});
+  const Bytes b = step_result_bytes(s, {});
+  net::ByteReader r(b);
+  DeviceStats st;
+  EXPECT_ERROR(read_step_result(r, st), "top log-probabilities: count 21 exceeds the limit 20");
 }
 
 TEST(RemoteMessages, StepResultWithOtherOpStatsIsRejected) {

@@ -8,6 +8,7 @@
 #include "tokenizer/tokenizer.h"
 
 #include "device/worker_process.h"
+#include "runtime/logprob_equality.h"
 #include "support/expect_error.h"
 #include "support/shared_data.h"
 
@@ -27,11 +28,6 @@ const std::string kStories = std::string(WEFT_SHARED_DIR) + "/models/stories260K
 using device::DeviceSpec;
 using device::remote::testing_support::Worker;
 
-// Absolute, on log-probabilities: the splits' logits differ in their last float bits (summed in
-// another order) and each slice's exp sum is rescaled from its own max. Measured: under 1e-5.
-constexpr double kLogprobTol = 2e-5;
-constexpr int kSteps = 8;
-
 EngineOptions with(std::vector<DeviceSpec> devices, std::vector<double> ratios = {}) {
   EngineOptions o;
   o.devices = std::move(devices);
@@ -43,62 +39,10 @@ EngineOptions with(std::vector<DeviceSpec> devices, std::vector<double> ratios =
   return o;
 }
 
-// Temperature, top-k and a repeat penalty: the drawn token is rarely the argmax, and penalised.
-model::SamplingParams sampler() {
-  model::SamplingParams p;
-  p.temp = 1.2f;
-  p.top_k = 40;
-  p.top_p = 1.f;
-  p.min_p = 0.f;
-  p.repeat_penalty = 1.5f;
-  return p;
-}
-
-struct Drawn {
-  std::vector<Token> tokens;
-  std::vector<model::TokenLogprobs> logprobs;
-};
-
-Drawn draw(Engine& e, const std::vector<Token>& prompt, int32_t top) {
-  e.reset();
-  std::mt19937_64 rng(77);
-  std::vector<Token> history = prompt, feed = prompt;
-  Drawn d;
-  for (int i = 0; i < kSteps; ++i) {
-    SeqStep q;
-    q.tokens = feed;
-    q.sample = true;
-    q.sampling = sampler();
-    q.recent = history;
-    q.rng = &rng;
-    q.top_logprobs = top;
-    SeqOutput out = std::move(e.step_batch({&q, 1})[0]);
-    EXPECT_TRUE(out.logprobs.has_value());
-    if (!out.logprobs) break;
-    d.tokens.push_back(out.token);
-    d.logprobs.push_back(*out.logprobs);
-    history.push_back(out.token);
-    feed = {out.token};
-  }
-  return d;
-}
-
-void expect_same(const Drawn& a, const Drawn& b, const std::string& what) {
-  ASSERT_EQ(a.tokens, b.tokens) << what;
-  double worst = 0;
-  for (size_t i = 0; i < a.logprobs.size(); ++i) {
-    const auto &x = a.logprobs[i], &y = b.logprobs[i];
-    EXPECT_EQ(x.sampled.id, y.sampled.id) << what;
-    worst = std::max(worst, std::abs(x.sampled.logprob - y.sampled.logprob));
-    ASSERT_EQ(x.top.size(), y.top.size()) << what;
-    for (size_t j = 0; j < x.top.size(); ++j) {
-      EXPECT_EQ(x.top[j].id, y.top[j].id) << what << " step " << i << " rank " << j;
-      worst = std::max(worst, std::abs(x.top[j].logprob - y.top[j].logprob));
-    }
-  }
-  EXPECT_LT(worst, kLogprobTol) << what;
-  std::printf("%s: worst log-probability difference %.2e\n", what.c_str(), worst);
-}
+using logprob_equality::draw;
+using logprob_equality::Drawn;
+using logprob_equality::expect_same;
+using logprob_equality::kSteps;
 
 TEST(Logprobs, EqualOnEverySplitAndWorkersAndToALogSoftmaxOfTheLogits) {
   WEFT_NEED_SHARED_FILE(kStories);

@@ -11,6 +11,7 @@
 #include "device/worker_process.h"
 #include "gguf/gguf_reader.h"
 #include "runtime/engine.h"
+#include "runtime/logprob_equality.h"
 #include "runtime/parallel_equality.h"
 #include "support/shared_data.h"
 #include "support/vk_validation.h"
@@ -98,6 +99,28 @@ TEST(VkEngine, Stories260kGreedyTokensAndLogitsMatchOneCpuDevice) {
   const auto logits_prompt = some_prompt(512, 21);
   equality::expect_logits_match(*f, on("vk:0"), "vk:0", logits_prompt, DType::F32, equality::kLogitRelTol);
   equality::expect_logits_match(*f, on("vk:0"), "vk:0", logits_prompt, DType::F16, kLogitRelTolF16Cache);
+}
+
+// Log-probabilities reduced on vk:0 (alone, and beside a CPU device that holds part of the
+// vocabulary) equal one CPU device's: top 20 and the drawn token's, f32 KV cache. The shaders'
+// logits differ from the CPU's in their last bits (1.3e-6 of the largest, above), so the bound is
+// looser than the CPU splits' logprob_equality::kLogprobTol.
+TEST(VkEngine, Stories260kLogprobsMatchOneCpuDevice) {
+  constexpr double kVkLogprobTol = 1e-4;
+  WEFT_NEED_SHARED_FILE(kStories);
+  auto f = gguf::File::open(kStories);
+  const auto prompt = stories_prompt(*f);
+  auto f32_cache = [](EngineOptions o) {
+    o.k_type = o.v_type = DType::F32;
+    return o;
+  };
+  Engine cpu(*f, f32_cache(on("cpu:1")));
+  const auto ref = logprob_equality::draw(cpu, prompt, model::kMaxTopLogprobs);
+  for (const char* devices : {"vk:0", "vk:0,cpu:1"}) {
+    Engine e(*f, f32_cache(on(devices)));
+    logprob_equality::expect_same(logprob_equality::draw(e, prompt, model::kMaxTopLogprobs), ref, devices,
+                                  kVkLogprobTol);
+  }
 }
 
 // Every weight type gen-model writes, in a shape whose rows fill the 256-value blocks of the K and
