@@ -289,8 +289,8 @@ void parse_calls(std::string_view s, ToolCallFormat f, bool partial, ParsedOutpu
     if (c.status == Status::Incomplete && partial) return;  // held back until it is decided
     if (c.status == Status::Complete) {
       for (auto& call : c.calls) out.tool_calls.push_back(std::move(call));
-      pos = c.end;
-    } else {  // not a call: the marker stays text and the search goes on after it
+      pos = skip_space(s, c.end);  // the lines between and after calls are not content
+    } else {                       // not a call: the marker stays text and the search goes on after it
       out.content += marker;
       pos = body;
     }

@@ -1,5 +1,6 @@
 #include "serve/generation.h"
 
+#include "serve/chat_output.h"
 #include "serve/client_watch.h"
 #include "serve/connection_stream.h"
 #include "serve/http_error.h"
@@ -28,6 +29,7 @@ class Run {
     runtime::JobUsage usage;
     bool started = false, finished = false, finish_sent = false;
     runtime::FinishReason reason = runtime::FinishReason::Length;
+    std::optional<ChatDeltas> deltas;  // streaming a split chat reply (gen.chat_parse)
   };
 
   Run(const GenerationContext& ctx, const httplib::Request& req)
@@ -116,6 +118,21 @@ class Run {
 
 constexpr const char* kStopping = "the server is shutting down";
 
+// A split chat reply's new pieces as the deltas the parse now decides (chat_output.h): text that
+// may yet start a tool call or end reasoning waits for the pieces that decide it.
+template <class Send>
+bool send_split(Run::Part& p, size_t index, const Reply& reply, const GenerationParams& gen,
+                const std::vector<std::string>& pieces, Send& send) {
+  if (!p.deltas) p.deltas.emplace(*gen.chat_parse, gen.parallel_tool_calls);
+  std::string text;
+  for (const auto& piece : pieces) text += piece;
+  const bool last = p.finished && !p.finish_sent;
+  if (text.empty() && !last) return true;
+  bool ok = true;
+  for (auto& d : p.deltas->push(text, last)) ok = ok && send(sse_event(reply.delta_chunk(index, std::move(d))));
+  return ok;
+}
+
 // Streams the rest of a run whose every job has started: deltas as they come, each choice's
 // finish, the usage when asked for, then [DONE].
 bool stream(Run& run, const Reply& reply, Endpoint kind, const GenerationParams& gen, httplib::DataSink& sink) {
@@ -130,15 +147,16 @@ bool stream(Run& run, const Reply& reply, Endpoint kind, const GenerationParams&
       auto& p = parts[i];
       // One event per token's text, as it was released, however many came since the last write,
       // with the log-probabilities of the tokens it completes when asked for.
-      const auto pieces = std::exchange(p.pieces, {});
+      auto pieces = std::exchange(p.pieces, {});
       const auto logprobs = std::exchange(p.piece_logprobs, {});
+      if (gen.chat_parse) ok = send_split(p, i, reply, gen, std::exchange(pieces, {}), send);
       for (size_t k = 0; k < pieces.size() && ok; ++k) {
         const bool with = gen.top_logprobs >= 0 && k < logprobs.size();
         ok = send(sse_event(reply.text_chunk(i, pieces[k], with ? &logprobs[k] : nullptr, p.sent_bytes)));
         p.sent_bytes += pieces[k].size();
       }
       if (ok && p.finished && !p.finish_sent) {
-        ok = send(sse_event(reply.finish_chunk(i, p.reason)));
+        ok = send(sse_event(reply.finish_chunk(i, p.reason, p.deltas && p.deltas->has_tool_calls())));
         p.finish_sent = true;
       }
     }
@@ -186,6 +204,9 @@ void serve_generation(const GenerationContext& ctx, Endpoint kind, const std::ve
       std::string text;
       for (const auto& piece : p.pieces) text += piece;
       choices.push_back({std::move(text), p.reason});
+      if (gen.chat_parse)
+        choices.back().message =
+            chat_message(chat::parse_output(choices.back().text, *gen.chat_parse), gen.parallel_tool_calls);
       if (gen.top_logprobs >= 0) {
         auto& all = choices.back().logprobs.emplace();
         for (const auto& lp : p.piece_logprobs) all.insert(all.end(), lp.begin(), lp.end());

@@ -11,6 +11,12 @@ namespace weft::serve {
 
 using nlohmann::json;
 
+namespace {
+std::string_view finish_name(runtime::FinishReason r, bool tool_calls) {
+  return r == runtime::FinishReason::Stop && tool_calls ? "tool_calls" : runtime::finish_reason_name(r);
+}
+}  // namespace
+
 json usage_json(const runtime::JobUsage& u) {
   return {{"prompt_tokens", u.prompt_tokens},
           {"completion_tokens", u.completion_tokens},
@@ -43,8 +49,12 @@ json Reply::whole(const std::vector<Choice>& choices, const runtime::JobUsage& u
   json j = envelope(false);
   json list = json::array();
   for (size_t i = 0; i < choices.size(); ++i) {
-    json c = {{"index", i}, {"finish_reason", runtime::finish_reason_name(choices[i].reason)}};
-    if (kind_ == Endpoint::Chat) {
+    const json* message = choices[i].message ? &*choices[i].message : nullptr;
+    json c = {{"index", i},
+              {"finish_reason", finish_name(choices[i].reason, message && message->contains("tool_calls"))}};
+    if (message) {
+      c["message"] = *message;
+    } else if (kind_ == Endpoint::Chat) {
       c["message"] = {{"role", "assistant"}, {"content", choices[i].text}};
     } else {
       c["text"] = choices[i].text;
@@ -121,9 +131,9 @@ json Reply::logprobs_json(const std::vector<runtime::PieceLogprobs>& lp, size_t 
           {"text_offset", std::move(offsets)}};
 }
 
-json Reply::finish_chunk(size_t index, runtime::FinishReason reason) const {
+json Reply::finish_chunk(size_t index, runtime::FinishReason reason, bool tool_calls) const {
   json j = delta_choice(index, json::object());
-  j["choices"][0]["finish_reason"] = runtime::finish_reason_name(reason);
+  j["choices"][0]["finish_reason"] = finish_name(reason, tool_calls);
   return j;
 }
 

@@ -19,6 +19,7 @@ struct Choice {
   std::string text;
   runtime::FinishReason reason = runtime::FinishReason::Length;
   std::optional<std::vector<runtime::PieceLogprobs>> logprobs;  // asked for: one per token
+  std::optional<nlohmann::json> message;                        // chat: the reply split (chat_output.h) instead of text
 };
 
 nlohmann::json usage_json(const runtime::JobUsage& u);
@@ -38,7 +39,10 @@ class Reply {
   nlohmann::json text_chunk(size_t index, const std::string& text,
                             const std::vector<runtime::PieceLogprobs>* logprobs = nullptr,
                             size_t text_offset = 0) const;
-  nlohmann::json finish_chunk(size_t index, runtime::FinishReason reason) const;
+  // tool_calls: the choice made calls, so a stop is "tool_calls" as in llama-server.
+  nlohmann::json finish_chunk(size_t index, runtime::FinishReason reason, bool tool_calls = false) const;
+  // A chat delta of any fields (reasoning_content, tool_calls: chat_output.h's ChatDeltas).
+  nlohmann::json delta_chunk(size_t index, nlohmann::json delta) const { return delta_choice(index, std::move(delta)); }
   nlohmann::json usage_chunk(const runtime::JobUsage& usage) const;
 
  private:

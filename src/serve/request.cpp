@@ -9,14 +9,13 @@ namespace weft::serve {
 
 using nlohmann::json;
 
-namespace {
-
-// The field, or null when absent.
 const json& field(const json& body, const char* name) {
   static const json null_value;
   const auto it = body.find(name);
   return it == body.end() ? null_value : *it;
 }
+
+namespace {
 
 double number(const json& body, const char* name, double lo, double hi, double fallback) {
   const json& v = field(body, name);
@@ -182,6 +181,9 @@ ChatRequest parse_chat_request(const json& body) {
   r.messages = parse_messages(body);
   r.gen = parse_generation(body);
   r.gen.top_logprobs = chat_top_logprobs(body);
+  r.tools = parse_tool_request(body);
+  if (r.tools.any()) r.tools.messages = template_input(body["messages"], r.messages);
+  r.gen.parallel_tool_calls = r.tools.parallel_tool_calls;
   return r;
 }
 

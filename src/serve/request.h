@@ -4,11 +4,14 @@
 #pragma once
 
 #include "chat/chat_template.h"
+#include "chat/tool_call_parser.h"
 #include "core/token.h"
 #include "model/sampling.h"
+#include "serve/tool_request.h"
 
 #include <nlohmann/json.hpp>
 
+#include <optional>
 #include <string>
 #include <variant>
 #include <vector>
@@ -27,6 +30,10 @@ struct GenerationParams {
   // Alternatives listed with each token's log-probability (chat: logprobs + top_logprobs;
   // completions: logprobs N); -1: no log-probabilities.
   int32_t top_logprobs = -1;
+  // Chat: split the reply into content, reasoning_content and tool_calls (serve/chat_output.h);
+  // unset: the reply is all content.
+  std::optional<chat::ParseOptions> chat_parse;
+  bool parallel_tool_calls = true;
 };
 
 // A prompt as text (tokenized with special tokens) or as token ids.
@@ -35,12 +42,16 @@ using Prompt = std::variant<std::string, std::vector<Token>>;
 struct ChatRequest {
   std::vector<chat::Message> messages;
   GenerationParams gen;
+  ToolRequest tools;  // tools, tool_choice, tool calls and results in the messages
 };
 
 struct CompletionRequest {
   std::vector<Prompt> prompts;  // one choice each
   GenerationParams gen;
 };
+
+// The field of an object, or null when absent.
+const nlohmann::json& field(const nlohmann::json& body, const char* name);
 
 // Parses a body into a JSON object (400: malformed, or not an object).
 nlohmann::json parse_body(const std::string& body);

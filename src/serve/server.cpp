@@ -1,6 +1,7 @@
 #include "serve/server.h"
 
 #include "net/socket.h"
+#include "serve/chat_output.h"
 #include "serve/chat_page.h"
 #include "serve/generation.h"
 #include "serve/http_error.h"
@@ -314,9 +315,10 @@ void Server::routes() {
 void Server::generation_routes() {
   auto chat = [this](const httplib::Request& req, httplib::Response& res) {
     const auto& m = model(res);
-    const ChatRequest r = parse_chat_request(parse_body(req.body));
-    const auto prompt = m.tok->encode(m.chat->render(r.messages, /*add_generation_prompt=*/true), /*add_special=*/true,
-                                      /*parse_special=*/true);
+    ChatRequest r = parse_chat_request(parse_body(req.body));
+    const std::string text = chat_prompt(*m.chat, r);
+    r.gen.chat_parse = chat_parse_options(*m.chat, !r.tools.tools.is_null(), text);
+    const auto prompt = m.tok->encode(text, /*add_special=*/true, /*parse_special=*/true);
     serve_generation({*m.scheduler, opt_.model_name, stopping_}, Endpoint::Chat, {prompt}, r.gen, req, res);
   };
   auto completion = [this](const httplib::Request& req, httplib::Response& res) {

@@ -92,7 +92,7 @@ TEST(ToolCallParser, HermesCallsAndQwen3Thinking) {
   const auto o = opts(ToolCallFormat::Hermes, true);
   const ParsedOutput p = whole(text, o);
   EXPECT_EQ(p.reasoning, "The user wants weather.");
-  EXPECT_EQ(p.content, "Let me check.\n\n");
+  EXPECT_EQ(p.content, "Let me check.\n");
   ASSERT_EQ(p.tool_calls.size(), 2u);
   EXPECT_EQ(p.tool_calls[0], call("get_weather", R"({"location":"Paris","unit":"c"})"));
   EXPECT_EQ(p.tool_calls[1], call("get_time", "{}"));

@@ -1,0 +1,197 @@
+// Tool calling in /v1/chat/completions: the request's tools, tool_choice and tool messages
+// validated (each bad field a 400 naming it), and a reply split into OpenAI's message and stream
+// deltas (chat_output.h) from a given model output: the tiny test models write random text, so
+// the split is tested on the text a real model writes.
+#include "serve/chat_output.h"
+#include "serve/tool_request.h"
+#include "test_server.h"
+
+#include "support/expect_error.h"
+
+namespace weft::serve::test_support {
+namespace {
+
+const json kWeather = json::parse(R"({"type": "function", "function": {"name": "get_weather",
+    "description": "Weather now", "parameters": {"type": "object", "properties": {"location": {"type": "string"}},
+    "required": ["location"]}}})");
+
+json body_with(json fields) {
+  json b = {{"messages", json::array({{{"role", "user"}, {"content", "Weather in Paris?"}}})}};
+  b.update(fields);
+  return b;
+}
+
+TEST(ToolRequest, ToolsAndChoiceAreRead) {
+  ToolRequest r = parse_tool_request(body_with({{"tools", {kWeather}}}));
+  EXPECT_EQ(r.tools, json::array({kWeather}));
+  EXPECT_TRUE(r.parallel_tool_calls);
+  EXPECT_TRUE(r.any());
+  r = parse_tool_request(body_with({{"tools", {kWeather}}, {"tool_choice", "none"}, {"parallel_tool_calls", false}}));
+  EXPECT_TRUE(r.tools.is_null());  // none: the template is not given them and the reply not parsed
+  EXPECT_FALSE(r.parallel_tool_calls);
+  EXPECT_FALSE(parse_tool_request(body_with(json::object())).any());
+}
+
+TEST(ToolRequest, EachBadFieldIsNamed) {
+  auto tool_with = [](const char* path, json v) {
+    json t = kWeather;
+    t[json::json_pointer(path)] = std::move(v);
+    return body_with({{"tools", {t}}});
+  };
+  EXPECT_ERROR(parse_tool_request(body_with({{"tools", "get_weather"}})), "'tools' must be an array");
+  EXPECT_ERROR(parse_tool_request(body_with({{"tools", {1}}})), "tools[0] must be an object");
+  EXPECT_ERROR(parse_tool_request(tool_with("/type", "code")), "tools[0].type must be \"function\"");
+  EXPECT_ERROR(parse_tool_request(tool_with("/function/name", "")), "tools[0].function.name must be a non-empty");
+  EXPECT_ERROR(parse_tool_request(tool_with("/function/parameters", "x")), "tools[0].function.parameters must be");
+  EXPECT_ERROR(parse_tool_request(tool_with("/function/description", 3)), "tools[0].function.description");
+  EXPECT_ERROR(parse_tool_request(body_with({{"tools", {kWeather}}, {"tool_choice", "sometimes"}})),
+               "'tool_choice' must be \"auto\"");
+  EXPECT_ERROR(parse_tool_request(body_with({{"tools", {kWeather}}, {"tool_choice", 1}})),
+               "'tool_choice' must be a string or an object");
+  EXPECT_ERROR(parse_tool_request(body_with(
+                   {{"tools", {kWeather}}, {"tool_choice", {{"type", "function"}, {"function", {{"name", "f"}}}}}})),
+               "names function 'f', which is not in 'tools'");
+  EXPECT_ERROR(parse_tool_request(body_with({{"parallel_tool_calls", "yes"}})), "'parallel_tool_calls' must be");
+}
+
+TEST(ToolRequest, ForcedCallsAreRefusedUntilConstrainedDecodingExists) {
+  EXPECT_ERROR(parse_tool_request(body_with({{"tools", {kWeather}}, {"tool_choice", "required"}})),
+               "is not supported yet: forcing a tool call needs constrained decoding");
+  EXPECT_ERROR(
+      parse_tool_request(body_with(
+          {{"tools", {kWeather}}, {"tool_choice", {{"type", "function"}, {"function", {{"name", "get_weather"}}}}}})),
+      "is not supported yet");
+  EXPECT_ERROR(parse_tool_request(body_with({{"tool_choice", "required"}})), "but 'tools' is empty");
+}
+
+TEST(ToolRequest, ToolMessagesAreChecked) {
+  json call = {{"id", "call_1"},
+               {"type", "function"},
+               {"function", {{"name", "get_weather"}, {"arguments", "{\"location\": \"Paris\"}"}}}};
+  json msgs = json::array({{{"role", "user"}, {"content", "Weather?"}},
+                           {{"role", "assistant"}, {"content", nullptr}, {"tool_calls", {call}}},
+                           {{"role", "tool"}, {"tool_call_id", "call_1"}, {"content", "22 C"}}});
+  EXPECT_EQ(parse_tool_request({{"messages", msgs}}).messages, msgs);
+  json bad = msgs;
+  bad[1]["tool_calls"][0]["function"]["arguments"] = "{\"location\": ";
+  EXPECT_ERROR(parse_tool_request({{"messages", bad}}), "messages[1].tool_calls[0].function.arguments must be");
+  bad = msgs;
+  bad[2].erase("tool_call_id");
+  EXPECT_ERROR(parse_tool_request({{"messages", bad}}), "messages[2].tool_call_id must be a string");
+  bad = msgs;
+  bad[0]["tool_calls"] = {call};
+  EXPECT_ERROR(parse_tool_request({{"messages", bad}}), "messages[0].tool_calls: only an assistant message");
+  bad = msgs;
+  bad[1]["tool_calls"][0]["function"].erase("name");
+  EXPECT_ERROR(parse_tool_request({{"messages", bad}}), "messages[1].tool_calls[0].function.name must be");
+}
+
+const chat::ParseOptions kQwen3{.format = {.tools = chat::ToolCallFormat::Hermes, .think_tags = true},
+                                .parse_tools = true,
+                                .thinking_open = false,
+                                .partial = false};
+const std::string kQwen3Reply =
+    "<think>\nParis, so get_weather.\n</think>\n\nChecking.\n<tool_call>\n{\"name\": \"get_weather\", \"arguments\": "
+    "{\"location\": \"Paris\"}}\n</tool_call>\n<tool_call>\n{\"name\": \"get_time\", \"arguments\": {}}\n</tool_call>";
+
+TEST(ChatOutput, WholeReplyMessage) {
+  const json m = chat_message(chat::parse_output(kQwen3Reply, kQwen3), /*parallel=*/true);
+  EXPECT_EQ(m["role"], "assistant");
+  EXPECT_EQ(m["reasoning_content"], "Paris, so get_weather.");
+  EXPECT_EQ(m["content"], "Checking.\n");
+  ASSERT_EQ(m["tool_calls"].size(), 2u);
+  EXPECT_EQ(m["tool_calls"][0]["type"], "function");
+  EXPECT_EQ(m["tool_calls"][0]["function"]["name"], "get_weather");
+  EXPECT_EQ(m["tool_calls"][0]["function"]["arguments"], "{\"location\":\"Paris\"}");
+  EXPECT_TRUE(m["tool_calls"][0]["id"].get<std::string>().starts_with("call_"));
+  EXPECT_NE(m["tool_calls"][0]["id"], m["tool_calls"][1]["id"]);
+  const json one = chat_message(chat::parse_output(kQwen3Reply, kQwen3), /*parallel=*/false);
+  EXPECT_EQ(one["tool_calls"].size(), 1u);
+  // Only calls: content is null, as OpenAI sends it.
+  const json calls_only =
+      chat_message(chat::parse_output("<tool_call>{\"name\": \"f\", \"arguments\": {}}</tool_call>", kQwen3), true);
+  EXPECT_TRUE(calls_only["content"].is_null());
+  EXPECT_FALSE(calls_only.contains("reasoning_content"));
+}
+
+// The reply streamed in pieces of 1..4 bytes: the deltas add up to the whole reply, and each
+// call comes as a delta naming it (index, id, type, name, arguments "") then its arguments.
+TEST(ChatOutput, StreamDeltasAddUpToTheWholeReply) {
+  for (size_t piece = 1; piece <= 4; ++piece) {
+    ChatDeltas d(kQwen3, true);
+    std::vector<json> all;
+    for (size_t at = 0; at < kQwen3Reply.size(); at += piece)
+      for (auto& j : d.push(std::string_view(kQwen3Reply).substr(at, piece), false)) all.push_back(j);
+    for (auto& j : d.push("", true)) all.push_back(j);
+    std::string content, reasoning;
+    json calls = json::array();
+    for (const auto& j : all) {
+      EXPECT_EQ(j.size(), 1u) << j.dump();
+      if (j.contains("content")) content += j["content"].get<std::string>();
+      if (j.contains("reasoning_content")) reasoning += j["reasoning_content"].get<std::string>();
+      if (!j.contains("tool_calls")) continue;
+      const json& c = j["tool_calls"][0];
+      const size_t index = c["index"].get<size_t>();
+      if (c.contains("id")) {
+        EXPECT_EQ(index, calls.size());
+        EXPECT_EQ(c["type"], "function");
+        EXPECT_EQ(c["function"]["arguments"], "");
+        calls.push_back(c);
+      } else {
+        ASSERT_LT(index, calls.size());
+        calls[index]["function"]["arguments"] =
+            calls[index]["function"]["arguments"].get<std::string>() + c["function"]["arguments"].get<std::string>();
+      }
+    }
+    EXPECT_EQ(content, "Checking.\n");
+    EXPECT_EQ(reasoning, "Paris, so get_weather.");
+    ASSERT_EQ(calls.size(), 2u);
+    EXPECT_EQ(calls[0]["function"]["name"], "get_weather");
+    EXPECT_EQ(calls[0]["function"]["arguments"], "{\"location\":\"Paris\"}");
+    EXPECT_EQ(calls[1]["function"]["name"], "get_time");
+    EXPECT_TRUE(d.has_tool_calls());
+  }
+}
+
+// No text that later starts a call is ever sent as content.
+TEST(ChatOutput, StreamNeverSendsAMarkerAsContent) {
+  ChatDeltas d(kQwen3, true);
+  std::string content;
+  const std::string reply = "Sure<tool_call>{\"name\": \"f\", \"arguments\": {\"a\": \"<tool\"}}</tool_call>";
+  for (char c : reply)
+    for (auto& j : d.push(std::string(1, c), false))
+      if (j.contains("content")) content += j["content"].get<std::string>();
+  EXPECT_EQ(content, "Sure");
+}
+
+class ToolServer : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    model_ = new weft::test_support::GeneratedModel();
+    server_ = new TestServer(*model_->file, *model_->tok, weft::test_support::cpu_engine_options(1, 1, 256));
+  }
+  static void TearDownTestSuite() {
+    delete server_;
+    delete model_;
+  }
+  static inline weft::test_support::GeneratedModel* model_ = nullptr;
+  static inline TestServer* server_ = nullptr;
+};
+
+TEST_F(ToolServer, BadToolsAre400AndABuiltInTemplateCannotRenderTools) {
+  auto c = server_->client();
+  Reply r = post(c, "/v1/chat/completions", body_with({{"tools", {{{"type", "function"}}}}}));
+  EXPECT_EQ(r.status, 400);
+  EXPECT_NE(error_message(r).find("tools[0].function must be an object"), std::string::npos) << r.text;
+  // The generated model has no template of its own: the built-in chatml renderer has no tools.
+  r = post(c, "/v1/chat/completions", body_with({{"tools", {kWeather}}, {"max_tokens", 2}}));
+  EXPECT_EQ(r.status, 400);
+  EXPECT_NE(error_message(r).find("cannot render this conversation with tools"), std::string::npos) << r.text;
+  // tool_choice none: no tools rendered, a plain reply.
+  r = post(c, "/v1/chat/completions", body_with({{"tools", {kWeather}}, {"tool_choice", "none"}, {"max_tokens", 2}}));
+  EXPECT_EQ(r.status, 200) << r.text;
+  EXPECT_FALSE(r.body["choices"][0]["message"].contains("tool_calls"));
+}
+
+}  // namespace
+}  // namespace weft::serve::test_support
