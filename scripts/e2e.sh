@@ -32,6 +32,9 @@ start gen -m "$WORK/gen.gguf" -a gen -np 8 -c 4096 -t 1
 export WEFT_E2E_GEN_URL=$URL
 start keyed -m "$WORK/gen.gguf" -a gen -np 1 -c 512 -t 1 --api-key-file "$WORK/api.key"
 export WEFT_E2E_KEYED_URL=$URL WEFT_E2E_KEY=$(cat "$WORK/api.key")
+# The same model with Qwen3's own template on the Jinja engine, for tools (tools.test.mjs).
+start tools -m "$WORK/gen.gguf" -a gen -np 1 -c 1024 -t 1 --chat-template-file tests/data/chat_templates/Qwen-Qwen3-0.6B.jinja
+export WEFT_E2E_TOOLS_URL=$URL
 if [ -f "$STORIES" ]; then
   start stories -m "$STORIES" -np 2 -t 1
   export WEFT_E2E_STORIES_URL=$URL

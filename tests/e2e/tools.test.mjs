@@ -1,0 +1,80 @@
+// Tool calling through the official openai client, on the generated model served with Qwen3's own
+// chat template (--chat-template-file): a conversation holding a call and its result (the client's
+// half of a round trip) rendered and answered, whole and streamed, the stream's content and
+// reasoning adding up to the whole reply's; bad tools and forced calls refused with a 400 naming
+// why. The tiny model writes random text, so it never calls a tool itself: forcing a call
+// (tool_choice "required") needs constrained decoding, which weft does not do yet.
+import assert from "node:assert/strict";
+import { describe, test } from "node:test";
+import OpenAI from "openai";
+
+import { client } from "./lib/servers.mjs";
+
+const kTestTimeoutMs = 60_000;
+const weather = {
+  type: "function",
+  function: {
+    name: "get_weather",
+    description: "The weather now in a city",
+    parameters: { type: "object", properties: { location: { type: "string" } }, required: ["location"] },
+  },
+};
+const roundTrip = [
+  { role: "user", content: "What is the weather in Paris?" },
+  {
+    role: "assistant",
+    content: null,
+    tool_calls: [{ id: "call_1", type: "function", function: { name: "get_weather", arguments: '{"location":"Paris"}' } }],
+  },
+  { role: "tool", tool_call_id: "call_1", content: '{"temperature": 22}' },
+];
+
+describe("tools on a Jinja template", { timeout: kTestTimeoutMs }, () => {
+  const url = process.env.WEFT_E2E_TOOLS_URL;
+  if (!url) throw new Error("WEFT_E2E_TOOLS_URL is not set: run the end-to-end tests through scripts/e2e.sh");
+  const openai = client(url);
+  const greedy = { model: "gen", temperature: 0, max_tokens: 16, tools: [weather] };
+
+  test("a tool result answered, whole and streamed alike", async () => {
+    const whole = await openai.chat.completions.create({ ...greedy, messages: roundTrip });
+    const choice = whole.choices[0];
+    assert.equal(choice.message.role, "assistant");
+    assert.ok(["stop", "length", "tool_calls"].includes(choice.finish_reason), choice.finish_reason);
+    // tool_choice "none": the same conversation without the tools' schema in the prompt.
+    const plain = await openai.chat.completions.create({ ...greedy, messages: roundTrip, tool_choice: "none" });
+    assert.ok(
+      whole.usage.prompt_tokens > plain.usage.prompt_tokens + 50,
+      `the tool schema is in the prompt: ${whole.usage.prompt_tokens} vs ${plain.usage.prompt_tokens} tokens`,
+    );
+
+    const stream = await openai.chat.completions.create({ ...greedy, messages: roundTrip, stream: true });
+    let content = "";
+    let reasoning = "";
+    let finish = null;
+    for await (const chunk of stream) {
+      for (const c of chunk.choices) {
+        if (c.delta.content) content += c.delta.content;
+        if (c.delta.reasoning_content) reasoning += c.delta.reasoning_content;
+        if (c.finish_reason) finish = c.finish_reason;
+      }
+    }
+    assert.equal(content, choice.message.content ?? "");
+    assert.equal(reasoning, choice.message.reasoning_content ?? "");
+    assert.equal(finish, choice.finish_reason);
+  });
+
+  test("bad tools and forced calls are 400s naming why", async () => {
+    const refused = async (fields, message) => {
+      await assert.rejects(
+        openai.chat.completions.create({ ...greedy, messages: roundTrip.slice(0, 1), ...fields }),
+        (e) => e instanceof OpenAI.BadRequestError && e.message.includes(message),
+      );
+    };
+    await refused({ tools: [{ type: "function", function: { name: "" } }] }, "tools[0].function.name");
+    await refused({ tool_choice: "required" }, "needs constrained decoding");
+    await refused({ tool_choice: { type: "function", function: { name: "nope" } } }, "not in 'tools'");
+    const bad = structuredClone(roundTrip);
+    bad[1].tool_calls[0].function.arguments = "{";
+    await refused({ messages: bad }, "messages[1].tool_calls[0].function.arguments");
+  });
+});
