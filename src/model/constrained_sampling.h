@@ -1,0 +1,66 @@
+// Constrained decoding over the distributed sampler: a grammar filters the merged candidates, as
+// llama.cpp's sampler does lazily, instead of masking the whole vocabulary each token.
+//
+// Each device returns its slice's top kConstrainedCandidates (or top_k when larger; the whole slice
+// when top_k <= 0): constrained_device_params() says so. The coordinator keeps the global top of
+// their merge (exact on any split: every token of the global top-K is in its own device's top-K),
+// and sample_constrained() walks it in logit order: greedy takes the first token the grammar allows;
+// sampling keeps the allowed tokens among the global top-k and runs top-p, min-p and temperature
+// over them. Only when none is allowed does the caller fetch the whole vocabulary for that
+// sequence (top_k <= 0: every slice whole) and call it again with `whole_vocabulary`; an empty
+// answer then means no token can continue, an error.
+#pragma once
+
+#include "model/grammar.h"
+#include "model/sampling.h"
+
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace weft::model {
+
+inline constexpr int32_t kConstrainedCandidates = 64;
+
+// What every token of the vocabulary adds to the output, computed once per model (runtime side,
+// from the tokenizer) and shared by every constrained sequence.
+struct TokenTexts {
+  enum class Kind : uint8_t {
+    Text,             // its bytes are output text
+    EndOfGeneration,  // EOS, EOT, ...: allowed when the grammar is complete
+    Control,          // BOS, other special tokens: never allowed under a grammar
+  };
+  std::vector<std::string> bytes;  // [n_vocab]
+  std::vector<Kind> kind;          // [n_vocab]
+};
+
+// One sequence's grammar and where it stands.
+class GrammarConstraint {
+ public:
+  GrammarConstraint(std::shared_ptr<const Grammar> grammar, std::shared_ptr<const TokenTexts> texts);
+
+  // Whether the token may come next.
+  bool allows(Token t) const;
+  // Takes the token (it must be allowed): the grammar advances over its text.
+  void accept(Token t);
+  // Nothing but the end can follow: generation should stop.
+  bool finished() const { return state_.finished(); }
+  bool complete() const { return state_.complete(); }
+
+ private:
+  GrammarState state_;
+  std::shared_ptr<const TokenTexts> texts_;
+};
+
+// The sampling parameters a device gets for a constrained sequence: enough candidates for the
+// grammar to choose among (see above); `whole_vocabulary` asks for every slice whole.
+SamplingParams constrained_device_params(const SamplingParams& p, bool whole_vocabulary);
+
+// The token drawn among the allowed candidates; nullopt when none is allowed. The draw consumes
+// the generator exactly as sample() does over the allowed set.
+std::optional<Token> sample_constrained(std::vector<LocalCandidates> parts, const SamplingParams& p,
+                                        std::mt19937_64& rng, const GrammarConstraint& constraint,
+                                        bool whole_vocabulary);
+
+}  // namespace weft::model
