@@ -1,7 +1,8 @@
 // Log-probabilities reduced on the devices (each slice's log-sum-exp and top raw logits, merged on
 // the coordinator) are the same for one device, tensor splits even, uneven and with a zero share,
-// and worker processes, and equal a double-precision log-softmax of Engine::eval_logits: the top
-// 20 and the drawn token's, with temperature, top-k and penalties on (logprobs ignore them).
+// a layer split and worker processes, and equal a double-precision log-softmax of
+// Engine::eval_logits: the top 20 and the drawn token's, with temperature, top-k and penalties on
+// (logprobs ignore them).
 #include "model/logprobs.h"
 #include "gguf/gguf_reader.h"
 #include "runtime/engine.h"
@@ -101,6 +102,12 @@ TEST(Logprobs, EqualOnEverySplitAndWorkersAndToALogSoftmaxOfTheLogits) {
                                            {"tp3 -ts 1,2,4", {cpu, cpu, cpu}, {1, 2, 4}}}) {
     Engine e(*f, with(s.devices, s.ratios));
     expect_same(draw(e, prompt, model::kMaxTopLogprobs), ref, s.name);
+  }
+  {  // a layer split: the last device holds the whole vocabulary
+    EngineOptions o = with({cpu, cpu});
+    o.mode = parallel::SplitMode::Layer;
+    Engine e(*f, std::move(o));
+    expect_same(draw(e, prompt, model::kMaxTopLogprobs), ref, "layer2");
   }
   Worker w1, w2;
   const DeviceSpec r1{DeviceSpec::Kind::Remote, 1, -1, w1.address()}, r2{DeviceSpec::Kind::Remote, 1, -1, w2.address()};
