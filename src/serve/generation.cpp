@@ -29,7 +29,8 @@ class Run {
     runtime::JobUsage usage;
     bool started = false, finished = false, finish_sent = false;
     runtime::FinishReason reason = runtime::FinishReason::Length;
-    std::optional<ChatDeltas> deltas;  // streaming a split chat reply (gen.chat_parse)
+    std::optional<ChatDeltas> deltas;                     // streaming a split chat reply (gen.chat_parse)
+    std::vector<runtime::PieceLogprobs> unsent_logprobs;  // of tokens whose text the split holds
   };
 
   Run(const GenerationContext& ctx, const httplib::Request& req)
@@ -119,17 +120,27 @@ class Run {
 constexpr const char* kStopping = "the server is shutting down";
 
 // A split chat reply's new pieces as the deltas the parse now decides (chat_output.h): text that
-// may yet start a tool call or end reasoning waits for the pieces that decide it.
+// may yet start a tool call or end reasoning waits for the pieces that decide it. Log-probabilities
+// ride on the next content delta (the last chunk's, when none follows).
 template <class Send>
 bool send_split(Run::Part& p, size_t index, const Reply& reply, const GenerationParams& gen,
-                const std::vector<std::string>& pieces, Send& send) {
+                const std::vector<std::string>& pieces,
+                const std::vector<std::vector<runtime::PieceLogprobs>>& logprobs, Send& send) {
   if (!p.deltas) p.deltas.emplace(*gen.chat_parse, gen.parallel_tool_calls);
   std::string text;
   for (const auto& piece : pieces) text += piece;
+  if (gen.top_logprobs >= 0)
+    for (const auto& lp : logprobs) p.unsent_logprobs.insert(p.unsent_logprobs.end(), lp.begin(), lp.end());
   const bool last = p.finished && !p.finish_sent;
   if (text.empty() && !last) return true;
   bool ok = true;
-  for (auto& d : p.deltas->push(text, last)) ok = ok && send(sse_event(reply.delta_chunk(index, std::move(d))));
+  for (auto& d : p.deltas->push(text, last)) {
+    const bool with = d.contains("content") && !p.unsent_logprobs.empty();
+    ok = ok && send(sse_event(with ? reply.text_chunk(index, d["content"], &p.unsent_logprobs)
+                                   : reply.delta_chunk(index, std::move(d))));
+    if (with) p.unsent_logprobs.clear();
+  }
+  if (ok && last && !p.unsent_logprobs.empty()) ok = send(sse_event(reply.text_chunk(index, "", &p.unsent_logprobs)));
   return ok;
 }
 
@@ -149,7 +160,7 @@ bool stream(Run& run, const Reply& reply, Endpoint kind, const GenerationParams&
       // with the log-probabilities of the tokens it completes when asked for.
       auto pieces = std::exchange(p.pieces, {});
       const auto logprobs = std::exchange(p.piece_logprobs, {});
-      if (gen.chat_parse) ok = send_split(p, i, reply, gen, std::exchange(pieces, {}), send);
+      if (gen.chat_parse) ok = send_split(p, i, reply, gen, std::exchange(pieces, {}), logprobs, send);
       for (size_t k = 0; k < pieces.size() && ok; ++k) {
         const bool with = gen.top_logprobs >= 0 && k < logprobs.size();
         ok = send(sse_event(reply.text_chunk(i, pieces[k], with ? &logprobs[k] : nullptr, p.sent_bytes)));

@@ -63,6 +63,20 @@ describe("tools on a Jinja template", { timeout: kTestTimeoutMs }, () => {
     assert.equal(finish, choice.finish_reason);
   });
 
+  test("log-probabilities of a split stream: every token's, as in the whole reply", async () => {
+    const asked = { ...greedy, messages: roundTrip, logprobs: true, top_logprobs: 2 };
+    const whole = await openai.chat.completions.create(asked);
+    const stream = await openai.chat.completions.create({ ...asked, stream: true });
+    const tokens = [];
+    for await (const chunk of stream)
+      for (const c of chunk.choices) if (c.logprobs?.content) tokens.push(...c.logprobs.content.map((t) => t.token));
+    assert.ok(tokens.length > 0);
+    assert.deepEqual(
+      tokens,
+      whole.choices[0].logprobs.content.map((t) => t.token),
+    );
+  });
+
   test("bad tools and forced calls are 400s naming why", async () => {
     const refused = async (fields, message) => {
       await assert.rejects(
