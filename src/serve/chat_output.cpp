@@ -21,9 +21,9 @@ std::optional<chat::ParseOptions> chat_parse_options(const chat::Template& tmpl,
                                                      std::string_view prompt) {
   const chat::OutputFormat f = tmpl.output_format(with_tools);
   const bool tools = with_tools && f.tools != chat::ToolCallFormat::None;
-  // Harmony's channels (gpt-oss) are control tokens, which the text of a reply does not hold
-  // (runtime::TextStream renders no special tokens): only its tool calls are looked for.
-  if (!f.think_tags && !tools) return std::nullopt;
+  // Harmony (gpt-oss) always: its analysis channel is reasoning (the tokenizer keeps the framing
+  // tokens in a reply's text, as llama.cpp does).
+  if (!f.think_tags && !tools && f.tools != chat::ToolCallFormat::GptOss) return std::nullopt;
   chat::ParseOptions o{.format = f, .parse_tools = tools, .thinking_open = false, .partial = false};
   // A generation prompt that opens <think> itself (DeepSeek R1's): the reply starts inside it.
   while (!prompt.empty() && (prompt.back() == '\n' || prompt.back() == ' ')) prompt.remove_suffix(1);

@@ -308,7 +308,7 @@ void Server::routes() {
   });
   http_->Post("/apply-template", [this](const httplib::Request& req, httplib::Response& res) {
     const auto& m = model(res);
-    reply_json(res, {{"prompt", m.chat->render(parse_messages(parse_body(req.body)), /*add_generation_prompt=*/true)}});
+    reply_json(res, {{"prompt", chat_prompt(*m.chat, parse_chat_request(parse_body(req.body)))}});
   });
 }
 

@@ -37,12 +37,18 @@ void Vocab::finish() {
   }
   id_of.clear();
   id_of.reserve(n);
+  for (size_t i = 0; i < n; ++i) id_of[text[i]] = static_cast<Token>(i);
+  // gpt-oss's harmony format (its vocabulary ends replies with <|return|> and <|call|>): the
+  // tokens that frame a message are text a reply keeps, so that its channels can be parsed
+  // (llama-vocab.cpp's "quick hack for gpt-oss" renders them as user-defined), and <|end|>, which
+  // ends each message of a reply, does not end the generation (removed from the EOG ids below).
+  const bool harmony = find("<|return|>") >= 0 && find("<|call|>") >= 0;
+  if (harmony)
+    for (std::string_view s : {"<|channel|>", "<|message|>", "<|start|>", "<|constrain|>"})
+      if (Token id = find(s); id >= 0 && type[id] == TokenType::Control) type[id] = TokenType::UserDefined;
   special.clear();
-  for (size_t i = 0; i < n; ++i) {
-    const Token id = static_cast<Token>(i);
-    id_of[text[i]] = id;
-    if (is_special_type(type[i])) special.push_back(id);
-  }
+  for (size_t i = 0; i < n; ++i)
+    if (is_special_type(type[i])) special.push_back(static_cast<Token>(i));
   // Longest first so "<|im_end|>" wins over a "<|im" that would split it; ties by id for a
   // deterministic order (llama.cpp leaves ties to std::sort).
   std::stable_sort(special.begin(), special.end(), [&](Token a, Token b) { return text[a].size() > text[b].size(); });
@@ -68,6 +74,7 @@ void Vocab::finish() {
   for (std::string_view s : kEndOfTurnTexts) {
     if (Token id = special_with(s); id >= 0) eog.push_back(id);
   }
+  if (harmony) std::erase(eog, find("<|end|>"));
   std::sort(eog.begin(), eog.end());
   eog.erase(std::unique(eog.begin(), eog.end()), eog.end());
 }

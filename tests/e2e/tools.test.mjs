@@ -8,7 +8,7 @@ import assert from "node:assert/strict";
 import { describe, test } from "node:test";
 import OpenAI from "openai";
 
-import { client } from "./lib/servers.mjs";
+import { client, postJson } from "./lib/servers.mjs";
 
 const kTestTimeoutMs = 60_000;
 const weather = {
@@ -61,6 +61,17 @@ describe("tools on a Jinja template", { timeout: kTestTimeoutMs }, () => {
     assert.equal(content, choice.message.content ?? "");
     assert.equal(reasoning, choice.message.reasoning_content ?? "");
     assert.equal(finish, choice.finish_reason);
+  });
+
+  test("/apply-template renders the call and its result as Qwen3's template does", async () => {
+    const { prompt } = await postJson(url, "/apply-template", { messages: roundTrip, tools: [weather] });
+    assert.ok(prompt.includes('"name": "get_weather"'), prompt);  // the tool's schema
+    assert.ok(
+      prompt.includes('<tool_call>\n{"name": "get_weather", "arguments": {"location": "Paris"}}\n</tool_call>'),
+      prompt,
+    );
+    assert.ok(prompt.includes('<tool_response>\n{"temperature": 22}\n</tool_response>'), prompt);
+    assert.ok(prompt.endsWith("<|im_start|>assistant\n"), prompt);
   });
 
   test("log-probabilities of a split stream: every token's, as in the whole reply", async () => {

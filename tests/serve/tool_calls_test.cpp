@@ -86,10 +86,12 @@ TEST(ToolRequest, ToolMessagesAreChecked) {
   EXPECT_ERROR(parse_tool_request({{"messages", bad}}), "messages[1].tool_calls[0].function.name must be");
 }
 
-const chat::ParseOptions kQwen3{.format = {.tools = chat::ToolCallFormat::Hermes, .think_tags = true},
-                                .parse_tools = true,
-                                .thinking_open = false,
-                                .partial = false};
+// Parsing a whole reply of format f, tools offered.
+chat::ParseOptions with_tools(chat::ToolCallFormat f, bool think_tags) {
+  return {
+      .format = {.tools = f, .think_tags = think_tags}, .parse_tools = true, .thinking_open = false, .partial = false};
+}
+const chat::ParseOptions kQwen3 = with_tools(chat::ToolCallFormat::Hermes, true);
 const std::string kQwen3Reply =
     "<think>\nParis, so get_weather.\n</think>\n\nChecking.\n<tool_call>\n{\"name\": \"get_weather\", \"arguments\": "
     "{\"location\": \"Paris\"}}\n</tool_call>\n<tool_call>\n{\"name\": \"get_time\", \"arguments\": {}}\n</tool_call>";
@@ -150,6 +152,33 @@ TEST(ChatOutput, StreamDeltasAddUpToTheWholeReply) {
     EXPECT_EQ(calls[0]["function"]["arguments"], "{\"location\":\"Paris\"}");
     EXPECT_EQ(calls[1]["function"]["name"], "get_time");
     EXPECT_TRUE(d.has_tool_calls());
+  }
+}
+
+// gpt-oss: the analysis channel streams as reasoning_content, the final channel as content, and a
+// message to functions.NAME as a call, whatever the pieces.
+TEST(ChatOutput, HarmonyStreamsReasoningContentAndCalls) {
+  const chat::ParseOptions harmony = with_tools(chat::ToolCallFormat::GptOss, false);
+  const std::string reply =
+      "<|channel|>analysis<|message|>Need weather.<|end|><|start|>assistant<|channel|>commentary "
+      "to=functions.get_weather <|constrain|>json<|message|>{\"location\": \"Paris\"}";
+  for (size_t piece : {1, 5}) {
+    ChatDeltas d(harmony, true);
+    std::string reasoning, content, names;
+    auto take = [&](const std::vector<json>& deltas) {
+      for (const auto& j : deltas) {
+        if (j.contains("reasoning_content")) reasoning += j["reasoning_content"].get<std::string>();
+        if (j.contains("content")) content += j["content"].get<std::string>();
+        if (j.contains("tool_calls") && j["tool_calls"][0].contains("id"))
+          names += j["tool_calls"][0]["function"]["name"].get<std::string>();
+      }
+    };
+    for (size_t at = 0; at < reply.size(); at += piece) take(d.push(std::string_view(reply).substr(at, piece), false));
+    EXPECT_TRUE(names.empty());  // the call's end (<|call|>, an end-of-generation token) not seen yet
+    take(d.push("", true));
+    EXPECT_EQ(reasoning, "Need weather.");
+    EXPECT_EQ(content, "");
+    EXPECT_EQ(names, "get_weather");
   }
 }
 

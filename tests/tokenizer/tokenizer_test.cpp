@@ -241,6 +241,31 @@ TEST(Bpe, LowestRankMergesFirst) {
   EXPECT_EQ(t->piece(7, true), "<|end|>");
 }
 
+// gpt-oss's vocabulary, as llama.cpp treats it: the tokens framing a harmony message are text a
+// reply keeps (its parser reads the channels), and <|end|> ends a message, not the generation.
+TEST(Bpe, HarmonyFramingTokensAreKeptAndEndIsNotTheEnd) {
+  Vocab v;
+  for (const char* t : {"a", "b", "<|start|>", "<|channel|>", "<|message|>", "<|end|>", "<|return|>", "<|call|>"})
+    v.text.push_back(t);
+  v.type.assign(v.text.size(), TokenType::Control);
+  v.type[0] = v.type[1] = TokenType::Normal;
+  v.eos = 6;
+  auto t = detail::make_bpe_tokenizer(v, {}, PreTokenizer::from_name("gpt-2"));
+  EXPECT_EQ(t->piece(2), "<|start|>");
+  EXPECT_EQ(t->piece(3), "<|channel|>");
+  EXPECT_EQ(t->piece(4), "<|message|>");
+  EXPECT_EQ(t->piece(5), "");  // still a control token
+  EXPECT_FALSE(t->is_eog(5));
+  EXPECT_TRUE(t->is_eog(6));
+  EXPECT_TRUE(t->is_eog(7));
+  EXPECT_EQ(t->encode("a<|channel|>b", false), (std::vector<Token>{0, 3, 1}));
+  // Without <|call|> (Phi-3's <|end|>), nothing changes.
+  v.text.back() = "<|other|>";
+  t = detail::make_bpe_tokenizer(v, {}, PreTokenizer::from_name("gpt-2"));
+  EXPECT_TRUE(t->is_eog(5));
+  EXPECT_EQ(t->piece(3), "");
+}
+
 TEST(Bpe, IgnoreMergesTakesWholeWordTokens) {
   // Llama 3: a word that is itself a token is emitted whole, even with no merge path to it.
   auto make = [](bool ignore_merges) {
