@@ -107,6 +107,9 @@ GrammarState::GrammarState(std::shared_ptr<const Grammar> grammar) : grammar_(st
   dedup(stacks_);
 }
 
+// The least code point a UTF-8 sequence of each length may encode (less is an overlong form).
+static constexpr uint32_t kMinOfLength[5] = {0, 0, 0x80, 0x800, 0x10000};
+
 bool GrammarState::step(std::string_view bytes, std::vector<Stack>& stacks, Partial& partial) const {
   // `stacks` is read from stacks_ until the first whole code point (no copy for a token the first
   // character already refuses, the common case among candidates).
@@ -119,12 +122,15 @@ bool GrammarState::step(std::string_view bytes, std::vector<Stack>& stacks, Part
       if (--partial.remaining > 0) continue;
     } else {
       int n = b < 0x80 ? 1 : (b >> 5) == 0x6 ? 2 : (b >> 4) == 0xE ? 3 : (b >> 3) == 0x1E ? 4 : 0;
-      if (n == 0) return false;  // a continuation byte without a start, or no UTF-8 at all
+      if (n == 0 || b == 0xC0 || b == 0xC1) return false;  // a lone continuation byte, an overlong start, no UTF-8
       partial.value = n == 1 ? b : b & (0xFF >> (n + 1));
       partial.remaining = n - 1;
+      partial.length = n;
       if (partial.remaining > 0) continue;
     }
     uint32_t c = partial.value;
+    // Overlong forms ("\xE0\x80\xA2" is not '"'), surrogates and values past U+10FFFF are not text.
+    if (c < kMinOfLength[partial.length] || c > 0x10FFFF || (c >= 0xD800 && c <= 0xDFFF)) return false;
     std::vector<Stack> next;
     for (const Stack& s : *cur) {
       if (s.empty() || !char_matches(s.back(), c)) continue;
@@ -142,7 +148,9 @@ bool GrammarState::step(std::string_view bytes, std::vector<Stack>& stacks, Part
   if (partial.remaining > 0) {
     // The token ends inside a code point: some parse must be able to take one that starts so.
     uint32_t lo = partial.value << (6 * partial.remaining);
-    uint32_t hi = lo | ((1u << (6 * partial.remaining)) - 1);
+    uint32_t hi = std::min<uint32_t>(lo | ((1u << (6 * partial.remaining)) - 1), 0x10FFFF);
+    lo = std::max(lo, kMinOfLength[partial.length]);  // only the completions that are not overlong
+    if (lo > hi || (lo >= 0xD800 && hi <= 0xDFFF)) return false;
     return std::any_of(cur->begin(), cur->end(),
                        [&](const Stack& s) { return !s.empty() && char_may_match(s.back(), lo, hi); });
   }

@@ -90,6 +90,7 @@ class GrammarState {
   struct Partial {
     uint32_t value = 0;     // bits of the code point read so far
     int32_t remaining = 0;  // continuation bytes still to come
+    int32_t length = 1;     // bytes of the whole sequence
   };
   // Runs the bytes from stacks_ / `partial` into `stacks` / `partial`; false when they cannot follow.
   bool step(std::string_view bytes, std::vector<Stack>& stacks, Partial& partial) const;

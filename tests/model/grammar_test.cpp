@@ -141,6 +141,15 @@ TEST(Grammar, PartialUtf8AcrossTokens) {
   s.advance("\xb2");
   EXPECT_TRUE(s.complete());
   EXPECT_FALSE(GrammarState(g).accepts("\xa9"));  // a continuation byte with no start
+  // Overlong encodings of '"' and a surrogate are not text, whatever they decode to.
+  auto q = Grammar::parse(R"(root ::= "\"" | [\uD000-\uDFFF] | "x")");
+  EXPECT_TRUE(GrammarState(q).accepts("\""));
+  EXPECT_FALSE(GrammarState(q).accepts("\xc0\xa2"));
+  EXPECT_FALSE(GrammarState(q).accepts("\xe0\x80\xa2"));
+  EXPECT_FALSE(GrammarState(q).accepts("\xed\xa0\x80"));
+  EXPECT_TRUE(GrammarState(q).accepts("\xed\x80\x80"));  // U+D000
+  EXPECT_FALSE(GrammarState(q).accepts("\xe0\x80"));     // can only end overlong
+  EXPECT_FALSE(GrammarState(q).accepts("\xed\xa0"));     // can only end a surrogate
 }
 
 TEST(Grammar, MalformedGrammarsNameThePosition) {
