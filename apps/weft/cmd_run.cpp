@@ -9,6 +9,8 @@
 #include "core/error.h"
 #include "core/progress.h"
 #include "kernels/cpu_features.h"
+#include "model/grammar.h"
+#include "model/json_schema_grammar.h"
 #include "model/sampling.h"
 #include "runtime/generate.h"
 
@@ -18,6 +20,8 @@
 #include <chrono>
 #include <climits>
 #include <cstdio>
+#include <fstream>
+#include <iterator>
 #include <memory>
 #include <optional>
 
@@ -49,6 +53,20 @@ void print_json(const RunArgs& a, const runtime::GenerateResult& r, const runtim
   std::puts(j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace).c_str());
 }
 
+// --grammar, --grammar-file or --json-schema as a parsed grammar (null: none given); its errors
+// name the position or the schema's part.
+std::shared_ptr<const model::Grammar> grammar_of(const RunArgs& a) {
+  if (!a.json_schema.empty()) return model::Grammar::parse(model::json_schema_to_grammar(a.json_schema));
+  if (!a.grammar_file.empty()) {
+    std::ifstream in(a.grammar_file, std::ios::binary);
+    if (!in) fail("cli", "--grammar-file: cannot read {}", a.grammar_file);
+    std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    return model::Grammar::parse(text);
+  }
+  if (!a.grammar.empty()) return model::Grammar::parse(a.grammar);
+  return nullptr;
+}
+
 // One generation from the prompt.
 int generate_once(const RunArgs& a, runtime::Engine& engine, const tokenizer::Tokenizer& tok, double load_s) {
   const Log log(a);
@@ -56,9 +74,12 @@ int generate_once(const RunArgs& a, runtime::Engine& engine, const tokenizer::To
   log.debug("prompt: {} tokens: [{}]", prompt.size(), fmt::join(prompt, ", "));
   if (!a.json && a.display_prompt) write_out(a.colored() ? color::kPrompt + a.prompt + color::kReset : a.prompt);
   const int n_predict = a.n_predict < 0 ? INT_MAX : a.n_predict;  // -1: until the end of generation or context
-  auto r = runtime::generate(engine, &tok, prompt, n_predict, a.sampling, [&](const std::string& piece) {
-    if (!a.json) write_out(piece);
-  });
+  auto r = runtime::generate(
+      engine, &tok, prompt, n_predict, a.sampling,
+      [&](const std::string& piece) {
+        if (!a.json) write_out(piece);
+      },
+      grammar_of(a));
   const double pp = r.prompt_seconds > 0 ? prompt.size() / r.prompt_seconds : 0;
   const size_t n_decode = r.generated.size() > 1 ? r.generated.size() - 1 : 0;
   const double tg = r.gen_seconds > 0 ? n_decode / r.gen_seconds : 0;
@@ -89,6 +110,8 @@ void settle(RunArgs& a, bool chat_command) {
   if (a.no_conversation) a.conversation = false;
   if (a.conversation) a.interactive = true;
   if (a.json && a.interactive) fail("cli", "--json prints one generation; it does not go with -cnv or -i");
+  if (a.interactive && (!a.grammar.empty() || !a.grammar_file.empty() || !a.json_schema.empty()))
+    fail("cli", "--grammar, --grammar-file and --json-schema constrain one generation; not with -cnv or -i");
   if (!a.interactive && !a.prompt_given && a.prompt_file.empty())
     fail("cli", "no prompt: give one with -p or -f, or talk to the model with -cnv (weft chat) or -i");
   model::validate(a.sampling);
@@ -164,6 +187,11 @@ void add_flags(CLI::App& cmd, RunArgs& a) {
                  "chat template by name or template text (default: the model's): " + chat::template_names());
   cmd.add_option("--chat-template-file", a.chat_template_file, "a file holding the chat template")
       ->excludes("--chat-template");
+  cmd.add_option("--grammar", a.grammar, "a GBNF grammar the output must follow (llama.cpp's format)");
+  cmd.add_option("--grammar-file", a.grammar_file, "a file holding the GBNF grammar")->excludes("--grammar");
+  cmd.add_option("-j,--json-schema", a.json_schema, "a JSON schema the output must follow")
+      ->excludes("--grammar")
+      ->excludes("--grammar-file");
   cmd.add_option("--parallel", a.parallel, "(-np) llama.cpp's parallel sequences; weft run decodes one")
       ->check(CLI::Range(1, 1024));
 }

@@ -35,6 +35,8 @@ struct RunArgs {
   std::string system_prompt, system_prompt_file;  // -sys, -sysf
   std::string chat_template, chat_template_file;  // --chat-template NAME|TEMPLATE, --chat-template-file
   int parallel = 1;                               // -np: weft run decodes one sequence
+  // Constrained decoding (llama.cpp's flags): a GBNF grammar, from a file, or a JSON schema.
+  std::string grammar, grammar_file, json_schema;
 
   bool colored() const;
 };

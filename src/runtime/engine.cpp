@@ -206,7 +206,7 @@ std::vector<SeqOutput> Engine::step_batch(std::span<const SeqStep> batch) {
     d.n_tokens = static_cast<int32_t>(q.tokens.size());
     d.want_candidates = q.sample;
     d.want_logits = q.logits;
-    d.sampling = q.sampling;
+    d.sampling = q.sample && q.constraint ? model::constrained_device_params(q.sampling, false) : q.sampling;
     if (q.sample) d.recent.assign(q.recent.begin(), q.recent.end());
     if (q.sample) d.n_logprobs = q.top_logprobs;
     d.score_from = q.score_from;
@@ -218,6 +218,7 @@ std::vector<SeqOutput> Engine::step_batch(std::span<const SeqStep> batch) {
     fail("engine", "a batch of {} tokens exceeds --batch-size {}", s.tokens.size(), opt_.n_batch);
   auto results = run_step_surviving(s);
   std::vector<SeqOutput> out(batch.size());
+  std::vector<size_t> whole;  // constrained sequences none of whose candidates the grammar allows
   for (size_t k = 0; k < batch.size(); ++k) {
     const SeqStep& q = batch[k];
     n_past_[q.seq] += static_cast<int32_t>(q.tokens.size());
@@ -248,7 +249,16 @@ std::vector<SeqOutput> Engine::step_batch(std::span<const SeqStep> batch) {
       }
     }
     for (const auto& row : scores) out[k].log_probs.push_back(model::merge_log_prob(row));
-    if (q.sample) {
+    if (q.sample && q.constraint) {
+      std::mt19937_64 unused;
+      auto t = model::sample_constrained(parts, q.sampling, q.rng ? *q.rng : unused, *q.constraint, false);
+      if (!t) {
+        whole.push_back(k);
+        continue;
+      }
+      out[k].token = *t;
+      if (q.top_logprobs >= 0) out[k].logprobs = model::merge_logprobs(logprobs, parts, *t, q.top_logprobs);
+    } else if (q.sample) {
       std::mt19937_64 unused;  // greedy draws nothing
       if (q.top_logprobs < 0) {
         out[k].token = model::sample(std::move(parts), q.sampling, q.rng ? *q.rng : unused);
@@ -258,8 +268,55 @@ std::vector<SeqOutput> Engine::step_batch(std::span<const SeqStep> batch) {
       }
     }
   }
+  if (!whole.empty()) sample_whole_vocabulary(batch, whole, out);
   observe_step();  // last: a rebalance re-plans and replays what this step fed too
   return out;
+}
+
+// The constrained sequences whose devices' top candidates the grammar refused all: each one's last
+// token again at its position (the slot forgets from there, so nothing is fed twice), every
+// vocabulary slice returned whole, and the grammar's choice among all of it.
+void Engine::sample_whole_vocabulary(std::span<const SeqStep> batch, const std::vector<size_t>& which,
+                                     std::vector<SeqOutput>& out) {
+  device::Step s;
+  for (size_t k : which) {
+    const SeqStep& q = batch[k];
+    device::StepSeq d;
+    d.seq = q.seq;
+    d.pos0 = n_past_[q.seq] - 1;
+    d.n_tokens = 1;
+    d.sampling = model::constrained_device_params(q.sampling, true);
+    d.recent.assign(q.recent.begin(), q.recent.end());
+    d.n_logprobs = q.top_logprobs;
+    s.seqs.push_back(std::move(d));
+    s.tokens.push_back(q.tokens.back());
+  }
+  auto results = run_step_surviving(s);
+  for (size_t j = 0; j < which.size(); ++j) {
+    const SeqStep& q = batch[which[j]];
+    std::vector<model::LocalCandidates> parts;
+    std::vector<model::SliceLogprobs> logprobs;
+    for (size_t i = 0; i < results.size(); ++i) {
+      if (!plan_.devices[i].has_logits) continue;
+      if (results[i].seqs.size() != which.size())
+        fail("engine", "{} returned {} sequences for {}", devices_[i]->name(), results[i].seqs.size(), which.size());
+      device::SeqResult& r = results[i].seqs[j];
+      parts.push_back(std::move(r.candidates));
+      if (q.top_logprobs >= 0) {
+        if (!r.logprobs) fail("engine", "{} returned no log-probabilities", devices_[i]->name());
+        logprobs.push_back(std::move(*r.logprobs));
+      }
+    }
+    std::mt19937_64 unused;
+    auto t = model::sample_constrained(parts, q.sampling, q.rng ? *q.rng : unused, *q.constraint, true);
+    SeqOutput& o = out[which[j]];
+    if (!t) {
+      o.error = "no token of the vocabulary continues the grammar (the output so far cannot be completed)";
+      continue;
+    }
+    o.token = *t;
+    if (q.top_logprobs >= 0) o.logprobs = model::merge_logprobs(logprobs, parts, *t, q.top_logprobs);
+  }
 }
 
 // One sequence in slot 0, its tokens in n_batch chunks; the last chunk samples or returns logits.

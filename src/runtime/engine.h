@@ -8,6 +8,7 @@
 #include "device/device_spec.h"
 #include "device/kv_windows.h"
 #include "graph/graph.h"
+#include "model/constrained_sampling.h"
 #include "model/logprobs.h"
 #include "model/model_config.h"
 #include "model/sampling.h"
@@ -78,12 +79,17 @@ struct SeqStep {
   // sample and >= 0: the drawn token's log-probability and the top_logprobs most likely tokens'
   // (0..model::kMaxTopLogprobs), reduced on the devices (model/logprobs.h); -1: none, no cost.
   int32_t top_logprobs = -1;
+  // sample: only a token this grammar allows (model/constrained_sampling.h). The caller accept()s
+  // the drawn token. When none of the devices' top candidates is allowed, the step re-runs that
+  // sequence's last token with whole vocabulary slices (the slot forgets from that position on).
+  const model::GrammarConstraint* constraint = nullptr;
 };
 struct SeqOutput {
   Token token = -1;                              // sample: the drawn token
   std::vector<float> logits;                     // logits: [n_vocab]
   std::vector<double> log_probs;                 // one per score_next
   std::optional<model::TokenLogprobs> logprobs;  // top_logprobs >= 0
+  std::string error;                             // constraint: no token of the whole vocabulary continues it (token -1)
 };
 
 class Engine {
@@ -154,6 +160,8 @@ class Engine {
   // Recovery from device loss (device_loss.cpp): run_step, and while a device fails and the
   // policy allows it, drop the device, re-plan, replay every slot's tokens and run the step again.
   std::vector<device::StepResult> run_step_surviving(const device::Step& s);
+  void sample_whole_vocabulary(std::span<const SeqStep> batch, const std::vector<size_t>& which,
+                               std::vector<SeqOutput>& out);
   void recover(const Error& cause);
   void drop_device(size_t index);
   // Appends the lost workers that answer a probe (but `skip`, just lost) and re-plans; their count.

@@ -2,8 +2,10 @@
 
 #include "core/error.h"
 #include "core/progress.h"
+#include "runtime/token_texts.h"
 
 #include <chrono>
+#include <optional>
 
 namespace weft::runtime {
 
@@ -45,7 +47,8 @@ std::span<const Token> prefill(Engine& engine, std::span<const Token> prompt) {
 
 GenerateResult generate(Engine& engine, const tokenizer::Tokenizer* tok, const std::vector<Token>& prompt,
                         int n_predict, const model::SamplingParams& p,
-                        const std::function<void(const std::string&)>& on_text) {
+                        const std::function<void(const std::string&)>& on_text,
+                        std::shared_ptr<const model::Grammar> grammar) {
   if (prompt.empty()) fail("run", "the prompt is empty (no tokens to start from)");
   if (engine.n_past() + static_cast<int64_t>(prompt.size()) > engine.n_ctx())
     fail("run", "the prompt ({} tokens) does not fit the context (-c {})", prompt.size(), engine.n_ctx());
@@ -58,6 +61,11 @@ GenerateResult generate(Engine& engine, const tokenizer::Tokenizer* tok, const s
     return std::span<const Token>(history.data() + history.size() - n, n);
   };
   auto t0 = Clock::now();
+  std::optional<model::GrammarConstraint> constraint;
+  if (grammar) {
+    if (!tok) fail("run", "a grammar needs the model's tokenizer");
+    constraint.emplace(std::move(grammar), token_texts(*tok));
+  }
   std::span<const Token> feed = prefill(engine, prompt);
   Token next = -1;
   for (int i = 0; i < n_predict; ++i) {
@@ -65,7 +73,21 @@ GenerateResult generate(Engine& engine, const tokenizer::Tokenizer* tok, const s
       r.stop = StopReason::ContextFull;
       break;
     }
-    next = engine.eval_and_sample(feed, p, recent(), rng);
+    if (constraint) {
+      SeqStep last;  // prefill left at most one batch to feed
+      last.tokens = feed;
+      last.sample = true;
+      last.sampling = p;
+      last.recent = recent();
+      last.rng = &rng;
+      last.constraint = &*constraint;
+      SeqOutput o = std::move(engine.step_batch({&last, 1})[0]);
+      if (!o.error.empty()) fail("run", "{}", o.error);
+      next = o.token;
+      constraint->accept(next);
+    } else {
+      next = engine.eval_and_sample(feed, p, recent(), rng);
+    }
     if (i == 0) {
       r.prompt_seconds = std::chrono::duration<double>(Clock::now() - t0).count();
       t0 = Clock::now();
@@ -82,6 +104,10 @@ GenerateResult generate(Engine& engine, const tokenizer::Tokenizer* tok, const s
       if (on_text) on_text(piece);
     }
     feed = std::span<const Token>(&r.generated.back(), 1);
+    if (constraint && constraint->finished()) {  // nothing but the end can follow
+      r.stop = StopReason::EndOfGeneration;
+      break;
+    }
   }
   if (!r.generated.empty()) r.gen_seconds = std::chrono::duration<double>(Clock::now() - t0).count();
   return r;
