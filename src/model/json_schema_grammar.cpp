@@ -151,9 +151,10 @@ std::string nonneg_range(int64_t lo, int64_t hi) {
   std::vector<std::string> alts;
   std::string l = std::to_string(lo), h = std::to_string(hi);
   for (size_t d = l.size(); d <= h.size(); ++d) {
-    std::string from = d == l.size() ? l : "1" + std::string(d - 1, '0');
+    std::string from = l;
+    if (d != l.size()) from.assign(d, '0'), from[0] = '1';  // 10...0
     std::string to = d == h.size() ? h : std::string(d, '9');
-    alts.push_back("(" + same_length_range(from, to) + ")");
+    alts.push_back(fmt::format("({})", same_length_range(from, to)));
   }
   return join(alts, " | ");
 }
@@ -162,7 +163,7 @@ std::string nonneg_range(int64_t lo, int64_t hi) {
 // digits, as llama.cpp's integral-part).
 std::string nonneg_at_least(int64_t lo) {
   std::string l = std::to_string(lo);
-  std::string out = "(" + same_length_range(l, std::string(l.size(), '9')) + ")";
+  std::string out = fmt::format("({})", same_length_range(l, std::string(l.size(), '9')));
   if (l.size() < 16) out += fmt::format(" | [1-9] [0-9]{{{},15}}", l.size());
   return out;
 }
@@ -296,7 +297,7 @@ class Converter {
       return add(name, object_rule(s, name, at, depth));
     if ((t.empty() || t == "object") && s.contains("allOf")) return add(name, all_of(s, name, at, depth));
     if (s.contains("allOf")) error(at + "/allOf", "'allOf' is enforced only for objects");
-    if ((t.empty() || t == "array") && (s.contains("items") || s.contains("prefixItems")) ||
+    if (((t.empty() || t == "array") && (s.contains("items") || s.contains("prefixItems"))) ||
         (t == "array" && (s.contains("minItems") || s.contains("maxItems"))))
       return add(name, array_rule(s, name, at, depth));
     if ((t.empty() || t == "string") && s.contains("format")) {
