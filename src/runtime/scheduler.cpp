@@ -3,6 +3,7 @@
 #include "runtime/device_loss.h"
 #include "runtime/generate.h"
 #include "runtime/text_stream.h"
+#include "runtime/token_texts.h"
 
 #include <algorithm>
 #include <chrono>
@@ -108,6 +109,7 @@ struct Scheduler::Slot {
   size_t n_prompt_fed = 0;     // prompt tokens in the cache
   Token next = -1;             // sampled, to be fed in the next step
   JobUsage usage;
+  std::optional<model::GrammarConstraint> constraint;  // req.grammar and where the output stands in it
 
   bool decoding() const { return n_prompt_fed == req.prompt.size(); }
   std::span<const Token> recent() const {
@@ -332,6 +334,11 @@ void Scheduler::admit() {
     s.history = s.req.prompt;
     s.n_prompt_fed = keep;
     s.next = -1;
+    s.constraint.reset();
+    if (s.req.grammar) {
+      if (!texts_) texts_ = token_texts(tok_);
+      s.constraint.emplace(s.req.grammar, texts_);
+    }
     s.usage = {static_cast<int32_t>(s.req.prompt.size()), static_cast<int32_t>(keep), 0};
     order_.push_back(&s);
     if (s.req.max_tokens == 0) finish(s, FinishReason::Length, "");
@@ -349,6 +356,7 @@ void Scheduler::step() {
     if (!s->decoding()) continue;
     batch.push_back({s->seq, std::span<const Token>(&s->next, 1), true, false, s->req.sampling, s->recent(), &s->rng});
     batch.back().top_logprobs = s->req.top_logprobs;
+    batch.back().constraint = s->constraint ? &*s->constraint : nullptr;
     who.push_back(s);
     --budget;
   }
@@ -359,6 +367,7 @@ void Scheduler::step() {
     const bool last = chunk.size() == rest.size();
     batch.push_back({s->seq, chunk, last, false, s->req.sampling, s->recent(), &s->rng});
     batch.back().top_logprobs = s->req.top_logprobs;
+    batch.back().constraint = s->constraint ? &*s->constraint : nullptr;
     who.push_back(s);
     budget -= static_cast<int64_t>(chunk.size());
     n_prompt += static_cast<int64_t>(chunk.size());
@@ -386,7 +395,13 @@ void Scheduler::step() {
 }
 
 void Scheduler::on_token(Slot& s, const SeqOutput& out) {
+  if (!out.error.empty()) {  // its grammar: nothing in the vocabulary continues the output
+    const std::shared_ptr<Job> job = s.job;
+    release(s);
+    return job->fail(Error("grammar", out.error));
+  }
   const Token t = out.token;
+  if (s.constraint) s.constraint->accept(t);
   if (tok_.is_eog(t)) return finish(s, FinishReason::Stop, s.text->finish());
   ++s.usage.completion_tokens;
   s.history.push_back(t);
@@ -400,6 +415,8 @@ void Scheduler::on_token(Slot& s, const SeqOutput& out) {
   const bool limit = s.req.max_tokens >= 0 && s.usage.completion_tokens >= s.req.max_tokens;
   if (limit || engine_.n_past(s.seq) >= n_ctx_)  // a full context: no room to feed t back
     return finish(s, FinishReason::Length, s.text->finish());
+  if (s.constraint && s.constraint->finished())  // nothing but the end can follow
+    return finish(s, FinishReason::Stop, s.text->finish());
   s.next = t;
   s.job->publish(s.text->take(), s.usage);
 }

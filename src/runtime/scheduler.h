@@ -7,6 +7,8 @@
 
 #include "core/error.h"
 #include "core/token.h"
+#include "model/constrained_sampling.h"
+#include "model/grammar.h"
 #include "model/logprobs.h"
 #include "model/sampling.h"
 #include "runtime/engine.h"
@@ -35,6 +37,9 @@ struct JobRequest {
   // >= 0: each generated token's log-probability and its top_logprobs alternatives
   // (0..model::kMaxTopLogprobs); -1: none.
   int32_t top_logprobs = -1;
+  // Only output this grammar derives (response_format, a GBNF grammar): the request ends where
+  // nothing but the end can follow, and fails where no token of the vocabulary continues it.
+  std::shared_ptr<const model::Grammar> grammar;
 };
 
 // Stop: an end-of-generation token or a stop string; Length: max_tokens or a full context.
@@ -198,6 +203,7 @@ class Scheduler {
 
   Engine& engine_;
   const tokenizer::Tokenizer& tok_;
+  std::shared_ptr<const model::TokenTexts> texts_;  // every token's bytes, made for the first grammar
   const SchedulerOptions opt_;
   const int32_t n_ctx_;
   std::vector<std::unique_ptr<Slot>> slots_;  // scheduler thread only

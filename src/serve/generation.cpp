@@ -43,6 +43,7 @@ class Run {
       try {
         runtime::JobRequest jr{p, gen.max_tokens, gen.sampling, gen.stop};
         jr.top_logprobs = gen.top_logprobs;
+        jr.grammar = gen.grammar;
         job = ctx_.scheduler.submit(std::move(jr));
       } catch (const Error& e) {
         if (ctx_.scheduler.failure()) reject(500, "{}", e.what());

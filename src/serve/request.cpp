@@ -2,6 +2,7 @@
 
 #include "model/logprobs.h"
 #include "serve/http_error.h"
+#include "serve/output_constraint.h"
 
 #include <algorithm>
 
@@ -151,6 +152,7 @@ GenerationParams parse_generation(const json& body) {
     reject(400, "{}", e.message());
   }
   g.stop = stop_strings(body);
+  g.grammar = parse_output_constraint(body);
   g.stream = boolean(body, "stream", false);
   const json& so = field(body, "stream_options");
   if (!so.is_null()) {

@@ -6,11 +6,13 @@
 #include "chat/chat_template.h"
 #include "chat/tool_call_parser.h"
 #include "core/token.h"
+#include "model/grammar.h"
 #include "model/sampling.h"
 #include "serve/tool_request.h"
 
 #include <nlohmann/json.hpp>
 
+#include <memory>
 #include <optional>
 #include <string>
 #include <variant>
@@ -34,6 +36,8 @@ struct GenerationParams {
   // unset: the reply is all content.
   std::optional<chat::ParseOptions> chat_parse;
   bool parallel_tool_calls = true;
+  // Structured output (serve/output_constraint.h): the grammar the reply follows; null: none.
+  std::shared_ptr<const model::Grammar> grammar;
 };
 
 // A prompt as text (tokenized with special tokens) or as token ids.
