@@ -7,6 +7,7 @@
 #include "serve/http_error.h"
 #include "serve/http_server.h"
 #include "serve/request.h"
+#include "serve/tool_call_grammar.h"
 
 #include <httplib.h>
 
@@ -318,6 +319,11 @@ void Server::generation_routes() {
     ChatRequest r = parse_chat_request(parse_body(req.body));
     const std::string text = chat_prompt(*m.chat, r);
     r.gen.chat_parse = chat_parse_options(*m.chat, !r.tools.tools.is_null(), text);
+    if (r.tools.forced) {
+      if (r.gen.grammar) reject(400, "'tool_choice' forces a call: 'response_format' cannot constrain the reply too");
+      r.gen.grammar = forced_call_grammar(m.chat->output_format(true).tools, r.tools.tools, *r.tools.forced,
+                                          r.tools.parallel_tool_calls);
+    }
     const auto prompt = m.tok->encode(text, /*add_special=*/true, /*parse_special=*/true);
     serve_generation({*m.scheduler, opt_.model_name, stopping_}, Endpoint::Chat, {prompt}, r.gen, req, res);
   };

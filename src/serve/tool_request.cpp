@@ -105,11 +105,8 @@ ToolRequest parse_tool_request(const json& body) {
   const bool has_tools = tools.is_array() && !tools.empty();
   if ((mode == "required" || mode == "function") && !has_tools)
     reject(400, "'tool_choice' asks for a tool call but 'tools' is empty");
-  // A forced call needs the output constrained to the call's format and the tool's schema
-  // (constrained decoding), which this server does not do yet.
-  if (mode == "required" || mode == "function")
-    reject(400, "'tool_choice' {} is not supported yet: forcing a tool call needs constrained decoding; use \"auto\"",
-           choice.dump());
+  if (mode == "required") r.forced = "";
+  if (mode == "function") r.forced = choice["function"]["name"].get<std::string>();
   if (has_tools && mode != "none") r.tools = tools;
   return r;
 }

@@ -7,6 +7,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -20,11 +21,13 @@ struct ToolRequest {
   // tool_choice is "none".
   nlohmann::json tools;
   bool parallel_tool_calls = true;  // false: at most one call is returned
+  // tool_choice "required" (empty: any tool) or a named function: the reply is forced to be a call
+  // (serve/tool_call_grammar.h). Unset: the model decides.
+  std::optional<std::string> forced;
   bool any() const { return !messages.is_null() || !tools.is_null(); }
 };
 
-// Reads and validates the fields above. tool_choice "required" and a named function need the
-// output constrained to a call, which weft cannot do yet: a 400 that says so.
+// Reads and validates the fields above.
 ToolRequest parse_tool_request(const nlohmann::json& body);
 
 // The messages a template renders beside tools: as sent, each content the text parse_messages

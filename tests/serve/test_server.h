@@ -32,8 +32,8 @@ inline std::string stories_path() { return std::string(WEFT_SHARED_DIR) + "/mode
 class TestServer {
  public:
   TestServer(const gguf::File& file, const tokenizer::Tokenizer& tok, const runtime::EngineOptions& eo,
-             ServerOptions so = {}, runtime::SchedulerOptions sched = {})
-      : tok_(tok), chat_(chat::Template::resolve(file, "")) {
+             ServerOptions so = {}, runtime::SchedulerOptions sched = {}, std::string_view chat_template = "")
+      : tok_(tok), chat_(chat::Template::resolve(file, chat_template)) {
     so.port = 0;
     so.slots = eo.n_seq;
     so.max_queue = sched.max_queue;

@@ -8,6 +8,9 @@
 
 #include "support/expect_error.h"
 
+#include <fstream>
+#include <iterator>
+
 namespace weft::serve::test_support {
 namespace {
 
@@ -54,13 +57,14 @@ TEST(ToolRequest, EachBadFieldIsNamed) {
   EXPECT_ERROR(parse_tool_request(body_with({{"parallel_tool_calls", "yes"}})), "'parallel_tool_calls' must be");
 }
 
-TEST(ToolRequest, ForcedCallsAreRefusedUntilConstrainedDecodingExists) {
-  EXPECT_ERROR(parse_tool_request(body_with({{"tools", {kWeather}}, {"tool_choice", "required"}})),
-               "is not supported yet: forcing a tool call needs constrained decoding");
-  EXPECT_ERROR(
-      parse_tool_request(body_with(
-          {{"tools", {kWeather}}, {"tool_choice", {{"type", "function"}, {"function", {{"name", "get_weather"}}}}}})),
-      "is not supported yet");
+TEST(ToolRequest, ForcedCallsNameTheirFunction) {
+  EXPECT_EQ(parse_tool_request(body_with({{"tools", {kWeather}}, {"tool_choice", "required"}})).forced, "");
+  EXPECT_EQ(
+      parse_tool_request(body_with({{"tools", {kWeather}},
+                                    {"tool_choice", {{"type", "function"}, {"function", {{"name", "get_weather"}}}}}}))
+          .forced,
+      "get_weather");
+  EXPECT_FALSE(parse_tool_request(body_with({{"tools", {kWeather}}})).forced);
   EXPECT_ERROR(parse_tool_request(body_with({{"tool_choice", "required"}})), "but 'tools' is empty");
 }
 
@@ -220,6 +224,94 @@ TEST_F(ToolServer, BadToolsAre400AndABuiltInTemplateCannotRenderTools) {
   r = post(c, "/v1/chat/completions", body_with({{"tools", {kWeather}}, {"tool_choice", "none"}, {"max_tokens", 2}}));
   EXPECT_EQ(r.status, 200) << r.text;
   EXPECT_FALSE(r.body["choices"][0]["message"].contains("tool_calls"));
+}
+
+// tool_choice "required" or a named function on Qwen3's own template (Hermes <tool_call> syntax):
+// the grammar makes the generated model's random text a call of the tool, its arguments following
+// the tool's schema, whole and streamed.
+class ForcedToolCall : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    model_ = new weft::test_support::GeneratedModel();
+    std::ifstream f(std::string(WEFT_SOURCE_DIR) + "/tests/data/chat_templates/Qwen-Qwen3-0.6B.jinja");
+    const std::string qwen3((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
+    server_ =
+        new TestServer(*model_->file, *model_->tok, weft::test_support::cpu_engine_options(1, 1, 2048), {}, {}, qwen3);
+  }
+  static void TearDownTestSuite() {
+    delete server_;
+    delete model_;
+  }
+  static json request(const json& tool_choice) {
+    const json add = json::parse(R"({"type": "function", "function": {"name": "add", "parameters": {
+        "type": "object", "properties": {"a": {"type": "integer"}, "b": {"type": "integer"}},
+        "required": ["a", "b"], "additionalProperties": false}}})");
+    return body_with({{"tools", {kWeather, add}},
+                      {"tool_choice", tool_choice},
+                      {"parallel_tool_calls", false},
+                      {"max_tokens", 400},
+                      {"temperature", 0.8},
+                      {"seed", 5}});
+  }
+  static inline weft::test_support::GeneratedModel* model_ = nullptr;
+  static inline TestServer* server_ = nullptr;
+};
+
+TEST_F(ForcedToolCall, TheReplyIsACallWhoseArgumentsFollowTheSchema) {
+  auto c = server_->client();
+  for (const char* name : {"get_weather", "add"}) {
+    const Reply r = post(c, "/v1/chat/completions", request({{"type", "function"}, {"function", {{"name", name}}}}));
+    ASSERT_EQ(r.status, 200) << r.text;
+    const json& choice = r.body["choices"][0];
+    EXPECT_EQ(choice["finish_reason"], "tool_calls") << r.text;
+    ASSERT_EQ(choice["message"]["tool_calls"].size(), 1u) << r.text;
+    const json& fn = choice["message"]["tool_calls"][0]["function"];
+    EXPECT_EQ(fn["name"], name);
+    const json args = json::parse(fn["arguments"].get<std::string>());
+    if (std::string(name) == "add") {
+      EXPECT_EQ(args.size(), 2u) << args.dump();
+      EXPECT_TRUE(args["a"].is_number_integer() && args["b"].is_number_integer()) << args.dump();
+    } else {
+      EXPECT_TRUE(args["location"].is_string()) << args.dump();
+    }
+  }
+  const Reply any = post(c, "/v1/chat/completions", request("required"));
+  ASSERT_EQ(any.status, 200) << any.text;
+  EXPECT_EQ(any.body["choices"][0]["finish_reason"], "tool_calls") << any.text;
+  ASSERT_EQ(any.body["choices"][0]["message"]["tool_calls"].size(), 1u) << any.text;
+}
+
+TEST_F(ForcedToolCall, StreamedAsOneCallDelta) {
+  auto c = server_->client();
+  json body = request("required");
+  body["stream"] = true;
+  const Reply r = post(c, "/v1/chat/completions", body);
+  ASSERT_EQ(r.status, 200) << r.text;
+  std::string name, arguments, finish;
+  for (const auto& p : sse_payloads(r.text)) {
+    if (p == "[DONE]") continue;
+    const json chunk = json::parse(p);
+    if (chunk["choices"].empty()) continue;
+    const json& ch = chunk["choices"][0];
+    if (ch["delta"].contains("tool_calls")) {
+      const json& fn = ch["delta"]["tool_calls"][0]["function"];
+      if (fn.contains("name")) name += fn["name"].get<std::string>();
+      arguments += fn.value("arguments", "");
+    }
+    if (ch["finish_reason"].is_string()) finish = ch["finish_reason"];
+  }
+  EXPECT_TRUE(name == "get_weather" || name == "add") << name;
+  EXPECT_TRUE(json::parse(arguments, nullptr, false).is_object()) << arguments;
+  EXPECT_EQ(finish, "tool_calls");
+}
+
+TEST_F(ForcedToolCall, WithAResponseFormatToo400) {
+  auto c = server_->client();
+  json body = request("required");
+  body["response_format"] = {{"type", "json_object"}};
+  const Reply r = post(c, "/v1/chat/completions", body);
+  EXPECT_EQ(r.status, 400);
+  EXPECT_NE(error_message(r).find("'response_format' cannot constrain the reply too"), std::string::npos) << r.text;
 }
 
 }  // namespace
