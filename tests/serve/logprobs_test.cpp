@@ -76,8 +76,8 @@ TEST_F(Logprobs, ChatWholeReplyListsEveryTokenWithItsAlternatives) {
   const json plain = chat({}).body["choices"][0];
   EXPECT_TRUE(!plain.contains("logprobs") || plain["logprobs"].is_null()) << plain;
   // logprobs alone: each token's own, no alternatives.
-  for (const json& e : chat({{"logprobs", true}}).body["choices"][0]["logprobs"]["content"])
-    EXPECT_TRUE(e["top_logprobs"].empty());
+  const Reply own = chat({{"logprobs", true}});  // held: a range-for over a temporary's member dangles
+  for (const json& e : own.body["choices"][0]["logprobs"]["content"]) EXPECT_TRUE(e["top_logprobs"].empty());
 }
 
 TEST_F(Logprobs, CompletionsWholeReplyHasTheLegacyShape) {
