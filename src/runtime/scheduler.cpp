@@ -352,23 +352,22 @@ void Scheduler::step() {
   std::vector<SeqStep> batch;
   std::vector<Slot*> who;
   int64_t budget = engine_.n_batch(), n_prompt = 0;
-  for (Slot* s : order_) {
-    if (!s->decoding()) continue;
-    batch.push_back({s->seq, std::span<const Token>(&s->next, 1), true, false, s->req.sampling, s->recent(), &s->rng});
+  auto add = [&](Slot* s, std::span<const Token> tokens, bool sample) {  // what a slot's request asks of a step
+    batch.push_back({s->seq, tokens, sample, false, s->req.sampling, s->recent(), &s->rng});
     batch.back().top_logprobs = s->req.top_logprobs;
     batch.back().constraint = s->constraint ? &*s->constraint : nullptr;
     who.push_back(s);
+  };
+  for (Slot* s : order_) {
+    if (!s->decoding()) continue;
+    add(s, std::span<const Token>(&s->next, 1), true);
     --budget;
   }
   for (Slot* s : order_) {
     if (s->decoding() || budget <= 0) continue;
     const auto rest = std::span<const Token>(s->req.prompt).subspan(s->n_prompt_fed);
     const auto chunk = rest.first(std::min<size_t>(rest.size(), budget));
-    const bool last = chunk.size() == rest.size();
-    batch.push_back({s->seq, chunk, last, false, s->req.sampling, s->recent(), &s->rng});
-    batch.back().top_logprobs = s->req.top_logprobs;
-    batch.back().constraint = s->constraint ? &*s->constraint : nullptr;
-    who.push_back(s);
+    add(s, chunk, chunk.size() == rest.size());  // the prompt's last chunk draws the first token
     budget -= static_cast<int64_t>(chunk.size());
     n_prompt += static_cast<int64_t>(chunk.size());
   }
