@@ -322,13 +322,22 @@ void parse_harmony(std::string_view s, bool parse_tools, bool partial, ParsedOut
     };
     const std::string_view channel = word_after("<|channel|>"), recipient = word_after("to=");
     const size_t body = msg + std::string_view("<|message|>").size();
-    auto [end, marker] = find_marker(s, body, kEnds);
+    const bool call = recipient.starts_with("functions.") && parse_tools;
+    // A call's arguments are read as JSON first: a string in them may hold a marker's text.
+    size_t json_end = skip_space(s, body);
+    ordered_json j;
+    const Status json_status = call ? read_json(s, json_end, j) : Status::Invalid;
+    if (json_status == Status::Incomplete && partial) return;
+    auto [end, marker] = find_marker(s, json_status == Status::Complete ? json_end : body, kEnds);
     const bool closed = end != std::string_view::npos;
-    std::string_view text = s.substr(body, (closed ? end : s.size()) - body);
-    if (recipient.starts_with("functions.") && parse_tools) {
+    const size_t text_end = closed ? end : s.size();
+    std::string_view text = s.substr(body, text_end - body);
+    if (call) {
       if (!closed && partial) return;
-      auto j = ordered_json::parse(trim(text), nullptr, false);
-      auto args = j.is_discarded() ? std::nullopt : arguments_text(j);
+      // Only space may follow the arguments in their message.
+      auto args = json_status == Status::Complete && trim(s.substr(json_end, text_end - json_end)).empty()
+                      ? arguments_text(j)
+                      : std::nullopt;
       if (args)
         out.tool_calls.push_back({.id = "", .name = std::string(recipient.substr(10)), .arguments = *args});
       else

@@ -17,6 +17,27 @@ namespace weft::model {
 
 using json = nlohmann::ordered_json;
 
+std::string gbnf_literal(std::string_view s) {
+  std::string out = "\"";
+  for (unsigned char c : s) {
+    if (c == '"')
+      out += "\\\"";
+    else if (c == '\\')
+      out += "\\\\";
+    else if (c == '\n')
+      out += "\\n";
+    else if (c == '\r')
+      out += "\\r";
+    else if (c == '\t')
+      out += "\\t";
+    else if (c < 0x20 || c == 0x7F)
+      out += fmt::format("\\x{:02X}", c);
+    else
+      out += static_cast<char>(c);
+  }
+  return out + "\"";
+}
+
 namespace {
 
 // llama.cpp's whitespace between tokens: nothing, one space, or up to two newlines and an indent.
@@ -101,28 +122,6 @@ const std::set<std::string>& enforced() {
   return k;
 }
 
-// A GBNF literal for UTF-8 text: quotes, backslashes and control characters escaped.
-std::string literal(const std::string& s) {
-  std::string out = "\"";
-  for (unsigned char c : s) {
-    if (c == '"')
-      out += "\\\"";
-    else if (c == '\\')
-      out += "\\\\";
-    else if (c == '\n')
-      out += "\\n";
-    else if (c == '\r')
-      out += "\\r";
-    else if (c == '\t')
-      out += "\\t";
-    else if (c < 0x20 || c == 0x7F)
-      out += fmt::format("\\x{:02X}", c);
-    else
-      out += static_cast<char>(c);
-  }
-  return out + "\"";
-}
-
 std::string join(const std::vector<std::string>& parts, const char* sep) {
   std::string out;
   for (size_t i = 0; i < parts.size(); ++i) out += (i ? sep : "") + parts[i];
@@ -132,16 +131,16 @@ std::string join(const std::vector<std::string>& parts, const char* sep) {
 // GBNF for the decimal strings of the integers in [lo, hi], both non-negative, same digit count.
 std::string same_length_range(const std::string& lo, const std::string& hi) {
   if (lo.empty()) return "\"\"";
-  if (lo == hi) return literal(lo);
-  if (lo[0] == hi[0]) return literal(lo.substr(0, 1)) + " (" + same_length_range(lo.substr(1), hi.substr(1)) + ")";
+  if (lo == hi) return gbnf_literal(lo);
+  if (lo[0] == hi[0]) return gbnf_literal(lo.substr(0, 1)) + " (" + same_length_range(lo.substr(1), hi.substr(1)) + ")";
   size_t rest = lo.size() - 1;
   std::string any_rest = rest ? fmt::format(" [0-9]{{{}}}", rest) : "";
   std::vector<std::string> alts;
-  alts.push_back(literal(lo.substr(0, 1)) +
+  alts.push_back(gbnf_literal(lo.substr(0, 1)) +
                  (rest ? " (" + same_length_range(lo.substr(1), std::string(rest, '9')) + ")" : ""));
   if (lo[0] + 1 <= hi[0] - 1)
     alts.push_back(fmt::format("[{}-{}]", static_cast<char>(lo[0] + 1), static_cast<char>(hi[0] - 1)) + any_rest);
-  alts.push_back(literal(hi.substr(0, 1)) +
+  alts.push_back(gbnf_literal(hi.substr(0, 1)) +
                  (rest ? " (" + same_length_range(std::string(rest, '0'), hi.substr(1)) + ")" : ""));
   return join(alts, " | ");
 }
@@ -170,14 +169,14 @@ std::string nonneg_at_least(int64_t lo) {
 
 class Converter {
  public:
-  explicit Converter(const json& root) : root_(root) {}
+  // Rules go into `rules`, shared with the other schemas of the same grammar (a body already
+  // there under a name is reused, a taken name made unique).
+  Converter(const json& root, std::map<std::string, std::string>& rules) : root_(root), rules_(rules) {}
 
-  std::string run() {
-    std::string top = visit(root_, "root", "", 0);
-    if (top != "root") add("root", top);
-    std::string out;
-    for (const auto& [name, body] : rules_) out += name + " ::= " + body + "\n";
-    return out;
+  // Converts the schema into rules, the schema's own one named `name`.
+  void run(const std::string& name) {
+    std::string top = visit(root_, name, "", 0);
+    if (top != name && add(name, top) != name) fail("json_schema", "rule name '{}' is taken", name);
   }
 
  private:
@@ -282,13 +281,13 @@ class Converter {
 
     if (s.contains("const")) {
       primitive("space");
-      return add(name, literal(s["const"].dump()) + " space");
+      return add(name, gbnf_literal(s["const"].dump()) + " space");
     }
     if (s.contains("enum")) {
       const json& e = s["enum"];
       if (!e.is_array() || e.empty()) error(at + "/enum", "'enum' must be a non-empty array");
       std::vector<std::string> lits;
-      for (const json& v : e) lits.push_back(literal(v.dump()));
+      for (const json& v : e) lits.push_back(gbnf_literal(v.dump()));
       primitive("space");
       return add(name, "(" + join(lits, " | ") + ") space");
     }
@@ -352,7 +351,7 @@ class Converter {
 
   std::string kv_rule(const std::string& key, const std::string& value_rule, const std::string& name) {
     primitive("space");
-    return add(name + "-kv", literal(json(key).dump()) + " space \":\" space " + value_rule);
+    return add(name + "-kv", gbnf_literal(json(key).dump()) + " space \":\" space " + value_rule);
   }
 
   std::string build_object(const std::vector<std::pair<std::string, const json*>>& props,
@@ -437,7 +436,7 @@ class Converter {
       std::vector<std::string> alts;
       std::string not_class = "[^\"\\\\\\x7F\\x00-\\x1F";
       for (const auto& [ch, child] : nodes[i].children) {
-        alts.push_back(literal(ch) + " " + rule_of[child]);
+        alts.push_back(gbnf_literal(ch) + " " + rule_of[child]);
         for (char c : ch)
           not_class += (c == ']' || c == '-' || c == '^' || c == '\\') ? std::string("\\") + c : std::string(1, c);
       }
@@ -561,13 +560,29 @@ class Converter {
   }
 
   const json& root_;
-  std::map<std::string, std::string> rules_;
+  std::map<std::string, std::string>& rules_;
   std::map<std::string, std::string> resolved_;
 };
 
 }  // namespace
 
-std::string json_schema_to_grammar(const json& schema) { return Converter(schema).run(); }
+std::string json_schema_to_grammar(const json& schema) {
+  JsonSchemaRules rules;
+  rules.add("root", schema);
+  return rules.text();
+}
+
+void JsonSchemaRules::add(const std::string& name, const json& schema) {
+  std::map<std::string, std::string> rules = rules_;  // unchanged when the schema is refused
+  Converter(schema, rules).run(name);
+  rules_ = std::move(rules);
+}
+
+std::string JsonSchemaRules::text() const {
+  std::string out;
+  for (const auto& [name, body] : rules_) out += name + " ::= " + body + "\n";
+  return out;
+}
 
 std::string json_schema_to_grammar(const std::string& schema_json) {
   json schema;

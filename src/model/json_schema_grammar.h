@@ -15,7 +15,9 @@
 
 #include <nlohmann/json_fwd.hpp>
 
+#include <map>
 #include <string>
+#include <string_view>
 
 namespace weft::model {
 
@@ -23,5 +25,21 @@ namespace weft::model {
 std::string json_schema_to_grammar(const nlohmann::ordered_json& schema);
 // Same, from JSON text (a parse error is a weft::Error too).
 std::string json_schema_to_grammar(const std::string& schema_json);
+
+// A GBNF literal for UTF-8 text: quotes, backslashes and control characters escaped.
+std::string gbnf_literal(std::string_view text);
+
+// Several schemas in one grammar (a forced call's arguments, one schema per tool): each schema's
+// rule has the name it is added under, and the rules they share are written once.
+class JsonSchemaRules {
+ public:
+  // `name`: a GBNF rule name (letters, digits, '-') no other schema took. Throws as
+  // json_schema_to_grammar does, leaving the rules as they were.
+  void add(const std::string& name, const nlohmann::ordered_json& schema);
+  std::string text() const;  // the GBNF rules
+
+ private:
+  std::map<std::string, std::string> rules_;
+};
 
 }  // namespace weft::model

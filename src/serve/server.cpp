@@ -321,8 +321,9 @@ void Server::generation_routes() {
     r.gen.chat_parse = chat_parse_options(*m.chat, !r.tools.tools.is_null(), text);
     if (r.tools.forced) {
       if (r.gen.grammar) reject(400, "'tool_choice' forces a call: 'response_format' cannot constrain the reply too");
-      r.gen.grammar = forced_call_grammar(m.chat->output_format(true).tools, r.tools.tools, *r.tools.forced,
-                                          r.tools.parallel_tool_calls);
+      r.gen.grammar =
+          forced_call_grammar(m.chat->output_format(true).tools, r.gen.chat_parse && r.gen.chat_parse->thinking_open,
+                              r.tools.tools, *r.tools.forced, r.tools.parallel_tool_calls);
     }
     const auto prompt = m.tok->encode(text, /*add_special=*/true, /*parse_special=*/true);
     serve_generation({*m.scheduler, opt_.model_name, stopping_}, Endpoint::Chat, {prompt}, r.gen, req, res);

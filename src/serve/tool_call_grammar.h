@@ -13,10 +13,12 @@
 
 namespace weft::serve {
 
-// tools: the request's validated OpenAI tools; name: the function to call, empty for any of them.
-// A format weft has no call grammar for, or a parameters schema it cannot enforce, is an
-// HttpError(400) naming it.
-std::shared_ptr<const model::Grammar> forced_call_grammar(chat::ToolCallFormat format, const nlohmann::json& tools,
-                                                          const std::string& name, bool parallel);
+// format: the syntax the model's template writes calls in; thinking_open: the generation prompt
+// opened <think> (the reply reasons first, closes it, then calls); tools: the request's validated
+// OpenAI tools; name: the function to call, empty for any of them. A format weft has no call
+// grammar for, or a parameters schema it cannot enforce, is an HttpError(400) naming it.
+std::shared_ptr<const model::Grammar> forced_call_grammar(chat::ToolCallFormat format, bool thinking_open,
+                                                          const nlohmann::json& tools, const std::string& name,
+                                                          bool parallel);
 
 }  // namespace weft::serve

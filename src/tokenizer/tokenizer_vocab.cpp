@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <array>
+#include <initializer_list>
 
 namespace weft::tokenizer::detail {
 
@@ -40,12 +41,20 @@ void Vocab::finish() {
   for (size_t i = 0; i < n; ++i) id_of[text[i]] = static_cast<Token>(i);
   // gpt-oss's harmony format (its vocabulary ends replies with <|return|> and <|call|>): the
   // tokens that frame a message are text a reply keeps, so that its channels can be parsed
-  // (llama-vocab.cpp's "quick hack for gpt-oss" renders them as user-defined), and <|end|>, which
-  // ends each message of a reply, does not end the generation (removed from the EOG ids below).
+  // (llama-vocab.cpp's "quick hack for gpt-oss" renders them as user-defined; <|end|>, which ends
+  // each message of a reply, is among the tokens llama-server preserves in a chat reply's text), and
+  // <|end|> does not end the generation (removed from the EOG ids below). DeepSeek's tool-call
+  // markers are control tokens in its files (convert_hf_to_gguf.py takes "<｜...｜>" for special)
+  // that llama-server also preserves: a call is text its parser and a forced call's grammar read.
   const bool harmony = find("<|return|>") >= 0 && find("<|call|>") >= 0;
-  if (harmony)
-    for (std::string_view s : {"<|channel|>", "<|message|>", "<|start|>", "<|constrain|>"})
+  const auto keep_as_text = [&](std::initializer_list<std::string_view> texts) {
+    for (std::string_view s : texts)
       if (Token id = find(s); id >= 0 && type[id] == TokenType::Control) type[id] = TokenType::UserDefined;
+  };
+  if (harmony) keep_as_text({"<|channel|>", "<|message|>", "<|start|>", "<|constrain|>", "<|end|>"});
+  if (find("<｜tool▁calls▁begin｜>") >= 0)
+    keep_as_text({"<｜tool▁calls▁begin｜>", "<｜tool▁calls▁end｜>", "<｜tool▁call▁begin｜>", "<｜tool▁call▁end｜>",
+                  "<｜tool▁sep｜>"});
   special.clear();
   for (size_t i = 0; i < n; ++i)
     if (is_special_type(type[i])) special.push_back(static_cast<Token>(i));

@@ -214,6 +214,11 @@ TEST(ToolCallParser, GptOssHarmonyChannels) {
   EXPECT_EQ(p.tool_calls[0], call("f", "{}"));
   p = whole("plain text", o);
   EXPECT_EQ(p.content, "plain text");
+  // A string in the arguments holding a framing token's text is the call's (read as JSON first).
+  const std::string framed =
+      "<|channel|>commentary to=functions.say<|message|>{\"text\": \"a<|end|><|start|>b\"}<|end|>"
+      "<|start|>assistant<|channel|>final<|message|>Done.";
+  expect_parse(framed, o, "", "Done.", {call("say", R"({"text":"a<|end|><|start|>b"})")});
 }
 
 TEST(ToolCallParser, DeepSeekR1AndV31Calls) {

@@ -254,7 +254,7 @@ TEST(Bpe, HarmonyFramingTokensAreKeptAndEndIsNotTheEnd) {
   EXPECT_EQ(t->piece(2), "<|start|>");
   EXPECT_EQ(t->piece(3), "<|channel|>");
   EXPECT_EQ(t->piece(4), "<|message|>");
-  EXPECT_EQ(t->piece(5), "");  // still a control token
+  EXPECT_EQ(t->piece(5), "<|end|>");  // a forced call's grammar writes it after an analysis message
   EXPECT_FALSE(t->is_eog(5));
   EXPECT_TRUE(t->is_eog(6));
   EXPECT_TRUE(t->is_eog(7));
@@ -263,6 +263,26 @@ TEST(Bpe, HarmonyFramingTokensAreKeptAndEndIsNotTheEnd) {
   v.text.back() = "<|other|>";
   t = detail::make_bpe_tokenizer(v, {}, PreTokenizer::from_name("gpt-2"));
   EXPECT_TRUE(t->is_eog(5));
+  EXPECT_EQ(t->piece(3), "");
+  EXPECT_EQ(t->piece(5), "");
+}
+
+// DeepSeek's tool-call markers are control tokens in its files; a reply keeps them as text (its
+// parser and a forced call's grammar read them), and only in a vocabulary that has them.
+TEST(Bpe, DeepSeekToolCallMarkersAreKept) {
+  Vocab v;
+  for (const char* t : {"a", "<｜tool▁calls▁begin｜>", "<｜tool▁call▁begin｜>", "<｜tool▁sep｜>", "<｜tool▁call▁end｜>",
+                        "<｜tool▁calls▁end｜>", "<｜end▁of▁sentence｜>"})
+    v.text.push_back(t);
+  v.type.assign(v.text.size(), TokenType::Control);
+  v.type[0] = TokenType::Normal;
+  v.eos = 6;
+  auto t = detail::make_bpe_tokenizer(v, {}, PreTokenizer::from_name("gpt-2"));
+  for (Token id = 1; id <= 5; ++id) EXPECT_EQ(t->piece(id), v.text[id]);
+  EXPECT_EQ(t->piece(6), "");  // the end of the reply stays a control token
+  EXPECT_EQ(t->encode("a<｜tool▁sep｜>a", false), (std::vector<Token>{0, 3, 0}));
+  v.text[1] = "<｜other｜>";
+  t = detail::make_bpe_tokenizer(v, {}, PreTokenizer::from_name("gpt-2"));
   EXPECT_EQ(t->piece(3), "");
 }
 
