@@ -11,13 +11,13 @@ namespace weft::serve {
 
 namespace {
 
-using json = nlohmann::json;
+using json = BodyJson;
 
 // A schema's grammar; `where` names the field in a 400.
 std::shared_ptr<const model::Grammar> schema_grammar(const json& schema, const std::string& where) {
   if (!schema.is_object()) reject(400, "'{}' must be an object (a JSON schema), got {}", where, schema.type_name());
   try {
-    return model::Grammar::parse(model::json_schema_to_grammar(nlohmann::ordered_json::parse(schema.dump())));
+    return model::Grammar::parse(model::json_schema_to_grammar(schema));
   } catch (const Error& e) {
     reject(400, "'{}': {}", where, e.message());
   }

@@ -6,6 +6,7 @@
 #pragma once
 
 #include "model/grammar.h"
+#include "serve/tool_request.h"
 
 #include <nlohmann/json.hpp>
 
@@ -14,6 +15,6 @@
 namespace weft::serve {
 
 // The grammar the body asks for; null when it asks for none (or response_format "text").
-std::shared_ptr<const model::Grammar> parse_output_constraint(const nlohmann::json& body);
+std::shared_ptr<const model::Grammar> parse_output_constraint(const BodyJson& body);
 
 }  // namespace weft::serve

@@ -8,7 +8,7 @@
 
 namespace weft::serve {
 
-using nlohmann::json;
+using json = BodyJson;
 
 const json& field(const json& body, const char* name) {
   static const json null_value;

@@ -55,16 +55,16 @@ struct CompletionRequest {
 };
 
 // The field of an object, or null when absent.
-const nlohmann::json& field(const nlohmann::json& body, const char* name);
+const BodyJson& field(const BodyJson& body, const char* name);
 
 // Parses a body into a JSON object (400: malformed, or not an object).
-nlohmann::json parse_body(const std::string& body);
+BodyJson parse_body(const std::string& body);
 
-std::vector<chat::Message> parse_messages(const nlohmann::json& body);
-ChatRequest parse_chat_request(const nlohmann::json& body);
-CompletionRequest parse_completion_request(const nlohmann::json& body);
-GenerationParams parse_generation(const nlohmann::json& body);
+std::vector<chat::Message> parse_messages(const BodyJson& body);
+ChatRequest parse_chat_request(const BodyJson& body);
+CompletionRequest parse_completion_request(const BodyJson& body);
+GenerationParams parse_generation(const BodyJson& body);
 // An array of token ids, each in [0, n_vocab) when n_vocab > 0.
-std::vector<Token> parse_tokens(const nlohmann::json& v, const char* field, int32_t n_vocab = 0);
+std::vector<Token> parse_tokens(const BodyJson& v, const char* field, int32_t n_vocab = 0);
 
 }  // namespace weft::serve

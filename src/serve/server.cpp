@@ -290,7 +290,7 @@ void Server::routes() {
   });
   http_->Post("/tokenize", [this](const httplib::Request& req, httplib::Response& res) {
     const auto& m = model(res);
-    const json body = parse_body(req.body);
+    const BodyJson body = parse_body(req.body);
     const json content = body.value("content", json());
     if (!content.is_string()) reject(400, "'content' must be a string");
     const auto flag = [&](const char* name, bool fallback) {
@@ -303,7 +303,7 @@ void Server::routes() {
   });
   http_->Post("/detokenize", [this](const httplib::Request& req, httplib::Response& res) {
     const auto& m = model(res);
-    const json body = parse_body(req.body);
+    const BodyJson body = parse_body(req.body);
     reply_json(res,
                {{"content", m.tok->decode(parse_tokens(body.value("tokens", json()), "tokens", m.tok->n_vocab()))}});
   });

@@ -16,13 +16,13 @@ using ordered = nlohmann::ordered_json;
 using F = chat::ToolCallFormat;
 
 // A function without parameters takes any object, as OpenAI reads it.
-ordered parameters(const nlohmann::json& function) {
-  return function.contains("parameters") ? ordered::parse(function["parameters"].dump()) : ordered{{"type", "object"}};
+ordered parameters(const BodyJson& function) {
+  return function.contains("parameters") ? function["parameters"] : ordered{{"type", "object"}};
 }
 
 // The schema of one call object: {"name": <one of the tools>, "<args_key>": <its parameters>}, the
 // name first, as every JSON call syntax writes it.
-ordered call_schema(const nlohmann::json& tools, const std::string& name, const char* args_key) {
+ordered call_schema(const BodyJson& tools, const std::string& name, const char* args_key) {
   ordered any_of = ordered::array();
   for (const auto& t : tools) {
     const std::string fn = t["function"]["name"];
@@ -44,8 +44,7 @@ struct Callee {
 };
 
 // The callable tools, each one's arguments rule (tc-args-N) added to `rules`.
-std::vector<Callee> callees(const nlohmann::json& tools, const std::string& name, F format,
-                            model::JsonSchemaRules& rules) {
+std::vector<Callee> callees(const BodyJson& tools, const std::string& name, F format, model::JsonSchemaRules& rules) {
   std::vector<Callee> out;
   for (const auto& t : tools) {
     const std::string fn = t["function"]["name"];
@@ -152,7 +151,7 @@ std::string deepseek_grammar(const std::vector<Callee>& cs, bool parallel) {
 }  // namespace
 
 std::shared_ptr<const model::Grammar> forced_call_grammar(chat::ToolCallFormat format, bool thinking_open,
-                                                          const nlohmann::json& tools, const std::string& name,
+                                                          const BodyJson& tools, const std::string& name,
                                                           bool parallel) {
   // Each syntax around the call (rule "tool-calls"): for the JSON ones, the call object's schema
   // (rule "root") inside its markers, calls separated by a comma inside one list (Mistral) or

@@ -5,6 +5,7 @@
 
 #include "chat/tool_call_format.h"
 #include "model/grammar.h"
+#include "serve/tool_request.h"
 
 #include <nlohmann/json.hpp>
 
@@ -18,7 +19,7 @@ namespace weft::serve {
 // OpenAI tools; name: the function to call, empty for any of them. A format weft has no call
 // grammar for, or a parameters schema it cannot enforce, is an HttpError(400) naming it.
 std::shared_ptr<const model::Grammar> forced_call_grammar(chat::ToolCallFormat format, bool thinking_open,
-                                                          const nlohmann::json& tools, const std::string& name,
+                                                          const BodyJson& tools, const std::string& name,
                                                           bool parallel);
 
 }  // namespace weft::serve

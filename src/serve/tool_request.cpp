@@ -5,7 +5,7 @@
 
 namespace weft::serve {
 
-using nlohmann::json;
+using json = BodyJson;
 
 namespace {
 

@@ -58,6 +58,24 @@ TEST_F(StructuredOutput, JsonSchemaRepliesValidateGreedyAndSampled) {
   }
 }
 
+// The reply's keys come in the schema's order, as OpenAI and llama-server write them: the body is
+// sent as text, its properties out of alphabetical order (a sorted parse of the body loses it).
+TEST_F(StructuredOutput, KeysComeInTheSchemasOrder) {
+  const std::string body = R"({"messages": [{"role": "user", "content": "hi"}], "max_tokens": 200, "seed": 3,
+      "response_format": {"type": "json_schema", "json_schema": {"name": "o", "schema": {"type": "object",
+        "properties": {"zeta": {"type": "integer"}, "alpha": {"type": "boolean"}, "mid": {"enum": ["x", "y"]}},
+        "required": ["zeta", "alpha", "mid"], "additionalProperties": false}}}})";
+  auto c = server_->client();
+  const Reply r = post(c, "/v1/chat/completions", body);
+  ASSERT_EQ(r.status, 200) << r.text;
+  const auto v = nlohmann::ordered_json::parse(r.body["choices"][0]["message"]["content"].get<std::string>(), nullptr,
+                                               /*allow_exceptions=*/false);
+  ASSERT_TRUE(v.is_object()) << r.text;
+  std::vector<std::string> keys;
+  for (const auto& item : v.items()) keys.push_back(item.key());
+  EXPECT_EQ(keys, (std::vector<std::string>{"zeta", "alpha", "mid"})) << v.dump();
+}
+
 TEST_F(StructuredOutput, StreamedSchemaReplyAddsUpToAValidObject) {
   auto c = server_->client();
   const json body = {{"messages", {{{"role", "user"}, {"content", "hi"}}}},

@@ -305,6 +305,31 @@ TEST_F(ForcedToolCall, StreamedAsOneCallDelta) {
   EXPECT_EQ(finish, "tool_calls");
 }
 
+// A tool's parameters keep the request's order: the template lists them so, and a forced call's
+// arguments come in it (the body sent as text, its properties out of alphabetical order).
+TEST_F(ForcedToolCall, ParametersKeepTheRequestsOrder) {
+  const std::string tools = R"("tools": [{"type": "function", "function": {"name": "f", "parameters": {
+      "type": "object", "properties": {"zeta": {"type": "integer"}, "alpha": {"type": "boolean"}},
+      "required": ["zeta", "alpha"], "additionalProperties": false}}}])";
+  const std::string messages = R"("messages": [{"role": "user", "content": "hi"}])";
+  auto c = server_->client();
+  const Reply prompt = post(c, "/apply-template", "{" + messages + ", " + tools + "}");
+  ASSERT_EQ(prompt.status, 200) << prompt.text;
+  const std::string p = prompt.body["prompt"];
+  EXPECT_LT(p.find("zeta"), p.find("alpha")) << p;
+  const Reply r =
+      post(c, "/v1/chat/completions",
+           "{" + messages + ", " + tools +
+               R"(, "tool_choice": "required", "parallel_tool_calls": false, "max_tokens": 400, "seed": 5})");
+  ASSERT_EQ(r.status, 200) << r.text;
+  ASSERT_EQ(r.body["choices"][0]["message"]["tool_calls"].size(), 1u) << r.text;
+  const auto args = nlohmann::ordered_json::parse(
+      r.body["choices"][0]["message"]["tool_calls"][0]["function"]["arguments"].get<std::string>());
+  std::vector<std::string> keys;
+  for (const auto& item : args.items()) keys.push_back(item.key());
+  EXPECT_EQ(keys, (std::vector<std::string>{"zeta", "alpha"})) << args.dump();
+}
+
 TEST_F(ForcedToolCall, WithAResponseFormatToo400) {
   auto c = server_->client();
   json body = request("required");
