@@ -102,6 +102,26 @@ for (const m of models()) {
       assert.deepEqual(offsets, lp.text_offset);
     });
 
+    test("chat: sampled, each drawn token is among its top_logprobs with the same logprob", async () => {
+      // top_k = the number of alternatives listed: whatever is drawn is among them.
+      const sampled = { model: m.name, temperature: 1.2, top_k: kTop, seed: 5, max_tokens: 24 };
+      const whole = await openai.chat.completions.create({ ...sampled, messages, logprobs: true, top_logprobs: kTop });
+      const content = whole.choices[0].logprobs.content;
+      assert.ok(content.length > 0);
+      let notFirst = 0;
+      for (const [i, e] of content.entries()) {
+        const what = `token ${i}: ${JSON.stringify(e)}`;
+        assert.equal(e.top_logprobs.length, kTop, what);
+        for (let k = 1; k < kTop; k++) assert.ok(e.top_logprobs[k].logprob <= e.top_logprobs[k - 1].logprob, what);
+        const mass = e.top_logprobs.reduce((sum, a) => sum + Math.exp(a.logprob), 0);
+        assert.ok(mass <= 1 + 1e-4, `${what}: the top entries hold ${mass} of the probability`);
+        const same = (a) => Buffer.from(a.bytes).equals(Buffer.from(e.bytes)) && a.logprob === e.logprob;
+        assert.ok(e.top_logprobs.some(same), `${what}: the drawn token is not among its top_logprobs`);
+        if (e.logprob < e.top_logprobs[0].logprob) notFirst++;
+      }
+      assert.ok(notFirst > 0, "sampling drew some token other than the likeliest");
+    });
+
     test("a bad logprobs value is a 400 naming the field", async () => {
       await assert.rejects(
         openai.chat.completions.create({ ...greedy, messages, logprobs: true, top_logprobs: 21 }),
