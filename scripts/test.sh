@@ -2,7 +2,7 @@
 # The test suite: the layer and format checks, unit and equality tests (Release), weft serve end to
 # end (scripts/e2e.sh: node, Chromium), the unit tests again under AddressSanitizer + UBSan, the
 # threaded layers under ThreadSanitizer, and bounded libFuzzer runs of the GGUF parser, the network
-# frame decoders and the rendezvous store.
+# frame decoders, the rendezvous store, the Jinja engine and GBNF grammars.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 # Where the time goes (CI has a limit): each stage's end, in seconds since the start.
@@ -58,11 +58,12 @@ stage "tsan tests"
 # live in build-fuzz/TARGET-corpus and build-fuzz/TARGET.log.
 FUZZ_SECONDS=${WEFT_FUZZ_SECONDS:-45}
 fuzz() {
+  local seconds=${2:-$FUZZ_SECONDS}
   CXX=clang++ BUILD_DIR=build-fuzz CMAKE_ARGS="-DWEFT_FUZZ=ON -DWEFT_BUILD_TESTS=OFF -DWEFT_BUILD_BENCH=OFF $SAN_OPT" TARGETS="$1" ./scripts/build.sh >/dev/null
   mkdir -p "build-fuzz/$1-corpus"
-  "./build-fuzz/fuzz/$1" -max_total_time="$FUZZ_SECONDS" -max_len=4096 -rss_limit_mb=2048 "build-fuzz/$1-corpus" \
+  "./build-fuzz/fuzz/$1" -max_total_time="$seconds" -max_len=4096 -rss_limit_mb=2048 "build-fuzz/$1-corpus" \
     2>"build-fuzz/$1.log" || { tail -50 "build-fuzz/$1.log"; exit 1; }
-  echo "$1: $(grep -c . "build-fuzz/$1.log") log lines, no crash in $FUZZ_SECONDS s"
+  echo "$1: $(grep -c . "build-fuzz/$1.log") log lines, no crash in $seconds s"
   stage "fuzz $1"
 }
 if command -v clang++ >/dev/null; then
@@ -71,4 +72,7 @@ if command -v clang++ >/dev/null; then
   fuzz kv_store_fuzz  # the rendezvous store's messages and its entry tags
   fuzz announce_fuzz  # the discovery datagrams (worker announcements, queries) from anyone on the segment
   fuzz jinja_fuzz     # the Jinja engine on template text (a model file's chat template)
+  # GBNF text and the texts a sequence writes through its automaton (a request's grammar or
+  # schema); 30 s of the time: its target only adds one file to the libraries built above.
+  fuzz grammar_fuzz $((FUZZ_SECONDS < 30 ? FUZZ_SECONDS : 30))
 fi
