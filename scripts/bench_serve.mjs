@@ -1,7 +1,14 @@
 // Load generator of scripts/bench_serve.sh (node >= 20, no packages): streaming /v1/completions
 // clients against a running `weft serve`, printing a markdown table.
 //   node scripts/bench_serve.mjs URL [--npp 128] [--ntg 32] [--clients 1,8,16] [--rounds 2] [--beside 7]
+//                                    [--constrain json_object|schema|FILE]
 // Prompts are random words, distinct per request, so no slot's cache holds any of them.
+// --constrain: every request's reply constrained by a grammar, to compare with unconstrained
+// decoding: response_format json_object, or a json_schema (`schema`: the one below, whose strings
+// leave the length to the model; FILE: a schema's JSON). A reply ends where its grammar is
+// complete, so the table's token counts (usage) say how long the replies really were.
+import { readFileSync } from "node:fs";
+
 const args = process.argv.slice(2);
 const url = args[0];
 const opt = (name, fallback) => {
@@ -13,6 +20,25 @@ const ntg = Number(opt("ntg", 32));
 const clients = opt("clients", "1,8,16").split(",").map(Number);
 const rounds = Number(opt("rounds", 2));
 const kTimeoutMs = 600_000;
+const kSchema = {
+  type: "object",
+  properties: {
+    title: { type: "string" },
+    count: { type: "integer" },
+    tags: { type: "array", items: { type: "string" } },
+    body: { type: "string" },
+  },
+  required: ["title", "count", "tags", "body"],
+  additionalProperties: false,
+};
+const constrain = opt("constrain", "");
+function constraint() {
+  if (!constrain) return {};
+  if (constrain === "json_object") return { response_format: { type: "json_object" } };
+  const schema = constrain === "schema" ? kSchema : JSON.parse(readFileSync(constrain, "utf8"));
+  return { response_format: { type: "json_schema", json_schema: { name: "bench", schema } } };
+}
+const constraintFields = constraint();
 
 let seed = 12345;
 function random() {  // xorshift32: the same prompts every run
@@ -52,6 +78,7 @@ async function complete(ids, maxTokens, signal, onFirst) {
       temperature: 0,
       stream: true,
       stream_options: { include_usage: true },
+      ...constraintFields,
     }),
     signal: signal ?? AbortSignal.timeout(kTimeoutMs),
   });
@@ -139,6 +166,7 @@ async function ttftBeside(others) {
 await complete(await prompt(), 4);  // warm-up: the first request also pays for first touches
 const rows = [];
 for (const n of clients) rows.push(await throughput(n));
+if (constrain) console.log(`Every reply constrained: ${JSON.stringify(constraintFields)}\n`);
 console.log(`| clients | requests | generated | wall s | gen t/s (end to end) | decode t/s | median TTFT ms |`);
 console.log(`|---:|---:|---:|---:|---:|---:|---:|`);
 for (const r of rows)

@@ -7,7 +7,9 @@
 #   WORKERS=2 scripts/bench_serve.sh MODEL                     over 2 local `weft worker -t 1`
 #   ENGINE=1 scripts/bench_serve.sh MODEL -t 2                 and `weft batched-bench`, same devices
 # Env: WEFT (build/weft), CLIENTS (1,8,16), NPP (128), NTG (32), ROUNDS (2 requests per client),
-# SLOT_CTX (512 positions per slot). The server gets -np (largest of CLIENTS) and -c np * SLOT_CTX.
+# SLOT_CTX (512 positions per slot), CONSTRAIN (json_object, schema or a schema's FILE: every reply
+# constrained by its grammar, to compare with the same run without). The server gets -np (largest
+# of CLIENTS) and -c np * SLOT_CTX.
 # The model's end-of-generation token ends a reply early (weft serve has no ignore_eos): the table
 # counts the tokens each reply really had (usage).
 set -euo pipefail
@@ -45,7 +47,8 @@ SERVE_PID=${PIDS[-1]}
 echo "weft serve ${DEVICE_ARGS[*]}: $(grep ready "$WORK/serve.err")"
 echo "$(nproc) cores, load average $(cut -d' ' -f1-3 /proc/loadavg) before the run"
 echo
-node scripts/bench_serve.mjs "$URL" --npp "$NPP" --ntg "$NTG" --clients "$CLIENTS" --rounds "$ROUNDS"
+node scripts/bench_serve.mjs "$URL" --npp "$NPP" --ntg "$NTG" --clients "$CLIENTS" --rounds "$ROUNDS" \
+  ${CONSTRAIN:+--constrain "$CONSTRAIN"}
 
 if [ -n "${ENGINE:-}" ]; then
   kill "$SERVE_PID" && wait "$SERVE_PID" || true  # a worker serves one session at a time
