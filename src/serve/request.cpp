@@ -16,6 +16,13 @@ const json& field(const json& body, const char* name) {
   return it == body.end() ? null_value : *it;
 }
 
+bool boolean(const json& body, const char* name, bool fallback) {
+  const json& v = field(body, name);
+  if (v.is_null()) return fallback;
+  if (!v.is_boolean()) reject(400, "'{}' must be true or false, got {}", name, v.type_name());
+  return v.get<bool>();
+}
+
 namespace {
 
 double number(const json& body, const char* name, double lo, double hi, double fallback) {
@@ -36,13 +43,6 @@ int64_t integer(const json& body, const char* name, int64_t lo, int64_t hi, int6
   const int64_t i = v.get<int64_t>();
   if (i < lo || i > hi) reject(400, "'{}' must be between {} and {}, got {}", name, lo, hi, i);
   return i;
-}
-
-bool boolean(const json& body, const char* name, bool fallback) {
-  const json& v = field(body, name);
-  if (v.is_null()) return fallback;
-  if (!v.is_boolean()) reject(400, "'{}' must be true or false, got {}", name, v.type_name());
-  return v.get<bool>();
 }
 
 std::vector<std::string> stop_strings(const json& body) {

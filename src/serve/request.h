@@ -56,6 +56,8 @@ struct CompletionRequest {
 
 // The field of an object, or null when absent.
 const BodyJson& field(const BodyJson& body, const char* name);
+// A true/false field; absent or null: fallback (another type: 400 naming it).
+bool boolean(const BodyJson& body, const char* name, bool fallback);
 
 // Parses a body into a JSON object (400: malformed, or not an object).
 BodyJson parse_body(const std::string& body);

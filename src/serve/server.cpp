@@ -293,13 +293,9 @@ void Server::routes() {
     const BodyJson body = parse_body(req.body);
     const json content = body.value("content", json());
     if (!content.is_string()) reject(400, "'content' must be a string");
-    const auto flag = [&](const char* name, bool fallback) {
-      const json v = body.value(name, json(fallback));
-      if (!v.is_boolean()) reject(400, "'{}' must be true or false", name);
-      return v.get<bool>();
-    };
-    const auto ids = m.tok->encode(content.get<std::string>(), flag("add_special", false), flag("parse_special", true));
-    res.set_content(tokens_reply(*m.tok, ids, flag("with_pieces", false)), "application/json");
+    const auto ids = m.tok->encode(content.get<std::string>(), boolean(body, "add_special", false),
+                                   boolean(body, "parse_special", true));
+    res.set_content(tokens_reply(*m.tok, ids, boolean(body, "with_pieces", false)), "application/json");
   });
   http_->Post("/detokenize", [this](const httplib::Request& req, httplib::Response& res) {
     const auto& m = model(res);

@@ -78,9 +78,7 @@ ToolRequest parse_tool_request(const json& body) {
   if (!tools.is_null() && !tools.is_array()) reject(400, "'tools' must be an array, got {}", tools.type_name());
   if (tools.is_array())
     for (size_t i = 0; i < tools.size(); ++i) check_tool(tools[i], i);
-  const json& par = field(body, "parallel_tool_calls");
-  if (!par.is_null() && !par.is_boolean()) reject(400, "'parallel_tool_calls' must be true or false");
-  r.parallel_tool_calls = par.is_null() || par.get<bool>();
+  r.parallel_tool_calls = boolean(body, "parallel_tool_calls", true);
 
   const json& choice = field(body, "tool_choice");
   std::string mode = "auto";
