@@ -344,6 +344,7 @@ Action add_bench(CLI::App& app) {
   cmd->add_option("--auth-key-file", a->base.auth_key_file, "key shared with the workers");
   cmd->add_option("--wire", a->base.wire, "element type of collectives: f32 | bf16 | f16")
       ->check(CLI::IsMember({"f32", "bf16", "f16"}));
+  cmd->add_flag("--exact", a->base.exact, "fixed-point sums over split axes (one device's bits at any split)");
   cmd->add_option("--net-poll", a->base.net_poll, "auto | busy | block");
   cmd->add_option("--net-shm", a->base.net_shm, "on | off: same-host groups all-reduce through shared memory")
       ->check(CLI::IsMember({"on", "off"}));

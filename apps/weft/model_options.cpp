@@ -50,6 +50,9 @@ void ModelOptions::add_to(CLI::App& cmd, bool with_ctx) {
   cmd.add_option("-b,--batch-size", batch, "prompt tokens per step")->check(CLI::Range(1, 8192));
   cmd.add_option("--wire", wire, "element type of collectives: f32 | bf16 | f16")
       ->check(CLI::IsMember({"f32", "bf16", "f16"}));
+  cmd.add_flag("--exact", exact,
+               "the same logits, bit for bit, whatever the split, ratios or re-plans: the sums a split cuts "
+               "are added in fixed point (CPU devices, dense models)");
   cmd.add_option("--rpc", rpc,
                  "workers (weft worker) HOST:PORT,... appended after --devices (or after the default CPU device)");
   cmd.add_option("--discover-timeout", discover_timeout_ms,
@@ -208,6 +211,7 @@ runtime::EngineOptions ModelOptions::engine_options() const {
   o.on_device_loss = on_device_loss == "fail" ? runtime::OnDeviceLoss::Fail : runtime::OnDeviceLoss::Replan;
   o.k_type = cache_type_k == "f32" ? DType::F32 : DType::F16;
   o.v_type = cache_type_v == "f32" ? DType::F32 : DType::F16;
+  o.exact = exact;
   o.wire = wire == "bf16"  ? parallel::WireType::BF16
            : wire == "f16" ? parallel::WireType::F16
                            : parallel::WireType::F32;

@@ -27,6 +27,9 @@ struct LoadOptions {
   int32_t n_seq = 1;                               // sequence slots (continuous batching)
   int32_t max_tokens = 512;                        // most tokens in one step, all sequences together
   DType k_type = DType::F16, v_type = DType::F16;  // KV cache element types: F16 or F32 (-ctk / -ctv)
+  // --exact: the reductions a split cuts (LocalNode::granule) summed in fixed point, so that any
+  // split, ratio or re-plan gives the bits of one device (kernels/fixed_point.h).
+  bool exact = false;
 };
 // What sizes the KV caches a load of these options holds (parallel::kv_cache_bytes).
 inline parallel::KvSizing kv_sizing(const LoadOptions& o) {

@@ -183,7 +183,7 @@ void super_gemm(const WeightMatrix& w, int64_t r0, int64_t r1, const ActBlock* a
     const size_t a_stride = kSuperValues * static_cast<size_t>(c1 - c0);
     for (int64_t p = r0; p < r1; p += kPanelRows) {
       const int n_rows = static_cast<int>(std::min<int64_t>(kPanelRows, r1 - p));
-      unpack(w.data + p / kPanelRows * repacked_panel_bytes(w.type, w.cols), n_super, panel);
+      unpack(panel_at(w, p), n_super, panel);
       for (int64_t t = c0; t < c1; t += kAmxTokens) {
         const int64_t n_t = std::min<int64_t>(kAmxTokens, c1 - t);
         tiles[n_t - 1](panel, n_super, a + kSuperValues * (t - c0), a_stride, act + t, n_tokens, y + t * ldy + p, ldy,
@@ -302,7 +302,7 @@ void blocks_gemm(const WeightMatrix& w, int64_t r0, int64_t r1, const ActBlock* 
     for (int64_t p = r0; p < r1; p += kPanelRows) {
       const int n_rows = static_cast<int>(std::min<int64_t>(kPanelRows, r1 - p));
       if constexpr (kRepackedAtLoad)
-        unpack(w.data + p / kPanelRows * repacked_panel_bytes(w.type, w.cols), nb, f, panel);
+        unpack(panel_at(w, p), nb, f, panel);
       else
         pack_avx512(w, p, n_rows, panel, bb);
       if (offset) signed_levels(panel, bb, nb, offset);

@@ -931,7 +931,7 @@ struct Avx2ScalePairPanels {
   template <int kScales, bool kMin, bool kCorr, int T>
   static constexpr TileFn tile = scale_pair_tile<Repacked, kUnit, kMins, T>;
   WEFT_TARGET_AVX2 static void pack(const WeightMatrix& w, int64_t r0, int, uint8_t* out, size_t) {
-    const uint8_t* src = w.data + r0 / kPanelRows * repacked_panel_bytes(kType, w.cols);
+    const uint8_t* src = panel_at(w, r0);
     const __m256i unit = _mm256_set1_epi32(kUnit);
     for (int64_t b = 0; b < w.cols / kQK; ++b, src += Repacked::kBlockBytes, out += kBlockBytes) {
       if (b % Repacked::kSub == 0) {
@@ -969,7 +969,7 @@ struct Avx2KDecodedPanels {
   template <int kScales, bool kMin, bool kCorr, int T>
   static constexpr TileFn tile = gemm::tile<Src, kScales, kMin, kCorr, T>;
   WEFT_TARGET_AVX2 static void pack(const WeightMatrix& w, int64_t r0, int, uint8_t* out, size_t) {
-    const uint8_t* src = w.data + r0 / kPanelRows * repacked_panel_bytes(kType, w.cols);
+    const uint8_t* src = panel_at(w, r0);
     for (int64_t b = 0; b < w.cols / kQK; b += Repacked::kSub) {
       std::memcpy(out, src, KScaleLayout::kLow);  // d, dmin
       decode_k_scales(src, out + KScaleLayout::kLow);

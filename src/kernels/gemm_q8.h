@@ -248,6 +248,12 @@ struct PackedLayout {
 };
 
 size_t repacked_panel_bytes(DType t, int64_t cols);  // one panel of 16 rows
+// Bytes from one panel of a Panels matrix (or of a view of some of its columns) to the next, and
+// the panel holding row r0.
+inline size_t panel_stride(const WeightMatrix& w) {
+  return w.panel_stride ? w.panel_stride : repacked_panel_bytes(w.type, w.cols);
+}
+inline const uint8_t* panel_at(const WeightMatrix& w, int64_t r0) { return w.data + r0 / kPanelRows * panel_stride(w); }
 size_t repacked_bytes(const WeightMatrix& w);
 // Panels [p0, p1) of w (in Rows layout) at their place in dst; panels are independent, so threads
 // may repack disjoint ranges at once.
@@ -393,7 +399,7 @@ TileFn pair_tile_for(const PanelFormat& f) {
 template <class Packed, UnpackFn kUnpack>
 struct UnpackedPanels : Packed {
   static void pack(const WeightMatrix& w, int64_t r0, int, uint8_t* panel, size_t) {
-    kUnpack(w.data + r0 / kPanelRows * repacked_panel_bytes(w.type, w.cols), w.cols / kQK, panel_format(w.type), panel);
+    kUnpack(panel_at(w, r0), w.cols / kQK, panel_format(w.type), panel);
   }
 };
 // A super-block type's repacked panel with each sub-block's level section (nibbles, high-bit vectors,
@@ -429,7 +435,7 @@ struct BytePanels {
   static constexpr size_t kBlockBytes = Src::kBlockBytes;
   static constexpr size_t buffer_bytes(int64_t nb) { return ByteLevelLayout<Repacked>::buffer_bytes(nb); }
   static void pack(const WeightMatrix& w, int64_t r0, int, uint8_t* out, size_t) {
-    const uint8_t* src = w.data + r0 / kPanelRows * repacked_panel_bytes(w.type, w.cols);
+    const uint8_t* src = panel_at(w, r0);
     for (int64_t b = 0; b < w.cols / kQK; ++b, src += Repacked::kBlockBytes, out += kBlockBytes) {
       if (b % Repacked::kSub == 0) {
         std::memcpy(out, src, Repacked::kHead);
@@ -474,7 +480,7 @@ void gemm_driver(const WeightMatrix& w, int64_t r0, int64_t r1, const ActBlock* 
   } else {
     buffer = panel_buffer(bb * nb);
   }
-  const size_t panel_bytes = G::kRepacked ? repacked_panel_bytes(w.type, w.cols) : 0;
+  const size_t panel_bytes = G::kRepacked ? panel_stride(w) : 0;
   const CpuFeatures& cpu = cpu_features();
   const Ahead first_pass_ahead = !G::kRepacked ? Ahead{}
                                  : cpu.l2_prefetch > 0 && n_tokens < cpu.l2_prefetch_tokens

@@ -4,6 +4,7 @@
 #include "kernels/matmul.h"
 
 #include "core/error.h"
+#include "kernels/fixed_point.h"
 #include "kernels/gemm_q8.h"
 #include "kernels/quants.h"
 
@@ -140,6 +141,58 @@ void matmul_prepared(const WeightMatrix& w, const float* x, int64_t ldx, int64_t
                             prompt_block(k, w, act, r0, std::min(tile_rows, e - r0), t0, t1, y, ldy);
                         }
                       });
+}
+
+namespace {
+
+// Rows [r0, r1) and columns [k0, k1) of w as a matrix of their own: r0 on a panel, k0 on a block
+// (of a repacked super-block type: on a super-block).
+WeightMatrix view(const WeightMatrix& w, int64_t r0, int64_t r1, int64_t k0, int64_t k1) {
+  WeightMatrix v = w;
+  v.rows = r1 - r0;
+  v.cols = k1 - k0;
+  if (w.layout == WeightLayout::Panels) {
+    v.data = gemm::panel_at(w, r0) + gemm::repacked_panel_bytes(w.type, k0);
+    v.panel_stride = gemm::panel_stride(w);
+    v.row_stride = row_bytes(w.type, v.cols);
+  } else {
+    v.data = w.data + r0 * w.row_stride + row_bytes(w.type, k0);
+  }
+  return v;
+}
+
+}  // namespace
+
+void matmul_prepared_fixed(const WeightMatrix& w, const float* x, int64_t ldx, int64_t n_tokens, int64_t granule,
+                           int64_t* acc, int64_t ldacc, ThreadPool& pool, MatmulScratch& scratch) {
+  check_shapes(w, ldx, n_tokens, ldacc);
+  WEFT_ASSERT(granule > 0 && granule % block_size(w.type) == 0);
+  if (w.rows == 0 || n_tokens == 0) return;
+  const TypeKernels& k = kernels_for(w.type);
+  const gemm::GemmFn gemm = gemm_kernel(k, w, n_tokens);
+  WEFT_ASSERT(!gemm || granule % gemm::kQK == 0);
+  const auto* blocks = reinterpret_cast<const gemm::ActBlock*>(scratch.act.data());
+  const ActRows act = k.act_type == DType::F32
+                          ? ActRows{reinterpret_cast<const uint8_t*>(x), static_cast<size_t>(ldx) * sizeof(float)}
+                          : ActRows{scratch.act.data(), row_bytes(k.act_type, w.cols)};
+  // Each thread's rows granule by granule: the granule's partials of all tokens, then added to acc.
+  pool.parallel_steal(w.rows, pool.steal_chunk(w.rows, kRowAlign, kStealChunks), [&](int64_t b, int64_t e) {
+    thread_local std::vector<float> part;
+    const int64_t nr = e - b;
+    if (part.size() < static_cast<size_t>(nr * n_tokens)) part.resize(static_cast<size_t>(nr * n_tokens));
+    for (int64_t k0 = 0; k0 < w.cols; k0 += granule) {
+      const int64_t k1 = std::min(w.cols, k0 + granule);
+      const WeightMatrix v = view(w, b, e, k0, k1);
+      if (gemm) {
+        gemm(v, 0, nr, blocks + k0 / gemm::kQK * n_tokens, n_tokens, part.data(), nr);
+      } else {
+        const size_t a0 = row_bytes(k.act_type, k0);
+        for (int64_t t = 0; t < n_tokens; ++t)
+          k.rows_dot(v.cols, nr, v.data, v.row_stride, act.data + t * act.stride + a0, part.data() + t * nr);
+      }
+      for (int64_t t = 0; t < n_tokens; ++t) add_fixed(part.data() + t * nr, acc + t * ldacc + b, nr);
+    }
+  });
 }
 
 void matmul(const WeightMatrix& w, const float* x, int64_t ldx, int64_t n_tokens, float* y, int64_t ldy,

@@ -23,6 +23,9 @@ struct WeightMatrix {
   int64_t cols = 0;
   size_t row_stride = 0;
   WeightLayout layout = WeightLayout::Rows;
+  // Panels: bytes from one panel to the next; 0 for panels of exactly `cols` columns. A view of
+  // some columns of a repacked matrix (matmul_fixed's granules) keeps the whole matrix's stride.
+  size_t panel_stride = 0;
 };
 
 // Panels: weights streamed every step can be stored as 16-row panels in the layout the int8 GEMM
@@ -60,6 +63,14 @@ void prepare_activations(const WeightMatrix& w, const float* x, int64_t ldx, int
                          MatmulScratch& scratch, const RowProducer& produce = {});
 void matmul_prepared(const WeightMatrix& w, const float* x, int64_t ldx, int64_t n_tokens, float* y, int64_t ldy,
                      ThreadPool& pool, MatmulScratch& scratch);
+
+// The product in fixed point (kernels/fixed_point.h), for the reductions a split cuts: the K axis in
+// granules of `granule` columns (the last one may be shorter), each granule's float partial computed
+// as matmul_prepared computes a whole product, then acc[t * ldacc + r] += to_fixed(partial). A device
+// holding some of the granules, summed with the others' in integers, gets the same bits as one
+// device holding all of them. Activations prepared as for matmul_prepared.
+void matmul_prepared_fixed(const WeightMatrix& w, const float* x, int64_t ldx, int64_t n_tokens, int64_t granule,
+                           int64_t* acc, int64_t ldacc, ThreadPool& pool, MatmulScratch& scratch);
 
 // Scalar reference of the same product (dequantize rows, accumulate in double).
 void matmul_ref(const WeightMatrix& w, const float* x, int64_t ldx, int64_t n_tokens, float* y, int64_t ldy);

@@ -1,13 +1,14 @@
 // The float ops' inner loops, written once against a vector type V of V::kLanes floats (the
-// Simd<T, N> idea of MLX): full vectors, then the scalar tail of ops_ref.cpp. ops_avx2.cpp and
-// ops_avx512.cpp each define their V and WEFT_SIMD_TARGET (the function attribute of their ISA)
-// before including this, so each instantiation is compiled for its own ISA while the binary runs
-// on CPUs without it.
-// V provides: load, store, set1, zero, + - * /, fmadd(a, b, c) = a*b + c, fnmadd = c - a*b,
-// min, max, round (to nearest), mul_pow2(p, n) = p * 2^n for integral n, reduce_add, reduce_max,
-// where_less(a, b, x, y) = a < b ? x : y per lane, load_f16 / store_f16 (IEEE half, nearest even),
-// iota() = (0, 1, ..., kLanes - 1), transpose_add(a[kLanes]) = (reduce_add(a[0]), reduce_add(a[1]), ...).
+// Simd<T, N> idea of MLX): full vectors, then the scalar tail of ops_ref.cpp (swiglu: through the vectors too).
+// ops_avx2.cpp and ops_avx512.cpp each define their V and WEFT_SIMD_TARGET (the function attribute of their ISA) before
+// including this, so each instantiation is compiled for its own ISA while the binary runs on CPUs without it. V
+// provides: load, store, set1, zero, + - * /, fmadd(a, b, c) = a*b + c, fnmadd = c - a*b, min, max, round (to nearest),
+// mul_pow2(p, n) = p * 2^n for integral n, reduce_add, reduce_max, where_less(a, b, x, y) = a < b ? x : y per lane,
+// load_f16 / store_f16 (IEEE half, nearest even), iota() = (0, 1, ..., kLanes - 1), transpose_add(a[kLanes]) =
+// (reduce_add(a[0]), reduce_add(a[1]), ...).
 #pragma once
+
+#include <cstring>
 
 #include "core/fp16.h"
 #include "kernels/isa.h"
@@ -121,14 +122,24 @@ template <class V>
 WEFT_SIMD_TARGET void swiglu(const float* gate, const float* up, float* out, int64_t n) {
   constexpr int64_t L = V::kLanes;
   const V one = V::set1(1.0f);
-  int64_t i = 0;
-  for (; i + L <= n; i += L) {
-    const V g = V::load(gate + i);
+  auto lanes = [&](const float* g_in, const float* u_in, float* o) WEFT_SIMD_TARGET {
+    const V g = V::load(g_in);
     // silu(g) = g / (1 + exp(-g)); exp overflowing to inf for g < -88 gives the right -0.
     const V silu = g / (one + exp(V::zero() - g));
-    (silu * V::load(up + i)).store(out + i);
+    (silu * V::load(u_in)).store(o);
+  };
+  int64_t i = 0;
+  for (; i + L <= n; i += L) lanes(gate + i, up + i, out + i);
+  // The tail through the same lanes: a value's bits do not depend on where a split's slice of the
+  // FFN ends (--exact).
+  if (i < n) {
+    float g[L] = {}, u[L] = {}, o[L];
+    const size_t bytes = static_cast<size_t>(n - i) * sizeof(float);
+    std::memcpy(g, gate + i, bytes);
+    std::memcpy(u, up + i, bytes);
+    lanes(g, u, o);
+    std::memcpy(out + i, o, bytes);
   }
-  swiglu_ref(gate + i, up + i, out + i, n - i);
 }
 
 template <class V>

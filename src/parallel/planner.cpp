@@ -117,6 +117,33 @@ int64_t input_block(const Graph& g, const WeightTable& w, Axis axis) {
   return blk;
 }
 
+// The granule of the reductions over a split axis (LocalNode::granule), a function of the model
+// alone: every cut of the axis, for any device count, falls on a multiple of it. Heads: the
+// attention output's quant block and a head (partitions() cuts whole heads on blocks). The FFN:
+// its block, and kFfnGranule features where the width leaves at least kFfnUnits of them (fixed
+// point then adds one integer per that many products), less in a narrower FFN, so that ratios and
+// memory caps still cut it finely.
+constexpr int64_t kFfnGranule = 128, kFfnUnits = 16;
+int64_t reduction_granule(const Graph& g, const WeightTable& w, Axis axis) {
+  if (axis == Axis::QHeads) return lcm(g.dims.head_dim, input_block(g, w, Axis::QHeads));
+  if (axis != Axis::Ffn) return 0;
+  const int64_t blk = input_block(g, w, Axis::Ffn);
+  int64_t granule = lcm(blk, kFfnGranule);
+  while (granule % 2 == 0 && (granule / 2) % blk == 0 && g.dims.n_ff / granule < kFfnUnits) granule /= 2;
+  return granule;
+}
+
+// Marks every matmul over the features of a split axis with that axis' granule.
+void mark_granules(const Graph& g, const WeightTable& w, Plan& plan) {
+  const int64_t heads = reduction_granule(g, w, Axis::QHeads), ffn = reduction_granule(g, w, Axis::Ffn);
+  for (DeviceGraph& dg : plan.devices)
+    for (LocalNode& ln : dg.nodes) {
+      if (ln.op != LocalOp::MatMul || ln.source < 0) continue;
+      const Axis in = g.nodes[g.nodes[ln.source].inputs[0]].axis;
+      ln.granule = in == Axis::QHeads ? heads : in == Axis::Ffn ? ffn : 0;
+    }
+}
+
 std::vector<Partition> partitions(const Graph& g, const WeightTable& w, const std::vector<double>& ratios) {
   const auto& d = g.dims;
   const int n_active = static_cast<int>(std::count_if(ratios.begin(), ratios.end(), [](double r) { return r > 0; }));
@@ -137,7 +164,7 @@ std::vector<Partition> partitions(const Graph& g, const WeightTable& w, const st
     const int64_t h0 = r.begin / d.head_dim, h1 = r.end / d.head_dim;
     kv.ranges.push_back({h0 / d.group() * d.head_dim, ((h1 - 1) / d.group() + 1) * d.head_dim});
   }
-  Partition ffn = cut(Axis::Ffn, d.n_ff, input_block(g, w, Axis::Ffn), ratios);
+  Partition ffn = cut(Axis::Ffn, d.n_ff, reduction_granule(g, w, Axis::Ffn), ratios);
   Partition vocab = cut(Axis::Vocab, d.n_vocab, 1, ratios);
   std::vector<Partition> out{q, kv, ffn, vocab};
   // An expert's hidden width, cut alike in every expert (ranges of one slot's n_ff_exp features).
@@ -494,6 +521,7 @@ Plan plan_tensor(const Graph& g, const WeightTable& weights, const std::vector<d
     std::erase_if(plan.partitions, [](const Partition& p) { return p.axis == Axis::ExpertFfn; });
   }
   TensorPlanner(g, weights, plan).run();
+  mark_granules(g, weights, plan);
   return plan;
 }
 
@@ -550,6 +578,7 @@ Plan plan_layers(const Graph& g, const WeightTable& weights, const std::vector<d
     if (dg.has_logits) dg.vocab = {0, g.dims.n_vocab};
     account(dg, weights);
   }
+  mark_granules(g, weights, plan);
   return plan;
 }
 

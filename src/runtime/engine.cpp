@@ -30,6 +30,10 @@ Engine::Engine(const gguf::File& file, EngineOptions opt) : file_(file), opt_(st
                  opt_.n_ctx, static_cast<long long>(config_.n_ctx_train));
   config_ = model::for_context(std::move(config_), opt_.n_ctx);  // LongRoPE: a slot's context picks the factors
   graph_ = model::build_llama_graph(config_);
+  if (opt_.exact && config_.dims.n_expert > 0)
+    fail("cli", "--exact: mixtures of experts do not sum their experts in fixed point yet");
+  if (opt_.exact && opt_.wire != parallel::WireType::F32)
+    fail("cli", "--exact moves fixed-point sums, not --wire {}", parallel::wire_type_name(opt_.wire));
   if (opt_.n_batch <= 0) fail("cli", "--batch-size must be positive");
   if (opt_.n_seq <= 0 || opt_.n_seq > 1024) fail("cli", "--parallel {} outside 1..1024", opt_.n_seq);
   n_past_.assign(opt_.n_seq, 0);

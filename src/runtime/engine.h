@@ -59,6 +59,9 @@ struct EngineOptions {
   DType k_type = DType::F16, v_type = DType::F16;      // KV cache (-ctk / -ctv)
   OnDeviceLoss on_device_loss = OnDeviceLoss::Replan;  // --on-device-loss
   bool rejoin = false;  // --rejoin: each re-plan also retries the workers lost before (see device_loss.h)
+  // --exact: every split, ratio and re-plan gives the logits of one device, bit for bit
+  // (device::LoadOptions::exact); CPU devices, dense models, the f32 wire.
+  bool exact = false;
 };
 
 // One sequence's part of a batched step. Continuous batching: the sequences of several requests,
@@ -148,7 +151,9 @@ class Engine {
 
  private:
   // What every device loads: the slots' context, how many, a step's most tokens, the KV types.
-  device::LoadOptions load_options() const { return {opt_.n_ctx, opt_.n_seq, opt_.n_batch, opt_.k_type, opt_.v_type}; }
+  device::LoadOptions load_options() const {
+    return {opt_.n_ctx, opt_.n_seq, opt_.n_batch, opt_.k_type, opt_.v_type, opt_.exact};
+  }
   // Creates the devices of opt_.devices, checks each runs its part of plan_, joins and loads them.
   void start_devices();
   void open_devices();   // start_devices' first half: creating (a worker's handshake) and checking

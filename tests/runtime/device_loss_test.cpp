@@ -318,6 +318,35 @@ TEST(DeviceLoss, LosingDevicesUntilOneRemainsKeepsTheOutput) {
   EXPECT_NE(run.err().find("re-planned over 1 device (split none): cpu:0"), std::string::npos) << run.err();
 }
 
+// --exact: three workers (four devices with the local one, where plain f32 sums part from one
+// device at some kernel levels, see short_run_args), one killed mid-generation: the re-planned run
+// prints one device's text byte for byte, all 1000 tokens.
+TEST(DeviceLoss, ExactRunKeepsOneDevicesTextThroughALoss) {
+  std::vector<std::string> args = kRunArgs;
+  args.push_back("--exact");
+  reference(args);
+  Worker w1, w2, w3;
+  RunChild run("cpu:1," + w1.url() + "," + w2.url() + "," + w3.url(), {}, args);
+  ASSERT_TRUE(run.wait_for_output(300)) << "the run ended before the kill: " << run.err();
+  w3.kill(SIGKILL);
+  expect_recovered(run, {&w3}, args);
+}
+
+// --exact with re-plans forced every 8 steps (--rebalance, no lag or change asked) over three
+// in-process devices of uneven ratios: one device's text, whatever ratios the re-plans chose.
+TEST(DeviceLoss, ExactRunKeepsOneDevicesTextThroughRebalancing) {
+  std::vector<std::string> args = kRunArgs;
+  args.push_back("--exact");
+  const std::string& want = reference(args);
+  RunChild run(
+      "cpu:1,cpu:1,cpu:1",
+      {"-ts", "5,1,2", "--rebalance", "--rebalance-window", "8", "--rebalance-lag", "0", "--rebalance-min-change", "0"},
+      args);
+  EXPECT_EQ(run.finish(), 0) << run.err();
+  EXPECT_EQ(run.out(), want) << run.err();
+  EXPECT_NE(run.err().find("[engine] rebalance: "), std::string::npos) << run.err();
+}
+
 // A worker that stops answering without closing its connection (its host down): dropped once it
 // has been silent past the heartbeat bound.
 TEST(DeviceLoss, SilentWorkerIsReplannedAround) {

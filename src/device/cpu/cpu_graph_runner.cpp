@@ -6,6 +6,7 @@
 #include "device/buffer_plan.h"
 #include "device/group_member.h"
 #include "device/step_layout.h"
+#include "kernels/fixed_point.h"
 #include "kernels/ops.h"
 #include "kernels/quants.h"
 
@@ -47,7 +48,10 @@ void CpuGraphRunner::load(const parallel::DeviceGraph& graph, const gguf::File& 
         if (ln.bias.kind != parallel::WeightSlice::Kind::None) ns.bias = store_.vector(f, ln.bias);
         break;
       case LocalOp::RmsNorm:
-      case LocalOp::HeadNorm: ns.vec = store_.vector(f, ln.weight); break;
+      case LocalOp::HeadNorm:  // no weight (Gemma 4's v norm): ones
+        ns.vec = ln.weight.kind == parallel::WeightSlice::Kind::None ? std::vector<float>(graph_.dims.head_dim, 1.f)
+                                                                     : store_.vector(f, ln.weight);
+        break;
       case LocalOp::ExpertMatMul:
       case LocalOp::ExpertMatMulSum: {
         if (ln.weight.kind == parallel::WeightSlice::Kind::None) break;  // holds none of this layer's experts
@@ -112,6 +116,7 @@ StepResult CpuGraphRunner::run(const Step& step) {
   const int64_t n_tokens = l.n_tokens;
   next_base_ = windows_.advance(step, "cpu");
   ++step_id_;
+  fixed_node_ = -1;
   for (int i = 0; i < static_cast<int>(graph_.nodes.size()); ++i) {
     const auto ts = Clock::now();
     try {
@@ -205,6 +210,7 @@ void CpuGraphRunner::exec(int i, const StepCtx& c) {
         kernels::add_inplace(y + t * w, in(1) + t * w, w);
       });
     case LocalOp::AllReduce:
+      if (fixed_node_ >= 0 && fixed_node_ == ln.inputs[0]) return all_reduce_fixed(i, n);
       copy_input(y, in(0), n);
       if (group_ && !overlaps_all_reduce(ln.inputs[0], c)) group_->all_reduce_sum(y, n);  // else done by matmul
       return;
@@ -259,6 +265,7 @@ void CpuGraphRunner::matmul(int i, const StepCtx& c) {
     x = logit_rows_.data();
   }
   WEFT_ASSERT(ns.w.rows == w && ns.w.cols == k);
+  if (sums_fixed(i)) return matmul_fixed(i, x, k, rows);
   if (overlaps_all_reduce(i, c)) {
     // In chunks of tokens: each chunk's partial sums go to the all-reduce (on the collective
     // thread) while the next chunk computes; the all-reduce node then finds its work done. Every
@@ -313,6 +320,41 @@ void CpuGraphRunner::matmul_rows(int i, const float* x, int64_t k, int64_t rows,
   kernels::matmul_prepared(ns.w, x, k, rows, y, w, pool_, scratch_);
   if (!ns.bias.empty())
     for (int64_t t = 0; t < rows; ++t) kernels::add_inplace(y + t * w, ns.bias.data(), w);
+}
+
+bool CpuGraphRunner::sums_fixed(int i) const {
+  const auto& ln = graph_.nodes[i];
+  return opt_.exact && ln.op == LocalOp::MatMul && ln.granule > 0 && !(i == graph_.output && graph_.has_logits);
+}
+
+// Bias first (one device's share of a partial sum), then the granules; a partial sum whose one
+// reader is its all-reduce stays in fixed point for it.
+void CpuGraphRunner::matmul_fixed(int i, const float* x, int64_t k, int64_t rows) {
+  const auto& ln = graph_.nodes[i];
+  const NodeState& ns = nodes_[i];
+  const int64_t w = ln.width;
+  fixed_.assign(static_cast<size_t>(rows * w), 0);
+  if (!ns.bias.empty())
+    for (int64_t t = 0; t < rows; ++t) kernels::add_fixed(ns.bias.data(), fixed_.data() + t * w, w);
+  if (k > 0) {
+    const HeldActivations want{ln.inputs[0], step_id_, kernels::activation_layout(ns.w, rows)};
+    if (held_ != want) kernels::prepare_activations(ns.w, x, k, rows, pool_, scratch_);
+    held_ = want;
+    kernels::matmul_prepared_fixed(ns.w, x, k, rows, ln.granule, fixed_.data(), w, pool_, scratch_);
+  }
+  const auto& readers = readers_[i];
+  if (group_ && readers.size() == 1 && graph_.nodes[readers[0]].op == LocalOp::AllReduce) {
+    fixed_node_ = i;
+    return;
+  }
+  kernels::fixed_to_f32(fixed_.data(), out(i), rows * w);
+}
+
+void CpuGraphRunner::all_reduce_fixed(int i, int64_t n) {
+  WEFT_ASSERT(static_cast<int64_t>(fixed_.size()) == n);
+  group_->all_reduce_sum_exact(fixed_.data(), static_cast<size_t>(n));
+  kernels::fixed_to_f32(fixed_.data(), out(i), n);
+  fixed_node_ = -1;
 }
 
 // Prompts over a network group: a row-parallel matmul (its one reader the all-reduce of its

@@ -62,6 +62,11 @@ class CpuGraphRunner {
   // Row-parallel matmul straight into an all-reduce over a network, on a prompt: see matmul.
   bool overlaps_all_reduce(int i, const StepCtx& c) const;
   void matmul_rows(int i, const float* x, int64_t k, int64_t rows, float* y, bool prepare);
+  // --exact: whether node i sums in fixed point (a matmul over a split axis' features), and that
+  // product: into fixed_, left there for the all-reduce that reads it, else converted to floats.
+  bool sums_fixed(int i) const;
+  void matmul_fixed(int i, const float* x, int64_t k, int64_t rows);
+  void all_reduce_fixed(int i, int64_t n);
   static constexpr int64_t kOverlapTokens = 32;  // a chunk: 256 KiB of partial sums at n_embd 2048
   void attention(int i, const StepCtx& c);
   void move_windows(NodeState& ns, int64_t n_kv, const StepCtx& c);
@@ -87,6 +92,8 @@ class CpuGraphRunner {
   uint64_t step_id_ = 0;
   std::vector<std::vector<int>> readers_;  // nodes reading each node's output
   std::vector<float> gather_tmp_;
+  std::vector<int64_t> fixed_;  // matmul_fixed's sums, of node fixed_node_ (-1: none pending)
+  int fixed_node_ = -1;
   std::vector<float> logit_rows_;                  // the output node's input rows of out_rows, side by side
   std::unique_ptr<CollectiveThread> collectives_;  // created on the first overlapped all-reduce
   LoadOptions opt_;

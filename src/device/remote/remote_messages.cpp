@@ -175,6 +175,7 @@ void write_graph(ByteWriter& w, const parallel::DeviceGraph& g) {
     write_range(w, n.experts);
     w.u32(static_cast<uint32_t>(n.gather.size()));
     for (const auto& x : n.gather) write_range(w, x);
+    w.i64(n.granule);
   }
   w.i32(g.output);
   write_range(w, g.vocab);
@@ -209,6 +210,8 @@ parallel::DeviceGraph read_graph(ByteReader& r) {
     x.experts = read_range(r, "experts");
     const uint32_t ng = r.count("gather count", parallel::kMaxDevices, 16);
     for (uint32_t k = 0; k < ng; ++k) x.gather.push_back(read_range(r, "gather range"));
+    x.granule = r.i64("node granule");
+    if (x.granule < 0 || x.granule > (int64_t{1} << 32)) fail("net", "node {}: granule {}", i, x.granule);
   }
   g.output = r.i32("graph output");
   if (g.output < -1 || g.output >= static_cast<int>(n)) fail("net", "graph output {} of {} nodes", g.output, n);
@@ -229,6 +232,7 @@ void write_load_options(ByteWriter& w, const LoadOptions& o) {
   w.i32(o.max_tokens);
   w.u32(static_cast<uint32_t>(o.k_type));
   w.u32(static_cast<uint32_t>(o.v_type));
+  w.u8(o.exact);
 }
 LoadOptions read_load_options(ByteReader& r) {
   LoadOptions o{r.i32("n_ctx"), r.i32("n_seq"), r.i32("max tokens")};
@@ -241,6 +245,7 @@ LoadOptions read_load_options(ByteReader& r) {
       fail("net", "load options: kv cache type {} (f32 or f16)", v);
     *t = static_cast<DType>(v);
   }
+  o.exact = r.boolean("exact");
   return o;
 }
 

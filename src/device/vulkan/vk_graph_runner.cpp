@@ -201,6 +201,7 @@ VkGraphRunner::Matrix VkGraphRunner::upload_matrix(const kernels::WeightMatrix& 
 void VkGraphRunner::load(const parallel::DeviceGraph& graph, const gguf::File& f, const LoadOptions& opt) {
   graph_ = graph;
   opt_ = opt;
+  if (opt.exact) fail("vulkan", "--exact (fixed-point sums) runs on CPU devices only");
   for (DType t : {opt.k_type, opt.v_type})
     if (t != DType::F32 && t != DType::F16) fail("vulkan", "KV cache type {}: f32 or f16", dtype_name(t));
   if (opt.k_type != opt.v_type)
@@ -234,7 +235,12 @@ void VkGraphRunner::load(const parallel::DeviceGraph& graph, const gguf::File& f
         break;
       }
       case LocalOp::RmsNorm:
-      case LocalOp::HeadNorm: ns.vec = upload_floats(host_weights_->vector(f, ln.weight), "a norm weight"); break;
+      case LocalOp::HeadNorm:  // no weight (Gemma 4's v norm): ones
+        ns.vec = upload_floats(ln.weight.kind == parallel::WeightSlice::Kind::None
+                                   ? std::vector<float>(graph_.dims.head_dim, 1.f)
+                                   : host_weights_->vector(f, ln.weight),
+                               "a norm weight");
+        break;
       case LocalOp::ExpertMatMul:
       case LocalOp::ExpertMatMulSum: {
         if (ln.weight.kind == parallel::WeightSlice::Kind::None) break;  // holds none of this layer's experts

@@ -1,0 +1,112 @@
+// --exact: every split configuration gives the logits of one device bit for bit (memcmp, no
+// tolerance), so greedy tokens agree however long the text. The random-weight models here include
+// the seeds whose splits part from one device without --exact (see tensor_parallel_test.cpp), and a
+// control shows such a split does differ without it: the comparison can fail.
+#include "gguf/gguf_reader.h"
+#include "runtime/engine.h"
+#include "tools/gen_model.h"
+
+#include "runtime/parallel_equality.h"
+#include "support/expect_error.h"
+#include "support/shared_data.h"
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cstring>
+#include <memory>
+#include <string>
+#include <vector>
+
+namespace weft::runtime {
+namespace {
+
+using equality::Config;
+using equality::configs;
+using equality::some_prompt;
+
+EngineOptions exact(EngineOptions o, bool on = true) {
+  o.exact = on;
+  o.k_type = o.v_type = DType::F32;
+  return o;
+}
+
+// The prompt in steps of n_batch 16, then single-token steps fed the first engine's greedy token.
+// Returns the first step whose logits differ (-1: none).
+int first_difference(const gguf::File& f, EngineOptions a, EngineOptions b, const std::vector<Token>& prompt,
+                     int steps) {
+  Engine ea(f, std::move(a)), eb(f, std::move(b));
+  std::vector<Token> feed = prompt;
+  for (int step = 0; step < steps; ++step) {
+    const std::vector<float> la = ea.eval_logits(feed), lb = eb.eval_logits(feed);
+    if (la.size() != lb.size() || std::memcmp(la.data(), lb.data(), la.size() * sizeof(float)) != 0) return step;
+    feed = {static_cast<Token>(std::max_element(la.begin(), la.end()) - la.begin())};
+  }
+  return -1;
+}
+
+void expect_every_config_exact(const gguf::File& f, const std::vector<Token>& prompt, int steps) {
+  for (const Config& c : configs())
+    EXPECT_EQ(first_difference(f, exact(equality::single()), exact(equality::options(c)), prompt, steps), -1) << c.name;
+}
+
+std::unique_ptr<gguf::File> generated(const std::string& type, uint64_t seed, std::vector<uint8_t>& bytes, bool wide) {
+  tools::GenModelOptions o;
+  o.preset = "tiny";
+  o.type = type;
+  o.seed = seed;
+  if (wide) o.overrides = {.n_embd = 512, .n_layer = 2, .n_ff = 1024, .n_head = 8, .n_head_kv = 4, .n_vocab = 320};
+  bytes = tools::generate_model_bytes(o);
+  return gguf::File::parse(bytes.data(), bytes.size(), type);
+}
+
+TEST(ExactInference, Stories260kEveryConfigBitForBit) {
+  const std::string path = std::string(WEFT_SHARED_DIR) + "/models/stories260K.gguf";
+  WEFT_NEED_SHARED_FILE(path);
+  auto f = gguf::File::open(path);
+  expect_every_config_exact(*f, some_prompt(f->tensor("token_embd.weight").shape[1], 37), 24);
+}
+
+class ExactTypes : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(ExactTypes, EveryConfigBitForBit) {
+  std::vector<uint8_t> bytes;
+  auto f = generated(GetParam(), 42, bytes, /*wide=*/false);
+  expect_every_config_exact(*f, some_prompt(f->tensor("token_embd.weight").shape[1], 21), 16);
+}
+
+INSTANTIATE_TEST_SUITE_P(Types, ExactTypes,
+                         ::testing::Values("f32", "f16", "bf16", "q8_0", "q4_0", "q4_1", "q5_0", "q5_1", "q4_k_m",
+                                           "iq4_nl"));
+
+// K-quant blocks of 256 in rows of 512 and 1024: heads and the FFN cut on super-blocks.
+class ExactKQuants : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(ExactKQuants, EveryConfigBitForBit) {
+  std::vector<uint8_t> bytes;
+  auto f = generated(GetParam(), 42, bytes, /*wide=*/true);
+  expect_every_config_exact(*f, some_prompt(320, 19), 16);
+}
+
+INSTANTIATE_TEST_SUITE_P(Types, ExactKQuants, ::testing::Values("q4_k_m", "q3_k", "q2_k", "iq4_xs", "q6_k", "q5_k"));
+
+// The control: q2_k with seed 42 parts from one device within four steps without --exact.
+TEST(ExactInference, WithoutItASplitDiffers) {
+  std::vector<uint8_t> bytes;
+  auto f = generated("q2_k", 42, bytes, /*wide=*/true);
+  const Config tp2{"tp2", parallel::SplitMode::Tensor, {1, 1}};
+  EXPECT_NE(first_difference(*f, exact(equality::single(), false), exact(equality::options(tp2), false),
+                             some_prompt(320, 19), 16),
+            -1);
+}
+
+TEST(ExactInference, RefusedWhereItCannotHold) {
+  std::vector<uint8_t> bytes;
+  auto f = generated("q4_0", 42, bytes, /*wide=*/false);
+  EngineOptions o = exact(equality::options({"tp2", parallel::SplitMode::Tensor, {1, 1}}));
+  o.wire = parallel::WireType::BF16;
+  EXPECT_ERROR(Engine(*f, o), "--exact moves fixed-point sums, not --wire bf16");
+}
+
+}  // namespace
+}  // namespace weft::runtime
