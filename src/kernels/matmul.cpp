@@ -29,6 +29,8 @@ constexpr int64_t kGemmMinTokens = 4;
 // Row ranges go to the threads in chunks of about 1/kStealChunks of a thread's share, which a thread
 // that finishes early takes from the back of a slower one's range (ThreadPool::parallel_steal).
 constexpr int64_t kStealChunks = 16;
+// matmul_prepared_fixed's bands: two panels, as the one-token pair tiles read them.
+constexpr int64_t kFixedBandRows = 2 * gemm::kPanelRows;
 
 void check_shapes(const WeightMatrix& w, int64_t ldx, int64_t n_tokens, int64_t ldy) {
   WEFT_ASSERT(w.rows >= 0 && w.cols >= 0 && n_tokens >= 0);
@@ -175,22 +177,26 @@ void matmul_prepared_fixed(const WeightMatrix& w, const float* x, int64_t ldx, i
   const ActRows act = k.act_type == DType::F32
                           ? ActRows{reinterpret_cast<const uint8_t*>(x), static_cast<size_t>(ldx) * sizeof(float)}
                           : ActRows{scratch.act.data(), row_bytes(k.act_type, w.cols)};
-  // Each thread's rows granule by granule: the granule's partials of all tokens, then added to acc.
+  // Each thread's rows a band of panels at a time, and each band granule by granule: a band's
+  // granules lie one after another in memory (panels hold their blocks in K order), so the weights
+  // still stream in order. A granule's partials of all tokens are added to acc at once.
   pool.parallel_steal(w.rows, pool.steal_chunk(w.rows, kRowAlign, kStealChunks), [&](int64_t b, int64_t e) {
     thread_local std::vector<float> part;
-    const int64_t nr = e - b;
-    if (part.size() < static_cast<size_t>(nr * n_tokens)) part.resize(static_cast<size_t>(nr * n_tokens));
-    for (int64_t k0 = 0; k0 < w.cols; k0 += granule) {
-      const int64_t k1 = std::min(w.cols, k0 + granule);
-      const WeightMatrix v = view(w, b, e, k0, k1);
-      if (gemm) {
-        gemm(v, 0, nr, blocks + k0 / gemm::kQK * n_tokens, n_tokens, part.data(), nr);
-      } else {
-        const size_t a0 = row_bytes(k.act_type, k0);
-        for (int64_t t = 0; t < n_tokens; ++t)
-          k.rows_dot(v.cols, nr, v.data, v.row_stride, act.data + t * act.stride + a0, part.data() + t * nr);
+    for (int64_t b0 = b; b0 < e; b0 += kFixedBandRows) {
+      const int64_t b1 = std::min(e, b0 + kFixedBandRows), nr = b1 - b0;
+      if (part.size() < static_cast<size_t>(nr * n_tokens)) part.resize(static_cast<size_t>(nr * n_tokens));
+      for (int64_t k0 = 0; k0 < w.cols; k0 += granule) {
+        const int64_t k1 = std::min(w.cols, k0 + granule);
+        const WeightMatrix v = view(w, b0, b1, k0, k1);
+        if (gemm) {
+          gemm(v, 0, nr, blocks + k0 / gemm::kQK * n_tokens, n_tokens, part.data(), nr);
+        } else {
+          const size_t a0 = row_bytes(k.act_type, k0);
+          for (int64_t t = 0; t < n_tokens; ++t)
+            k.rows_dot(v.cols, nr, v.data, v.row_stride, act.data + t * act.stride + a0, part.data() + t * nr);
+        }
+        for (int64_t t = 0; t < n_tokens; ++t) add_fixed(part.data() + t * nr, acc + t * ldacc + b0, nr);
       }
-      for (int64_t t = 0; t < n_tokens; ++t) add_fixed(part.data() + t * nr, acc + t * ldacc + b, nr);
     }
   });
 }
