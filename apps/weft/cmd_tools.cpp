@@ -75,8 +75,9 @@ Action add_gen_model(CLI::App& app) {
                   "mxfp4 (MoE: the experts in mxfp4, the rest q8_0)");
   cmd->add_option(
       "--arch", o->arch,
-      "llama | qwen2 | qwen3 | gemma3 | phi3; MoE presets: llama (Mixtral) | qwen2moe | qwen3moe | gpt-oss");
-  cmd->add_option("--sliding-window", o->sliding_window, "gemma3: the local layers' window (default 512, or ctx/8)");
+      "llama | qwen2 | qwen3 | gemma3 | gemma4 | phi3; MoE presets: llama (Mixtral) | qwen2moe | qwen3moe | gpt-oss");
+  cmd->add_option("--sliding-window", o->sliding_window,
+                  "gemma3, gemma4: the local layers' window (default 512, or ctx/8)");
   cmd->add_option("--rope-scaling", o->rope_scaling, "yarn: YaRN context extension (Qwen's long-context files)");
   cmd->add_option("--rope-scale", o->rope_factor, "the YaRN factor (default 4)");
   cmd->add_option("--yarn-orig-ctx", o->yarn_orig_ctx, "YaRN's original context (default ctx/4)");

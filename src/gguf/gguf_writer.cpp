@@ -186,6 +186,10 @@ void Writer::set_i32_array(const std::string& key, const std::vector<int32_t>& v
   set_value(key, array_of(ValueType::I32, v, [](int32_t i) { return scalar(ValueType::I32, int64_t{i}); }));
 }
 
+void Writer::set_bool_array(const std::string& key, const std::vector<bool>& v) {
+  set_value(key, array_of(ValueType::Bool, v, [](bool b) { return scalar(ValueType::Bool, b); }));
+}
+
 void Writer::add_tensor(const std::string& name, DType type, std::vector<int64_t> shape, std::vector<uint8_t> data) {
   const uint64_t n = tensor_bytes(name, type, shape);
   if (data.size() != n)

@@ -22,6 +22,7 @@ class Writer {
   void set_string_array(const std::string& key, const std::vector<std::string>& v);
   void set_f32_array(const std::string& key, const std::vector<float>& v);
   void set_i32_array(const std::string& key, const std::vector<int32_t>& v);
+  void set_bool_array(const std::string& key, const std::vector<bool>& v);
   void set_value(const std::string& key, const Value& v);  // copy a value from a reader
 
   // shape in ggml order (shape[0] = row length); data holds row_bytes(type, shape[0]) * rows.

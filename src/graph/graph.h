@@ -36,7 +36,7 @@ enum class OpKind : uint8_t {
   Embed,      // token ids -> rows of `weight`                          out Embd
   RmsNorm,    // x -> x / rms(x) * weight                                 same axis
   MatMul,     // x[in] -> W x (+ bias); W is [width rows, in cols]
-  HeadNorm,   // per-head RMSNorm with weight [head_dim] (qwen3 q/k norm)
+  HeadNorm,   // per-head RMSNorm with weight [head_dim] (qwen3 q/k norm), or none: all ones (Gemma 4's v)
   Rope,       // rotate each head by its token's position
   Attention,  // inputs q, k, v: causal attention over this layer's KV cache
   SwiGlu,     // inputs gate, up: silu(gate) * up

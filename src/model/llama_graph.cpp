@@ -44,12 +44,16 @@ graph::Graph build_llama_graph(const ModelConfig& c) {
     } else {
       q = node(OpKind::MatMul, {h}, Axis::QHeads, q_width, "attn_q.weight", "attn_q", b ? "attn_q.bias" : "");
       k = node(OpKind::MatMul, {h}, Axis::KvHeads, kv_width, "attn_k.weight", "attn_k", b ? "attn_k.bias" : "");
-      v = node(OpKind::MatMul, {h}, Axis::KvHeads, kv_width, "attn_v.weight", "attn_v", b ? "attn_v.bias" : "");
+      const bool k_as_v = !c.k_as_v.empty() && c.k_as_v[l];  // Gemma 4: V is K's projection
+      v = k_as_v
+              ? k
+              : node(OpKind::MatMul, {h}, Axis::KvHeads, kv_width, "attn_v.weight", "attn_v", b ? "attn_v.bias" : "");
     }
     if (c.traits.qk_norm) {
       q = node(OpKind::HeadNorm, {q}, Axis::QHeads, q_width, "attn_q_norm.weight", "attn_q_norm");
       k = node(OpKind::HeadNorm, {k}, Axis::KvHeads, kv_width, "attn_k_norm.weight", "attn_k_norm");
     }
+    if (c.traits.gemma4) v = node(OpKind::HeadNorm, {v}, Axis::KvHeads, kv_width, "", "attn_v_norm");  // no weight
     q = node(OpKind::Rope, {q}, Axis::QHeads, q_width, "", "rope_q");
     k = node(OpKind::Rope, {k}, Axis::KvHeads, kv_width, "", "rope_k");
     const bool oss = c.traits.gpt_oss;

@@ -6,6 +6,7 @@
 
 #include <cmath>
 #include <cstring>
+#include <variant>
 
 namespace weft::model {
 namespace {
@@ -17,10 +18,12 @@ ArchTraits traits_of(const std::string& arch) {
   if (arch == "qwen2moe") return {.qkv_bias = true, .rope_neox = true, .moe = true, .shared_expert = true};
   if (arch == "qwen3moe") return {.qk_norm = true, .rope_neox = true, .moe = true, .expert_weights_norm = true};
   if (arch == "gemma3") return {.qk_norm = true, .rope_neox = true, .gemma = true};
+  if (arch == "gemma4") return {.qk_norm = true, .rope_neox = true, .gemma = true, .gemma4 = true};
   if (arch == "phi3") return {.rope_neox = true, .phi3 = true};
   if (arch == "gpt-oss") return {.qkv_bias = true, .rope_neox = true, .moe = true, .gpt_oss = true};
   fail("model",
-       "architecture '{}' is not supported (supported: llama, qwen2, qwen3, qwen2moe, qwen3moe, gemma3, phi3, gpt-oss)",
+       "architecture '{}' is not supported (supported: llama, qwen2, qwen3, qwen2moe, qwen3moe, gemma3, gemma4, phi3, "
+       "gpt-oss)",
        arch);
 }
 
@@ -96,6 +99,7 @@ std::vector<float> f32_vector(const gguf::File& f, const std::string& name, int6
 
 void read_sliding_window(const gguf::File& f, const std::string& p, int64_t default_pattern, RopeParams local,
                          ModelConfig& c);
+void read_gemma4(const gguf::File& f, const std::string& p, RopeParams local, ModelConfig& c);
 
 // Gemma 3's sliding-window layers (llama.cpp's set_swa_pattern: of every `pattern` layers the
 // last is global), their RoPE base (rope.freq_base_swa, 10000 by default) and unscaled positions;
@@ -103,7 +107,7 @@ void read_sliding_window(const gguf::File& f, const std::string& p, int64_t defa
 void read_gemma(const gguf::File& f, const std::string& p, ModelConfig& c) {
   auto& d = c.dims;
   d.embd_scale = std::sqrt(static_cast<float>(d.n_embd));
-  if (d.n_layer == 62) d.attn_scale = 1.f / std::sqrt(static_cast<float>(d.n_embd / d.n_head));
+  if (d.n_layer == 62 && !c.traits.gemma4) d.attn_scale = 1.f / std::sqrt(static_cast<float>(d.n_embd / d.n_head));
   d.logit_softcap = static_cast<float>(f.get_float_opt(p + "final_logit_softcapping").value_or(0.0));
   if (!(d.logit_softcap >= 0 && d.logit_softcap < 1e6))
     fail("model", "final_logit_softcapping {} is out of range", d.logit_softcap);
@@ -115,7 +119,71 @@ void read_gemma(const gguf::File& f, const std::string& p, ModelConfig& c) {
   RopeParams local = d.rope;  // unscaled positions, their own base
   local.freq_base = 10000.f;
   local.freq_scale = 1.f;
+  if (c.traits.gemma4) return read_gemma4(f, p, local, c);
   read_sliding_window(f, p, 6, local, c);
+}
+
+// Gemma 4 (llama.cpp's llama_model_gemma4) as far as weft runs it: scores unscaled (its
+// f_attention_scale 1), a layer without attn_v using K's projection as V, the window and one
+// sliding-window flag per layer (sliding_window_pattern; a single value sets every layer), local
+// layers rotating rope.dimension_count_swa dims at their own base and without rope_freqs, which
+// the global layers need (the converter's proportional RoPE: factor 1e30 stops a pair turning).
+// What weft does not run yet is refused by its key or tensor.
+void read_gemma4(const gguf::File& f, const std::string& p, RopeParams local, ModelConfig& c) {
+  auto& d = c.dims;
+  d.attn_scale = 1.f;
+  auto not_yet = [&](const std::string& key, const char* what) {
+    if (const int64_t v = f.get_int_opt(p + key).value_or(0); v != 0)
+      fail("model", "{}{} is {}: {} are not supported yet", p, key, v, what);
+  };
+  not_yet("embedding_length_per_layer_input", "per-layer token embeddings");
+  not_yet("attention.shared_kv_layers", "layers sharing another layer's KV cache");
+  for (const char* key : {"attention.key_length_swa", "attention.value_length_swa"})
+    if (const auto v = f.get_int_opt(p + key); v && *v != d.head_dim)
+      fail("model", "{}{} {} differs from key_length {}: per-layer head sizes are not supported yet", p, key, *v,
+           d.head_dim);
+  local.n_rot = positive(f, p + "rope.dimension_count_swa",
+                         f.get_int_opt(p + "rope.dimension_count_swa").value_or(d.rope.n_rot), d.head_dim);
+  if (local.n_rot % 2) fail("model", "{}rope.dimension_count_swa {} is odd", p, local.n_rot);
+  local.freq_factors.clear();
+
+  d.n_swa = f.get_int(p + "attention.sliding_window");
+  if (d.n_swa <= 0 || (c.n_ctx_train > 0 && d.n_swa > c.n_ctx_train))
+    fail("model", "{}attention.sliding_window {} is out of range (1..context_length {})", p, d.n_swa, c.n_ctx_train);
+  const std::string pattern_key = p + "attention.sliding_window_pattern";
+  const gguf::Value* pattern = f.find(pattern_key);
+  if (!pattern) fail("model", "{} is missing: Gemma 4 lists its sliding-window layers", pattern_key);
+  d.swa_layers.assign(d.n_layer, 0);
+  if (pattern->is_array()) {
+    const auto& flags = pattern->as_array(pattern_key);
+    if (static_cast<int64_t>(flags.size()) != d.n_layer)
+      fail("model", "{} has {} flags for {} layers", pattern_key, flags.size(), d.n_layer);
+    for (int64_t l = 0; l < d.n_layer; ++l) {
+      const auto& e = flags[l];
+      d.swa_layers[l] = std::holds_alternative<bool>(e.v) ? e.as_bool(pattern_key) : e.as_i64(pattern_key) != 0;
+    }
+  } else {
+    const bool all =
+        std::holds_alternative<bool>(pattern->v) ? pattern->as_bool(pattern_key) : pattern->as_i64(pattern_key) != 0;
+    d.swa_layers.assign(d.n_layer, all);
+  }
+  d.rope_swa = local;
+  d.rope_swa.freq_base = static_cast<float>(f.get_float_opt(p + "rope.freq_base_swa").value_or(local.freq_base));
+  if (!(d.rope_swa.freq_base > 1)) fail("model", "{}rope.freq_base_swa {} is out of range", p, d.rope_swa.freq_base);
+  bool any_global = false;
+  for (int64_t l = 0; l < d.n_layer; ++l) any_global |= d.swa_layers[l] == 0;
+  if (any_global && d.rope.freq_factors.empty())
+    fail("model", "rope_freqs.weight (f32[{}]) is missing: Gemma 4's global layers need it", d.rope.n_rot / 2);
+
+  c.k_as_v.assign(d.n_layer, 0);
+  for (int64_t l = 0; l < d.n_layer; ++l) {
+    const std::string b = fmt::format("blk.{}.", l);
+    c.k_as_v[l] = f.find_tensor(b + "attn_v.weight") == nullptr;
+    if (f.find_tensor(b + "layer_output_scale.weight"))
+      fail("model", "{}layer_output_scale.weight: Gemma 4's layer output scale is not supported yet", b);
+    if (f.find_tensor(b + "ffn_gate_inp.weight"))
+      fail("model", "{}ffn_gate_inp.weight: Gemma 4's mixture of experts is not supported yet", b);
+  }
 }
 
 // Sliding-window layers (llama.cpp's set_swa_pattern: of every `pattern` layers the last is

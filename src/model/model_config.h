@@ -28,6 +28,10 @@ struct ArchTraits {
   // named post_attention_norm; top-k of the router's logits, then a softmax over those k; the
   // clamped SwiGLU; every other layer a sliding window (from the first).
   bool gpt_oss = false;
+  // Gemma 4 (with `gemma`): attention scores unscaled, V RMS-normed without a weight, a layer
+  // without attn_v using K's projection as its V, proportional RoPE (rope_freqs) on the global
+  // layers only, and the sliding-window layers listed one flag per layer.
+  bool gemma4 = false;
 };
 
 struct ModelConfig {
@@ -35,9 +39,10 @@ struct ModelConfig {
   ArchTraits traits;
   graph::Dims dims;
   int64_t n_ctx_train = 0;
-  bool tied_output = false;  // no output.weight: logits use token_embd.weight
-  bool fused_qkv = false;    // attn_qkv.weight holds q, k and v (Phi-3)
-  bool output_bias = false;  // output.bias (Phi-3)
+  bool tied_output = false;     // no output.weight: logits use token_embd.weight
+  bool fused_qkv = false;       // attn_qkv.weight holds q, k and v (Phi-3)
+  bool output_bias = false;     // output.bias (Phi-3)
+  std::vector<uint8_t> k_as_v;  // Gemma 4: per layer, no attn_v: V is K's projection
   // LongRoPE (Phi-3): the long factors replace the short ones when a sequence's context exceeds
   // rope_original_ctx (llama.cpp: n_ctx_seq > n_ctx_orig_yarn); see for_context().
   std::vector<float> rope_factors_long;

@@ -51,7 +51,7 @@ float normalish(uint64_t& state) {
 
 // ---- tensor set ----
 
-enum class Init { Matrix, Norm, Bias, Sink, RopeShort, RopeLong };
+enum class Init { Matrix, Norm, Bias, Sink, RopeShort, RopeLong, RopeProportional };
 
 struct TensorSpec {
   std::string name;
@@ -89,6 +89,9 @@ void gen_row(uint64_t tensor_seed, int64_t row, Init init, float* out, int64_t n
         const float u = n > 1 ? static_cast<float>(i) / static_cast<float>(n - 1) : 0.f;
         out[i] = 1.0f + 30.0f * u * u;
       }
+      return;
+    case Init::RopeProportional:  // Gemma 4's global layers: the first quarter of the pairs turn, 1e30 stops the rest
+      for (int64_t i = 0; i < n; ++i) out[i] = i < std::max<int64_t>(1, n / 4) ? 1.0f : 1e30f;
       return;
   }
 }
@@ -131,6 +134,9 @@ struct ArchInfo {
   // Attention sinks, biases on the attention output, the router and the experts, post_attention_norm
   // as the FFN norm, a sliding window every other layer and YaRN.
   bool gpt_oss = false;
+  // Gemma 4: K's projection as V on the global layers (no attn_v there), proportional RoPE
+  // (rope_freqs), one sliding-window flag per layer and its head sizes per layer kind.
+  bool gemma4 = false;
 };
 
 ArchInfo arch_info(std::string_view arch) {
@@ -142,10 +148,11 @@ ArchInfo arch_info(std::string_view arch) {
   if (arch == "qwen3") return {false, true, 1000000.0f, 1e-6f};
   if (arch == "qwen2moe") return {true, false, 1000000.0f, 1e-6f, Ffn::Experts, true};
   if (arch == "qwen3moe") return {false, true, 1000000.0f, 1e-6f, Ffn::Experts};
-  if (arch == "gemma3") return {false, true, 1000000.0f, 1e-6f, Ffn::Dense, false, true};      // Gemma 3 1B..27B
+  if (arch == "gemma3") return {false, true, 1000000.0f, 1e-6f, Ffn::Dense, false, true};  // Gemma 3 1B..27B
+  if (arch == "gemma4") return {false, true, 1000000.0f, 1e-6f, Ffn::Dense, false, true, false, false, true};
   if (arch == "phi3") return {false, false, 10000.0f, 1e-5f, Ffn::Dense, false, false, true};  // Phi-3.5 / Phi-4 mini
   if (arch == "gpt-oss") return {true, false, 150000.0f, 1e-5f, Ffn::Experts, false, false, false, true};
-  fail("gen-model", "unknown arch '{}' (llama, qwen2, qwen3, qwen2moe, qwen3moe, gemma3, phi3, gpt-oss)", arch);
+  fail("gen-model", "unknown arch '{}' (llama, qwen2, qwen3, qwen2moe, qwen3moe, gemma3, gemma4, phi3, gpt-oss)", arch);
 }
 
 // The feed-forward tensors of layer l: a dense SwiGLU, or (an MoE preset) the router and the
@@ -180,6 +187,13 @@ void ffn_specs(const ArchInfo& a, const GenModelShape& s, int l, Matrix matrix, 
   matrix("ffn_down_shexp.weight", l, s.n_ff_shexp, s.n_embd);
 }
 
+// Gemma 4's layer kinds: five sliding-window layers, then a global one, as its released models
+// have them; a model of fewer than 6 layers alternates, so both kinds are in it.
+bool gen_swa_layer(const GenModelShape& s, int l) {
+  const int pattern = s.n_layer < 6 ? 2 : 6;
+  return l % pattern < pattern - 1;
+}
+
 std::vector<TensorSpec> tensor_specs(const GenModelOptions& o, const GenModelShape& s) {
   const ArchInfo a = arch_info(o.arch);
   const int64_t head_dim = s.head_dim, q_w = s.q_width(), n_embd_kv = head_dim * s.n_head_kv;
@@ -208,7 +222,7 @@ std::vector<TensorSpec> tensor_specs(const GenModelOptions& o, const GenModelSha
     } else {
       matrix("attn_q.weight", l, s.n_embd, q_w);        // (embd -> heads*head_dim)
       matrix("attn_k.weight", l, s.n_embd, n_embd_kv);  // (embd -> kv_heads*head_dim)
-      matrix("attn_v.weight", l, s.n_embd, n_embd_kv);
+      if (!a.gemma4 || gen_swa_layer(s, l)) matrix("attn_v.weight", l, s.n_embd, n_embd_kv);
     }
     if (a.qkv_bias) {
       vec("attn_q.bias", l, q_w, Init::Bias);
@@ -233,6 +247,7 @@ std::vector<TensorSpec> tensor_specs(const GenModelOptions& o, const GenModelSha
     vec("rope_factors_short.weight", -1, head_dim / 2, Init::RopeShort);
     vec("rope_factors_long.weight", -1, head_dim / 2, Init::RopeLong);
   }
+  if (a.gemma4) vec("rope_freqs.weight", -1, head_dim / 2, Init::RopeProportional);
   vec("output_norm.weight", -1, s.n_embd, Init::Norm);
   if (!o.tied) matrix("output.weight", -1, s.n_embd, s.n_vocab);
   return out;
@@ -279,7 +294,19 @@ void add_metadata(gguf::Writer& w, const GenModelOptions& o, const GenModelShape
     w.set_u32(p + ".attention.sliding_window", u32(gen_sliding_window(o, s)));
     // Released Gemma 3 files leave it to llama.cpp's default (6); a model of fewer layers has
     // every other layer global, so both kinds are in it.
-    if (s.n_layer < 6) w.set_u32(p + ".attention.sliding_window_pattern", 2);
+    if (a.gemma4) {  // as Gemma 4's converter writes them
+      std::vector<bool> swa(s.n_layer);
+      for (int l = 0; l < static_cast<int>(s.n_layer); ++l) swa[l] = gen_swa_layer(s, l);
+      w.set_bool_array(p + ".attention.sliding_window_pattern", swa);
+      w.set_u32(p + ".attention.key_length_swa", head_dim);
+      w.set_u32(p + ".attention.value_length_swa", head_dim);
+      w.set_u32(p + ".rope.dimension_count_swa", head_dim);
+      w.set_u32(p + ".embedding_length_per_layer_input", 0);
+      w.set_u32(p + ".attention.shared_kv_layers", 0);
+      w.set_f32(p + ".final_logit_softcapping", 30.0f);
+    } else if (s.n_layer < 6) {
+      w.set_u32(p + ".attention.sliding_window_pattern", 2);
+    }
   }
   if (o.rope_scaling == "yarn" || (a.gpt_oss && o.rope_scaling.empty())) {  // gpt-oss: always YaRN
     w.set_string(p + ".rope.scaling.type", "yarn");

@@ -1,8 +1,7 @@
 // `weft gen-model`: writes a deterministic random-weight model as a GGUF file that llama.cpp
-// loads (llama / qwen2 / qwen3 / qwen2moe / qwen3moe / gemma3 / phi3 / gpt-oss keys and tensor names, an SPM "llama"
-// vocab),
-// so equality tests and benchmarks never need a download. Same options -> same bytes, whatever
-// the thread count.
+// loads (llama / qwen2 / qwen3 / qwen2moe / qwen3moe / gemma3 / gemma4 / phi3 / gpt-oss keys and tensor names, an SPM
+// "llama" vocab), so equality tests and benchmarks never need a download. Same options -> same bytes, whatever the
+// thread count.
 #pragma once
 
 #include "core/dtype.h"
@@ -41,11 +40,11 @@ struct GenModelOptions {
   // llama.cpp mixes q4_k_m / q5_k_m and mxfp4 (gen_tensor_type). Norms and biases are always f32.
   std::string type = "q8_0";
   uint64_t seed = 42;
-  // llama, qwen2 (q/k/v biases), qwen3 (q/k head norms), gemma3, phi3; with an MoE preset: llama
+  // llama, qwen2 (q/k/v biases), qwen3 (q/k head norms), gemma3, gemma4, phi3; with an MoE preset: llama
   // (Mixtral's layout), qwen2moe (plus a shared expert), qwen3moe, gpt-oss.
   std::string arch = "llama";
   bool tied = false;           // no output.weight: logits reuse token_embd.weight
-  int64_t sliding_window = 0;  // gemma3: the window of its local layers; 0: 512, or n_ctx / 8 below 4096
+  int64_t sliding_window = 0;  // gemma3, gemma4: the window of its local layers; 0: 512, or n_ctx / 8 below 4096
   // "yarn" (Qwen's long-context files): rope.scaling.type, .factor and .original_context_length
   // (yarn_orig_ctx; 0: a quarter of the context) written as their converter writes them.
   std::string rope_scaling;

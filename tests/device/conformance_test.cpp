@@ -155,6 +155,7 @@ TEST_P(Conformance, EveryArchitectureMatchesTheReference) {
   expect_matches_reference(tiny_model("tiny", "q8_0", "llama", /*tied=*/true), "tied embeddings");
   expect_matches_reference(tiny_model("tiny", "q8_0", "gemma3"), "gemma3 (GELU gate, post-norms, sliding window)");
   expect_matches_reference(tiny_model("tiny", "q8_0", "phi3"), "phi3 (fused q/k/v and gate/up, LongRoPE)");
+  expect_matches_reference(tiny_model("tiny", "q8_0", "gemma4"), "gemma4 (K as V, V norm, proportional RoPE)");
   for (const std::string arch : {"llama", "qwen2moe", "qwen3moe", "gpt-oss"})
     expect_matches_reference(tiny_model("tiny-moe", "q8_0", arch), "MoE " + arch);
 }
@@ -164,6 +165,7 @@ TEST_P(Conformance, SplitsMatchTheReference) {
   expect_matches_reference(tiny_model("tiny", "q8_0", "llama"), "tensor split", SplitMode::Tensor, 2);
   expect_matches_reference(tiny_model("tiny", "q8_0", "llama"), "layer split", SplitMode::Layer, 2);
   expect_matches_reference(tiny_model("tiny-moe", "q8_0", "qwen2moe"), "MoE tensor split", SplitMode::Tensor, 2);
+  expect_matches_reference(tiny_model("tiny", "q8_0", "gemma4"), "gemma4 tensor split", SplitMode::Tensor, 2);
   // gpt-oss: the biases added once to the partial sums of attn_output and of the experts' down
   expect_matches_reference(tiny_model("tiny-moe", "q8_0", "gpt-oss"), "gpt-oss tensor split", SplitMode::Tensor, 2);
 }

@@ -1,4 +1,4 @@
-// Gemma 3 and Phi-3 hyper-parameters: what read_config takes from each family's keys and tensors
+// Gemma 3, Gemma 4 and Phi-3 hyper-parameters: what read_config takes from each family's keys and tensors
 // (gen-model writes them as the released files do), and the clear error a malformed file gets.
 #include "gguf/gguf_reader.h"
 #include "model/model_config.h"
@@ -45,6 +45,26 @@ TEST(FamilyConfig, Gemma3) {
   EXPECT_EQ(c.dims.first_key(0, 100), 37);  // a window of 64 ending at position 100
   EXPECT_EQ(c.dims.first_key(1, 100), 0);
   EXPECT_EQ(c.dims.logit_softcap, 0.f);
+}
+
+// Gemma 4 as gen-model writes it (released files' keys): every other layer global, those without
+// attn_v, scores unscaled, proportional RoPE on the global layers only.
+TEST(FamilyConfig, Gemma4) {
+  const auto c = config_of(tiny("gemma4"));
+  EXPECT_TRUE(c.traits.gemma && c.traits.gemma4 && c.traits.qk_norm);
+  EXPECT_FLOAT_EQ(c.dims.embd_scale, 8.f);
+  EXPECT_FLOAT_EQ(c.dims.attention_scale(), 1.f);
+  EXPECT_FLOAT_EQ(c.dims.logit_softcap, 30.f);
+  ASSERT_EQ(c.dims.swa_layers.size(), 2u);
+  EXPECT_TRUE(c.dims.is_swa(0));
+  EXPECT_FALSE(c.dims.is_swa(1));
+  EXPECT_EQ(c.k_as_v, (std::vector<uint8_t>{0, 1}));
+  EXPECT_TRUE(c.dims.rope_of(0).freq_factors.empty());
+  ASSERT_EQ(c.dims.rope_of(1).freq_factors.size(), 8u);
+  EXPECT_FLOAT_EQ(c.dims.rope_of(1).freq_factors[1], 1.f);
+  EXPECT_FLOAT_EQ(c.dims.rope_of(1).freq_factors[2], 1e30f);
+  EXPECT_FLOAT_EQ(c.dims.rope_of(0).freq_base, 10000.f);
+  EXPECT_FLOAT_EQ(c.dims.rope_of(1).freq_base, 1e6f);
 }
 
 TEST(FamilyConfig, Phi3AndItsLongRopeFactors) {
@@ -157,6 +177,23 @@ TEST(FamilyConfig, MalformedFilesAreNamed) {
                "gemma3.attention.sliding_window 4096 is out of range (0..context_length 512)");
   EXPECT_ERROR(config_of(edited(gemma, {.keys = {{"gemma3.attention.sliding_window_pattern", 9}}})),
                "gemma3.attention.sliding_window_pattern 9 is out of range (0..3)");
+  const auto g4 = tiny("gemma4");
+  EXPECT_ERROR(config_of(edited(g4, {.tensors = {{"rope_freqs.weight", std::nullopt}}})),
+               "rope_freqs.weight (f32[8]) is missing: Gemma 4's global layers need it");
+  EXPECT_ERROR(config_of(edited(g4, {.tensors = {{"rope_freqs.weight", std::vector<int64_t>{4}}}})),
+               "rope_freqs.weight must be f32[8]");
+  EXPECT_ERROR(config_of(edited(g4, {.keys = {{"gemma4.attention.sliding_window_pattern", std::nullopt}}})),
+               "gemma4.attention.sliding_window_pattern is missing");
+  EXPECT_ERROR(config_of(edited(g4, {.keys = {{"gemma4.attention.sliding_window", 4096}}})),
+               "gemma4.attention.sliding_window 4096 is out of range (1..context_length 512)");
+  EXPECT_ERROR(config_of(edited(g4, {.keys = {{"gemma4.embedding_length_per_layer_input", 16}}})),
+               "gemma4.embedding_length_per_layer_input is 16: per-layer token embeddings are not supported yet");
+  EXPECT_ERROR(config_of(edited(g4, {.keys = {{"gemma4.attention.shared_kv_layers", 1}}})),
+               "layers sharing another layer's KV cache are not supported yet");
+  EXPECT_ERROR(config_of(edited(g4, {.keys = {{"gemma4.attention.key_length_swa", 8}}})),
+               "gemma4.attention.key_length_swa 8 differs from key_length 16: per-layer head sizes");
+  EXPECT_ERROR(config_of(edited(g4, {.tensors = {{"blk.0.post_attention_norm.weight", std::nullopt}}})),
+               "post-attention norm tensor 'blk.0.post_attention_norm.weight' is missing");
 }
 
 }  // namespace

@@ -25,7 +25,7 @@ const std::vector<Token> kPrompt = {1, 17, 250, 3, 99, 42, 7, 300, 5};
 struct Golden {
   std::string arch, type;
   uint64_t seed;
-  int64_t sliding_window;  // gemma3: the local layers' window (0: gen-model's default)
+  int64_t sliding_window;  // gemma3, gemma4: the local layers' window (0: gen-model's default)
   int32_t n_ctx;           // phi3: past its original context (256 for the tiny shape) LongRoPE's long factors
   std::vector<Token> tokens;
   int64_t head_dim = 0;           // --head-dim: heads wider than n_embd / n_head, as Gemma 3's
@@ -107,6 +107,21 @@ INSTANTIATE_TEST_SUITE_P(
                "yarn"},
         Golden{"gemma3", "q8_0", 3, 4, 128, {126, 191, 5,  224, 85,  116, 150, 307, 271, 160, 82,  6,
                                              116, 164, 82, 6,   307, 86,  179, 66,  144, 97,  277, 249}},
+        // Gemma 4 with a window of 4: K's projection as V and V normed on its global layer, scores
+        // unscaled, proportional RoPE, soft-cap 30. (Made through libllama: llama_decode, then the
+        // argmax of llama_get_logits_ith; llama-server cannot return these tokens, whose bytes are not
+        // UTF-8 text. Smallest margins: 0.010 (f32), 0.030 (q8_0), 0.011 (heads of 32).)
+        Golden{"gemma4", "f32", 7, 4, 512, {220, 245, 56,  140, 279, 261, 200, 257, 139, 49, 183, 186,
+                                            131, 238, 183, 146, 195, 123, 145, 286, 186, 75, 230, 135}},
+        Golden{"gemma4", "q8_0", 3, 4, 128, {142, 164, 115, 265, 223, 131, 98, 38,  62,  57,  70,  5,
+                                             222, 87,  242, 57,  288, 198, 77, 278, 139, 153, 105, 185}},
+        Golden{"gemma4",
+               "f32",
+               3,
+               4,
+               512,
+               {126, 318, 202, 73, 176, 145, 287, 316, 268, 49, 55, 308, 31, 154, 228, 154},
+               32},
         Golden{"phi3", "f32", 7, 0, 512, {66, 66,  66,  318, 307, 307, 307, 283, 136, 105, 63,  118,
                                           9,  136, 105, 128, 195, 145, 90,  307, 307, 307, 307, 307}},
         Golden{"phi3", "f32", 7, 0, 128, {291, 311, 96,  195, 75,  177, 96,  187, 306, 66,  283, 195,

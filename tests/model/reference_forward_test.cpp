@@ -206,7 +206,7 @@ struct RefModel {
           q = rows(qkv, 0, q_w), k = rows(qkv, q_w, kv_w), v = rows(qkv, q_w + kv_w, kv_w);
         } else {
           q = matvec(b + "attn_q.weight", h, q_w), k = matvec(b + "attn_k.weight", h, kv_w);
-          v = matvec(b + "attn_v.weight", h, kv_w);
+          v = has(b + "attn_v.weight") ? matvec(b + "attn_v.weight", h, kv_w) : k;  // Gemma 4: K's projection
         }
         if (has(b + "attn_q.bias")) {
           for (int64_t i = 0; i < q_w; ++i) q[i] += w(b + "attn_q.bias")[i];
@@ -222,6 +222,11 @@ struct RefModel {
             std::copy(n.begin(), n.end(), k.begin() + hh * hd);
           }
         }
+        if (c.traits.gemma4)  // V normed per head, no weight
+          for (int64_t hh = 0; hh < d.n_head_kv; ++hh) {
+            Vec n = rmsnorm(v, Vec(hd, 1.0), d.norm_eps, hh * hd, hd);
+            std::copy(n.begin(), n.end(), v.begin() + hh * hd);
+          }
         rope(q, d.n_head, static_cast<int>(pos), l);
         rope(k, d.n_head_kv, static_cast<int>(pos), l);
         if (kv_f16)  // the cache holds K and V as IEEE halves
@@ -261,7 +266,10 @@ struct RefModel {
       }
     }
     x = rmsnorm(x, w("output_norm.weight"), d.norm_eps);
-    return matvec(c.tied_output ? "token_embd.weight" : "output.weight", x, d.n_vocab);
+    Vec logits = matvec(c.tied_output ? "token_embd.weight" : "output.weight", x, d.n_vocab);
+    if (d.logit_softcap > 0)  // Gemma's final soft-cap
+      for (double& v : logits) v = d.logit_softcap * std::tanh(v / d.logit_softcap);
+    return logits;
   }
 };
 
@@ -350,15 +358,17 @@ INSTANTIATE_TEST_SUITE_P(
     [](const auto& p) { return name(p.param); });
 
 // Gemma 3 (embedding scale, post-norms, GELU gate, a window of 3 in its local layer, its own RoPE
-// base there), Phi-3 (fused q/k/v and gate/up, LongRoPE short and long), and YaRN's RoPE. Gemma's GELU takes
-// its gate as a half and gives a half (as llama.cpp's CPU backend does), so its float tolerance
-// is that of half rounding.
+// base there), Gemma 4 (K's projection as V and V normed on its global layer, scores unscaled,
+// proportional RoPE, soft-cap), Phi-3 (fused q/k/v and gate/up, LongRoPE short and long), and YaRN's RoPE. Gemma's GELU
+// takes its gate as a half and gives a half (as llama.cpp's CPU backend does), so its float tolerance is that of half
+// rounding.
 constexpr double kHalfTol = 3e-3;
 INSTANTIATE_TEST_SUITE_P(
     Families, ReferenceForward,
     ::testing::Values(Case{"f32", "gemma3", false, kHalfTol}, Case{"f32", "gemma3", true, kHalfTol},
                       Case{"q8_0", "gemma3", false, kQuantTol}, Case{"q4_k_m", "gemma3", false, kQuantTol},
-                      Case{"f16", "gemma3", false, kHalfTol, DType::F16}, Case{"f32", "phi3", false, kFloatTol},
+                      Case{"f16", "gemma3", false, kHalfTol, DType::F16}, Case{"f32", "gemma4", false, kHalfTol},
+                      Case{"q8_0", "gemma4", true, kQuantTol}, Case{"f32", "phi3", false, kFloatTol},
                       Case{"f32", "phi3", false, kFloatTol, DType::F32, "tiny", 0, 512},
                       Case{"q4_0", "phi3", false, kQuantTol}, Case{"q6_k", "phi3", true, kQuantTol},
                       Case{"bf16", "phi3", false, kFloatTol, DType::F32, "tiny", 0, 512},

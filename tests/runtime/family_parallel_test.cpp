@@ -1,8 +1,9 @@
-// Gemma 3 and Phi-3 under every split: the greedy tokens of one device and its logits within
+// Gemma 3, Gemma 4 and Phi-3 under every split: the greedy tokens of one device and its logits within
 // kLogitRelTol, for in-process devices and worker processes. What these families add to the
 // llama graph is checked across the split: Gemma's post-norms (each forces its all-reduce before
 // it, so a layer still has two), GELU gate, sliding-window layers with their own RoPE base; Phi-3's
-// fused q/k/v and gate/up tensors, whose every segment the planner cuts by heads or FFN rows alone.
+// fused q/k/v and gate/up tensors, whose every segment the planner cuts by heads or FFN rows alone;
+// Gemma 4's K projection read as V on its global layers and its V norm, cut by KV heads with K.
 #include "device/worker_process.h"
 #include "gguf/gguf_reader.h"
 #include "parallel/memory_fit.h"
@@ -58,22 +59,22 @@ TEST_P(FamilySplits, GreedyTokensAndLogitsMatchEveryConfig) {
   for (int l = 0; l < 2; ++l) EXPECT_EQ(tp.plan().collectives_in_layer(l), 2) << "layer " << l;
 }
 
-INSTANTIATE_TEST_SUITE_P(Archs, FamilySplits,
-                         ::testing::Values(FamilyCase{"gemma3", "f32"}, FamilyCase{"gemma3", "q8_0"},
-                                           FamilyCase{"gemma3", "q4_k_m"}, FamilyCase{"gemma3", "q8_0", 32},
-                                           FamilyCase{"phi3", "f32"}, FamilyCase{"phi3", "q4_0"},
-                                           FamilyCase{"phi3", "bf16"}),
-                         [](const auto& p) {
-                           return p.param.arch + "_" + p.param.type +
-                                  (p.param.head_dim ? "_hd" + std::to_string(p.param.head_dim) : "");
-                         });
+INSTANTIATE_TEST_SUITE_P(
+    Archs, FamilySplits,
+    ::testing::Values(FamilyCase{"gemma3", "f32"}, FamilyCase{"gemma3", "q8_0"}, FamilyCase{"gemma3", "q4_k_m"},
+                      FamilyCase{"gemma3", "q8_0", 32}, FamilyCase{"gemma4", "f32"}, FamilyCase{"gemma4", "q8_0"},
+                      FamilyCase{"gemma4", "q4_k_m"}, FamilyCase{"gemma4", "f16", 32}, FamilyCase{"phi3", "f32"},
+                      FamilyCase{"phi3", "q4_0"}, FamilyCase{"phi3", "bf16"}),
+    [](const auto& p) {
+      return p.param.arch + "_" + p.param.type + (p.param.head_dim ? "_hd" + std::to_string(p.param.head_dim) : "");
+    });
 
 // A worker streamed its slices (the fused tensors' segments among them) and one reading its own
 // copy, beside a local device.
 TEST(FamilyRemote, WorkerProcessesMatchOneDevice) {
   const std::string dir = ::testing::TempDir() + "/weft_family_remote";
   std::filesystem::create_directories(dir);
-  for (const FamilyCase& k : {FamilyCase{"gemma3", "q8_0"}, FamilyCase{"phi3", "q4_0"}}) {
+  for (const FamilyCase& k : {FamilyCase{"gemma3", "q8_0"}, FamilyCase{"gemma4", "q8_0"}, FamilyCase{"phi3", "q4_0"}}) {
     tools::GenModelOptions o = model_options(k);
     o.path = dir + "/" + k.arch + ".gguf";
     tools::generate_model(o);
