@@ -32,6 +32,8 @@ Engine::Engine(const gguf::File& file, EngineOptions opt) : file_(file), opt_(st
   graph_ = model::build_llama_graph(config_);
   if (opt_.exact && config_.dims.n_expert > 0)
     fail("cli", "--exact: mixtures of experts do not sum their experts in fixed point yet");
+  if (opt_.exact && opt_.map_weights)  // one device would multiply rows in place, a split repacked panels
+    fail("cli", "--exact multiplies weights copied at load, not --mmap");
   if (opt_.exact && opt_.wire != parallel::WireType::F32)
     fail("cli", "--exact moves fixed-point sums, not --wire {}", parallel::wire_type_name(opt_.wire));
   if (opt_.n_batch <= 0) fail("cli", "--batch-size must be positive");
