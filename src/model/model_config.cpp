@@ -4,8 +4,10 @@
 
 #include <fmt/ranges.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <optional>
 #include <variant>
 
 namespace weft::model {
@@ -30,6 +32,18 @@ ArchTraits traits_of(const std::string& arch) {
 int64_t positive(const gguf::File& f, const std::string& key, int64_t v, int64_t max) {
   if (v <= 0 || v > max) fail("model", "{}: {} is out of range (1..{})", key, v, max);
   return v;
+}
+
+// A count llama.cpp reads with get_key_or_arr: one value, or one per layer (Gemma 4's head counts
+// and widths). weft's layers share one, so an array must repeat it.
+std::optional<int64_t> per_model_int(const gguf::File& f, const std::string& key) {
+  const gguf::Value* v = f.find(key);
+  if (!v || !v->is_array()) return f.get_int_opt(key);
+  const std::vector<int64_t> xs = f.get_int_array(key);
+  if (xs.empty()) fail("model", "{} is an empty array", key);
+  if (std::any_of(xs.begin(), xs.end(), [&](int64_t x) { return x != xs[0]; }))
+    fail("model", "{} differs between layers ({}): per-layer values are not supported yet", key, fmt::join(xs, ", "));
+  return xs[0];
 }
 
 // llama.cpp's LLAMA_MAX_EXPERTS.
@@ -271,10 +285,15 @@ ModelConfig read_config(const gguf::File& f) {
   constexpr int64_t kMaxDim = int64_t{1} << 20;
   d.n_embd = positive(f, p + "embedding_length", f.get_int(p + "embedding_length"), kMaxDim);
   d.n_layer = positive(f, p + "block_count", f.get_int(p + "block_count"), 4096);
-  d.n_ff = positive(f, p + "feed_forward_length", f.get_int(p + "feed_forward_length"), kMaxDim);
-  d.n_head = positive(f, p + "attention.head_count", f.get_int(p + "attention.head_count"), 4096);
+  auto required = [&](const std::string& key) {
+    const auto v = per_model_int(f, key);
+    if (!v) fail("model", "{} is missing", key);
+    return *v;
+  };
+  d.n_ff = positive(f, p + "feed_forward_length", required(p + "feed_forward_length"), kMaxDim);
+  d.n_head = positive(f, p + "attention.head_count", required(p + "attention.head_count"), 4096);
   d.n_head_kv = positive(f, p + "attention.head_count_kv",
-                         f.get_int_opt(p + "attention.head_count_kv").value_or(d.n_head), d.n_head);
+                         per_model_int(f, p + "attention.head_count_kv").value_or(d.n_head), d.n_head);
   if (d.n_head % d.n_head_kv != 0)
     fail("model", "head_count {} is not a multiple of head_count_kv {}", d.n_head, d.n_head_kv);
   const auto key_len = f.get_int_opt(p + "attention.key_length");

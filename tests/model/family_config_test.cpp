@@ -192,6 +192,12 @@ TEST(FamilyConfig, MalformedFilesAreNamed) {
                "layers sharing another layer's KV cache are not supported yet");
   EXPECT_ERROR(config_of(edited(g4, {.keys = {{"gemma4.attention.key_length_swa", 8}}})),
                "gemma4.attention.key_length_swa 8 differs from key_length 16: per-layer head sizes");
+  // Released Gemma 4 files list a head count per layer; one repeated is read, differing ones refused.
+  EXPECT_EQ(config_of(edited(g4, {.i32_arrays = {{"gemma4.attention.head_count_kv", {2, 2}}}})).dims.n_head_kv, 2);
+  EXPECT_ERROR(config_of(edited(g4, {.i32_arrays = {{"gemma4.attention.head_count_kv", {2, 1}}}})),
+               "gemma4.attention.head_count_kv differs between layers (2, 1): per-layer values are not supported yet");
+  EXPECT_ERROR(config_of(edited(g4, {.i32_arrays = {{"gemma4.feed_forward_length", {128, 256}}}})),
+               "gemma4.feed_forward_length differs between layers (128, 256)");
   EXPECT_ERROR(config_of(edited(g4, {.tensors = {{"blk.0.post_attention_norm.weight", std::nullopt}}})),
                "post-attention norm tensor 'blk.0.post_attention_norm.weight' is missing");
 }

@@ -18,7 +18,8 @@ namespace weft::test_support {
 struct Edit {
   std::map<std::string, std::optional<uint32_t>> keys;
   std::map<std::string, std::optional<std::vector<int64_t>>> tensors;
-  std::map<std::string, float> f32_keys;  // added (or replaced) f32 keys
+  std::map<std::string, float> f32_keys;                   // added (or replaced) f32 keys
+  std::map<std::string, std::vector<int32_t>> i32_arrays;  // added (or replaced) i32 array keys
 };
 
 inline std::vector<uint8_t> edited(const std::vector<uint8_t>& bytes, const Edit& e) {
@@ -26,7 +27,7 @@ inline std::vector<uint8_t> edited(const std::vector<uint8_t>& bytes, const Edit
   gguf::Writer w;
   for (const auto& k : f->key_order()) {
     const auto it = e.keys.find(k);
-    if (e.f32_keys.count(k)) continue;
+    if (e.f32_keys.count(k) || e.i32_arrays.count(k)) continue;
     if (it == e.keys.end())
       w.set_value(k, f->metadata().at(k));
     else if (it->second)
@@ -35,6 +36,7 @@ inline std::vector<uint8_t> edited(const std::vector<uint8_t>& bytes, const Edit
   for (const auto& [k, v] : e.keys)
     if (v && !f->find(k)) w.set_u32(k, *v);
   for (const auto& [k, v] : e.f32_keys) w.set_f32(k, v);
+  for (const auto& [k, v] : e.i32_arrays) w.set_i32_array(k, v);
   for (const auto& t : f->tensors()) {
     std::vector<int64_t> shape = t.shape;
     if (const auto it = e.tensors.find(t.name); it != e.tensors.end()) {
