@@ -30,8 +30,9 @@ class Group {
   // In place: every rank ends with the sum over ranks as integers, wrapping (two's complement), so
   // the result depends on no order of ranks, chunks or transport: the fixed-point partial sums of
   // --exact (kernels/fixed_point.h). Gathers every rank's values (all_gather of their bits) and
-  // adds them on each rank: for two ranks the bytes a ring all-reduce moves.
-  void all_reduce_sum_exact(int64_t* data, size_t n);
+  // adds them on each rank: for two ranks the bytes a ring all-reduce moves. A backend may sum
+  // in place instead (shm_group).
+  virtual void all_reduce_sum_exact(int64_t* data, size_t n);
   // Rank r contributes counts[r] floats from `mine`; every rank's `out` receives all
   // contributions concatenated in rank order. counts has size() entries, identical on all ranks.
   virtual void all_gather(const float* mine, const std::vector<size_t>& counts, float* out) = 0;

@@ -49,22 +49,24 @@ class ShmGroup final : public Group {
   std::string_view transport() const override { return "shared memory"; }
 
   void all_reduce_sum(float* data, size_t n) override {
-    Timer t(stats_);
-    ++stats_.n_all_reduce;
-    stats_.bytes_all_reduce += n * wire_type_bytes(s_->wire);
-    publish(data, data, n, 0);
-    const bool ok = same_n_everywhere();
-    if (ok) {
-      // Rank r owns chunk r: it reads chunk r of every rank and writes the sum back to all.
-      auto [b, e] = split_range(static_cast<int64_t>(n), kLineFloats, rank_, s_->n);
-      if (b < e) {
-        const int nr = s_->n;
-        for (int k = 0; k < nr; ++k) bufs_[k] = s_->slots[k].dst + b;
-        sum_into(s_->wire, bufs_.data(), nr, bufs_.data(), nr, static_cast<size_t>(e - b));
+    reduce(data, n, n * wire_type_bytes(s_->wire), kLineFloats, [&](int64_t b, int64_t e) {
+      const int nr = s_->n;
+      for (int k = 0; k < nr; ++k) bufs_[k] = s_->slots[k].dst + b;
+      sum_into(s_->wire, bufs_.data(), nr, bufs_.data(), nr, static_cast<size_t>(e - b));
+    });
+  }
+
+  // The integers summed in place, as the floats are (the ranks' buffers hold int64 here).
+  void all_reduce_sum_exact(int64_t* data, size_t n) override {
+    reduce(reinterpret_cast<float*>(data), n, n * sizeof(int64_t), kLineFloats / 2, [&](int64_t b, int64_t e) {
+      const int nr = s_->n;
+      for (int64_t i = b; i < e; ++i) {
+        uint64_t sum = 0;
+        for (int k = 0; k < nr; ++k)
+          sum += static_cast<uint64_t>(reinterpret_cast<const int64_t*>(s_->slots[k].dst)[i]);
+        for (int k = 0; k < nr; ++k) reinterpret_cast<int64_t*>(s_->slots[k].dst)[i] = static_cast<int64_t>(sum);
       }
-    }
-    s_->barrier.arrive_and_wait(s_->spin);
-    if (!ok) mismatch("all_reduce_sum");
+    });
   }
 
   void all_gather(const float* mine, const std::vector<size_t>& counts, float* out) override {
@@ -123,6 +125,23 @@ class ShmGroup final : public Group {
   }
 
  private:
+  // An all-reduce of n values of `data`: rank r owns chunk r (on `align`-value line boundaries)
+  // and sum(b, e) reads values [b, e) of every rank and writes their sum back to all.
+  template <class Sum>
+  void reduce(float* data, size_t n, size_t bytes, int64_t align, Sum sum) {
+    Timer t(stats_);
+    ++stats_.n_all_reduce;
+    stats_.bytes_all_reduce += bytes;
+    publish(data, data, n, 0);
+    const bool ok = same_n_everywhere();
+    if (ok) {
+      auto [b, e] = split_range(static_cast<int64_t>(n), align, rank_, s_->n);
+      if (b < e) sum(b, e);
+    }
+    s_->barrier.arrive_and_wait(s_->spin);
+    if (!ok) mismatch("all_reduce_sum");
+  }
+
   // Adds the time spent inside one collective to wait_s.
   struct Timer {
     explicit Timer(GroupStats& st) : s(st), t0(std::chrono::steady_clock::now()) {}

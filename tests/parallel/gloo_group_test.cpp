@@ -60,6 +60,21 @@ TEST(GlooGroup, AllReducesGiveExactSumsOnEveryPath) {
                 break;
               }
             }
+            // Integers (--exact's fixed point) near 2^62: their sum wraps back to the right result.
+            std::vector<int64_t> ints(n);
+            auto int_value = [](int r, size_t i) {
+              return static_cast<int64_t>((static_cast<uint64_t>(r) + 1) * 0x3fffffffffffff01u + i);
+            };
+            for (size_t i = 0; i < n; ++i) ints[i] = int_value(rank, i);
+            g->all_reduce_sum_exact(ints.data(), n);
+            for (size_t i = 0; i < n; ++i) {
+              uint64_t want = 0;
+              for (int q = 0; q < n_ranks; ++q) want += static_cast<uint64_t>(int_value(q, i));
+              if (ints[i] != static_cast<int64_t>(want)) {
+                errors.push_back(fmt::format("exact, {} ranks, n={} i={}: {}", n_ranks, n, i, ints[i]));
+                break;
+              }
+            }
             const float mine = static_cast<float>(rank + 1);  // the async mesh still works in between
             std::vector<float> all(n_ranks);
             g->all_gather(&mine, std::vector<size_t>(n_ranks, 1), all.data());

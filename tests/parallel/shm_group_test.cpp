@@ -77,6 +77,31 @@ TEST(ShmGroup, AllReduceEverySizeAndGroup) {
   }
 }
 
+// Integers that overflow on the way (rank terms near 2^62) sum, wrapping, to the right result.
+int64_t exact_value(int rank, size_t i) {
+  return static_cast<int64_t>((static_cast<uint64_t>(rank) + 1) * 0x3fffffffffffff01u + i * 2654435761u);
+}
+
+TEST(ShmGroup, ExactAllReduceEverySizeAndGroup) {
+  for (int n = 1; n <= kMaxRanks; ++n) {
+    auto g = make_shm_group(n, WireType::F32, /*spin=*/n <= 2);
+    run_ranks(g, [&](Group& grp) {
+      for (size_t len : kSizes) {
+        std::vector<int64_t> buf(len);
+        for (size_t i = 0; i < len; ++i) buf[i] = exact_value(grp.rank(), i);
+        grp.all_reduce_sum_exact(buf.data(), len);
+        size_t bad = 0;
+        for (size_t i = 0; i < len; ++i) {
+          uint64_t want = 0;
+          for (int r = 0; r < n; ++r) want += static_cast<uint64_t>(exact_value(r, i));
+          bad += buf[i] != static_cast<int64_t>(want);
+        }
+        EXPECT_EQ(bad, 0u) << "n=" << n << " len=" << len << " rank=" << grp.rank();
+      }
+    });
+  }
+}
+
 TEST(ShmGroup, AllReduceRepeatedOnReusedBuffers) {
   constexpr int kIters = 1000;
   for (int n : {2, 3, 8}) {
