@@ -10,12 +10,14 @@
 #include "runtime/engine.h"
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include <algorithm>
 #include <cstdio>
 #include <map>
 #include <memory>
 #include <optional>
+#include <set>
 
 namespace weft::cli {
 namespace {
@@ -207,6 +209,21 @@ int plan(const PlanArgs& args) {
   std::printf("\nfallbacks (ops without a split rule, gathered and replicated): %s\n",
               p.fallbacks.empty() ? "none" : "");
   for (const auto& f : p.fallbacks) std::printf("  %s\n", f.c_str());
+  if (p.devices.size() > 1) {
+    std::set<int64_t> granules;
+    for (const auto& ln : p.devices[0].nodes)
+      if (ln.granule > 0) granules.insert(ln.granule);
+    const std::string sizes = fmt::format("{}", fmt::join(granules, " and "));
+    if (eo.exact)
+      std::printf(
+          "\nresults: one device's, bit for bit (--exact: the split sums added in fixed point, granules of %s "
+          "features)\n",
+          sizes.c_str());
+    else
+      std::printf(
+          "\nresults: within rounding of one device's (the split sums add in another order); --exact makes "
+          "them the same bits (CPU devices, dense models, one kernel level)\n");
+  }
   if (speeds.size() == 1 && p.devices.size() > 1) speeds.resize(p.devices.size(), speeds[0]);
   if (p.devices.size() > 1 && !speeds.empty()) {
     if (speeds.size() != p.devices.size())

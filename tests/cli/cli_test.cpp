@@ -87,6 +87,14 @@ TEST(Cli, PlanShowsTwoAllReducesPerLayer) {
   EXPECT_NE(r.out.find("layer 0: 2: all_reduce after attn_output"), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("fallbacks (ops without a split rule, gathered and replicated): none"), std::string::npos)
       << r.out;
+  // Whether the split keeps one device's bits: stories260K's heads of 8 and its FFN of 172 both
+  // reduce in granules of 8 (the FFN's 128 halved until it leaves 16 of them).
+  EXPECT_NE(r.out.find("results: within rounding of one device's"), std::string::npos) << r.out;
+  r = run("plan -m " + kStories + " --devices cpu:1,cpu:1,cpu:1 --exact");
+  EXPECT_NE(r.out.find("results: one device's, bit for bit (--exact: the split sums added in fixed point, granules "
+                       "of 8 features)"),
+            std::string::npos)
+      << r.out;
 }
 
 // Gemma 3's sliding-window layers: weft plan says what their KV cache keeps, and its KV column
