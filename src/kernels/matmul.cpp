@@ -45,6 +45,13 @@ struct ActRows {
   size_t stride;  // bytes between tokens
 };
 
+// The rows rows_dot reads for x (cols values a token): x itself where the type takes f32, else its
+// conversion in scratch (prepare_activations).
+ActRows act_rows(const TypeKernels& k, const float* x, int64_t ldx, int64_t cols, const MatmulScratch& scratch) {
+  if (k.act_type == DType::F32) return {reinterpret_cast<const uint8_t*>(x), static_cast<size_t>(ldx) * sizeof(float)};
+  return {scratch.act.data(), row_bytes(k.act_type, cols)};
+}
+
 // Rows [r0, r0 + nr) x tokens [t0, t1) through rows_dot, one token at a time: the prompt path of
 // types without a GEMM panel (float weights, the ref level).
 void prompt_block(const TypeKernels& k, const WeightMatrix& w, const ActRows& act, int64_t r0, int64_t nr, int64_t t0,
@@ -120,9 +127,7 @@ void matmul_prepared(const WeightMatrix& w, const float* x, int64_t ldx, int64_t
   }
   const int64_t n = w.cols;
   const size_t ws = w.row_stride;
-  const ActRows act = k.act_type == DType::F32
-                          ? ActRows{reinterpret_cast<const uint8_t*>(x), static_cast<size_t>(ldx) * sizeof(float)}
-                          : ActRows{scratch.act.data(), row_bytes(k.act_type, n)};
+  const ActRows act = act_rows(k, x, ldx, n, scratch);
 
   if (n_tokens == 1) {  // decode: each thread streams its rows once, several rows per pass
     pool.parallel_steal(w.rows, pool.steal_chunk(w.rows, kRowAlign, kStealChunks),
@@ -174,9 +179,7 @@ void matmul_prepared_fixed(const WeightMatrix& w, const float* x, int64_t ldx, i
   const gemm::GemmFn gemm = gemm_kernel(k, w, n_tokens);
   WEFT_ASSERT(!gemm || granule % gemm::kQK == 0);
   const auto* blocks = reinterpret_cast<const gemm::ActBlock*>(scratch.act.data());
-  const ActRows act = k.act_type == DType::F32
-                          ? ActRows{reinterpret_cast<const uint8_t*>(x), static_cast<size_t>(ldx) * sizeof(float)}
-                          : ActRows{scratch.act.data(), row_bytes(k.act_type, w.cols)};
+  const ActRows act = act_rows(k, x, ldx, w.cols, scratch);
   // Each thread's rows a band of panels at a time, and each band granule by granule: a band's
   // granules lie one after another in memory (panels hold their blocks in K order), so the weights
   // still stream in order. A granule's partials of all tokens are added to acc at once.

@@ -1,14 +1,13 @@
 // The float ops' inner loops, written once against a vector type V of V::kLanes floats (the
-// Simd<T, N> idea of MLX): full vectors, then the scalar tail of ops_ref.cpp (swiglu: through the vectors too).
-// ops_avx2.cpp and ops_avx512.cpp each define their V and WEFT_SIMD_TARGET (the function attribute of their ISA) before
-// including this, so each instantiation is compiled for its own ISA while the binary runs on CPUs without it. V
-// provides: load, store, set1, zero, + - * /, fmadd(a, b, c) = a*b + c, fnmadd = c - a*b, min, max, round (to nearest),
-// mul_pow2(p, n) = p * 2^n for integral n, reduce_add, reduce_max, where_less(a, b, x, y) = a < b ? x : y per lane,
-// load_f16 / store_f16 (IEEE half, nearest even), iota() = (0, 1, ..., kLanes - 1), transpose_add(a[kLanes]) =
-// (reduce_add(a[0]), reduce_add(a[1]), ...).
+// Simd<T, N> idea of MLX): full vectors, then the scalar tail of ops_ref.cpp (swiglu's tail runs
+// through the vectors too). ops_avx2.cpp and ops_avx512.cpp each define their V and
+// WEFT_SIMD_TARGET (the function attribute of their ISA) before including this, so each
+// instantiation is compiled for its own ISA while the binary runs on CPUs without it.
+// V provides: load, store, set1, zero, + - * /, fmadd(a, b, c) = a*b + c, fnmadd = c - a*b,
+// min, max, round (to nearest), mul_pow2(p, n) = p * 2^n for integral n, reduce_add, reduce_max,
+// where_less(a, b, x, y) = a < b ? x : y per lane, load_f16 / store_f16 (IEEE half, nearest even),
+// iota() = (0, 1, ..., kLanes - 1), transpose_add(a[kLanes]) = (reduce_add(a[0]), reduce_add(a[1]), ...).
 #pragma once
-
-#include <cstring>
 
 #include "core/fp16.h"
 #include "kernels/isa.h"
@@ -16,6 +15,7 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <cstring>
 
 #ifndef WEFT_SIMD_TARGET
 #error "define WEFT_SIMD_TARGET (the ISA's target attribute) before including ops_simd.h"
@@ -28,7 +28,6 @@ void scale_mul_ref(const float* x, float s, const float* w, float* y, int64_t n)
 float max_ref(const float* x, int64_t n);
 float exp_sum_ref(float* x, float m, int64_t n);
 void scale_ref(float* x, float s, int64_t n);
-void swiglu_ref(const float* gate, const float* up, float* out, int64_t n);
 void add_ref(float* y, const float* x, int64_t n);
 void to_f16_ref(const float* x, uint16_t* y, int64_t n);
 

@@ -210,7 +210,7 @@ void CpuGraphRunner::exec(int i, const StepCtx& c) {
         kernels::add_inplace(y + t * w, in(1) + t * w, w);
       });
     case LocalOp::AllReduce:
-      if (fixed_node_ >= 0 && fixed_node_ == ln.inputs[0]) return all_reduce_fixed(i, n);
+      if (fixed_node_ == ln.inputs[0]) return all_reduce_fixed(i, n);
       copy_input(y, in(0), n);
       if (group_ && !overlaps_all_reduce(ln.inputs[0], c)) group_->all_reduce_sum(y, n);  // else done by matmul
       return;
@@ -296,14 +296,18 @@ void CpuGraphRunner::matmul(int i, const StepCtx& c) {
     stats_.op_seconds[static_cast<size_t>(LocalOp::MatMul)] -= waited;
     return;
   }
-  if (k > 0) {  // Q, K and V (gate and up) read one input: converted once, by the first of them or its producer
-    const HeldActivations want{ln.inputs[0], step_id_, kernels::activation_layout(ns.w, rows)};
-    if (last_only || held_ != want) {
-      kernels::prepare_activations(ns.w, x, k, rows, pool_, scratch_);
-      held_ = last_only ? HeldActivations{} : want;
-    }
-  }
+  if (k > 0) prepare_input(i, x, k, rows, last_only);
   matmul_rows(i, x, k, rows, y, /*prepare=*/false);
+}
+
+// Q, K and V (gate and up) read one input: converted once, by the first of them or its producer.
+// The output's rows (`rows_of_x`: some tokens' rows, copied) are converted every time.
+void CpuGraphRunner::prepare_input(int i, const float* x, int64_t k, int64_t rows, bool rows_of_x) {
+  const NodeState& ns = nodes_[i];
+  const HeldActivations want{graph_.nodes[i].inputs[0], step_id_, kernels::activation_layout(ns.w, rows)};
+  if (!rows_of_x && held_ == want) return;
+  kernels::prepare_activations(ns.w, x, k, rows, pool_, scratch_);
+  held_ = rows_of_x ? HeldActivations{} : want;
 }
 
 // y = this node's weights x the rows of x (converted into scratch_ first when `prepare`, else
@@ -337,9 +341,7 @@ void CpuGraphRunner::matmul_fixed(int i, const float* x, int64_t k, int64_t rows
   if (!ns.bias.empty())
     for (int64_t t = 0; t < rows; ++t) kernels::add_fixed(ns.bias.data(), fixed_.data() + t * w, w);
   if (k > 0) {
-    const HeldActivations want{ln.inputs[0], step_id_, kernels::activation_layout(ns.w, rows)};
-    if (held_ != want) kernels::prepare_activations(ns.w, x, k, rows, pool_, scratch_);
-    held_ = want;
+    prepare_input(i, x, k, rows, /*rows_of_x=*/false);
     kernels::matmul_prepared_fixed(ns.w, x, k, rows, ln.granule, fixed_.data(), w, pool_, scratch_);
   }
   const auto& readers = readers_[i];

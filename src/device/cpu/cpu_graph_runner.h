@@ -62,6 +62,7 @@ class CpuGraphRunner {
   // Row-parallel matmul straight into an all-reduce over a network, on a prompt: see matmul.
   bool overlaps_all_reduce(int i, const StepCtx& c) const;
   void matmul_rows(int i, const float* x, int64_t k, int64_t rows, float* y, bool prepare);
+  void prepare_input(int i, const float* x, int64_t k, int64_t rows, bool rows_of_x);
   // --exact: whether node i sums in fixed point (a matmul over a split axis' features), and that
   // product: into fixed_, left there for the all-reduce that reads it, else converted to floats.
   bool sums_fixed(int i) const;
