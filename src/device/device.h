@@ -55,6 +55,8 @@ struct StepSeq {
   // the token that follows it, over the device's vocabulary slice (see model/scoring.h).
   int32_t score_from = 0;
   std::vector<Token> score_next;
+  // The device keeps its last row's logits slice until its next step, for a Step::reread.
+  bool keep_logits = false;
 };
 
 // One forward step over one or more sequences (every matmul reads its weights once for all).
@@ -62,6 +64,10 @@ struct Step {
   std::vector<Token> tokens;  // the sequences' tokens, one sequence after another
   std::vector<StepSeq> seqs;  // in the order of their tokens
   std::vector<float> input;   // layer split, devices after the first: residual stream [n_tokens, n_embd]
+  // No graph: each sequence's candidates (and log-probabilities) again, under its new sampling
+  // parameters, from the logits slice the device's last step kept for it (StepSeq::keep_logits).
+  // tokens is empty and every n_tokens 0; the caches are untouched.
+  bool reread = false;
 
   // A step of one sequence in slot 0 (generation of one prompt, tests).
   static Step single(std::vector<Token> tokens, int32_t pos0, bool want_candidates = true, bool want_logits = false);

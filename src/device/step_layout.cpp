@@ -2,6 +2,7 @@
 
 #include "core/error.h"
 
+#include <algorithm>
 #include <cmath>
 
 namespace weft::device {
@@ -65,6 +66,16 @@ StepLayout layout_step(const Step& step, int32_t n_ctx) {
   return l;
 }
 
+namespace {
+// What a sequence asked of its last row: candidates, log-probabilities, the slice itself.
+void fill_from_row(SeqResult& r, const StepSeq& q, const float* row, Token first_id, int32_t nv) {
+  if (q.want_candidates) r.candidates = model::local_candidates(row, first_id, nv, q.sampling, q.recent);
+  if (q.want_candidates && q.n_logprobs >= 0)  // a pass over the slice only when asked
+    r.logprobs = model::slice_logprobs(row, first_id, nv, q.n_logprobs, q.sampling, q.recent);
+  if (q.want_logits) r.logits.assign(row, row + nv);
+}
+}  // namespace
+
 StepResult assemble_result(const parallel::DeviceGraph& graph, const Step& step, const StepLayout& l, float* o) {
   StepResult r;
   if (graph.has_logits) {
@@ -80,19 +91,42 @@ StepResult assemble_result(const parallel::DeviceGraph& graph, const Step& step,
       for (size_t j = 0; j < q.score_next.size(); ++j)
         r.seqs[k].scores.push_back(model::slice_score(o + (l.score_at[k] + int64_t(j)) * nv, first_id,
                                                       static_cast<int32_t>(nv), q.score_next[j]));
-      if (l.last_at[k] < 0) continue;
-      const float* row = o + l.last_at[k] * nv;
-      if (q.want_candidates)
-        r.seqs[k].candidates = model::local_candidates(row, first_id, static_cast<int32_t>(nv), q.sampling, q.recent);
-      if (q.want_candidates && q.n_logprobs >= 0)  // a pass over the slice only when asked
-        r.seqs[k].logprobs =
-            model::slice_logprobs(row, first_id, static_cast<int32_t>(nv), q.n_logprobs, q.sampling, q.recent);
-      if (q.want_logits) r.seqs[k].logits.assign(row, row + nv);
+      if (l.last_at[k] >= 0) fill_from_row(r.seqs[k], q, o + l.last_at[k] * nv, first_id, static_cast<int32_t>(nv));
     }
   } else if (graph.passes_residual) {  // layer split: the residual stream goes on to the next device
     WEFT_ASSERT(graph.nodes[graph.output].width == graph.dims.n_embd);
     r.output.assign(o, o + l.n_tokens * graph.dims.n_embd);
   }  // else a tensor-split device with no vocabulary share: nothing to return
+  return r;
+}
+
+void KeptLogits::keep(const parallel::DeviceGraph& graph, const Step& step, const StepLayout& l, const float* o) {
+  slot_.clear();
+  logits_.clear();
+  if (!graph.has_logits) return;
+  const int64_t nv = graph.vocab.size();
+  for (size_t k = 0; k < step.seqs.size(); ++k)
+    if (step.seqs[k].keep_logits && l.last_at[k] >= 0) {
+      slot_.push_back(step.seqs[k].seq);
+      logits_.emplace_back(o + l.last_at[k] * nv, o + (l.last_at[k] + 1) * nv);
+    }
+}
+
+StepResult KeptLogits::reread(const parallel::DeviceGraph& graph, const Step& step, const char* where) const {
+  if (!step.tokens.empty() || !step.input.empty()) fail(where, "a reread step carries {} tokens", step.tokens.size());
+  StepResult r;
+  if (!graph.has_logits) return r;  // nothing was kept: a device without a vocabulary share
+  r.seqs.resize(step.seqs.size());
+  for (size_t k = 0; k < step.seqs.size(); ++k) {
+    const StepSeq& q = step.seqs[k];
+    const auto at = std::find(slot_.begin(), slot_.end(), q.seq);
+    if (at == slot_.end() || q.n_tokens != 0)
+      fail(where, "slot {}: a reread of logits its last step did not keep", q.seq);
+    if (q.n_logprobs < -1 || q.n_logprobs > model::kMaxTopLogprobs)
+      fail(where, "slot {}: {} top log-probabilities outside -1..{}", q.seq, q.n_logprobs, model::kMaxTopLogprobs);
+    fill_from_row(r.seqs[k], q, logits_[at - slot_.begin()].data(), static_cast<Token>(graph.vocab.begin),
+                  static_cast<int32_t>(graph.vocab.size()));
+  }
   return r;
 }
 

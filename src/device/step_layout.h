@@ -33,4 +33,20 @@ StepLayout layout_step(const Step& step, int32_t n_ctx);
 StepResult assemble_result(const parallel::DeviceGraph& graph, const Step& step, const StepLayout& layout,
                            float* output);
 
+// The logits rows a step's sequences asked the device to keep (StepSeq::keep_logits), and the
+// Step::reread that samples them again: a constrained sequence whose candidates the grammar refused
+// all gets its whole vocabulary slice without a second forward pass.
+class KeptLogits {
+ public:
+  // After a step (its logits soft-capped by assemble_result): what it asked to keep replaces
+  // everything kept before, so a reread only ever sees the step just run.
+  void keep(const parallel::DeviceGraph& graph, const Step& step, const StepLayout& layout, const float* output);
+  // Throws weft::Error(where, ...) for a sequence with nothing kept, or a reread that carries tokens.
+  StepResult reread(const parallel::DeviceGraph& graph, const Step& step, const char* where) const;
+
+ private:
+  std::vector<int32_t> slot_;               // the sequence slot of each kept row
+  std::vector<std::vector<float>> logits_;  // its vocabulary slice
+};
+
 }  // namespace weft::device

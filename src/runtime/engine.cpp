@@ -213,6 +213,7 @@ std::vector<SeqOutput> Engine::step_batch(std::span<const SeqStep> batch) {
     d.want_candidates = q.sample;
     d.want_logits = q.logits;
     d.sampling = q.sample && q.constraint ? model::constrained_device_params(q.sampling, false) : q.sampling;
+    d.keep_logits = q.sample && q.constraint;  // for sample_whole_vocabulary
     if (q.sample) d.recent.assign(q.recent.begin(), q.recent.end());
     if (q.sample) d.n_logprobs = q.top_logprobs;
     d.score_from = q.score_from;
@@ -279,25 +280,40 @@ std::vector<SeqOutput> Engine::step_batch(std::span<const SeqStep> batch) {
   return out;
 }
 
-// The constrained sequences whose devices' top candidates the grammar refused all: each one's last
-// token again at its position (the slot forgets from there, so nothing is fed twice), every
-// vocabulary slice returned whole, and the grammar's choice among all of it.
+// The constrained sequences whose devices' top candidates the grammar refused all: every
+// vocabulary slice returned whole from the logits the devices kept of the step just run, and the
+// grammar's choice among all of it. Where a device was lost meanwhile, the new ones kept nothing:
+// each sequence's last token runs again at its position (the slot forgets from there, so nothing
+// is fed twice).
 void Engine::sample_whole_vocabulary(std::span<const SeqStep> batch, const std::vector<size_t>& which,
                                      std::vector<SeqOutput>& out) {
   device::Step s;
+  s.reread = true;
   for (size_t k : which) {
     const SeqStep& q = batch[k];
     device::StepSeq d;
     d.seq = q.seq;
-    d.pos0 = n_past_[q.seq] - 1;
-    d.n_tokens = 1;
+    d.pos0 = n_past_[q.seq];
+    d.n_tokens = 0;
     d.sampling = model::constrained_device_params(q.sampling, true);
     d.recent.assign(q.recent.begin(), q.recent.end());
     d.n_logprobs = q.top_logprobs;
     s.seqs.push_back(std::move(d));
-    s.tokens.push_back(q.tokens.back());
   }
-  auto results = run_step_surviving(s);
+  std::vector<device::StepResult> results(devices_.size());
+  try {
+    for (auto& d : devices_) d->submit(s);
+    wait_all(results);
+  } catch (const Error& e) {
+    recover(e);
+    s.reread = false;
+    for (device::StepSeq& d : s.seqs) {
+      d.pos0 = n_past_[d.seq] - 1;
+      d.n_tokens = 1;
+      s.tokens.push_back(fed_[d.seq].back());
+    }
+    results = run_step_surviving(s);
+  }
   for (size_t j = 0; j < which.size(); ++j) {
     const SeqStep& q = batch[which[j]];
     std::vector<model::LocalCandidates> parts;

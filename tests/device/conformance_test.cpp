@@ -40,6 +40,16 @@ class Conformance : public testing::TestWithParam<KindUnderTest> {
 
 // --- (a) the Device contract ---
 
+// Two sequences from slot 0 (3 tokens) and slot 1 (2 tokens), asking what `first` and `second` say.
+Step two_sequences(StepSeq first, StepSeq second) {
+  Step step;
+  step.tokens = {1, 5, 9, 3, 7};
+  first.seq = 0, first.pos0 = 0, first.n_tokens = 3;
+  second.seq = 1, second.pos0 = 0, second.n_tokens = 2;
+  step.seqs = {std::move(first), std::move(second)};
+  return step;
+}
+
 TEST_P(Conformance, PollBeforeAnyStepReturnsAtOnce) {
   auto d = make();
   EXPECT_TRUE(d.at(0)->poll(0));
@@ -66,13 +76,11 @@ TEST_P(Conformance, WaitReturnsOneResultPerSequenceWithWhatItAskedFor) {
   auto d = make();
   const auto& m = tiny_model("tiny", "q8_0", "llama");
   d.at(0)->load(m.plan(parallel::SplitMode::None, {1}).devices[0], *m.file, kLoad);
-  Step step;
-  step.tokens = {1, 5, 9, 3, 7};
-  step.seqs.resize(2);
-  step.seqs[0] = {0, 0, 3, /*want_candidates=*/true, /*want_logits=*/false};
-  step.seqs[1] = {1, 0, 2, /*want_candidates=*/false, /*want_logits=*/true};
-  step.seqs[1].score_from = 0;
-  step.seqs[1].score_next = {4};
+  StepSeq scored;
+  scored.want_candidates = false;
+  scored.want_logits = true;
+  scored.score_next = {4};
+  const Step step = two_sequences({}, scored);
   d[0]->submit(step);
   const StepResult r = d[0]->wait();
   ASSERT_EQ(r.seqs.size(), 2u);
@@ -87,6 +95,52 @@ TEST_P(Conformance, WaitReturnsOneResultPerSequenceWithWhatItAskedFor) {
   // Candidates come best first.
   const auto& top = r.seqs[0].candidates.top;
   for (size_t i = 1; i < top.size(); ++i) EXPECT_GE(top[i - 1].logit, top[i].logit);
+}
+
+// A reread (a constrained sequence's whole-vocabulary fallback) samples the logits the last step
+// kept, runs no graph, and refuses a slot whose row that step did not keep.
+TEST_P(Conformance, ARereadSamplesTheLastStepsKeptLogits) {
+  auto d = make();
+  const auto& m = tiny_model("tiny", "q8_0", "llama");
+  d.at(0)->load(m.plan(parallel::SplitMode::None, {1}).devices[0], *m.file, kLoad);
+  StepSeq kept;
+  kept.want_logits = true;
+  kept.keep_logits = true;
+  const Step step = two_sequences(kept, {});
+  d[0]->submit(step);
+  const StepResult first = d[0]->wait();
+  ASSERT_EQ(first.seqs.size(), 2u);
+  const std::vector<float>& logits = first.seqs[0].logits;
+  ASSERT_EQ(static_cast<int64_t>(logits.size()), m.config.dims.n_vocab);
+
+  Step reread;
+  reread.reread = true;
+  reread.seqs.resize(1);
+  reread.seqs[0].seq = 0;
+  reread.seqs[0].sampling.top_k = 0;  // the whole slice
+  reread.seqs[0].sampling.temp = 1.f;
+  reread.seqs[0].n_logprobs = 2;
+  d[0]->submit(reread);
+  const StepResult again = d[0]->wait();
+  ASSERT_EQ(again.seqs.size(), 1u);
+  const auto& top = again.seqs[0].candidates.top;
+  ASSERT_EQ(static_cast<int64_t>(top.size()), m.config.dims.n_vocab);
+  for (size_t i = 0; i < top.size(); ++i) {
+    EXPECT_EQ(top[i].logit, logits.at(top[i].id)) << "token " << top[i].id;
+    if (i > 0) EXPECT_GE(top[i - 1].logit, top[i].logit);
+  }
+  ASSERT_TRUE(again.seqs[0].logprobs.has_value());
+  EXPECT_EQ(again.seqs[0].logprobs->top.size(), 2u);
+  EXPECT_EQ(d[0]->stats().steps, 1u);  // no forward pass
+
+  reread.seqs[0].seq = 1;  // its row was not kept
+  d[0]->submit(reread);
+  EXPECT_ERROR(d[0]->wait(), "did not keep");
+  d[0]->submit(Step::single({4}, 3));  // slot 0 again, without keep_logits: nothing is kept now
+  d[0]->wait();
+  reread.seqs[0].seq = 0;
+  d[0]->submit(reread);
+  EXPECT_ERROR(d[0]->wait(), "did not keep");
 }
 
 TEST_P(Conformance, AFailedStepNamesItsDevice) {

@@ -589,6 +589,7 @@ Step rich_step() {
   a.n_logprobs = 7;
   a.score_from = 1;
   a.score_next = {9};
+  a.keep_logits = true;
   StepSeq b;
   b.seq = 0;
   b.n_tokens = 3;
@@ -596,9 +597,22 @@ Step rich_step() {
   return s;
 }
 
+// A reread: no tokens, sequences of none.
+Step reread_step() {
+  Step s;
+  s.reread = true;
+  s.seqs.resize(2);
+  s.seqs[0].seq = 2;
+  s.seqs[0].sampling.top_k = 0;
+  s.seqs[1].seq = 5;
+  s.seqs[1].n_logprobs = 3;
+  return s;
+}
+
 TEST(RemoteMessages, StepRoundTrips) {
-  for (const Step& s : {rich_step(), Step::single({7}, 5)}) {
+  for (const Step& s : {rich_step(), Step::single({7}, 5), reread_step()}) {
     const Step back = step_round_trip(s);
+    EXPECT_EQ(back.reread, s.reread);
     EXPECT_EQ(back.tokens, s.tokens);
     EXPECT_EQ(back.input, s.input);
     ASSERT_EQ(back.seqs.size(), s.seqs.size());
@@ -622,6 +636,7 @@ TEST(RemoteMessages, StepRoundTrips) {
       EXPECT_EQ(y.n_logprobs, x.n_logprobs);
       EXPECT_EQ(y.score_from, x.score_from);
       EXPECT_EQ(y.score_next, x.score_next);
+      EXPECT_EQ(y.keep_logits, x.keep_logits);
     }
   }
   // read_step checks the end itself: trailing bytes are "step: 1 unexpected trailing bytes".
@@ -642,9 +657,16 @@ TEST(RemoteMessages, StepWithBadValuesIsRejected) {
   s = rich_step();
   s.seqs[0].n_logprobs = model::kMaxTopLogprobs + 1;
   EXPECT_ERROR(step_round_trip(s), "step: 21 top log-probabilities outside -1..20");
+  s = rich_step();
+  s.seqs[1].n_tokens = 0;  // only a reread's sequences hold no tokens
+  s.tokens.resize(3);
+  EXPECT_ERROR(step_round_trip(s), "step: sequence slot 0 at 0 with 0 tokens");
+  s = reread_step();
+  s.tokens = {1};
+  EXPECT_ERROR(step_round_trip(s), "step: sequences hold 0 tokens, the step 1");
   Bytes b = step_bytes(rich_step());
-  // tokens, input, sequence count, then slot, pos0, n_tokens of the first sequence, then its flags
-  const size_t flags = 4 + 4 * rich_step().tokens.size() + 4 + 4 * rich_step().input.size() + 4 + 12;
+  // tokens, input, reread, sequence count, then slot, pos0, n_tokens of the first sequence, then its flags
+  const size_t flags = 4 + 4 * rich_step().tokens.size() + 4 + 4 * rich_step().input.size() + 1 + 4 + 12;
   b[flags] = 2;  // want_candidates
   net::ByteReader r(b);
   EXPECT_ERROR(read_step(r), "want candidates: 2 is not a boolean");

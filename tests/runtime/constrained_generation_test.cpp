@@ -1,9 +1,11 @@
 // Constrained generation on a generated model: random valid schemas whose outputs parse as JSON and
 // validate (a small validator for the subset below), the same tokens under tensor splits as on one
 // device, greedy and sampled, and a state no token continues ending in a clear error.
+#include "device/worker_process.h"
 #include "model/constrained_sampling.h"
 #include "model/json_schema_grammar.h"
 #include "runtime/generate.h"
+#include "runtime/token_texts.h"
 #include "support/expect_error.h"
 #include "support/generated_model.h"
 
@@ -118,6 +120,57 @@ TEST(ConstrainedGeneration, RandomSchemasValidateAndSplitsAgree) {
     EXPECT_TRUE(valid(v, schema)) << schema.dump() << " gave " << one.text;
     for (int n : {2, 3})
       EXPECT_EQ(run(m, n, schema, temp, 100 + i).generated, one.generated) << schema.dump() << " on " << n;
+  }
+}
+
+// A grammar that allows one word the model ranks far below the devices' candidates: the coordinator
+// takes the whole vocabulary, which every device rereads from the logits its step kept (one forward
+// pass, not two), and chooses what one device's whole logits say, on tensor and layer splits and
+// over a worker.
+TEST(ConstrainedGeneration, TheWholeVocabularyFallbackRereadsTheStepsLogits) {
+  GeneratedModel m;
+  const std::vector<Token> prompt = {1, 2, 3};
+  Engine whole(*m.file, cpu_engine_options(1, 1, 64));
+  const std::vector<float> logits = whole.eval_logits(prompt);
+  auto texts = token_texts(*m.tok);
+  auto printable = [](const std::string& b) {
+    return !b.empty() &&
+           std::all_of(b.begin(), b.end(), [](char c) { return c >= 0x20 && c < 0x7f && c != '"' && c != '\\'; });
+  };
+  Token word = -1;  // the lowest-ranked printable text token
+  for (Token t = 0; t < static_cast<Token>(logits.size()); ++t)
+    if (texts->kind[t] == model::TokenTexts::Kind::Text && printable(texts->bytes[t]) &&
+        (word < 0 || logits[t] < logits[word]))
+      word = t;
+  ASSERT_GE(word, 0);
+  const std::string target = texts->bytes[word];
+  Token want = -1;  // greedy among what the grammar allows: the tokens that start the word
+  for (Token t = 0; t < static_cast<Token>(logits.size()); ++t)
+    if (texts->kind[t] == model::TokenTexts::Kind::Text && !texts->bytes[t].empty() &&
+        target.starts_with(texts->bytes[t]) && (want < 0 || logits[t] > logits[want]))
+      want = t;
+  const auto rank = std::count_if(logits.begin(), logits.end(), [&](float l) { return l > logits[want]; });
+  ASSERT_GE(rank, model::kConstrainedCandidates) << "the grammar's choice is among the candidates: no fallback";
+  auto grammar = model::Grammar::parse("root ::= \"" + target + "\"");
+
+  device::remote::testing_support::Worker w;
+  std::vector<EngineOptions> setups = {cpu_engine_options(1, 1, 64), cpu_engine_options(2, 1, 64),
+                                       cpu_engine_options(3, 1, 64), cpu_engine_options(2, 1, 64),
+                                       cpu_engine_options(2, 1, 64)};
+  setups[3].devices[1] = {device::DeviceSpec::Kind::Remote, 1, -1, w.address()};
+  setups[4].mode = parallel::SplitMode::Layer;
+  for (size_t i = 0; i < setups.size(); ++i) {
+    Engine e(*m.file, setups[i]);
+    model::GrammarConstraint c(grammar, texts);
+    SeqStep q;
+    q.tokens = prompt;
+    q.sample = true;
+    q.sampling.temp = 0;
+    q.constraint = &c;
+    const SeqOutput o = e.step_batch({&q, 1})[0];
+    EXPECT_EQ(o.token, want) << "setup " << i << ": " << o.error;
+    EXPECT_EQ(e.n_past(0), 3);
+    for (const auto& d : e.devices()) EXPECT_EQ(d->stats().steps, 1u) << d->name() << " in setup " << i;
   }
 }
 

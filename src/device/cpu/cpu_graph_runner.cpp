@@ -110,6 +110,7 @@ void CpuGraphRunner::plan_buffers(int32_t max_tokens) {
 }
 
 StepResult CpuGraphRunner::run(const Step& step) {
+  if (step.reread) return kept_.reread(graph_, step, "cpu");
   const auto t0 = Clock::now();
   check_step(step, opt_, n_cached_, "cpu");
   const StepLayout l = layout_step(step, opt_.n_ctx);
@@ -135,6 +136,7 @@ StepResult CpuGraphRunner::run(const Step& step) {
 
   // The output node computed the logits of out_rows only, one row each (see matmul).
   StepResult r = assemble_result(graph_, step, l, out(graph_.output));
+  kept_.keep(graph_, step, l, out(graph_.output));
   stats_.step_seconds += std::chrono::duration<double>(Clock::now() - t0).count();
   stats_.steps++;
   return r;

@@ -8,6 +8,7 @@
 #include "device/cpu/cpu_weights.h"
 #include "device/device.h"
 #include "device/kv_windows.h"
+#include "device/step_layout.h"
 #include "kernels/matmul.h"
 #include "kernels/moe.h"
 
@@ -99,6 +100,7 @@ class CpuGraphRunner {
   std::unique_ptr<CollectiveThread> collectives_;  // created on the first overlapped all-reduce
   LoadOptions opt_;
   std::vector<int32_t> n_cached_;   // per slot: positions [0, n_cached_) hold valid K/V
+  KeptLogits kept_;                 // for a Step::reread
   KvWindows windows_;               // per slot: where the sliding-window layers' caches start
   std::vector<int64_t> next_base_;  // ... once this step has run (the caches move there first)
   DeviceStats stats_;

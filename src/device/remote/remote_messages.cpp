@@ -382,6 +382,7 @@ ServedDevice read_served_device(ByteReader& r) {
 void write_step(ByteWriter& w, const Step& s) {
   w.i32s(s.tokens);
   w.f32s(s.input);
+  w.u8(s.reread);
   w.u32(static_cast<uint32_t>(s.seqs.size()));
   for (const StepSeq& q : s.seqs) {
     w.i32(q.seq);
@@ -394,6 +395,7 @@ void write_step(ByteWriter& w, const Step& s) {
     w.i32(q.n_logprobs);
     w.i32(q.score_from);
     w.i32s(q.score_next);
+    w.u8(q.keep_logits);
   }
 }
 // Checks the shape only; the device checks slots and positions against what it holds.
@@ -401,13 +403,14 @@ Step read_step(ByteReader& r) {
   Step s;
   s.tokens = r.i32s("step tokens", kMaxTokens);
   s.input = r.f32s("step input", kMaxFloats);
+  s.reread = r.boolean("reread");
   s.seqs.resize(r.count("step sequences", kMaxSeqs, 16));
   int64_t total = 0;
   for (StepSeq& q : s.seqs) {
     q.seq = r.i32("sequence slot");
     q.pos0 = r.i32("sequence pos0");
     q.n_tokens = r.i32("sequence tokens");
-    if (q.seq < 0 || q.pos0 < 0 || q.n_tokens < 1)
+    if (q.seq < 0 || q.pos0 < 0 || q.n_tokens < (s.reread ? 0 : 1))
       fail("net", "step: sequence slot {} at {} with {} tokens", q.seq, q.pos0, q.n_tokens);
     total += q.n_tokens;
     q.want_candidates = r.boolean("want candidates");
@@ -422,6 +425,7 @@ Step read_step(ByteReader& r) {
     if (q.score_from < 0 || q.score_from + static_cast<int64_t>(q.score_next.size()) > q.n_tokens)
       fail("net", "step: scoring rows {}..+{} outside a sequence of {} tokens", q.score_from, q.score_next.size(),
            q.n_tokens);
+    q.keep_logits = r.boolean("keep logits");
   }
   if (total != static_cast<int64_t>(s.tokens.size()))
     fail("net", "step: sequences hold {} tokens, the step {}", total, s.tokens.size());

@@ -341,6 +341,7 @@ void VkGraphRunner::load(const parallel::DeviceGraph& graph, const gguf::File& f
 }
 
 StepResult VkGraphRunner::run(const Step& step) {
+  if (step.reread) return kept_.reread(graph_, step, "vulkan");
   const auto t0 = Clock::now();
   check_step(step, opt_, n_cached_, "vulkan");
   const StepLayout l = layout_step(step, opt_.n_ctx);
@@ -387,6 +388,7 @@ StepResult VkGraphRunner::run(const Step& step) {
   for (const StepSeq& q : step.seqs) n_cached_[q.seq] = q.pos0 + q.n_tokens;
   windows_.commit(std::move(next_base_));
   StepResult r = assemble_result(graph_, step, l, static_cast<float*>(readback_.mapped));
+  kept_.keep(graph_, step, l, static_cast<float*>(readback_.mapped));
   stats_.step_seconds += std::chrono::duration<double>(Clock::now() - t0).count();
   stats_.steps++;
   return r;

@@ -93,6 +93,7 @@ class VkGraphRunner {
   Buffer dummy_;             // bound where a shader's binding is unused
   std::vector<float> gather_tmp_;
   std::vector<int32_t> n_cached_;
+  KeptLogits kept_;  // for a Step::reread
   DeviceStats stats_;
 };
 
