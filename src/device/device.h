@@ -48,8 +48,8 @@ struct StepSeq {
   bool want_logits = false;     // the logits slice itself (tests, tools)
   model::SamplingParams sampling;
   std::vector<Token> recent;  // for the penalties
-  // want_candidates and >= 0: also the slice's log-sum-exp and its n_logprobs (0..kMaxTopLogprobs)
-  // top raw logits (model/logprobs.h); -1: not asked, and nothing more computed.
+  // >= 0: also the slice's log-sum-exp and its n_logprobs (0..kMaxTopLogprobs) top raw logits
+  // (model/logprobs.h); -1: not asked, and nothing more computed.
   int32_t n_logprobs = -1;
   // Scoring (perplexity): row score_from + k of this sequence is scored against score_next[k],
   // the token that follows it, over the device's vocabulary slice (see model/scoring.h).

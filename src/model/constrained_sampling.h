@@ -14,6 +14,7 @@
 #include "model/grammar.h"
 #include "model/sampling.h"
 
+#include <array>
 #include <memory>
 #include <optional>
 #include <string>
@@ -31,8 +32,15 @@ struct TokenTexts {
     EndOfGeneration,  // EOS, EOT, ...: allowed when the grammar is complete
     Control,          // BOS, other special tokens: never allowed under a grammar
   };
+  // Throws weft::Error("grammar", ...) unless both hold one entry per token.
+  TokenTexts(std::vector<std::string> bytes, std::vector<Kind> kind);
+
   std::vector<std::string> bytes;  // [n_vocab]
   std::vector<Kind> kind;          // [n_vocab]
+  // The text tokens by their first byte, and the end-of-generation tokens: where a whole-vocabulary
+  // choice looks, instead of running the grammar over every token.
+  std::array<std::vector<Token>, 256> starting_with;
+  std::vector<Token> end_of_generation;
 };
 
 // One sequence's grammar and where it stands.
@@ -47,6 +55,10 @@ class GrammarConstraint {
   // Nothing but the end can follow: generation should stop.
   bool finished() const { return state_.finished(); }
   bool complete() const { return state_.complete(); }
+  // Every token allows() may accept: the text tokens whose first byte can come next, and the
+  // end-of-generation ones where the grammar is complete (a token's text is accepted only where
+  // its first byte is). In no particular order.
+  std::vector<Token> plausible() const;
 
  private:
   GrammarState state_;
@@ -60,7 +72,12 @@ SamplingParams constrained_device_params(const SamplingParams& p, bool whole_voc
 // The token drawn among the allowed candidates; nullopt when none is allowed. The draw consumes
 // the generator exactly as sample() does over the allowed set.
 std::optional<Token> sample_constrained(std::vector<LocalCandidates> parts, const SamplingParams& p,
-                                        std::mt19937_64& rng, const GrammarConstraint& constraint,
-                                        bool whole_vocabulary);
+                                        std::mt19937_64& rng, const GrammarConstraint& constraint);
+
+// The same choice over the whole vocabulary: `all` holds every token in id order (the devices'
+// slice_candidates() one after the other); only the constraint's plausible() tokens are looked at.
+// Returns the token with its penalised logit; nullopt: none is allowed.
+std::optional<Candidate> sample_constrained_whole(std::vector<Candidate> all, const SamplingParams& p,
+                                                  std::mt19937_64& rng, const GrammarConstraint& constraint);
 
 }  // namespace weft::model

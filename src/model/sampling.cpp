@@ -76,6 +76,27 @@ int32_t candidates_needed(const SamplingParams& p, int32_t slice_size) {
   return slice_size;
 }
 
+namespace {
+[[noreturn]] void fail_nan(const float* logits, Token vocab_begin, int32_t n) {
+  const float* at = std::find_if(logits, logits + n, [](float l) { return std::isnan(l); });
+  fail("sampling", "logit of token {} is NaN", vocab_begin + (at - logits));
+}
+}  // namespace
+
+std::vector<Candidate> slice_candidates(const float* logits, Token vocab_begin, int32_t n, const SamplingParams& p,
+                                        std::span<const Token> recent) {
+  WEFT_ASSERT(n >= 0 && vocab_begin >= 0);
+  std::vector<Candidate> all(static_cast<size_t>(n));
+  bool nan = false;
+  for (int32_t i = 0; i < n; ++i) {
+    all[i] = {vocab_begin + i, logits[i]};
+    nan |= std::isnan(logits[i]);
+  }
+  if (nan) fail_nan(logits, vocab_begin, n);
+  for (const Candidate& c : penalised_logits(logits, vocab_begin, n, p, recent)) all[c.id - vocab_begin] = c;
+  return all;
+}
+
 LocalCandidates local_candidates(const float* logits, Token vocab_begin, int32_t n, const SamplingParams& p,
                                  std::span<const Token> recent) {
   WEFT_ASSERT(n >= 0 && vocab_begin >= 0);
@@ -101,9 +122,7 @@ LocalCandidates local_candidates(const float* logits, Token vocab_begin, int32_t
     }
   }
   // A NaN would break the ordering every device must agree on; it means the forward pass broke.
-  if (nan)
-    for (int32_t i = 0; i < n; ++i)
-      if (std::isnan(logits[i])) fail("sampling", "logit of token {} is NaN", vocab_begin + i);
+  if (nan) fail_nan(logits, vocab_begin, n);
   std::sort_heap(top.begin(), top.end(), ranks_before);
   return {std::move(top)};
 }

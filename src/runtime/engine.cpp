@@ -258,7 +258,7 @@ std::vector<SeqOutput> Engine::step_batch(std::span<const SeqStep> batch) {
     for (const auto& row : scores) out[k].log_probs.push_back(model::merge_log_prob(row));
     if (q.sample && q.constraint) {
       std::mt19937_64 unused;
-      auto t = model::sample_constrained(parts, q.sampling, q.rng ? *q.rng : unused, *q.constraint, false);
+      auto t = model::sample_constrained(parts, q.sampling, q.rng ? *q.rng : unused, *q.constraint);
       if (!t) {
         whole.push_back(k);
         continue;
@@ -280,11 +280,10 @@ std::vector<SeqOutput> Engine::step_batch(std::span<const SeqStep> batch) {
   return out;
 }
 
-// The constrained sequences whose devices' top candidates the grammar refused all: every
-// vocabulary slice returned whole from the logits the devices kept of the step just run, and the
-// grammar's choice among all of it. Where a device was lost meanwhile, the new ones kept nothing:
-// each sequence's last token runs again at its position (the slot forgets from there, so nothing
-// is fed twice).
+// The constrained sequences whose devices' top candidates the grammar refused all: every device's
+// logits slice, kept from the step just run, and the grammar's choice among all of it. Where a
+// device was lost meanwhile, the new ones kept nothing: each sequence's last token runs again at
+// its position (the slot forgets from there, so nothing is fed twice).
 void Engine::sample_whole_vocabulary(std::span<const SeqStep> batch, const std::vector<size_t>& which,
                                      std::vector<SeqOutput>& out) {
   device::Step s;
@@ -295,6 +294,8 @@ void Engine::sample_whole_vocabulary(std::span<const SeqStep> batch, const std::
     d.seq = q.seq;
     d.pos0 = n_past_[q.seq];
     d.n_tokens = 0;
+    d.want_candidates = false;
+    d.want_logits = true;
     d.sampling = model::constrained_device_params(q.sampling, true);
     d.recent.assign(q.recent.begin(), q.recent.end());
     d.n_logprobs = q.top_logprobs;
@@ -316,28 +317,35 @@ void Engine::sample_whole_vocabulary(std::span<const SeqStep> batch, const std::
   }
   for (size_t j = 0; j < which.size(); ++j) {
     const SeqStep& q = batch[which[j]];
-    std::vector<model::LocalCandidates> parts;
+    std::vector<model::Candidate> all(config_.dims.n_vocab);  // in id order, each slice at its place
     std::vector<model::SliceLogprobs> logprobs;
     for (size_t i = 0; i < results.size(); ++i) {
-      if (!plan_.devices[i].has_logits) continue;
+      const auto& dg = plan_.devices[i];
+      if (!dg.has_logits) continue;
       if (results[i].seqs.size() != which.size())
         fail("engine", "{} returned {} sequences for {}", devices_[i]->name(), results[i].seqs.size(), which.size());
       device::SeqResult& r = results[i].seqs[j];
-      parts.push_back(std::move(r.candidates));
+      if (static_cast<int64_t>(r.logits.size()) != dg.vocab.size())
+        fail("engine", "{} returned {} logits for a slice of {}", devices_[i]->name(), r.logits.size(),
+             dg.vocab.size());
+      const auto slice = model::slice_candidates(r.logits.data(), static_cast<Token>(dg.vocab.begin),
+                                                 static_cast<int32_t>(dg.vocab.size()), q.sampling, q.recent);
+      std::copy(slice.begin(), slice.end(), all.begin() + dg.vocab.begin);
       if (q.top_logprobs >= 0) {
         if (!r.logprobs) fail("engine", "{} returned no log-probabilities", devices_[i]->name());
         logprobs.push_back(std::move(*r.logprobs));
       }
     }
     std::mt19937_64 unused;
-    auto t = model::sample_constrained(parts, q.sampling, q.rng ? *q.rng : unused, *q.constraint, true);
+    auto c = model::sample_constrained_whole(std::move(all), q.sampling, q.rng ? *q.rng : unused, *q.constraint);
     SeqOutput& o = out[which[j]];
-    if (!t) {
+    if (!c) {
       o.error = "no token of the vocabulary continues the grammar (the output so far cannot be completed)";
       continue;
     }
-    o.token = *t;
-    if (q.top_logprobs >= 0) o.logprobs = model::merge_logprobs(logprobs, parts, *t, q.top_logprobs);
+    o.token = c->id;
+    if (q.top_logprobs >= 0)
+      o.logprobs = model::merge_logprobs(logprobs, std::vector<model::LocalCandidates>{{{*c}}}, c->id, q.top_logprobs);
   }
 }
 

@@ -14,14 +14,12 @@ namespace {
 using Kind = TokenTexts::Kind;
 
 std::shared_ptr<const TokenTexts> texts() {
-  auto t = std::make_shared<TokenTexts>();
   const std::vector<std::string> text = {"{", "}",  "\"",   "a",    "b", ":", " ",
                                          "1", "ab", "\xc3", "\xa9", "",  "",  "\"a\":"};
-  t->bytes = text;
-  t->kind.assign(text.size(), Kind::Text);
-  t->kind[11] = Kind::EndOfGeneration;
-  t->kind[12] = Kind::Control;
-  return t;
+  std::vector<Kind> kind(text.size(), Kind::Text);
+  kind[11] = Kind::EndOfGeneration;
+  kind[12] = Kind::Control;
+  return std::make_shared<TokenTexts>(text, kind);
 }
 constexpr Token kEos = 11;
 
@@ -34,6 +32,25 @@ std::vector<LocalCandidates> split(const std::vector<float>& logits, int n_slice
     parts.push_back(local_candidates(logits.data() + b, b, e - b, d, {}));
   }
   return parts;
+}
+
+// Every token of `n_slices` slices, as the coordinator builds them from the devices' logits.
+std::vector<Candidate> whole(const std::vector<float>& logits, int n_slices, const SamplingParams& p) {
+  std::vector<Candidate> all;
+  int32_t n = static_cast<int32_t>(logits.size());
+  for (int s = 0; s < n_slices; ++s) {
+    int32_t b = n * s / n_slices, e = n * (s + 1) / n_slices;
+    auto part = slice_candidates(logits.data() + b, b, e - b, p, {});
+    all.insert(all.end(), part.begin(), part.end());
+  }
+  return all;
+}
+
+std::optional<Token> whole_choice(const std::vector<float>& logits, int n_slices, const SamplingParams& p,
+                                  std::mt19937_64& rng, const GrammarConstraint& c) {
+  auto t = sample_constrained_whole(whole(logits, n_slices, p), p, rng, c);
+  if (t) EXPECT_EQ(t->logit, logits[t->id]);
+  return t ? std::optional<Token>(t->id) : std::nullopt;
 }
 
 TEST(ConstrainedSampling, AllowsFollowsTheGrammarAndEosOnlyWhenComplete) {
@@ -74,8 +91,8 @@ TEST(ConstrainedSampling, SameTokensOnEverySplitAndOnlyAllowedOnes) {
         for (int step = 0; step < 20 && !c.finished(); ++step) {
           std::vector<float> logits(texts()->bytes.size());
           for (float& l : logits) l = std::normal_distribution<float>(0.f, 2.f)(lg);
-          auto t = sample_constrained(split(logits, slices, constrained_device_params(p, false)), p, rng, c, false);
-          if (!t) t = sample_constrained(split(logits, slices, constrained_device_params(p, true)), p, rng, c, true);
+          auto t = sample_constrained(split(logits, slices, constrained_device_params(p, false)), p, rng, c);
+          if (!t) t = whole_choice(logits, slices, p, rng, c);
           ASSERT_TRUE(t.has_value());
           ASSERT_TRUE(c.allows(*t));
           c.accept(*t);
@@ -98,15 +115,78 @@ TEST(ConstrainedSampling, GreedyTakesTheFirstAllowedAndReportsNoneAllowed) {
   SamplingParams p;
   p.temp = 0.f;
   std::mt19937_64 rng(1);
-  EXPECT_EQ(sample_constrained(split(logits, 2, constrained_device_params(p, false)), p, rng, c, false), Token{4});
+  EXPECT_EQ(sample_constrained(split(logits, 2, constrained_device_params(p, false)), p, rng, c), Token{4});
+  EXPECT_EQ(whole_choice(logits, 3, p, rng, c), Token{4});
   // "b" outside the candidates the devices return: none allowed, the caller fetches everything.
   p.temp = 0.5f;
   p.top_k = 1;
-  EXPECT_EQ(sample_constrained(split(logits, 2, constrained_device_params(p, false)), p, rng, c, false), std::nullopt);
-  EXPECT_EQ(sample_constrained(split(logits, 2, constrained_device_params(p, true)), p, rng, c, true), Token{4});
+  EXPECT_EQ(sample_constrained(split(logits, 2, constrained_device_params(p, false)), p, rng, c), std::nullopt);
+  EXPECT_EQ(whole_choice(logits, 2, p, rng, c), Token{4});
   c.accept(4);
   // Finished: only EOS; and a vocabulary without one has nothing to give.
-  EXPECT_EQ(sample_constrained(split(logits, 3, constrained_device_params(p, true)), p, rng, c, true), kEos);
+  EXPECT_EQ(whole_choice(logits, 3, p, rng, c), kEos);
+  GrammarConstraint none(Grammar::parse(R"(root ::= "{" "z")"), texts());  // no token holds "z"
+  none.accept(0);
+  p.temp = 0.f;
+  EXPECT_EQ(whole_choice(logits, 2, p, rng, none), std::nullopt);
+  p.temp = 0.7f;
+  EXPECT_EQ(whole_choice(logits, 2, p, rng, none), std::nullopt);
+}
+
+// plausible() never leaves out a token allows() takes: its first byte is always accepted alone,
+// a code point's first byte included; and it names end-of-generation only when complete.
+TEST(ConstrainedSampling, PlausibleHoldsEveryAllowedToken) {
+  auto g = Grammar::parse(R"(root ::= "{" ("\"a\":" [0-9] | "\"" "é"+ "\"")? "}" | "é" "é"?)");
+  std::mt19937 gen(5);
+  for (int walk = 0; walk < 100; ++walk) {
+    GrammarConstraint c(g, texts());
+    for (int step = 0; step < 8 && !c.finished(); ++step) {
+      const std::vector<Token> p = c.plausible();
+      std::vector<Token> allowed;
+      for (Token t = 0; t < static_cast<Token>(texts()->bytes.size()); ++t)
+        if (c.allows(t)) {
+          allowed.push_back(t);
+          EXPECT_NE(std::find(p.begin(), p.end(), t), p.end()) << "token " << t << " at step " << step;
+        }
+      EXPECT_EQ(std::find(p.begin(), p.end(), kEos) != p.end(), c.complete());
+      if (allowed.empty()) break;
+      c.accept(allowed[std::uniform_int_distribution<size_t>(0, allowed.size() - 1)(gen)]);
+    }
+  }
+}
+
+// The whole-vocabulary choice is the one a sort of the whole vocabulary gives: greedy the best
+// allowed token (ties to the lower id), sampling the same draw over the allowed ones, penalties
+// applied first.
+TEST(ConstrainedSampling, TheWholeVocabularyChoiceIsTheSortedOnes) {
+  auto g = Grammar::parse(R"(root ::= [ab"1:]+)");
+  for (int trial = 0; trial < 200; ++trial) {
+    std::mt19937 gen(trial);
+    std::vector<float> logits(texts()->bytes.size());
+    for (float& l : logits) l = static_cast<float>(std::uniform_int_distribution<int>(-3, 3)(gen));  // ties
+    SamplingParams p;
+    p.temp = trial % 2 ? 0.8f : 0.f;
+    p.top_k = trial % 3 ? 0 : 2;
+    p.repeat_penalty = 1.5f;
+    const std::vector<Token> recent = {3, 4};
+    GrammarConstraint c(g, texts());
+    std::vector<Candidate> sorted = slice_candidates(logits.data(), 0, static_cast<int32_t>(logits.size()), p, recent);
+    std::sort(sorted.begin(), sorted.end(), ranks_before);
+    std::erase_if(sorted, [&](const Candidate& x) { return !c.allows(x.id); });
+    ASSERT_FALSE(sorted.empty());
+    std::mt19937_64 want_rng(trial), got_rng(trial);
+    const Token want = p.temp <= 0.f ? sorted[0].id : sample({LocalCandidates{sorted}}, p, want_rng);
+    std::vector<Candidate> all;
+    for (int32_t b : {0, 5}) {  // two slices
+      const int32_t e = b == 0 ? 5 : static_cast<int32_t>(logits.size());
+      auto part = slice_candidates(logits.data() + b, b, e - b, p, recent);
+      all.insert(all.end(), part.begin(), part.end());
+    }
+    const auto got = sample_constrained_whole(all, p, got_rng, c);
+    ASSERT_TRUE(got.has_value());
+    EXPECT_EQ(got->id, want) << "trial " << trial;
+    EXPECT_EQ(got_rng(), want_rng()) << "trial " << trial << ": the draw used the generator differently";
+  }
 }
 
 }  // namespace

@@ -178,9 +178,9 @@ TEST(ConstrainedGeneration, NoTokenCanContinueIsAnError) {
   GeneratedModel m;
   Engine e(*m.file, cpu_engine_options(2, 1, 64));
   // A vocabulary whose every token is a control token: nothing can start "a".
-  auto texts = std::make_shared<model::TokenTexts>();
-  texts->bytes.assign(m.tok->n_vocab(), "");
-  texts->kind.assign(m.tok->n_vocab(), model::TokenTexts::Kind::Control);
+  auto texts = std::make_shared<model::TokenTexts>(
+      std::vector<std::string>(m.tok->n_vocab()),
+      std::vector<model::TokenTexts::Kind>(m.tok->n_vocab(), model::TokenTexts::Kind::Control));
   model::GrammarConstraint c(model::Grammar::parse(R"(root ::= "a")"), texts);
   std::vector<Token> prompt = {1, 2, 3};
   SeqStep q;
