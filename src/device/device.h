@@ -57,6 +57,9 @@ struct StepSeq {
   std::vector<Token> score_next;
   // The device keeps its last row's logits slice until its next step, for a Step::reread.
   bool keep_logits = false;
+  // Not empty: the candidates are these tokens of the slice instead of its top, each with its
+  // penalised logit, in the order listed (a constrained sequence's plausible tokens).
+  std::vector<Token> candidate_ids;
 };
 
 // One forward step over one or more sequences (every matmul reads its weights once for all).

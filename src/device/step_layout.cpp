@@ -69,7 +69,10 @@ StepLayout layout_step(const Step& step, int32_t n_ctx) {
 namespace {
 // What a sequence asked of its last row: candidates, log-probabilities, the slice itself.
 void fill_from_row(SeqResult& r, const StepSeq& q, const float* row, Token first_id, int32_t nv) {
-  if (q.want_candidates) r.candidates = model::local_candidates(row, first_id, nv, q.sampling, q.recent);
+  if (q.want_candidates)
+    r.candidates = q.candidate_ids.empty() ? model::local_candidates(row, first_id, nv, q.sampling, q.recent)
+                                           : model::LocalCandidates{model::listed_candidates(
+                                                 row, first_id, nv, q.sampling, q.recent, q.candidate_ids)};
   if (q.n_logprobs >= 0)  // a pass over the slice only when asked
     r.logprobs = model::slice_logprobs(row, first_id, nv, q.n_logprobs, q.sampling, q.recent);
   if (q.want_logits) r.logits.assign(row, row + nv);

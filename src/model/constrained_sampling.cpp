@@ -79,18 +79,17 @@ std::optional<Token> sample_constrained(std::vector<LocalCandidates> parts, cons
   return sample({LocalCandidates{std::move(allowed)}}, q, rng);
 }
 
-std::optional<Candidate> sample_constrained_whole(std::vector<Candidate> all, const SamplingParams& p,
+std::optional<Candidate> sample_constrained_whole(std::span<const Candidate> plausible, const SamplingParams& p,
                                                   std::mt19937_64& rng, const GrammarConstraint& constraint) {
   std::vector<Candidate> allowed;
-  for (Token t : constraint.plausible()) {
-    WEFT_ASSERT(static_cast<size_t>(t) < all.size() && all[t].id == t);
+  for (const Candidate& c : plausible) {
     // Greedy runs the grammar only over tokens that would beat the best allowed one so far.
-    if (p.temp <= 0.f && !allowed.empty() && !ranks_before(all[t], allowed[0])) continue;
-    if (!constraint.allows(t)) continue;
+    if (p.temp <= 0.f && !allowed.empty() && !ranks_before(c, allowed[0])) continue;
+    if (!constraint.allows(c.id)) continue;
     if (p.temp <= 0.f)
-      allowed.assign(1, all[t]);
+      allowed.assign(1, c);
     else
-      allowed.push_back(all[t]);
+      allowed.push_back(c);
   }
   if (allowed.empty()) return std::nullopt;
   if (p.temp <= 0.f) return allowed[0];

@@ -6,9 +6,9 @@
 // their merge (exact on any split: every token of the global top-K is in its own device's top-K),
 // and sample_constrained() walks it in logit order: greedy takes the first token the grammar allows;
 // sampling keeps the allowed tokens among the global top-k and runs top-p, min-p and temperature
-// over them. Only when none is allowed does the caller fetch the whole vocabulary for that
-// sequence (top_k <= 0: every slice whole) and call it again with `whole_vocabulary`; an empty
-// answer then means no token can continue, an error.
+// over them. Only when none is allowed does the caller look at the whole vocabulary for that
+// sequence: the logits of its plausible() tokens, which the devices kept from the step, for
+// sample_constrained_whole(); an empty answer then means no token can continue, an error.
 #pragma once
 
 #include "model/grammar.h"
@@ -17,6 +17,7 @@
 #include <array>
 #include <memory>
 #include <optional>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -74,10 +75,10 @@ SamplingParams constrained_device_params(const SamplingParams& p, bool whole_voc
 std::optional<Token> sample_constrained(std::vector<LocalCandidates> parts, const SamplingParams& p,
                                         std::mt19937_64& rng, const GrammarConstraint& constraint);
 
-// The same choice over the whole vocabulary: `all` holds every token in id order (the devices'
-// slice_candidates() one after the other); only the constraint's plausible() tokens are looked at.
+// The same choice over the whole vocabulary: `plausible` holds the constraint's plausible() tokens
+// with their penalised logits (listed_candidates() of every slice), each once, in any order.
 // Returns the token with its penalised logit; nullopt: none is allowed.
-std::optional<Candidate> sample_constrained_whole(std::vector<Candidate> all, const SamplingParams& p,
+std::optional<Candidate> sample_constrained_whole(std::span<const Candidate> plausible, const SamplingParams& p,
                                                   std::mt19937_64& rng, const GrammarConstraint& constraint);
 
 }  // namespace weft::model

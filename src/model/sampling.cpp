@@ -83,18 +83,20 @@ namespace {
 }
 }  // namespace
 
-std::vector<Candidate> slice_candidates(const float* logits, Token vocab_begin, int32_t n, const SamplingParams& p,
-                                        std::span<const Token> recent) {
+std::vector<Candidate> listed_candidates(const float* logits, Token vocab_begin, int32_t n, const SamplingParams& p,
+                                         std::span<const Token> recent, std::span<const Token> ids) {
   WEFT_ASSERT(n >= 0 && vocab_begin >= 0);
-  std::vector<Candidate> all(static_cast<size_t>(n));
-  bool nan = false;
-  for (int32_t i = 0; i < n; ++i) {
-    all[i] = {vocab_begin + i, logits[i]};
-    nan |= std::isnan(logits[i]);
+  const std::vector<Candidate> pen = penalised_logits(logits, vocab_begin, n, p, recent);  // ascending by id
+  std::vector<Candidate> out;
+  for (Token id : ids) {
+    if (id < vocab_begin || id - vocab_begin >= n) continue;
+    Candidate c{id, logits[id - vocab_begin]};
+    if (std::isnan(c.logit)) fail("sampling", "logit of token {} is NaN", id);
+    const auto it = std::lower_bound(pen.begin(), pen.end(), id, [](const Candidate& a, Token t) { return a.id < t; });
+    if (it != pen.end() && it->id == id) c = *it;
+    out.push_back(c);
   }
-  if (nan) fail_nan(logits, vocab_begin, n);
-  for (const Candidate& c : penalised_logits(logits, vocab_begin, n, p, recent)) all[c.id - vocab_begin] = c;
-  return all;
+  return out;
 }
 
 LocalCandidates local_candidates(const float* logits, Token vocab_begin, int32_t n, const SamplingParams& p,

@@ -67,10 +67,11 @@ std::vector<Candidate> penalised_logits(const float* logits, Token vocab_begin, 
 LocalCandidates local_candidates(const float* logits, Token vocab_begin, int32_t n, const SamplingParams& p,
                                  std::span<const Token> recent);
 
-// Every token of the slice with its penalised logit, in id order (unsorted): what a constrained
-// sequence's whole-vocabulary choice starts from. Throws weft::Error("sampling", ...) on a NaN.
-std::vector<Candidate> slice_candidates(const float* logits, Token vocab_begin, int32_t n, const SamplingParams& p,
-                                        std::span<const Token> recent);
+// The listed tokens of the slice (ids outside it skipped) with their penalised logits, in the
+// order listed: what a constrained sequence's whole-vocabulary choice looks at. Throws
+// weft::Error("sampling", ...) on a NaN among them.
+std::vector<Candidate> listed_candidates(const float* logits, Token vocab_begin, int32_t n, const SamplingParams& p,
+                                         std::span<const Token> recent, std::span<const Token> ids);
 
 // Stage 2, on the coordinator: merge every device's candidates, apply top-k, top-p, min-p and
 // temperature in llama.cpp's order, and draw (or take the argmax when greedy). Ties in logits are

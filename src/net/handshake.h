@@ -38,7 +38,8 @@ inline constexpr uint32_t kHelloMagic = 0x54464557;  // "WEFT" little-endian
 // 12: a step's sequence asks for log-probabilities (its top n raw logits and its slice's
 //     log-sum-exp), which its result carries.
 // 13: graph nodes carry their reduction granule and the load options --exact (fixed-point sums).
-// 14: steps carry reread and keep_logits (a constrained sequence resampled from its kept logits).
+// 14: steps carry reread, keep_logits and candidate_ids (a constrained sequence's plausible tokens
+//     sampled again from the logits kept of its step).
 inline constexpr uint16_t kProtocolMajor = 14;
 inline constexpr uint16_t kProtocolMinor = 0;
 inline constexpr size_t kNonceBytes = 32;

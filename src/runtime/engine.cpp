@@ -280,27 +280,35 @@ std::vector<SeqOutput> Engine::step_batch(std::span<const SeqStep> batch) {
   return out;
 }
 
-// The constrained sequences whose devices' top candidates the grammar refused all: every device's
-// logits slice, kept from the step just run, and the grammar's choice among all of it. Where a
-// device was lost meanwhile, the new ones kept nothing: each sequence's last token runs again at
-// its position (the slot forgets from there, so nothing is fed twice).
+// The constrained sequences whose devices' top candidates the grammar refused all: the grammar's
+// choice among every token it might allow (GrammarConstraint::plausible), their logits read from
+// what the devices kept of the step just run. Where a device was lost meanwhile, the new ones kept
+// nothing: each sequence's last token runs again at its position (the slot forgets from there, so
+// nothing is fed twice).
 void Engine::sample_whole_vocabulary(std::span<const SeqStep> batch, const std::vector<size_t>& which,
                                      std::vector<SeqOutput>& out) {
+  const char* kNone = "no token of the vocabulary continues the grammar (the output so far cannot be completed)";
   device::Step s;
   s.reread = true;
+  std::vector<size_t> asked;  // entries of `which` with a token to look at
   for (size_t k : which) {
     const SeqStep& q = batch[k];
     device::StepSeq d;
+    d.candidate_ids = q.constraint->plausible();
+    if (d.candidate_ids.empty()) {
+      out[k].error = kNone;
+      continue;
+    }
     d.seq = q.seq;
     d.pos0 = n_past_[q.seq];
     d.n_tokens = 0;
-    d.want_candidates = false;
-    d.want_logits = true;
     d.sampling = model::constrained_device_params(q.sampling, true);
     d.recent.assign(q.recent.begin(), q.recent.end());
     d.n_logprobs = q.top_logprobs;
     s.seqs.push_back(std::move(d));
+    asked.push_back(k);
   }
+  if (asked.empty()) return;
   std::vector<device::StepResult> results(devices_.size());
   try {
     for (auto& d : devices_) d->submit(s);
@@ -315,32 +323,28 @@ void Engine::sample_whole_vocabulary(std::span<const SeqStep> batch, const std::
     }
     results = run_step_surviving(s);
   }
-  for (size_t j = 0; j < which.size(); ++j) {
-    const SeqStep& q = batch[which[j]];
-    std::vector<model::Candidate> all(config_.dims.n_vocab);  // in id order, each slice at its place
+  for (size_t j = 0; j < asked.size(); ++j) {
+    const SeqStep& q = batch[asked[j]];
+    std::vector<model::Candidate> plausible;
     std::vector<model::SliceLogprobs> logprobs;
     for (size_t i = 0; i < results.size(); ++i) {
-      const auto& dg = plan_.devices[i];
-      if (!dg.has_logits) continue;
-      if (results[i].seqs.size() != which.size())
-        fail("engine", "{} returned {} sequences for {}", devices_[i]->name(), results[i].seqs.size(), which.size());
+      if (!plan_.devices[i].has_logits) continue;
+      if (results[i].seqs.size() != asked.size())
+        fail("engine", "{} returned {} sequences for {}", devices_[i]->name(), results[i].seqs.size(), asked.size());
       device::SeqResult& r = results[i].seqs[j];
-      if (static_cast<int64_t>(r.logits.size()) != dg.vocab.size())
-        fail("engine", "{} returned {} logits for a slice of {}", devices_[i]->name(), r.logits.size(),
-             dg.vocab.size());
-      const auto slice = model::slice_candidates(r.logits.data(), static_cast<Token>(dg.vocab.begin),
-                                                 static_cast<int32_t>(dg.vocab.size()), q.sampling, q.recent);
-      std::copy(slice.begin(), slice.end(), all.begin() + dg.vocab.begin);
+      plausible.insert(plausible.end(), r.candidates.top.begin(), r.candidates.top.end());
       if (q.top_logprobs >= 0) {
         if (!r.logprobs) fail("engine", "{} returned no log-probabilities", devices_[i]->name());
         logprobs.push_back(std::move(*r.logprobs));
       }
     }
+    if (plausible.size() != s.seqs[j].candidate_ids.size())
+      fail("engine", "the devices returned {} of {} tokens' logits", plausible.size(), s.seqs[j].candidate_ids.size());
     std::mt19937_64 unused;
-    auto c = model::sample_constrained_whole(std::move(all), q.sampling, q.rng ? *q.rng : unused, *q.constraint);
-    SeqOutput& o = out[which[j]];
+    auto c = model::sample_constrained_whole(plausible, q.sampling, q.rng ? *q.rng : unused, *q.constraint);
+    SeqOutput& o = out[asked[j]];
     if (!c) {
-      o.error = "no token of the vocabulary continues the grammar (the output so far cannot be completed)";
+      o.error = kNone;
       continue;
     }
     o.token = c->id;

@@ -131,6 +131,17 @@ TEST_P(Conformance, ARereadSamplesTheLastStepsKeptLogits) {
   }
   ASSERT_TRUE(again.seqs[0].logprobs.has_value());
   EXPECT_EQ(again.seqs[0].logprobs->top.size(), 2u);
+  reread.seqs[0].candidate_ids = {7, 2, static_cast<Token>(m.config.dims.n_vocab) + 5, 40};  // one past the slice
+  d[0]->submit(reread);
+  const StepResult listed = d[0]->wait();
+  ASSERT_EQ(listed.seqs.size(), 1u);
+  ASSERT_EQ(listed.seqs[0].candidates.top.size(), 3u);
+  for (size_t i = 0; i < 3; ++i) {
+    const model::Candidate& c = listed.seqs[0].candidates.top[i];
+    EXPECT_EQ(c.id, std::vector<Token>({7, 2, 40})[i]);
+    EXPECT_EQ(c.logit, logits.at(c.id));
+  }
+  reread.seqs[0].candidate_ids.clear();
   EXPECT_EQ(d[0]->stats().steps, 1u);  // no forward pass
 
   reread.seqs[0].seq = 1;  // its row was not kept

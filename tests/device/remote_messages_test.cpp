@@ -590,6 +590,7 @@ Step rich_step() {
   a.score_from = 1;
   a.score_next = {9};
   a.keep_logits = true;
+  a.candidate_ids = {9, 3, 0x7fffffff};
   StepSeq b;
   b.seq = 0;
   b.n_tokens = 3;
@@ -637,6 +638,7 @@ TEST(RemoteMessages, StepRoundTrips) {
       EXPECT_EQ(y.score_from, x.score_from);
       EXPECT_EQ(y.score_next, x.score_next);
       EXPECT_EQ(y.keep_logits, x.keep_logits);
+      EXPECT_EQ(y.candidate_ids, x.candidate_ids);
     }
   }
   // read_step checks the end itself: trailing bytes are "step: 1 unexpected trailing bytes".

@@ -6,6 +6,7 @@
 
 #include <gtest/gtest.h>
 
+#include <numeric>
 #include <random>
 
 namespace weft::model {
@@ -34,13 +35,14 @@ std::vector<LocalCandidates> split(const std::vector<float>& logits, int n_slice
   return parts;
 }
 
-// Every token of `n_slices` slices, as the coordinator builds them from the devices' logits.
-std::vector<Candidate> whole(const std::vector<float>& logits, int n_slices, const SamplingParams& p) {
+// The listed tokens of `n_slices` slices, as the coordinator gathers them from the devices.
+std::vector<Candidate> listed(const std::vector<float>& logits, int n_slices, const SamplingParams& p,
+                              std::span<const Token> recent, std::span<const Token> ids) {
   std::vector<Candidate> all;
   int32_t n = static_cast<int32_t>(logits.size());
   for (int s = 0; s < n_slices; ++s) {
     int32_t b = n * s / n_slices, e = n * (s + 1) / n_slices;
-    auto part = slice_candidates(logits.data() + b, b, e - b, p, {});
+    auto part = listed_candidates(logits.data() + b, b, e - b, p, recent, ids);
     all.insert(all.end(), part.begin(), part.end());
   }
   return all;
@@ -48,8 +50,10 @@ std::vector<Candidate> whole(const std::vector<float>& logits, int n_slices, con
 
 std::optional<Token> whole_choice(const std::vector<float>& logits, int n_slices, const SamplingParams& p,
                                   std::mt19937_64& rng, const GrammarConstraint& c) {
-  auto t = sample_constrained_whole(whole(logits, n_slices, p), p, rng, c);
-  if (t) EXPECT_EQ(t->logit, logits[t->id]);
+  auto t = sample_constrained_whole(listed(logits, n_slices, p, {}, c.plausible()), p, rng, c);
+  if (t) {
+    EXPECT_EQ(t->logit, logits[t->id]);
+  }
   return t ? std::optional<Token>(t->id) : std::nullopt;
 }
 
@@ -170,19 +174,17 @@ TEST(ConstrainedSampling, TheWholeVocabularyChoiceIsTheSortedOnes) {
     p.repeat_penalty = 1.5f;
     const std::vector<Token> recent = {3, 4};
     GrammarConstraint c(g, texts());
-    std::vector<Candidate> sorted = slice_candidates(logits.data(), 0, static_cast<int32_t>(logits.size()), p, recent);
+    std::vector<Token> every(logits.size());
+    std::iota(every.begin(), every.end(), 0);
+    std::vector<Candidate> sorted = listed(logits, 1, p, recent, every);
+    for (const Candidate& x : sorted)  // the penalty, on the two recent tokens only
+      EXPECT_EQ(x.logit == logits[x.id], (x.id != 3 && x.id != 4) || logits[x.id] == 0.f) << x.id;
     std::sort(sorted.begin(), sorted.end(), ranks_before);
     std::erase_if(sorted, [&](const Candidate& x) { return !c.allows(x.id); });
     ASSERT_FALSE(sorted.empty());
     std::mt19937_64 want_rng(trial), got_rng(trial);
     const Token want = p.temp <= 0.f ? sorted[0].id : sample({LocalCandidates{sorted}}, p, want_rng);
-    std::vector<Candidate> all;
-    for (int32_t b : {0, 5}) {  // two slices
-      const int32_t e = b == 0 ? 5 : static_cast<int32_t>(logits.size());
-      auto part = slice_candidates(logits.data() + b, b, e - b, p, recent);
-      all.insert(all.end(), part.begin(), part.end());
-    }
-    const auto got = sample_constrained_whole(all, p, got_rng, c);
+    const auto got = sample_constrained_whole(listed(logits, 2, p, recent, c.plausible()), p, got_rng, c);
     ASSERT_TRUE(got.has_value());
     EXPECT_EQ(got->id, want) << "trial " << trial;
     EXPECT_EQ(got_rng(), want_rng()) << "trial " << trial << ": the draw used the generator differently";

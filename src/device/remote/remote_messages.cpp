@@ -396,6 +396,7 @@ void write_step(ByteWriter& w, const Step& s) {
     w.i32(q.score_from);
     w.i32s(q.score_next);
     w.u8(q.keep_logits);
+    w.i32s(q.candidate_ids);
   }
 }
 // Checks the shape only; the device checks slots and positions against what it holds.
@@ -426,6 +427,7 @@ Step read_step(ByteReader& r) {
       fail("net", "step: scoring rows {}..+{} outside a sequence of {} tokens", q.score_from, q.score_next.size(),
            q.n_tokens);
     q.keep_logits = r.boolean("keep logits");
+    q.candidate_ids = r.i32s("candidate ids", kMaxTokens);
   }
   if (total != static_cast<int64_t>(s.tokens.size()))
     fail("net", "step: sequences hold {} tokens, the step {}", total, s.tokens.size());
