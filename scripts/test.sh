@@ -61,7 +61,7 @@ fuzz() {
   local seconds=${2:-$FUZZ_SECONDS}
   CXX=clang++ BUILD_DIR=build-fuzz CMAKE_ARGS="-DWEFT_FUZZ=ON -DWEFT_BUILD_TESTS=OFF -DWEFT_BUILD_BENCH=OFF $SAN_OPT" TARGETS="$1" ./scripts/build.sh >/dev/null
   mkdir -p "build-fuzz/$1-corpus"
-  "./build-fuzz/fuzz/$1" -max_total_time="$seconds" -max_len=4096 -rss_limit_mb=2048 "build-fuzz/$1-corpus" \
+  "./build-fuzz/fuzz/$1" -max_total_time="$seconds" -timeout=30 -max_len=4096 -rss_limit_mb=2048 "build-fuzz/$1-corpus" \
     2>"build-fuzz/$1.log" || { tail -50 "build-fuzz/$1.log"; exit 1; }
   echo "$1: $(grep -c . "build-fuzz/$1.log") log lines, no crash in $seconds s"
   stage "fuzz $1"

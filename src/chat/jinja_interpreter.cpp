@@ -587,6 +587,7 @@ Value arithmetic(Interpreter& in, const std::string& op, const Value& l, const V
       raise("repeating a " + std::string(l.type_name()) + " " + std::to_string(n) + " times is too large");
     const size_t total = unit * static_cast<size_t>(n);
     in.charge(l.is_string() ? total / 4 + 1 : 4 * total + 1);
+    if (total == 0) return l.is_string() ? in.make_string("") : Value(List{}, l.is_tuple());
     if (l.is_string()) {
       std::string out;
       for (int64_t i = 0; i < n; ++i) out += l.str();
@@ -618,11 +619,13 @@ Value arithmetic(Interpreter& in, const std::string& op, const Value& l, const V
     if (op == "//") return Value(floor_div(a, b));
     if (op == "%") return Value(py_mod(a, b));
     if (op == "**" && b >= 0) {
-      int64_t out = 1;
-      for (int64_t i = 0; i < b; ++i) {
-        if (__builtin_mul_overflow(out, a, &out)) raise("integer overflow");
-        if (out == 0 || out == 1) break;
+      // By squaring: a base of -1, 0 or 1 with a huge exponent ends at once, and the sign is
+      // right. A square that overflows while bits remain means the result overflows too.
+      int64_t out = 1, base = a;
+      for (int64_t e = b; e != 0; e >>= 1) {
         in.charge(1);
+        if ((e & 1) && __builtin_mul_overflow(out, base, &out)) raise("integer overflow");
+        if ((e >> 1) != 0 && __builtin_mul_overflow(base, base, &base)) raise("integer overflow");
       }
       return Value(out);
     }

@@ -76,6 +76,7 @@ TEST(Jinja, Operators) {
     {"{{ 0 or 'x' }} {{ 1 and 'y' }} {{ none or [] }} {{ not none }} {{ '' and 1 }}", "x y [] True "},
     {"{{ 'yes' if xs else 'no' }} {{ 'yes' if n else 'no' }} [{{ 'x' if false }}]", "yes no []"},
     {"{{ -xs[0] }} {{ +1 }} {{ - 2 ** 2 }}", "-3 1 4"},
+    {"{{ (-1) ** 3 }} {{ (-1) ** 1000000000001 }} {{ 0 ** 0 }} {{ 3 ** 39 }}", "-1 -1 1 4052555153018976267"},
   });
   // clang-format on
 }
@@ -198,6 +199,7 @@ TEST(Jinja, ErrorsNameTheLineAndColumn) {
   EXPECT_ERROR(render("line one\n  {{ 'a' + 1 }}"), "line 2, column 10: unsupported operand types for +");
   EXPECT_ERROR(render("{{ 1 // 0 }}"), "division or modulo by zero");
   EXPECT_ERROR(render("{{ 9223372036854775807 + 1 }}"), "integer overflow");
+  EXPECT_ERROR(render("{{ 2 ** 63 }}"), "integer overflow");
   EXPECT_ERROR(render("{{ raise_exception('roles must alternate') }}"),
                "line 1, column 19: the template raised an exception: roles must alternate");
   EXPECT_ERROR(render("{% set a, b = [1, 2, 3] %}"), "cannot unpack 3 values into 2 names");
@@ -226,6 +228,8 @@ TEST(Jinja, HostileTemplatesAreBounded) {
       render("{% set ns = namespace(s='x') %}{% for i in range(64) %}{% set ns.s = ns.s ~ ns.s %}{% endfor %}", small),
       "exceed");
   EXPECT_ERROR(render("{{ [1] * 100000000000 }}", small), "too large");
+  // Nothing repeated many times is nothing, at once (the fuzzer's hang).
+  EXPECT_EQ(render("{{ '' * 5282753637903004103 }}|{{ ([] * 5282753637903004103) | length }}", small), "|0");
   // Recursion: macros calling themselves, and nesting the parser would recurse on.
   EXPECT_ERROR(render("{% macro f() %}{{ f() }}{% endmacro %}{{ f() }}", small), "deeper than 64");
   EXPECT_ERROR(render("{{ " + std::string(100000, '(') + "1" + std::string(100000, ')') + " }}", small),
