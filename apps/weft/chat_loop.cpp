@@ -47,7 +47,8 @@ chat::Template chat_template(const RunArgs& a, const gguf::File& file, const tok
   const Log log(a);
   const std::string named =
       a.chat_template_file.empty() ? a.chat_template : read_text_file(a.chat_template_file, "--chat-template-file");
-  const chat::Template tmpl = chat::Template::resolve(file, named, chat::SpecialTokens::of(tok));
+  chat::Template tmpl = chat::Template::resolve(file, named, chat::SpecialTokens::of(tok));
+  if (!a.chat_template_kwargs.empty()) tmpl.set_kwargs(chat::parse_template_kwargs(a.chat_template_kwargs));
   if (tmpl.fell_back())
     log.info("weft: the model has no chat template (tokenizer.chat_template); using chatml, as llama.cpp does");
   else if (tmpl.is_jinja())

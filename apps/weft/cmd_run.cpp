@@ -122,8 +122,8 @@ void note_ignored(const RunArgs& a) {
   if (a.parallel != 1) log.info("weft: note: -np {}: weft run decodes one sequence (-np is for serving)", a.parallel);
   if (!a.conversation) {
     if (!a.system_prompt.empty() || !a.system_prompt_file.empty()) log.info("weft: note: -sys applies to -cnv only");
-    if (!a.chat_template.empty() || !a.chat_template_file.empty())
-      log.info("weft: note: --chat-template applies to -cnv only");
+    if (!a.chat_template.empty() || !a.chat_template_file.empty() || !a.chat_template_kwargs.empty())
+      log.info("weft: note: --chat-template and its kwargs apply to -cnv only");
   }
 }
 
@@ -187,6 +187,7 @@ void add_flags(CLI::App& cmd, RunArgs& a) {
                  "chat template by name or template text (default: the model's): " + chat::template_names());
   cmd.add_option("--chat-template-file", a.chat_template_file, "a file holding the chat template")
       ->excludes("--chat-template");
+  add_chat_template_kwargs(cmd, a.chat_template_kwargs);
   cmd.add_option("--grammar", a.grammar, "a GBNF grammar the output must follow (llama.cpp's format)");
   cmd.add_option("--grammar-file", a.grammar_file, "a file holding the GBNF grammar")->excludes("--grammar");
   cmd.add_option("-j,--json-schema", a.json_schema, "a JSON schema the output must follow")

@@ -3,6 +3,7 @@
 // scripts parse ("weft serve: listening on http://HOST:PORT"); /health answers 503 until the
 // model has loaded, then 200.
 #include "apps/weft/commands.h"
+#include "apps/weft/llama_args.h"
 #include "apps/weft/model_options.h"
 #include "apps/weft/run_args.h"
 #include "chat/chat_template.h"
@@ -36,6 +37,7 @@ struct ServeArgs {
   int max_queue = 32;
   std::string api_key, api_key_file;
   std::string chat_template, chat_template_file;
+  std::string chat_template_kwargs;  // --chat-template-kwargs JSON: each request's may override a key
   std::string alias;
   size_t max_body_bytes = 8u << 20;
   std::vector<std::string> cors_origins;
@@ -98,7 +100,8 @@ int serve(const ServeArgs& a) {
   auto tok = tokenizer::Tokenizer::from_gguf(*file);
   const std::string named =
       a.chat_template_file.empty() ? a.chat_template : read_text_file(a.chat_template_file, "--chat-template-file");
-  const auto tmpl = chat::Template::resolve(*file, named, chat::SpecialTokens::of(*tok));
+  auto tmpl = chat::Template::resolve(*file, named, chat::SpecialTokens::of(*tok));
+  if (!a.chat_template_kwargs.empty()) tmpl.set_kwargs(chat::parse_template_kwargs(a.chat_template_kwargs));
   if (tmpl.fell_back()) std::fprintf(stderr, "weft serve: the model has no chat template; using chatml\n");
   runtime::EngineOptions eo = a.model.engine_options();
   // -c is the context of all slots together, as llama-server's: each slot holds its share.
@@ -167,6 +170,7 @@ Action add_serve(CLI::App& app) {
       "chat template: a name (" + chat::template_names() + ") or a Jinja template's text (default: the model's own)");
   cmd->add_option("--chat-template-file", a->chat_template_file, "a file holding the chat template (Jinja)")
       ->excludes("--chat-template");
+  add_chat_template_kwargs(*cmd, a->chat_template_kwargs);
   cmd->add_option("-a,--alias", a->alias, "model name in replies and /v1/models (default: the file's name)");
   cmd->add_option("--max-body", a->max_body_bytes, "largest request body in bytes (larger: 413)")
       ->check(CLI::Range(size_t{1024}, size_t{1} << 30))

@@ -1,5 +1,6 @@
 #include "apps/weft/llama_args.h"
 
+#include "chat/chat_template.h"
 #include "core/error.h"
 
 #include <algorithm>
@@ -161,6 +162,22 @@ CLI::Validator number_range(double lo, double hi) {
         return std::string();
       },
       fmt::format("NUMBER in [{:g} - {:g}]", lo, hi));
+}
+
+CLI::Option* add_chat_template_kwargs(CLI::App& cmd, std::string& json_text) {
+  return cmd
+      .add_option("--chat-template-kwargs", json_text,
+                  "a JSON object of extra chat template variables, e.g. '{\"enable_thinking\": false}'")
+      ->check(CLI::Validator(
+          [](std::string& text) {
+            try {
+              chat::parse_template_kwargs(text);
+              return std::string();
+            } catch (const Error& e) {
+              return e.message();
+            }
+          },
+          "JSON"));
 }
 
 std::string process_escapes(const std::string& s) {

@@ -24,6 +24,10 @@ std::string process_escapes(const std::string& s);
 // CLI::Range lets it through).
 CLI::Validator number_range(double lo, double hi);
 
+// llama.cpp's --chat-template-kwargs JSON (variables of every Jinja render), checked as CLI11
+// reads it (chat::parse_template_kwargs): a bad value ends the command before the model loads.
+CLI::Option* add_chat_template_kwargs(CLI::App& cmd, std::string& json_text);
+
 // The flag of `names` closest to `flag` by edit distance ("" when names is empty).
 std::string closest_flag(const std::string& flag, const std::vector<std::string>& names);
 

@@ -34,6 +34,7 @@ struct RunArgs {
   bool single_turn = false;                       // -st
   std::string system_prompt, system_prompt_file;  // -sys, -sysf
   std::string chat_template, chat_template_file;  // --chat-template NAME|TEMPLATE, --chat-template-file
+  std::string chat_template_kwargs;               // --chat-template-kwargs JSON
   int parallel = 1;                               // -np: weft run decodes one sequence
   // Constrained decoding (llama.cpp's flags): a GBNF grammar, from a file, or a JSON schema.
   std::string grammar, grammar_file, json_schema;

@@ -29,7 +29,7 @@ nlohmann::ordered_json template_messages(const nlohmann::ordered_json& messages)
 }
 
 std::string Template::render_openai(const nlohmann::ordered_json& messages, const nlohmann::ordered_json& tools,
-                                    bool add_generation_prompt) const {
+                                    bool add_generation_prompt, const nlohmann::ordered_json& kwargs) const {
   if (!jinja_)
     fail("chat", "tool calls need the model's own Jinja chat template; the built-in '{}' renderer has none", name());
   const bool with_tools = tools.is_array() && !tools.empty();
@@ -37,7 +37,7 @@ std::string Template::render_openai(const nlohmann::ordered_json& messages, cons
   c.messages = jinja::from_json(template_messages(messages));
   if (with_tools) c.tools = jinja::from_json(tools);
   c.add_generation_prompt = add_generation_prompt;
-  return run_jinja(with_tools && tool_use_ ? *tool_use_ : *jinja_, c);
+  return run_jinja(with_tools && tool_use_ ? *tool_use_ : *jinja_, c, kwargs);
 }
 
 OutputFormat Template::output_format(bool with_tools) const {

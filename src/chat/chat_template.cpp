@@ -2,6 +2,7 @@
 #include "chat/chat_template.h"
 
 #include "chat/chat_render.h"
+#include "chat/jinja_json.h"
 #include "chat/jinja_template.h"
 #include "core/error.h"
 
@@ -266,28 +267,60 @@ Template Template::resolve(const gguf::File& file, std::string_view override_nam
 
 std::string_view Template::name() const { return jinja_ ? "jinja" : family_name(*family_); }
 
-std::string Template::render_jinja(std::span<const Message> messages, bool add_generation_prompt) const {
+void check_template_kwargs(const nlohmann::ordered_json& kwargs) {
+  if (kwargs.is_null()) return;
+  if (!kwargs.is_object()) fail("chat", "chat template kwargs must be a JSON object, got {}", kwargs.type_name());
+  if (kwargs.size() > kMaxTemplateKwargs)
+    fail("chat", "chat template kwargs hold {} keys, at most {}", kwargs.size(), kMaxTemplateKwargs);
+  for (const auto& [k, v] : kwargs.items()) {
+    try {
+      jinja::from_json(v);
+    } catch (const Error& e) {
+      fail("chat", "chat template kwarg '{}': {}", k, e.message());
+    }
+  }
+}
+
+nlohmann::ordered_json parse_template_kwargs(std::string_view json_text) {
+  nlohmann::ordered_json j = nlohmann::ordered_json::parse(json_text, nullptr, /*allow_exceptions=*/false);
+  if (j.is_discarded()) fail("chat", "chat template kwargs are not valid JSON: {}", json_text);
+  check_template_kwargs(j);
+  return j;
+}
+
+void Template::set_kwargs(nlohmann::ordered_json kwargs) {
+  check_template_kwargs(kwargs);
+  kwargs_ = std::move(kwargs);
+}
+
+std::string Template::render_jinja(std::span<const Message> messages, bool add_generation_prompt,
+                                   const nlohmann::ordered_json& kwargs) const {
   ChatContext c;
   c.messages = messages_value(messages);
   c.add_generation_prompt = add_generation_prompt;
-  return run_jinja(*jinja_, c);
+  return run_jinja(*jinja_, c, kwargs);
 }
 
-std::string Template::run_jinja(const JinjaTemplate& t, ChatContext& c) const {
+std::string Template::run_jinja(const JinjaTemplate& t, ChatContext& c, const nlohmann::ordered_json& kwargs) const {
   c.bos_token = tokens_.bos;
   c.eos_token = tokens_.eos;
   // llama.cpp passes enable_thinking (true unless reasoning is turned off); templates such as
-  // Qwen3's and Gemma 4's read it.
+  // Qwen3's and Gemma 4's read it. Its chat_template_kwargs override it, the server's defaults
+  // first, then the request's.
   c.extra.set(jinja::Value("enable_thinking"), jinja::Value(true));
+  for (const nlohmann::ordered_json* layer : {&kwargs_, &kwargs})
+    if (layer->is_object())
+      for (const auto& [k, v] : layer->items()) c.extra.set(jinja::Value(k), jinja::from_json(v));
   std::string out = t.render_chat(c);
   if (tokens_.adds_bos && !tokens_.bos.empty() && out.starts_with(tokens_.bos)) out.erase(0, tokens_.bos.size());
   return out;
 }
 
-std::string Template::render(std::span<const Message> messages, bool add_generation_prompt) const {
+std::string Template::render(std::span<const Message> messages, bool add_generation_prompt,
+                             const nlohmann::ordered_json& kwargs) const {
   if (jinja_) {
     try {
-      return render_jinja(messages, add_generation_prompt);
+      return render_jinja(messages, add_generation_prompt, kwargs);
     } catch (const Error& e) {
       if (!family_) throw;
       if (!fallback_said_->exchange(true))

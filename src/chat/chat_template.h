@@ -103,6 +103,15 @@ struct SpecialTokens {
   static SpecialTokens of(const tokenizer::Tokenizer& tok);
 };
 
+// llama.cpp's chat_template_kwargs: a JSON object whose keys become variables of a Jinja render
+// (enable_thinking, reasoning_effort, ...), over the defaults weft passes.
+inline constexpr size_t kMaxTemplateKwargs = 64;
+// Throws weft::Error("chat") saying what is wrong: not an object (null: none, accepted), more
+// than kMaxTemplateKwargs keys, or a value with no template value (too deep).
+void check_template_kwargs(const nlohmann::ordered_json& kwargs);
+// --chat-template-kwargs' text, parsed and checked as above.
+nlohmann::ordered_json parse_template_kwargs(std::string_view json_text);
+
 class Template {
  public:
   explicit Template(Family f, bool fell_back = false) : family_(f), fell_back_(fell_back) {}
@@ -124,19 +133,24 @@ class Template {
   // "jinja" for a template the engine runs, else the family's name.
   std::string_view name() const;
   bool fell_back() const { return fell_back_; }
+  // Variables every Jinja render is given (--chat-template-kwargs; checked as
+  // check_template_kwargs does); a render's own kwargs override them key by key.
+  void set_kwargs(nlohmann::ordered_json kwargs);
 
   // The prompt text of `messages`, ending with the assistant's opening when
   // add_generation_prompt: the Jinja render (a leading BOS dropped when tokenizing adds one), or
   // llm_chat_apply_template's (no BOS). A Jinja render that fails falls back to the family's
   // renderer, said once on stderr; without a family the error is thrown.
-  std::string render(std::span<const Message> messages, bool add_generation_prompt) const;
+  // `kwargs`: a request's chat_template_kwargs (null: none).
+  std::string render(std::span<const Message> messages, bool add_generation_prompt,
+                     const nlohmann::ordered_json& kwargs = nullptr) const;
   // A conversation in OpenAI's shape, as llama.cpp's common_chat_templates_apply renders it:
   // messages as dicts (assistant tool_calls, role "tool" results with tool_call_id; see
   // template_messages), `tools` (an array of function tools; null: none) given to the template as
   // `tools`, by the file's tokenizer.chat_template.tool_use variant when it has one and tools are
   // given. Only a Jinja template can: throws weft::Error("chat") for a built-in renderer.
   std::string render_openai(const nlohmann::ordered_json& messages, const nlohmann::ordered_json& tools,
-                            bool add_generation_prompt) const;
+                            bool add_generation_prompt, const nlohmann::ordered_json& kwargs = nullptr) const;
   // How the model writes tool calls and reasoning (tool_call_format.h): read from the template
   // render_openai uses with or without tools; nothing known for a built-in renderer.
   OutputFormat output_format(bool with_tools) const;
@@ -146,9 +160,11 @@ class Template {
 
  private:
   Template() = default;
-  std::string render_jinja(std::span<const Message> messages, bool add_generation_prompt) const;
-  // Renders `c` (messages and tools set) on `t` with this template's special tokens.
-  std::string run_jinja(const JinjaTemplate& t, ChatContext& c) const;
+  std::string render_jinja(std::span<const Message> messages, bool add_generation_prompt,
+                           const nlohmann::ordered_json& kwargs) const;
+  // Renders `c` (messages and tools set) on `t` with this template's special tokens, kwargs_ and
+  // then `kwargs` as variables.
+  std::string run_jinja(const JinjaTemplate& t, ChatContext& c, const nlohmann::ordered_json& kwargs) const;
 
   std::optional<Family> family_;
   bool fell_back_ = false;
@@ -156,6 +172,7 @@ class Template {
   std::shared_ptr<const JinjaTemplate> tool_use_;  // tokenizer.chat_template.tool_use, when the file has it
   OutputFormat format_, tool_use_format_;
   SpecialTokens tokens_;
+  nlohmann::ordered_json kwargs_;  // set_kwargs
   // Set once a Jinja render has failed and fallen back, so that it is said once; shared by copies.
   std::shared_ptr<std::atomic<bool>> fallback_said_;
 };

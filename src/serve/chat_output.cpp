@@ -9,9 +9,9 @@ namespace weft::serve {
 using nlohmann::json;
 
 std::string chat_prompt(const chat::Template& tmpl, const ChatRequest& r) {
-  if (!r.tools.any()) return tmpl.render(r.messages, /*add_generation_prompt=*/true);
+  if (!r.tools.any()) return tmpl.render(r.messages, /*add_generation_prompt=*/true, r.template_kwargs);
   try {
-    return tmpl.render_openai(r.tools.messages, r.tools.tools, /*add_generation_prompt=*/true);
+    return tmpl.render_openai(r.tools.messages, r.tools.tools, /*add_generation_prompt=*/true, r.template_kwargs);
   } catch (const Error& e) {
     reject(400, "the chat template cannot render this conversation with tools: {}", e.message());
   }

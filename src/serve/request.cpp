@@ -1,5 +1,6 @@
 #include "serve/request.h"
 
+#include "core/error.h"
 #include "model/logprobs.h"
 #include "serve/http_error.h"
 #include "serve/output_constraint.h"
@@ -178,6 +179,28 @@ std::vector<chat::Message> parse_messages(const json& body) {
   return out;
 }
 
+namespace {
+
+BodyJson template_kwargs(const json& body) {
+  json kwargs = field(body, "chat_template_kwargs");
+  if (!kwargs.is_null() && !kwargs.is_object())
+    reject(400, "'chat_template_kwargs' must be a JSON object, got {}", kwargs.type_name());
+  const json& effort = field(body, "reasoning_effort");
+  if (!effort.is_null()) {
+    if (!effort.is_string()) reject(400, "'reasoning_effort' must be a string");
+    // chat_template_kwargs' own reasoning_effort, the more specific, wins.
+    if (!kwargs.contains("reasoning_effort")) kwargs["reasoning_effort"] = effort;
+  }
+  try {
+    chat::check_template_kwargs(kwargs);
+  } catch (const Error& e) {
+    reject(400, "'chat_template_kwargs': {}", e.message());
+  }
+  return kwargs;
+}
+
+}  // namespace
+
 ChatRequest parse_chat_request(const json& body) {
   ChatRequest r;
   r.messages = parse_messages(body);
@@ -186,6 +209,7 @@ ChatRequest parse_chat_request(const json& body) {
   r.tools = parse_tool_request(body);
   if (r.tools.any()) r.tools.messages = template_input(body["messages"], r.messages);
   r.gen.parallel_tool_calls = r.tools.parallel_tool_calls;
+  r.template_kwargs = template_kwargs(body);
   return r;
 }
 

@@ -47,6 +47,9 @@ struct ChatRequest {
   std::vector<chat::Message> messages;
   GenerationParams gen;
   ToolRequest tools;  // tools, tool_choice, tool calls and results in the messages
+  // chat_template_kwargs, with a top-level reasoning_effort added as that variable (as
+  // llama-server reads both); null: none. The template's own defaults fill the rest.
+  BodyJson template_kwargs;
 };
 
 struct CompletionRequest {

@@ -6,6 +6,7 @@
 #include "gguf/gguf_writer.h"
 #include "support/expect_error.h"
 
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -236,6 +237,40 @@ TEST(ChatTemplate, UnknownNamesAndTemplatesAreErrorsNamingTheFlag) {
   EXPECT_ERROR(Template::from_string("{% for m in messages %}"), "--chat-template NAME");
   EXPECT_FALSE(detect_family("INVALID TEMPLATE").has_value());  // llama.cpp's own negative case
   EXPECT_ERROR(Template::from_string("dots1"), "--chat-template");
+}
+
+// Reads what llama-server's chat_template_kwargs set, beside weft's enable_thinking default.
+constexpr const char* kKwargsTemplate =
+    "{% for m in messages %}[{{ m.content }}]{% endfor %}"
+    "{% if enable_thinking %}<think>{% else %}<no-think>{% endif %}{{ reasoning_effort | default('-') }}";
+
+TEST(ChatTemplate, KwargsOverrideTheDefaultsKeyByKey) {
+  const std::vector<Message> one = {{"user", "Hi"}};
+  Template t = Template::from_string(kKwargsTemplate);
+  EXPECT_EQ(t.render(one, true), "[Hi]<think>-");
+  using J = nlohmann::ordered_json;
+  EXPECT_EQ(t.render(one, true, J{{"enable_thinking", false}}), "[Hi]<no-think>-");
+  const J openai = J::array({{{"role", "user"}, {"content", "Hi"}}});
+  EXPECT_EQ(t.render_openai(openai, nullptr, true, J{{"enable_thinking", false}, {"reasoning_effort", "low"}}),
+            "[Hi]<no-think>low");
+  // The command line's defaults (--chat-template-kwargs); a render's kwargs win per key.
+  t.set_kwargs(parse_template_kwargs(R"({"enable_thinking": false, "reasoning_effort": "high"})"));
+  EXPECT_EQ(t.render(one, true), "[Hi]<no-think>high");
+  EXPECT_EQ(t.render(one, true, J{{"enable_thinking", true}}), "[Hi]<think>high");
+}
+
+TEST(ChatTemplate, BadKwargsAreErrorsSayingWhy) {
+  EXPECT_ERROR(parse_template_kwargs("{enable_thinking: false}"), "not valid JSON");
+  EXPECT_ERROR(parse_template_kwargs("[1, 2]"), "must be a JSON object, got array");
+  EXPECT_ERROR(parse_template_kwargs("true"), "must be a JSON object, got boolean");
+  nlohmann::ordered_json many = nlohmann::ordered_json::object();
+  for (size_t i = 0; i <= kMaxTemplateKwargs; ++i) many[fmt::format("k{}", i)] = i;
+  EXPECT_ERROR(check_template_kwargs(many), "at most 64");
+  nlohmann::ordered_json deep = 1;
+  for (int i = 0; i < 300; ++i) deep = nlohmann::ordered_json::array({deep});
+  EXPECT_ERROR(check_template_kwargs({{"x", deep}}), "kwarg 'x': JSON nests deeper");
+  EXPECT_ERROR(Template(Family::ChatML).set_kwargs(nlohmann::ordered_json::array()), "must be a JSON object");
+  EXPECT_TRUE(parse_template_kwargs("null").is_null());  // none
 }
 
 std::unique_ptr<gguf::File> file_with_template(const char* source) {

@@ -180,4 +180,37 @@ TEST(LlamaFlags, ConversationFlagsAndTheirErrors) {
   EXPECT_TRUE(has(r.out, "--chat-template 'nope'")) << r.out;
 }
 
+TEST(LlamaFlags, ChatTemplateKwargsReachTheTemplateAndBadOnesEndTheCommand) {
+  // A template that writes more when enable_thinking is false: the prompt fed grows by that text.
+  const std::string model =
+      weft::test_cli::generated_model("kwargs",
+                                      "--chat-template '{% for m in messages %}{{ m.content }}{% endfor %}"
+                                      "{% if not enable_thinking %} thinking is off so answer at once{% endif %}'");
+  auto fed = [&](const std::string& flags) {
+    const auto r = run("run -m " + model + " -cnv -p hello -st -n 1 --temp 0 -v " + flags, true);
+    EXPECT_EQ(r.code, 0) << r.out;
+    const size_t end = r.out.find(" prompt tokens fed");
+    const size_t begin = r.out.rfind('[', end);
+    if (end == std::string::npos || begin == std::string::npos) {
+      ADD_FAILURE() << r.out;
+      return -1;
+    }
+    return std::stoi(r.out.substr(begin + 1, end - begin - 1));
+  };
+  const int on = fed(""), off = fed(R"(--chat-template-kwargs '{"enable_thinking": false}')");
+  EXPECT_GT(off, on);
+  // Checked as the flags are read, before the model loads, by run, chat and serve alike.
+  for (const std::string cmd : {"run -cnv -p hi -st", "chat -p hi -st", "serve --port 0"}) {
+    auto r = run(cmd + " -m " + model + " --chat-template-kwargs '[1]'", true);
+    EXPECT_NE(r.code, 0) << cmd;
+    EXPECT_LT(r.code, 128) << cmd << ": " << r.out;
+    EXPECT_TRUE(has(r.out, "--chat-template-kwargs")) << r.out;
+    EXPECT_TRUE(has(r.out, "must be a JSON object, got array")) << r.out;
+    EXPECT_FALSE(has(r.out, "listening")) << r.out;
+    r = run(cmd + " -m " + model + " --chat-template-kwargs '{enable_thinking: 0}'", true);
+    EXPECT_NE(r.code, 0) << cmd;
+    EXPECT_TRUE(has(r.out, "not valid JSON")) << r.out;
+  }
+}
+
 }  // namespace

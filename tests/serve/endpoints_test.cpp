@@ -2,6 +2,8 @@
 // apply-template, metrics, the chat page, unknown paths.
 #include "test_server.h"
 
+#include <fmt/format.h>
+
 namespace weft::serve::test_support {
 namespace {
 
@@ -137,6 +139,55 @@ TEST(ServeChatTemplate, TheModelsTemplateAndControlTokensAreUsed) {
   const Reply r = post(c, "/v1/chat/completions", json{{"messages", messages}, {"max_tokens", 2}});
   ASSERT_EQ(r.status, 200) << r.text;
   EXPECT_EQ(r.body["usage"]["prompt_tokens"], tokens.body["tokens"].size());
+}
+
+// llama-server's chat_template_kwargs and reasoning_effort reach the Jinja template, in
+// /apply-template and in a chat request's prompt; a bad one is a 400 naming the field.
+TEST(TemplateKwargs, RequestFieldsReachTheTemplateAndBadOnesAre400) {
+  weft::test_support::GeneratedModel m;
+  const char* tmpl =
+      "{% for m in messages %}[{{ m.content }}]{% endfor %}"
+      "{% if enable_thinking %}<think>{% else %}thinking is off, answer at once{% endif %}"
+      "{{ reasoning_effort | default('') }}";
+  TestServer server(*m.file, *m.tok, weft::test_support::cpu_engine_options(1, 1, 128), {}, {}, tmpl);
+  auto c = server.client();
+  const json base = {{"messages", {{{"role", "user"}, {"content", "Hi"}}}}};
+  auto with = [&](json fields) {
+    json b = base;
+    b.update(fields);
+    return b;
+  };
+  auto prompt = [&](json fields) { return post(c, "/apply-template", with(std::move(fields))); };
+  EXPECT_EQ(prompt(json::object()).body["prompt"], "[Hi]<think>");  // weft's default
+  const json off = {{"chat_template_kwargs", {{"enable_thinking", false}}}};
+  const Reply p = prompt(off);
+  ASSERT_EQ(p.status, 200) << p.text;
+  EXPECT_EQ(p.body["prompt"], "[Hi]thinking is off, answer at once");
+  EXPECT_EQ(prompt({{"reasoning_effort", "low"}}).body["prompt"], "[Hi]<think>low");
+  EXPECT_EQ(
+      prompt({{"reasoning_effort", "low"}, {"chat_template_kwargs", {{"reasoning_effort", "high"}}}}).body["prompt"],
+      "[Hi]<think>high");
+
+  // A chat request's prompt is the same render.
+  const Reply tokens = post(c, "/tokenize", json{{"content", p.body["prompt"]}, {"add_special", true}});
+  const Reply r =
+      post(c, "/v1/chat/completions", with({{"max_tokens", 1}, {"chat_template_kwargs", off["chat_template_kwargs"]}}));
+  ASSERT_EQ(r.status, 200) << r.text;
+  EXPECT_EQ(r.body["usage"]["prompt_tokens"], tokens.body["tokens"].size());
+
+  json many = json::object();
+  for (int i = 0; i <= 64; ++i) many[fmt::format("k{}", i)] = i;
+  for (const auto& [fields, message] : std::vector<std::pair<json, std::string>>{
+           {{{"chat_template_kwargs", "enable_thinking"}}, "'chat_template_kwargs' must be a JSON object, got string"},
+           {{{"chat_template_kwargs", {1, 2}}}, "must be a JSON object, got array"},
+           {{{"reasoning_effort", 3}}, "'reasoning_effort' must be a string"},
+           {{{"chat_template_kwargs", many}}, "at most 64"}}) {
+    for (const char* path : {"/apply-template", "/v1/chat/completions"}) {
+      const Reply bad = post(c, path, with(fields));
+      EXPECT_EQ(bad.status, 400) << path << " " << fields.dump();
+      EXPECT_NE(error_message(bad).find(message), std::string::npos) << bad.text;
+    }
+  }
 }
 
 }  // namespace
