@@ -117,6 +117,15 @@ int plan(const PlanArgs& args) {
   std::printf("model: %s (%s), %lld layers, %lld heads / %lld kv heads, ffn %lld, vocab %lld\n", o.model.c_str(),
               cfg.arch.c_str(), (long long)cfg.dims.n_layer, (long long)cfg.dims.n_head, (long long)cfg.dims.n_head_kv,
               (long long)cfg.dims.n_ff, (long long)cfg.dims.n_vocab);
+  if (!cfg.dims.layer_heads.empty()) {  // Gemma 4: each shape of heads and how many layers have it
+    std::map<std::pair<int64_t, int64_t>, int> shapes;
+    for (const auto& h : cfg.dims.layer_heads) ++shapes[{h.head_dim, h.n_head_kv}];
+    std::string text;
+    for (const auto& [shape, n] : shapes)
+      text += fmt::format("{}{} layers of heads {} wide over {} kv heads", text.empty() ? "" : ", ", n, shape.first,
+                          shape.second);
+    std::printf("heads per layer: %s\n", text.c_str());
+  }
   std::printf("split mode: %s over %zu devices\n", std::string(parallel::split_mode_name(p.mode)).c_str(),
               p.devices.size());
   const bool moe = cfg.dims.n_expert > 0;

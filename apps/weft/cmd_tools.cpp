@@ -90,6 +90,10 @@ Action add_gen_model(CLI::App& app) {
   cmd->add_option("--n-head", o->overrides.n_head, "override the preset's head count");
   cmd->add_option("--n-head-kv", o->overrides.n_head_kv, "override the preset's KV head count");
   cmd->add_option("--head-dim", o->overrides.head_dim, "override the preset's head size (default n_embd / n_head)");
+  cmd->add_option("--head-dim-swa", o->overrides.head_dim_swa,
+                  "gemma4: the sliding-window layers' head size (default --head-dim's)");
+  cmd->add_option("--n-head-kv-swa", o->overrides.n_head_kv_swa,
+                  "gemma4: the sliding-window layers' KV heads (default --n-head-kv's)");
   cmd->add_option("--n-vocab", o->overrides.n_vocab, "override the preset's vocabulary size");
   cmd->add_option("--n-expert", o->overrides.n_expert, "override the MoE preset's expert count");
   cmd->add_option("--n-expert-used", o->overrides.n_expert_used, "override the MoE preset's experts per token");

@@ -10,7 +10,7 @@ using parallel::LocalOp;
 bool runs_in_place(LocalOp op) {
   return op == LocalOp::RmsNorm || op == LocalOp::HeadNorm || op == LocalOp::Rope || op == LocalOp::SwiGlu ||
          op == LocalOp::GeGlu || op == LocalOp::SwiGluOai || op == LocalOp::Add || op == LocalOp::AllReduce ||
-         op == LocalOp::SigmoidScale;
+         op == LocalOp::SigmoidScale || op == LocalOp::Scale;
 }
 
 BufferPlan plan_buffers(const parallel::DeviceGraph& graph, int32_t max_tokens) {

@@ -39,13 +39,14 @@ std::string_view op_name(OpKind op) {
     case OpKind::SigmoidScale: return "sigmoid_scale";
     case OpKind::GeGlu: return "geglu";
     case OpKind::SwiGluOai: return "swiglu_oai";
+    case OpKind::Scale: return "scale";
     case OpKind::Count: break;
   }
   return "?";
 }
 
-float Dims::attention_scale() const {
-  return attn_scale > 0 ? attn_scale : 1.f / std::sqrt(static_cast<float>(head_dim));
+float Dims::attention_scale(int layer) const {
+  return attn_scale > 0 ? attn_scale : 1.f / std::sqrt(static_cast<float>(head_dim_of(layer)));
 }
 
 int Graph::add(Node n) {

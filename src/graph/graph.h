@@ -50,6 +50,7 @@ enum class OpKind : uint8_t {
   // inputs gate, up: g * sigmoid(alpha g) * (u + 1) with g = min(gate, limit), u = clamp(up, +-limit)
   // (gpt-oss's experts; Dims::swiglu_alpha / swiglu_limit)
   SwiGluOai,
+  Scale,  // x times `weight`, a tensor of one value (Gemma 4's layer_output_scale)   same axis
   Count
 };
 std::string_view op_name(OpKind op);
@@ -59,7 +60,7 @@ struct Node {
   std::vector<int> inputs;  // ids of earlier nodes (topological order); Embed has none
   Axis axis;                // meaning of this node's output features
   int64_t width = 0;        // features per token of the output
-  // Tensor read by Embed, RmsNorm, MatMul, HeadNorm, Expert*, and by Attention its sinks (gpt-oss: a
+  // Tensor read by Embed, RmsNorm, MatMul, HeadNorm, Expert*, Scale, and by Attention its sinks (gpt-oss: a
   // learned logit per q head in each softmax's denominator), optional; else empty.
   std::string weight;
   // Optional: MatMul's bias [width]; an Expert*'s biases [width per slot, n_expert], one per expert.
@@ -95,15 +96,30 @@ struct Dims {
   int64_t n_swa = 0;
   std::vector<uint8_t> swa_layers;
   RopeParams rope_swa;
-  float logit_softcap = 0.f;                            // > 0: logits = softcap * tanh(logits / softcap) (Gemma)
+  float logit_softcap = 0.f;  // > 0: logits = softcap * tanh(logits / softcap) (Gemma)
+  // Per-layer attention shapes where layers differ (Gemma 4: its global layers' heads are wider
+  // and fewer of them hold K and V); empty: every layer has n_head_kv heads of head_dim. Every
+  // layer has n_head query heads.
+  struct LayerHeads {
+    int64_t n_head_kv = 0, head_dim = 0;
+    bool operator==(const LayerHeads&) const = default;
+  };
+  std::vector<LayerHeads> layer_heads;
+  int64_t head_dim_of(int layer) const { return heads_of(layer).head_dim; }
+  int64_t n_head_kv_of(int layer) const { return heads_of(layer).n_head_kv; }
+  int64_t group_of(int layer) const { return n_head / n_head_kv_of(layer); }
   int64_t group() const { return n_head / n_head_kv; }  // q heads per kv head (GQA)
+  LayerHeads heads_of(int layer) const {
+    return layer >= 0 && layer < static_cast<int>(layer_heads.size()) ? layer_heads[layer]
+                                                                      : LayerHeads{n_head_kv, head_dim};
+  }
   bool is_swa(int layer) const {
     return n_swa > 0 && layer >= 0 && layer < static_cast<int>(swa_layers.size()) && swa_layers[layer] != 0;
   }
   const RopeParams& rope_of(int layer) const { return is_swa(layer) ? rope_swa : rope; }
   // Keys a query at `pos` sees start here: 0, or the window's first position.
   int64_t first_key(int layer, int64_t pos) const { return is_swa(layer) ? std::max<int64_t>(0, pos - n_swa + 1) : 0; }
-  float attention_scale() const;
+  float attention_scale(int layer) const;
 };
 
 struct Graph {

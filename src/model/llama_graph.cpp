@@ -12,13 +12,13 @@ graph::Graph build_llama_graph(const ModelConfig& c) {
   graph::Graph g;
   g.dims = c.dims;
   const auto& d = c.dims;
-  const int64_t q_width = d.n_head * d.head_dim;      // (n_head, head_dim)
-  const int64_t kv_width = d.n_head_kv * d.head_dim;  // (n_head_kv, head_dim)
 
   // x: the residual stream (n_embd), token embeddings to start with.
   int x = g.add({OpKind::Embed, {}, Axis::Embd, d.n_embd, "token_embd.weight", "", -1, "token_embd"});
   for (int l = 0; l < d.n_layer; ++l) {
     const std::string blk = fmt::format("blk.{}.", l);
+    const int64_t q_width = d.n_head * d.head_dim_of(l);            // (n_head, head_dim)
+    const int64_t kv_width = d.n_head_kv_of(l) * d.head_dim_of(l);  // (n_head_kv, head_dim)
     auto node = [&](OpKind op, std::vector<int> in, Axis axis, int64_t width, std::string weight, std::string label,
                     std::string bias = "") {
       return g.add({op, std::move(in), axis, width, weight.empty() ? "" : blk + weight, bias.empty() ? "" : blk + bias,
@@ -110,6 +110,8 @@ graph::Graph build_llama_graph(const ModelConfig& c) {
     if (c.traits.gemma)
       ffn = node(OpKind::RmsNorm, {ffn}, Axis::Embd, d.n_embd, "post_ffw_norm.weight", "ffn_post_norm");
     x = node(OpKind::Add, {x, ffn}, Axis::Embd, d.n_embd, "", "ffn_residual");
+    if (!c.out_scale.empty() && c.out_scale[l])  // Gemma 4
+      x = node(OpKind::Scale, {x}, Axis::Embd, d.n_embd, "layer_output_scale.weight", "layer_out_scale");
   }
   x = g.add({OpKind::RmsNorm, {x}, Axis::Embd, d.n_embd, "output_norm.weight", "", -1, "output_norm"});
   const std::string out_w = c.tied_output ? "token_embd.weight" : "output.weight";

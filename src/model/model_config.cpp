@@ -35,13 +35,14 @@ int64_t positive(const gguf::File& f, const std::string& key, int64_t v, int64_t
 }
 
 // A count llama.cpp reads with get_key_or_arr: one value, or one per layer (Gemma 4's head counts
-// and widths). weft's layers share one, so an array must repeat it.
-std::optional<int64_t> per_model_int(const gguf::File& f, const std::string& key) {
+// and widths). Where weft's layers share one, an array must repeat it; `per_layer`: the first is
+// returned, the caller reads the rest.
+std::optional<int64_t> per_model_int(const gguf::File& f, const std::string& key, bool per_layer = false) {
   const gguf::Value* v = f.find(key);
   if (!v || !v->is_array()) return f.get_int_opt(key);
   const std::vector<int64_t> xs = f.get_int_array(key);
   if (xs.empty()) fail("model", "{} is an empty array", key);
-  if (std::any_of(xs.begin(), xs.end(), [&](int64_t x) { return x != xs[0]; }))
+  if (!per_layer && std::any_of(xs.begin(), xs.end(), [&](int64_t x) { return x != xs[0]; }))
     fail("model", "{} differs between layers ({}): per-layer values are not supported yet", key, fmt::join(xs, ", "));
   return xs[0];
 }
@@ -115,6 +116,32 @@ void read_sliding_window(const gguf::File& f, const std::string& p, int64_t defa
                          ModelConfig& c);
 void read_gemma4(const gguf::File& f, const std::string& p, RopeParams local, ModelConfig& c);
 
+// Gemma 4's heads per layer: key_length wide on the global layers, key_length_swa on the
+// sliding-window ones, and head_count_kv one value or one per layer. The dims' own (n_head_kv,
+// head_dim) become the first global layer's; layer_heads lists every layer's where any differs.
+void read_gemma4_heads(const gguf::File& f, const std::string& p, int64_t head_dim_swa, graph::Dims& d) {
+  const std::string kv_key = p + "attention.head_count_kv";
+  std::vector<int64_t> kv(d.n_layer, d.n_head_kv);
+  if (const gguf::Value* v = f.find(kv_key); v && v->is_array()) {
+    kv = f.get_int_array(kv_key);
+    if (static_cast<int64_t>(kv.size()) != d.n_layer)
+      fail("model", "{} has {} values for {} layers", kv_key, kv.size(), d.n_layer);
+  }
+  std::vector<graph::Dims::LayerHeads> heads(d.n_layer);
+  for (int l = 0; l < d.n_layer; ++l) {
+    if (kv[l] <= 0 || kv[l] > d.n_head || d.n_head % kv[l] != 0)
+      fail("model", "{} {} (layer {}) does not divide head_count {}", kv_key, kv[l], l, d.n_head);
+    heads[l] = {kv[l], d.is_swa(l) ? head_dim_swa : d.head_dim};
+  }
+  for (int l = 0; l < d.n_layer; ++l)
+    if (!d.is_swa(l)) {
+      d.n_head_kv = heads[l].n_head_kv;
+      break;
+    }
+  const graph::Dims::LayerHeads base{d.n_head_kv, d.head_dim};
+  if (std::any_of(heads.begin(), heads.end(), [&](const auto& h) { return h != base; })) d.layer_heads = heads;
+}
+
 // Gemma 3's sliding-window layers (llama.cpp's set_swa_pattern: of every `pattern` layers the
 // last is global), their RoPE base (rope.freq_base_swa, 10000 by default) and unscaled positions;
 // the embedding scale, and the attention scale of the 27B (62 layers: 1/sqrt(n_embd / n_head)).
@@ -138,11 +165,11 @@ void read_gemma(const gguf::File& f, const std::string& p, ModelConfig& c) {
 }
 
 // Gemma 4 (llama.cpp's llama_model_gemma4) as far as weft runs it: scores unscaled (its
-// f_attention_scale 1), a layer without attn_v using K's projection as V, the window and one
-// sliding-window flag per layer (sliding_window_pattern; a single value sets every layer), local
-// layers rotating rope.dimension_count_swa dims at their own base and without rope_freqs, which
-// the global layers need (the converter's proportional RoPE: factor 1e30 stops a pair turning).
-// What weft does not run yet is refused by its key or tensor.
+// f_attention_scale 1), a layer without attn_v using K's projection as V, each layer's output
+// scale where the file has one, the window and one sliding-window flag per layer
+// (sliding_window_pattern; a single value sets every layer), local layers rotating rope.dimension_count_swa dims at
+// their own base and without rope_freqs, which the global layers need (the converter's proportional RoPE: factor 1e30
+// stops a pair turning). What weft does not run yet is refused by its key or tensor.
 void read_gemma4(const gguf::File& f, const std::string& p, RopeParams local, ModelConfig& c) {
   auto& d = c.dims;
   d.attn_scale = 1.f;
@@ -152,12 +179,13 @@ void read_gemma4(const gguf::File& f, const std::string& p, RopeParams local, Mo
   };
   not_yet("embedding_length_per_layer_input", "per-layer token embeddings");
   not_yet("attention.shared_kv_layers", "layers sharing another layer's KV cache");
-  for (const char* key : {"attention.key_length_swa", "attention.value_length_swa"})
-    if (const auto v = f.get_int_opt(p + key); v && *v != d.head_dim)
-      fail("model", "{}{} {} differs from key_length {}: per-layer head sizes are not supported yet", p, key, *v,
-           d.head_dim);
+  const int64_t head_dim_swa = positive(f, p + "attention.key_length_swa",
+                                        f.get_int_opt(p + "attention.key_length_swa").value_or(d.head_dim), 4096);
+  if (const auto v = f.get_int_opt(p + "attention.value_length_swa"); v && *v != head_dim_swa)
+    fail("model", "{}attention.value_length_swa {} != key_length_swa {} is not supported", p, *v, head_dim_swa);
   local.n_rot = positive(f, p + "rope.dimension_count_swa",
-                         f.get_int_opt(p + "rope.dimension_count_swa").value_or(d.rope.n_rot), d.head_dim);
+                         f.get_int_opt(p + "rope.dimension_count_swa").value_or(std::min(d.rope.n_rot, head_dim_swa)),
+                         head_dim_swa);
   if (local.n_rot % 2) fail("model", "{}rope.dimension_count_swa {} is odd", p, local.n_rot);
   local.freq_factors.clear();
 
@@ -184,17 +212,26 @@ void read_gemma4(const gguf::File& f, const std::string& p, RopeParams local, Mo
   d.rope_swa = local;
   d.rope_swa.freq_base = static_cast<float>(f.get_float_opt(p + "rope.freq_base_swa").value_or(local.freq_base));
   if (!(d.rope_swa.freq_base > 1)) fail("model", "{}rope.freq_base_swa {} is out of range", p, d.rope_swa.freq_base);
+  read_gemma4_heads(f, p, head_dim_swa, d);
   bool any_global = false;
   for (int64_t l = 0; l < d.n_layer; ++l) any_global |= d.swa_layers[l] == 0;
   if (any_global && d.rope.freq_factors.empty())
     fail("model", "rope_freqs.weight (f32[{}]) is missing: Gemma 4's global layers need it", d.rope.n_rot / 2);
 
   c.k_as_v.assign(d.n_layer, 0);
+  c.out_scale.assign(d.n_layer, 0);
   for (int64_t l = 0; l < d.n_layer; ++l) {
     const std::string b = fmt::format("blk.{}.", l);
     c.k_as_v[l] = f.find_tensor(b + "attn_v.weight") == nullptr;
-    if (f.find_tensor(b + "layer_output_scale.weight"))
-      fail("model", "{}layer_output_scale.weight: Gemma 4's layer output scale is not supported yet", b);
+    expect_shape(f, b + "attn_q_norm.weight", {d.head_dim_of(static_cast<int>(l))}, "q norm");
+    expect_shape(f, b + "attn_k_norm.weight", {d.head_dim_of(static_cast<int>(l))}, "k norm");
+    if (const gguf::TensorInfo* t = f.find_tensor(b + "layer_output_scale.weight")) {
+      float s = 0;
+      if (t->type != DType::F32 || t->n_elements() != 1) fail("model", "{}layer_output_scale.weight must be f32[1]", b);
+      std::memcpy(&s, t->data, sizeof s);
+      if (!std::isfinite(s)) fail("model", "{}layer_output_scale.weight is {}", b, s);
+      c.out_scale[l] = 1;
+    }
     if (f.find_tensor(b + "ffn_gate_inp.weight"))
       fail("model", "{}ffn_gate_inp.weight: Gemma 4's mixture of experts is not supported yet", b);
   }
@@ -293,7 +330,7 @@ ModelConfig read_config(const gguf::File& f) {
   d.n_ff = positive(f, p + "feed_forward_length", required(p + "feed_forward_length"), kMaxDim);
   d.n_head = positive(f, p + "attention.head_count", required(p + "attention.head_count"), 4096);
   d.n_head_kv = positive(f, p + "attention.head_count_kv",
-                         per_model_int(f, p + "attention.head_count_kv").value_or(d.n_head), d.n_head);
+                         per_model_int(f, p + "attention.head_count_kv", c.traits.gemma4).value_or(d.n_head), d.n_head);
   if (d.n_head % d.n_head_kv != 0)
     fail("model", "head_count {} is not a multiple of head_count_kv {}", d.n_head, d.n_head_kv);
   const auto key_len = f.get_int_opt(p + "attention.key_length");

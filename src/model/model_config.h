@@ -43,6 +43,9 @@ struct ModelConfig {
   bool fused_qkv = false;       // attn_qkv.weight holds q, k and v (Phi-3)
   bool output_bias = false;     // output.bias (Phi-3)
   std::vector<uint8_t> k_as_v;  // Gemma 4: per layer, no attn_v: V is K's projection
+  // Gemma 4: per layer, the file has layer_output_scale.weight (f32[1]): the layer's output, the
+  // residual stream after its FFN, is multiplied by it.
+  std::vector<uint8_t> out_scale;
   // LongRoPE (Phi-3): the long factors replace the short ones when a sequence's context exceeds
   // rope_original_ctx (llama.cpp: n_ctx_seq > n_ctx_orig_yarn); see for_context().
   std::vector<float> rope_factors_long;

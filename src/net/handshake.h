@@ -40,7 +40,9 @@ inline constexpr uint32_t kHelloMagic = 0x54464557;  // "WEFT" little-endian
 // 13: graph nodes carry their reduction granule and the load options --exact (fixed-point sums).
 // 14: steps carry reread, keep_logits and candidate_ids (a constrained sequence's plausible tokens
 //     sampled again from the logits kept of its step).
-inline constexpr uint16_t kProtocolMajor = 14;
+// 15: ops gained Scale (Gemma 4's layer output scale); the dims carry each layer's KV heads and
+//     head size where layers differ (Gemma 4).
+inline constexpr uint16_t kProtocolMajor = 15;
 inline constexpr uint16_t kProtocolMinor = 0;
 inline constexpr size_t kNonceBytes = 32;
 inline constexpr size_t kMinKeyBytes = 16;

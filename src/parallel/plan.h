@@ -76,7 +76,8 @@ enum class LocalOp : uint8_t {
   ExpertMatMulSum,
   SigmoidScale,
   GeGlu,
-  SwiGluOai,  // graph::OpKind
+  SwiGluOai,
+  Scale,      // graph::OpKind
   Input,      // layer split: the residual stream handed over by the previous device
   AllReduce,  // sum of the Partial value over the group, in place
   AllGather,  // Split value -> Replicated
@@ -102,6 +103,7 @@ constexpr LocalOp local_op(graph::OpKind op) {
     case graph::OpKind::SigmoidScale: return LocalOp::SigmoidScale;
     case graph::OpKind::GeGlu: return LocalOp::GeGlu;
     case graph::OpKind::SwiGluOai: return LocalOp::SwiGluOai;
+    case graph::OpKind::Scale: return LocalOp::Scale;
     case graph::OpKind::Count: break;
   }
   return LocalOp::Count;

@@ -69,8 +69,9 @@ void compute_whole(LocalNode& ln, const Node& n, const graph::Dims& d) {
     ln.weight = segment ? rows_of(n, n.weight, {0, n.width}) : WeightSlice{n.weight, Kind::Whole, {}};
   if (!n.bias.empty()) ln.bias = segment ? rows_of(n, n.bias, {0, n.width}) : WeightSlice{n.bias, Kind::Whole, {}};
   ln.q_heads = {0, d.n_head};
-  ln.kv_heads = {0, d.n_head_kv};
-  if (n.op == OpKind::Rope || n.op == OpKind::HeadNorm) ln.q_heads = ln.kv_heads = {0, n.width / d.head_dim};
+  ln.kv_heads = {0, d.n_head_kv_of(n.layer)};
+  if (n.op == OpKind::Rope || n.op == OpKind::HeadNorm)
+    ln.q_heads = ln.kv_heads = {0, n.width / d.head_dim_of(n.layer)};
   if (is_expert_op(n.op)) ln.experts = {0, d.n_expert};
 }
 
@@ -91,8 +92,8 @@ void account(DeviceGraph& dg, const WeightTable& w) {
         dg.decode_bytes += bytes;
     }
     if (ln.op != LocalOp::Attention) continue;
-    dg.kv_values_per_token += 2 * ln.kv_heads.size() * d.head_dim;
-    if (d.is_swa(ln.layer)) dg.kv_window_values += 2 * ln.kv_heads.size() * d.head_dim;
+    dg.kv_values_per_token += 2 * ln.kv_heads.size() * d.head_dim_of(ln.layer);
+    if (d.is_swa(ln.layer)) dg.kv_window_values += 2 * ln.kv_heads.size() * d.head_dim_of(ln.layer);
   }
 }
 
@@ -125,7 +126,12 @@ int64_t input_block(const Graph& g, const WeightTable& w, Axis axis) {
 // memory caps still cut it finely.
 constexpr int64_t kFfnGranule = 128, kFfnUnits = 16;
 int64_t reduction_granule(const Graph& g, const WeightTable& w, Axis axis) {
-  if (axis == Axis::QHeads) return lcm(g.dims.head_dim, input_block(g, w, Axis::QHeads));
+  if (axis == Axis::QHeads) {
+    int64_t granule = input_block(g, w, Axis::QHeads);
+    for (int l = -1; l < static_cast<int>(g.dims.layer_heads.size()); ++l)
+      granule = lcm(granule, g.dims.head_dim_of(l));
+    return granule;
+  }
   if (axis != Axis::Ffn) return 0;
   const int64_t blk = input_block(g, w, Axis::Ffn);
   int64_t granule = lcm(blk, kFfnGranule);
@@ -149,11 +155,22 @@ std::vector<Partition> partitions(const Graph& g, const WeightTable& w, const st
   const int n_active = static_cast<int>(std::count_if(ratios.begin(), ratios.end(), [](double r) { return r > 0; }));
   // Heads: whole GQA groups while there are enough KV heads, so no KV head is computed twice;
   // otherwise single query heads, and devices share (replicate) the KV heads they need. Either
-  // way a boundary must fall on a quant block of the attention output's input features.
-  const int64_t base_heads = n_active <= d.n_head_kv ? d.group() : 1;
+  // way a boundary must fall on a quant block of the attention output's input features. Layers
+  // whose heads differ (Gemma 4) share one cut of the query heads, whole groups of every layer's.
+  int64_t min_kv = d.n_head_kv, groups = d.group();
+  for (int l = 0; l < static_cast<int>(d.layer_heads.size()); ++l) {
+    min_kv = std::min(min_kv, d.n_head_kv_of(l));
+    groups = lcm(groups, d.group_of(l));
+  }
+  const int64_t base_heads = n_active <= min_kv ? groups : 1;
   int64_t heads_unit = base_heads;
   const int64_t blk = input_block(g, w, Axis::QHeads);
-  while ((heads_unit * d.head_dim) % blk != 0 && heads_unit < d.n_head) heads_unit += base_heads;
+  auto on_blocks = [&](int64_t heads) {
+    for (int l = -1; l < static_cast<int>(d.layer_heads.size()); ++l)
+      if ((heads * d.head_dim_of(l)) % blk != 0) return false;
+    return true;
+  };
+  while (!on_blocks(heads_unit) && heads_unit < d.n_head) heads_unit += base_heads;
   Partition q = cut(Axis::QHeads, d.n_head * d.head_dim, heads_unit * d.head_dim, ratios);
   Partition kv{Axis::KvHeads, d.head_dim, {}};
   for (const Range& r : q.ranges) {
@@ -197,13 +214,27 @@ class TensorPlanner {
 
  private:
   const Partition* part(Axis a) const { return n_ > 1 ? plan_.partition(a) : nullptr; }
-  Range range(Axis a, int d) const {
+  // Device d's features of axis a in `layer` (the heads' width and KV heads may be the layer's own).
+  Range range(Axis a, int d, int layer = -1) const {
+    if (a == Axis::QHeads || a == Axis::KvHeads) {
+      const Range h = heads(a, d, layer);
+      const int64_t hd = g_.dims.head_dim_of(layer);
+      return {h.begin * hd, h.end * hd};
+    }
     const Partition* p = part(a);
     return p ? p->ranges[d] : Range{0, g_.width_of(a)};
   }
-  Range heads(Axis a, int d) const {
-    Range r = range(a, d);
-    return {r.begin / g_.dims.head_dim, r.end / g_.dims.head_dim};
+  // Device d's heads of axis a in `layer`: its query heads (one cut for every layer), or the KV
+  // heads those read in that layer.
+  Range heads(Axis a, int d, int layer) const {
+    const auto& dims = g_.dims;
+    const Partition* p = part(Axis::QHeads);
+    const Range q =
+        p ? Range{p->ranges[d].begin / dims.head_dim, p->ranges[d].end / dims.head_dim} : Range{0, dims.n_head};
+    if (a == Axis::QHeads) return q;
+    if (q.empty()) return {0, 0};
+    const int64_t group = dims.group_of(layer);
+    return {q.begin / group, (q.end - 1) / group + 1};
   }
   bool expert_split() const { return n_ > 1 && plan_.moe_split == MoeSplit::Expert; }
   // The device that adds a bias to partial sums over axis a: the first holding any of it (a device
@@ -215,9 +246,9 @@ class TensorPlanner {
   }
   // Features per token device d holds of a Split value of axis a. An ExpertFfn value has k slots:
   // each of its slice of n_ff_exp (tensor), or of the whole n_ff_exp where it holds any expert.
-  int64_t local_width(Axis a, int d) const {
+  int64_t local_width(Axis a, int d, int layer) const {
     const auto& dims = g_.dims;
-    if (a != Axis::ExpertFfn) return range(a, d).size();
+    if (a != Axis::ExpertFfn) return range(a, d, layer).size();
     if (expert_split()) return plan_.experts[d].empty() ? 0 : dims.n_expert_used * dims.n_ff_exp;
     return dims.n_expert_used * range(a, d).size();
   }
@@ -226,7 +257,7 @@ class TensorPlanner {
   // Its biases ([width per slot, n_expert]: a row per expert) follow: the rows of its experts, or
   // each expert's features; down's (after the partial sums) are added by one device alone.
   void expert_slice(int d, const Node& n, bool down, LocalNode& ln) const {
-    ln.width = down ? n.width : local_width(Axis::ExpertFfn, d);
+    ln.width = down ? n.width : local_width(Axis::ExpertFfn, d, n.layer);
     const bool bias = !n.bias.empty();
     if (expert_split()) {
       ln.experts = plan_.experts[d];
@@ -269,7 +300,8 @@ class TensorPlanner {
       ln.width = n.width;
       ln.layer = n.layer;
       ln.label = std::string(local_op_name(op)) + "(" + n.label + ")";
-      if (op == LocalOp::AllGather) ln.gather = part(n.axis)->ranges;
+      if (op == LocalOp::AllGather)
+        for (int d = 0; d < n_; ++d) ln.gather.push_back(range(n.axis, d, n.layer));
     });
     for (int d = 0; d < n_; ++d) local_[d][i] = static_cast<int>(plan_.devices[d].nodes.size()) - 1;
     plan_.collectives.push_back({.layer = n.layer, .op = op, .after = n.label, .values_per_token = n.width});
@@ -303,6 +335,7 @@ class TensorPlanner {
     auto in_axis = [&](int k) { return g_.nodes[n.inputs[k]].axis; };
     switch (n.op) {
       case OpKind::Embed:
+      case OpKind::Scale:    // the residual stream's, kept replicated
       case OpKind::RmsNorm:  // needs the whole row: the residual stream is kept replicated
       case OpKind::MoeRoute: return replicate(i);
       case OpKind::MatMul: {
@@ -311,9 +344,9 @@ class TensorPlanner {
         if (in_state(0) == State::Partial) collective(in, LocalOp::AllReduce);
         if (cur_[in] == State::Replicated && part(n.axis)) {  // column-parallel
           emit(i, LocalOp::MatMul, n.inputs, [&](int d, LocalNode& ln) {
-            ln.width = range(n.axis, d).size();
-            ln.weight = rows_of(n, n.weight, range(n.axis, d));
-            if (!n.bias.empty()) ln.bias = rows_of(n, n.bias, range(n.axis, d));
+            ln.width = range(n.axis, d, n.layer).size();
+            ln.weight = rows_of(n, n.weight, range(n.axis, d, n.layer));
+            if (!n.bias.empty()) ln.bias = rows_of(n, n.bias, range(n.axis, d, n.layer));
           });
           cur_[i] = State::Split;
           return;
@@ -321,7 +354,7 @@ class TensorPlanner {
         if (cur_[in] == State::Split && in_axis(0) != Axis::KvHeads && n.fused_rows == 0) {  // row-parallel
           emit(i, LocalOp::MatMul, n.inputs, [&](int d, LocalNode& ln) {
             ln.width = n.width;
-            ln.weight = {n.weight, Kind::Cols, range(in_axis(0), d)};
+            ln.weight = {n.weight, Kind::Cols, range(in_axis(0), d, n.layer)};
             // The bias is added once, by one device, so that the partial sums add up to it.
             if (!n.bias.empty() && d == bias_device(in_axis(0))) ln.bias = {n.bias, Kind::Whole, {}};
           });
@@ -334,9 +367,9 @@ class TensorPlanner {
       case OpKind::Rope: {
         if (in_state(0) != State::Split) return fallback(i, "input is not split");
         emit(i, local_op(n.op), n.inputs, [&](int d, LocalNode& ln) {
-          ln.width = range(n.axis, d).size();
+          ln.width = range(n.axis, d, n.layer).size();
           if (!n.weight.empty()) ln.weight = {n.weight, Kind::Whole, {}};
-          ln.q_heads = ln.kv_heads = heads(n.axis, d);
+          ln.q_heads = ln.kv_heads = heads(n.axis, d, n.layer);
         });
         cur_[i] = State::Split;
         return;
@@ -347,9 +380,9 @@ class TensorPlanner {
                               in_axis(1) == Axis::KvHeads && in_axis(2) == Axis::KvHeads;
         if (!by_heads) return fallback(i, "q/k/v are not split by heads");
         emit(i, LocalOp::Attention, n.inputs, [&](int d, LocalNode& ln) {
-          ln.width = range(Axis::QHeads, d).size();
-          ln.q_heads = heads(Axis::QHeads, d);
-          ln.kv_heads = heads(Axis::KvHeads, d);
+          ln.width = range(Axis::QHeads, d, n.layer).size();
+          ln.q_heads = heads(Axis::QHeads, d, n.layer);
+          ln.kv_heads = heads(Axis::KvHeads, d, n.layer);
           if (!n.weight.empty()) ln.weight = {n.weight, Kind::Rows, ln.q_heads};  // the sinks of its heads
         });
         cur_[i] = State::Split;
@@ -388,7 +421,8 @@ class TensorPlanner {
           if (in_state(k) == State::Partial) collective(n.inputs[k], LocalOp::AllReduce);
         const bool both_split = in_state(0) == State::Split && in_state(1) == State::Split && in_axis(0) == in_axis(1);
         if (both_split) {
-          emit(i, local_op(n.op), n.inputs, [&](int d, LocalNode& ln) { ln.width = local_width(in_axis(0), d); });
+          emit(i, local_op(n.op), n.inputs,
+               [&](int d, LocalNode& ln) { ln.width = local_width(in_axis(0), d, n.layer); });
           cur_[i] = State::Split;
           return;
         }

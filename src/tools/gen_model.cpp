@@ -51,7 +51,7 @@ float normalish(uint64_t& state) {
 
 // ---- tensor set ----
 
-enum class Init { Matrix, Norm, Bias, Sink, RopeShort, RopeLong, RopeProportional };
+enum class Init { Matrix, Norm, Bias, Sink, RopeShort, RopeLong, RopeProportional, LayerScale };
 
 struct TensorSpec {
   std::string name;
@@ -92,6 +92,9 @@ void gen_row(uint64_t tensor_seed, int64_t row, Init init, float* out, int64_t n
       return;
     case Init::RopeProportional:  // Gemma 4's global layers: the first quarter of the pairs turn, 1e30 stops the rest
       for (int64_t i = 0; i < n; ++i) out[i] = i < std::max<int64_t>(1, n / 4) ? 1.0f : 1e30f;
+      return;
+    case Init::LayerScale:  // Gemma 4's layer output scale: far enough from 1 to move the residual's balance
+      for (int64_t i = 0; i < n; ++i) out[i] = 0.25f + std::abs(normalish(state));
       return;
   }
 }
@@ -194,9 +197,15 @@ bool gen_swa_layer(const GenModelShape& s, int l) {
   return l % pattern < pattern - 1;
 }
 
+// Layer l's head size and KV heads: Gemma 4's sliding-window layers may have their own.
+std::pair<int64_t, int64_t> gen_layer_heads(const ArchInfo& a, const GenModelShape& s, int l) {
+  if (!a.gemma4 || !gen_swa_layer(s, l)) return {s.head_dim, s.n_head_kv};
+  return {s.head_dim_swa > 0 ? s.head_dim_swa : s.head_dim, s.n_head_kv_swa > 0 ? s.n_head_kv_swa : s.n_head_kv};
+}
+
 std::vector<TensorSpec> tensor_specs(const GenModelOptions& o, const GenModelShape& s) {
   const ArchInfo a = arch_info(o.arch);
-  const int64_t head_dim = s.head_dim, q_w = s.q_width(), n_embd_kv = head_dim * s.n_head_kv;
+  const int64_t head_dim = s.head_dim;
   const int n_layer = static_cast<int>(s.n_layer);
   std::vector<TensorSpec> out;
   auto matrix = [&](const std::string& base, int layer, int64_t ne0, int64_t ne1) {
@@ -216,6 +225,8 @@ std::vector<TensorSpec> tensor_specs(const GenModelOptions& o, const GenModelSha
 
   matrix("token_embd.weight", -1, s.n_embd, s.n_vocab);  // (vocab, embd)
   for (int l = 0; l < n_layer; ++l) {
+    const auto [layer_head_dim, layer_kv] = gen_layer_heads(a, s, l);
+    const int64_t q_w = s.n_head * layer_head_dim, n_embd_kv = layer_head_dim * layer_kv;
     vec("attn_norm.weight", l, s.n_embd, Init::Norm);
     if (a.phi3) {
       matrix("attn_qkv.weight", l, s.n_embd, q_w + 2 * n_embd_kv);  // [q; k; v]
@@ -230,8 +241,8 @@ std::vector<TensorSpec> tensor_specs(const GenModelOptions& o, const GenModelSha
       vec("attn_v.bias", l, n_embd_kv, Init::Bias);
     }
     if (a.qk_norm) {
-      vec("attn_q_norm.weight", l, head_dim, Init::Norm);  // shared by all heads
-      vec("attn_k_norm.weight", l, head_dim, Init::Norm);
+      vec("attn_q_norm.weight", l, layer_head_dim, Init::Norm);  // shared by all heads
+      vec("attn_k_norm.weight", l, layer_head_dim, Init::Norm);
     }
     matrix("attn_output.weight", l, q_w, s.n_embd);
     if (a.gpt_oss) {
@@ -242,6 +253,7 @@ std::vector<TensorSpec> tensor_specs(const GenModelOptions& o, const GenModelSha
     vec(a.gpt_oss ? "post_attention_norm.weight" : "ffn_norm.weight", l, s.n_embd, Init::Norm);
     ffn_specs(a, s, l, matrix, stack, f32);
     if (a.gemma) vec("post_ffw_norm.weight", l, s.n_embd, Init::Norm);
+    if (a.gemma4) vec("layer_output_scale.weight", l, 1, Init::LayerScale);
   }
   if (a.phi3) {  // LongRoPE: per-pair frequency divisors, near 1 for the short context, larger for the long
     vec("rope_factors_short.weight", -1, head_dim / 2, Init::RopeShort);
@@ -282,7 +294,13 @@ void add_metadata(gguf::Writer& w, const GenModelOptions& o, const GenModelShape
     if (a.shared_expert) w.set_u32(p + ".expert_shared_feed_forward_length", u32(s.n_ff_shexp));
   }
   w.set_u32(p + ".attention.head_count", u32(s.n_head));
-  w.set_u32(p + ".attention.head_count_kv", u32(s.n_head_kv));
+  if (a.gemma4 && s.n_head_kv_swa > 0 && s.n_head_kv_swa != s.n_head_kv) {  // one per layer, as its converter
+    std::vector<int32_t> kv(s.n_layer);
+    for (int l = 0; l < static_cast<int>(s.n_layer); ++l) kv[l] = static_cast<int32_t>(gen_layer_heads(a, s, l).second);
+    w.set_i32_array(p + ".attention.head_count_kv", kv);
+  } else {
+    w.set_u32(p + ".attention.head_count_kv", u32(s.n_head_kv));
+  }
   if (a.qk_norm || s.head_dim * s.n_head != s.n_embd) {  // qwen3 states its head size explicitly, as any odd one is
     w.set_u32(p + ".attention.key_length", head_dim);
     w.set_u32(p + ".attention.value_length", head_dim);
@@ -298,9 +316,10 @@ void add_metadata(gguf::Writer& w, const GenModelOptions& o, const GenModelShape
       std::vector<bool> swa(s.n_layer);
       for (int l = 0; l < static_cast<int>(s.n_layer); ++l) swa[l] = gen_swa_layer(s, l);
       w.set_bool_array(p + ".attention.sliding_window_pattern", swa);
-      w.set_u32(p + ".attention.key_length_swa", head_dim);
-      w.set_u32(p + ".attention.value_length_swa", head_dim);
-      w.set_u32(p + ".rope.dimension_count_swa", head_dim);
+      const uint32_t head_dim_swa = u32(s.head_dim_swa > 0 ? s.head_dim_swa : s.head_dim);
+      w.set_u32(p + ".attention.key_length_swa", head_dim_swa);
+      w.set_u32(p + ".attention.value_length_swa", head_dim_swa);
+      w.set_u32(p + ".rope.dimension_count_swa", head_dim_swa);
       w.set_u32(p + ".embedding_length_per_layer_input", 0);
       w.set_u32(p + ".attention.shared_kv_layers", 0);
       w.set_f32(p + ".final_logit_softcapping", 30.0f);
@@ -420,6 +439,8 @@ GenModelShape gen_model_shape(const GenModelOptions& o) {
   take(s.n_ff_exp, v.n_ff_exp);
   take(s.n_ff_shexp, v.n_ff_shexp);
   take(s.head_dim, v.head_dim);
+  take(s.head_dim_swa, v.head_dim_swa);
+  take(s.n_head_kv_swa, v.n_head_kv_swa);
   const ArchInfo a = arch_info(o.arch);
   if (s.n_expert > 0 && a.ffn == ArchInfo::Ffn::Dense)
     fail("gen-model", "arch {} has no experts: use qwen2moe / qwen3moe (or llama for Mixtral) with preset {}", o.arch,
@@ -445,8 +466,12 @@ GenModelShape gen_model_shape(const GenModelOptions& o) {
     fail("gen-model", "rope factor {} must be over 1", o.rope_factor);
   if (a.phi3 && s.head_dim * s.n_head != s.n_embd)  // llama.cpp's phi3 reads q/k/v n_embd wide
     fail("gen-model", "phi3's heads must fill n_embd ({} x {} is not {})", s.n_head, s.head_dim, s.n_embd);
-  if (s.head_dim % 2 != 0 || s.head_dim < 0 || s.head_dim > 256)
-    fail("gen-model", "head size {} must be even (RoPE) and at most 256", s.head_dim);
+  for (int64_t hd : {s.head_dim, s.head_dim_swa})
+    if (hd % 2 != 0 || hd < 0 || hd > 512) fail("gen-model", "head size {} must be even (RoPE) and at most 512", hd);
+  if ((s.head_dim_swa > 0 || s.n_head_kv_swa > 0) && !a.gemma4)
+    fail("gen-model", "per-layer heads (--head-dim-swa, --n-head-kv-swa) are Gemma 4's (--arch gemma4)");
+  if (s.n_head_kv_swa < 0 || (s.n_head_kv_swa > 0 && s.n_head % s.n_head_kv_swa != 0))
+    fail("gen-model", "n_head {} is not a multiple of n_head_kv_swa {}", s.n_head, s.n_head_kv_swa);
   if (s.n_vocab < kMinVocab)
     fail("gen-model", "vocab {} is smaller than the {} special and byte tokens", s.n_vocab, kMinVocab);
   if (s.n_vocab > INT32_MAX || s.n_embd > UINT32_MAX || s.n_ff > UINT32_MAX || s.n_ctx > UINT32_MAX)

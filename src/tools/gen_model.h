@@ -29,6 +29,10 @@ struct GenModelShape {
   int64_t n_ff_exp = 0;
   int64_t n_ff_shexp = 0;  // qwen2moe's shared expert
   int64_t head_dim = 0;    // 0: n_embd / n_head (Gemma 3's heads are 256 wide whatever n_embd)
+  // Gemma 4: the sliding-window layers' head size and KV heads where they differ from the global
+  // layers' (head_dim, n_head_kv), as its released files have them; 0: the same.
+  int64_t head_dim_swa = 0;
+  int64_t n_head_kv_swa = 0;
   int64_t q_width() const { return n_head * head_dim; }
 };
 

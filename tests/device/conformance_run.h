@@ -43,7 +43,8 @@ struct TinyModel {
 // The generated model of preset/type/arch (tied: shared embeddings), written once per process.
 // Preset "tiny-k": tiny with rows of 256 and 512 values (n_embd, n_ff), whole K-quant super-blocks:
 // tiny's rows of 64 and 160 make gen-model fall back to 32-value types (gen_tensor_type), so a
-// K-quant or IQ4_XS model in that shape holds none of its own type.
+// K-quant or IQ4_XS model in that shape holds none of its own type. Preset "tiny-heads" (gemma4):
+// tiny with Gemma 4's heads per layer, global layers' 32 wide over 1 KV head, the others' 16 over 2.
 inline const TinyModel& tiny_model(const std::string& preset, const std::string& type, const std::string& arch,
                                    bool tied = false) {
   static std::map<std::string, TinyModel> models;
@@ -56,6 +57,13 @@ inline const TinyModel& tiny_model(const std::string& preset, const std::string&
     o.preset = "tiny";
     o.overrides.n_embd = 256;
     o.overrides.n_ff = 512;
+  }
+  if (preset == "tiny-heads") {
+    o.preset = "tiny";
+    o.overrides.head_dim = 32;
+    o.overrides.head_dim_swa = 16;
+    o.overrides.n_head_kv = 1;
+    o.overrides.n_head_kv_swa = 2;
   }
   o.type = type;
   o.arch = arch;

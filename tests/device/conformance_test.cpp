@@ -221,6 +221,7 @@ TEST_P(Conformance, EveryArchitectureMatchesTheReference) {
   expect_matches_reference(tiny_model("tiny", "q8_0", "gemma3"), "gemma3 (GELU gate, post-norms, sliding window)");
   expect_matches_reference(tiny_model("tiny", "q8_0", "phi3"), "phi3 (fused q/k/v and gate/up, LongRoPE)");
   expect_matches_reference(tiny_model("tiny", "q8_0", "gemma4"), "gemma4 (K as V, V norm, proportional RoPE)");
+  expect_matches_reference(tiny_model("tiny-heads", "q8_0", "gemma4"), "gemma4 (heads per layer)");
   for (const std::string arch : {"llama", "qwen2moe", "qwen3moe", "gpt-oss"})
     expect_matches_reference(tiny_model("tiny-moe", "q8_0", arch), "MoE " + arch);
 }
@@ -231,6 +232,8 @@ TEST_P(Conformance, SplitsMatchTheReference) {
   expect_matches_reference(tiny_model("tiny", "q8_0", "llama"), "layer split", SplitMode::Layer, 2);
   expect_matches_reference(tiny_model("tiny-moe", "q8_0", "qwen2moe"), "MoE tensor split", SplitMode::Tensor, 2);
   expect_matches_reference(tiny_model("tiny", "q8_0", "gemma4"), "gemma4 tensor split", SplitMode::Tensor, 2);
+  expect_matches_reference(tiny_model("tiny-heads", "q8_0", "gemma4"), "gemma4 heads per layer, tensor split",
+                           SplitMode::Tensor, 2);
   // gpt-oss: the biases added once to the partial sums of attn_output and of the experts' down
   expect_matches_reference(tiny_model("tiny-moe", "q8_0", "gpt-oss"), "gpt-oss tensor split", SplitMode::Tensor, 2);
 }
@@ -243,7 +246,7 @@ TEST_P(Conformance, OpsCovered) {
     for (const auto& g : p.devices)
       for (const auto& n : g.nodes) used.insert(n.op);
   };
-  for (const std::string arch : {"llama", "qwen2", "qwen3", "gemma3", "phi3"})
+  for (const std::string arch : {"llama", "qwen2", "qwen3", "gemma3", "gemma4", "phi3"})
     add(tiny_model("tiny", "q8_0", arch).plan(SplitMode::None, {1}));
   for (const std::string arch : {"llama", "qwen2moe", "qwen3moe", "gpt-oss"})
     add(tiny_model("tiny-moe", "q8_0", arch).plan(SplitMode::None, {1}));

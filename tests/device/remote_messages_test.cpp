@@ -11,6 +11,8 @@
 #include "net/wire.h"
 #include "parallel/planner.h"
 #include "support/expect_error.h"
+
+#include <fmt/format.h>
 #include "tools/gen_model.h"
 
 #include <fmt/format.h>
@@ -117,6 +119,7 @@ void expect_same_graph(const parallel::DeviceGraph& a, const parallel::DeviceGra
   EXPECT_EQ(x.n_swa, y.n_swa);
   EXPECT_EQ(x.swa_layers, y.swa_layers);
   EXPECT_EQ(x.rope_swa, y.rope_swa);
+  EXPECT_EQ(x.layer_heads, y.layer_heads);
   EXPECT_EQ(x.n_expert, y.n_expert);
   EXPECT_EQ(x.n_expert_used, y.n_expert_used);
   EXPECT_EQ(x.n_ff_exp, y.n_ff_exp);
@@ -184,6 +187,8 @@ parallel::DeviceGraph rich_graph() {
   g.dims.swa_layers.back() = 0;
   g.dims.rope_swa = g.dims.rope;
   g.dims.rope_swa.freq_base = 10000.f;
+  g.dims.layer_heads.assign(g.dims.n_layer, {g.dims.n_head, g.dims.head_dim / 2});  // Gemma 4's
+  g.dims.layer_heads.back() = {g.dims.n_head_kv, g.dims.head_dim};
   g.kv_window_values = 16;
   g.nodes[1].experts = {12, 30};
   g.nodes[1].weight.experts = {12, 30};
@@ -274,6 +279,18 @@ TEST(RemoteMessages, GraphWithBadValuesIsRejected) {
   g = rich_graph();
   g.dims.n_head_kv = 0;
   EXPECT_ERROR(graph_round_trip(g), "heads over 0 kv heads");
+  g = rich_graph();
+  g.dims.layer_heads.front().n_head_kv = g.dims.n_head + 1;
+  EXPECT_ERROR(graph_round_trip(g), fmt::format("heads over {} kv heads", g.dims.n_head + 1));
+  g = rich_graph();
+  g.dims.layer_heads.back().head_dim = 0;
+  EXPECT_ERROR(graph_round_trip(g), "dims: head size 0 is out of range");
+  g = rich_graph();
+  g.dims.head_dim = -4;
+  EXPECT_ERROR(graph_round_trip(g), "dims: -4 is out of range");
+  g = rich_graph();
+  g.dims.layer_heads.push_back({1, 8});
+  EXPECT_ERROR(graph_round_trip(g), "layer head shapes for");
   g = rich_graph();
   g.dims.n_embd = -8;
   EXPECT_ERROR(graph_round_trip(g), "dims: -8 is out of range");

@@ -34,9 +34,9 @@ ModelConfig config_of(const std::vector<uint8_t>& bytes) {
 TEST(FamilyConfig, Gemma3) {
   const auto c = config_of(tiny("gemma3"));
   EXPECT_TRUE(c.traits.gemma && c.traits.qk_norm && c.traits.rope_neox);
-  EXPECT_FLOAT_EQ(c.dims.embd_scale, 8.f);               // sqrt(n_embd 64)
-  EXPECT_FLOAT_EQ(c.dims.attention_scale(), 1.f / 4.f);  // 1/sqrt(head_dim 16)
-  EXPECT_EQ(c.dims.n_swa, 64);                           // gen-model's default for a context of 512: an eighth
+  EXPECT_FLOAT_EQ(c.dims.embd_scale, 8.f);                // sqrt(n_embd 64)
+  EXPECT_FLOAT_EQ(c.dims.attention_scale(0), 1.f / 4.f);  // 1/sqrt(head_dim 16)
+  EXPECT_EQ(c.dims.n_swa, 64);                            // gen-model's default for a context of 512: an eighth
   ASSERT_EQ(c.dims.swa_layers.size(), 2u);
   EXPECT_TRUE(c.dims.is_swa(0));  // the pattern gen-model writes for fewer than 6 layers: every other is global
   EXPECT_FALSE(c.dims.is_swa(1));
@@ -48,23 +48,46 @@ TEST(FamilyConfig, Gemma3) {
 }
 
 // Gemma 4 as gen-model writes it (released files' keys): every other layer global, those without
-// attn_v, scores unscaled, proportional RoPE on the global layers only.
+// attn_v, scores unscaled, proportional RoPE on the global layers only, each layer's output scale.
 TEST(FamilyConfig, Gemma4) {
   const auto c = config_of(tiny("gemma4"));
   EXPECT_TRUE(c.traits.gemma && c.traits.gemma4 && c.traits.qk_norm);
   EXPECT_FLOAT_EQ(c.dims.embd_scale, 8.f);
-  EXPECT_FLOAT_EQ(c.dims.attention_scale(), 1.f);
+  EXPECT_FLOAT_EQ(c.dims.attention_scale(0), 1.f);
   EXPECT_FLOAT_EQ(c.dims.logit_softcap, 30.f);
   ASSERT_EQ(c.dims.swa_layers.size(), 2u);
   EXPECT_TRUE(c.dims.is_swa(0));
   EXPECT_FALSE(c.dims.is_swa(1));
   EXPECT_EQ(c.k_as_v, (std::vector<uint8_t>{0, 1}));
+  EXPECT_EQ(c.out_scale, (std::vector<uint8_t>{1, 1}));
   EXPECT_TRUE(c.dims.rope_of(0).freq_factors.empty());
   ASSERT_EQ(c.dims.rope_of(1).freq_factors.size(), 8u);
   EXPECT_FLOAT_EQ(c.dims.rope_of(1).freq_factors[1], 1.f);
   EXPECT_FLOAT_EQ(c.dims.rope_of(1).freq_factors[2], 1e30f);
   EXPECT_FLOAT_EQ(c.dims.rope_of(0).freq_base, 10000.f);
   EXPECT_FLOAT_EQ(c.dims.rope_of(1).freq_base, 1e6f);
+}
+
+// Gemma 4's released shape: the global layers' heads wider and fewer of them KV heads.
+TEST(FamilyConfig, Gemma4HeadsPerLayer) {
+  tools::GenModelOptions o;
+  o.arch = "gemma4";
+  o.type = "f32";
+  o.overrides.head_dim = 32;
+  o.overrides.head_dim_swa = 16;
+  o.overrides.n_head_kv = 1;
+  o.overrides.n_head_kv_swa = 2;
+  const auto c = config_of(tools::generate_model_bytes(o));
+  const auto& d = c.dims;
+  EXPECT_EQ(d.head_dim, 32);
+  EXPECT_EQ(d.n_head_kv, 1);
+  EXPECT_EQ(d.layer_heads, (std::vector<graph::Dims::LayerHeads>{{2, 16}, {1, 32}}));
+  EXPECT_EQ(d.head_dim_of(0), 16);
+  EXPECT_EQ(d.group_of(0), 2);
+  EXPECT_EQ(d.group_of(1), 4);
+  EXPECT_EQ(d.rope_of(0).n_rot, 16);
+  EXPECT_EQ(d.rope_of(1).n_rot, 32);
+  EXPECT_EQ(d.rope_of(1).freq_factors.size(), 16u);
 }
 
 TEST(FamilyConfig, Phi3AndItsLongRopeFactors) {
@@ -186,16 +209,30 @@ TEST(FamilyConfig, MalformedFilesAreNamed) {
                "gemma4.attention.sliding_window_pattern is missing");
   EXPECT_ERROR(config_of(edited(g4, {.keys = {{"gemma4.attention.sliding_window", 4096}}})),
                "gemma4.attention.sliding_window 4096 is out of range (1..context_length 512)");
+  EXPECT_ERROR(config_of(edited(g4, {.tensors = {{"blk.1.layer_output_scale.weight", std::vector<int64_t>{2}}}})),
+               "blk.1.layer_output_scale.weight must be f32[1]");
+  EXPECT_EQ(config_of(edited(g4, {.tensors = {{"blk.1.layer_output_scale.weight", std::nullopt}}})).out_scale,
+            (std::vector<uint8_t>{1, 0}));  // optional, as llama.cpp reads it
   EXPECT_ERROR(config_of(edited(g4, {.keys = {{"gemma4.embedding_length_per_layer_input", 16}}})),
                "gemma4.embedding_length_per_layer_input is 16: per-layer token embeddings are not supported yet");
   EXPECT_ERROR(config_of(edited(g4, {.keys = {{"gemma4.attention.shared_kv_layers", 1}}})),
                "layers sharing another layer's KV cache are not supported yet");
   EXPECT_ERROR(config_of(edited(g4, {.keys = {{"gemma4.attention.key_length_swa", 8}}})),
-               "gemma4.attention.key_length_swa 8 differs from key_length 16: per-layer head sizes");
-  // Released Gemma 4 files list a head count per layer; one repeated is read, differing ones refused.
+               "gemma4.attention.value_length_swa 16 != key_length_swa 8 is not supported");
+  EXPECT_ERROR(config_of(edited(g4, {.keys = {{"gemma4.attention.key_length_swa", 8},
+                                              {"gemma4.attention.value_length_swa", 8},
+                                              {"gemma4.rope.dimension_count_swa", 8}}})),
+               "q norm tensor 'blk.0.attn_q_norm.weight' is [16], the hyper-parameters need [8]");
+  // Released Gemma 4 files list a head count per layer: one repeated is one count, differing ones
+  // are the layers' own.
   EXPECT_EQ(config_of(edited(g4, {.i32_arrays = {{"gemma4.attention.head_count_kv", {2, 2}}}})).dims.n_head_kv, 2);
-  EXPECT_ERROR(config_of(edited(g4, {.i32_arrays = {{"gemma4.attention.head_count_kv", {2, 1}}}})),
-               "gemma4.attention.head_count_kv differs between layers (2, 1): per-layer values are not supported yet");
+  const auto per_layer = config_of(edited(g4, {.i32_arrays = {{"gemma4.attention.head_count_kv", {2, 1}}}}));
+  EXPECT_EQ(per_layer.dims.n_head_kv, 1);  // the global layer's
+  EXPECT_EQ(per_layer.dims.layer_heads, (std::vector<graph::Dims::LayerHeads>{{2, 16}, {1, 16}}));
+  EXPECT_ERROR(config_of(edited(g4, {.i32_arrays = {{"gemma4.attention.head_count_kv", {2, 3}}}})),
+               "gemma4.attention.head_count_kv 3 (layer 1) does not divide head_count 4");
+  EXPECT_ERROR(config_of(edited(g4, {.i32_arrays = {{"gemma4.attention.head_count_kv", {2, 2, 2}}}})),
+               "gemma4.attention.head_count_kv has 3 values for 2 layers");
   EXPECT_ERROR(config_of(edited(g4, {.i32_arrays = {{"gemma4.feed_forward_length", {128, 256}}}})),
                "gemma4.feed_forward_length differs between layers (128, 256)");
   EXPECT_ERROR(config_of(edited(g4, {.tensors = {{"blk.0.post_attention_norm.weight", std::nullopt}}})),

@@ -161,7 +161,7 @@ struct RefModel {
     const RopeParams& r = d.rope_of(l);
     const int64_t half = r.n_rot / 2;
     for (int64_t h = 0; h < n_heads; ++h) {
-      double* v = x.data() + h * d.head_dim;
+      double* v = x.data() + h * d.head_dim_of(l);
       for (int64_t i = 0; i < half; ++i) {
         const double ff = r.freq_factors.empty() ? 1.0 : r.freq_factors[i];
         const double extrap = pos * std::pow(r.freq_base, -2.0 * i / r.n_rot) / ff;
@@ -188,7 +188,6 @@ struct RefModel {
   // Logits after the last token.
   Vec forward(const std::vector<Token>& tokens) {
     const auto& d = c.dims;
-    const int64_t hd = d.head_dim, q_w = d.n_head * hd, kv_w = d.n_head_kv * hd;
     std::vector<std::vector<Vec>> kc(d.n_layer), vc(d.n_layer);  // (layer, pos, kv_w)
     Vec x;
     for (size_t pos = 0; pos < tokens.size(); ++pos) {
@@ -198,6 +197,8 @@ struct RefModel {
         for (double& e : x) e *= std::sqrt(static_cast<double>(d.n_embd));
       for (int l = 0; l < d.n_layer; ++l) {
         const std::string b = "blk." + std::to_string(l) + ".";
+        // Gemma 4's layers have heads of their own size and count
+        const int64_t hd = d.head_dim_of(l), n_kv = d.n_head_kv_of(l), q_w = d.n_head * hd, kv_w = n_kv * hd;
         // attention
         Vec h = rmsnorm(x, w(b + "attn_norm.weight"), d.norm_eps);
         Vec q, k, v;
@@ -217,18 +218,18 @@ struct RefModel {
             Vec n = rmsnorm(q, w(b + "attn_q_norm.weight"), d.norm_eps, hh * hd, hd);
             std::copy(n.begin(), n.end(), q.begin() + hh * hd);
           }
-          for (int64_t hh = 0; hh < d.n_head_kv; ++hh) {
+          for (int64_t hh = 0; hh < n_kv; ++hh) {
             Vec n = rmsnorm(k, w(b + "attn_k_norm.weight"), d.norm_eps, hh * hd, hd);
             std::copy(n.begin(), n.end(), k.begin() + hh * hd);
           }
         }
         if (c.traits.gemma4)  // V normed per head, no weight
-          for (int64_t hh = 0; hh < d.n_head_kv; ++hh) {
+          for (int64_t hh = 0; hh < n_kv; ++hh) {
             Vec n = rmsnorm(v, Vec(hd, 1.0), d.norm_eps, hh * hd, hd);
             std::copy(n.begin(), n.end(), v.begin() + hh * hd);
           }
         rope(q, d.n_head, static_cast<int>(pos), l);
-        rope(k, d.n_head_kv, static_cast<int>(pos), l);
+        rope(k, n_kv, static_cast<int>(pos), l);
         if (kv_f16)  // the cache holds K and V as IEEE halves
           for (int64_t i = 0; i < kv_w; ++i)
             k[i] = fp16_to_f32(f32_to_fp16(static_cast<float>(k[i]))),
@@ -240,7 +241,7 @@ struct RefModel {
         const double scale = d.attn_scale > 0 ? d.attn_scale : 1.0 / std::sqrt(static_cast<double>(hd));
         const Vec* sinks = c.traits.gpt_oss ? &w(b + "attn_sinks.weight") : nullptr;
         for (int64_t hh = 0; hh < d.n_head; ++hh) {
-          const int64_t kvh = hh / d.group();
+          const int64_t kvh = hh / d.group_of(l);
           Vec s(pos + 1 - first);
           double mx = sinks ? (*sinks)[hh] : -1e300;
           for (size_t t = first; t <= pos; ++t) {
@@ -263,6 +264,10 @@ struct RefModel {
         Vec down = d.n_expert > 0 ? moe(b, h) : ffn(b, ".weight", h, d.n_ff);
         if (c.traits.gemma) down = rmsnorm(down, w(b + "post_ffw_norm.weight"), d.norm_eps);
         for (int64_t i = 0; i < d.n_embd; ++i) x[i] += down[i];
+        if (has(b + "layer_output_scale.weight")) {  // Gemma 4
+          const double s = w(b + "layer_output_scale.weight").at(0);
+          for (double& v : x) v *= s;
+        }
       }
     }
     x = rmsnorm(x, w("output_norm.weight"), d.norm_eps);
@@ -282,6 +287,9 @@ struct Case {
   int64_t wide = 0;               // > 0: n_embd and expert width, so that K-quant rows fill 256-value blocks
   int32_t n_ctx = 64;             // phi3: past 256 (the tiny shape's original context), LongRoPE's long factors
   std::string rope_scaling = "";  // "yarn"
+  // Gemma 4's released shape: global layers' heads 32 wide over 1 KV head, the sliding-window
+  // layers' 16 wide over 2
+  bool layer_heads = false;
 };
 
 // Float weights keep f32 activations: only f32 rounding. Quantized weights multiply 8-bit
@@ -293,7 +301,8 @@ std::string name(const Case& k) {
   std::string arch = k.arch;
   std::replace(arch.begin(), arch.end(), '-', '_');
   return k.type + "_" + arch + (k.tied ? "_tied" : "") + (k.cache == DType::F16 ? "_f16cache" : "") +
-         (k.n_ctx != 64 ? "_ctx" + std::to_string(k.n_ctx) : "") + (k.rope_scaling.empty() ? "" : "_" + k.rope_scaling);
+         (k.n_ctx != 64 ? "_ctx" + std::to_string(k.n_ctx) : "") +
+         (k.rope_scaling.empty() ? "" : "_" + k.rope_scaling) + (k.layer_heads ? "_layer_heads" : "");
 }
 
 class ReferenceForward : public ::testing::TestWithParam<Case> {};
@@ -310,6 +319,12 @@ TEST_P(ReferenceForward, LogitsMatchDoublePrecision) {
   o.sliding_window = 3;  // gemma3: the 9-token prompt reaches past it
   o.rope_scaling = k.rope_scaling;
   o.yarn_orig_ctx = 32768;  // puts YaRN's correction range (pairs 2..5 at base 1e6, 4..8 at 1e4) inside the 8 pairs
+  if (k.layer_heads) {
+    o.overrides.head_dim = 32;
+    o.overrides.head_dim_swa = 16;
+    o.overrides.n_head_kv = 1;
+    o.overrides.n_head_kv_swa = 2;
+  }
   const auto bytes = tools::generate_model_bytes(o);
   auto f = gguf::File::parse(bytes.data(), bytes.size(), "tiny");
   const auto cfg = for_context(read_config(*f), k.n_ctx);
@@ -368,7 +383,10 @@ INSTANTIATE_TEST_SUITE_P(
     ::testing::Values(Case{"f32", "gemma3", false, kHalfTol}, Case{"f32", "gemma3", true, kHalfTol},
                       Case{"q8_0", "gemma3", false, kQuantTol}, Case{"q4_k_m", "gemma3", false, kQuantTol},
                       Case{"f16", "gemma3", false, kHalfTol, DType::F16}, Case{"f32", "gemma4", false, kHalfTol},
-                      Case{"q8_0", "gemma4", true, kQuantTol}, Case{"f32", "phi3", false, kFloatTol},
+                      Case{"q8_0", "gemma4", true, kQuantTol},
+                      Case{"f32", "gemma4", false, kHalfTol, DType::F32, "tiny", 0, 64, "", true},
+                      Case{"q8_0", "gemma4", false, kQuantTol, DType::F32, "tiny", 0, 64, "", true},
+                      Case{"f32", "phi3", false, kFloatTol},
                       Case{"f32", "phi3", false, kFloatTol, DType::F32, "tiny", 0, 512},
                       Case{"q4_0", "phi3", false, kQuantTol}, Case{"q6_k", "phi3", true, kQuantTol},
                       Case{"bf16", "phi3", false, kFloatTol, DType::F32, "tiny", 0, 512},

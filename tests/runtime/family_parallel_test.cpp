@@ -30,7 +30,11 @@ using parallel::SplitMode;
 struct FamilyCase {
   std::string arch, type;
   int64_t head_dim = 0;  // Gemma 3's heads are wider than n_embd / n_head
+  // Gemma 4's released shape: the global layers' heads (head_dim) wider than the sliding-window
+  // layers' (head_dim_swa) and fewer KV heads (n_head_kv against n_head_kv_swa).
+  int64_t head_dim_swa = 0, n_head_kv = 0, n_head_kv_swa = 0;
 };
+const FamilyCase kGemma4Heads{"gemma4", "q8_0", 32, 16, 1, 2};
 
 tools::GenModelOptions model_options(const FamilyCase& k) {
   tools::GenModelOptions o;
@@ -39,6 +43,9 @@ tools::GenModelOptions model_options(const FamilyCase& k) {
   o.seed = 7;
   o.sliding_window = 6;  // gemma3: the prompt and the generated tokens run far past it
   o.overrides.head_dim = k.head_dim;
+  o.overrides.head_dim_swa = k.head_dim_swa;
+  o.overrides.n_head_kv = k.n_head_kv;
+  o.overrides.n_head_kv_swa = k.n_head_kv_swa;
   return o;
 }
 
@@ -63,10 +70,13 @@ INSTANTIATE_TEST_SUITE_P(
     Archs, FamilySplits,
     ::testing::Values(FamilyCase{"gemma3", "f32"}, FamilyCase{"gemma3", "q8_0"}, FamilyCase{"gemma3", "q4_k_m"},
                       FamilyCase{"gemma3", "q8_0", 32}, FamilyCase{"gemma4", "f32"}, FamilyCase{"gemma4", "q8_0"},
-                      FamilyCase{"gemma4", "q4_k_m"}, FamilyCase{"gemma4", "f16", 32}, FamilyCase{"phi3", "f32"},
-                      FamilyCase{"phi3", "q4_0"}, FamilyCase{"phi3", "bf16"}),
+                      FamilyCase{"gemma4", "q4_k_m"}, FamilyCase{"gemma4", "f16", 32}, kGemma4Heads,
+                      FamilyCase{"gemma4", "f32", 32, 16, 1, 2}, FamilyCase{"phi3", "f32"}, FamilyCase{"phi3", "q4_0"},
+                      FamilyCase{"phi3", "bf16"}),
     [](const auto& p) {
-      return p.param.arch + "_" + p.param.type + (p.param.head_dim ? "_hd" + std::to_string(p.param.head_dim) : "");
+      const FamilyCase& k = p.param;
+      return k.arch + "_" + k.type + (k.head_dim ? "_hd" + std::to_string(k.head_dim) : "") +
+             (k.head_dim_swa ? "_swa" + std::to_string(k.head_dim_swa) + "x" + std::to_string(k.n_head_kv_swa) : "");
     });
 
 // A worker streamed its slices (the fused tensors' segments among them) and one reading its own
@@ -74,9 +84,10 @@ INSTANTIATE_TEST_SUITE_P(
 TEST(FamilyRemote, WorkerProcessesMatchOneDevice) {
   const std::string dir = ::testing::TempDir() + "/weft_family_remote";
   std::filesystem::create_directories(dir);
-  for (const FamilyCase& k : {FamilyCase{"gemma3", "q8_0"}, FamilyCase{"gemma4", "q8_0"}, FamilyCase{"phi3", "q4_0"}}) {
+  for (const FamilyCase& k :
+       {FamilyCase{"gemma3", "q8_0"}, FamilyCase{"gemma4", "q8_0"}, kGemma4Heads, FamilyCase{"phi3", "q4_0"}}) {
     tools::GenModelOptions o = model_options(k);
-    o.path = dir + "/" + k.arch + ".gguf";
+    o.path = dir + "/" + k.arch + (k.head_dim_swa ? "-heads" : "") + ".gguf";
     tools::generate_model(o);
     auto f = gguf::File::open(o.path);
     const auto prompt = some_prompt(320, 15);

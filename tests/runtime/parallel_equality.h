@@ -64,7 +64,10 @@ inline std::vector<Token> greedy(const gguf::File& f, EngineOptions o, const std
   Engine e(f, std::move(o));
   model::SamplingParams p;
   p.temp = 0;
-  return runtime::generate(e, nullptr, prompt, n, p).generated;
+  auto tokens = runtime::generate(e, nullptr, prompt, n, p).generated;
+  // A device that fails is re-planned around, and the survivors would still give the tokens.
+  EXPECT_EQ(e.device_losses(), 0) << "a device was lost";
+  return tokens;
 }
 
 inline double max_abs(const std::vector<float>& v) {
@@ -90,6 +93,7 @@ inline void expect_logits_match(const gguf::File& f, EngineOptions split, const 
     EXPECT_LT(worst, tol) << name << " step " << step << " cache " << dtype_name(cache);
     feed = {static_cast<Token>(std::max_element(a.begin(), a.end()) - a.begin())};
   }
+  EXPECT_EQ(tp.device_losses(), 0) << name << ": a device was lost";
 }
 
 inline void expect_logits_match(const gguf::File& f, const Config& c, const std::vector<Token>& prompt,

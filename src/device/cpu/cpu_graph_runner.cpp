@@ -49,9 +49,10 @@ void CpuGraphRunner::load(const parallel::DeviceGraph& graph, const gguf::File& 
         break;
       case LocalOp::RmsNorm:
       case LocalOp::HeadNorm:  // no weight (Gemma 4's v norm): ones
-        ns.vec = ln.weight.kind == parallel::WeightSlice::Kind::None ? std::vector<float>(graph_.dims.head_dim, 1.f)
+        ns.vec = ln.weight.kind == parallel::WeightSlice::Kind::None ? std::vector<float>(d.head_dim_of(ln.layer), 1.f)
                                                                      : store_.vector(f, ln.weight);
         break;
+      case LocalOp::Scale: ns.vec = store_.vector(f, ln.weight); break;
       case LocalOp::ExpertMatMul:
       case LocalOp::ExpertMatMulSum: {
         if (ln.weight.kind == parallel::WeightSlice::Kind::None) break;  // holds none of this layer's experts
@@ -76,11 +77,11 @@ void CpuGraphRunner::load(const parallel::DeviceGraph& graph, const gguf::File& 
         }
         ns.windowed = d.is_swa(ln.layer) && windows_.active();
         ns.kv_rows = ns.windowed ? windows_.rows() : opt.n_ctx;
-        const int64_t n = int64_t{opt.n_seq} * ns.kv_rows * ln.kv_heads.size() * d.head_dim;
+        const int64_t n = int64_t{opt.n_seq} * ns.kv_rows * ln.kv_heads.size() * d.head_dim_of(ln.layer);
         ns.k_cache = HugeBuffer(row_bytes(opt.k_type, n), "cpu", "the K cache");
         ns.v_cache = HugeBuffer(row_bytes(opt.v_type, n), "cpu", "the V cache");
         for (int64_t h = ln.q_heads.begin; h < ln.q_heads.end; ++h)
-          ns.kv_of_q.push_back(static_cast<int32_t>(h / d.group() - ln.kv_heads.begin));
+          ns.kv_of_q.push_back(static_cast<int32_t>(h / d.group_of(ln.layer) - ln.kv_heads.begin));
         for (int64_t h = 0; h < static_cast<int64_t>(ns.kv_of_q.size()); ++h)
           if (h == 0 || ns.kv_of_q[h] != ns.kv_of_q[h - 1])
             ns.head_runs.emplace_back(h, h + 1);
@@ -173,6 +174,7 @@ void CpuGraphRunner::exec(int i, const StepCtx& c) {
   float* y = out(i);
   auto in = [&](int k) { return out(ln.inputs[k]); };
   const int64_t n = c.n_tokens * ln.width;  // output floats
+  const int64_t hd = d.head_dim_of(ln.layer);
   switch (ln.op) {
     case LocalOp::Input:
       if (static_cast<int64_t>(c.step.input.size()) != n)
@@ -188,12 +190,12 @@ void CpuGraphRunner::exec(int i, const StepCtx& c) {
     case LocalOp::HeadNorm:
       return for_each_index(pool_, c.n_tokens, [&, w = ln.width](int64_t t) {
         copy_input(y + t * w, in(0) + t * w, w);
-        kernels::rms_norm_heads(y + t * w, nodes_[i].vec.data(), 1, w / d.head_dim, d.head_dim, d.norm_eps);
+        kernels::rms_norm_heads(y + t * w, nodes_[i].vec.data(), 1, w / hd, hd, d.norm_eps);
       });
     case LocalOp::Rope:
       return for_each_index(pool_, c.n_tokens, [&, w = ln.width](int64_t t) {
         copy_input(y + t * w, in(0) + t * w, w);
-        kernels::rope(y + t * w, 1, w / d.head_dim, d.head_dim, c.pos.data() + t, d.rope_of(ln.layer));
+        kernels::rope(y + t * w, 1, w / hd, hd, c.pos.data() + t, d.rope_of(ln.layer));
       });
     case LocalOp::Attention: return attention(i, c);
     case LocalOp::SwiGlu:
@@ -210,6 +212,11 @@ void CpuGraphRunner::exec(int i, const StepCtx& c) {
       return for_each_index(pool_, c.n_tokens, [&, w = ln.width](int64_t t) {
         copy_input(y + t * w, in(0) + t * w, w);
         kernels::add_inplace(y + t * w, in(1) + t * w, w);
+      });
+    case LocalOp::Scale:
+      return for_each_index(pool_, c.n_tokens, [&, w = ln.width](int64_t t) {
+        copy_input(y + t * w, in(0) + t * w, w);
+        kernels::scale_row(y + t * w, nodes_[i].vec.at(0), w);
       });
     case LocalOp::AllReduce:
       if (fixed_node_ == ln.inputs[0]) return all_reduce_fixed(i, n);
@@ -407,14 +414,14 @@ void CpuGraphRunner::attention(int i, const StepCtx& c) {
   NodeState& ns = nodes_[i];
   const auto& d = graph_.dims;
   if (ln.width == 0) return;
-  const int64_t n_kv = ln.kv_heads.size(), kvw = n_kv * d.head_dim;
+  const int64_t n_kv = ln.kv_heads.size(), hd = d.head_dim_of(ln.layer), kvw = n_kv * hd;
   const int64_t* base = ns.windowed ? next_base_.data() : nullptr;  // each slot's row 0 (null: position 0)
-  if (ns.windowed) move_windows(ns, n_kv, c);
-  store_kv(ns.k_cache, opt_.k_type, out(ln.inputs[1]), c.n_tokens, n_kv, d.head_dim, opt_.n_ctx, ns.kv_rows, base,
+  if (ns.windowed) move_windows(ns, n_kv, hd, c);
+  store_kv(ns.k_cache, opt_.k_type, out(ln.inputs[1]), c.n_tokens, n_kv, hd, opt_.n_ctx, ns.kv_rows, base,
            c.kv_row.data());
-  store_kv(ns.v_cache, opt_.v_type, out(ln.inputs[2]), c.n_tokens, n_kv, d.head_dim, opt_.n_ctx, ns.kv_rows, base,
+  store_kv(ns.v_cache, opt_.v_type, out(ln.inputs[2]), c.n_tokens, n_kv, hd, opt_.n_ctx, ns.kv_rows, base,
            c.kv_row.data());
-  kernels::AttentionShape s{0, ln.q_heads.size(), n_kv, d.head_dim, d.attention_scale()};
+  kernels::AttentionShape s{0, ln.q_heads.size(), n_kv, hd, d.attention_scale(ln.layer)};
   if (d.is_swa(ln.layer)) s.window = d.n_swa;
   s.k_type = opt_.k_type;
   s.v_type = opt_.v_type;
@@ -449,8 +456,7 @@ void CpuGraphRunner::attention(int i, const StepCtx& c) {
 // A sliding-window cache whose slot this step moves on: the keys its sequence still needs (from the
 // new base up to the step's first position) go to the front of each kv head's rows. The two ranges
 // never overlap (graph/kv_window.h: a move happens only past twice the window and a step).
-void CpuGraphRunner::move_windows(NodeState& ns, int64_t n_kv, const StepCtx& c) {
-  const int64_t hd = graph_.dims.head_dim;
+void CpuGraphRunner::move_windows(NodeState& ns, int64_t n_kv, int64_t hd, const StepCtx& c) {
   for (const KvWindows::Move& m : windows_.moves(c.step, next_base_))
     for (auto [cache, type] : {std::pair{&ns.k_cache, opt_.k_type}, std::pair{&ns.v_cache, opt_.v_type}}) {
       const size_t row = row_bytes(type, hd);

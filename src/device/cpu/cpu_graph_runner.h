@@ -71,7 +71,7 @@ class CpuGraphRunner {
   void all_reduce_fixed(int i, int64_t n);
   static constexpr int64_t kOverlapTokens = 32;  // a chunk: 256 KiB of partial sums at n_embd 2048
   void attention(int i, const StepCtx& c);
-  void move_windows(NodeState& ns, int64_t n_kv, const StepCtx& c);
+  void move_windows(NodeState& ns, int64_t n_kv, int64_t hd, const StepCtx& c);
   void all_gather(int i, const StepCtx& c);
   void expert_op(int i, const StepCtx& c);
 

@@ -80,6 +80,9 @@ void write_dims(ByteWriter& w, const graph::Dims& d) {
   write_rope(w, d.rope_swa);
   w.u8(static_cast<uint8_t>(d.expert_gating));
   for (float v : {d.swiglu_alpha, d.swiglu_limit}) w.f32(v);
+  w.u32(static_cast<uint32_t>(d.layer_heads.size()));  // 0 or n_layer
+  for (const auto& h : d.layer_heads)
+    for (int64_t v : {h.n_head_kv, h.head_dim}) w.i64(v);
 }
 graph::Dims read_dims(ByteReader& r) {
   graph::Dims d;
@@ -87,7 +90,11 @@ graph::Dims read_dims(ByteReader& r) {
     *v = r.i64("dims");
     if (*v < 0 || *v > (int64_t{1} << 32)) fail("net", "dims: {} is out of range", *v);
   }
-  if (d.n_head_kv <= 0 || d.n_head % d.n_head_kv) fail("net", "dims: {} heads over {} kv heads", d.n_head, d.n_head_kv);
+  auto check_heads = [&](int64_t n_kv, int64_t head_dim) {
+    if (n_kv <= 0 || d.n_head % n_kv) fail("net", "dims: {} heads over {} kv heads", d.n_head, n_kv);
+    if (head_dim <= 0 || head_dim > (int64_t{1} << 16)) fail("net", "dims: head size {} is out of range", head_dim);
+  };
+  check_heads(d.n_head_kv, d.head_dim);
   d.norm_eps = r.f32("norm eps");
   d.rope = read_rope(r);
   for (int64_t* v : {&d.n_expert, &d.n_expert_used, &d.n_ff_exp, &d.n_ff_shexp}) {
@@ -115,6 +122,14 @@ graph::Dims read_dims(ByteReader& r) {
   for (float* v : {&d.swiglu_alpha, &d.swiglu_limit}) {
     *v = r.f32("swiglu constants");
     if (!(*v > 0 && std::isfinite(*v))) fail("net", "dims: swiglu constant {} is out of range", *v);
+  }
+  const uint32_t n_heads = r.u32("layer heads");
+  if (n_heads != 0 && n_heads != d.n_layer) fail("net", "dims: {} layer head shapes for {} layers", n_heads, d.n_layer);
+  d.layer_heads.resize(n_heads);
+  for (auto& h : d.layer_heads) {
+    h.n_head_kv = r.i64("layer kv heads");
+    h.head_dim = r.i64("layer head size");
+    check_heads(h.n_head_kv, h.head_dim);
   }
   return d;
 }

@@ -56,7 +56,7 @@ struct RoutePush {
   uint32_t n_tokens, n_expert, k, norm, selected;
 };
 
-enum ElementwiseOp : uint32_t { kAdd = 0, kSwiGlu = 1, kSigmoidScale = 2, kBias = 3, kSwiGluOai = 4 };
+enum ElementwiseOp : uint32_t { kAdd = 0, kSwiGlu = 1, kSigmoidScale = 2, kBias = 3, kSwiGluOai = 4, kScale = 5 };
 
 // The activation format of a weight type's shader (quantize.comp's ACT), or -1 for f32 activations.
 int act_format(DType t) {
@@ -208,7 +208,8 @@ void VkGraphRunner::load(const parallel::DeviceGraph& graph, const gguf::File& f
     fail("vulkan", "KV cache types differ ({} and {}): give -ctk and -ctv alike", dtype_name(opt.k_type),
          dtype_name(opt.v_type));
   const auto& d = graph_.dims;
-  if (d.head_dim > 256) fail("vulkan", "head_dim {} over the attention kernel's 256", d.head_dim);
+  for (int l = -1; l < static_cast<int>(d.layer_heads.size()); ++l)
+    if (d.head_dim_of(l) > 256) fail("vulkan", "head_dim {} over the attention kernel's 256", d.head_dim_of(l));
   nodes_ = std::vector<NodeState>(graph_.nodes.size());
   windows_ = KvWindows(d, opt);
   host_weights_ = std::make_unique<WeightStore>(-1, /*map_weights=*/true);
@@ -237,10 +238,11 @@ void VkGraphRunner::load(const parallel::DeviceGraph& graph, const gguf::File& f
       case LocalOp::RmsNorm:
       case LocalOp::HeadNorm:  // no weight (Gemma 4's v norm): ones
         ns.vec = upload_floats(ln.weight.kind == parallel::WeightSlice::Kind::None
-                                   ? std::vector<float>(graph_.dims.head_dim, 1.f)
+                                   ? std::vector<float>(d.head_dim_of(ln.layer), 1.f)
                                    : host_weights_->vector(f, ln.weight),
                                "a norm weight");
         break;
+      case LocalOp::Scale: ns.vec = upload_floats(host_weights_->vector(f, ln.weight), "a scale"); break;
       case LocalOp::ExpertMatMul:
       case LocalOp::ExpertMatMulSum: {
         if (ln.weight.kind == parallel::WeightSlice::Kind::None) break;  // holds none of this layer's experts
@@ -267,7 +269,8 @@ void VkGraphRunner::load(const parallel::DeviceGraph& graph, const gguf::File& f
         }
         ns.windowed = d.is_swa(ln.layer) && windows_.active();
         ns.kv_rows = ns.windowed ? windows_.rows() : opt.n_ctx;
-        const uint64_t bytes = row_bytes(opt.k_type, int64_t{opt.n_seq} * ns.kv_rows * ln.kv_heads.size() * d.head_dim);
+        const uint64_t bytes =
+            row_bytes(opt.k_type, int64_t{opt.n_seq} * ns.kv_rows * ln.kv_heads.size() * d.head_dim_of(ln.layer));
         if (bytes > limit)
           fail("vulkan",
                "{}: a KV cache of {:.1f} MiB exceeds the device's largest buffer ({:.1f} MiB); lower -c or "
@@ -493,7 +496,7 @@ void VkGraphRunner::exec(int i, const Ctx& c) {
     }
     case LocalOp::RmsNorm: record_rms(in(0), ns.vec.buffer, y, u32(ln.width), u32(c.n_tokens), d.norm_eps); break;
     case LocalOp::HeadNorm:
-      record_rms(in(0), ns.vec.buffer, y, u32(d.head_dim), u32(n / d.head_dim), d.norm_eps);
+      record_rms(in(0), ns.vec.buffer, y, u32(d.head_dim_of(ln.layer)), u32(n / d.head_dim_of(ln.layer)), d.norm_eps);
       break;
     case LocalOp::MatMul:
       if (ln.width == 0) break;
@@ -515,9 +518,9 @@ void VkGraphRunner::exec(int i, const Ctx& c) {
       }
       const Pipeline& p = gpu_.pipeline("rope", 2, sizeof(RopePush));
       const RopeParams& rope = d.rope_of(ln.layer);
-      const RopePush push{u32(c.n_tokens), u32(ln.width / d.head_dim), u32(d.head_dim), u32(rope.n_rot),
-                          rope.neox ? 1u : 0u};
-      const auto [gx, gy] = grid((c.n_tokens * (ln.width / d.head_dim) * (rope.n_rot / 2) + 63) / 64);
+      const int64_t hd = d.head_dim_of(ln.layer);
+      const RopePush push{u32(c.n_tokens), u32(ln.width / hd), u32(hd), u32(rope.n_rot), rope.neox ? 1u : 0u};
+      const auto [gx, gy] = grid((c.n_tokens * (ln.width / hd) * (rope.n_rot / 2) + 63) / 64);
       gpu_.dispatch(p, gpu_.bind(p, {y, d.is_swa(ln.layer) ? rope_swa_.buffer : rope_.buffer}), &push, gx, gy);
       break;
     }
@@ -526,6 +529,7 @@ void VkGraphRunner::exec(int i, const Ctx& c) {
     case LocalOp::SwiGluOai: record_elementwise(in(0), in(1), y, u32(n), u32(ln.width), kSwiGluOai); break;
     case LocalOp::Add: record_elementwise(in(0), in(1), y, u32(n), u32(ln.width), kAdd); break;
     case LocalOp::SigmoidScale: record_elementwise(in(0), in(1), y, u32(n), u32(ln.width), kSigmoidScale); break;
+    case LocalOp::Scale: record_elementwise(in(0), ns.vec.buffer, y, u32(n), u32(ln.width), kScale); break;
     case LocalOp::GeGlu: {
       const Pipeline& p = gpu_.pipeline("geglu", 4, sizeof(GegluPush));
       const GegluPush push{u32(n)};
@@ -563,12 +567,12 @@ void VkGraphRunner::record_attention(int i, const Ctx& c) {
   const NodeState& ns = nodes_[i];
   const auto& d = graph_.dims;
   if (ln.width == 0) return;
-  const int64_t n_kv = ln.kv_heads.size();
+  const int64_t n_kv = ln.kv_heads.size(), hd = d.head_dim_of(ln.layer);
   const char* suffix = opt_.k_type == DType::F16 ? "_f16" : "_f32";
-  if (ns.windowed) move_windows(ns, n_kv, c);
+  if (ns.windowed) move_windows(ns, n_kv, hd, c);
   const Pipeline& store = gpu_.pipeline(std::string("kv_store") + suffix, 4, sizeof(KvStorePush));
-  const KvStorePush sp{u32(c.n_tokens), u32(n_kv), u32(d.head_dim), u32(ns.kv_rows), ns.windowed ? 1u : 0u};
-  const auto [gx, gy] = grid((c.n_tokens * n_kv * d.head_dim + 255) / 256);
+  const KvStorePush sp{u32(c.n_tokens), u32(n_kv), u32(hd), u32(ns.kv_rows), ns.windowed ? 1u : 0u};
+  const auto [gx, gy] = grid((c.n_tokens * n_kv * hd + 255) / 256);
   gpu_.dispatch(store, gpu_.bind(store, {out(ln.inputs[1]), ns.k_cache.buffer, tok_.buffer, kv_base_.buffer}), &sp, gx,
                 gy);
   gpu_.dispatch(store, gpu_.bind(store, {out(ln.inputs[2]), ns.v_cache.buffer, tok_.buffer, kv_base_.buffer}), &sp, gx,
@@ -577,12 +581,12 @@ void VkGraphRunner::record_attention(int i, const Ctx& c) {
   const Pipeline& p = gpu_.pipeline(std::string("attention") + suffix, 7, sizeof(AttentionPush));
   const AttentionPush ap{u32(ln.q_heads.size()),
                          u32(n_kv),
-                         u32(d.head_dim),
+                         u32(hd),
                          u32(ns.kv_rows),
                          u32(ln.q_heads.begin),
                          u32(ln.kv_heads.begin),
-                         u32(d.group()),
-                         d.attention_scale(),
+                         u32(d.group_of(ln.layer)),
+                         d.attention_scale(ln.layer),
                          d.is_swa(ln.layer) ? u32(d.n_swa) : 0u,
                          ns.windowed ? 1u : 0u,
                          ns.vec.buffer ? 1u : 0u};
@@ -595,8 +599,7 @@ void VkGraphRunner::record_attention(int i, const Ctx& c) {
 
 // A sliding-window cache whose slot this step moves on: the keys its sequence still needs go to
 // the front of each kv head's rows (never overlapping, graph/kv_window.h), before kv_store writes.
-void VkGraphRunner::move_windows(const NodeState& ns, int64_t n_kv, const Ctx& c) {
-  const int64_t hd = graph_.dims.head_dim;
+void VkGraphRunner::move_windows(const NodeState& ns, int64_t n_kv, int64_t hd, const Ctx& c) {
   const std::vector<KvWindows::Move> moves = windows_.moves(c.step, next_base_);
   for (const KvWindows::Move& m : moves)
     for (auto [cache, type] : {std::pair{&ns.k_cache, opt_.k_type}, std::pair{&ns.v_cache, opt_.v_type}}) {

@@ -68,7 +68,7 @@ class VkGraphRunner {
   void record_matmul(const Matrix& w, VkBuffer x, int64_t x_rows, VkBuffer y, int64_t y_stride, uint32_t mode,
                      int64_t n_tokens, VkBuffer routes, VkBuffer bias = VK_NULL_HANDLE);
   void record_attention(int i, const Ctx& c);
-  void move_windows(const NodeState& ns, int64_t n_kv, const Ctx& c);
+  void move_windows(const NodeState& ns, int64_t n_kv, int64_t hd, const Ctx& c);
   void collective(int i, const Ctx& c);
   void logits(const Ctx& c);
   std::pair<uint32_t, uint32_t> grid(uint64_t groups) const;  // groups as x * y within the device's limits
