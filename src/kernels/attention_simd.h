@@ -176,7 +176,14 @@ WEFT_SIMD_TARGET void attention_rows(const AttentionRows& b) {
     n_keys = std::max(n_keys, block_keys[blk]);
   }
   alignas(64) float s[kKeyTile * L];
-  alignas(64) float k_buf[kKeyTile * AttentionRows::kMaxHeadDim], v_buf[kKeyTile * AttentionRows::kMaxHeadDim];
+  // A tile of converted keys and values, off the stack (128 KiB each at the widest heads).
+  thread_local std::vector<float> k_tile, v_tile;
+  if (k_tile.size() < static_cast<size_t>(kKeyTile * hd)) {
+    k_tile.resize(kKeyTile * hd);
+    v_tile.resize(kKeyTile * hd);
+  }
+  float* k_buf = k_tile.data();
+  float* v_buf = v_tile.data();
   const V scale = V::set1(b.scale);
   for (int64_t j0 = 0; j0 < n_keys; j0 += kKeyTile) {
     const int64_t nj_all = std::min<int64_t>(kKeyTile, n_keys - j0);

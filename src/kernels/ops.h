@@ -82,11 +82,11 @@ void attention_ref(const AttentionShape& s, const float* q, const void* k_cache,
 
 // The query rows that read one kv head: (token, q head) pairs, n_rows of each array.
 struct AttentionRows {
-  static constexpr int64_t kMaxHeadDim = 256;
-  const float* const* q = nullptr;   // each row's query [head_dim]
-  float* const* out = nullptr;       // each row's output [head_dim]
-  const int32_t* n_valid = nullptr;  // keys 0..n_valid-1 are visible to the row (causal: pos + 1)
-  const float* sink = nullptr;       // per row, or null: a logit in its softmax's denominator only
+  static constexpr int64_t kMaxHeadDim = 512;  // Gemma 4's global layers
+  const float* const* q = nullptr;             // each row's query [head_dim]
+  float* const* out = nullptr;                 // each row's output [head_dim]
+  const int32_t* n_valid = nullptr;            // keys 0..n_valid-1 are visible to the row (causal: pos + 1)
+  const float* sink = nullptr;                 // per row, or null: a logit in its softmax's denominator only
   int64_t n_rows = 0;
   const void* k = nullptr;  // key j of this kv head at element j * kv_stride (likewise v)
   const void* v = nullptr;

@@ -515,7 +515,7 @@ TEST_F(OpsIsaTest, AttentionMatchesRefAndDouble) {
                                 {12, 1, false},  // a group of 12 heads: more than one pass
                                 {8, 2, true}};   // GQA map that is not grouped consecutively
   for (const AttnConfig& cfg : configs) {
-    for (int64_t head_dim : {64, 44}) {  // 44: SIMD loops and 8-dim value blocks end in a tail
+    for (int64_t head_dim : {64, 44, 512}) {  // 44: SIMD loops and 8-dim value blocks end in a tail
       const int64_t n_kv = cfg.n_kv;
       SCOPED_TRACE("n_q=" + std::to_string(cfg.n_q) + " n_kv=" + std::to_string(n_kv) +
                    " head_dim=" + std::to_string(head_dim) + (cfg.interleaved ? " interleaved" : ""));
@@ -540,7 +540,7 @@ TEST_F(OpsIsaTest, AttentionMatchesRefAndDouble) {
 TEST_F(OpsIsaTest, AttentionDecodeMatchesRef) {
   const AttnConfig configs[] = {{8, 2, false}, {8, 8, false}, {8, 1, false}, {20, 1, false}, {8, 2, true}};
   for (const AttnConfig& cfg : configs)
-    for (int64_t head_dim : {64, 128, 44})
+    for (int64_t head_dim : {64, 128, 44, 512})  // 512: Gemma 4's global heads
       for (int32_t pos : {0, 1, 7, 15, 16, 17, 63, 64, 65, 200})
         for (DType cache : {DType::F32, DType::F16}) {
           SCOPED_TRACE(fmt::format("n_q={} n_kv={} head_dim={} pos={} cache={}", cfg.n_q, cfg.n_kv, head_dim, pos,

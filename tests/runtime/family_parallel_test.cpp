@@ -9,6 +9,7 @@
 #include "parallel/memory_fit.h"
 #include "runtime/engine.h"
 #include "runtime/parallel_equality.h"
+#include "support/edited_model.h"
 #include "support/expect_error.h"
 #include "tools/gen_model.h"
 
@@ -78,6 +79,30 @@ INSTANTIATE_TEST_SUITE_P(
       return k.arch + "_" + k.type + (k.head_dim ? "_hd" + std::to_string(k.head_dim) : "") +
              (k.head_dim_swa ? "_swa" + std::to_string(k.head_dim_swa) + "x" + std::to_string(k.n_head_kv_swa) : "");
     });
+
+// Heads wider than the CPU attention kernel takes are an error as the device loads, not a throw
+// on a pool thread mid-step (which ended the process).
+TEST(FamilyLoad, HeadsWiderThanTheAttentionKernelAreRefused) {
+  tools::GenModelOptions o;
+  o.arch = "qwen3";
+  o.type = "f32";
+  o.overrides.n_head = o.overrides.n_head_kv = 1;
+  o.overrides.head_dim = 16;
+  constexpr int64_t kWide = 1024;
+  test_support::Edit e;
+  e.keys = {{"qwen3.attention.key_length", kWide}, {"qwen3.attention.value_length", kWide}};
+  for (int l = 0; l < 2; ++l) {
+    const std::string b = "blk." + std::to_string(l) + ".";
+    for (const char* m : {"attn_q.weight", "attn_k.weight", "attn_v.weight"}) e.tensors[b + m] = {{64, kWide}};
+    e.tensors[b + "attn_output.weight"] = {{kWide, 64}};
+    for (const char* n : {"attn_q_norm.weight", "attn_k_norm.weight"}) e.tensors[b + n] = {{kWide}};
+  }
+  const auto bytes = test_support::edited(tools::generate_model_bytes(o), e);
+  auto f = gguf::File::parse(bytes.data(), bytes.size(), "wide heads");
+  EngineOptions two = single();
+  two.devices[0].threads = 2;
+  EXPECT_ERROR(Engine(*f, two), "attention: heads 1024 wide, the attention kernel takes at most 512");
+}
 
 // A worker streamed its slices (the fused tensors' segments among them) and one reading its own
 // copy, beside a local device.

@@ -68,6 +68,10 @@ void CpuGraphRunner::load(const parallel::DeviceGraph& graph, const gguf::File& 
         break;
       }
       case LocalOp::Attention: {
+        // Refused here: the kernel's own check would throw on a pool thread, mid-step.
+        if (d.head_dim_of(ln.layer) > kernels::AttentionRows::kMaxHeadDim)
+          fail("cpu", "{}: heads {} wide, the attention kernel takes at most {}", ln.label, d.head_dim_of(ln.layer),
+               kernels::AttentionRows::kMaxHeadDim);
         for (DType t : {opt.k_type, opt.v_type})
           if (t != DType::F32 && t != DType::F16) fail("cpu", "KV cache type {}: f32 or f16", dtype_name(t));
         if (ln.weight.kind != parallel::WeightSlice::Kind::None) {
