@@ -118,21 +118,14 @@ int64_t input_block(const Graph& g, const WeightTable& w, Axis axis) {
   return blk;
 }
 
-// The granule of the reductions over a split axis (LocalNode::granule), a function of the model
-// alone: every cut of the axis, for any device count, falls on a multiple of it. Heads: the
-// attention output's quant block and a head (partitions() cuts whole heads on blocks). The FFN:
-// its block, and kFfnGranule features where the width leaves at least kFfnUnits of them (fixed
-// point then adds one integer per that many products), less in a narrower FFN, so that ratios and
-// memory caps still cut it finely.
+// The granules of the reductions over a split axis (LocalNode::granule), functions of the model
+// alone: every cut of the axis, for any device count, falls on a multiple of them. Heads: the
+// attention output's quant block and a head of the layer (partitions() cuts whole heads on
+// blocks; mark_granules). The FFN: its block, and kFfnGranule features where the width leaves at
+// least kFfnUnits of them (fixed point then adds one integer per that many products), less in a
+// narrower FFN, so that ratios and memory caps still cut it finely.
 constexpr int64_t kFfnGranule = 128, kFfnUnits = 16;
-int64_t reduction_granule(const Graph& g, const WeightTable& w, Axis axis) {
-  if (axis == Axis::QHeads) {
-    int64_t granule = input_block(g, w, Axis::QHeads);
-    for (int l = -1; l < static_cast<int>(g.dims.layer_heads.size()); ++l)
-      granule = lcm(granule, g.dims.head_dim_of(l));
-    return granule;
-  }
-  if (axis != Axis::Ffn) return 0;
+int64_t ffn_granule(const Graph& g, const WeightTable& w) {
   const int64_t blk = input_block(g, w, Axis::Ffn);
   int64_t granule = lcm(blk, kFfnGranule);
   while (granule % 2 == 0 && (granule / 2) % blk == 0 && g.dims.n_ff / granule < kFfnUnits) granule /= 2;
@@ -141,12 +134,14 @@ int64_t reduction_granule(const Graph& g, const WeightTable& w, Axis axis) {
 
 // Marks every matmul over the features of a split axis with that axis' granule.
 void mark_granules(const Graph& g, const WeightTable& w, Plan& plan) {
-  const int64_t heads = reduction_granule(g, w, Axis::QHeads), ffn = reduction_granule(g, w, Axis::Ffn);
+  // Heads of their own size per layer (Gemma 4) make a layer's granule its own: every cut of a
+  // layer falls on whole heads of it.
+  const int64_t head_block = input_block(g, w, Axis::QHeads), ffn = ffn_granule(g, w);
   for (DeviceGraph& dg : plan.devices)
     for (LocalNode& ln : dg.nodes) {
       if (ln.op != LocalOp::MatMul || ln.source < 0) continue;
       const Axis in = g.nodes[g.nodes[ln.source].inputs[0]].axis;
-      ln.granule = in == Axis::QHeads ? heads : in == Axis::Ffn ? ffn : 0;
+      ln.granule = in == Axis::QHeads ? lcm(g.dims.head_dim_of(ln.layer), head_block) : in == Axis::Ffn ? ffn : 0;
     }
 }
 
@@ -181,7 +176,7 @@ std::vector<Partition> partitions(const Graph& g, const WeightTable& w, const st
     const int64_t h0 = r.begin / d.head_dim, h1 = r.end / d.head_dim;
     kv.ranges.push_back({h0 / d.group() * d.head_dim, ((h1 - 1) / d.group() + 1) * d.head_dim});
   }
-  Partition ffn = cut(Axis::Ffn, d.n_ff, reduction_granule(g, w, Axis::Ffn), ratios);
+  Partition ffn = cut(Axis::Ffn, d.n_ff, ffn_granule(g, w), ratios);
   Partition vocab = cut(Axis::Vocab, d.n_vocab, 1, ratios);
   std::vector<Partition> out{q, kv, ffn, vocab};
   // An expert's hidden width, cut alike in every expert (ranges of one slot's n_ff_exp features).

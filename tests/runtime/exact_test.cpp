@@ -90,6 +90,27 @@ TEST_P(ExactKQuants, EveryConfigBitForBit) {
 
 INSTANTIATE_TEST_SUITE_P(Types, ExactKQuants, ::testing::Values("q4_k_m", "q3_k", "q2_k", "iq4_xs", "q6_k", "q5_k"));
 
+// Gemma 4's heads per layer (global 32 wide over 1 KV head, the others 16 over 2): more devices
+// than the global layers' KV head cut single query heads, so a sliding-window layer's cut falls
+// on 16 features, inside a granule of the global layers' heads; each layer has its own.
+TEST(ExactInference, Gemma4HeadsPerLayerEveryConfigBitForBit) {
+  for (const char* type : {"f32", "q8_0"}) {
+    tools::GenModelOptions o;
+    o.arch = "gemma4";
+    o.type = type;
+    o.seed = 7;
+    o.sliding_window = 6;
+    o.overrides.head_dim = 32;
+    o.overrides.head_dim_swa = 16;
+    o.overrides.n_head_kv = 1;
+    o.overrides.n_head_kv_swa = 2;
+    const auto bytes = tools::generate_model_bytes(o);
+    auto f = gguf::File::parse(bytes.data(), bytes.size(), type);
+    SCOPED_TRACE(type);
+    expect_every_config_exact(*f, some_prompt(320, 21), 16);
+  }
+}
+
 // The control: q2_k with seed 42 parts from one device within four steps without --exact.
 TEST(ExactInference, WithoutItASplitDiffers) {
   std::vector<uint8_t> bytes;
