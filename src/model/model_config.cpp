@@ -167,9 +167,10 @@ void read_gemma(const gguf::File& f, const std::string& p, ModelConfig& c) {
 // Gemma 4 (llama.cpp's llama_model_gemma4) as far as weft runs it: scores unscaled (its
 // f_attention_scale 1), a layer without attn_v using K's projection as V, each layer's output
 // scale where the file has one, the window and one sliding-window flag per layer
-// (sliding_window_pattern; a single value sets every layer), local layers rotating rope.dimension_count_swa dims at
-// their own base and without rope_freqs, which the global layers need (the converter's proportional RoPE: factor 1e30
-// stops a pair turning). What weft does not run yet is refused by its key or tensor.
+// (sliding_window_pattern; a single value sets every layer), local layers rotating
+// rope.dimension_count_swa dims at their own base and without rope_freqs, which the global layers
+// need (the converter's proportional RoPE: factor 1e30 stops a pair turning). What weft does not
+// run yet is refused by its key or tensor.
 void read_gemma4(const gguf::File& f, const std::string& p, RopeParams local, ModelConfig& c) {
   auto& d = c.dims;
   d.attn_scale = 1.f;

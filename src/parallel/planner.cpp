@@ -145,6 +145,11 @@ void mark_granules(const Graph& g, const WeightTable& w, Plan& plan) {
     }
 }
 
+// The KV heads that query heads `q` read, `group` query heads to a KV head (none for none).
+Range kv_heads_read(Range q, int64_t group) {
+  return q.empty() ? Range{0, 0} : Range{q.begin / group, (q.end - 1) / group + 1};
+}
+
 std::vector<Partition> partitions(const Graph& g, const WeightTable& w, const std::vector<double>& ratios) {
   const auto& d = g.dims;
   const int n_active = static_cast<int>(std::count_if(ratios.begin(), ratios.end(), [](double r) { return r > 0; }));
@@ -169,12 +174,8 @@ std::vector<Partition> partitions(const Graph& g, const WeightTable& w, const st
   Partition q = cut(Axis::QHeads, d.n_head * d.head_dim, heads_unit * d.head_dim, ratios);
   Partition kv{Axis::KvHeads, d.head_dim, {}};
   for (const Range& r : q.ranges) {
-    if (r.empty()) {
-      kv.ranges.push_back({0, 0});
-      continue;
-    }
-    const int64_t h0 = r.begin / d.head_dim, h1 = r.end / d.head_dim;
-    kv.ranges.push_back({h0 / d.group() * d.head_dim, ((h1 - 1) / d.group() + 1) * d.head_dim});
+    const Range h = kv_heads_read({r.begin / d.head_dim, r.end / d.head_dim}, d.group());
+    kv.ranges.push_back({h.begin * d.head_dim, h.end * d.head_dim});
   }
   Partition ffn = cut(Axis::Ffn, d.n_ff, ffn_granule(g, w), ratios);
   Partition vocab = cut(Axis::Vocab, d.n_vocab, 1, ratios);
@@ -226,10 +227,7 @@ class TensorPlanner {
     const Partition* p = part(Axis::QHeads);
     const Range q =
         p ? Range{p->ranges[d].begin / dims.head_dim, p->ranges[d].end / dims.head_dim} : Range{0, dims.n_head};
-    if (a == Axis::QHeads) return q;
-    if (q.empty()) return {0, 0};
-    const int64_t group = dims.group_of(layer);
-    return {q.begin / group, (q.end - 1) / group + 1};
+    return a == Axis::QHeads ? q : kv_heads_read(q, dims.group_of(layer));
   }
   bool expert_split() const { return n_ > 1 && plan_.moe_split == MoeSplit::Expert; }
   // The device that adds a bias to partial sums over axis a: the first holding any of it (a device

@@ -12,22 +12,16 @@ layout(std430, binding = 2) writeonly buffer Y { float y[]; };
 layout(push_constant) uniform P {
   uint n, width, op;
   float alpha, limit;  // op 4 only
-}
-p;
+} p;
 void main() {
   const uint i = gl_GlobalInvocationID.x + gl_GlobalInvocationID.y * gl_NumWorkGroups.x * 256;
   if (i >= p.n) return;
   const float v = a[i];
-  if (p.op == 0)
-    y[i] = v + b[i];
-  else if (p.op == 1)
-    y[i] = v / (1.0 + exp(-v)) * b[i];
-  else if (p.op == 2)
-    y[i] = v * (1.0 / (1.0 + exp(-b[i / p.width])));
-  else if (p.op == 3)
-    y[i] = v + b[i % p.width];
-  else if (p.op == 5)
-    y[i] = v * b[0];
+  if (p.op == 0) y[i] = v + b[i];
+  else if (p.op == 1) y[i] = v / (1.0 + exp(-v)) * b[i];
+  else if (p.op == 2) y[i] = v * (1.0 / (1.0 + exp(-b[i / p.width])));
+  else if (p.op == 3) y[i] = v + b[i % p.width];
+  else if (p.op == 5) y[i] = v * b[0];
   else {
     const float g = min(v, p.limit);
     y[i] = g / (1.0 + exp(p.alpha * -g)) * (clamp(b[i], -p.limit, p.limit) + 1.0);
