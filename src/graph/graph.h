@@ -42,7 +42,9 @@ enum class OpKind : uint8_t {
   SwiGlu,     // inputs gate, up: silu(gate) * up
   Add,        // inputs a, b: a + b (the residual stream)
   // Mixture of experts. A token's k selected experts fill k slots (Axis::Routes, ExpertFfn).
-  MoeRoute,         // router logits -> top-k experts by softmax and their weights      out Routes
+  // router logits -> top-k experts by softmax and their weights, each times its expert's value of
+  // `weight` where there is one (Gemma 4's per-expert output scale)                  out Routes
+  MoeRoute,
   ExpertMatMul,     // inputs x, routes: slot j of token t = W[e_tj] x_t (gate, up)    out ExpertFfn
   ExpertMatMulSum,  // inputs x, routes: sum_j w_tj W[e_tj] x_tj over the slots (down)  out Embd
   SigmoidScale,     // inputs x, g (width 1): x * sigmoid(g) (qwen2moe's shared expert gate)
@@ -50,7 +52,9 @@ enum class OpKind : uint8_t {
   // inputs gate, up: g * sigmoid(alpha g) * (u + 1) with g = min(gate, limit), u = clamp(up, +-limit)
   // (gpt-oss's experts; Dims::swiglu_alpha / swiglu_limit)
   SwiGluOai,
-  Scale,  // x times `weight`, a tensor of one value (Gemma 4's layer_output_scale)   same axis
+  // x times `weight`, a tensor of one value (Gemma 4's layer_output_scale), or where there is no
+  // weight times the constant `factor` (Gemma 4's router input, 1/sqrt(n_embd))      same axis
+  Scale,
   Count
 };
 std::string_view op_name(OpKind op);
@@ -68,8 +72,10 @@ struct Node {
   int layer = -1;     // block index; -1 outside the blocks
   std::string label;  // for plans and profiles: "attn_q", "ffn_down"
   // A MatMul reading one segment of a fused tensor (Phi-3's attn_qkv, its gate+up ffn_up): its
-  // rows (and bias values) start at row0 of the tensor, which has fused_rows rows in all.
+  // rows (and bias values) start at row0 of the tensor, which has fused_rows rows in all. An
+  // ExpertMatMul's segment is the same rows of every expert's matrix (ffn_gate_up_exps).
   int64_t row0 = 0, fused_rows = 0;
+  float factor = 1.f;  // Scale without a weight
 };
 
 // Shape facts the ops and the planner need beyond single nodes.

@@ -231,6 +231,8 @@ void route_token(const float* logits, const MoeRouting& r, float* p, float* rout
     for (int64_t j = 0; j < r.k; ++j) sum += routes[r.k + j];
     for (int64_t j = 0; j < r.k; ++j) routes[r.k + j] /= std::max(sum, kMinWeightSum);
   }
+  if (r.expert_scale)
+    for (int64_t j = 0; j < r.k; ++j) routes[r.k + j] *= r.expert_scale[static_cast<int64_t>(routes[j])];
 }
 
 void moe_route(const float* logits, int64_t n_tokens, const MoeRouting& r, float* routes) {

@@ -23,6 +23,9 @@ struct MoeRouting {
   // false: p = softmax(logits), the k experts of highest p, p their weights (SOFTMAX);
   // true: the k experts of highest logit, a softmax over those k logits their weights (SOFTMAX_WEIGHT).
   bool softmax_selected = false;
+  // Where set, n_expert values: each weight, last, times its expert's (Gemma 4's per-expert output
+  // scale, which multiplies an expert's output as linearly as its weight does).
+  const float* expert_scale = nullptr;
 };
 // Per token, the k selected experts in descending order (ties to the lower id) and their weights.
 // logits: [n_tokens, n_expert]; routes: [n_tokens, 2k].

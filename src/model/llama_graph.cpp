@@ -2,6 +2,8 @@
 
 #include <fmt/format.h>
 
+#include <cmath>
+
 namespace weft::model {
 
 using graph::Axis;
@@ -31,6 +33,21 @@ graph::Graph build_llama_graph(const ModelConfig& c) {
       n.row0 = row0;
       n.fused_rows = rows;
       return g.add(std::move(n));
+    };
+    // The dense FFN: gate and up column-parallel, SwiGLU (Gemma: GELU-gated), down row-parallel.
+    auto gated_ffn = [&](int in) {
+      int gate, up;
+      if (c.traits.phi3) {  // ffn_up holds [gate; up]
+        gate = segment(in, Axis::Ffn, d.n_ff, "ffn_up.weight", "ffn_gate", 0, 2 * d.n_ff);
+        up = segment(in, Axis::Ffn, d.n_ff, "ffn_up.weight", "ffn_up", d.n_ff, 2 * d.n_ff);
+      } else {
+        gate = node(OpKind::MatMul, {in}, Axis::Ffn, d.n_ff, "ffn_gate.weight", "ffn_gate");
+        up = node(OpKind::MatMul, {in}, Axis::Ffn, d.n_ff, "ffn_up.weight", "ffn_up");
+      }
+      const bool gelu = c.traits.gemma;
+      int act = node(gelu ? OpKind::GeGlu : OpKind::SwiGlu, {gate, up}, Axis::Ffn, d.n_ff, "",
+                     gelu ? "ffn_geglu" : "ffn_swiglu");
+      return node(OpKind::MatMul, {act}, Axis::Embd, d.n_embd, "ffn_down.weight", "ffn_down");
     };
     // Attention: h = norm(x); q, k, v projections (column-parallel); RoPE; attend; project back.
     int h = node(OpKind::RmsNorm, {x}, Axis::Embd, d.n_embd, "attn_norm.weight", "attn_norm");
@@ -63,39 +80,60 @@ graph::Graph build_llama_graph(const ModelConfig& c) {
     if (c.traits.gemma)
       o = node(OpKind::RmsNorm, {o}, Axis::Embd, d.n_embd, "post_attention_norm.weight", "attn_post_norm");
     x = node(OpKind::Add, {x, o}, Axis::Embd, d.n_embd, "", "attn_residual");
-    // MLP: SwiGLU (Gemma: GELU-gated), gate/up column-parallel, down row-parallel.
     h = node(OpKind::RmsNorm, {x}, Axis::Embd, d.n_embd, oss ? "post_attention_norm.weight" : "ffn_norm.weight",
              "ffn_norm");
     int ffn = -1;
     if (d.n_expert == 0) {
-      int gate, up;
-      if (c.traits.phi3) {  // ffn_up holds [gate; up]
-        gate = segment(h, Axis::Ffn, d.n_ff, "ffn_up.weight", "ffn_gate", 0, 2 * d.n_ff);
-        up = segment(h, Axis::Ffn, d.n_ff, "ffn_up.weight", "ffn_up", d.n_ff, 2 * d.n_ff);
-      } else {
-        gate = node(OpKind::MatMul, {h}, Axis::Ffn, d.n_ff, "ffn_gate.weight", "ffn_gate");
-        up = node(OpKind::MatMul, {h}, Axis::Ffn, d.n_ff, "ffn_up.weight", "ffn_up");
-      }
-      const bool gelu = c.traits.gemma;
-      int act = node(gelu ? OpKind::GeGlu : OpKind::SwiGlu, {gate, up}, Axis::Ffn, d.n_ff, "",
-                     gelu ? "ffn_geglu" : "ffn_swiglu");
-      ffn = node(OpKind::MatMul, {act}, Axis::Embd, d.n_embd, "ffn_down.weight", "ffn_down");
+      ffn = gated_ffn(h);
     } else {
       // Mixture of experts (llama.cpp's build_moe_ffn): the router picks k experts per token, each
       // runs a SwiGLU FFN on it, and their outputs are summed with the router's weights.
       const int64_t ew = d.n_expert_used * d.n_ff_exp;  // (k, n_ff_exp)
       auto bias = [&](const char* name) { return oss ? std::string(name) : std::string(); };
-      int logits = node(OpKind::MatMul, {h}, Axis::Router, d.n_expert, "ffn_gate_inp.weight", "ffn_router",
+      const bool g4 = c.traits.gemma4;
+      int dense = -1, router_in = h;
+      // Gemma 4: the dense FFN beside the experts, normed after as the experts are; the experts read
+      // x under their own norm, the router x RMS-normed times ffn_gate_inp.scale and 1/sqrt(n_embd).
+      if (g4) {
+        dense =
+            node(OpKind::RmsNorm, {gated_ffn(h)}, Axis::Embd, d.n_embd, "post_ffw_norm_1.weight", "ffn_post_norm_1");
+        router_in = node(OpKind::RmsNorm, {x}, Axis::Embd, d.n_embd, "ffn_gate_inp.scale", "ffn_router_norm");
+        Node s{OpKind::Scale, {router_in}, Axis::Embd, d.n_embd, "", "", l, "ffn_router_scale"};
+        s.factor = 1.f / std::sqrt(static_cast<float>(d.n_embd));
+        router_in = g.add(std::move(s));
+        h = node(OpKind::RmsNorm, {x}, Axis::Embd, d.n_embd, "pre_ffw_norm_2.weight", "ffn_norm_2");
+      }
+      int logits = node(OpKind::MatMul, {router_in}, Axis::Router, d.n_expert, "ffn_gate_inp.weight", "ffn_router",
                         bias("ffn_gate_inp.bias"));
-      int routes = node(OpKind::MoeRoute, {logits}, Axis::Routes, 2 * d.n_expert_used, "", "ffn_routes");
-      int gate = node(OpKind::ExpertMatMul, {h, routes}, Axis::ExpertFfn, ew, "ffn_gate_exps.weight", "ffn_gate_exps",
-                      bias("ffn_gate_exps.bias"));
-      int up = node(OpKind::ExpertMatMul, {h, routes}, Axis::ExpertFfn, ew, "ffn_up_exps.weight", "ffn_up_exps",
-                    bias("ffn_up_exps.bias"));
-      int act = node(oss ? OpKind::SwiGluOai : OpKind::SwiGlu, {gate, up}, Axis::ExpertFfn, ew, "",
-                     oss ? "ffn_swiglu_oai_exps" : "ffn_swiglu_exps");
+      int routes = node(OpKind::MoeRoute, {logits}, Axis::Routes, 2 * d.n_expert_used,
+                        c.expert_out_scale ? "ffn_down_exps.scale" : "", "ffn_routes");
+      int gate, up;
+      if (c.fused_gate_up_exps) {  // one stack, each expert's gate rows then its up rows
+        auto half = [&](const char* label, int64_t row0) {
+          Node n{OpKind::ExpertMatMul, {h, routes}, Axis::ExpertFfn, ew, blk + "ffn_gate_up_exps.weight", "", l, label};
+          n.row0 = row0;
+          n.fused_rows = 2 * d.n_ff_exp;
+          return g.add(std::move(n));
+        };
+        gate = half("ffn_gate_exps", 0);
+        up = half("ffn_up_exps", d.n_ff_exp);
+      } else {
+        gate = node(OpKind::ExpertMatMul, {h, routes}, Axis::ExpertFfn, ew, "ffn_gate_exps.weight", "ffn_gate_exps",
+                    bias("ffn_gate_exps.bias"));
+        up = node(OpKind::ExpertMatMul, {h, routes}, Axis::ExpertFfn, ew, "ffn_up_exps.weight", "ffn_up_exps",
+                  bias("ffn_up_exps.bias"));
+      }
+      const OpKind act_op = oss ? OpKind::SwiGluOai : g4 ? OpKind::GeGlu : OpKind::SwiGlu;
+      int act = node(act_op, {gate, up}, Axis::ExpertFfn, ew, "",
+                     oss  ? "ffn_swiglu_oai_exps"
+                     : g4 ? "ffn_geglu_exps"
+                          : "ffn_swiglu_exps");
       ffn = node(OpKind::ExpertMatMulSum, {act, routes}, Axis::Embd, d.n_embd, "ffn_down_exps.weight", "ffn_down_exps",
                  bias("ffn_down_exps.bias"));
+      if (g4) {
+        ffn = node(OpKind::RmsNorm, {ffn}, Axis::Embd, d.n_embd, "post_ffw_norm_2.weight", "ffn_post_norm_2");
+        ffn = node(OpKind::Add, {dense, ffn}, Axis::Embd, d.n_embd, "", "ffn_moe_out");
+      }
       if (d.n_ff_shexp > 0) {  // qwen2moe: a dense shared expert, scaled by sigmoid of its own gate
         const int64_t sw = d.n_ff_shexp;
         int sg = node(OpKind::MatMul, {h}, Axis::SharedFfn, sw, "ffn_gate_shexp.weight", "ffn_gate_shexp");

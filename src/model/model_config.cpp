@@ -20,7 +20,8 @@ ArchTraits traits_of(const std::string& arch) {
   if (arch == "qwen2moe") return {.qkv_bias = true, .rope_neox = true, .moe = true, .shared_expert = true};
   if (arch == "qwen3moe") return {.qk_norm = true, .rope_neox = true, .moe = true, .expert_weights_norm = true};
   if (arch == "gemma3") return {.qk_norm = true, .rope_neox = true, .gemma = true};
-  if (arch == "gemma4") return {.qk_norm = true, .rope_neox = true, .gemma = true, .gemma4 = true};
+  if (arch == "gemma4")
+    return {.qk_norm = true, .rope_neox = true, .expert_weights_norm = true, .gemma = true, .gemma4 = true};
   if (arch == "phi3") return {.rope_neox = true, .phi3 = true};
   if (arch == "gpt-oss") return {.qkv_bias = true, .rope_neox = true, .moe = true, .gpt_oss = true};
   fail("model",
@@ -68,6 +69,8 @@ void read_experts(const gguf::File& f, const std::string& p, ModelConfig& c) {
   if (d.n_expert == 0) {
     if (c.traits.moe) fail("model", "{}expert_count is missing or 0: {} is a mixture of experts", p, c.arch);
     if (d.n_expert_used != 0) fail("model", "{}expert_used_count is {} without experts", p, d.n_expert_used);
+    if (f.find_tensor("blk.0.ffn_gate_inp.weight"))
+      fail("model", "blk.0.ffn_gate_inp.weight is a router, but {}expert_count is missing or 0", p);
     return;
   }
   c.traits.moe = true;
@@ -88,12 +91,29 @@ void read_experts(const gguf::File& f, const std::string& p, ModelConfig& c) {
     if (d.n_ff_shexp <= 0 || d.n_ff_shexp > (int64_t{1} << 20))
       fail("model", "{}expert_shared_feed_forward_length {} is out of range", p, d.n_ff_shexp);
   }
+  c.fused_gate_up_exps = f.find_tensor("blk.0.ffn_gate_up_exps.weight") != nullptr;
+  c.expert_out_scale = f.find_tensor("blk.0.ffn_down_exps.scale") != nullptr;
   for (int64_t l = 0; l < d.n_layer; ++l) {
     const std::string b = fmt::format("blk.{}.", l);
     expect_shape(f, b + "ffn_gate_inp.weight", {d.n_embd, d.n_expert}, "router");
-    expect_shape(f, b + "ffn_gate_exps.weight", {d.n_embd, d.n_ff_exp, d.n_expert}, "expert");
-    expect_shape(f, b + "ffn_up_exps.weight", {d.n_embd, d.n_ff_exp, d.n_expert}, "expert");
+    if (c.fused_gate_up_exps) {
+      expect_shape(f, b + "ffn_gate_up_exps.weight", {d.n_embd, 2 * d.n_ff_exp, d.n_expert}, "fused gate/up expert");
+    } else {
+      expect_shape(f, b + "ffn_gate_exps.weight", {d.n_embd, d.n_ff_exp, d.n_expert}, "expert");
+      expect_shape(f, b + "ffn_up_exps.weight", {d.n_embd, d.n_ff_exp, d.n_expert}, "expert");
+    }
     expect_shape(f, b + "ffn_down_exps.weight", {d.n_ff_exp, d.n_embd, d.n_expert}, "expert");
+    if (c.expert_out_scale) expect_shape(f, b + "ffn_down_exps.scale", {d.n_expert}, "per-expert output scale");
+    for (const char* s : {"ffn_gate_exps.scale", "ffn_up_exps.scale", "ffn_gate_up_exps.scale"})
+      if (f.find_tensor(b + s)) fail("model", "{}{}: scales on the experts' inputs are not supported yet", b, s);
+    if (c.traits.gemma4) {  // the dense FFN beside the experts, the branches' norms, the router's input scale
+      expect_shape(f, b + "ffn_gate_inp.scale", {d.n_embd}, "router input scale");
+      for (const char* s : {"pre_ffw_norm_2.weight", "post_ffw_norm_1.weight", "post_ffw_norm_2.weight"})
+        expect_shape(f, b + s, {d.n_embd}, "expert branch norm");
+      expect_shape(f, b + "ffn_gate.weight", {d.n_embd, d.n_ff}, "dense FFN");
+      expect_shape(f, b + "ffn_up.weight", {d.n_embd, d.n_ff}, "dense FFN");
+      expect_shape(f, b + "ffn_down.weight", {d.n_ff, d.n_embd}, "dense FFN");
+    }
     if (!c.traits.shared_expert) continue;
     expect_shape(f, b + "ffn_gate_inp_shexp.weight", {d.n_embd}, "shared expert gate");
     expect_shape(f, b + "ffn_gate_shexp.weight", {d.n_embd, d.n_ff_shexp}, "shared expert");
@@ -233,8 +253,6 @@ void read_gemma4(const gguf::File& f, const std::string& p, RopeParams local, Mo
       if (!std::isfinite(s)) fail("model", "{}layer_output_scale.weight is {}", b, s);
       c.out_scale[l] = 1;
     }
-    if (f.find_tensor(b + "ffn_gate_inp.weight"))
-      fail("model", "{}ffn_gate_inp.weight: Gemma 4's mixture of experts is not supported yet", b);
   }
 }
 

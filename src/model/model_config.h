@@ -30,7 +30,9 @@ struct ArchTraits {
   bool gpt_oss = false;
   // Gemma 4 (with `gemma`): attention scores unscaled, V RMS-normed without a weight, a layer
   // without attn_v using K's projection as its V, proportional RoPE (rope_freqs) on the global
-  // layers only, and the sliding-window layers listed one flag per layer.
+  // layers only, and the sliding-window layers listed one flag per layer. Its mixture of experts
+  // (26B-A4B) keeps the dense FFN beside the experts, each branch normed before and after, and
+  // routes from the residual stream RMS-normed, times 1/sqrt(n_embd) and ffn_gate_inp.scale.
   bool gemma4 = false;
 };
 
@@ -43,6 +45,11 @@ struct ModelConfig {
   bool fused_qkv = false;       // attn_qkv.weight holds q, k and v (Phi-3)
   bool output_bias = false;     // output.bias (Phi-3)
   std::vector<uint8_t> k_as_v;  // Gemma 4: per layer, no attn_v: V is K's projection
+  // Experts' gate and up in one ffn_gate_up_exps stack [n_embd, 2 n_ff_exp, n_expert], each
+  // expert's gate rows first (Gemma 4's files).
+  bool fused_gate_up_exps = false;
+  // ffn_down_exps.scale (n_expert values) in every layer: each expert's output times its value.
+  bool expert_out_scale = false;
   // Gemma 4: per layer, the file has layer_output_scale.weight (f32[1]): the layer's output, the
   // residual stream after its FFN, is multiplied by it.
   std::vector<uint8_t> out_scale;

@@ -42,7 +42,9 @@ inline constexpr uint32_t kHelloMagic = 0x54464557;  // "WEFT" little-endian
 //     sampled again from the logits kept of its step).
 // 15: ops gained Scale (Gemma 4's layer output scale); the dims carry each layer's KV heads and
 //     head size where layers differ (Gemma 4).
-inline constexpr uint16_t kProtocolMajor = 15;
+// 16: graph nodes carry Scale's constant factor; MoeRoute and expert matmuls may read a weight
+//     (a per-expert scale; rows of a fused gate_up stack) (Gemma 4's mixture of experts).
+inline constexpr uint16_t kProtocolMajor = 16;
 inline constexpr uint16_t kProtocolMinor = 0;
 inline constexpr size_t kNonceBytes = 32;
 inline constexpr size_t kMinKeyBytes = 16;

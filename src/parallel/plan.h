@@ -125,6 +125,7 @@ struct LocalNode {
   // boundaries, so a run in fixed point (--exact: each granule's partial an integer) gets the
   // same sums however the axis is cut. 0: a matmul no split reduces.
   int64_t granule = 0;
+  float factor = 1.f;  // Scale without a weight: the constant (graph::Node::factor)
 };
 
 struct DeviceGraph {

@@ -64,10 +64,11 @@ WeightSlice rows_of(const Node& n, const std::string& tensor, Range r) {
 
 void compute_whole(LocalNode& ln, const Node& n, const graph::Dims& d) {
   ln.width = n.width;
+  ln.factor = n.factor;
   const bool segment = n.fused_rows > 0;
-  if (!n.weight.empty())
-    ln.weight = segment ? rows_of(n, n.weight, {0, n.width}) : WeightSlice{n.weight, Kind::Whole, {}};
-  if (!n.bias.empty()) ln.bias = segment ? rows_of(n, n.bias, {0, n.width}) : WeightSlice{n.bias, Kind::Whole, {}};
+  const int64_t rows = is_expert_op(n.op) ? d.n_ff_exp : n.width;  // an expert segment: rows of each matrix
+  if (!n.weight.empty()) ln.weight = segment ? rows_of(n, n.weight, {0, rows}) : WeightSlice{n.weight, Kind::Whole, {}};
+  if (!n.bias.empty()) ln.bias = segment ? rows_of(n, n.bias, {0, rows}) : WeightSlice{n.bias, Kind::Whole, {}};
   ln.q_heads = {0, d.n_head};
   ln.kv_heads = {0, d.n_head_kv_of(n.layer)};
   if (n.op == OpKind::Rope || n.op == OpKind::HeadNorm)
@@ -255,7 +256,9 @@ class TensorPlanner {
     if (expert_split()) {
       ln.experts = plan_.experts[d];
       if (ln.experts.empty()) return;
-      ln.weight = {n.weight, Kind::Whole, {}, ln.experts};
+      // A segment of fused experts (gate or up of ffn_gate_up_exps): those rows of each.
+      ln.weight = n.fused_rows > 0 ? WeightSlice{n.weight, Kind::Rows, {n.row0, n.row0 + g_.dims.n_ff_exp}, ln.experts}
+                                   : WeightSlice{n.weight, Kind::Whole, {}, ln.experts};
       const bool all = ln.experts.size() == g_.dims.n_expert;  // a one-expert bias is one row
       if (bias) ln.bias = all ? WeightSlice{n.bias, Kind::Whole, {}} : WeightSlice{n.bias, Kind::Rows, ln.experts};
       return;
@@ -263,7 +266,7 @@ class TensorPlanner {
     const Range r = range(Axis::ExpertFfn, d);
     if (r.empty()) return;
     ln.experts = {0, g_.dims.n_expert};
-    ln.weight = {n.weight, down ? Kind::Cols : Kind::Rows, r, {}};
+    ln.weight = down ? WeightSlice{n.weight, Kind::Cols, r, {}} : rows_of(n, n.weight, r);
     if (bias && !down) ln.bias = {n.bias, Kind::Cols, r};
     if (bias && down && d == bias_device(Axis::ExpertFfn)) ln.bias = {n.bias, Kind::Whole, {}};
   }
@@ -460,8 +463,10 @@ void check_weights(const Graph& g, const WeightTable& w) {
     int64_t in = g.nodes[n.inputs[0]].width, out = n.width, mats = 1;
     if (n.op == OpKind::ExpertMatMul) out = d.n_ff_exp, mats = d.n_expert;
     if (n.op == OpKind::ExpertMatMulSum) in = d.n_ff_exp, mats = d.n_expert;
-    if (n.fused_rows > 0) {  // one segment of a fused tensor
-      if (wi.cols != in || wi.rows != n.fused_rows || wi.mats != 1 || n.row0 < 0 || n.row0 + out > n.fused_rows)
+    if (n.fused_rows > 0) {  // one segment of a fused tensor (of each expert's matrix)
+      if (n.op == OpKind::ExpertMatMulSum || (is_expert_op(n.op) && !n.bias.empty()))
+        fail("plan", "{}: fused experts are gate and up, without biases", n.label);
+      if (wi.cols != in || wi.rows != n.fused_rows || wi.mats != mats || n.row0 < 0 || n.row0 + out > n.fused_rows)
         fail("plan", "fused tensor '{}' is {}x{}x{}, the graph needs {}x{} (rows {}..{} for {})", n.weight, wi.cols,
              wi.rows, wi.mats, in, n.fused_rows, n.row0, n.row0 + out, n.label);
       continue;

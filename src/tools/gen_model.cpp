@@ -152,7 +152,8 @@ ArchInfo arch_info(std::string_view arch) {
   if (arch == "qwen2moe") return {true, false, 1000000.0f, 1e-6f, Ffn::Experts, true};
   if (arch == "qwen3moe") return {false, true, 1000000.0f, 1e-6f, Ffn::Experts};
   if (arch == "gemma3") return {false, true, 1000000.0f, 1e-6f, Ffn::Dense, false, true};  // Gemma 3 1B..27B
-  if (arch == "gemma4") return {false, true, 1000000.0f, 1e-6f, Ffn::Dense, false, true, false, false, true};
+  // Gemma 4 E2B..31B, and 26B-A4B with experts
+  if (arch == "gemma4") return {false, true, 1000000.0f, 1e-6f, Ffn::Either, false, true, false, false, true};
   if (arch == "phi3") return {false, false, 10000.0f, 1e-5f, Ffn::Dense, false, false, true};  // Phi-3.5 / Phi-4 mini
   if (arch == "gpt-oss") return {true, false, 150000.0f, 1e-5f, Ffn::Experts, false, false, false, true};
   fail("gen-model", "unknown arch '{}' (llama, qwen2, qwen3, qwen2moe, qwen3moe, gemma3, gemma4, phi3, gpt-oss)", arch);
@@ -173,7 +174,19 @@ void ffn_specs(const ArchInfo& a, const GenModelShape& s, int l, Matrix matrix, 
     return;
   }
   vec("ffn_gate_inp.weight", l, std::vector<int64_t>{s.n_embd, s.n_expert},
-      Init::Matrix);                                       // router: f32, as llama-quantize keeps it
+      Init::Matrix);  // router: f32, as llama-quantize keeps it
+  if (a.gemma4) {     // 26B-A4B: the dense FFN beside the experts, their gate and up in one stack
+    matrix("ffn_gate.weight", l, s.n_embd, s.n_ff);
+    matrix("ffn_up.weight", l, s.n_embd, s.n_ff);
+    matrix("ffn_down.weight", l, s.n_ff, s.n_embd);
+    vec("ffn_gate_inp.scale", l, std::vector<int64_t>{s.n_embd}, Init::Norm);
+    stack("ffn_gate_up_exps.weight", l, s.n_embd, 2 * s.n_ff_exp);
+    stack("ffn_down_exps.weight", l, s.n_ff_exp, s.n_embd);
+    vec("ffn_down_exps.scale", l, std::vector<int64_t>{s.n_expert}, Init::Norm);
+    for (const char* norm : {"pre_ffw_norm_2.weight", "post_ffw_norm_1.weight", "post_ffw_norm_2.weight"})
+      vec(norm, l, std::vector<int64_t>{s.n_embd}, Init::Norm);
+    return;
+  }
   stack("ffn_gate_exps.weight", l, s.n_embd, s.n_ff_exp);  // (expert, embd -> ff_exp)
   stack("ffn_up_exps.weight", l, s.n_embd, s.n_ff_exp);
   stack("ffn_down_exps.weight", l, s.n_ff_exp, s.n_embd);  // (expert, ff_exp -> embd)

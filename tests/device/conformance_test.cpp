@@ -222,7 +222,7 @@ TEST_P(Conformance, EveryArchitectureMatchesTheReference) {
   expect_matches_reference(tiny_model("tiny", "q8_0", "phi3"), "phi3 (fused q/k/v and gate/up, LongRoPE)");
   expect_matches_reference(tiny_model("tiny", "q8_0", "gemma4"), "gemma4 (K as V, V norm, proportional RoPE)");
   expect_matches_reference(tiny_model("tiny-heads", "q8_0", "gemma4"), "gemma4 (heads per layer)");
-  for (const std::string arch : {"llama", "qwen2moe", "qwen3moe", "gpt-oss"})
+  for (const std::string arch : {"llama", "qwen2moe", "qwen3moe", "gpt-oss", "gemma4"})
     expect_matches_reference(tiny_model("tiny-moe", "q8_0", arch), "MoE " + arch);
 }
 
@@ -236,6 +236,8 @@ TEST_P(Conformance, SplitsMatchTheReference) {
                            SplitMode::Tensor, 2);
   // gpt-oss: the biases added once to the partial sums of attn_output and of the experts' down
   expect_matches_reference(tiny_model("tiny-moe", "q8_0", "gpt-oss"), "gpt-oss tensor split", SplitMode::Tensor, 2);
+  // Gemma 4: halves of fused expert stacks, per-expert scales, the router's constant scale
+  expect_matches_reference(tiny_model("tiny-moe", "q8_0", "gemma4"), "gemma4 MoE tensor split", SplitMode::Tensor, 2);
 }
 
 // The graphs of the tests above, between them, use every LocalOp.

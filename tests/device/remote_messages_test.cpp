@@ -11,17 +11,15 @@
 #include "net/wire.h"
 #include "parallel/planner.h"
 #include "support/expect_error.h"
-
-#include <fmt/format.h>
 #include "tools/gen_model.h"
 
 #include <fmt/format.h>
 #include <gtest/gtest.h>
 
 #include <cmath>
-
 #include <cstring>
 #include <functional>
+#include <limits>
 #include <memory>
 #include <vector>
 
@@ -141,6 +139,8 @@ void expect_same_graph(const parallel::DeviceGraph& a, const parallel::DeviceGra
     expect_same_range(n.kv_heads, m.kv_heads, what + " kv heads");
     expect_same_range(n.experts, m.experts, what + " experts");
     EXPECT_EQ(n.gather, m.gather) << what;
+    EXPECT_EQ(n.granule, m.granule) << what;
+    EXPECT_EQ(n.factor, m.factor) << what;
   }
   EXPECT_EQ(a.output, b.output);
   expect_same_range(a.vocab, b.vocab, "vocab");
@@ -192,6 +192,8 @@ parallel::DeviceGraph rich_graph() {
   g.kv_window_values = 16;
   g.nodes[1].experts = {12, 30};
   g.nodes[1].weight.experts = {12, 30};
+  g.nodes[1].granule = 96;
+  g.nodes[2].factor = 0.0625f;  // Gemma 4's router input scale
   parallel::LocalNode gather{};
   gather.op = parallel::LocalOp::AllGather;
   gather.inputs = {static_cast<int>(g.nodes.size()) - 1};
@@ -285,6 +287,9 @@ TEST(RemoteMessages, GraphWithBadValuesIsRejected) {
   g = rich_graph();
   g.dims.layer_heads.back().head_dim = 0;
   EXPECT_ERROR(graph_round_trip(g), "dims: head size 0 is out of range");
+  g = rich_graph();
+  g.nodes[2].factor = std::numeric_limits<float>::quiet_NaN();
+  EXPECT_ERROR(graph_round_trip(g), "node 2: factor nan");
   g = rich_graph();
   g.dims.head_dim = -4;
   EXPECT_ERROR(graph_round_trip(g), "dims: -4 is out of range");

@@ -90,6 +90,21 @@ TEST(MoeRoute, SoftmaxOverTheSelectedLogits) {  // gpt-oss: the top k logits, th
   EXPECT_NEAR(route_weight(r.data(), 2, 1), 1 - w0, 1e-6);
 }
 
+// Gemma 4: each selected expert's weight, after the renormalisation, times its expert's scale; the
+// selection itself unchanged.
+TEST(MoeRoute, ExpertScalesMultiplyTheFinalWeights) {
+  const std::vector<float> logits{0.5f, 3.f, -1.f, 2.f, 2.5f}, scale{1.f, 0.25f, 8.f, 2.f, 3.f};
+  std::vector<float> plain(4), scaled(4);
+  moe_route(logits.data(), 1, {5, 2, true}, plain.data());
+  moe_route(logits.data(), 1, {5, 2, true, false, scale.data()}, scaled.data());
+  for (int j = 0; j < 2; ++j) {
+    EXPECT_EQ(route_id(scaled.data(), j), route_id(plain.data(), j));
+    EXPECT_FLOAT_EQ(route_weight(scaled.data(), 2, j),
+                    route_weight(plain.data(), 2, j) * scale[route_id(plain.data(), j)]);
+  }
+  EXPECT_EQ(route_id(scaled.data(), 0), 1);  // the largest logit, not the largest scaled weight
+}
+
 // A stack of n_expert random matrices [rows, cols] in type t, and its f32 values.
 struct Stack {
   std::vector<uint8_t> bytes;

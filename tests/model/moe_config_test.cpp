@@ -82,5 +82,31 @@ TEST(MoeConfig, MalformedMetadataIsAClearError) {
                "router tensor 'blk.0.ffn_gate_inp.weight' is missing");
 }
 
+// Gemma 4's 26B-A4B layout: experts' gate and up in one stack, a scale per expert, the dense FFN
+// beside them with its own norms, the router's input scale; each one missing or misshapen is an
+// error naming it, and a router without expert_count is not run as a dense model.
+TEST(MoeConfig, Gemma4ExpertsBesideTheDenseFfn) {
+  const auto g4 = tiny_moe("gemma4");
+  const auto c = config_of(g4);
+  EXPECT_TRUE(c.fused_gate_up_exps);
+  EXPECT_TRUE(c.expert_out_scale);
+  EXPECT_TRUE(c.dims.expert_weights_norm);
+  EXPECT_EQ(c.dims.n_ff, 192);
+  EXPECT_EQ(c.dims.n_ff_exp, 96);
+  EXPECT_ERROR(config_of(edited(g4, {.tensors = {{"blk.1.ffn_gate_up_exps.weight", std::vector<int64_t>{64, 96, 8}}}})),
+               "fused gate/up expert tensor 'blk.1.ffn_gate_up_exps.weight' is [64, 96, 8], the hyper-parameters need "
+               "[64, 192, 8]");
+  EXPECT_ERROR(config_of(edited(g4, {.tensors = {{"blk.0.ffn_down_exps.scale", std::vector<int64_t>{7}}}})),
+               "per-expert output scale tensor 'blk.0.ffn_down_exps.scale' is [7], the hyper-parameters need [8]");
+  EXPECT_ERROR(config_of(edited(g4, {.tensors = {{"blk.1.ffn_gate_inp.scale", {}}}})),
+               "router input scale tensor 'blk.1.ffn_gate_inp.scale' is missing");
+  EXPECT_ERROR(config_of(edited(g4, {.tensors = {{"blk.0.post_ffw_norm_2.weight", {}}}})),
+               "expert branch norm tensor 'blk.0.post_ffw_norm_2.weight' is missing");
+  EXPECT_ERROR(config_of(edited(g4, {.tensors = {{"blk.1.ffn_down.weight", {}}}})),
+               "dense FFN tensor 'blk.1.ffn_down.weight' is missing");
+  EXPECT_ERROR(config_of(edited(g4, {.keys = {{"gemma4.expert_count", {}}, {"gemma4.expert_used_count", {}}}})),
+               "blk.0.ffn_gate_inp.weight is a router, but gemma4.expert_count is missing or 0");
+}
+
 }  // namespace
 }  // namespace weft::model

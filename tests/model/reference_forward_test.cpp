@@ -74,6 +74,12 @@ struct RefModel {
   static double gelu(double v) {  // GELU's tanh form (Gemma)
     return 0.5 * v * (1.0 + std::tanh(std::sqrt(2.0 / std::numbers::pi) * v * (1.0 + 0.044715 * v * v)));
   }
+  // As ggml's CPU backend computes it (and the engine): of the gate rounded to a half, rounded to
+  // a half, between -10 (0) and 10 (the gate). Experts need it: their routing is not continuous.
+  static double gelu_half(double v) {
+    auto half = [](double x) { return static_cast<double>(fp16_to_f32(f32_to_fp16(static_cast<float>(x)))); };
+    return v <= -10 ? 0.0 : v >= 10 ? v : half(gelu(half(v)));
+  }
   static double swiglu_oai(double g, double u) {  // gpt-oss's clamped SwiGLU (alpha 1.702, limit 7)
     const double x = std::min(g, 7.0), y = std::clamp(u, -7.0, 7.0);
     return x / (1.0 + std::exp(-1.702 * x)) * (y + 1.0);
@@ -92,6 +98,9 @@ struct RefModel {
     if (c.traits.phi3) {
       const Vec gu = matvec(b + "ffn_up" + suffix, h, 2 * width, mat);
       g = rows(gu, 0, width), u = rows(gu, width, width);
+    } else if (c.fused_gate_up_exps && suffix == "_exps.weight") {  // each expert's gate rows, then its up rows
+      const Vec gu = matvec(b + "ffn_gate_up_exps.weight", h, 2 * width, mat);
+      g = rows(gu, 0, width), u = rows(gu, width, width);
     } else {
       g = matvec(b + "ffn_gate" + suffix, h, width, mat), u = matvec(b + "ffn_up" + suffix, h, width, mat);
     }
@@ -102,7 +111,7 @@ struct RefModel {
       add_bias(y, b + "ffn_down_exps.bias", mat);
       return y;
     }
-    for (int64_t i = 0; i < width; ++i) g[i] = (c.traits.gemma ? gelu(g[i]) : silu(g[i])) * u[i];
+    for (int64_t i = 0; i < width; ++i) g[i] = (c.traits.gemma ? gelu_half(g[i]) : silu(g[i])) * u[i];
     return matvec(b + "ffn_down" + suffix, g, c.dims.n_embd, mat);
   }
   // llama.cpp's build_moe_ffn with softmax gating: the k most probable experts, their
@@ -115,9 +124,11 @@ struct RefModel {
     for (double& v : p) sum += (v = std::exp(v - mx));
     for (double& v : p) v /= sum;
   }
-  Vec moe(const std::string& b, const Vec& h) {
+  // The router reads router_in where given (Gemma 4), else h; each expert's output is scaled by
+  // its value of ffn_down_exps.scale where the file has one.
+  Vec moe(const std::string& b, const Vec& h, const Vec* router_in = nullptr) {
     const auto& d = c.dims;
-    Vec p = matvec(b + "ffn_gate_inp.weight", h, d.n_expert);
+    Vec p = matvec(b + "ffn_gate_inp.weight", router_in ? *router_in : h, d.n_expert);
     if (c.traits.gpt_oss) add_bias(p, b + "ffn_gate_inp.bias");
     if (!c.traits.gpt_oss) softmax(p);
     std::vector<int64_t> order(d.n_expert);
@@ -134,7 +145,8 @@ struct RefModel {
     Vec out(d.n_embd, 0.0);
     for (int64_t j = 0; j < d.n_expert_used; ++j) {
       routed.insert(order[j]);
-      const double weight = d.expert_weights_norm ? p[order[j]] / wsum : p[order[j]];
+      double weight = d.expert_weights_norm ? p[order[j]] / wsum : p[order[j]];
+      if (has(b + "ffn_down_exps.scale")) weight *= w(b + "ffn_down_exps.scale")[order[j]];
       const Vec y = ffn(b, "_exps.weight", h, d.n_ff_exp, order[j]);
       for (int64_t i = 0; i < d.n_embd; ++i) out[i] += weight * y[i];
     }
@@ -143,6 +155,19 @@ struct RefModel {
       const Vec y = ffn(b, "_shexp.weight", h, d.n_ff_shexp);
       for (int64_t i = 0; i < d.n_embd; ++i) out[i] += gate * y[i];
     }
+    return out;
+  }
+  // Gemma 4's FFN with experts (26B-A4B): its dense FFN normed after, beside the experts on x
+  // normed by pre_ffw_norm_2, routed from x RMS-normed times ffn_gate_inp.scale / sqrt(n_embd),
+  // their sum normed after; the two branches added.
+  Vec gemma4_moe(const std::string& b, const Vec& x, const Vec& h) {
+    const auto& d = c.dims;
+    Vec out = rmsnorm(ffn(b, ".weight", h, d.n_ff), w(b + "post_ffw_norm_1.weight"), d.norm_eps);
+    Vec r = rmsnorm(x, w(b + "ffn_gate_inp.scale"), d.norm_eps);
+    for (double& v : r) v /= std::sqrt(static_cast<double>(d.n_embd));
+    const Vec experts = rmsnorm(moe(b, rmsnorm(x, w(b + "pre_ffw_norm_2.weight"), d.norm_eps), &r),
+                                w(b + "post_ffw_norm_2.weight"), d.norm_eps);
+    for (int64_t i = 0; i < d.n_embd; ++i) out[i] += experts[i];
     return out;
   }
   static Vec rmsnorm(const Vec& x, const Vec& g, double eps, size_t off = 0, size_t n = 0) {
@@ -261,7 +286,7 @@ struct RefModel {
         for (int64_t i = 0; i < d.n_embd; ++i) x[i] += o[i];
         // SwiGLU MLP, or the mixture of experts
         h = rmsnorm(x, w(b + (c.traits.gpt_oss ? "post_attention_norm.weight" : "ffn_norm.weight")), d.norm_eps);
-        Vec down = d.n_expert > 0 ? moe(b, h) : ffn(b, ".weight", h, d.n_ff);
+        Vec down = d.n_expert == 0 ? ffn(b, ".weight", h, d.n_ff) : c.traits.gemma4 ? gemma4_moe(b, x, h) : moe(b, h);
         if (c.traits.gemma) down = rmsnorm(down, w(b + "post_ffw_norm.weight"), d.norm_eps);
         for (int64_t i = 0; i < d.n_embd; ++i) x[i] += down[i];
         if (has(b + "layer_output_scale.weight")) {  // Gemma 4
@@ -335,7 +360,8 @@ TEST_P(ReferenceForward, LogitsMatchDoublePrecision) {
   if (cfg.dims.n_expert > 0) {
     ASSERT_GT(static_cast<int64_t>(ref.routed.size()), cfg.dims.n_expert_used) << "tokens must route differently";
     const DType want_type = k.type == "q4_k_m" ? DType::Q4_K : *dtype_from_name(k.type);
-    EXPECT_EQ(f->tensor("blk.0.ffn_up_exps.weight").type, want_type) << "experts stored in the type under test";
+    const std::string up = cfg.fused_gate_up_exps ? "blk.0.ffn_gate_up_exps.weight" : "blk.0.ffn_up_exps.weight";
+    EXPECT_EQ(f->tensor(up).type, want_type) << "experts stored in the type under test";
   }
 
   runtime::EngineOptions eo;
@@ -394,9 +420,10 @@ INSTANTIATE_TEST_SUITE_P(
                       Case{"q8_0", "llama", false, kQuantTol, DType::F32, "tiny", 0, 64, "yarn"}),
     [](const auto& p) { return name(p.param); });
 
-// Mixtures of experts: routing (softmax, top-k, renormalised or not), the shared expert, and the
-// stacked expert tensors in every weight type (K types 256 wide, so their rows fill K blocks; mxfp4
-// only the experts, as gpt-oss's files).
+// Mixtures of experts: routing (softmax, top-k, renormalised or not), the shared expert, Gemma 4's
+// dense FFN beside its experts (their gate and up one stack, a scale per expert), and the stacked
+// expert tensors in every weight type (K types 256 wide, so their rows fill K blocks; mxfp4 only
+// the experts, as gpt-oss's files).
 // The reference takes quantized activations as the kernels do (RefModel::quantized_acts), so
 // only f32-versus-double rounding remains: the float tolerance holds for every type.
 Case moe(std::string type, std::string arch, int64_t wide = 0) {
@@ -409,7 +436,9 @@ INSTANTIATE_TEST_SUITE_P(Moe, ReferenceForward,
                                            moe("q5_1", "qwen3moe"), moe("q4_k", "qwen2moe", 256),
                                            moe("q5_k", "llama", 256), moe("q6_k", "qwen3moe", 256),
                                            moe("q4_k_m", "qwen2moe", 256), moe("f32", "gpt-oss"),
-                                           moe("q8_0", "gpt-oss"), moe("q4_0", "gpt-oss"), moe("mxfp4", "gpt-oss")),
+                                           moe("q8_0", "gpt-oss"), moe("q4_0", "gpt-oss"), moe("mxfp4", "gpt-oss"),
+                                           moe("f32", "gemma4"), moe("q8_0", "gemma4"), moe("q4_k_m", "gemma4", 256),
+                                           moe("bf16", "gemma4")),
                          [](const auto& p) { return name(p.param); });
 
 }  // namespace

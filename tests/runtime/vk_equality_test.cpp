@@ -264,6 +264,20 @@ TEST(VkFamilies, GptOssGreedyTokensMatchOneCpuDevice) {
   }
 }
 
+// Gemma 4's mixture of experts (the dense FFN beside the experts, their gate and up halves of one
+// stack, per-expert scales folded into the routes, the router's constant scale) on a vk device
+// alone and split with a CPU device, both MoE splits.
+TEST(VkFamilies, Gemma4MoeGreedyTokensMatchOneCpuDevice) {
+  const Generated m = generate("tiny-moe", "gemma4", 5, 4);
+  const gguf::File* f = m.file.get();
+  const auto prompt = some_prompt(320, 11);
+  const auto ref = greedy(*f, small_steps(single()), prompt, kTokens);
+  EXPECT_EQ(greedy(*f, small_steps(on("vk:0")), prompt, kTokens), ref) << "vk:0";
+  for (MoeSplit s : {MoeSplit::Tensor, MoeSplit::Expert})
+    EXPECT_EQ(greedy(*f, small_steps(on("vk:0,cpu:1", SplitMode::Tensor, {1, 2}, s)), prompt, kTokens), ref)
+        << "vk:0,cpu:1 " << parallel::moe_split_name(s);
+}
+
 // A vk device and a worker process in one Gloo group (all-reduces across processes).
 TEST(VkRemote, BesideAWorkerOnLoopbackMatchesOneDevice) {
   WEFT_NEED_SHARED_FILE(kStories);

@@ -52,7 +52,16 @@ void CpuGraphRunner::load(const parallel::DeviceGraph& graph, const gguf::File& 
         ns.vec = ln.weight.kind == parallel::WeightSlice::Kind::None ? std::vector<float>(d.head_dim_of(ln.layer), 1.f)
                                                                      : store_.vector(f, ln.weight);
         break;
-      case LocalOp::Scale: ns.vec = store_.vector(f, ln.weight); break;
+      case LocalOp::Scale:
+        ns.vec = ln.weight.kind == parallel::WeightSlice::Kind::None ? std::vector<float>{ln.factor}
+                                                                     : store_.vector(f, ln.weight);
+        break;
+      case LocalOp::MoeRoute:  // a per-expert output scale, where the model has one
+        if (ln.weight.kind == parallel::WeightSlice::Kind::None) break;
+        ns.vec = store_.vector(f, ln.weight);
+        if (static_cast<int64_t>(ns.vec.size()) != d.n_expert)
+          fail("cpu", "{}: {} expert scales for {} experts", ln.label, ns.vec.size(), d.n_expert);
+        break;
       case LocalOp::ExpertMatMul:
       case LocalOp::ExpertMatMulSum: {
         if (ln.weight.kind == parallel::WeightSlice::Kind::None) break;  // holds none of this layer's experts
@@ -162,8 +171,9 @@ const kernels::WeightMatrix* CpuGraphRunner::fusable_matmul(int node, int64_t n_
   return &nodes_[readers[0]].w;
 }
 
-static kernels::MoeRouting moe_routing(const graph::Dims& d) {
-  return {d.n_expert, d.n_expert_used, d.expert_weights_norm, d.expert_gating == graph::Dims::Gating::SoftmaxSelected};
+static kernels::MoeRouting moe_routing(const graph::Dims& d, const std::vector<float>& expert_scale) {
+  return {d.n_expert, d.n_expert_used, d.expert_weights_norm, d.expert_gating == graph::Dims::Gating::SoftmaxSelected,
+          expert_scale.empty() ? nullptr : expert_scale.data()};
 }
 
 // The input of an op that runs in place (see plan_buffers) already is its output.
@@ -228,7 +238,7 @@ void CpuGraphRunner::exec(int i, const StepCtx& c) {
       if (group_ && !overlaps_all_reduce(ln.inputs[0], c)) group_->all_reduce_sum(y, n);  // else done by matmul
       return;
     case LocalOp::AllGather: return all_gather(i, c);
-    case LocalOp::MoeRoute: kernels::moe_route(in(0), c.n_tokens, moe_routing(d), y); return;
+    case LocalOp::MoeRoute: kernels::moe_route(in(0), c.n_tokens, moe_routing(d, nodes_[i].vec), y); return;
     case LocalOp::ExpertMatMul:
     case LocalOp::ExpertMatMulSum: return expert_op(i, c);
     case LocalOp::SigmoidScale: kernels::sigmoid_scale(in(0), in(1), y, c.n_tokens, ln.width); return;

@@ -191,6 +191,7 @@ void write_graph(ByteWriter& w, const parallel::DeviceGraph& g) {
     w.u32(static_cast<uint32_t>(n.gather.size()));
     for (const auto& x : n.gather) write_range(w, x);
     w.i64(n.granule);
+    w.f32(n.factor);
   }
   w.i32(g.output);
   write_range(w, g.vocab);
@@ -227,6 +228,8 @@ parallel::DeviceGraph read_graph(ByteReader& r) {
     for (uint32_t k = 0; k < ng; ++k) x.gather.push_back(read_range(r, "gather range"));
     x.granule = r.i64("node granule");
     if (x.granule < 0 || x.granule > (int64_t{1} << 32)) fail("net", "node {}: granule {}", i, x.granule);
+    x.factor = r.f32("node factor");
+    if (!std::isfinite(x.factor)) fail("net", "node {}: factor {}", i, x.factor);
   }
   g.output = r.i32("graph output");
   if (g.output < -1 || g.output >= static_cast<int>(n)) fail("net", "graph output {} of {} nodes", g.output, n);

@@ -242,7 +242,20 @@ void VkGraphRunner::load(const parallel::DeviceGraph& graph, const gguf::File& f
                                    : host_weights_->vector(f, ln.weight),
                                "a norm weight");
         break;
-      case LocalOp::Scale: ns.vec = upload_floats(host_weights_->vector(f, ln.weight), "a scale"); break;
+      case LocalOp::Scale:
+        ns.vec =
+            upload_floats(ln.weight.kind == parallel::WeightSlice::Kind::None ? std::vector<float>{ln.factor}
+                                                                              : host_weights_->vector(f, ln.weight),
+                          "a scale");
+        break;
+      case LocalOp::MoeRoute: {  // each expert's output scale (ones where the model has none)
+        std::vector<float> scale(d.n_expert, 1.f);
+        if (ln.weight.kind != parallel::WeightSlice::Kind::None) scale = host_weights_->vector(f, ln.weight);
+        if (static_cast<int64_t>(scale.size()) != d.n_expert)
+          fail("vulkan", "{}: {} expert scales for {} experts", ln.label, scale.size(), d.n_expert);
+        ns.vec = upload_floats(scale, "expert scales");
+        break;
+      }
       case LocalOp::ExpertMatMul:
       case LocalOp::ExpertMatMulSum: {
         if (ln.weight.kind == parallel::WeightSlice::Kind::None) break;  // holds none of this layer's experts
@@ -540,10 +553,10 @@ void VkGraphRunner::exec(int i, const Ctx& c) {
     case LocalOp::AllReduce:
     case LocalOp::AllGather: collective(i, c); break;
     case LocalOp::MoeRoute: {
-      const Pipeline& p = gpu_.pipeline("moe_route", 2, sizeof(RoutePush));
+      const Pipeline& p = gpu_.pipeline("moe_route", 3, sizeof(RoutePush));
       const RoutePush push{u32(c.n_tokens), u32(d.n_expert), u32(d.n_expert_used), d.expert_weights_norm ? 1u : 0u,
                            d.expert_gating == graph::Dims::Gating::SoftmaxSelected ? 1u : 0u};
-      gpu_.dispatch(p, gpu_.bind(p, {in(0), y}), &push, u32((c.n_tokens + 63) / 64));
+      gpu_.dispatch(p, gpu_.bind(p, {in(0), y, ns.vec.buffer}), &push, u32((c.n_tokens + 63) / 64));
       break;
     }
     case LocalOp::ExpertMatMul:

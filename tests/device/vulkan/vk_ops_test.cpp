@@ -126,37 +126,41 @@ TEST_F(VkOps, AttentionSinksAddToEachHeadsDenominatorOnly) {
     }
 }
 
-// Both gatings, with and without the weights' renormalisation, over logits on a grid of quarters
-// (ties between experts, broken to the lower id) and ids identical to the CPU's.
+// Both gatings, with and without the weights' renormalisation and per-expert scales, over logits on
+// a grid of quarters (ties between experts, broken to the lower id) and ids identical to the CPU's.
 TEST_F(VkOps, MoeRouteMatchesTheCpuForBothGatings) {
   const int64_t n_tok = 70, n_expert = 12, k = 4;  // over one workgroup of 64 tokens
   std::vector<float> logits = uniform(n_tok * n_expert, 4, -3, 3);
   for (float& l : logits) l = std::round(l * 4) / 4;
-  const VkBuffer lb = host(logits);
-  Buffer& out = readback(n_tok * 2 * k);
-  const Pipeline& p = gpu.pipeline("moe_route", 2, sizeof(RoutePush));
-  for (const bool selected : {false, true})
-    for (const bool norm : {false, true}) {
-      const std::string what = std::string(selected ? "softmax over the selected" : "softmax") + (norm ? ", norm" : "");
-      std::vector<float> want(n_tok * 2 * k);
-      kernels::moe_route(logits.data(), n_tok, {n_expert, k, norm, selected}, want.data());
-      const RoutePush push{static_cast<uint32_t>(n_tok), static_cast<uint32_t>(n_expert), static_cast<uint32_t>(k),
-                           norm ? 1u : 0u, selected ? 1u : 0u};
-      gpu.begin();
-      gpu.dispatch(p, gpu.bind(p, {lb, out.buffer}), &push, (n_tok + 63) / 64);
-      gpu.submit();
-      const auto* got = static_cast<const float*>(out.mapped);
-      int bad = 0;
-      for (int64_t t = 0; t < n_tok && bad < 5; ++t)
-        for (int64_t j = 0; j < k; ++j) {
-          const int64_t i = t * 2 * k + j;
-          const float w = want[i + k], g = got[i + k];
-          const bool ok = got[i] == want[i] && std::fabs(g - w) <= 1e-6f;
-          if (!ok) ++bad;
-          EXPECT_TRUE(ok) << what << ": token " << t << " slot " << j << ": expert " << got[i] << " weight " << g
-                          << ", want " << want[i] << " weight " << w;
-        }
-    }
+  const std::vector<float> ones(n_expert, 1.f), scales = uniform(n_expert, 7, 0.5f, 2.f);
+  const VkBuffer lb = host(logits), ones_b = host(ones), scales_b = host(scales);
+  Buffer& out = readback(n_tok * 2 * k);  // last: a later buffer would move it
+  const Pipeline& p = gpu.pipeline("moe_route", 3, sizeof(RoutePush));
+  for (const bool scaled : {false, true})
+    for (const bool selected : {false, true})
+      for (const bool norm : {false, true}) {
+        const std::string what = std::string(selected ? "softmax over the selected" : "softmax") +
+                                 (norm ? ", norm" : "") + (scaled ? ", expert scales" : "");
+        std::vector<float> want(n_tok * 2 * k);
+        kernels::moe_route(logits.data(), n_tok, {n_expert, k, norm, selected, scaled ? scales.data() : nullptr},
+                           want.data());
+        const RoutePush push{static_cast<uint32_t>(n_tok), static_cast<uint32_t>(n_expert), static_cast<uint32_t>(k),
+                             norm ? 1u : 0u, selected ? 1u : 0u};
+        gpu.begin();
+        gpu.dispatch(p, gpu.bind(p, {lb, out.buffer, scaled ? scales_b : ones_b}), &push, (n_tok + 63) / 64);
+        gpu.submit();
+        const auto* got = static_cast<const float*>(out.mapped);
+        int bad = 0;
+        for (int64_t t = 0; t < n_tok && bad < 5; ++t)
+          for (int64_t j = 0; j < k; ++j) {
+            const int64_t i = t * 2 * k + j;
+            const float w = want[i + k], g = got[i + k];
+            const bool ok = got[i] == want[i] && std::fabs(g - w) <= 1e-6f;
+            if (!ok) ++bad;
+            EXPECT_TRUE(ok) << what << ": token " << t << " slot " << j << ": expert " << got[i] << " weight " << g
+                            << ", want " << want[i] << " weight " << w;
+          }
+      }
 }
 
 // gpt-oss's constants, gates and ups well past the limit on both sides.

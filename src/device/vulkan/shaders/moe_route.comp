@@ -3,11 +3,13 @@
 // p = softmax(logits), the k experts of highest p (ties to the lower id) in descending order, as
 // ids then their p as weights. SOFTMAX_WEIGHT (selected = 1, gpt-oss): the k experts of highest
 // logit, their weights a softmax over those k logits. Either way divided by their sum, clamped to
-// >= 2^-14, when norm. Expert counts are small: a thread walks them k times.
+// >= 2^-14, when norm; then each times its expert's scale (ones where the model has none). Expert
+// counts are small: a thread walks them k times.
 #include "common.glsl"
 layout(local_size_x = 64) in;
 layout(std430, binding = 0) readonly buffer L { float logits[]; };
 layout(std430, binding = 1) buffer R { float routes[]; };
+layout(std430, binding = 2) readonly buffer S { float expert_scale[]; };
 layout(push_constant) uniform P { uint n_tokens, n_expert, k, norm, selected; } p;
 void main() {
   const uint t = gl_GlobalInvocationID.x;
@@ -53,4 +55,5 @@ void main() {
     for (uint j = 0; j < p.k; ++j) picked_sum += routes[w + j];
     for (uint j = 0; j < p.k; ++j) routes[w + j] /= max(picked_sum, 6.103515625e-5);
   }
+  for (uint j = 0; j < p.k; ++j) routes[w + j] *= expert_scale[uint(routes[out_base + j])];
 }
