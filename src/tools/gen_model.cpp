@@ -429,7 +429,13 @@ GenModelShape gen_model_preset(std::string_view preset) {
   // gpt-oss-20b's layer (2880 wide, 64 heads of 64 over 8 KV heads, experts 2880 wide, 4 active,
   // its 201088 vocab) with 16 experts over 4 layers: 2.9B parameters, 1.1B read per token.
   if (preset == "gpt-oss-mini") return {2880, 4, 2880, 64, 8, 201088, 8192, 16, 4, 2880, 0, 64};
-  fail("gen-model", "unknown preset '{}' (tiny, 500m, 1b, 8b-shape, gemma3-1b, tiny-moe, moe-2b, gpt-oss-mini)",
+  // Gemma 4 26B-A4B's layer (2816 wide, 16 heads: 512 wide over 2 KV heads on its global layers,
+  // 256 over 8 on the sliding-window ones; a dense FFN of 2112 beside 128 experts of 704, 8 active;
+  // its 262144 vocab) over 6 layers, five sliding-window and a global one: 6.4B parameters, 1.4B
+  // read per token.
+  if (preset == "gemma4-a4b-mini") return {2816, 6, 2112, 16, 2, 262144, 8192, 128, 8, 704, 0, 512, 256, 8};
+  fail("gen-model",
+       "unknown preset '{}' (tiny, 500m, 1b, 8b-shape, gemma3-1b, tiny-moe, moe-2b, gpt-oss-mini, gemma4-a4b-mini)",
        preset);
 }
 
