@@ -69,13 +69,14 @@ Action add_gen_model(CLI::App& app) {
   auto o = std::make_shared<tools::GenModelOptions>();
   auto* cmd = app.add_subcommand("gen-model", "write a deterministic random-weight model (no download needed)");
   cmd->add_option("-o,--output", o->path, "output GGUF file")->required();
-  cmd->add_option("--preset", o->preset, "tiny | 500m | 1b | 8b-shape | gemma3-1b | tiny-moe | moe-2b | gpt-oss-mini | gemma4-a4b-mini");
+  cmd->add_option("--preset", o->preset,
+                  "tiny | 500m | 1b | 8b-shape | gemma3-1b | tiny-moe | moe-2b | gpt-oss-mini | gemma4-a4b-mini");
   cmd->add_option("--type", o->type,
                   "f32 f16 bf16 q8_0 q4_0 q4_1 q5_0 q5_1 q2_k q3_k q4_k q5_k q6_k q4_k_m q5_k_m iq4_nl iq4_xs "
                   "mxfp4 (MoE: the experts in mxfp4, the rest q8_0)");
-  cmd->add_option(
-      "--arch", o->arch,
-      "llama | qwen2 | qwen3 | gemma3 | gemma4 | phi3; MoE presets: llama (Mixtral) | qwen2moe | qwen3moe | gpt-oss | gemma4");
+  cmd->add_option("--arch", o->arch,
+                  "llama | qwen2 | qwen3 | gemma3 | gemma4 | phi3; MoE presets: llama (Mixtral) | qwen2moe | qwen3moe "
+                  "| gpt-oss | gemma4");
   cmd->add_option("--sliding-window", o->sliding_window,
                   "gemma3, gemma4: the local layers' window (default 512, or ctx/8)");
   cmd->add_option("--rope-scaling", o->rope_scaling, "yarn: YaRN context extension (Qwen's long-context files)");

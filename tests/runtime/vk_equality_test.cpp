@@ -264,6 +264,24 @@ TEST(VkFamilies, GptOssGreedyTokensMatchOneCpuDevice) {
   }
 }
 
+// Gemma 4 with the 31B's and 26B-A4B's head sizes: global heads 512 wide over 1 KV head, the
+// sliding-window layers' 256 over 2 (the attention kernel's widest), on a vk device alone and split.
+TEST(VkFamilies, Gemma4WideHeadsMatchOneCpuDevice) {
+  tools::GenModelOptions o;
+  o.arch = "gemma4";
+  o.type = "q8_0";
+  o.seed = 7;
+  o.sliding_window = 4;
+  o.overrides = {.head_dim = 512, .head_dim_swa = 256, .n_head_kv_swa = 2};
+  o.overrides.n_head_kv = 1;
+  const auto bytes = tools::generate_model_bytes(o);
+  auto f = gguf::File::parse(bytes.data(), bytes.size(), "vk-gemma4-wide-heads");
+  const auto prompt = some_prompt(320, 11);
+  const auto ref = greedy(*f, small_steps(single()), prompt, kTokens);
+  EXPECT_EQ(greedy(*f, small_steps(on("vk:0")), prompt, kTokens), ref) << "vk:0";
+  EXPECT_EQ(greedy(*f, small_steps(on("vk:0,cpu:1", SplitMode::Tensor, {1, 1})), prompt, kTokens), ref) << "vk:0,cpu:1";
+}
+
 // Gemma 4's mixture of experts (the dense FFN beside the experts, their gate and up halves of one
 // stack, per-expert scales folded into the routes, the router's constant scale) on a vk device
 // alone and split with a CPU device, both MoE splits.

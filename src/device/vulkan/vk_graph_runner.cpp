@@ -52,6 +52,8 @@ struct AttentionPush {
 struct GegluPush {
   uint32_t n;
 };
+constexpr int64_t kMaxHeadDim = 512;  // attention.comp's MAX_HD
+
 struct RoutePush {
   uint32_t n_tokens, n_expert, k, norm, selected;
 };
@@ -209,7 +211,8 @@ void VkGraphRunner::load(const parallel::DeviceGraph& graph, const gguf::File& f
          dtype_name(opt.v_type));
   const auto& d = graph_.dims;
   for (int l = -1; l < static_cast<int>(d.layer_heads.size()); ++l)
-    if (d.head_dim_of(l) > 256) fail("vulkan", "head_dim {} over the attention kernel's 256", d.head_dim_of(l));
+    if (d.head_dim_of(l) > kMaxHeadDim)
+      fail("vulkan", "head_dim {} over the attention kernel's {}", d.head_dim_of(l), kMaxHeadDim);
   nodes_ = std::vector<NodeState>(graph_.nodes.size());
   windows_ = KvWindows(d, opt);
   host_weights_ = std::make_unique<WeightStore>(-1, /*map_weights=*/true);

@@ -59,6 +59,7 @@ class VkOps : public testing::Test {
     buffers.push_back(gpu.create_buffer(n_floats * sizeof(float), Memory::Readback, "test output"));
     return buffers.back();
   }
+  void attention_with_sinks(int64_t hd);
 };
 
 // got within rel * max|want| of want everywhere (at most a few failures printed).
@@ -77,9 +78,14 @@ void expect_near(const float* got, const std::vector<float>& want, float rel, co
 // One slot's tokens over a cache of 100 rows (two chunks of 64 keys and a part), as a device holding
 // q heads 2..5 of 8 and kv heads 1..2 of 4 sees them: each local q head h reads kv head h / 2 and
 // its own sink, sinks[h]. Sinks well above the scores (a softmax mostly sink: the outputs shrink),
-// well below (no effect), and between; tokens at positions where the window starts mid-chunk.
+// well below (no effect), and between; tokens at positions where the window starts mid-chunk. Heads
+// of 72, and of 512 (Gemma 4's global heads, the kernel's widest: 8 output dims a thread).
 TEST_F(VkOps, AttentionSinksAddToEachHeadsDenominatorOnly) {
-  const int64_t n_q = 4, n_kv = 2, hd = 72, n_ctx = 100, group = 2;
+  for (const int64_t hd : {72, 512}) attention_with_sinks(hd);
+}
+
+void VkOps::attention_with_sinks(int64_t hd) {
+  const int64_t n_q = 4, n_kv = 2, n_ctx = 100, group = 2;
   const std::vector<int32_t> pos = {99, 70, 64, 5, 0};
   const int64_t n_tok = static_cast<int64_t>(pos.size());
   const std::vector<float> q = uniform(n_tok * n_q * hd, 1, -1, 1), k = uniform(n_kv * n_ctx * hd, 2, -1, 1),
@@ -122,7 +128,8 @@ TEST_F(VkOps, AttentionSinksAddToEachHeadsDenominatorOnly) {
       gpu.dispatch(p, gpu.bind(p, {qb, kb, vb, tb, out.buffer, base, sb}), &push, n_q, static_cast<uint32_t>(n_tok));
       gpu.submit();
       expect_near(static_cast<const float*>(out.mapped), want, 1e-5f,
-                  "window " + std::to_string(window) + (with_sinks ? ", sinks" : ", no sinks"));
+                  "heads " + std::to_string(hd) + ", window " + std::to_string(window) +
+                      (with_sinks ? ", sinks" : ", no sinks"));
     }
 }
 

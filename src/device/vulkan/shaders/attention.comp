@@ -1,7 +1,7 @@
 #version 450
 // Causal attention of one layer's local heads over the KV cache, one workgroup per (q head, token):
 // keys in chunks of 64 (a score each thread), an online softmax across chunks, and each thread
-// accumulating the output dims tid, tid + 64, ... (head_dim <= 256). Token t sees the keys of its
+// accumulating the output dims tid, tid + 64, ... (head_dim <= MAX_HD). Token t sees the keys of its
 // slot at positions 0..pos[t] (this step's already stored by kv_store.comp); with a sliding window,
 // the last `window` of them. A head's sink (gpt-oss), where it has one, is one more logit in its
 // softmax's denominator only: the online softmax starts at it (max the sink, sum exp(0)).
@@ -30,7 +30,9 @@ layout(push_constant) uniform P {
   uint windowed;
   uint has_sinks;
 } p;
-shared float qs[256];
+#define MAX_HD 512  // Gemma 4's global heads; vk_graph_runner.cpp's kMaxHeadDim
+#define SLOTS (MAX_HD / 64)
+shared float qs[MAX_HD];
 shared float ps[64];
 
 void main() {
@@ -45,7 +47,8 @@ void main() {
   // Key j's row: j - base (a whole run of the window, never wrapping).
   const uint cache = (slot * p.n_kv + kv) * p.n_ctx * hd - (p.windowed != 0 ? uint(base[slot]) * hd : 0);
   float m = p.has_sinks != 0 ? sinks[h] : -1.0 / 0.0, l = p.has_sinks != 0 ? 1.0 : 0.0;
-  float acc[4] = float[4](0.0, 0.0, 0.0, 0.0);
+  float acc[SLOTS];
+  for (uint k = 0; k < SLOTS; ++k) acc[k] = 0.0;
   for (uint j0 = first; j0 < n_valid; j0 += 64) {
     const uint j = j0 + tid;
     float s = -1.0 / 0.0;
@@ -66,7 +69,7 @@ void main() {
     for (uint i = 0; i < 64; ++i) sum += ps[i];
     l = l * corr + sum;
     const uint n = min(64u, n_valid - j0);
-    for (uint k = 0; k < 4; ++k) {
+    for (uint k = 0; k < SLOTS; ++k) {
       const uint e = tid + 64 * k;
       if (e >= hd) break;
       float a = acc[k] * corr;
@@ -76,7 +79,7 @@ void main() {
     m = mc;
     barrier();
   }
-  for (uint k = 0; k < 4; ++k) {
+  for (uint k = 0; k < SLOTS; ++k) {
     const uint e = tid + 64 * k;
     if (e < hd) o[qbase + e] = acc[k] / l;
   }
