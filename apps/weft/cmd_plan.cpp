@@ -171,8 +171,9 @@ int plan(const PlanArgs& args) {
         p.ratios[d], mib(dg.weight_bytes).c_str(), mib(dg.decode_bytes).c_str(),
         mib(parallel::kv_cache_bytes(dg, {n_ctx, eo.k_type, eo.v_type, 1, eo.n_batch})).c_str(),
         range(graph::Axis::QHeads, cfg.dims.head_dim).c_str(), range(graph::Axis::KvHeads, cfg.dims.head_dim).c_str(),
-        (moe && !cfg.dims.n_ff_shexp ? std::string("-")  // no dense FFN: experts only
-                                     : range(moe ? graph::Axis::SharedFfn : graph::Axis::Ffn, 1))
+        (moe && cfg.dims.n_ff_shexp  ? range(graph::Axis::SharedFfn, 1)  // qwen2moe's shared expert
+         : !moe || cfg.traits.gemma4 ? range(graph::Axis::Ffn, 1)        // Gemma 4: its dense FFN beside the experts
+                                     : std::string("-"))                 // experts only
             .c_str(),
         experts.c_str(), range(graph::Axis::Vocab, 1).c_str(), layers.c_str());
   }

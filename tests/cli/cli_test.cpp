@@ -112,6 +112,22 @@ TEST(Cli, PlanCountsTheSlidingWindowsCache) {
   EXPECT_NE(r.out.find("| 0.52 MiB |"), std::string::npos) << r.out;
 }
 
+// Gemma 4 with experts (26B-A4B's layout): the ffn column is its dense FFN's rows (160, on blocks
+// of 32) beside the experts, and each layer's three all-reduces are listed (attention, the dense
+// FFN, the experts).
+TEST(Cli, PlanShowsGemma4sDenseFfnBesideItsExperts) {
+  const std::string m =
+      weft::test_cli::generated_model("gemma4-moe", "--arch gemma4 --n-expert 8 --n-expert-used 2 --n-ff-exp 96");
+  auto r = run("plan -m " + m + " --devices cpu:1,cpu:1 --moe-split tensor");
+  EXPECT_EQ(r.code, 0) << r.out;
+  EXPECT_NE(r.out.find("| 0..95 | all, features 0..63 |"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("| 96..159 | all, features 64..95 |"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("layer 0: 3: all_reduce after attn_output (256 B), all_reduce after ffn_down (256 B), "
+                       "all_reduce after ffn_down_exps (256 B)"),
+            std::string::npos)
+      << r.out;
+}
+
 TEST(Cli, PlanSizesCollectivesInTheWireType) {
   WEFT_NEED_SHARED_FILE(kStories);
   // stories260K: n_embd 64, 5 layers, two all-reduces each.
