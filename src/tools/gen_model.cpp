@@ -163,7 +163,7 @@ ArchInfo arch_info(std::string_view arch) {
 // stacked experts, and qwen2moe's shared expert.
 template <typename Matrix, typename Stack, typename Vec>
 void ffn_specs(const ArchInfo& a, const GenModelShape& s, int l, Matrix matrix, Stack stack, Vec vec) {
-  if (s.n_expert == 0) {
+  if (s.n_expert == 0 || a.gemma4) {  // Gemma 4 26B-A4B keeps its dense FFN beside the experts
     if (a.phi3) {
       matrix("ffn_up.weight", l, s.n_embd, 2 * s.n_ff);  // [gate; up]
     } else {
@@ -171,14 +171,11 @@ void ffn_specs(const ArchInfo& a, const GenModelShape& s, int l, Matrix matrix, 
       matrix("ffn_up.weight", l, s.n_embd, s.n_ff);
     }
     matrix("ffn_down.weight", l, s.n_ff, s.n_embd);  // (ff -> embd)
-    return;
+    if (s.n_expert == 0) return;
   }
   vec("ffn_gate_inp.weight", l, std::vector<int64_t>{s.n_embd, s.n_expert},
       Init::Matrix);  // router: f32, as llama-quantize keeps it
-  if (a.gemma4) {     // 26B-A4B: the dense FFN beside the experts, their gate and up in one stack
-    matrix("ffn_gate.weight", l, s.n_embd, s.n_ff);
-    matrix("ffn_up.weight", l, s.n_embd, s.n_ff);
-    matrix("ffn_down.weight", l, s.n_ff, s.n_embd);
+  if (a.gemma4) {     // the experts' gate and up in one stack, a scale per expert, the branches' norms
     vec("ffn_gate_inp.scale", l, std::vector<int64_t>{s.n_embd}, Init::Norm);
     stack("ffn_gate_up_exps.weight", l, s.n_embd, 2 * s.n_ff_exp);
     stack("ffn_down_exps.weight", l, s.n_ff_exp, s.n_embd);

@@ -49,11 +49,10 @@ struct AttentionPush {
   float scale;
   uint32_t window, windowed, has_sinks;
 };
+constexpr int64_t kMaxHeadDim = 512;  // attention.comp's MAX_HD: AttentionPush's widest head_dim
 struct GegluPush {
   uint32_t n;
 };
-constexpr int64_t kMaxHeadDim = 512;  // attention.comp's MAX_HD
-
 struct RoutePush {
   uint32_t n_tokens, n_expert, k, norm, selected;
 };
