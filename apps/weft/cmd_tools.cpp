@@ -69,8 +69,9 @@ Action add_gen_model(CLI::App& app) {
   auto o = std::make_shared<tools::GenModelOptions>();
   auto* cmd = app.add_subcommand("gen-model", "write a deterministic random-weight model (no download needed)");
   cmd->add_option("-o,--output", o->path, "output GGUF file")->required();
-  cmd->add_option("--preset", o->preset,
-                  "tiny | 500m | 1b | 8b-shape | gemma3-1b | tiny-moe | moe-2b | gpt-oss-mini | gemma4-a4b-mini");
+  cmd->add_option(
+      "--preset", o->preset,
+      "tiny | 500m | 1b | 8b-shape | gemma3-1b | tiny-moe | moe-2b | gpt-oss-mini | gemma4-a4b-mini | gemma4-e2b-mini");
   cmd->add_option("--type", o->type,
                   "f32 f16 bf16 q8_0 q4_0 q4_1 q5_0 q5_1 q2_k q3_k q4_k q5_k q6_k q4_k_m q5_k_m iq4_nl iq4_xs "
                   "mxfp4 (MoE: the experts in mxfp4, the rest q8_0)");
@@ -95,6 +96,10 @@ Action add_gen_model(CLI::App& app) {
                   "gemma4: the sliding-window layers' head size (default --head-dim's)");
   cmd->add_option("--n-head-kv-swa", o->overrides.n_head_kv_swa,
                   "gemma4: the sliding-window layers' KV heads (default --n-head-kv's)");
+  cmd->add_option("--n-embd-per-layer", o->overrides.n_embd_per_layer,
+                  "gemma4: each layer's input width from per-layer token embeddings (E2B/E4B: 256)");
+  cmd->add_option("--shared-kv-layers", o->overrides.n_kv_shared,
+                  "gemma4: the last layers attending over an earlier layer's KV cache, their FFN twice as wide (E2B)");
   cmd->add_option("--n-vocab", o->overrides.n_vocab, "override the preset's vocabulary size");
   cmd->add_option("--n-expert", o->overrides.n_expert, "override the MoE preset's expert count");
   cmd->add_option("--n-expert-used", o->overrides.n_expert_used, "override the MoE preset's experts per token");

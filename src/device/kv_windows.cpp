@@ -37,4 +37,18 @@ std::vector<int64_t> KvWindows::advance(const Step& step, const char* where) con
   return next;
 }
 
+int kv_cache_node(const parallel::DeviceGraph& g, int node, const char* where) {
+  const parallel::LocalNode& ln = g.nodes[node];
+  const int src = g.dims.kv_layer_of(ln.layer);
+  if (src == ln.layer) return node;
+  for (int i = 0; i < node; ++i) {
+    const parallel::LocalNode& x = g.nodes[i];
+    if (x.op != parallel::LocalOp::Attention || x.layer != src) continue;
+    if (x.kv_heads != ln.kv_heads || !g.dims.owns_kv(src))
+      fail(where, "{} (layer {}) reads layer {}'s KV cache, which holds other heads", ln.label, ln.layer, src);
+    return i;
+  }
+  fail(where, "{} (layer {}) reads layer {}'s KV cache, which this device does not hold", ln.label, ln.layer, src);
+}
+
 }  // namespace weft::device

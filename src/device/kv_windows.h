@@ -4,6 +4,7 @@
 
 #include "device/device.h"
 #include "graph/graph.h"
+#include "parallel/plan.h"
 
 #include <cstdint>
 #include <vector>
@@ -37,5 +38,10 @@ class KvWindows {
   int64_t n_swa_ = 0, n_ctx_ = 0, rows_ = 0;
   std::vector<int64_t> base_;
 };
+
+// The Attention node whose KV caches Attention node `node` of `g` reads: itself, or (a layer
+// attending over an earlier layer's cache, graph::Dims::kv_source) that layer's, which comes
+// before it; throws weft::Error(where, ...) where the graph lacks it.
+int kv_cache_node(const parallel::DeviceGraph& g, int node, const char* where);
 
 }  // namespace weft::device

@@ -18,6 +18,7 @@ std::string_view axis_name(Axis a) {
     case Axis::ExpertFfn: return "expert_ffn";
     case Axis::SharedFfn: return "shared_ffn";
     case Axis::SharedGate: return "shared_gate";
+    case Axis::PerLayer: return "per_layer";
     case Axis::Count: break;
   }
   return "?";
@@ -40,6 +41,7 @@ std::string_view op_name(OpKind op) {
     case OpKind::GeGlu: return "geglu";
     case OpKind::SwiGluOai: return "swiglu_oai";
     case OpKind::Scale: return "scale";
+    case OpKind::Slice: return "slice";
     case OpKind::Count: break;
   }
   return "?";
@@ -68,6 +70,7 @@ int64_t Graph::width_of(Axis a) const {
     case Axis::ExpertFfn: return dims.n_expert_used * dims.n_ff_exp;
     case Axis::SharedFfn: return dims.n_ff_shexp;
     case Axis::SharedGate: return 1;
+    case Axis::PerLayer: return dims.n_layer * dims.n_embd_per_layer;
     case Axis::Count: break;
   }
   fail("graph", "bad axis");

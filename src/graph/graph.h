@@ -28,12 +28,15 @@ enum class Axis : uint8_t {
   ExpertFfn,   // n_expert_used * n_ff_exp: the hidden width of each selected expert, slot after slot
   SharedFfn,   // n_ff_shexp: the shared expert's hidden width (qwen2moe)
   SharedGate,  // 1: the shared expert's gate logit (qwen2moe)
+  // Gemma 4 E2B/E4B's per-layer inputs (n_layer * n_embd_per_layer, or one layer's slice of them)
+  // and each layer's gate over its slice: small, kept whole on every device
+  PerLayer,
   Count
 };
 std::string_view axis_name(Axis a);
 
 enum class OpKind : uint8_t {
-  Embed,      // token ids -> rows of `weight`                          out Embd
+  Embed,      // token ids -> rows of `weight` times `factor`               out Embd (PerLayer)
   RmsNorm,    // x -> x / rms(x) * weight                                 same axis
   MatMul,     // x[in] -> W x (+ bias); W is [width rows, in cols]
   HeadNorm,   // per-head RMSNorm with weight [head_dim] (qwen3 q/k norm), or none: all ones (Gemma 4's v)
@@ -55,6 +58,8 @@ enum class OpKind : uint8_t {
   // x times `weight`, a tensor of one value (Gemma 4's layer_output_scale), or where there is no
   // weight times the constant `factor` (Gemma 4's router input, 1/sqrt(n_embd))      same axis
   Scale,
+  // x -> features [row0, row0 + width) of x (one layer's slice of the per-layer inputs)   same axis
+  Slice,
   Count
 };
 std::string_view op_name(OpKind op);
@@ -73,9 +78,10 @@ struct Node {
   std::string label;  // for plans and profiles: "attn_q", "ffn_down"
   // A MatMul reading one segment of a fused tensor (Phi-3's attn_qkv, its gate+up ffn_up): its
   // rows (and bias values) start at row0 of the tensor, which has fused_rows rows in all. An
-  // ExpertMatMul's segment is the same rows of every expert's matrix (ffn_gate_up_exps).
+  // ExpertMatMul's segment is the same rows of every expert's matrix (ffn_gate_up_exps). A Slice
+  // starts at its input's feature row0.
   int64_t row0 = 0, fused_rows = 0;
-  float factor = 1.f;  // Scale without a weight
+  float factor = 1.f;  // Scale without a weight; Embed: its rows' scale (Gemma's)
 };
 
 // Shape facts the ops and the planner need beyond single nodes.
@@ -111,6 +117,20 @@ struct Dims {
     bool operator==(const LayerHeads&) const = default;
   };
   std::vector<LayerHeads> layer_heads;
+  // Per-layer FFN widths where layers differ (Gemma 4 E2B's wider FFN in its KV-sharing layers);
+  // empty: every layer's is n_ff.
+  std::vector<int64_t> layer_ff;
+  int64_t n_ff_of(int layer) const {
+    return layer >= 0 && layer < static_cast<int>(layer_ff.size()) ? layer_ff[layer] : n_ff;
+  }
+  // The layer whose KV cache each layer's attention reads (Gemma 4 E2B/E4B's last layers compute
+  // no K or V of their own and attend over an earlier layer's); empty: every layer its own.
+  std::vector<int32_t> kv_source;
+  int kv_layer_of(int layer) const {
+    return layer >= 0 && layer < static_cast<int>(kv_source.size()) ? kv_source[layer] : layer;
+  }
+  bool owns_kv(int layer) const { return kv_layer_of(layer) == layer; }
+  int64_t n_embd_per_layer = 0;  // Gemma 4 E2B/E4B: per-layer input width (0: none)
   int64_t head_dim_of(int layer) const { return heads_of(layer).head_dim; }
   int64_t n_head_kv_of(int layer) const { return heads_of(layer).n_head_kv; }
   int64_t group_of(int layer) const { return n_head / n_head_kv_of(layer); }

@@ -16,7 +16,28 @@ graph::Graph build_llama_graph(const ModelConfig& c) {
   const auto& d = c.dims;
 
   // x: the residual stream (n_embd), token embeddings to start with.
-  int x = g.add({OpKind::Embed, {}, Axis::Embd, d.n_embd, "token_embd.weight", "", -1, "token_embd"});
+  Node embed{OpKind::Embed, {}, Axis::Embd, d.n_embd, "token_embd.weight", "", -1, "token_embd"};
+  if (d.embd_scale > 0) embed.factor = d.embd_scale;  // Gemma: sqrt(n_embd)
+  int x = g.add(std::move(embed));
+  // Gemma 4 E2B/E4B: every layer's input of n_embd_per_layer values, computed once for all layers:
+  // the token's row of per_layer_token_embd times sqrt(width), and a projection of its scaled
+  // embedding over 1/sqrt(n_embd) (normed per layer, in the layer).
+  const int64_t pl = d.n_embd_per_layer, pl_all = pl * d.n_layer;
+  int per_layer_embd = -1, per_layer_proj = -1;
+  auto scale = [&](int in, Axis axis, int64_t width, float factor, int layer, std::string label) {
+    Node s{OpKind::Scale, {in}, axis, width, "", "", layer, std::move(label)};
+    s.factor = factor;
+    return g.add(std::move(s));
+  };
+  if (pl > 0) {
+    Node rows{OpKind::Embed, {}, Axis::PerLayer, pl_all, "per_layer_token_embd.weight", "", -1, "per_layer_token_embd"};
+    rows.factor = std::sqrt(static_cast<float>(pl));
+    per_layer_embd = g.add(std::move(rows));
+    per_layer_proj = g.add(
+        {OpKind::MatMul, {x}, Axis::PerLayer, pl_all, "per_layer_model_proj.weight", "", -1, "per_layer_model_proj"});
+    per_layer_proj = scale(per_layer_proj, Axis::PerLayer, pl_all, 1.f / std::sqrt(static_cast<float>(d.n_embd)), -1,
+                           "per_layer_proj_scale");
+  }
   for (int l = 0; l < d.n_layer; ++l) {
     const std::string blk = fmt::format("blk.{}.", l);
     const int64_t q_width = d.n_head * d.head_dim_of(l);            // (n_head, head_dim)
@@ -35,29 +56,33 @@ graph::Graph build_llama_graph(const ModelConfig& c) {
       return g.add(std::move(n));
     };
     // The dense FFN: gate and up column-parallel, SwiGLU (Gemma: GELU-gated), down row-parallel.
+    const int64_t n_ff = d.n_ff_of(l);
     auto gated_ffn = [&](int in) {
       int gate, up;
       if (c.traits.phi3) {  // ffn_up holds [gate; up]
-        gate = segment(in, Axis::Ffn, d.n_ff, "ffn_up.weight", "ffn_gate", 0, 2 * d.n_ff);
-        up = segment(in, Axis::Ffn, d.n_ff, "ffn_up.weight", "ffn_up", d.n_ff, 2 * d.n_ff);
+        gate = segment(in, Axis::Ffn, n_ff, "ffn_up.weight", "ffn_gate", 0, 2 * n_ff);
+        up = segment(in, Axis::Ffn, n_ff, "ffn_up.weight", "ffn_up", n_ff, 2 * n_ff);
       } else {
-        gate = node(OpKind::MatMul, {in}, Axis::Ffn, d.n_ff, "ffn_gate.weight", "ffn_gate");
-        up = node(OpKind::MatMul, {in}, Axis::Ffn, d.n_ff, "ffn_up.weight", "ffn_up");
+        gate = node(OpKind::MatMul, {in}, Axis::Ffn, n_ff, "ffn_gate.weight", "ffn_gate");
+        up = node(OpKind::MatMul, {in}, Axis::Ffn, n_ff, "ffn_up.weight", "ffn_up");
       }
       const bool gelu = c.traits.gemma;
-      int act = node(gelu ? OpKind::GeGlu : OpKind::SwiGlu, {gate, up}, Axis::Ffn, d.n_ff, "",
+      int act = node(gelu ? OpKind::GeGlu : OpKind::SwiGlu, {gate, up}, Axis::Ffn, n_ff, "",
                      gelu ? "ffn_geglu" : "ffn_swiglu");
       return node(OpKind::MatMul, {act}, Axis::Embd, d.n_embd, "ffn_down.weight", "ffn_down");
     };
     // Attention: h = norm(x); q, k, v projections (column-parallel); RoPE; attend; project back.
     int h = node(OpKind::RmsNorm, {x}, Axis::Embd, d.n_embd, "attn_norm.weight", "attn_norm");
     const bool b = c.traits.qkv_bias;
-    int q, k, v;
-    if (c.fused_qkv) {  // Phi-3: [q; k; v] rows of attn_qkv, each cut by heads like its own tensor
+    int q, k = -1, v = -1;
+    const bool own_kv = d.owns_kv(l);  // else attends over an earlier layer's cache (Gemma 4 E2B/E4B)
+    if (c.fused_qkv) {                 // Phi-3: [q; k; v] rows of attn_qkv, each cut by heads like its own tensor
       const int64_t rows = q_width + 2 * kv_width;
       q = segment(h, Axis::QHeads, q_width, "attn_qkv.weight", "attn_q", 0, rows);
       k = segment(h, Axis::KvHeads, kv_width, "attn_qkv.weight", "attn_k", q_width, rows);
       v = segment(h, Axis::KvHeads, kv_width, "attn_qkv.weight", "attn_v", q_width + kv_width, rows);
+    } else if (!own_kv) {
+      q = node(OpKind::MatMul, {h}, Axis::QHeads, q_width, "attn_q.weight", "attn_q");
     } else {
       q = node(OpKind::MatMul, {h}, Axis::QHeads, q_width, "attn_q.weight", "attn_q", b ? "attn_q.bias" : "");
       k = node(OpKind::MatMul, {h}, Axis::KvHeads, kv_width, "attn_k.weight", "attn_k", b ? "attn_k.bias" : "");
@@ -68,13 +93,16 @@ graph::Graph build_llama_graph(const ModelConfig& c) {
     }
     if (c.traits.qk_norm) {
       q = node(OpKind::HeadNorm, {q}, Axis::QHeads, q_width, "attn_q_norm.weight", "attn_q_norm");
-      k = node(OpKind::HeadNorm, {k}, Axis::KvHeads, kv_width, "attn_k_norm.weight", "attn_k_norm");
+      if (own_kv) k = node(OpKind::HeadNorm, {k}, Axis::KvHeads, kv_width, "attn_k_norm.weight", "attn_k_norm");
     }
-    if (c.traits.gemma4) v = node(OpKind::HeadNorm, {v}, Axis::KvHeads, kv_width, "", "attn_v_norm");  // no weight
+    if (c.traits.gemma4 && own_kv)  // V normed, without a weight
+      v = node(OpKind::HeadNorm, {v}, Axis::KvHeads, kv_width, "", "attn_v_norm");
     q = node(OpKind::Rope, {q}, Axis::QHeads, q_width, "", "rope_q");
-    k = node(OpKind::Rope, {k}, Axis::KvHeads, kv_width, "", "rope_k");
+    if (own_kv) k = node(OpKind::Rope, {k}, Axis::KvHeads, kv_width, "", "rope_k");
     const bool oss = c.traits.gpt_oss;
-    int a = node(OpKind::Attention, {q, k, v}, Axis::QHeads, q_width, oss ? "attn_sinks.weight" : "", "attention");
+    std::vector<int> qkv{q};
+    if (own_kv) qkv = {q, k, v};
+    int a = node(OpKind::Attention, qkv, Axis::QHeads, q_width, oss ? "attn_sinks.weight" : "", "attention");
     int o = node(OpKind::MatMul, {a}, Axis::Embd, d.n_embd, "attn_output.weight", "attn_output",
                  oss ? "attn_output.bias" : "");
     if (c.traits.gemma)
@@ -148,6 +176,24 @@ graph::Graph build_llama_graph(const ModelConfig& c) {
     if (c.traits.gemma)
       ffn = node(OpKind::RmsNorm, {ffn}, Axis::Embd, d.n_embd, "post_ffw_norm.weight", "ffn_post_norm");
     x = node(OpKind::Add, {x, ffn}, Axis::Embd, d.n_embd, "", "ffn_residual");
+    if (pl > 0) {  // this layer's slice of the per-layer inputs, through its own gate and projection
+      auto slice = [&](int in, const char* label) {
+        Node n{OpKind::Slice, {in}, Axis::PerLayer, pl, "", "", l, label};
+        n.row0 = l * pl;
+        return g.add(std::move(n));
+      };
+      int proj = node(OpKind::RmsNorm, {slice(per_layer_proj, "per_layer_proj")}, Axis::PerLayer, pl, "",
+                      "per_layer_proj_norm");
+      g.nodes[proj].weight = "per_layer_proj_norm.weight";  // one norm for every layer
+      int in =
+          node(OpKind::Add, {proj, slice(per_layer_embd, "per_layer_embd")}, Axis::PerLayer, pl, "", "per_layer_input");
+      in = scale(in, Axis::PerLayer, pl, 1.f / std::sqrt(2.f), l, "per_layer_input_scale");
+      int gate = node(OpKind::MatMul, {x}, Axis::PerLayer, pl, "inp_gate.weight", "per_layer_gate");
+      int act = node(OpKind::GeGlu, {gate, in}, Axis::PerLayer, pl, "", "per_layer_geglu");
+      int out = node(OpKind::MatMul, {act}, Axis::Embd, d.n_embd, "proj.weight", "per_layer_out");
+      out = node(OpKind::RmsNorm, {out}, Axis::Embd, d.n_embd, "post_norm.weight", "per_layer_post_norm");
+      x = node(OpKind::Add, {x, out}, Axis::Embd, d.n_embd, "", "per_layer_residual");
+    }
     if (!c.out_scale.empty() && c.out_scale[l])  // Gemma 4
       x = node(OpKind::Scale, {x}, Axis::Embd, d.n_embd, "layer_output_scale.weight", "layer_out_scale");
   }

@@ -110,9 +110,10 @@ void read_experts(const gguf::File& f, const std::string& p, ModelConfig& c) {
       expect_shape(f, b + "ffn_gate_inp.scale", {d.n_embd}, "router input scale");
       for (const char* s : {"pre_ffw_norm_2.weight", "post_ffw_norm_1.weight", "post_ffw_norm_2.weight"})
         expect_shape(f, b + s, {d.n_embd}, "expert branch norm");
-      expect_shape(f, b + "ffn_gate.weight", {d.n_embd, d.n_ff}, "dense FFN");
-      expect_shape(f, b + "ffn_up.weight", {d.n_embd, d.n_ff}, "dense FFN");
-      expect_shape(f, b + "ffn_down.weight", {d.n_ff, d.n_embd}, "dense FFN");
+      const int64_t ff = d.n_ff_of(static_cast<int>(l));
+      expect_shape(f, b + "ffn_gate.weight", {d.n_embd, ff}, "dense FFN");
+      expect_shape(f, b + "ffn_up.weight", {d.n_embd, ff}, "dense FFN");
+      expect_shape(f, b + "ffn_down.weight", {ff, d.n_embd}, "dense FFN");
     }
     if (!c.traits.shared_expert) continue;
     expect_shape(f, b + "ffn_gate_inp_shexp.weight", {d.n_embd}, "shared expert gate");
@@ -135,6 +136,48 @@ std::vector<float> f32_vector(const gguf::File& f, const std::string& name, int6
 void read_sliding_window(const gguf::File& f, const std::string& p, int64_t default_pattern, RopeParams local,
                          ModelConfig& c);
 void read_gemma4(const gguf::File& f, const std::string& p, RopeParams local, ModelConfig& c);
+
+// Gemma 4 E2B and E4B (llama.cpp's gemma4-iswa graph): feed_forward_length one value per layer
+// (the KV-sharing layers' twice as wide), the last shared_kv_layers layers attending over the
+// cache of the last layer of their kind (sliding-window or global) before them, and each
+// layer's input of embedding_length_per_layer_input values from the token's own embedding row and
+// a projection of its scaled embedding.
+void read_gemma4_small(const gguf::File& f, const std::string& p, ModelConfig& c) {
+  auto& d = c.dims;
+  const std::string ff_key = p + "feed_forward_length";
+  if (const gguf::Value* v = f.find(ff_key); v && v->is_array()) {
+    std::vector<int64_t> ff = f.get_int_array(ff_key);
+    if (static_cast<int64_t>(ff.size()) != d.n_layer)
+      fail("model", "{} has {} values for {} layers", ff_key, ff.size(), d.n_layer);
+    for (int64_t x : ff) positive(f, ff_key, x, int64_t{1} << 20);
+    if (std::any_of(ff.begin(), ff.end(), [&](int64_t x) { return x != ff[0]; })) d.layer_ff = std::move(ff);
+  }
+  const int64_t shared = f.get_int_opt(p + "attention.shared_kv_layers").value_or(0);
+  if (shared < 0 || shared >= d.n_layer - 1)
+    fail("model", "{}attention.shared_kv_layers {} is out of range (0..{})", p, shared, d.n_layer - 2);
+  if (shared > 0) {
+    const int first = static_cast<int>(d.n_layer - shared);
+    d.kv_source.resize(d.n_layer);
+    for (int l = 0; l < d.n_layer; ++l) {
+      const int src = l < first ? l : first - (d.is_swa(l) ? 2 : 1);  // llama.cpp's layer_reuse_cb
+      if (src < 0 || d.is_swa(src) != d.is_swa(l) || d.heads_of(src) != d.heads_of(l))
+        fail("model", "layer {} shares the KV cache of layer {}, which is not a layer of its kind and heads", l, src);
+      d.kv_source[l] = src;
+    }
+  }
+  d.n_embd_per_layer = f.get_int_opt(p + "embedding_length_per_layer_input").value_or(0);
+  if (d.n_embd_per_layer == 0) return;
+  const int64_t pl = positive(f, p + "embedding_length_per_layer_input", d.n_embd_per_layer, 1 << 16);
+  expect_shape(f, "per_layer_token_embd.weight", {pl * d.n_layer, d.n_vocab}, "per-layer token embedding");
+  expect_shape(f, "per_layer_model_proj.weight", {d.n_embd, pl * d.n_layer}, "per-layer input projection");
+  expect_shape(f, "per_layer_proj_norm.weight", {pl}, "per-layer input norm");
+  for (int64_t l = 0; l < d.n_layer; ++l) {
+    const std::string b = fmt::format("blk.{}.", l);
+    expect_shape(f, b + "inp_gate.weight", {d.n_embd, pl}, "per-layer input gate");
+    expect_shape(f, b + "proj.weight", {pl, d.n_embd}, "per-layer input projection");
+    expect_shape(f, b + "post_norm.weight", {d.n_embd}, "per-layer input norm");
+  }
+}
 
 // Gemma 4's heads per layer: key_length wide on the global layers, key_length_swa on the
 // sliding-window ones, and head_count_kv one value or one per layer. The dims' own (n_head_kv,
@@ -189,17 +232,11 @@ void read_gemma(const gguf::File& f, const std::string& p, ModelConfig& c) {
 // scale where the file has one, the window and one sliding-window flag per layer
 // (sliding_window_pattern; a single value sets every layer), local layers rotating
 // rope.dimension_count_swa dims at their own base and without rope_freqs, which the global layers
-// need (the converter's proportional RoPE: factor 1e30 stops a pair turning). What weft does not
-// run yet is refused by its key or tensor.
+// need (the converter's proportional RoPE: factor 1e30 stops a pair turning); E2B and E4B's
+// per-layer FFN widths, per-layer inputs and KV-sharing layers (read_gemma4_small).
 void read_gemma4(const gguf::File& f, const std::string& p, RopeParams local, ModelConfig& c) {
   auto& d = c.dims;
   d.attn_scale = 1.f;
-  auto not_yet = [&](const std::string& key, const char* what) {
-    if (const int64_t v = f.get_int_opt(p + key).value_or(0); v != 0)
-      fail("model", "{}{} is {}: {} are not supported yet", p, key, v, what);
-  };
-  not_yet("embedding_length_per_layer_input", "per-layer token embeddings");
-  not_yet("attention.shared_kv_layers", "layers sharing another layer's KV cache");
   const int64_t head_dim_swa = positive(f, p + "attention.key_length_swa",
                                         f.get_int_opt(p + "attention.key_length_swa").value_or(d.head_dim), 4096);
   if (const auto v = f.get_int_opt(p + "attention.value_length_swa"); v && *v != head_dim_swa)
@@ -239,13 +276,16 @@ void read_gemma4(const gguf::File& f, const std::string& p, RopeParams local, Mo
   if (any_global && d.rope.freq_factors.empty())
     fail("model", "rope_freqs.weight (f32[{}]) is missing: Gemma 4's global layers need it", d.rope.n_rot / 2);
 
+  read_gemma4_small(f, p, c);
+
   c.k_as_v.assign(d.n_layer, 0);
   c.out_scale.assign(d.n_layer, 0);
   for (int64_t l = 0; l < d.n_layer; ++l) {
     const std::string b = fmt::format("blk.{}.", l);
     c.k_as_v[l] = f.find_tensor(b + "attn_v.weight") == nullptr;
     expect_shape(f, b + "attn_q_norm.weight", {d.head_dim_of(static_cast<int>(l))}, "q norm");
-    expect_shape(f, b + "attn_k_norm.weight", {d.head_dim_of(static_cast<int>(l))}, "k norm");
+    if (d.owns_kv(static_cast<int>(l)))
+      expect_shape(f, b + "attn_k_norm.weight", {d.head_dim_of(static_cast<int>(l))}, "k norm");
     if (const gguf::TensorInfo* t = f.find_tensor(b + "layer_output_scale.weight")) {
       float s = 0;
       if (t->type != DType::F32 || t->n_elements() != 1) fail("model", "{}layer_output_scale.weight must be f32[1]", b);
@@ -341,12 +381,12 @@ ModelConfig read_config(const gguf::File& f) {
   constexpr int64_t kMaxDim = int64_t{1} << 20;
   d.n_embd = positive(f, p + "embedding_length", f.get_int(p + "embedding_length"), kMaxDim);
   d.n_layer = positive(f, p + "block_count", f.get_int(p + "block_count"), 4096);
-  auto required = [&](const std::string& key) {
-    const auto v = per_model_int(f, key);
+  auto required = [&](const std::string& key, bool per_layer = false) {
+    const auto v = per_model_int(f, key, per_layer);
     if (!v) fail("model", "{} is missing", key);
     return *v;
   };
-  d.n_ff = positive(f, p + "feed_forward_length", required(p + "feed_forward_length"), kMaxDim);
+  d.n_ff = positive(f, p + "feed_forward_length", required(p + "feed_forward_length", c.traits.gemma4), kMaxDim);
   d.n_head = positive(f, p + "attention.head_count", required(p + "attention.head_count"), 4096);
   d.n_head_kv = positive(f, p + "attention.head_count_kv",
                          per_model_int(f, p + "attention.head_count_kv", c.traits.gemma4).value_or(d.n_head), d.n_head);

@@ -77,7 +77,8 @@ enum class LocalOp : uint8_t {
   SigmoidScale,
   GeGlu,
   SwiGluOai,
-  Scale,      // graph::OpKind
+  Scale,
+  Slice,      // graph::OpKind
   Input,      // layer split: the residual stream handed over by the previous device
   AllReduce,  // sum of the Partial value over the group, in place
   AllGather,  // Split value -> Replicated
@@ -104,6 +105,7 @@ constexpr LocalOp local_op(graph::OpKind op) {
     case graph::OpKind::GeGlu: return LocalOp::GeGlu;
     case graph::OpKind::SwiGluOai: return LocalOp::SwiGluOai;
     case graph::OpKind::Scale: return LocalOp::Scale;
+    case graph::OpKind::Slice: return LocalOp::Slice;
     case graph::OpKind::Count: break;
   }
   return LocalOp::Count;
@@ -125,7 +127,8 @@ struct LocalNode {
   // boundaries, so a run in fixed point (--exact: each granule's partial an integer) gets the
   // same sums however the axis is cut. 0: a matmul no split reduces.
   int64_t granule = 0;
-  float factor = 1.f;  // Scale without a weight: the constant (graph::Node::factor)
+  float factor = 1.f;  // Scale without a weight: the constant; Embed: its rows' scale (graph::Node::factor)
+  int64_t offset = 0;  // Slice: its input's first feature copied (graph::Node::row0)
 };
 
 struct DeviceGraph {

@@ -49,8 +49,12 @@ bool is_expert_op(OpKind op) { return op == OpKind::ExpertMatMul || op == OpKind
 bool is_expert_op(LocalOp op) { return op == LocalOp::ExpertMatMul || op == LocalOp::ExpertMatMulSum; }
 
 // Axes every device holds whole, by rule rather than as a fallback: the router's logits and the
-// routes (every device needs all of them to pick the top k) and the shared expert's gate logit.
-bool kept_whole(Axis a) { return a == Axis::Router || a == Axis::Routes || a == Axis::SharedGate; }
+// routes (every device needs all of them to pick the top k), the shared expert's gate logit, and
+// the per-layer inputs with their gates (a few hundred values a layer: computing them whole costs
+// less than a collective).
+bool kept_whole(Axis a) {
+  return a == Axis::Router || a == Axis::Routes || a == Axis::SharedGate || a == Axis::PerLayer;
+}
 
 // The rows [r.begin, r.end) of node n's output, in its weight (and bias): a segment of a fused
 // tensor starts at its row0.
@@ -65,6 +69,7 @@ WeightSlice rows_of(const Node& n, const std::string& tensor, Range r) {
 void compute_whole(LocalNode& ln, const Node& n, const graph::Dims& d) {
   ln.width = n.width;
   ln.factor = n.factor;
+  if (n.op == OpKind::Slice) ln.offset = n.row0;
   const bool segment = n.fused_rows > 0;
   const int64_t rows = is_expert_op(n.op) ? d.n_ff_exp : n.width;  // an expert segment: rows of each matrix
   if (!n.weight.empty()) ln.weight = segment ? rows_of(n, n.weight, {0, rows}) : WeightSlice{n.weight, Kind::Whole, {}};
@@ -92,7 +97,7 @@ void account(DeviceGraph& dg, const WeightTable& w) {
       else
         dg.decode_bytes += bytes;
     }
-    if (ln.op != LocalOp::Attention) continue;
+    if (ln.op != LocalOp::Attention || !d.owns_kv(ln.layer)) continue;
     dg.kv_values_per_token += 2 * ln.kv_heads.size() * d.head_dim_of(ln.layer);
     if (d.is_swa(ln.layer)) dg.kv_window_values += 2 * ln.kv_heads.size() * d.head_dim_of(ln.layer);
   }
@@ -219,6 +224,8 @@ class TensorPlanner {
       return {h.begin * hd, h.end * hd};
     }
     const Partition* p = part(a);
+    if (a == Axis::Ffn && layer >= 0 && !g_.dims.layer_ff.empty())  // a layer of its own width, cut alike
+      return p ? cut(a, g_.dims.n_ff_of(layer), p->unit, plan_.ratios).ranges[d] : Range{0, g_.dims.n_ff_of(layer)};
     return p ? p->ranges[d] : Range{0, g_.width_of(a)};
   }
   // Device d's heads of axis a in `layer`: its query heads (one cut for every layer), or the KV
@@ -331,12 +338,13 @@ class TensorPlanner {
     auto in_axis = [&](int k) { return g_.nodes[n.inputs[k]].axis; };
     switch (n.op) {
       case OpKind::Embed:
+      case OpKind::Slice:    // of the per-layer inputs, kept whole
       case OpKind::Scale:    // the residual stream's, kept replicated
       case OpKind::RmsNorm:  // needs the whole row: the residual stream is kept replicated
       case OpKind::MoeRoute: return replicate(i);
       case OpKind::MatMul: {
         const int in = n.inputs[0];
-        if (kept_whole(n.axis)) return replicate(i);
+        if (kept_whole(n.axis) || kept_whole(in_axis(0))) return replicate(i);
         if (in_state(0) == State::Partial) collective(in, LocalOp::AllReduce);
         if (cur_[in] == State::Replicated && part(n.axis)) {  // column-parallel
           emit(i, LocalOp::MatMul, n.inputs, [&](int d, LocalNode& ln) {
@@ -371,9 +379,11 @@ class TensorPlanner {
         return;
       }
       case OpKind::Attention: {
-        const bool by_heads = in_state(0) == State::Split && in_state(1) == State::Split &&
-                              in_state(2) == State::Split && in_axis(0) == Axis::QHeads &&
-                              in_axis(1) == Axis::KvHeads && in_axis(2) == Axis::KvHeads;
+        // q, k and v; or q alone over an earlier layer's cache, which the same heads of this device hold
+        const bool own_kv = n.inputs.size() == 3;
+        const bool by_heads = in_state(0) == State::Split && in_axis(0) == Axis::QHeads &&
+                              (!own_kv || (in_state(1) == State::Split && in_state(2) == State::Split &&
+                                           in_axis(1) == Axis::KvHeads && in_axis(2) == Axis::KvHeads));
         if (!by_heads) return fallback(i, "q/k/v are not split by heads");
         emit(i, LocalOp::Attention, n.inputs, [&](int d, LocalNode& ln) {
           ln.width = range(Axis::QHeads, d, n.layer).size();
@@ -563,6 +573,17 @@ Plan plan_layers(const Graph& g, const WeightTable& weights, const std::vector<d
   plan.mode = SplitMode::Layer;
   plan.ratios = normalise(ratios);
   plan.layers = proportional_ranges(g.dims.n_layer, plan.ratios);
+  auto device_of = [&](int layer) {
+    for (int d = 0; d < static_cast<int>(plan.layers.size()); ++d)
+      if (layer >= plan.layers[d].begin && layer < plan.layers[d].end) return d;
+    return -1;
+  };
+  for (int l = 0; l < g.dims.n_layer; ++l)
+    if (device_of(l) != device_of(g.dims.kv_layer_of(l)))
+      fail("plan",
+           "layer {} attends over layer {}'s KV cache, which this layer split puts on another device: use "
+           "--split-mode tensor",
+           l, g.dims.kv_layer_of(l));
   const int n = static_cast<int>(plan.ratios.size());
   const int n_nodes = static_cast<int>(g.nodes.size());
   plan.states.assign(n_nodes, State::Replicated);
@@ -593,7 +614,12 @@ Plan plan_layers(const Graph& g, const WeightTable& weights, const std::vector<d
       LocalNode ln{.op = local_op(node.op), .source = i, .layer = node.layer, .label = node.label};
       for (int in : node.inputs) {
         if (local[in] < 0) {  // produced on an earlier device: it is the residual stream handed over
-          WEFT_ASSERT(d > 0 && g.nodes[in].axis == graph::Axis::Embd && (residual < 0 || residual == in));
+          if (g.nodes[in].axis != graph::Axis::Embd || (residual >= 0 && residual != in))
+            fail("plan",
+                 "{} (layer {}) reads {} of an earlier device, which a layer split hands over only as the "
+                 "residual stream (Gemma 4 E2B/E4B's per-layer inputs): use --split-mode tensor",
+                 node.label, node.layer, g.nodes[in].label);
+          WEFT_ASSERT(d > 0);
           residual = in;
           ln.inputs.push_back(0);
         } else {

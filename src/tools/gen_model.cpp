@@ -159,18 +159,24 @@ ArchInfo arch_info(std::string_view arch) {
   fail("gen-model", "unknown arch '{}' (llama, qwen2, qwen3, qwen2moe, qwen3moe, gemma3, gemma4, phi3, gpt-oss)", arch);
 }
 
+// Gemma 4 E2B's layers attending over an earlier layer's cache: the last n_kv_shared, their FFN
+// twice as wide.
+bool gen_kv_shared(const GenModelShape& s, int l) { return l >= s.n_layer - s.n_kv_shared; }
+int64_t gen_layer_ff(const GenModelShape& s, int l) { return gen_kv_shared(s, l) ? 2 * s.n_ff : s.n_ff; }
+
 // The feed-forward tensors of layer l: a dense SwiGLU, or (an MoE preset) the router and the
 // stacked experts, and qwen2moe's shared expert.
 template <typename Matrix, typename Stack, typename Vec>
 void ffn_specs(const ArchInfo& a, const GenModelShape& s, int l, Matrix matrix, Stack stack, Vec vec) {
   if (s.n_expert == 0 || a.gemma4) {  // Gemma 4 26B-A4B keeps its dense FFN beside the experts
+    const int64_t ff = gen_layer_ff(s, l);
     if (a.phi3) {
-      matrix("ffn_up.weight", l, s.n_embd, 2 * s.n_ff);  // [gate; up]
+      matrix("ffn_up.weight", l, s.n_embd, 2 * ff);  // [gate; up]
     } else {
-      matrix("ffn_gate.weight", l, s.n_embd, s.n_ff);  // (embd -> ff)
-      matrix("ffn_up.weight", l, s.n_embd, s.n_ff);
+      matrix("ffn_gate.weight", l, s.n_embd, ff);  // (embd -> ff)
+      matrix("ffn_up.weight", l, s.n_embd, ff);
     }
-    matrix("ffn_down.weight", l, s.n_ff, s.n_embd);  // (ff -> embd)
+    matrix("ffn_down.weight", l, ff, s.n_embd);  // (ff -> embd)
     if (s.n_expert == 0) return;
   }
   vec("ffn_gate_inp.weight", l, std::vector<int64_t>{s.n_embd, s.n_expert},
@@ -241,9 +247,11 @@ std::vector<TensorSpec> tensor_specs(const GenModelOptions& o, const GenModelSha
     if (a.phi3) {
       matrix("attn_qkv.weight", l, s.n_embd, q_w + 2 * n_embd_kv);  // [q; k; v]
     } else {
-      matrix("attn_q.weight", l, s.n_embd, q_w);        // (embd -> heads*head_dim)
-      matrix("attn_k.weight", l, s.n_embd, n_embd_kv);  // (embd -> kv_heads*head_dim)
-      if (!a.gemma4 || gen_swa_layer(s, l)) matrix("attn_v.weight", l, s.n_embd, n_embd_kv);
+      matrix("attn_q.weight", l, s.n_embd, q_w);  // (embd -> heads*head_dim)
+      if (!gen_kv_shared(s, l)) {
+        matrix("attn_k.weight", l, s.n_embd, n_embd_kv);  // (embd -> kv_heads*head_dim)
+        if (!a.gemma4 || gen_swa_layer(s, l)) matrix("attn_v.weight", l, s.n_embd, n_embd_kv);
+      }
     }
     if (a.qkv_bias) {
       vec("attn_q.bias", l, q_w, Init::Bias);
@@ -252,7 +260,7 @@ std::vector<TensorSpec> tensor_specs(const GenModelOptions& o, const GenModelSha
     }
     if (a.qk_norm) {
       vec("attn_q_norm.weight", l, layer_head_dim, Init::Norm);  // shared by all heads
-      vec("attn_k_norm.weight", l, layer_head_dim, Init::Norm);
+      if (!gen_kv_shared(s, l)) vec("attn_k_norm.weight", l, layer_head_dim, Init::Norm);
     }
     matrix("attn_output.weight", l, q_w, s.n_embd);
     if (a.gpt_oss) {
@@ -263,7 +271,18 @@ std::vector<TensorSpec> tensor_specs(const GenModelOptions& o, const GenModelSha
     vec(a.gpt_oss ? "post_attention_norm.weight" : "ffn_norm.weight", l, s.n_embd, Init::Norm);
     ffn_specs(a, s, l, matrix, stack, f32);
     if (a.gemma) vec("post_ffw_norm.weight", l, s.n_embd, Init::Norm);
+    if (s.n_embd_per_layer > 0) {  // its gate over its per-layer input, and back to the residual
+      matrix("inp_gate.weight", l, s.n_embd, s.n_embd_per_layer);
+      matrix("proj.weight", l, s.n_embd_per_layer, s.n_embd);
+      vec("post_norm.weight", l, s.n_embd, Init::Norm);
+    }
     if (a.gemma4) vec("layer_output_scale.weight", l, 1, Init::LayerScale);
+  }
+  if (s.n_embd_per_layer > 0) {  // every layer's input: a row per token, and a projection of its embedding
+    const int64_t all = s.n_embd_per_layer * s.n_layer;
+    matrix("per_layer_token_embd.weight", -1, all, s.n_vocab);
+    matrix("per_layer_model_proj.weight", -1, s.n_embd, all);
+    vec("per_layer_proj_norm.weight", -1, s.n_embd_per_layer, Init::Norm);
   }
   if (a.phi3) {  // LongRoPE: per-pair frequency divisors, near 1 for the short context, larger for the long
     vec("rope_factors_short.weight", -1, head_dim / 2, Init::RopeShort);
@@ -296,7 +315,13 @@ void add_metadata(gguf::Writer& w, const GenModelOptions& o, const GenModelShape
   w.set_u32(p + ".context_length", u32(s.n_ctx));
   w.set_u32(p + ".embedding_length", u32(s.n_embd));
   w.set_u32(p + ".block_count", u32(s.n_layer));
-  w.set_u32(p + ".feed_forward_length", u32(o.arch == "llama" && s.n_expert > 0 ? s.n_ff_exp : s.n_ff));
+  if (s.n_kv_shared > 0) {  // one width per layer, as Gemma 4 E2B's converter writes them
+    std::vector<int32_t> ff(s.n_layer);
+    for (int l = 0; l < static_cast<int>(s.n_layer); ++l) ff[l] = static_cast<int32_t>(gen_layer_ff(s, l));
+    w.set_i32_array(p + ".feed_forward_length", ff);
+  } else {
+    w.set_u32(p + ".feed_forward_length", u32(o.arch == "llama" && s.n_expert > 0 ? s.n_ff_exp : s.n_ff));
+  }
   if (s.n_expert > 0) {
     w.set_u32(p + ".expert_count", u32(s.n_expert));
     w.set_u32(p + ".expert_used_count", u32(s.n_expert_used));
@@ -330,8 +355,8 @@ void add_metadata(gguf::Writer& w, const GenModelOptions& o, const GenModelShape
       w.set_u32(p + ".attention.key_length_swa", head_dim_swa);
       w.set_u32(p + ".attention.value_length_swa", head_dim_swa);
       w.set_u32(p + ".rope.dimension_count_swa", head_dim_swa);
-      w.set_u32(p + ".embedding_length_per_layer_input", 0);
-      w.set_u32(p + ".attention.shared_kv_layers", 0);
+      w.set_u32(p + ".embedding_length_per_layer_input", u32(s.n_embd_per_layer));
+      w.set_u32(p + ".attention.shared_kv_layers", u32(s.n_kv_shared));
       w.set_f32(p + ".final_logit_softcapping", 30.0f);
     } else if (s.n_layer < 6) {
       w.set_u32(p + ".attention.sliding_window_pattern", 2);
@@ -431,8 +456,14 @@ GenModelShape gen_model_preset(std::string_view preset) {
   // its 262144 vocab) over 6 layers, five sliding-window and a global one: 6.4B parameters, 1.4B
   // read per token.
   if (preset == "gemma4-a4b-mini") return {2816, 6, 2112, 16, 2, 262144, 8192, 128, 8, 704, 0, 512, 256, 8};
+  // + {n_embd_per_layer, n_kv_shared}. Gemma 4 E2B's layer (1536 wide, 8 heads: 512 wide on its
+  // global layers, 256 on the sliding-window ones, one KV head; an FFN of 6144, twice that in the
+  // layers over an earlier layer's cache; inputs of 256 per layer; its 262144 vocab) over 12
+  // layers, the last 6 over the caches of layers 4 and 5.
+  if (preset == "gemma4-e2b-mini") return {1536, 12, 6144, 8, 1, 262144, 8192, 0, 0, 0, 0, 512, 256, 1, 256, 6};
   fail("gen-model",
-       "unknown preset '{}' (tiny, 500m, 1b, 8b-shape, gemma3-1b, tiny-moe, moe-2b, gpt-oss-mini, gemma4-a4b-mini)",
+       "unknown preset '{}' (tiny, 500m, 1b, 8b-shape, gemma3-1b, tiny-moe, moe-2b, gpt-oss-mini, gemma4-a4b-mini, "
+       "gemma4-e2b-mini)",
        preset);
 }
 
@@ -457,6 +488,8 @@ GenModelShape gen_model_shape(const GenModelOptions& o) {
   take(s.head_dim, v.head_dim);
   take(s.head_dim_swa, v.head_dim_swa);
   take(s.n_head_kv_swa, v.n_head_kv_swa);
+  take(s.n_embd_per_layer, v.n_embd_per_layer);
+  take(s.n_kv_shared, v.n_kv_shared);
   const ArchInfo a = arch_info(o.arch);
   if (s.n_expert > 0 && a.ffn == ArchInfo::Ffn::Dense)
     fail("gen-model", "arch {} has no experts: use qwen2moe / qwen3moe (or llama for Mixtral) with preset {}", o.arch,
@@ -486,6 +519,17 @@ GenModelShape gen_model_shape(const GenModelOptions& o) {
     if (hd % 2 != 0 || hd < 0 || hd > 512) fail("gen-model", "head size {} must be even (RoPE) and at most 512", hd);
   if ((s.head_dim_swa > 0 || s.n_head_kv_swa > 0) && !a.gemma4)
     fail("gen-model", "per-layer heads (--head-dim-swa, --n-head-kv-swa) are Gemma 4's (--arch gemma4)");
+  if ((s.n_embd_per_layer > 0 || s.n_kv_shared > 0) && !a.gemma4)
+    fail("gen-model", "per-layer inputs and KV-sharing layers are Gemma 4 E2B/E4B's (--arch gemma4)");
+  if (s.n_embd_per_layer < 0 || s.n_embd_per_layer > 4096)
+    fail("gen-model", "per-layer input width {} is out of range (0..4096)", s.n_embd_per_layer);
+  if (s.n_kv_shared > 0) {  // the two layers before them, sliding-window then global, hold the caches they read
+    const int first = static_cast<int>(s.n_layer - s.n_kv_shared);
+    if (s.n_kv_shared >= s.n_layer - 1 || !gen_swa_layer(s, first - 2) || gen_swa_layer(s, first - 1))
+      fail("gen-model", "{} KV-sharing layers of {}: the two before them must be a sliding-window and a global one",
+           s.n_kv_shared, s.n_layer);
+    if (s.n_expert > 0) fail("gen-model", "KV-sharing layers are E2B/E4B's, which have no experts");
+  }
   if (s.n_head_kv_swa < 0 || (s.n_head_kv_swa > 0 && s.n_head % s.n_head_kv_swa != 0))
     fail("gen-model", "n_head {} is not a multiple of n_head_kv_swa {}", s.n_head, s.n_head_kv_swa);
   if (s.n_vocab < kMinVocab)

@@ -33,6 +33,10 @@ struct GenModelShape {
   // layers' (head_dim, n_head_kv), as its released files have them; 0: the same.
   int64_t head_dim_swa = 0;
   int64_t n_head_kv_swa = 0;
+  // Gemma 4 E2B/E4B: each layer's input width from the per-layer embeddings (0: none), and how
+  // many last layers attend over an earlier layer's KV cache, their FFN twice as wide (E2B's).
+  int64_t n_embd_per_layer = 0;
+  int64_t n_kv_shared = 0;
   int64_t q_width() const { return n_head * head_dim; }
 };
 

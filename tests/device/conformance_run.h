@@ -65,6 +65,12 @@ inline const TinyModel& tiny_model(const std::string& preset, const std::string&
     o.overrides.n_head_kv = 1;
     o.overrides.n_head_kv_swa = 2;
   }
+  if (preset == "tiny-e2b") {  // Gemma 4 E2B's: per-layer inputs, the last 2 of 4 layers over earlier caches
+    o.preset = "tiny";
+    o.overrides.n_layer = 4;
+    o.overrides.n_embd_per_layer = 16;
+    o.overrides.n_kv_shared = 2;
+  }
   o.type = type;
   o.arch = arch;
   o.tied = tied;

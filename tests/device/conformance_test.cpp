@@ -222,6 +222,7 @@ TEST_P(Conformance, EveryArchitectureMatchesTheReference) {
   expect_matches_reference(tiny_model("tiny", "q8_0", "phi3"), "phi3 (fused q/k/v and gate/up, LongRoPE)");
   expect_matches_reference(tiny_model("tiny", "q8_0", "gemma4"), "gemma4 (K as V, V norm, proportional RoPE)");
   expect_matches_reference(tiny_model("tiny-heads", "q8_0", "gemma4"), "gemma4 (heads per layer)");
+  expect_matches_reference(tiny_model("tiny-e2b", "q8_0", "gemma4"), "gemma4 E2B (per-layer inputs, shared KV)");
   for (const std::string arch : {"llama", "qwen2moe", "qwen3moe", "gpt-oss", "gemma4"})
     expect_matches_reference(tiny_model("tiny-moe", "q8_0", arch), "MoE " + arch);
 }
@@ -234,6 +235,7 @@ TEST_P(Conformance, SplitsMatchTheReference) {
   expect_matches_reference(tiny_model("tiny", "q8_0", "gemma4"), "gemma4 tensor split", SplitMode::Tensor, 2);
   expect_matches_reference(tiny_model("tiny-heads", "q8_0", "gemma4"), "gemma4 heads per layer, tensor split",
                            SplitMode::Tensor, 2);
+  expect_matches_reference(tiny_model("tiny-e2b", "q8_0", "gemma4"), "gemma4 E2B tensor split", SplitMode::Tensor, 2);
   // gpt-oss: the biases added once to the partial sums of attn_output and of the experts' down
   expect_matches_reference(tiny_model("tiny-moe", "q8_0", "gpt-oss"), "gpt-oss tensor split", SplitMode::Tensor, 2);
   // Gemma 4: halves of fused expert stacks, per-expert scales, the router's constant scale
@@ -255,6 +257,7 @@ TEST_P(Conformance, OpsCovered) {
   add(tiny_model("tiny", "q8_0", "llama").plan(SplitMode::Tensor, {1, 1}));
   add(tiny_model("tiny", "q8_0", "llama").plan(SplitMode::Layer, {1, 1}));
   add(tiny_model("tiny-moe", "q8_0", "qwen2moe").plan(SplitMode::Tensor, {1, 1}));
+  add(tiny_model("tiny-e2b", "q8_0", "gemma4").plan(SplitMode::None, {1}));  // Slice
   // AllGather: the planner emits it only for an op without a split rule (a fallback, which `weft
   // plan` lists); no graph weft builds has one now. tests/parallel checks the collective itself.
   used.insert(parallel::LocalOp::AllGather);

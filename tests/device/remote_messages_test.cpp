@@ -118,6 +118,9 @@ void expect_same_graph(const parallel::DeviceGraph& a, const parallel::DeviceGra
   EXPECT_EQ(x.swa_layers, y.swa_layers);
   EXPECT_EQ(x.rope_swa, y.rope_swa);
   EXPECT_EQ(x.layer_heads, y.layer_heads);
+  EXPECT_EQ(x.layer_ff, y.layer_ff);
+  EXPECT_EQ(x.kv_source, y.kv_source);
+  EXPECT_EQ(x.n_embd_per_layer, y.n_embd_per_layer);
   EXPECT_EQ(x.n_expert, y.n_expert);
   EXPECT_EQ(x.n_expert_used, y.n_expert_used);
   EXPECT_EQ(x.n_ff_exp, y.n_ff_exp);
@@ -141,6 +144,7 @@ void expect_same_graph(const parallel::DeviceGraph& a, const parallel::DeviceGra
     EXPECT_EQ(n.gather, m.gather) << what;
     EXPECT_EQ(n.granule, m.granule) << what;
     EXPECT_EQ(n.factor, m.factor) << what;
+    EXPECT_EQ(n.offset, m.offset) << what;
   }
   EXPECT_EQ(a.output, b.output);
   expect_same_range(a.vocab, b.vocab, "vocab");
@@ -189,11 +193,23 @@ parallel::DeviceGraph rich_graph() {
   g.dims.rope_swa.freq_base = 10000.f;
   g.dims.layer_heads.assign(g.dims.n_layer, {g.dims.n_head, g.dims.head_dim / 2});  // Gemma 4's
   g.dims.layer_heads.back() = {g.dims.n_head_kv, g.dims.head_dim};
+  g.dims.layer_ff.assign(g.dims.n_layer, g.dims.n_ff);  // Gemma 4 E2B's
+  g.dims.layer_ff.back() = 2 * g.dims.n_ff;
+  g.dims.kv_source.resize(g.dims.n_layer);
+  for (int l = 0; l < g.dims.n_layer; ++l) g.dims.kv_source[l] = l;
+  g.dims.kv_source.back() = 0;
+  g.dims.n_embd_per_layer = 256;
   g.kv_window_values = 16;
   g.nodes[1].experts = {12, 30};
   g.nodes[1].weight.experts = {12, 30};
   g.nodes[1].granule = 96;
   g.nodes[2].factor = 0.0625f;  // Gemma 4's router input scale
+  parallel::LocalNode slice{};
+  slice.op = parallel::LocalOp::Slice;
+  slice.inputs = {0};
+  slice.offset = 16;
+  slice.width = g.nodes[0].width - 16;
+  g.nodes.push_back(slice);
   parallel::LocalNode gather{};
   gather.op = parallel::LocalOp::AllGather;
   gather.inputs = {static_cast<int>(g.nodes.size()) - 1};
@@ -290,6 +306,26 @@ TEST(RemoteMessages, GraphWithBadValuesIsRejected) {
   g = rich_graph();
   g.nodes[2].factor = std::numeric_limits<float>::quiet_NaN();
   EXPECT_ERROR(graph_round_trip(g), "node 2: factor nan");
+  g = rich_graph();
+  g.dims.layer_ff.pop_back();
+  EXPECT_ERROR(graph_round_trip(g), "layer FFN widths for");
+  g = rich_graph();
+  g.dims.layer_ff.front() = 0;
+  EXPECT_ERROR(graph_round_trip(g), "dims: FFN width 0 is out of range");
+  g = rich_graph();
+  g.dims.kv_source.front() = 1;  // a later layer's cache
+  EXPECT_ERROR(graph_round_trip(g), "dims: layer 0 reads the KV cache of layer 1");
+  g = rich_graph();
+  g.dims.n_embd_per_layer = -1;
+  EXPECT_ERROR(graph_round_trip(g), "dims: per-layer input width -1 is out of range");
+  g = rich_graph();
+  for (auto& n : g.nodes)
+    if (n.op == parallel::LocalOp::Slice) n.offset += 1;  // one feature past its input
+  EXPECT_ERROR(graph_round_trip(g), "a slice of");
+  g = rich_graph();
+  for (auto& n : g.nodes)
+    if (n.op == parallel::LocalOp::Attention) n.inputs.pop_back();
+  EXPECT_ERROR(graph_round_trip(g), "attention over 2 inputs");
   g = rich_graph();
   g.dims.head_dim = -4;
   EXPECT_ERROR(graph_round_trip(g), "dims: -4 is out of range");

@@ -214,9 +214,9 @@ TEST(FamilyConfig, MalformedFilesAreNamed) {
   EXPECT_EQ(config_of(edited(g4, {.tensors = {{"blk.1.layer_output_scale.weight", std::nullopt}}})).out_scale,
             (std::vector<uint8_t>{1, 0}));  // optional, as llama.cpp reads it
   EXPECT_ERROR(config_of(edited(g4, {.keys = {{"gemma4.embedding_length_per_layer_input", 16}}})),
-               "gemma4.embedding_length_per_layer_input is 16: per-layer token embeddings are not supported yet");
+               "per-layer token embedding tensor 'per_layer_token_embd.weight' is missing");
   EXPECT_ERROR(config_of(edited(g4, {.keys = {{"gemma4.attention.shared_kv_layers", 1}}})),
-               "layers sharing another layer's KV cache are not supported yet");
+               "gemma4.attention.shared_kv_layers 1 is out of range (0..0)");
   EXPECT_ERROR(config_of(edited(g4, {.keys = {{"gemma4.attention.key_length_swa", 8}}})),
                "gemma4.attention.value_length_swa 16 != key_length_swa 8 is not supported");
   EXPECT_ERROR(config_of(edited(g4, {.keys = {{"gemma4.attention.key_length_swa", 8},
@@ -233,10 +233,46 @@ TEST(FamilyConfig, MalformedFilesAreNamed) {
                "gemma4.attention.head_count_kv 3 (layer 1) does not divide head_count 4");
   EXPECT_ERROR(config_of(edited(g4, {.i32_arrays = {{"gemma4.attention.head_count_kv", {2, 2, 2}}}})),
                "gemma4.attention.head_count_kv has 3 values for 2 layers");
-  EXPECT_ERROR(config_of(edited(g4, {.i32_arrays = {{"gemma4.feed_forward_length", {128, 256}}}})),
-               "gemma4.feed_forward_length differs between layers (128, 256)");
+  EXPECT_EQ(config_of(edited(g4, {.i32_arrays = {{"gemma4.feed_forward_length", {128, 256}}}})).dims.layer_ff,
+            (std::vector<int64_t>{128, 256}));
+  EXPECT_ERROR(config_of(edited(g4, {.i32_arrays = {{"gemma4.feed_forward_length", {128, 256, 256}}}})),
+               "gemma4.feed_forward_length has 3 values for 2 layers");
+  EXPECT_ERROR(config_of(edited(tiny("gemma3"), {.i32_arrays = {{"gemma3.feed_forward_length", {128, 256}}}})),
+               "gemma3.feed_forward_length differs between layers (128, 256)");
   EXPECT_ERROR(config_of(edited(g4, {.tensors = {{"blk.0.post_attention_norm.weight", std::nullopt}}})),
                "post-attention norm tensor 'blk.0.post_attention_norm.weight' is missing");
+}
+
+// Gemma 4 E2B's layout: per-layer FFN widths (the KV-sharing layers' twice as wide), the last two
+// layers reading the caches of the last sliding-window and global layers before them, per-layer inputs.
+TEST(FamilyConfig, Gemma4E2bLayout) {
+  tools::GenModelOptions o;
+  o.arch = "gemma4";
+  o.type = "f32";
+  o.overrides = {.n_layer = 4, .n_embd_per_layer = 16, .n_kv_shared = 2};
+  const auto e2b = tools::generate_model_bytes(o);
+  const auto& d = config_of(e2b).dims;
+  EXPECT_EQ(d.layer_ff, (std::vector<int64_t>{160, 160, 320, 320}));
+  EXPECT_EQ(d.kv_source, (std::vector<int32_t>{0, 1, 0, 1}));
+  EXPECT_FALSE(d.owns_kv(2));
+  EXPECT_EQ(d.n_embd_per_layer, 16);
+  EXPECT_ERROR(config_of(edited(e2b, {.keys = {{"gemma4.attention.shared_kv_layers", 3}}})),
+               "gemma4.attention.shared_kv_layers 3 is out of range (0..2)");
+  EXPECT_ERROR(config_of(edited(e2b, {.keys = {{"gemma4.attention.shared_kv_layers", 1}}})),
+               "layer 3 shares the KV cache of layer 2, which is not a layer of its kind and heads");
+  EXPECT_ERROR(config_of(edited(e2b, {.i32_arrays = {{"gemma4.feed_forward_length", {160, 320}}}})),
+               "gemma4.feed_forward_length has 2 values for 4 layers");
+  EXPECT_ERROR(config_of(edited(e2b, {.i32_arrays = {{"gemma4.feed_forward_length", {160, 0, 320, 320}}}})),
+               "gemma4.feed_forward_length: 0 is out of range");
+  EXPECT_ERROR(config_of(edited(e2b, {.keys = {{"gemma4.embedding_length_per_layer_input", 8}}})),
+               "per-layer token embedding tensor 'per_layer_token_embd.weight' is [64, 320], the hyper-parameters need "
+               "[32, 320]");
+  EXPECT_ERROR(config_of(edited(e2b, {.tensors = {{"per_layer_model_proj.weight", std::vector<int64_t>{64, 32}}}})),
+               "per-layer input projection tensor 'per_layer_model_proj.weight' is [64, 32]");
+  EXPECT_ERROR(config_of(edited(e2b, {.tensors = {{"blk.3.inp_gate.weight", std::nullopt}}})),
+               "per-layer input gate tensor 'blk.3.inp_gate.weight' is missing");
+  EXPECT_ERROR(config_of(edited(e2b, {.tensors = {{"blk.0.attn_k_norm.weight", std::nullopt}}})),
+               "k norm tensor 'blk.0.attn_k_norm.weight' is missing");
 }
 
 }  // namespace

@@ -220,6 +220,22 @@ struct RefModel {
       x.assign(emb.begin() + tokens[pos] * d.n_embd, emb.begin() + (tokens[pos] + 1) * d.n_embd);
       if (c.traits.gemma)
         for (double& e : x) e *= std::sqrt(static_cast<double>(d.n_embd));
+      // Gemma 4 E2B/E4B: layer l's input, from the token's per-layer embedding row and a projection
+      // of its scaled embedding (normed per layer), over sqrt(2)
+      const int64_t pl = d.n_embd_per_layer;
+      std::vector<Vec> per_layer(d.n_layer);
+      if (pl > 0) {
+        const Vec& rows = w("per_layer_token_embd.weight");
+        Vec proj = matvec("per_layer_model_proj.weight", x, pl * d.n_layer);
+        for (int l = 0; l < d.n_layer; ++l) {
+          for (int64_t i = 0; i < pl; ++i) proj[l * pl + i] /= std::sqrt(static_cast<double>(d.n_embd));
+          per_layer[l] = rmsnorm(proj, w("per_layer_proj_norm.weight"), d.norm_eps, l * pl, pl);
+          for (int64_t i = 0; i < pl; ++i)
+            per_layer[l][i] =
+                (per_layer[l][i] + rows[(tokens[pos] * d.n_layer + l) * pl + i] * std::sqrt(static_cast<double>(pl))) /
+                std::sqrt(2.0);
+        }
+      }
       for (int l = 0; l < d.n_layer; ++l) {
         const std::string b = "blk." + std::to_string(l) + ".";
         // Gemma 4's layers have heads of their own size and count
@@ -230,6 +246,8 @@ struct RefModel {
         if (c.fused_qkv) {
           const Vec qkv = matvec(b + "attn_qkv.weight", h, q_w + 2 * kv_w);
           q = rows(qkv, 0, q_w), k = rows(qkv, q_w, kv_w), v = rows(qkv, q_w + kv_w, kv_w);
+        } else if (!d.owns_kv(l)) {  // Gemma 4 E2B/E4B: attends over an earlier layer's K and V
+          q = matvec(b + "attn_q.weight", h, q_w);
         } else {
           q = matvec(b + "attn_q.weight", h, q_w), k = matvec(b + "attn_k.weight", h, kv_w);
           v = has(b + "attn_v.weight") ? matvec(b + "attn_v.weight", h, kv_w) : k;  // Gemma 4: K's projection
@@ -243,24 +261,27 @@ struct RefModel {
             Vec n = rmsnorm(q, w(b + "attn_q_norm.weight"), d.norm_eps, hh * hd, hd);
             std::copy(n.begin(), n.end(), q.begin() + hh * hd);
           }
-          for (int64_t hh = 0; hh < n_kv; ++hh) {
+          for (int64_t hh = 0; hh < n_kv && d.owns_kv(l); ++hh) {
             Vec n = rmsnorm(k, w(b + "attn_k_norm.weight"), d.norm_eps, hh * hd, hd);
             std::copy(n.begin(), n.end(), k.begin() + hh * hd);
           }
         }
-        if (c.traits.gemma4)  // V normed per head, no weight
+        if (c.traits.gemma4 && d.owns_kv(l))  // V normed per head, no weight
           for (int64_t hh = 0; hh < n_kv; ++hh) {
             Vec n = rmsnorm(v, Vec(hd, 1.0), d.norm_eps, hh * hd, hd);
             std::copy(n.begin(), n.end(), v.begin() + hh * hd);
           }
         rope(q, d.n_head, static_cast<int>(pos), l);
-        rope(k, n_kv, static_cast<int>(pos), l);
-        if (kv_f16)  // the cache holds K and V as IEEE halves
-          for (int64_t i = 0; i < kv_w; ++i)
-            k[i] = fp16_to_f32(f32_to_fp16(static_cast<float>(k[i]))),
-            v[i] = fp16_to_f32(f32_to_fp16(static_cast<float>(v[i])));
-        kc[l].push_back(k);
-        vc[l].push_back(v);
+        if (d.owns_kv(l)) {
+          rope(k, n_kv, static_cast<int>(pos), l);
+          if (kv_f16)  // the cache holds K and V as IEEE halves
+            for (int64_t i = 0; i < kv_w; ++i)
+              k[i] = fp16_to_f32(f32_to_fp16(static_cast<float>(k[i]))),
+              v[i] = fp16_to_f32(f32_to_fp16(static_cast<float>(v[i])));
+          kc[l].push_back(k);
+          vc[l].push_back(v);
+        }
+        const int src = d.kv_layer_of(l);
         Vec att(q_w, 0.0);
         const size_t first = static_cast<size_t>(d.first_key(l, static_cast<int64_t>(pos)));  // a window's start
         const double scale = d.attn_scale > 0 ? d.attn_scale : 1.0 / std::sqrt(static_cast<double>(hd));
@@ -271,14 +292,14 @@ struct RefModel {
           double mx = sinks ? (*sinks)[hh] : -1e300;
           for (size_t t = first; t <= pos; ++t) {
             double dot = 0;
-            for (int64_t i = 0; i < hd; ++i) dot += q[hh * hd + i] * kc[l][t][kvh * hd + i];
+            for (int64_t i = 0; i < hd; ++i) dot += q[hh * hd + i] * kc[src][t][kvh * hd + i];
             s[t - first] = dot * scale;
             mx = std::max(mx, s[t - first]);
           }
           double sum = sinks ? std::exp((*sinks)[hh] - mx) : 0;  // a sink: in the denominator only
           for (double& e : s) sum += (e = std::exp(e - mx));
           for (size_t t = first; t <= pos; ++t)
-            for (int64_t i = 0; i < hd; ++i) att[hh * hd + i] += s[t - first] / sum * vc[l][t][kvh * hd + i];
+            for (int64_t i = 0; i < hd; ++i) att[hh * hd + i] += s[t - first] / sum * vc[src][t][kvh * hd + i];
         }
         Vec o = matvec(b + "attn_output.weight", att, d.n_embd);
         if (c.traits.gpt_oss) add_bias(o, b + "attn_output.bias");
@@ -286,9 +307,17 @@ struct RefModel {
         for (int64_t i = 0; i < d.n_embd; ++i) x[i] += o[i];
         // SwiGLU MLP, or the mixture of experts
         h = rmsnorm(x, w(b + (c.traits.gpt_oss ? "post_attention_norm.weight" : "ffn_norm.weight")), d.norm_eps);
-        Vec down = d.n_expert == 0 ? ffn(b, ".weight", h, d.n_ff) : c.traits.gemma4 ? gemma4_moe(b, x, h) : moe(b, h);
+        Vec down = d.n_expert == 0   ? ffn(b, ".weight", h, d.n_ff_of(l))
+                   : c.traits.gemma4 ? gemma4_moe(b, x, h)
+                                     : moe(b, h);
         if (c.traits.gemma) down = rmsnorm(down, w(b + "post_ffw_norm.weight"), d.norm_eps);
         for (int64_t i = 0; i < d.n_embd; ++i) x[i] += down[i];
+        if (pl > 0) {  // gelu(gate x) times the layer's input, projected back and normed
+          Vec g = matvec(b + "inp_gate.weight", x, pl);
+          for (int64_t i = 0; i < pl; ++i) g[i] = gelu_half(g[i]) * per_layer[l][i];
+          const Vec o = rmsnorm(matvec(b + "proj.weight", g, d.n_embd), w(b + "post_norm.weight"), d.norm_eps);
+          for (int64_t i = 0; i < d.n_embd; ++i) x[i] += o[i];
+        }
         if (has(b + "layer_output_scale.weight")) {  // Gemma 4
           const double s = w(b + "layer_output_scale.weight").at(0);
           for (double& v : x) v *= s;
@@ -315,6 +344,8 @@ struct Case {
   // Gemma 4's released shape: global layers' heads 32 wide over 1 KV head, the sliding-window
   // layers' 16 wide over 2
   bool layer_heads = false;
+  // Gemma 4 E2B's: per-layer inputs 16 wide, the last 2 of 4 layers over earlier layers' caches
+  bool e2b = false;
 };
 
 // Float weights keep f32 activations: only f32 rounding. Quantized weights multiply 8-bit
@@ -327,7 +358,8 @@ std::string name(const Case& k) {
   std::replace(arch.begin(), arch.end(), '-', '_');
   return k.type + "_" + arch + (k.tied ? "_tied" : "") + (k.cache == DType::F16 ? "_f16cache" : "") +
          (k.n_ctx != 64 ? "_ctx" + std::to_string(k.n_ctx) : "") +
-         (k.rope_scaling.empty() ? "" : "_" + k.rope_scaling) + (k.layer_heads ? "_layer_heads" : "");
+         (k.rope_scaling.empty() ? "" : "_" + k.rope_scaling) + (k.layer_heads ? "_layer_heads" : "") +
+         (k.e2b ? "_e2b" : "");
 }
 
 class ReferenceForward : public ::testing::TestWithParam<Case> {};
@@ -349,6 +381,11 @@ TEST_P(ReferenceForward, LogitsMatchDoublePrecision) {
     o.overrides.head_dim_swa = 16;
     o.overrides.n_head_kv = 1;
     o.overrides.n_head_kv_swa = 2;
+  }
+  if (k.e2b) {  // a sliding-window and a global layer, then one of each kind over their caches
+    o.overrides.n_layer = 4;
+    o.overrides.n_embd_per_layer = 16;
+    o.overrides.n_kv_shared = 2;
   }
   const auto bytes = tools::generate_model_bytes(o);
   auto f = gguf::File::parse(bytes.data(), bytes.size(), "tiny");
@@ -412,6 +449,9 @@ INSTANTIATE_TEST_SUITE_P(
                       Case{"q8_0", "gemma4", true, kQuantTol},
                       Case{"f32", "gemma4", false, kHalfTol, DType::F32, "tiny", 0, 64, "", true},
                       Case{"q8_0", "gemma4", false, kQuantTol, DType::F32, "tiny", 0, 64, "", true},
+                      Case{"f32", "gemma4", false, kHalfTol, DType::F32, "tiny", 0, 64, "", true, true},
+                      Case{"q8_0", "gemma4", true, kQuantTol, DType::F32, "tiny", 0, 64, "", false, true},
+                      Case{"f16", "gemma4", false, kHalfTol, DType::F16, "tiny", 0, 64, "", true, true},
                       Case{"f32", "phi3", false, kFloatTol},
                       Case{"f32", "phi3", false, kFloatTol, DType::F32, "tiny", 0, 512},
                       Case{"q4_0", "phi3", false, kQuantTol}, Case{"q6_k", "phi3", true, kQuantTol},

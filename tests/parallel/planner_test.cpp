@@ -267,5 +267,53 @@ TEST(Planner, LayerSplitGivesWholeLayersInOrder) {
   EXPECT_EQ(p.devices[1].nodes.front().op, LocalOp::Input);
 }
 
+// Gemma 4 E2B's layout on a Llama shape: FFN widths per layer, each cut by the ratios; the last
+// two layers attending over the caches of two before them (q alone, the same heads on each device,
+// no KV of their own); per-layer inputs computed whole on every device (no collective, no fallback).
+TEST(Planner, Gemma4E2bLayout) {
+  auto c = config(kStories);
+  auto& d = c.dims;
+  d.layer_ff.assign(d.n_layer, d.n_ff);
+  d.kv_source.resize(d.n_layer);
+  for (int l = 0; l < d.n_layer; ++l) d.kv_source[l] = l;
+  d.layer_ff[d.n_layer - 1] = d.layer_ff[d.n_layer - 2] = 2 * d.n_ff;
+  d.kv_source[d.n_layer - 1] = d.kv_source[d.n_layer - 2] = 0;
+  d.n_embd_per_layer = 16;
+  const auto g = model::build_llama_graph(c);
+  const auto w = weights(g, DType::F32);
+  const auto one = plan_tensor(g, w, {1});
+  const auto p = plan_tensor(g, w, {1, 2});
+  EXPECT_TRUE(p.fallbacks.empty());
+  for (int l = 0; l < d.n_layer; ++l) EXPECT_EQ(p.collectives_in_layer(l), 2) << "layer " << l;
+  for (int l = 0; l < d.n_layer; ++l) {
+    int64_t ff = 0;
+    for (const auto& dg : p.devices)
+      for (const auto& n : dg.nodes)
+        if (n.layer == l && n.label == "ffn_gate") ff += n.width;
+    EXPECT_EQ(ff, d.n_ff_of(l)) << "layer " << l << ": the devices' rows make up its width";
+  }
+  for (const auto& dg : p.devices) {
+    int shared = 0, per_layer = 0;
+    for (const auto& n : dg.nodes) {
+      if (n.op == LocalOp::Attention && !d.owns_kv(n.layer)) {
+        EXPECT_EQ(n.inputs.size(), 1u);
+        ++shared;
+      }
+      if (n.op == LocalOp::Slice || n.label == "per_layer_gate") {
+        EXPECT_EQ(n.width, 16) << "whole on every device";
+        ++per_layer;
+      }
+    }
+    EXPECT_EQ(shared, 2);
+    EXPECT_EQ(per_layer, 3 * d.n_layer);
+  }
+  // KV values: only the layers holding a cache count.
+  EXPECT_EQ(one.devices[0].kv_values_per_token, static_cast<uint64_t>(2 * (d.n_layer - 2) * d.n_head_kv * d.head_dim));
+  EXPECT_ERROR(plan_layers(g, w, {1, 1}), "which this layer split puts on another device");
+  d.kv_source.clear();  // per-layer inputs alone: the layer split hands over the residual stream only
+  const auto g2 = model::build_llama_graph(c);
+  EXPECT_ERROR(plan_layers(g2, weights(g2, DType::F32), {1, 1}), "reads per_layer_proj_scale of an earlier device");
+}
+
 }  // namespace
 }  // namespace weft::parallel

@@ -48,7 +48,7 @@ inline graph::WeightTable weights(const graph::Graph& g, DType type) {
     } else if (n.op == OpKind::ExpertMatMulSum) {
       t[n.weight] = {type, d.n_ff_exp, d.n_embd, d.n_expert};
     } else if (n.op == OpKind::MatMul || n.op == OpKind::Embed) {
-      const int64_t in = n.op == OpKind::Embed ? d.n_embd : g.nodes[n.inputs[0]].width;
+      const int64_t in = n.op == OpKind::Embed ? n.width : g.nodes[n.inputs[0]].width;
       const int64_t out = n.op == OpKind::Embed ? d.n_vocab : n.width;
       t[n.weight] = {type, in, out};
     } else {

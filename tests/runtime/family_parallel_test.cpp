@@ -34,8 +34,12 @@ struct FamilyCase {
   // Gemma 4's released shape: the global layers' heads (head_dim) wider than the sliding-window
   // layers' (head_dim_swa) and fewer KV heads (n_head_kv against n_head_kv_swa).
   int64_t head_dim_swa = 0, n_head_kv = 0, n_head_kv_swa = 0;
+  // Gemma 4 E2B's: per-layer inputs, and the last 2 of 4 layers (one of each kind) over the
+  // caches of the two before them, their FFN twice as wide.
+  bool e2b = false;
 };
 const FamilyCase kGemma4Heads{"gemma4", "q8_0", 32, 16, 1, 2};
+const FamilyCase kGemma4E2b{"gemma4", "q8_0", 32, 16, 1, 2, true};
 
 tools::GenModelOptions model_options(const FamilyCase& k) {
   tools::GenModelOptions o;
@@ -47,6 +51,11 @@ tools::GenModelOptions model_options(const FamilyCase& k) {
   o.overrides.head_dim_swa = k.head_dim_swa;
   o.overrides.n_head_kv = k.n_head_kv;
   o.overrides.n_head_kv_swa = k.n_head_kv_swa;
+  if (k.e2b) {
+    o.overrides.n_layer = 4;
+    o.overrides.n_embd_per_layer = 16;
+    o.overrides.n_kv_shared = 2;
+  }
   return o;
 }
 
@@ -59,12 +68,17 @@ TEST_P(FamilySplits, GreedyTokensAndLogitsMatchEveryConfig) {
   const auto ref = greedy(*f, single(), prompt, 48);
   ASSERT_EQ(ref.size(), 48u);
   for (const auto& c : configs()) {
+    if (GetParam().e2b && c.mode == SplitMode::Layer) {  // the per-layer inputs are not the residual stream
+      EXPECT_ERROR(Engine(*f, options(c)), "use --split-mode tensor");
+      continue;
+    }
     EXPECT_EQ(greedy(*f, options(c), prompt, 48), ref) << c.name;
     expect_logits_match(*f, c, prompt);
   }
   const Engine tp(*f, options(configs()[2]));  // Megatron's two all-reduces per layer, nothing gathered
   EXPECT_TRUE(tp.plan().fallbacks.empty());
-  for (int l = 0; l < 2; ++l) EXPECT_EQ(tp.plan().collectives_in_layer(l), 2) << "layer " << l;
+  for (int l = 0; l < tp.plan().devices[0].dims.n_layer; ++l)
+    EXPECT_EQ(tp.plan().collectives_in_layer(l), 2) << "layer " << l;
 }
 
 INSTANTIATE_TEST_SUITE_P(
@@ -72,12 +86,14 @@ INSTANTIATE_TEST_SUITE_P(
     ::testing::Values(FamilyCase{"gemma3", "f32"}, FamilyCase{"gemma3", "q8_0"}, FamilyCase{"gemma3", "q4_k_m"},
                       FamilyCase{"gemma3", "q8_0", 32}, FamilyCase{"gemma4", "f32"}, FamilyCase{"gemma4", "q8_0"},
                       FamilyCase{"gemma4", "q4_k_m"}, FamilyCase{"gemma4", "f16", 32}, kGemma4Heads,
-                      FamilyCase{"gemma4", "f32", 32, 16, 1, 2}, FamilyCase{"phi3", "f32"}, FamilyCase{"phi3", "q4_0"},
-                      FamilyCase{"phi3", "bf16"}),
+                      FamilyCase{"gemma4", "f32", 32, 16, 1, 2}, kGemma4E2b,
+                      FamilyCase{"gemma4", "f32", 32, 16, 1, 2, true}, FamilyCase{"gemma4", "q4_k_m", 0, 0, 0, 0, true},
+                      FamilyCase{"phi3", "f32"}, FamilyCase{"phi3", "q4_0"}, FamilyCase{"phi3", "bf16"}),
     [](const auto& p) {
       const FamilyCase& k = p.param;
       return k.arch + "_" + k.type + (k.head_dim ? "_hd" + std::to_string(k.head_dim) : "") +
-             (k.head_dim_swa ? "_swa" + std::to_string(k.head_dim_swa) + "x" + std::to_string(k.n_head_kv_swa) : "");
+             (k.head_dim_swa ? "_swa" + std::to_string(k.head_dim_swa) + "x" + std::to_string(k.n_head_kv_swa) : "") +
+             (k.e2b ? "_e2b" : "");
     });
 
 // Heads wider than the CPU attention kernel takes are an error as the device loads, not a throw
@@ -109,10 +125,10 @@ TEST(FamilyLoad, HeadsWiderThanTheAttentionKernelAreRefused) {
 TEST(FamilyRemote, WorkerProcessesMatchOneDevice) {
   const std::string dir = ::testing::TempDir() + "/weft_family_remote";
   std::filesystem::create_directories(dir);
-  for (const FamilyCase& k :
-       {FamilyCase{"gemma3", "q8_0"}, FamilyCase{"gemma4", "q8_0"}, kGemma4Heads, FamilyCase{"phi3", "q4_0"}}) {
+  for (const FamilyCase& k : {FamilyCase{"gemma3", "q8_0"}, FamilyCase{"gemma4", "q8_0"}, kGemma4Heads, kGemma4E2b,
+                              FamilyCase{"phi3", "q4_0"}}) {
     tools::GenModelOptions o = model_options(k);
-    o.path = dir + "/" + k.arch + (k.head_dim_swa ? "-heads" : "") + ".gguf";
+    o.path = dir + "/" + k.arch + (k.head_dim_swa ? "-heads" : "") + (k.e2b ? "-e2b" : "") + ".gguf";
     tools::generate_model(o);
     auto f = gguf::File::open(o.path);
     const auto prompt = some_prompt(320, 15);
@@ -123,6 +139,7 @@ TEST(FamilyRemote, WorkerProcessesMatchOneDevice) {
     mix.devices[1] = {device::DeviceSpec::Kind::Remote, 1, -1, streamed.address()};
     mix.devices[2] = {device::DeviceSpec::Kind::Remote, 1, -1, own_copy.address()};
     EXPECT_EQ(greedy(*f, mix, prompt, 24), ref) << k.arch;
+    if (k.e2b) continue;  // no layer split (FamilySplits)
     EngineOptions layers = options({"remote layers", SplitMode::Layer, {1, 1}});
     layers.devices[1] = {device::DeviceSpec::Kind::Remote, 1, -1, streamed.address()};
     expect_logits_match(*f, layers, k.arch + " layer split with a worker", prompt);

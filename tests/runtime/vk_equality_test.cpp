@@ -264,22 +264,44 @@ TEST(VkFamilies, GptOssGreedyTokensMatchOneCpuDevice) {
   }
 }
 
-// Gemma 4 with the 31B's and 26B-A4B's head sizes: global heads 512 wide over 1 KV head, the
-// sliding-window layers' 256 over 2 (the attention kernel's widest), on a vk device alone and split.
-TEST(VkFamilies, Gemma4WideHeadsMatchOneCpuDevice) {
+// A Gemma 4 file (q8_0, a window of 4) of the given shape: on a vk device alone and split with a
+// CPU device ({1, cpu_share}), the greedy tokens of one CPU device.
+void expect_gemma4_matches_one_cpu_device(uint64_t seed, tools::GenModelShape shape, double cpu_share) {
   tools::GenModelOptions o;
   o.arch = "gemma4";
   o.type = "q8_0";
-  o.seed = 7;
+  o.seed = seed;
   o.sliding_window = 4;
-  o.overrides = {.head_dim = 512, .head_dim_swa = 256, .n_head_kv_swa = 2};
-  o.overrides.n_head_kv = 1;
+  o.overrides = shape;
   const auto bytes = tools::generate_model_bytes(o);
-  auto f = gguf::File::parse(bytes.data(), bytes.size(), "vk-gemma4-wide-heads");
+  auto f = gguf::File::parse(bytes.data(), bytes.size(), "vk-gemma4");
   const auto prompt = some_prompt(320, 11);
   const auto ref = greedy(*f, small_steps(single()), prompt, kTokens);
   EXPECT_EQ(greedy(*f, small_steps(on("vk:0")), prompt, kTokens), ref) << "vk:0";
-  EXPECT_EQ(greedy(*f, small_steps(on("vk:0,cpu:1", SplitMode::Tensor, {1, 1})), prompt, kTokens), ref) << "vk:0,cpu:1";
+  EXPECT_EQ(greedy(*f, small_steps(on("vk:0,cpu:1", SplitMode::Tensor, {1, cpu_share})), prompt, kTokens), ref)
+      << "vk:0,cpu:1";
+}
+
+// Gemma 4 with the 31B's and 26B-A4B's head sizes: global heads 512 wide over 1 KV head, the
+// sliding-window layers' 256 over 2 (the attention kernel's widest).
+TEST(VkFamilies, Gemma4WideHeadsMatchOneCpuDevice) {
+  expect_gemma4_matches_one_cpu_device(7, {.n_head_kv = 1, .head_dim = 512, .head_dim_swa = 256, .n_head_kv_swa = 2},
+                                       1);
+}
+
+// Gemma 4 E2B's layout: each layer's slice of the per-layer inputs (rows looked up on the host,
+// sliced on the device), and the last two layers attending over the caches of the two before them
+// (a window of 4 in the sliding-window one, so the shared cache moves), their FFN twice as wide.
+TEST(VkFamilies, Gemma4E2bMatchesOneCpuDevice) {
+  expect_gemma4_matches_one_cpu_device(9,
+                                       {.n_layer = 4,
+                                        .n_head_kv = 1,
+                                        .head_dim = 32,
+                                        .head_dim_swa = 16,
+                                        .n_head_kv_swa = 2,
+                                        .n_embd_per_layer = 16,
+                                        .n_kv_shared = 2},
+                                       2);
 }
 
 // Gemma 4's mixture of experts (the dense FFN beside the experts, their gate and up halves of one

@@ -90,9 +90,12 @@ void CpuGraphRunner::load(const parallel::DeviceGraph& graph, const gguf::File& 
         }
         ns.windowed = d.is_swa(ln.layer) && windows_.active();
         ns.kv_rows = ns.windowed ? windows_.rows() : opt.n_ctx;
-        const int64_t n = int64_t{opt.n_seq} * ns.kv_rows * ln.kv_heads.size() * d.head_dim_of(ln.layer);
-        ns.k_cache = HugeBuffer(row_bytes(opt.k_type, n), "cpu", "the K cache");
-        ns.v_cache = HugeBuffer(row_bytes(opt.v_type, n), "cpu", "the V cache");
+        ns.kv_node = kv_cache_node(graph_, static_cast<int>(i), "cpu");
+        if (ns.kv_node == static_cast<int>(i)) {
+          const int64_t n = int64_t{opt.n_seq} * ns.kv_rows * ln.kv_heads.size() * d.head_dim_of(ln.layer);
+          ns.k_cache = HugeBuffer(row_bytes(opt.k_type, n), "cpu", "the K cache");
+          ns.v_cache = HugeBuffer(row_bytes(opt.v_type, n), "cpu", "the V cache");
+        }
         for (int64_t h = ln.q_heads.begin; h < ln.q_heads.end; ++h)
           ns.kv_of_q.push_back(static_cast<int32_t>(h / d.group_of(ln.layer) - ln.kv_heads.begin));
         for (int64_t h = 0; h < static_cast<int64_t>(ns.kv_of_q.size()); ++h)
@@ -232,6 +235,12 @@ void CpuGraphRunner::exec(int i, const StepCtx& c) {
         copy_input(y + t * w, in(0) + t * w, w);
         kernels::scale_row(y + t * w, nodes_[i].vec.at(0), w);
       });
+    case LocalOp::Slice: {
+      const int64_t in_w = graph_.nodes[ln.inputs[0]].width;
+      for (int64_t t = 0; t < c.n_tokens; ++t)
+        std::memcpy(y + t * ln.width, in(0) + t * in_w + ln.offset, static_cast<size_t>(ln.width) * sizeof(float));
+      return;
+    }
     case LocalOp::AllReduce:
       if (fixed_node_ == ln.inputs[0]) return all_reduce_fixed(i, n);
       copy_input(y, in(0), n);
@@ -264,7 +273,7 @@ void CpuGraphRunner::embed(int i, const StepCtx& c) {
     if (id < 0 || id >= ns.w.rows) fail("cpu", "token id {} outside the vocabulary (0..{})", id, ns.w.rows - 1);
   }
   const auto& k = kernels::kernels_for(ns.w.type);
-  const float scale = graph_.dims.embd_scale;
+  const float scale = graph_.nodes[i].factor;
   for_each_index(pool_, c.n_tokens, [&](int64_t t) {
     k.dequantize(ns.w.data + ns.w.row_stride * c.step.tokens[t], y + t * w, w);
     if (scale > 0 && scale != 1) kernels::scale_row(y + t * w, scale, w);
@@ -430,11 +439,14 @@ void CpuGraphRunner::attention(int i, const StepCtx& c) {
   if (ln.width == 0) return;
   const int64_t n_kv = ln.kv_heads.size(), hd = d.head_dim_of(ln.layer), kvw = n_kv * hd;
   const int64_t* base = ns.windowed ? next_base_.data() : nullptr;  // each slot's row 0 (null: position 0)
-  if (ns.windowed) move_windows(ns, n_kv, hd, c);
-  store_kv(ns.k_cache, opt_.k_type, out(ln.inputs[1]), c.n_tokens, n_kv, hd, opt_.n_ctx, ns.kv_rows, base,
-           c.kv_row.data());
-  store_kv(ns.v_cache, opt_.v_type, out(ln.inputs[2]), c.n_tokens, n_kv, hd, opt_.n_ctx, ns.kv_rows, base,
-           c.kv_row.data());
+  NodeState& kv = nodes_[ns.kv_node];  // an earlier layer's, which stored this step's rows already
+  if (ns.kv_node == i) {
+    if (ns.windowed) move_windows(ns, n_kv, hd, c);
+    store_kv(ns.k_cache, opt_.k_type, out(ln.inputs[1]), c.n_tokens, n_kv, hd, opt_.n_ctx, ns.kv_rows, base,
+             c.kv_row.data());
+    store_kv(ns.v_cache, opt_.v_type, out(ln.inputs[2]), c.n_tokens, n_kv, hd, opt_.n_ctx, ns.kv_rows, base,
+             c.kv_row.data());
+  }
   kernels::AttentionShape s{0, ln.q_heads.size(), n_kv, hd, d.attention_scale(ln.layer)};
   if (d.is_swa(ln.layer)) s.window = d.n_swa;
   s.k_type = opt_.k_type;
@@ -461,7 +473,7 @@ void CpuGraphRunner::attention(int i, const StepCtx& c) {
       std::tie(part.head_begin, part.head_end) = per_head ? std::pair{u, u + 1} : ns.head_runs[u];
       part.n_tokens = sq.n_tokens;
       part.kv_pos0 = base ? base[sq.seq] : 0;
-      kernels::attention(part, q + ts * qw, ns.k_cache.data() + sq.seq * k_slot, ns.v_cache.data() + sq.seq * v_slot,
+      kernels::attention(part, q + ts * qw, kv.k_cache.data() + sq.seq * k_slot, kv.v_cache.data() + sq.seq * v_slot,
                          ns.kv_of_q.data(), c.pos.data() + ts, y + ts * qw);
     }
   });

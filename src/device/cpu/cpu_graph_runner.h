@@ -39,6 +39,7 @@ class CpuGraphRunner {
     std::vector<int32_t> kv_of_q;  // Attention: local kv head of each local q head
     // Attention: the local q heads of each local kv head, [begin, end), the pool's work items
     std::vector<std::pair<int64_t, int64_t>> head_runs;
+    int kv_node = -1;              // Attention: the node whose caches it reads (itself, or an earlier layer's)
     kernels::ExpertStack experts;  // Expert*: the experts held (none: n == 0)
   };
   float* out(int node) { return buffers_[nodes_[node].buffer].data(); }

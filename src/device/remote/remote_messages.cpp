@@ -83,6 +83,10 @@ void write_dims(ByteWriter& w, const graph::Dims& d) {
   w.u32(static_cast<uint32_t>(d.layer_heads.size()));  // 0 or n_layer
   for (const auto& h : d.layer_heads)
     for (int64_t v : {h.n_head_kv, h.head_dim}) w.i64(v);
+  w.u32(static_cast<uint32_t>(d.layer_ff.size()));  // 0 or n_layer
+  for (int64_t v : d.layer_ff) w.i64(v);
+  w.i32s(d.kv_source);  // empty or n_layer
+  w.i64(d.n_embd_per_layer);
 }
 graph::Dims read_dims(ByteReader& r) {
   graph::Dims d;
@@ -131,6 +135,24 @@ graph::Dims read_dims(ByteReader& r) {
     h.head_dim = r.i64("layer head size");
     check_heads(h.n_head_kv, h.head_dim);
   }
+  const uint32_t n_ff = r.u32("layer FFN widths");
+  if (n_ff != 0 && n_ff != d.n_layer) fail("net", "dims: {} layer FFN widths for {} layers", n_ff, d.n_layer);
+  d.layer_ff.resize(n_ff);
+  for (int64_t& v : d.layer_ff) {
+    v = r.i64("layer FFN width");
+    if (v <= 0 || v > (int64_t{1} << 32)) fail("net", "dims: FFN width {} is out of range", v);
+  }
+  d.kv_source = r.i32s("KV source layers", 1 << 16);
+  if (!d.kv_source.empty() && static_cast<int64_t>(d.kv_source.size()) != d.n_layer)
+    fail("net", "dims: {} KV source layers for {} layers", d.kv_source.size(), d.n_layer);
+  for (int l = 0; l < static_cast<int>(d.kv_source.size()); ++l) {
+    const int src = d.kv_source[l];  // itself, or an earlier layer with a cache of its own
+    if (src < 0 || src > l || d.kv_source[src] != src)
+      fail("net", "dims: layer {} reads the KV cache of layer {}", l, src);
+  }
+  d.n_embd_per_layer = r.i64("per-layer input width");
+  if (d.n_embd_per_layer < 0 || d.n_embd_per_layer > (1 << 16))
+    fail("net", "dims: per-layer input width {} is out of range", d.n_embd_per_layer);
   return d;
 }
 
@@ -192,6 +214,7 @@ void write_graph(ByteWriter& w, const parallel::DeviceGraph& g) {
     for (const auto& x : n.gather) write_range(w, x);
     w.i64(n.granule);
     w.f32(n.factor);
+    w.i64(n.offset);
   }
   w.i32(g.output);
   write_range(w, g.vocab);
@@ -230,6 +253,12 @@ parallel::DeviceGraph read_graph(ByteReader& r) {
     if (x.granule < 0 || x.granule > (int64_t{1} << 32)) fail("net", "node {}: granule {}", i, x.granule);
     x.factor = r.f32("node factor");
     if (!std::isfinite(x.factor)) fail("net", "node {}: factor {}", i, x.factor);
+    x.offset = r.i64("slice offset");
+    if (x.offset < 0 || x.offset > (int64_t{1} << 32)) fail("net", "node {}: slice offset {}", i, x.offset);
+    if (x.op == parallel::LocalOp::Slice && (x.inputs.size() != 1 || x.offset + x.width > g.nodes[x.inputs[0]].width))
+      fail("net", "node {}: a slice of {} features from {} past its input", i, x.width, x.offset);
+    if (x.op == parallel::LocalOp::Attention && x.inputs.size() != 1 && x.inputs.size() != 3)
+      fail("net", "node {}: attention over {} inputs (q, k and v; or q alone)", i, x.inputs.size());
   }
   g.output = r.i32("graph output");
   if (g.output < -1 || g.output >= static_cast<int>(n)) fail("net", "graph output {} of {} nodes", g.output, n);

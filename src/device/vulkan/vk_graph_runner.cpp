@@ -218,7 +218,9 @@ void VkGraphRunner::load(const parallel::DeviceGraph& graph, const gguf::File& f
   upload_ = gpu_.create_buffer(uint64_t{16} << 20, Memory::Upload, "staging");
   dummy_ = gpu_.create_buffer(256, Memory::Device, "unused bindings");
   const uint64_t limit = gpu_.info().max_buffer_range;
-  int64_t act_values = 0, embd_width = d.n_embd, collective_width = 0;
+  // Each Embed and Input has rows of its own in the staging buffer: the host fills them as the step
+  // is recorded, and the copies out run after every one is filled.
+  int64_t act_values = 0, staged_width = 0, collective_width = 0;
   Progress progress("loading weights", graph_.nodes.size(), "nodes");
   for (size_t i = 0; i < graph_.nodes.size(); ++i) {
     progress.add(1);
@@ -227,7 +229,8 @@ void VkGraphRunner::load(const parallel::DeviceGraph& graph, const gguf::File& f
     switch (ln.op) {
       case LocalOp::Embed:
         ns.embed = host_weights_->matrix(f, ln.weight, WeightStore::Use::Lookup);
-        embd_width = std::max(embd_width, ln.width);
+        ns.staged = int64_t{opt.max_tokens} * staged_width;
+        staged_width += ln.width;
         break;
       case LocalOp::MatMul: {
         const kernels::WeightMatrix m = host_weights_->matrix(f, ln.weight, WeightStore::Use::Stream);
@@ -284,6 +287,8 @@ void VkGraphRunner::load(const parallel::DeviceGraph& graph, const gguf::File& f
         }
         ns.windowed = d.is_swa(ln.layer) && windows_.active();
         ns.kv_rows = ns.windowed ? windows_.rows() : opt.n_ctx;
+        ns.kv_node = kv_cache_node(graph_, static_cast<int>(i), "vulkan");
+        if (ns.kv_node != static_cast<int>(i)) break;
         const uint64_t bytes =
             row_bytes(opt.k_type, int64_t{opt.n_seq} * ns.kv_rows * ln.kv_heads.size() * d.head_dim_of(ln.layer));
         if (bytes > limit)
@@ -301,7 +306,10 @@ void VkGraphRunner::load(const parallel::DeviceGraph& graph, const gguf::File& f
       }
       case LocalOp::AllReduce:
       case LocalOp::AllGather: collective_width = std::max(collective_width, ln.width); break;
-      case LocalOp::Input: embd_width = std::max(embd_width, ln.width); break;
+      case LocalOp::Input:
+        ns.staged = int64_t{opt.max_tokens} * staged_width;
+        staged_width += ln.width;
+        break;
       default: break;
     }
   }
@@ -348,7 +356,8 @@ void VkGraphRunner::load(const parallel::DeviceGraph& graph, const gguf::File& f
     for (size_t h = 0; h < table.size(); ++h) table[h] = fp16_to_f32(half[h]);
     gelu_table_ = upload_floats(table, "the GELU table");
   }
-  input_ = gpu_.create_buffer(int64_t{opt.max_tokens} * embd_width * sizeof(float), Memory::Upload, "step input");
+  input_ = gpu_.create_buffer(int64_t{opt.max_tokens} * std::max<int64_t>(staged_width, 1) * sizeof(float),
+                              Memory::Upload, "step input");
   if (collective_width > 0)
     staging_ = gpu_.create_buffer(int64_t{opt.max_tokens} * collective_width * sizeof(float), Memory::Readback,
                                   "collective staging");
@@ -493,20 +502,20 @@ void VkGraphRunner::exec(int i, const Ctx& c) {
     case LocalOp::Input:
       if (static_cast<int64_t>(c.step.input.size()) != n)
         fail("vulkan", "input of {} floats, expected {}", c.step.input.size(), n);
-      std::memcpy(input_.mapped, c.step.input.data(), n * sizeof(float));
-      gpu_.copy(input_.buffer, 0, y, 0, n * sizeof(float));
+      std::memcpy(static_cast<float*>(input_.mapped) + ns.staged, c.step.input.data(), n * sizeof(float));
+      gpu_.copy(input_.buffer, ns.staged * sizeof(float), y, 0, n * sizeof(float));
       break;
     case LocalOp::Embed: {
       const auto& w = ns.embed;
       const auto& k = kernels::kernels_for(w.type);
-      auto* dst = static_cast<float*>(input_.mapped);
+      auto* dst = static_cast<float*>(input_.mapped) + ns.staged;
       for (int64_t t = 0; t < c.n_tokens; ++t) {
         const auto id = c.step.tokens[t];
         if (id < 0 || id >= w.rows) fail("vulkan", "token id {} outside the vocabulary (0..{})", id, w.rows - 1);
         k.dequantize(w.data + w.row_stride * id, dst + t * ln.width, ln.width);
-        if (d.embd_scale > 0 && d.embd_scale != 1) kernels::scale_row(dst + t * ln.width, d.embd_scale, ln.width);
+        if (ln.factor != 1) kernels::scale_row(dst + t * ln.width, ln.factor, ln.width);
       }
-      gpu_.copy(input_.buffer, 0, y, 0, n * sizeof(float));
+      gpu_.copy(input_.buffer, ns.staged * sizeof(float), y, 0, n * sizeof(float));
       break;
     }
     case LocalOp::RmsNorm: record_rms(in(0), ns.vec.buffer, y, u32(ln.width), u32(c.n_tokens), d.norm_eps); break;
@@ -545,6 +554,14 @@ void VkGraphRunner::exec(int i, const Ctx& c) {
     case LocalOp::Add: record_elementwise(in(0), in(1), y, u32(n), u32(ln.width), kAdd); break;
     case LocalOp::SigmoidScale: record_elementwise(in(0), in(1), y, u32(n), u32(ln.width), kSigmoidScale); break;
     case LocalOp::Scale: record_elementwise(in(0), ns.vec.buffer, y, u32(n), u32(ln.width), kScale); break;
+    case LocalOp::Slice: {  // a row of features per token
+      const uint64_t in_w = graph_.nodes[ln.inputs[0]].width, w = ln.width;
+      std::vector<VkBufferCopy> rows;
+      for (int64_t t = 0; t < c.n_tokens; ++t)
+        rows.push_back({(t * in_w + ln.offset) * sizeof(float), t * w * sizeof(float), w * sizeof(float)});
+      if (w > 0) gpu_.copy_regions(in(0), y, rows);
+      break;
+    }
     case LocalOp::GeGlu: {
       const Pipeline& p = gpu_.pipeline("geglu", 4, sizeof(GegluPush));
       const GegluPush push{u32(n)};
@@ -584,15 +601,18 @@ void VkGraphRunner::record_attention(int i, const Ctx& c) {
   if (ln.width == 0) return;
   const int64_t n_kv = ln.kv_heads.size(), hd = d.head_dim_of(ln.layer);
   const char* suffix = opt_.k_type == DType::F16 ? "_f16" : "_f32";
-  if (ns.windowed) move_windows(ns, n_kv, hd, c);
-  const Pipeline& store = gpu_.pipeline(std::string("kv_store") + suffix, 4, sizeof(KvStorePush));
-  const KvStorePush sp{u32(c.n_tokens), u32(n_kv), u32(hd), u32(ns.kv_rows), ns.windowed ? 1u : 0u};
-  const auto [gx, gy] = grid((c.n_tokens * n_kv * hd + 255) / 256);
-  gpu_.dispatch(store, gpu_.bind(store, {out(ln.inputs[1]), ns.k_cache.buffer, tok_.buffer, kv_base_.buffer}), &sp, gx,
-                gy);
-  gpu_.dispatch(store, gpu_.bind(store, {out(ln.inputs[2]), ns.v_cache.buffer, tok_.buffer, kv_base_.buffer}), &sp, gx,
-                gy);
-  gpu_.barrier();
+  const NodeState& kv = nodes_[ns.kv_node];  // an earlier layer's, which stored this step's rows already
+  if (ns.kv_node == i) {
+    if (ns.windowed) move_windows(ns, n_kv, hd, c);
+    const Pipeline& store = gpu_.pipeline(std::string("kv_store") + suffix, 4, sizeof(KvStorePush));
+    const KvStorePush sp{u32(c.n_tokens), u32(n_kv), u32(hd), u32(ns.kv_rows), ns.windowed ? 1u : 0u};
+    const auto [gx, gy] = grid((c.n_tokens * n_kv * hd + 255) / 256);
+    gpu_.dispatch(store, gpu_.bind(store, {out(ln.inputs[1]), ns.k_cache.buffer, tok_.buffer, kv_base_.buffer}), &sp,
+                  gx, gy);
+    gpu_.dispatch(store, gpu_.bind(store, {out(ln.inputs[2]), ns.v_cache.buffer, tok_.buffer, kv_base_.buffer}), &sp,
+                  gx, gy);
+    gpu_.barrier();
+  }
   const Pipeline& p = gpu_.pipeline(std::string("attention") + suffix, 7, sizeof(AttentionPush));
   const AttentionPush ap{u32(ln.q_heads.size()),
                          u32(n_kv),
@@ -607,7 +627,7 @@ void VkGraphRunner::record_attention(int i, const Ctx& c) {
                          ns.vec.buffer ? 1u : 0u};
   const VkBuffer sinks = ns.vec.buffer ? ns.vec.buffer : dummy_.buffer;
   gpu_.dispatch(p,
-                gpu_.bind(p, {out(ln.inputs[0]), ns.k_cache.buffer, ns.v_cache.buffer, tok_.buffer, out(i),
+                gpu_.bind(p, {out(ln.inputs[0]), kv.k_cache.buffer, kv.v_cache.buffer, tok_.buffer, out(i),
                               kv_base_.buffer, sinks}),
                 &ap, u32(ln.q_heads.size()), u32(c.n_tokens));
 }

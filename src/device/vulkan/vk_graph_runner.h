@@ -48,6 +48,8 @@ class VkGraphRunner {
     Buffer k_cache, v_cache;
     int64_t kv_rows = 0;    // Attention: rows per slot and kv head (n_ctx, or a sliding window's)
     bool windowed = false;  // Attention: a sliding-window layer keeping kv_rows < n_ctx
+    int kv_node = -1;       // Attention: the node whose caches it reads (itself, or an earlier layer's)
+    int64_t staged = 0;     // Embed, Input: its rows' first float in the step input's staging buffer
     int buffer = -1;
   };
   struct Ctx {
