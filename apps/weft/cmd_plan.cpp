@@ -126,6 +126,25 @@ int plan(const PlanArgs& args) {
                           shape.second);
     std::printf("heads per layer: %s\n", text.c_str());
   }
+  if (!cfg.dims.layer_ff.empty()) {  // Gemma 4 E2B: each FFN width and how many layers have it
+    std::map<int64_t, int> widths;
+    for (int64_t w : cfg.dims.layer_ff) ++widths[w];
+    std::string text;
+    for (const auto& [w, n] : widths) text += fmt::format("{}{} layers {} wide", text.empty() ? "" : ", ", n, w);
+    std::printf("ffn per layer: %s, each cut by the shares (the table: layer 0's)\n", text.c_str());
+  }
+  if (!cfg.dims.kv_source.empty()) {  // Gemma 4 E2B/E4B
+    std::map<int, std::vector<int>> readers;
+    for (int l = 0; l < cfg.dims.n_layer; ++l)
+      if (!cfg.dims.owns_kv(l)) readers[cfg.dims.kv_layer_of(l)].push_back(l);
+    std::string text;
+    for (const auto& [src, ls] : readers)
+      text += fmt::format("{}layers {} over layer {}'s", text.empty() ? "" : "; ", fmt::join(ls, ","), src);
+    std::printf("shared KV caches: %s (no cache of their own)\n", text.c_str());
+  }
+  if (cfg.dims.n_embd_per_layer > 0)
+    std::printf("per-layer inputs: %lld values a layer, computed whole on every device (no collective)\n",
+                (long long)cfg.dims.n_embd_per_layer);
   std::printf("split mode: %s over %zu devices\n", std::string(parallel::split_mode_name(p.mode)).c_str(),
               p.devices.size());
   const bool moe = cfg.dims.n_expert > 0;

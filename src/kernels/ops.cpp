@@ -82,14 +82,7 @@ const uint16_t* gelu_f16_table() {
   return table.data();
 }
 
-void geglu(const float* gate, const float* up, float* out, int64_t n) {
-  const uint16_t* table = gelu_f16_table();
-  for (int64_t i = 0; i < n; ++i) {
-    const float x = gate[i];
-    const float g = x <= -10.f ? 0.f : x >= 10.f ? x : fp16_to_f32(table[f32_to_fp16(x)]);
-    out[i] = g * up[i];
-  }
-}
+void geglu(const float* gate, const float* up, float* out, int64_t n) { ops_kernels().geglu(gate, up, out, n); }
 
 void swiglu_oai(const float* gate, const float* up, float* out, int64_t n, float alpha, float limit) {
   for (int64_t i = 0; i < n; ++i) {  // in float, as ggml's CPU backend: the same bits

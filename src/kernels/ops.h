@@ -104,6 +104,7 @@ struct OpsKernels {
   float (*exp_sum)(float* x, float m, int64_t n);                                   // x = exp(x - m); returns sum
   void (*scale)(float* x, float s, int64_t n);                                      // x *= s
   void (*swiglu)(const float* gate, const float* up, float* out, int64_t n);
+  void (*geglu)(const float* gate, const float* up, float* out, int64_t n);  // geglu(): the same bits at each level
   void (*add)(float* y, const float* x, int64_t n);
   void (*to_f16)(const float* x, uint16_t* y, int64_t n);  // round to nearest even
   void (*attention_rows)(const AttentionRows& rows);       // prompts: one row per lane

@@ -56,6 +56,15 @@ void swiglu_ref(const float* gate, const float* up, float* out, int64_t n) {
   for (int64_t i = 0; i < n; ++i) out[i] = gate[i] / (1.0f + std::exp(-gate[i])) * up[i];
 }
 
+void geglu_ref(const float* gate, const float* up, float* out, int64_t n) {
+  const uint16_t* table = gelu_f16_table();
+  for (int64_t i = 0; i < n; ++i) {
+    const float x = gate[i];
+    const float g = x <= -10.f ? 0.f : x >= 10.f ? x : fp16_to_f32(table[f32_to_fp16(x)]);
+    out[i] = g * up[i];
+  }
+}
+
 void add_ref(float* y, const float* x, int64_t n) {
   for (int64_t i = 0; i < n; ++i) y[i] += x[i];
 }
@@ -69,8 +78,17 @@ void attention_decode_scalar(const AttentionRows& rows);
 
 template <>
 const OpsKernels& ops_table<Isa::Scalar>() {
-  static const OpsKernels k{sum_sq_ref, scale_mul_ref, max_ref,    exp_sum_ref,           scale_ref,
-                            swiglu_ref, add_ref,       to_f16_ref, attention_rows_scalar, attention_decode_scalar,
+  static const OpsKernels k{sum_sq_ref,
+                            scale_mul_ref,
+                            max_ref,
+                            exp_sum_ref,
+                            scale_ref,
+                            swiglu_ref,
+                            geglu_ref,
+                            add_ref,
+                            to_f16_ref,
+                            attention_rows_scalar,
+                            attention_decode_scalar,
                             Isa::Scalar};
   return k;
 }

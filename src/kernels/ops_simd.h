@@ -30,6 +30,7 @@ float exp_sum_ref(float* x, float m, int64_t n);
 void scale_ref(float* x, float s, int64_t n);
 void add_ref(float* y, const float* x, int64_t n);
 void to_f16_ref(const float* x, uint16_t* y, int64_t n);
+void geglu_ref(const float* gate, const float* up, float* out, int64_t n);
 
 namespace simd {
 
@@ -139,6 +140,28 @@ WEFT_SIMD_TARGET void swiglu(const float* gate, const float* up, float* out, int
     lanes(g, u, o);
     std::memcpy(out + i, o, bytes);
   }
+}
+
+// geglu_ref's values: the gate to halves and back by the vector conversions (nearest even, as
+// f32_to_fp16), the GELU of each half from the table; out may be gate (in place).
+template <class V>
+WEFT_SIMD_TARGET void geglu(const float* gate, const float* up, float* out, int64_t n) {
+  constexpr int64_t L = V::kLanes;
+  const uint16_t* table = gelu_f16_table();
+  int64_t i = 0;
+  for (; i + L <= n; i += L) {
+    alignas(64) float g[L], u[L];
+    alignas(64) uint16_t h[L];
+    const V gate_v = V::load(gate + i), up_v = V::load(up + i);
+    gate_v.store(g);
+    up_v.store(u);
+    gate_v.store_f16(h);
+    for (int64_t j = 0; j < L; ++j) h[j] = table[h[j]];
+    (V::load_f16(h) * up_v).store(out + i);
+    for (int64_t j = 0; j < L; ++j)  // past the table's range: 0, or the gate itself
+      if (g[j] <= -10.f || g[j] >= 10.f) out[i + j] = (g[j] <= -10.f ? 0.f : g[j]) * u[j];
+  }
+  geglu_ref(gate + i, up + i, out + i, n - i);
 }
 
 template <class V>

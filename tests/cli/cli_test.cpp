@@ -128,6 +128,24 @@ TEST(Cli, PlanShowsGemma4sDenseFfnBesideItsExperts) {
       << r.out;
 }
 
+// Gemma 4 E2B's layout in the plan: the FFN widths, which layers read which cache, the per-layer
+// inputs kept whole; two all-reduces a layer; the layer split refused by name.
+TEST(Cli, PlanShowsGemma4E2bsLayout) {
+  const std::string m = weft::test_cli::generated_model(
+      "gemma4-e2b", "--arch gemma4 --n-layer 4 --n-embd-per-layer 16 --shared-kv-layers 2");
+  auto r = run("plan -m " + m + " --devices cpu:1,cpu:1");
+  EXPECT_EQ(r.code, 0) << r.out;
+  for (const char* line : {"ffn per layer: 2 layers 160 wide, 2 layers 320 wide, each cut by the shares",
+                           "shared KV caches: layers 2 over layer 0's; layers 3 over layer 1's (no cache of their own)",
+                           "per-layer inputs: 16 values a layer, computed whole on every device (no collective)",
+                           "layer 3: 2: all_reduce after attn_output (256 B), all_reduce after ffn_down (256 B)",
+                           "fallbacks (ops without a split rule, gathered and replicated): none"})
+    EXPECT_NE(r.out.find(line), std::string::npos) << line << "\n" << r.out;
+  auto layers = run("plan -m " + m + " --devices cpu:1,cpu:1 -sm layer", /*merge_stderr=*/true);
+  EXPECT_NE(layers.code, 0);
+  EXPECT_NE(layers.out.find("use --split-mode tensor"), std::string::npos) << layers.out;
+}
+
 TEST(Cli, PlanSizesCollectivesInTheWireType) {
   WEFT_NEED_SHARED_FILE(kStories);
   // stories260K: n_embd 64, 5 layers, two all-reduces each.

@@ -11,6 +11,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <bit>
 #include <cmath>
 #include <limits>
 #include <numbers>
@@ -262,6 +263,34 @@ TEST(OpsTables, SwigluSaturatesLikeSilu) {
     k->swiglu(g.data(), u.data(), out.data(), 32);
     for (int i = 0; i < 32; ++i) EXPECT_NEAR(out[i], g[i] > 0 ? 2 * g[i] : 0.f, 1e-6) << isa_name(k->isa) << " " << i;
   }
+}
+
+// GEGLU is llama.cpp's table lookup at every level: the same bits as the scalar table, over the
+// table's range and past it (-10, 10), tails and in place included.
+TEST(OpsTables, GegluGivesTheScalarBitsAtEveryLevel) {
+  std::vector<float> g;
+  for (double x = -12.0; x <= 12.0; x += 0.00371) g.push_back(static_cast<float>(x));
+  for (float x : {-10.f, 10.f, std::nextafter(-10.f, 0.f), std::nextafter(10.f, 0.f), -0.f, 0.f, 1e-30f, -65504.f,
+                  70000.f, 3e38f})
+    g.push_back(x);
+  const int64_t n = static_cast<int64_t>(g.size());
+  const auto u = random_vec(n, 77, -3.f, 3.f);
+  const OpsKernels* ref = ops_kernels_for_isa(Isa::Scalar);
+  std::vector<float> want(n);
+  ref->geglu(g.data(), u.data(), want.data(), n);
+  EXPECT_EQ(want[0], 0.f * u[0]) << "below -10: 0";
+  EXPECT_EQ(want[n - 1], 3e38f * u[n - 1]) << "from 10: the gate";
+  for (const OpsKernels* k : available_tables())
+    for (int64_t len : {n, n - 1, int64_t{13}, int64_t{7}}) {
+      SCOPED_TRACE(std::string(isa_name(k->isa)) + " n=" + std::to_string(len));
+      std::vector<float> out(len), in_place(g.begin(), g.begin() + len);
+      k->geglu(g.data(), u.data(), out.data(), len);
+      k->geglu(in_place.data(), u.data(), in_place.data(), len);
+      for (int64_t i = 0; i < len; ++i) {
+        ASSERT_EQ(std::bit_cast<uint32_t>(out[i]), std::bit_cast<uint32_t>(want[i])) << "gate " << g[i];
+        ASSERT_EQ(std::bit_cast<uint32_t>(in_place[i]), std::bit_cast<uint32_t>(want[i])) << "in place, gate " << g[i];
+      }
+    }
 }
 
 TEST(OpsTables, BestIsTheDetectedLevel) {
