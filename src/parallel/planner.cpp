@@ -573,31 +573,32 @@ Plan plan_layers(const Graph& g, const WeightTable& weights, const std::vector<d
   plan.mode = SplitMode::Layer;
   plan.ratios = normalise(ratios);
   plan.layers = proportional_ranges(g.dims.n_layer, plan.ratios);
-  auto device_of = [&](int layer) {
-    for (int d = 0; d < static_cast<int>(plan.layers.size()); ++d)
-      if (layer >= plan.layers[d].begin && layer < plan.layers[d].end) return d;
-    return -1;
-  };
+  // Layers attending over an earlier layer's cache (Gemma 4 E2B/E4B) stay on the device holding
+  // it: a boundary past the first such cache's layer moves down to it.
+  int first_shared = g.dims.n_layer;
   for (int l = 0; l < g.dims.n_layer; ++l)
-    if (device_of(l) != device_of(g.dims.kv_layer_of(l)))
-      fail("plan",
-           "layer {} attends over layer {}'s KV cache, which this layer split puts on another device: use "
-           "--split-mode tensor",
-           l, g.dims.kv_layer_of(l));
+    if (!g.dims.owns_kv(l)) first_shared = std::min(first_shared, g.dims.kv_layer_of(l));
+  for (size_t d = 1; d < plan.layers.size(); ++d)
+    if (plan.layers[d].begin > first_shared && plan.layers[d].begin < g.dims.n_layer)
+      plan.layers[d - 1].end = plan.layers[d].begin = first_shared;
   const int n = static_cast<int>(plan.ratios.size());
   const int n_nodes = static_cast<int>(g.nodes.size());
   plan.states.assign(n_nodes, State::Replicated);
   plan.devices.resize(n);
-  // Nodes before the first block (embedding) go to device 0, those after the last (output norm,
-  // logits) to the last device; the blocks in between follow plan.layers.
+  // Nodes before the first block: the embedding goes to device 0, which hands it on as the
+  // residual stream; the per-layer inputs (Gemma 4 E2B/E4B) are computed from the tokens by each
+  // device whose layers read them. Nodes after the last block (output norm, logits) go to the last
+  // device; the blocks in between follow plan.layers.
+  const int first_block = static_cast<int>(
+      std::find_if(g.nodes.begin(), g.nodes.end(), [](const Node& x) { return x.layer >= 0; }) - g.nodes.begin());
+  auto per_layer_input = [&](int i) { return i < first_block && g.nodes[i].axis != graph::Axis::Embd; };
   auto owner = [&](const Node& node, int idx) {
     if (node.layer >= 0) {
       for (int d = 0; d < n; ++d)
         if (node.layer >= plan.layers[d].begin && node.layer < plan.layers[d].end) return d;
     }
-    const bool block_follows =
-        std::any_of(g.nodes.begin() + idx, g.nodes.end(), [](const Node& x) { return x.layer >= 0; });
-    return block_follows ? 0 : n - 1;
+    if (per_layer_input(idx)) return -1;
+    return idx < first_block ? 0 : n - 1;
   };
   for (int d = 0; d < n; ++d) {
     DeviceGraph& dg = plan.devices[d];
@@ -608,27 +609,31 @@ Plan plan_layers(const Graph& g, const WeightTable& weights, const std::vector<d
     if (d > 0) {
       dg.nodes.push_back(LocalNode{.op = LocalOp::Input, .width = g.dims.n_embd, .label = "input"});
     }
-    for (int i = 0; i < n_nodes; ++i) {
+    auto emit = [&](int i, auto&& input_of) {
       const Node& node = g.nodes[i];
-      if (owner(node, i) != d) continue;
       LocalNode ln{.op = local_op(node.op), .source = i, .layer = node.layer, .label = node.label};
-      for (int in : node.inputs) {
-        if (local[in] < 0) {  // produced on an earlier device: it is the residual stream handed over
-          if (g.nodes[in].axis != graph::Axis::Embd || (residual >= 0 && residual != in))
-            fail("plan",
-                 "{} (layer {}) reads {} of an earlier device, which a layer split hands over only as the "
-                 "residual stream (Gemma 4 E2B/E4B's per-layer inputs): use --split-mode tensor",
-                 node.label, node.layer, g.nodes[in].label);
-          WEFT_ASSERT(d > 0);
-          residual = in;
-          ln.inputs.push_back(0);
-        } else {
-          ln.inputs.push_back(local[in]);
-        }
-      }
+      for (int in : node.inputs) ln.inputs.push_back(input_of(in));
       compute_whole(ln, node, g.dims);
       dg.nodes.push_back(std::move(ln));
       local[i] = static_cast<int>(dg.nodes.size()) - 1;
+    };
+    // A node before the blocks, and what it reads, computed here.
+    auto materialize = [&](int i, auto&& self) -> void {
+      for (int in : g.nodes[i].inputs)
+        if (local[in] < 0) self(in, self);
+      emit(i, [&](int in) { return local[in]; });
+    };
+    for (int i = 0; i < n_nodes; ++i) {
+      if (owner(g.nodes[i], i) != d) continue;
+      for (int in : g.nodes[i].inputs)
+        if (local[in] < 0 && per_layer_input(in)) materialize(in, materialize);
+      emit(i, [&](int in) {
+        if (local[in] >= 0) return local[in];
+        // Produced on an earlier device: the residual stream it handed over.
+        WEFT_ASSERT(d > 0 && g.nodes[in].axis == graph::Axis::Embd && (residual < 0 || residual == in));
+        residual = in;
+        return 0;
+      });
     }
     dg.has_logits = d == n - 1;
     dg.passes_residual = !dg.has_logits;

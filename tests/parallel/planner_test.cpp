@@ -309,10 +309,27 @@ TEST(Planner, Gemma4E2bLayout) {
   }
   // KV values: only the layers holding a cache count.
   EXPECT_EQ(one.devices[0].kv_values_per_token, static_cast<uint64_t>(2 * (d.n_layer - 2) * d.n_head_kv * d.head_dim));
-  EXPECT_ERROR(plan_layers(g, w, {1, 1}), "which this layer split puts on another device");
-  d.kv_source.clear();  // per-layer inputs alone: the layer split hands over the residual stream only
+  // A layer split keeps the last two layers with layer 0's cache: every layer on device 1.
+  const auto layers = plan_layers(g, w, {1, 1});
+  EXPECT_TRUE(layers.layers[0].empty());
+  EXPECT_EQ(layers.layers[1].begin, 0);
+  d.kv_source[d.n_layer - 1] = d.kv_source[d.n_layer - 2] = 2;  // the boundary moves down to layer 2
   const auto g2 = model::build_llama_graph(c);
-  EXPECT_ERROR(plan_layers(g2, weights(g2, DType::F32), {1, 1}), "reads per_layer_proj_scale of an earlier device");
+  const auto p2 = plan_layers(g2, weights(g2, DType::F32), {1, 1});
+  EXPECT_EQ(p2.layers[0].end, 2);
+  EXPECT_EQ(p2.layers[1].begin, 2);
+  // Each device computes the per-layer inputs of its own layers from the tokens: device 1 its own
+  // embedding rows and projection, and its layers read them, not the residual it is handed.
+  for (const auto& dg : p2.devices) {
+    int slices = 0, embeds = 0;
+    for (const auto& n : dg.nodes) {
+      slices += n.op == LocalOp::Slice;
+      embeds += n.op == LocalOp::Embed;
+    }
+    EXPECT_EQ(slices, 2 * (dg.device == 0 ? 2 : d.n_layer - 2)) << "device " << dg.device;
+    EXPECT_EQ(embeds, 2) << "device " << dg.device << ": token and per-layer rows";
+  }
+  EXPECT_EQ(p2.devices[1].nodes.front().op, LocalOp::Input);
 }
 
 }  // namespace

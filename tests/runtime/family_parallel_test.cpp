@@ -68,10 +68,6 @@ TEST_P(FamilySplits, GreedyTokensAndLogitsMatchEveryConfig) {
   const auto ref = greedy(*f, single(), prompt, 48);
   ASSERT_EQ(ref.size(), 48u);
   for (const auto& c : configs()) {
-    if (GetParam().e2b && c.mode == SplitMode::Layer) {  // the per-layer inputs are not the residual stream
-      EXPECT_ERROR(Engine(*f, options(c)), "use --split-mode tensor");
-      continue;
-    }
     EXPECT_EQ(greedy(*f, options(c), prompt, 48), ref) << c.name;
     expect_logits_match(*f, c, prompt);
   }
@@ -95,6 +91,33 @@ INSTANTIATE_TEST_SUITE_P(
              (k.head_dim_swa ? "_swa" + std::to_string(k.head_dim_swa) + "x" + std::to_string(k.n_head_kv_swa) : "") +
              (k.e2b ? "_e2b" : "");
     });
+
+// Gemma 4 E2B's layout cut by layers: of 5 layers the last attends over layer 2's cache, so a
+// boundary past layer 2 moves down to it; each device computes the per-layer inputs of its own
+// layers from the tokens, the second one (in process, or a worker process) its own embedding rows.
+TEST(FamilyLayerSplit, Gemma4E2bDevicesComputeTheirOwnPerLayerInputs) {
+  tools::GenModelOptions o = model_options(kGemma4E2b);
+  o.overrides.n_layer = 5;
+  o.overrides.n_kv_shared = 1;
+  const std::string dir = ::testing::TempDir() + "/weft_family_layers";
+  std::filesystem::create_directories(dir);
+  o.path = dir + "/e2b-5.gguf";
+  tools::generate_model(o);
+  auto f = gguf::File::open(o.path);
+  const auto prompt = some_prompt(320, 21);
+  const auto ref = greedy(*f, single(), prompt, 32);
+  const Engine two(*f, options({"layer2", SplitMode::Layer, {1, 1}}));
+  EXPECT_EQ(two.plan().layers[0].end, 2) << "the boundary at layer 2, below the shared cache's reader";
+  for (const auto& c : {configs()[9], configs()[10]}) {
+    EXPECT_EQ(greedy(*f, options(c), prompt, 32), ref) << c.name;
+    expect_logits_match(*f, c, prompt);
+  }
+  using device::remote::testing_support::Worker;
+  Worker worker;
+  EngineOptions layers = options({"remote layers", SplitMode::Layer, {1, 1}});
+  layers.devices[1] = {device::DeviceSpec::Kind::Remote, 1, -1, worker.address()};
+  EXPECT_EQ(greedy(*f, layers, prompt, 32), ref) << "a worker's layers";
+}
 
 // Heads wider than the CPU attention kernel takes are an error as the device loads, not a throw
 // on a pool thread mid-step (which ended the process).
@@ -139,7 +162,6 @@ TEST(FamilyRemote, WorkerProcessesMatchOneDevice) {
     mix.devices[1] = {device::DeviceSpec::Kind::Remote, 1, -1, streamed.address()};
     mix.devices[2] = {device::DeviceSpec::Kind::Remote, 1, -1, own_copy.address()};
     EXPECT_EQ(greedy(*f, mix, prompt, 24), ref) << k.arch;
-    if (k.e2b) continue;  // no layer split (FamilySplits)
     EngineOptions layers = options({"remote layers", SplitMode::Layer, {1, 1}});
     layers.devices[1] = {device::DeviceSpec::Kind::Remote, 1, -1, streamed.address()};
     expect_logits_match(*f, layers, k.arch + " layer split with a worker", prompt);
