@@ -41,8 +41,8 @@ stage "asan tests"
 BUILD_DIR=build-tsan CMAKE_ARGS="-DWEFT_TSAN=ON -DWEFT_BUILD_BENCH=OFF $SAN_OPT" TARGETS="parallel_tests device_tests runtime_tests" \
   ./scripts/build.sh >/dev/null
 stage "tsan build"
-# Left out here (they run under ASan above): the per-type sweeps of the equality tests (kernels,
-# not threads), the remote tests that wait out load and silence bounds in worker processes, and
+# Left out here (they run under ASan above): the per-type and per-family sweeps of the equality tests
+# (kernels and plans, not threads), the remote tests that wait out load and silence bounds in worker processes, and
 # the matrix of worker counts x kill moments of device loss (DeviceLoss.* keeps one of each kind).
 # scripts/tsan.supp: only lavapipe's own futex hand-overs, which TSan cannot see.
 tsan() {
@@ -51,7 +51,7 @@ tsan() {
 }
 tsan parallel_tests
 tsan device_tests --gtest_filter='-RemoteLoad.*:RemoteSession.*'
-tsan runtime_tests --gtest_filter='-Types/*:DeviceLoss/*'
+tsan runtime_tests --gtest_filter='-Types/*:Archs/FamilySplits.*:DeviceLoss/*'
 stage "tsan tests"
 
 # libFuzzer, for a bounded time each (clang): fuzz TARGET names the target; its corpus and log
