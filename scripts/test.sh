@@ -56,7 +56,7 @@ stage "tsan tests"
 
 # libFuzzer, for a bounded time each (clang): fuzz TARGET names the target; its corpus and log
 # live in build-fuzz/TARGET-corpus and build-fuzz/TARGET.log.
-FUZZ_SECONDS=${WEFT_FUZZ_SECONDS:-30}  # 6 targets; the whole script must stay under the CI limit
+FUZZ_SECONDS=${WEFT_FUZZ_SECONDS:-20}  # 6 targets; the whole script must stay under the CI limit
 fuzz() {
   local seconds=${2:-$FUZZ_SECONDS}
   CXX=clang++ BUILD_DIR=build-fuzz CMAKE_ARGS="-DWEFT_FUZZ=ON -DWEFT_BUILD_TESTS=OFF -DWEFT_BUILD_BENCH=OFF $SAN_OPT" TARGETS="$1" ./scripts/build.sh >/dev/null
