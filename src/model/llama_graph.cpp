@@ -126,9 +126,8 @@ graph::Graph build_llama_graph(const ModelConfig& c) {
         dense =
             node(OpKind::RmsNorm, {gated_ffn(h)}, Axis::Embd, d.n_embd, "post_ffw_norm_1.weight", "ffn_post_norm_1");
         router_in = node(OpKind::RmsNorm, {x}, Axis::Embd, d.n_embd, "ffn_gate_inp.scale", "ffn_router_norm");
-        Node s{OpKind::Scale, {router_in}, Axis::Embd, d.n_embd, "", "", l, "ffn_router_scale"};
-        s.factor = 1.f / std::sqrt(static_cast<float>(d.n_embd));
-        router_in = g.add(std::move(s));
+        router_in = scale(router_in, Axis::Embd, d.n_embd, 1.f / std::sqrt(static_cast<float>(d.n_embd)), l,
+                          "ffn_router_scale");
         h = node(OpKind::RmsNorm, {x}, Axis::Embd, d.n_embd, "pre_ffw_norm_2.weight", "ffn_norm_2");
       }
       int logits = node(OpKind::MatMul, {router_in}, Axis::Router, d.n_expert, "ffn_gate_inp.weight", "ffn_router",
@@ -182,9 +181,14 @@ graph::Graph build_llama_graph(const ModelConfig& c) {
         n.row0 = l * pl;
         return g.add(std::move(n));
       };
-      int proj = node(OpKind::RmsNorm, {slice(per_layer_proj, "per_layer_proj")}, Axis::PerLayer, pl, "",
-                      "per_layer_proj_norm");
-      g.nodes[proj].weight = "per_layer_proj_norm.weight";  // one norm for every layer
+      int proj = g.add({OpKind::RmsNorm,
+                        {slice(per_layer_proj, "per_layer_proj")},
+                        Axis::PerLayer,
+                        pl,
+                        "per_layer_proj_norm.weight",
+                        "",
+                        l,
+                        "per_layer_proj_norm"});  // one norm for every layer
       int in =
           node(OpKind::Add, {proj, slice(per_layer_embd, "per_layer_embd")}, Axis::PerLayer, pl, "", "per_layer_input");
       in = scale(in, Axis::PerLayer, pl, 1.f / std::sqrt(2.f), l, "per_layer_input_scale");
