@@ -29,16 +29,20 @@ stage e2e
 # out of line, and an out-of-line vector return it miscompiles (kernels/isa.h, WEFT_SIMD_INLINE) gave
 # NaN logits only at -O2. The TSan and fuzz builds stay at -O1 (AddressSanitizer's own advice): half
 # the compile time of -O3, which is most of this script's time on two cores.
+# The sanitizer builds are unity builds (a few sources per translation unit: the headers' templates
+# compiled once per group, not once per file); the Release build above stays one file per unit, as
+# users build it, so a missing #include still fails here.
 ASAN_OPT="-DCMAKE_CXX_FLAGS_RELEASE=-O2"  # one word: build.sh splits CMAKE_ARGS on spaces
 SAN_OPT="-DCMAKE_CXX_FLAGS_RELEASE=-O1"
-BUILD_DIR=build-asan CMAKE_ARGS="-DWEFT_SANITIZE=ON -DWEFT_BUILD_BENCH=OFF $ASAN_OPT" ./scripts/build.sh >/dev/null
+UNITY="-DCMAKE_UNITY_BUILD=ON"
+BUILD_DIR=build-asan CMAKE_ARGS="-DWEFT_SANITIZE=ON -DWEFT_BUILD_BENCH=OFF $UNITY $ASAN_OPT" ./scripts/build.sh >/dev/null
 stage "asan build"
 ASAN_OPTIONS=detect_leaks=1 LSAN_OPTIONS="suppressions=$PWD/scripts/lsan.supp" \
   UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 ctest --test-dir build-asan --output-on-failure -j"$JOBS" --timeout 900
 stage "asan tests"
 
 # The layers with threads (collectives, devices, the engine) under ThreadSanitizer.
-BUILD_DIR=build-tsan CMAKE_ARGS="-DWEFT_TSAN=ON -DWEFT_BUILD_BENCH=OFF $SAN_OPT" TARGETS="parallel_tests device_tests runtime_tests" \
+BUILD_DIR=build-tsan CMAKE_ARGS="-DWEFT_TSAN=ON -DWEFT_BUILD_BENCH=OFF $UNITY $SAN_OPT" TARGETS="parallel_tests device_tests runtime_tests" \
   ./scripts/build.sh >/dev/null
 stage "tsan build"
 # Left out here (they run under ASan above): the per-type and per-family sweeps of the equality tests

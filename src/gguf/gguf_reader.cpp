@@ -29,8 +29,6 @@ static_assert(std::endian::native == std::endian::little, "GGUF is little-endian
 namespace {
 
 constexpr uint32_t kNumValueTypes = 13;
-// GGUF spec: keys are at most 2^16 - 1 bytes; we hold tensor names to the same bound.
-constexpr uint64_t kMaxKeyBytes = 65535;
 constexpr uint64_t kMaxNameBytes = 65535;
 constexpr uint32_t kMaxDims = 4;  // GGML_MAX_DIMS
 // A kv pair takes at least key length (8) + type (4) + a 1-byte value; a tensor info at least

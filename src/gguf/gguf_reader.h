@@ -16,6 +16,9 @@
 
 namespace weft::gguf {
 
+// GGUF spec: keys are at most 2^16 - 1 bytes (the reader holds tensor names to the same bound).
+inline constexpr uint64_t kMaxKeyBytes = 65535;
+
 enum class ValueType : uint32_t {
   U8 = 0,
   I8 = 1,

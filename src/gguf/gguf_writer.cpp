@@ -18,7 +18,6 @@ namespace weft::gguf {
 namespace {
 
 constexpr uint64_t kDefaultAlignment = 32;  // GGUF_DEFAULT_ALIGNMENT
-constexpr size_t kMaxKeyBytes = 65535;      // GGUF spec limit on key length
 constexpr size_t kFileBufferBytes = size_t{4} << 20;
 
 class Sink {

@@ -22,7 +22,7 @@ namespace {
 using Clock = std::chrono::steady_clock;
 // How often the announcer looks at its stop flag, and a coordinator repeats its query (a lost
 // datagram costs one round, not the whole timeout).
-constexpr int kPollMs = 200;
+constexpr int kReceivePollMs = 200;
 constexpr int kQueryRepeatMs = 250;
 
 in_addr ipv4(const std::string& host, const char* what) {
@@ -160,7 +160,7 @@ void Announcer::run() {
       next_announce = Clock::now() + std::chrono::milliseconds(kReannounceMs);
     }
     sockaddr_in from{};
-    const size_t got = receive(fd_, buf, sizeof(buf), from, kPollMs);
+    const size_t got = receive(fd_, buf, sizeof(buf), from, kReceivePollMs);
     if (got == 0) continue;
     if (loopback_only_ && (ntohl(from.sin_addr.s_addr) >> 24) != 127) continue;
     try {

@@ -12,7 +12,7 @@
 
 namespace weft::net {
 namespace {
-constexpr int kPollMs = 100;  // how often idle server threads look at the stop flag
+constexpr int kStopPollMs = 100;  // how often idle server threads look at the stop flag
 constexpr size_t kMaxKeyBytes = 1024;
 std::span<const uint8_t> as_bytes(const std::vector<char>& v) {
   return {reinterpret_cast<const uint8_t*>(v.data()), v.size()};
@@ -86,7 +86,7 @@ KvServer::~KvServer() {
 
 void KvServer::accept_loop() {
   while (!stop_) {
-    Socket s = listener_.accept(kPollMs);
+    Socket s = listener_.accept(kStopPollMs);
     if (s.valid()) clients_.emplace_back([this, s = std::move(s)]() mutable { serve(std::move(s)); });
   }
 }
@@ -94,7 +94,7 @@ void KvServer::accept_loop() {
 void KvServer::serve(Socket s) {
   try {
     while (!stop_) {
-      if (!s.readable(kPollMs)) continue;
+      if (!s.readable(kStopPollMs)) continue;
       Frame f = recv_frame(s, 1000, 5000);
       if (f.type == MsgType::KvSet) {
         KvSetMsg m = read_kv_set(f.payload);

@@ -9,16 +9,14 @@
 
 namespace weft::serve {
 
-using json = BodyJson;
-
-const json& field(const json& body, const char* name) {
-  static const json null_value;
+const BodyJson& field(const BodyJson& body, const char* name) {
+  static const BodyJson null_value;
   const auto it = body.find(name);
   return it == body.end() ? null_value : *it;
 }
 
-bool boolean(const json& body, const char* name, bool fallback) {
-  const json& v = field(body, name);
+bool boolean(const BodyJson& body, const char* name, bool fallback) {
+  const BodyJson& v = field(body, name);
   if (v.is_null()) return fallback;
   if (!v.is_boolean()) reject(400, "'{}' must be true or false, got {}", name, v.type_name());
   return v.get<bool>();
@@ -26,8 +24,8 @@ bool boolean(const json& body, const char* name, bool fallback) {
 
 namespace {
 
-double number(const json& body, const char* name, double lo, double hi, double fallback) {
-  const json& v = field(body, name);
+double number(const BodyJson& body, const char* name, double lo, double hi, double fallback) {
+  const BodyJson& v = field(body, name);
   if (v.is_null()) return fallback;
   if (!v.is_number()) reject(400, "'{}' must be a number, got {}", name, v.type_name());
   const double d = v.get<double>();
@@ -35,8 +33,8 @@ double number(const json& body, const char* name, double lo, double hi, double f
   return d;
 }
 
-int64_t integer(const json& body, const char* name, int64_t lo, int64_t hi, int64_t fallback) {
-  const json& v = field(body, name);
+int64_t integer(const BodyJson& body, const char* name, int64_t lo, int64_t hi, int64_t fallback) {
+  const BodyJson& v = field(body, name);
   if (v.is_null()) return fallback;
   if (!v.is_number_integer()) reject(400, "'{}' must be an integer, got {}", name, v.type_name());
   if (v.is_number_unsigned() && v.get<uint64_t>() > static_cast<uint64_t>(hi))
@@ -46,9 +44,9 @@ int64_t integer(const json& body, const char* name, int64_t lo, int64_t hi, int6
   return i;
 }
 
-std::vector<std::string> stop_strings(const json& body) {
+std::vector<std::string> stop_strings(const BodyJson& body) {
   constexpr size_t kMaxStops = 16;
-  const json& v = field(body, "stop");
+  const BodyJson& v = field(body, "stop");
   if (v.is_null()) return {};
   if (v.is_string()) return {v.get<std::string>()};
   if (!v.is_array()) reject(400, "'stop' must be a string or an array of strings, got {}", v.type_name());
@@ -63,8 +61,8 @@ std::vector<std::string> stop_strings(const json& body) {
 }
 
 // OpenAI's content: a string, or an array of parts of which only text is understood here.
-std::string message_content(const json& m, size_t i) {
-  const json& c = field(m, "content");
+std::string message_content(const BodyJson& m, size_t i) {
+  const BodyJson& c = field(m, "content");
   if (c.is_null()) return "";
   if (c.is_string()) return c.get<std::string>();
   if (!c.is_array())
@@ -78,7 +76,7 @@ std::string message_content(const json& m, size_t i) {
   return text;
 }
 
-Prompt prompt_item(const json& v) {
+Prompt prompt_item(const BodyJson& v) {
   if (v.is_string()) return v.get<std::string>();
   if (v.is_array()) return parse_tokens(v, "prompt");
   reject(400, "'prompt' must be a string, an array of token ids, or an array of those, got {}", v.type_name());
@@ -86,7 +84,7 @@ Prompt prompt_item(const json& v) {
 
 // Chat's logprobs (a boolean) and top_logprobs (0..20, only beside logprobs: true, as OpenAI and
 // llama-server refuse it alone).
-int32_t chat_top_logprobs(const json& body) {
+int32_t chat_top_logprobs(const BodyJson& body) {
   const bool asked = boolean(body, "logprobs", false);
   const int64_t top = integer(body, "top_logprobs", 0, model::kMaxTopLogprobs, -1);
   if (top >= 0 && !asked) reject(400, "'top_logprobs' requires 'logprobs': true");
@@ -95,18 +93,18 @@ int32_t chat_top_logprobs(const json& body) {
 
 }  // namespace
 
-json parse_body(const std::string& body) {
+BodyJson parse_body(const std::string& body) {
   // Deeper nesting is no request's: 8 MB of '[' would be millions of nested arrays.
   static constexpr int kMaxDepth = 64;
   // What a parse error quotes of the body (nlohmann's message holds the whole token it last read).
   constexpr size_t kMaxQuote = 200;
-  json j;
+  BodyJson j;
   try {
-    j = json::parse(body, [](int depth, json::parse_event_t, json&) {
+    j = BodyJson::parse(body, [](int depth, BodyJson::parse_event_t, BodyJson&) {
       if (depth > kMaxDepth) reject(400, "the body nests deeper than {} levels", kMaxDepth);
       return true;
     });
-  } catch (const json::parse_error& e) {
+  } catch (const BodyJson::parse_error& e) {
     std::string what = e.what();
     if (what.size() > kMaxQuote) what = what.substr(0, kMaxQuote) + "...";
     reject(400, "the body is not valid JSON: {}", what);
@@ -115,7 +113,7 @@ json parse_body(const std::string& body) {
   return j;
 }
 
-std::vector<Token> parse_tokens(const json& v, const char* name, int32_t n_vocab) {
+std::vector<Token> parse_tokens(const BodyJson& v, const char* name, int32_t n_vocab) {
   if (!v.is_array()) reject(400, "'{}' must be an array of token ids, got {}", name, v.type_name());
   std::vector<Token> out;
   for (const auto& t : v) {
@@ -129,7 +127,7 @@ std::vector<Token> parse_tokens(const json& v, const char* name, int32_t n_vocab
   return out;
 }
 
-GenerationParams parse_generation(const json& body) {
+GenerationParams parse_generation(const BodyJson& body) {
   GenerationParams g;
   const int64_t n = integer(body, "n", 1, 1 << 20, 1);
   if (n != 1) reject(400, "'n' must be 1: one choice per request is supported, got {}", n);
@@ -155,7 +153,7 @@ GenerationParams parse_generation(const json& body) {
   g.stop = stop_strings(body);
   g.grammar = parse_output_constraint(body);
   g.stream = boolean(body, "stream", false);
-  const json& so = field(body, "stream_options");
+  const BodyJson& so = field(body, "stream_options");
   if (!so.is_null()) {
     if (!so.is_object()) reject(400, "'stream_options' must be an object, got {}", so.type_name());
     g.include_usage = boolean(so, "include_usage", false);
@@ -163,16 +161,16 @@ GenerationParams parse_generation(const json& body) {
   return g;
 }
 
-std::vector<chat::Message> parse_messages(const json& body) {
-  const json& v = field(body, "messages");
+std::vector<chat::Message> parse_messages(const BodyJson& body) {
+  const BodyJson& v = field(body, "messages");
   if (v.is_null()) reject(400, "'messages' is missing");
   if (!v.is_array()) reject(400, "'messages' must be an array, got {}", v.type_name());
   if (v.empty()) reject(400, "'messages' is empty: at least one message is needed");
   std::vector<chat::Message> out;
   for (size_t i = 0; i < v.size(); ++i) {
-    const json& m = v[i];
+    const BodyJson& m = v[i];
     if (!m.is_object()) reject(400, "messages[{}] must be an object, got {}", i, m.type_name());
-    const json& role = field(m, "role");
+    const BodyJson& role = field(m, "role");
     if (!role.is_string()) reject(400, "messages[{}].role must be a string", i);
     out.push_back({role.get<std::string>(), message_content(m, i)});
   }
@@ -181,11 +179,11 @@ std::vector<chat::Message> parse_messages(const json& body) {
 
 namespace {
 
-BodyJson template_kwargs(const json& body) {
-  json kwargs = field(body, "chat_template_kwargs");
+BodyJson template_kwargs(const BodyJson& body) {
+  BodyJson kwargs = field(body, "chat_template_kwargs");
   if (!kwargs.is_null() && !kwargs.is_object())
     reject(400, "'chat_template_kwargs' must be a JSON object, got {}", kwargs.type_name());
-  const json& effort = field(body, "reasoning_effort");
+  const BodyJson& effort = field(body, "reasoning_effort");
   if (!effort.is_null()) {
     if (!effort.is_string()) reject(400, "'reasoning_effort' must be a string");
     // chat_template_kwargs' own reasoning_effort, the more specific, wins.
@@ -201,7 +199,7 @@ BodyJson template_kwargs(const json& body) {
 
 }  // namespace
 
-ChatRequest parse_chat_request(const json& body) {
+ChatRequest parse_chat_request(const BodyJson& body) {
   ChatRequest r;
   r.messages = parse_messages(body);
   r.gen = parse_generation(body);
@@ -213,10 +211,10 @@ ChatRequest parse_chat_request(const json& body) {
   return r;
 }
 
-CompletionRequest parse_completion_request(const json& body) {
+CompletionRequest parse_completion_request(const BodyJson& body) {
   constexpr size_t kMaxPrompts = 64;
   CompletionRequest r;
-  const json& p = field(body, "prompt");
+  const BodyJson& p = field(body, "prompt");
   if (p.is_null()) reject(400, "'prompt' is missing");
   // An array of strings or of arrays is several prompts; an array of numbers is one prompt.
   if (p.is_array() && !p.empty() && (p[0].is_string() || p[0].is_array())) {

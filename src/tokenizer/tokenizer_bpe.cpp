@@ -14,20 +14,20 @@
 namespace weft::tokenizer::detail {
 namespace {
 
-struct Symbol {
+struct BpeSymbol {
   int prev, next;
   const char* text;
   size_t n;  // 0 once merged into its left neighbour
 };
 
-struct Bigram {
+struct BpeBigram {
   int left, right;
   int rank;
   std::string text;  // left + right when queued; a mismatch later means it is stale
 };
 // Lowest rank first; on ties the leftmost pair (llama.cpp's llm_bigram_bpe::comparator).
-struct BigramLater {
-  bool operator()(const Bigram& a, const Bigram& b) const {
+struct BpeBigramLater {
+  bool operator()(const BpeBigram& a, const BpeBigram& b) const {
     return a.rank > b.rank || (a.rank == b.rank && a.left > b.left);
   }
 };
@@ -110,14 +110,14 @@ class BpeTokenizer final : public Tokenizer {
         return;
       }
     }
-    std::vector<Symbol> symbols;
+    std::vector<BpeSymbol> symbols;
     for (size_t offs = 0; offs < word.size();) {
       const size_t n = std::min(unicode::utf8_len(static_cast<uint8_t>(word[offs])), word.size() - offs);
       const int index = static_cast<int>(symbols.size());
       offs += n;
       symbols.push_back({index - 1, offs == word.size() ? -1 : index + 1, word.data() + offs - n, n});
     }
-    std::priority_queue<Bigram, std::vector<Bigram>, BigramLater> queue;
+    std::priority_queue<BpeBigram, std::vector<BpeBigram>, BpeBigramLater> queue;
     auto add_bigram = [&](int left, int right) {
       if (left == -1 || right == -1) return;
       const std::string_view l(symbols[left].text, symbols[left].n);
@@ -131,10 +131,10 @@ class BpeTokenizer final : public Tokenizer {
     for (int i = 1; i < static_cast<int>(symbols.size()); ++i) add_bigram(i - 1, i);
 
     while (!queue.empty()) {
-      const Bigram b = queue.top();
+      const BpeBigram b = queue.top();
       queue.pop();
-      Symbol& left = symbols[b.left];
-      Symbol& right = symbols[b.right];
+      BpeSymbol& left = symbols[b.left];
+      BpeSymbol& right = symbols[b.right];
       if (left.n == 0 || right.n == 0) continue;
       if (left.n + right.n != b.text.size() || std::string_view(left.text, left.n + right.n) != b.text) {
         continue;  // one side changed since this pair was queued

@@ -16,20 +16,20 @@ namespace {
 
 constexpr std::string_view kSpace = "\xE2\x96\x81";  // "▁" U+2581, SentencePiece's space
 
-struct Symbol {
+struct SpmSymbol {
   int prev, next;  // neighbours in the live chain; -1 at the ends
   const char* text;
   size_t n;  // 0 once merged into its left neighbour
 };
 
-struct Bigram {
+struct SpmBigram {
   int left, right;
   float score;
   size_t size;  // bytes of left + right when queued; a mismatch later means it is stale
 };
 // Highest score first; on ties the leftmost pair (llama.cpp's llm_bigram_spm::comparator).
-struct BigramLess {
-  bool operator()(const Bigram& a, const Bigram& b) const {
+struct SpmBigramLess {
+  bool operator()(const SpmBigram& a, const SpmBigram& b) const {
     return a.score < b.score || (a.score == b.score && a.left > b.left);
   }
 };
@@ -52,10 +52,10 @@ class SpmSession {
     for (int i = 1; i < static_cast<int>(symbols_.size()); ++i) try_add_bigram(i - 1, i);
 
     while (!queue_.empty()) {
-      const Bigram b = queue_.top();
+      const SpmBigram b = queue_.top();
       queue_.pop();
-      Symbol& left = symbols_[b.left];
-      Symbol& right = symbols_[b.right];
+      SpmSymbol& left = symbols_[b.left];
+      SpmSymbol& right = symbols_[b.right];
       if (left.n == 0 || right.n == 0 || left.n + right.n != b.size) continue;  // stale
       left.n += right.n;
       right.n = 0;
@@ -80,7 +80,7 @@ class SpmSession {
 
   // Emit a final symbol: its token if there is one, else undo the merges that built it, down to
   // single chars, which fall back to byte tokens.
-  void resegment(const Symbol& s, std::vector<Token>& out) const {
+  void resegment(const SpmSymbol& s, std::vector<Token>& out) const {
     const std::string_view text(s.text, s.n);
     if (Token id = vocab_.find(text); id >= 0) {
       out.push_back(id);
@@ -105,8 +105,8 @@ class SpmSession {
   }
 
   const Vocab& vocab_;
-  std::vector<Symbol> symbols_;
-  std::priority_queue<Bigram, std::vector<Bigram>, BigramLess> queue_;
+  std::vector<SpmSymbol> symbols_;
+  std::priority_queue<SpmBigram, std::vector<SpmBigram>, SpmBigramLess> queue_;
   std::unordered_map<std::string, std::pair<int, int>, TextHash, std::equal_to<>> rev_merge_;
 };
 

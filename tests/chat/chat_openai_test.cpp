@@ -4,25 +4,15 @@
 // llama.cpp hands its templates.
 #include "chat/chat_template.h"
 
+#include "support/chat_template_files.h"
 #include "support/expect_error.h"
 
 #include <gtest/gtest.h>
 
 #include <ctime>
-#include <fstream>
-#include <sstream>
 
 namespace weft::chat {
 namespace {
-
-const std::string kDir = std::string(WEFT_SOURCE_DIR) + "/tests/data/chat_templates/";
-
-std::string read(const std::string& path) {
-  std::ifstream f(path);
-  std::stringstream s;
-  s << f.rdbuf();
-  return s.str();
-}
 
 // The golden conversation as an OpenAI client sends it.
 nlohmann::ordered_json openai_messages(nlohmann::ordered_json messages) {
@@ -35,7 +25,7 @@ nlohmann::ordered_json openai_messages(nlohmann::ordered_json messages) {
 }
 
 TEST(ChatOpenAi, ToolCallsAndResultsRenderAsJinja2WithObjectArguments) {
-  const auto goldens = nlohmann::ordered_json::parse(read(kDir + "goldens.json"));
+  const auto goldens = nlohmann::ordered_json::parse(weft::test_support::chat_template_file("goldens.json"));
   const std::set<std::string> families = {"Qwen-Qwen3-0.6B",
                                           "meta-llama-Llama-3.1-8B-Instruct",
                                           "meta-llama-Llama-3.3-70B-Instruct",
@@ -54,7 +44,7 @@ TEST(ChatOpenAi, ToolCallsAndResultsRenderAsJinja2WithObjectArguments) {
     // DeepSeek's generation prompt after a user message closes <think> only when it is unset.
     if (name.starts_with("deepseek") && kase == "tools") continue;
     SpecialTokens tokens{.bos = r["bos_token"].get<std::string>(), .eos = r["eos_token"].get<std::string>()};
-    const Template t = Template::from_string(read(kDir + name + ".jinja"), tokens);
+    const Template t = Template::from_string(weft::test_support::chat_template_file(name + ".jinja"), tokens);
     std::string expected = r["expected"].get<std::string>();
     // gpt-oss writes strftime_now's date, which the goldens fixed at their own "now".
     char today[16];
@@ -87,7 +77,7 @@ TEST(ChatOpenAi, BuiltInRenderersCannotRenderTools) {
 }
 
 TEST(ChatOpenAi, OutputFormatComesFromTheTemplateText) {
-  const Template qwen = Template::from_string(read(kDir + "Qwen-Qwen3-0.6B.jinja"));
+  const Template qwen = Template::from_string(weft::test_support::chat_template_file("Qwen-Qwen3-0.6B.jinja"));
   EXPECT_EQ(qwen.output_format(true).tools, ToolCallFormat::Hermes);
   EXPECT_TRUE(qwen.output_format(false).think_tags);
   EXPECT_EQ(Template(Family::Llama3).output_format(true).tools, ToolCallFormat::None);

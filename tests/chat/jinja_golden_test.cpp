@@ -8,28 +8,18 @@
 #include "chat/jinja_template.h"
 #include "core/error.h"
 
+#include "support/chat_template_files.h"
+
 #include <gtest/gtest.h>
 
-#include <fstream>
 #include <map>
 #include <set>
-#include <sstream>
 
 namespace weft::chat {
 namespace {
 
-const std::string kDir = std::string(WEFT_SOURCE_DIR) + "/tests/data/chat_templates/";
-
-std::string read(const std::string& path) {
-  std::ifstream f(path, std::ios::binary);
-  if (!f) throw std::runtime_error("cannot read " + path);
-  std::stringstream ss;
-  ss << f.rdbuf();
-  return ss.str();
-}
-
 struct Goldens {
-  nlohmann::ordered_json json = nlohmann::ordered_json::parse(read(kDir + "goldens.json"));
+  nlohmann::ordered_json json = nlohmann::ordered_json::parse(weft::test_support::chat_template_file("goldens.json"));
   std::tm now() const {
     std::tm t{};
     const auto& n = json["now"];
@@ -66,7 +56,8 @@ TEST(JinjaGolden, RealTemplatesRenderAsJinja2Does) {
     const std::string name = r["template"].get<std::string>();
     const std::string label = name + " / " + r["case"].get<std::string>();
     auto it = templates.find(name);
-    if (it == templates.end()) it = templates.emplace(name, JinjaTemplate(read(kDir + name + ".jinja"))).first;
+    if (it == templates.end())
+      it = templates.emplace(name, JinjaTemplate(weft::test_support::chat_template_file(name + ".jinja"))).first;
     const ChatContext c = context_of(r);
     if (r.contains("expected")) {
       std::string got;

@@ -45,7 +45,7 @@ std::vector<float> random_row(int64_t n, uint32_t seed) {
   return x;
 }
 
-void expect_varies(const std::vector<float>& x) {
+void expect_spread(const std::vector<float>& x) {
   double mean = 0, var = 0;
   for (float v : x) mean += v;
   mean /= static_cast<double>(x.size());
@@ -173,7 +173,7 @@ double roundtrip_bound(DType t) {
 TEST(QuantsLegacy, RoundTripWithinBound) {
   const int64_t n = 32 * 12;
   const auto x = random_row(n, 11);
-  expect_varies(x);
+  expect_spread(x);
   for (DType t : {DType::F32, DType::F16, DType::BF16, DType::Q4_0, DType::Q4_1, DType::Q5_0, DType::Q5_1, DType::Q8_0,
                   DType::Q8_1}) {
     SCOPED_TRACE(std::string(dtype_name(t)));
@@ -299,7 +299,7 @@ TEST(QuantsLegacy, SimdDotsMatchRef) {
     std::vector<std::vector<float>> wf;
     for (int r = 0; r < kRows; ++r) wf.push_back(random_row(n, 100 + static_cast<uint32_t>(r * 7 + n)));
     const auto xf = random_row(n, 7 + static_cast<uint32_t>(n));
-    expect_varies(xf);
+    expect_spread(xf);
     for (const Case& c : all_cases()) {
       SCOPED_TRACE(c.name + " n=" + std::to_string(n));
       const DType at = c.k->act_type;

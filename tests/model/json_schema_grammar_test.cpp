@@ -13,12 +13,12 @@
 namespace weft::model {
 namespace {
 
-struct Case {
+struct SchemaCase {
   const char* schema;
   std::vector<const char*> good, bad;
 };
 
-void check(const Case& c) {
+void check(const SchemaCase& c) {
   std::string gbnf = json_schema_to_grammar(std::string(c.schema));
   auto g = Grammar::parse(gbnf);
   for (const char* t : c.good) EXPECT_TRUE(grammar_matches(g, t)) << c.schema << " should match " << t << "\n" << gbnf;

@@ -5,6 +5,7 @@
 #include "model/model_config.h"
 #include "tools/gen_model.h"
 
+#include "support/config_of.h"
 #include "support/edited_model.h"
 #include "support/expect_error.h"
 
@@ -16,6 +17,7 @@
 namespace weft::model {
 namespace {
 
+using test_support::config_of;
 using test_support::Edit;
 using test_support::edited;
 
@@ -25,11 +27,6 @@ std::vector<uint8_t> tiny_moe(const std::string& arch) {
   o.arch = arch;
   o.type = "f32";
   return tools::generate_model_bytes(o);
-}
-
-ModelConfig config_of(const std::vector<uint8_t>& bytes) {
-  auto f = gguf::File::parse(bytes.data(), bytes.size());
-  return read_config(*f);
 }
 
 TEST(MoeConfig, ReadsEachArchitecturesExperts) {

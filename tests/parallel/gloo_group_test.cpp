@@ -23,7 +23,7 @@ namespace {
 using Clock = std::chrono::steady_clock;
 
 // Integers below 2^24 add exactly in f32, so the expected sums are exact.
-float value(int rank, size_t i) { return static_cast<float>(i % 97) + 1000.0f * rank; }
+float gloo_value(int rank, size_t i) { return static_cast<float>(i % 97) + 1000.0f * rank; }
 
 // Every size class of the sync path (one message; several ring segments of several messages,
 // segments of unequal length) and Gloo's asynchronous algorithm (chunk 0), with 2 and 3 ranks:
@@ -50,11 +50,11 @@ TEST(GlooGroup, AllReducesGiveExactSumsOnEveryPath) {
           if (g->transport() != transport_name(shm)) errors.push_back(std::string(g->transport()));
           for (size_t n : sizes) {
             std::vector<float> x(n);
-            for (size_t i = 0; i < n; ++i) x[i] = value(rank, i);
+            for (size_t i = 0; i < n; ++i) x[i] = gloo_value(rank, i);
             g->all_reduce_sum(x.data(), n);
             for (size_t i = 0; i < n; ++i) {
               float want = 0;
-              for (int q = 0; q < n_ranks; ++q) want += value(q, i);
+              for (int q = 0; q < n_ranks; ++q) want += gloo_value(q, i);
               if (x[i] != want) {
                 errors.push_back(fmt::format("{} ranks, chunk {}, n={} i={}: {}", n_ranks, chunk, n, i, x[i]));
                 break;
@@ -80,10 +80,10 @@ TEST(GlooGroup, AllReducesGiveExactSumsOnEveryPath) {
             g->all_gather(&mine, std::vector<size_t>(n_ranks, 1), all.data());
             if (all[0] != 1.0f || all[1] != 2.0f) errors.push_back("all_gather");
             const int root = static_cast<int>(n % n_ranks);  // and a broadcast from each rank in turn
-            for (size_t i = 0; i < n; ++i) x[i] = value(rank, i);
+            for (size_t i = 0; i < n; ++i) x[i] = gloo_value(rank, i);
             g->broadcast(x.data(), n, root);
             for (size_t i = 0; i < n; ++i)
-              if (x[i] != value(root, i)) {
+              if (x[i] != gloo_value(root, i)) {
                 errors.push_back(fmt::format("broadcast from {}, n={} i={}: {}", root, n, i, x[i]));
                 break;
               }

@@ -26,7 +26,7 @@ constexpr size_t kChunk = 64;  // small rounds, so a few hundred floats take sev
 constexpr int kTimeoutMs = 20000;
 
 // Integers below 2^24 add exactly in f32: any order gives the same bits.
-float value(int rank, size_t i, int round) { return static_cast<float>((i * 7 + round) % 101) + 1000.0f * rank; }
+float host_value(int rank, size_t i, int round) { return static_cast<float>((i * 7 + round) % 101) + 1000.0f * rank; }
 
 // One segment, one mapping per rank; fn(rank, shm) on a thread per rank; rethrows the first error.
 void run_ranks(int n, const std::function<void(int, HostShm&)>& fn) {
@@ -56,11 +56,11 @@ TEST(HostShm, SumsAreExactOverManyRoundsOfChangingSizes) {
       for (int round = 0; round < 40; ++round) {
         const size_t len = sizes[round % std::size(sizes)];
         std::vector<float> x(len);
-        for (size_t i = 0; i < len; ++i) x[i] = value(rank, i, round);
+        for (size_t i = 0; i < len; ++i) x[i] = host_value(rank, i, round);
         shm.all_reduce_sum(x.data(), len, WireType::F32, /*spin=*/rank % 2 == 0, kTimeoutMs);
         for (size_t i = 0; i < len; ++i) {
           float want = 0;
-          for (int q = 0; q < n; ++q) want += value(q, i, round);
+          for (int q = 0; q < n; ++q) want += host_value(q, i, round);
           ASSERT_EQ(x[i], want) << n << " ranks, round " << round << ", n=" << len << ", i=" << i;
         }
       }

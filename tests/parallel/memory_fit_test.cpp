@@ -16,7 +16,7 @@ using synthetic::config;
 using synthetic::Shape;
 using synthetic::weights;
 
-const Shape k500m{2048, 4, 5632, 32, 8, 32000, DType::Q4_0};
+const Shape k500mFourLayers{2048, 4, 5632, 32, 8, 32000, DType::Q4_0};
 const KvSizing kKv{4096, DType::F16, DType::F16};
 
 struct Model {
@@ -26,7 +26,7 @@ struct Model {
 };
 
 const Model& model_500m() {
-  static const Model m(k500m);
+  static const Model m(k500mFourLayers);
   return m;
 }
 

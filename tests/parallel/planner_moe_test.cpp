@@ -22,7 +22,7 @@ const Shape kQwen2Moe{2048, 2, 5632, 16, 16, 32000, DType::Q8_0, false, 60, 4, 1
 const Shape kTinyMoe{64, 2, 192, 4, 2, 320, DType::F32, false, 8, 2, 96, 128};
 const Shape kQ4KMoe{2048, 2, 6144, 32, 4, 32000, DType::Q4_K, true, 32, 8, 768, 0};  // 3 K blocks per expert
 
-std::vector<std::vector<double>> ratio_sets() {
+std::vector<std::vector<double>> moe_ratio_sets() {
   return {{1}, {1, 1}, {3, 1}, {1, 2, 3}, {1, 1, 1, 1}, {5, 1, 2, 1, 3}, {1, 1, 1, 1, 1, 1, 1, 1}, {2, 0, 1}};
 }
 
@@ -32,7 +32,7 @@ TEST(PlannerMoe, OneAllReducePerMoeBlockInBothSplits) {
   for (const Shape& s : {kQwen3Moe, kQwen2Moe, kTinyMoe}) {
     const auto g = model::build_llama_graph(config(s));
     for (MoeSplit m : {MoeSplit::Tensor, MoeSplit::Expert}) {
-      for (const auto& r : ratio_sets()) {
+      for (const auto& r : moe_ratio_sets()) {
         const auto p = plan_tensor(g, weights(g, s.type), r, m);
         EXPECT_TRUE(p.fallbacks.empty()) << p.fallbacks.front();
         for (int l = 0; l < s.n_layer; ++l) {  // attention output, and the experts (+ shared expert)
@@ -66,7 +66,7 @@ TEST(PlannerMoe, ExpertSlicesAddUpAndFollowTheRatios) {
   const auto g = model::build_llama_graph(config(kQwen3Moe));
   const auto w = weights(g, kQwen3Moe.type);
   for (MoeSplit m : {MoeSplit::Tensor, MoeSplit::Expert}) {
-    for (const auto& r : ratio_sets()) {
+    for (const auto& r : moe_ratio_sets()) {
       const auto p = plan_tensor(g, w, r, m);
       const double total = std::accumulate(r.begin(), r.end(), 0.0);
       for (const char* t : {"blk.0.ffn_gate_exps.weight", "blk.1.ffn_down_exps.weight"}) {

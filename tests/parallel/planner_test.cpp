@@ -23,10 +23,10 @@ using synthetic::Shape;
 using synthetic::weights;
 
 const Shape kStories{64, 5, 172, 8, 4, 512};  // stories260K: FFN 172 does not divide
-const Shape k500m{2048, 2, 5632, 32, 8, 32000, DType::Q4_0};
+const Shape k500mTwoLayers{2048, 2, 5632, 32, 8, 32000, DType::Q4_0};
 const Shape kQ4K{2048, 2, 5632, 32, 8, 32000, DType::Q4_K};
 
-std::vector<std::vector<double>> ratio_sets() {
+std::vector<std::vector<double>> dense_ratio_sets() {
   return {{1},
           {1, 1},
           {3, 1},
@@ -41,7 +41,7 @@ std::vector<std::vector<double>> ratio_sets() {
 }
 
 TEST(Planner, ProportionalRangesCoverAndFollowRatios) {
-  for (const auto& r : ratio_sets()) {
+  for (const auto& r : dense_ratio_sets()) {
     for (int64_t n : {0, 1, 7, 172, 5632}) {
       const auto ranges = proportional_ranges(n, r);
       ASSERT_EQ(ranges.size(), r.size());
@@ -58,9 +58,9 @@ TEST(Planner, ProportionalRangesCoverAndFollowRatios) {
 }
 
 TEST(Planner, TwoAllReducesPerDenseLayer) {
-  for (const Shape& s : {kStories, k500m, kQ4K}) {
+  for (const Shape& s : {kStories, k500mTwoLayers, kQ4K}) {
     const auto g = model::build_llama_graph(config(s));
-    for (const auto& r : ratio_sets()) {
+    for (const auto& r : dense_ratio_sets()) {
       const auto p = plan_tensor(g, weights(g, s.type), r);
       for (int l = 0; l < s.n_layer; ++l) {
         const int expected = r.size() > 1 ? 2 : 0;
@@ -78,14 +78,14 @@ TEST(Planner, TwoAllReducesPerDenseLayer) {
 }
 
 TEST(Planner, CollectiveBytesFollowTheWireType) {
-  const auto g = model::build_llama_graph(config(k500m));
+  const auto g = model::build_llama_graph(config(k500mTwoLayers));
   const auto p = plan_tensor(g, weights(g, DType::Q4_0), {1, 1});
   ASSERT_FALSE(p.collectives.empty());
   for (const auto& c : p.collectives) {
-    EXPECT_EQ(c.values_per_token, k500m.n_embd) << c.after << ": the residual stream is what is all-reduced";
-    EXPECT_EQ(c.bytes_per_token(WireType::F32), 4u * k500m.n_embd);
-    EXPECT_EQ(c.bytes_per_token(WireType::BF16), 2u * k500m.n_embd);
-    EXPECT_EQ(c.bytes_per_token(WireType::F16), 2u * k500m.n_embd);
+    EXPECT_EQ(c.values_per_token, k500mTwoLayers.n_embd) << c.after << ": the residual stream is what is all-reduced";
+    EXPECT_EQ(c.bytes_per_token(WireType::F32), 4u * k500mTwoLayers.n_embd);
+    EXPECT_EQ(c.bytes_per_token(WireType::BF16), 2u * k500mTwoLayers.n_embd);
+    EXPECT_EQ(c.bytes_per_token(WireType::F16), 2u * k500mTwoLayers.n_embd);
   }
 }
 
@@ -104,7 +104,7 @@ TEST(Planner, LocalOpsComputeTheirGraphOps) {
 }
 
 TEST(Planner, CollectivesLineUpAcrossDevices) {
-  const auto g = model::build_llama_graph(config(k500m));
+  const auto g = model::build_llama_graph(config(k500mTwoLayers));
   const auto p = plan_tensor(g, weights(g, DType::Q4_0), {1, 2, 3});
   for (const auto& dg : p.devices) {
     std::vector<LocalOp> seq, ref;
@@ -117,10 +117,10 @@ TEST(Planner, CollectivesLineUpAcrossDevices) {
 }
 
 TEST(Planner, WeightBytesFollowRatiosWithinOneBlock) {
-  for (const Shape& s : {k500m, kQ4K, kStories}) {
+  for (const Shape& s : {k500mTwoLayers, kQ4K, kStories}) {
     const auto g = model::build_llama_graph(config(s));
     const auto w = weights(g, s.type);
-    for (const auto& r : ratio_sets()) {
+    for (const auto& r : dense_ratio_sets()) {
       if (r.size() < 2) continue;
       const auto p = plan_tensor(g, w, r);
       const double total = std::accumulate(r.begin(), r.end(), 0.0);
@@ -158,9 +158,9 @@ TEST(Planner, WeightBytesFollowRatiosWithinOneBlock) {
 }
 
 TEST(Planner, HeadsCoverEveryHeadOnceOrReplicateKv) {
-  for (const Shape& s : {kStories, k500m}) {
+  for (const Shape& s : {kStories, k500mTwoLayers}) {
     const auto g = model::build_llama_graph(config(s));
-    for (const auto& r : ratio_sets()) {
+    for (const auto& r : dense_ratio_sets()) {
       const auto p = plan_tensor(g, weights(g, s.type), r);
       std::vector<int> q_count(s.n_head, 0), kv_count(s.n_head_kv, 0);
       for (const auto& dg : p.devices) {

@@ -39,7 +39,7 @@ void run_ranks(std::vector<std::unique_ptr<Group>>& g, const std::function<void(
 }
 
 // Integer-valued input in [-1000, 1000], different for every (rank, index, iteration).
-float value(int rank, size_t i, int iter) {
+float shm_value(int rank, size_t i, int iter) {
   const uint32_t h = static_cast<uint32_t>(i) * 2654435761u + static_cast<uint32_t>(rank) * 40503u +
                      static_cast<uint32_t>(iter) * 977u;
   return static_cast<float>(static_cast<int>((h >> 7) % 2001u) - 1000);
@@ -47,15 +47,15 @@ float value(int rank, size_t i, int iter) {
 
 float expected_sum(int n_ranks, size_t i, int iter) {
   float s = 0;
-  for (int r = 0; r < n_ranks; ++r) s += value(r, i, iter);
+  for (int r = 0; r < n_ranks; ++r) s += shm_value(r, i, iter);
   return s;
 }
 
 TEST(ShmGroup, InputsVary) {
   // Guards the generator: a constant input would make every sum test vacuous.
-  EXPECT_NE(value(0, 0, 0), value(1, 0, 0));
-  EXPECT_NE(value(0, 0, 0), value(0, 1, 0));
-  EXPECT_NE(value(0, 0, 0), value(0, 0, 1));
+  EXPECT_NE(shm_value(0, 0, 0), shm_value(1, 0, 0));
+  EXPECT_NE(shm_value(0, 0, 0), shm_value(0, 1, 0));
+  EXPECT_NE(shm_value(0, 0, 0), shm_value(0, 0, 1));
 }
 
 TEST(ShmGroup, AllReduceEverySizeAndGroup) {
@@ -66,7 +66,7 @@ TEST(ShmGroup, AllReduceEverySizeAndGroup) {
         EXPECT_EQ(grp.size(), n);
         for (size_t len : kSizes) {
           std::vector<float> buf(len);
-          for (size_t i = 0; i < len; ++i) buf[i] = value(grp.rank(), i, 0);
+          for (size_t i = 0; i < len; ++i) buf[i] = shm_value(grp.rank(), i, 0);
           grp.all_reduce_sum(buf.data(), len);
           size_t bad = 0;
           for (size_t i = 0; i < len; ++i) bad += buf[i] != expected_sum(n, i, 0);
@@ -111,7 +111,7 @@ TEST(ShmGroup, AllReduceRepeatedOnReusedBuffers) {
       size_t bad = 0;
       for (int it = 0; it < kIters; ++it) {
         const size_t len = 1 + static_cast<size_t>(it * 37) % buf.size();  // lengths change too
-        for (size_t i = 0; i < len; ++i) buf[i] = value(grp.rank(), i, it);
+        for (size_t i = 0; i < len; ++i) buf[i] = shm_value(grp.rank(), i, it);
         grp.all_reduce_sum(buf.data(), len);
         for (size_t i = 0; i < len; ++i) bad += buf[i] != expected_sum(n, i, it);
       }
@@ -156,12 +156,12 @@ TEST(ShmGroup, AllGatherUnevenCounts) {
       for (int it = 0; it < 20; ++it) {
         const int me = grp.rank();
         std::vector<float> mine(counts[me]);
-        for (size_t i = 0; i < mine.size(); ++i) mine[i] = value(me, i, it);
+        for (size_t i = 0; i < mine.size(); ++i) mine[i] = shm_value(me, i, it);
         std::vector<float> out(total, -12345.0f);
         grp.all_gather(mine.data(), counts, out.data());
         size_t off = 0, bad = 0;
         for (int r = 0; r < n; ++r) {
-          for (size_t i = 0; i < counts[r]; ++i) bad += out[off + i] != value(r, i, it);
+          for (size_t i = 0; i < counts[r]; ++i) bad += out[off + i] != shm_value(r, i, it);
           off += counts[r];
         }
         EXPECT_EQ(bad, 0u) << "n=" << n << " rank=" << me;
@@ -180,10 +180,10 @@ TEST(ShmGroup, BroadcastFromEveryRoot) {
       for (size_t len : kSizes) {
         for (int root = 0; root < n; ++root) {
           std::vector<float> buf(len);
-          for (size_t i = 0; i < len; ++i) buf[i] = value(grp.rank(), i, root);
+          for (size_t i = 0; i < len; ++i) buf[i] = shm_value(grp.rank(), i, root);
           grp.broadcast(buf.data(), len, root);
           size_t bad = 0;
-          for (size_t i = 0; i < len; ++i) bad += buf[i] != value(root, i, root);
+          for (size_t i = 0; i < len; ++i) bad += buf[i] != shm_value(root, i, root);
           EXPECT_EQ(bad, 0u) << "n=" << n << " root=" << root << " len=" << len;
         }
       }
@@ -202,7 +202,7 @@ TEST(ShmGroup, ReduceScatterUnevenCounts) {
       for (int it = 0; it < 5; ++it) {
         const int me = grp.rank();
         std::vector<float> data(total);
-        for (size_t i = 0; i < total; ++i) data[i] = value(me, i, it);
+        for (size_t i = 0; i < total; ++i) data[i] = shm_value(me, i, it);
         std::vector<float> out(counts[me] + 1, -1.0f);  // +1: must stay untouched
         grp.reduce_scatter_sum(data.data(), counts, out.data());
         size_t off = 0;
