@@ -400,6 +400,21 @@ WEFT_MATMUL_BENCH(F16)
 WEFT_MATMUL_BENCH(Q5_K)
 WEFT_MATMUL_BENCH(Q5_0)
 
+// n_caches copies of one K/V cache in type `cache`, back to back (cache_bytes apart).
+std::vector<uint8_t> attention_caches(const std::vector<float>& kv, DType cache, int64_t n_caches,
+                                      size_t* cache_bytes) {
+  *cache_bytes = row_bytes(cache, static_cast<int64_t>(kv.size()));
+  std::vector<uint8_t> caches(*cache_bytes * n_caches);
+  for (int64_t c = 0; c < n_caches; ++c) {
+    uint8_t* dst = caches.data() + *cache_bytes * c;
+    if (cache == DType::F16)
+      kernels::f32_to_f16_row(kv.data(), reinterpret_cast<uint16_t*>(dst), static_cast<int64_t>(kv.size()));
+    else
+      std::memcpy(dst, kv.data(), *cache_bytes);
+  }
+  return caches;
+}
+
 // One layer's attention at a deep context, the 500m preset's heads (32 q, 8 kv, head_dim 64), one
 // thread. Decode (one token) reads the whole K/V cache, so its bytes_per_second against BM_read/1
 // is its roofline; a prompt chunk is compute bound (FLOP/s counter: 4 per q head, key and dim).
@@ -415,15 +430,8 @@ void BM_attention(benchmark::State& state) {
   std::vector<float> q(n_tokens * n_q * hd), out(q.size()), kv(n_pos * n_kv * hd);
   for (auto& v : q) v = nd(rng);
   for (auto& v : kv) v = nd(rng);
-  const size_t cache_bytes = row_bytes(cache, static_cast<int64_t>(kv.size()));
-  std::vector<uint8_t> caches(cache_bytes * n_caches);
-  for (int64_t c = 0; c < n_caches; ++c) {
-    uint8_t* dst = caches.data() + cache_bytes * c;
-    if (cache == DType::F16)
-      kernels::f32_to_f16_row(kv.data(), reinterpret_cast<uint16_t*>(dst), static_cast<int64_t>(kv.size()));
-    else
-      std::memcpy(dst, kv.data(), cache_bytes);
-  }
+  size_t cache_bytes = 0;
+  const std::vector<uint8_t> caches = attention_caches(kv, cache, n_caches, &cache_bytes);
   std::vector<int32_t> kv_of_q(n_q), pos(n_tokens);
   for (int64_t h = 0; h < n_q; ++h) kv_of_q[h] = static_cast<int32_t>(h / (n_q / n_kv));
   for (int64_t t = 0; t < n_tokens; ++t) pos[t] = static_cast<int32_t>(n_pos - n_tokens + t);
@@ -451,5 +459,34 @@ BENCHMARK(BM_attention)
     ->Args({3200, 0, 128, 1})
     ->ArgNames({"pos", "f16", "tokens", "caches"})
     ->UseRealTime();
+
+// Gemma 4 E2B's attention, one thread: 8 q heads over one kv head, scores unscaled over q and k of
+// unit RMS (as its head norms leave them), so they spread by hundreds at heads of 512. f16 cache.
+// Args: head_dim, tokens (at positions 0..tokens-1, or one token at position 511).
+void BM_attention_unscaled(benchmark::State& state) {
+  const int64_t hd = state.range(0), n_tokens = state.range(1), n_q = 8, n_pos = 512;
+  std::mt19937 rng(5);
+  std::normal_distribution<float> nd(0.f, 1.f);
+  std::vector<float> q(n_tokens * n_q * hd), out(q.size()), kv(n_pos * hd);
+  for (auto& v : q) v = nd(rng);
+  for (auto& v : kv) v = nd(rng);
+  size_t cache_bytes = 0;
+  const std::vector<uint8_t> cache = attention_caches(kv, DType::F16, 1, &cache_bytes);
+  std::vector<int32_t> kv_of_q(n_q, 0), pos(n_tokens);
+  for (int64_t t = 0; t < n_tokens; ++t) pos[t] = static_cast<int32_t>(n_tokens == 1 ? n_pos - 1 : t);
+  kernels::AttentionShape s{n_tokens, n_q, 1, hd, 1.f};
+  s.k_type = s.v_type = DType::F16;
+  s.n_ctx = n_pos;
+  for (auto _ : state) {
+    kernels::attention(s, q.data(), cache.data(), cache.data(), kv_of_q.data(), pos.data(), out.data());
+    benchmark::DoNotOptimize(out.data());
+  }
+  double keys = 0;
+  for (int32_t p : pos) keys += p + 1;
+  state.counters["FLOP/s"] =
+      benchmark::Counter(4.0 * keys * n_q * hd * state.iterations(), benchmark::Counter::kIsRate);
+  state.SetLabel(kernels::isa_name(kernels::ops_kernels().isa));
+}
+BENCHMARK(BM_attention_unscaled)->ArgsProduct({{256, 512}, {1, 128}})->ArgNames({"hd", "tokens"})->UseRealTime();
 
 }  // namespace

@@ -24,6 +24,18 @@ constexpr int64_t kKeyTile = 64;        // keys per softmax update; their scores
 constexpr int64_t kMaxDecodeRows = 16;  // rows attention_decode_cache keeps state for
 constexpr int64_t kPrefetchRows = 32;
 
+// Softmax terms under e^-44 (2^-63 of the row's largest, 1) are zero: no f32 sum can hold them, and
+// multiplied by values they make subnormal floats, which x86 cores handle in microcode at some 100
+// times the cost of an FMA (unscaled scores over heads of 512, as Gemma 4's, spread by hundreds).
+constexpr float kNegligibleLogit = -44.f;
+
+// exp(x) for x <= 0 (a score less the running max), zero where negligible (or -inf: a hidden key).
+template <class V>
+WEFT_SIMD_INLINE V softmax_term(V x) {
+  return where_less(x, V::set1(kNegligibleLogit), V::zero(), exp(x));
+}
+inline float softmax_term(float x) { return x < kNegligibleLogit ? 0.f : std::exp(x); }
+
 // Scores of NK keys (rows of kb) against the block, masked to -inf where a key is not visible.
 template <class V, int NK>
 WEFT_SIMD_TARGET inline void score_keys(const float* const* kb, int64_t j, const float* qt, int64_t hd, V scale, V lim,
@@ -132,10 +144,10 @@ WEFT_SIMD_TARGET inline void attend_tile(const float* k0, int64_t k_stride, cons
   }
   // Every lane sees a key of the first tile (a window's first key is its row 0), so m is finite
   // from the first tile on; exp(-inf - m) = 0 rescales the empty accumulators of the first tile.
-  const V rescale = exp(run_max - m);
+  const V rescale = softmax_term(run_max - m);
   V sum = zero;
   for (j = 0; j < nj; ++j) {  // probabilities over the scores; hidden keys exactly 0
-    const V p = where_less(V::set1(static_cast<float>(j)), tile_lim, exp(V::load(s + j * L) - m), zero);
+    const V p = where_less(V::set1(static_cast<float>(j)), tile_lim, softmax_term(V::load(s + j * L) - m), zero);
     p.store(s + j * L);
     sum = sum + p;
   }
@@ -286,12 +298,12 @@ WEFT_SIMD_TARGET inline void decode_tile(const DecodeRows<KT, VT>& d, int64_t i0
   for (int r = 0; r < kR; ++r) {  // a row that sees no key here keeps its max: rescale 1, p 0
     const int64_t i = i0 + r;
     const float m_new = std::max(d.run_max[i], reduce_max(m[r]));
-    rescale[r] = std::exp(d.run_max[i] - m_new);  // 0 on the first tile
+    rescale[r] = softmax_term(d.run_max[i] - m_new);  // 0 on the first tile
     const V n_visible = V::set1(static_cast<float>(visible[r]));
     V sum = zero;
     for (int64_t kb = 0; kb < keys; kb += L) {
       const V lane = V::iota() + V::set1(static_cast<float>(kb));
-      const V e = where_less(lane, n_visible, exp(V::load(p + r * kP + kb) - V::set1(m_new)), zero);
+      const V e = where_less(lane, n_visible, softmax_term(V::load(p + r * kP + kb) - V::set1(m_new)), zero);
       e.store(p + r * kP + kb);
       sum = sum + e;
     }

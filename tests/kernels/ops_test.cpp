@@ -593,6 +593,39 @@ TEST_F(OpsIsaTest, AttentionDecodeMatchesRef) {
         }
 }
 
+// Gemma 4's scores: unscaled over heads of 512, so a row's scores spread by hundreds and most of
+// its softmax terms fall under e^-44, where the kernels drop them (attention_simd.h). Prompts and
+// decode (one token a call), every table, against the double-precision attention.
+TEST_F(OpsIsaTest, UnscaledWideHeadsMatchDouble) {
+  AttnCase c = make_attn(8, 1, 512, {0, 1, 17, 63, 64, 65, 130}, 303);
+  c.shape.scale = 1.f;
+  const auto want = attention_d(c);
+  double spread = 0;  // the widest gap between a row's scores: well past the dropped terms' e^-44
+  for (int64_t t = 0; t < c.shape.n_tokens; ++t) {
+    double lo = INFINITY, hi = -INFINITY;
+    for (int64_t j = 0; j <= c.pos[t]; ++j) {
+      double dot = 0;
+      for (int64_t d = 0; d < 512; ++d) dot += double{c.q[t * 8 * 512 + d]} * c.k[c.at(0, j) + d];
+      lo = std::min(lo, dot), hi = std::max(hi, dot);
+    }
+    spread = std::max(spread, hi - lo);
+  }
+  ASSERT_GT(spread, 100.0);
+  for (const OpsKernels* k : available_tables()) {
+    force_ops_isa(k->isa);
+    std::vector<float> out(want.size(), NAN);
+    attention(c.shape, c.q.data(), c.k.data(), c.v.data(), c.kv_of_q.data(), c.pos.data(), out.data());
+    expect_near_all(out, want, kAttnAbsTol, std::string("prompt ") + isa_name(k->isa));
+    AttentionShape one = c.shape;
+    one.n_tokens = 1;
+    const int64_t row = 8 * 512;
+    for (int64_t t = 0; t < c.shape.n_tokens; ++t)
+      attention(one, c.q.data() + t * row, c.k.data(), c.v.data(), c.kv_of_q.data(), c.pos.data() + t,
+                out.data() + t * row);
+    expect_near_all(out, want, kAttnAbsTol, std::string("decode ") + isa_name(k->isa));
+  }
+}
+
 // Sliding windows (a window's keys only, the cache's rows starting past position 0 as a moved
 // window's do) and attention sinks (gpt-oss: a per-head logit in the denominator), prompts and
 // decode, every table against the double-precision attention.
