@@ -171,7 +171,7 @@ WeightMatrix view(const WeightMatrix& w, int64_t r0, int64_t r1, int64_t k0, int
 }  // namespace
 
 void matmul_prepared_fixed(const WeightMatrix& w, const float* x, int64_t ldx, int64_t n_tokens, int64_t granule,
-                           int64_t* acc, int64_t ldacc, ThreadPool& pool, MatmulScratch& scratch) {
+                           int64_t* acc, int64_t ldacc, ThreadPool& pool, MatmulScratch& scratch, const float* scale) {
   check_shapes(w, ldx, n_tokens, ldacc);
   WEFT_ASSERT(granule > 0 && granule % block_size(w.type) == 0);
   if (w.rows == 0 || n_tokens == 0) return;
@@ -198,7 +198,12 @@ void matmul_prepared_fixed(const WeightMatrix& w, const float* x, int64_t ldx, i
           for (int64_t t = 0; t < n_tokens; ++t)
             k.rows_dot(v.cols, nr, v.data, v.row_stride, act.data + t * act.stride + a0, part.data() + t * nr);
         }
-        for (int64_t t = 0; t < n_tokens; ++t) add_fixed(part.data() + t * nr, acc + t * ldacc + b0, nr);
+        for (int64_t t = 0; t < n_tokens; ++t) {
+          float* pt = part.data() + t * nr;
+          if (scale)
+            for (int64_t r = 0; r < nr; ++r) pt[r] *= scale[t];
+          add_fixed(pt, acc + t * ldacc + b0, nr);
+        }
       }
     }
   });

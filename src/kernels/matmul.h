@@ -68,9 +68,11 @@ void matmul_prepared(const WeightMatrix& w, const float* x, int64_t ldx, int64_t
 // granules of `granule` columns (the last one may be shorter), each granule's float partial computed
 // as matmul_prepared computes a whole product, then acc[t * ldacc + r] += to_fixed(partial). A device
 // holding some of the granules, summed with the others' in integers, gets the same bits as one
-// device holding all of them. Activations prepared as for matmul_prepared.
+// device holding all of them. Activations prepared as for matmul_prepared. Where `scale` is set,
+// token t's partials are multiplied by scale[t] first (an expert's route weight).
 void matmul_prepared_fixed(const WeightMatrix& w, const float* x, int64_t ldx, int64_t n_tokens, int64_t granule,
-                           int64_t* acc, int64_t ldacc, ThreadPool& pool, MatmulScratch& scratch);
+                           int64_t* acc, int64_t ldacc, ThreadPool& pool, MatmulScratch& scratch,
+                           const float* scale = nullptr);
 
 // Scalar reference of the same product (dequantize rows, accumulate in double).
 void matmul_ref(const WeightMatrix& w, const float* x, int64_t ldx, int64_t n_tokens, float* y, int64_t ldy);

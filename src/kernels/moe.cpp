@@ -4,6 +4,7 @@
 #include "kernels/moe.h"
 
 #include "core/error.h"
+#include "kernels/fixed_point.h"
 #include "kernels/gemm_q8.h"
 #include "kernels/ops.h"
 #include "kernels/quants.h"
@@ -297,6 +298,39 @@ void expert_matmul_sum(const ExpertStack& w, const float* x, const float* routes
       }
     }
   });
+}
+
+void expert_matmul_sum_fixed(const ExpertStack& w, const float* x, const float* routes, int64_t k, int64_t n_tokens,
+                             int64_t granule, int64_t* acc, ThreadPool& pool, MoeScratch& s) {
+  const int64_t cols = w.w.cols, rows = w.rows;
+  group_slots(w, routes, k, n_tokens, s);
+  for (int64_t i = 0; i < w.n; ++i) {
+    const int64_t b = s.begin[i], m = s.begin[i + 1] - b;
+    if (m == 0) continue;
+    float* xs = at_least(s.x, m * cols);
+    float* weights = at_least(s.y, m * (rows + 1));  // the slots' route weights, then a bias row
+    for (int64_t r = 0; r < m; ++r) {
+      const int64_t slot = s.slots[b + r];
+      std::memcpy(xs + r * cols, x + slot * cols, cols * sizeof(float));
+      weights[r] = route_weight(routes + slot / k * 2 * k, k, slot % k);
+    }
+    int64_t* products = at_least(s.fixed, m * rows);
+    std::fill_n(products, m * rows, 0);
+    const WeightMatrix e = w.expert(w.first + i);
+    prepare_activations(e, xs, cols, m, pool, s.mm);
+    matmul_prepared_fixed(e, xs, cols, m, granule, products, rows, pool, s.mm, weights);
+    float* bias = weights + m;
+    for (int64_t r = 0; r < m; ++r) {
+      int64_t* at = acc + s.slots[b + r] / k * rows;
+      if (w.bias) {
+        for (int64_t o = 0; o < rows; ++o) bias[o] = weights[r] * w.bias[i * rows + o];
+        add_fixed(bias, at, rows);
+      }
+      // Integer sums wrap (fixed_point.h): added as unsigned, in any order.
+      for (int64_t o = 0; o < rows; ++o)
+        at[o] = static_cast<int64_t>(static_cast<uint64_t>(at[o]) + static_cast<uint64_t>(products[r * rows + o]));
+    }
+  }
 }
 
 void expert_matmul_ref(const ExpertStack& w, const float* x, const float* routes, int64_t k, int64_t n_tokens,

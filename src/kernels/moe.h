@@ -59,6 +59,7 @@ struct MoeScratch {
   std::vector<int64_t> src;     // the entry of slots whose converted input each entry reads
   std::vector<int64_t> order;   // entries sorted by input row (finding src)
   std::vector<int64_t> entry;   // the entry of slots of each slot t * k + j (-1: expert held elsewhere)
+  std::vector<int64_t> fixed;   // one expert's products in fixed point
   MatmulScratch mm;
 };
 
@@ -70,6 +71,14 @@ void expert_matmul(const ExpertStack& w, const float* x, const float* routes, in
 // slots whose expert the stack holds (zero when none).  x: [n_tokens, k, w.cols]; y: [n_tokens, w.rows].
 void expert_matmul_sum(const ExpertStack& w, const float* x, const float* routes, int64_t k, int64_t n_tokens, float* y,
                        ThreadPool& pool, MoeScratch& s);
+// The same sum in fixed point (kernels/fixed_point.h), for a split that cuts it (--exact):
+// acc[t, :] += to_fixed(weight_tj * P) for each granule's partial P of W[e_tj] x[t, j, :] (granules
+// of `granule` input features, as matmul_prepared_fixed cuts them), and to_fixed(weight_tj * b[e_tj])
+// for a held bias. Each term depends on its slot and granule alone, so devices holding some experts
+// (expert split) or some granules of every expert (tensor split) add up, in integers, to one
+// device's bits.  acc: [n_tokens, w.rows].
+void expert_matmul_sum_fixed(const ExpertStack& w, const float* x, const float* routes, int64_t k, int64_t n_tokens,
+                             int64_t granule, int64_t* acc, ThreadPool& pool, MoeScratch& s);
 // Scalar references (matmul_ref per slot, the sum in slot order).
 void expert_matmul_ref(const ExpertStack& w, const float* x, const float* routes, int64_t k, int64_t n_tokens,
                        float* y);

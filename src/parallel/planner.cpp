@@ -127,15 +127,20 @@ int64_t input_block(const Graph& g, const WeightTable& w, Axis axis) {
 // The granules of the reductions over a split axis (LocalNode::granule), functions of the model
 // alone: every cut of the axis, for any device count, falls on a multiple of them. Heads: the
 // attention output's quant block and a head of the layer (partitions() cuts whole heads on
-// blocks; mark_granules). The FFN: its block, and kFfnGranule features where the width leaves at
-// least kFfnUnits of them (fixed point then adds one integer per that many products), less in a
-// narrower FFN, so that ratios and memory caps still cut it finely.
+// blocks; mark_granules). The FFN and each expert's: their block, and kFfnGranule features where
+// the width leaves at least kFfnUnits of them (fixed point then adds one integer per that many
+// products), less in a narrower one, so that ratios and memory caps still cut it finely.
 constexpr int64_t kFfnGranule = 128, kFfnUnits = 16;
-int64_t ffn_granule(const Graph& g, const WeightTable& w) {
-  const int64_t blk = input_block(g, w, Axis::Ffn);
+int64_t reduction_granule(int64_t width, int64_t blk) {
   int64_t granule = lcm(blk, kFfnGranule);
-  while (granule % 2 == 0 && (granule / 2) % blk == 0 && g.dims.n_ff / granule < kFfnUnits) granule /= 2;
+  while (granule % 2 == 0 && (granule / 2) % blk == 0 && width / granule < kFfnUnits) granule /= 2;
   return granule;
+}
+int64_t ffn_granule(const Graph& g, const WeightTable& w) {
+  return reduction_granule(g.dims.n_ff, input_block(g, w, Axis::Ffn));
+}
+int64_t expert_granule(const Graph& g, const WeightTable& w) {
+  return reduction_granule(g.dims.n_ff_exp, input_block(g, w, Axis::ExpertFfn));
 }
 
 // Marks every matmul over the features of a split axis with that axis' granule.
@@ -143,8 +148,10 @@ void mark_granules(const Graph& g, const WeightTable& w, Plan& plan) {
   // Heads of their own size per layer (Gemma 4) make a layer's granule its own: every cut of a
   // layer falls on whole heads of it.
   const int64_t head_block = input_block(g, w, Axis::QHeads), ffn = ffn_granule(g, w);
+  const int64_t experts = g.dims.n_expert > 0 ? expert_granule(g, w) : 0;
   for (DeviceGraph& dg : plan.devices)
     for (LocalNode& ln : dg.nodes) {
+      if (ln.op == LocalOp::ExpertMatMulSum) ln.granule = experts;  // either split: an expert's width
       if (ln.op != LocalOp::MatMul || ln.source < 0) continue;
       const Axis in = g.nodes[g.nodes[ln.source].inputs[0]].axis;
       ln.granule = in == Axis::QHeads ? lcm(g.dims.head_dim_of(ln.layer), head_block) : in == Axis::Ffn ? ffn : 0;
@@ -187,7 +194,7 @@ std::vector<Partition> partitions(const Graph& g, const WeightTable& w, const st
   Partition vocab = cut(Axis::Vocab, d.n_vocab, 1, ratios);
   std::vector<Partition> out{q, kv, ffn, vocab};
   // An expert's hidden width, cut alike in every expert (ranges of one slot's n_ff_exp features).
-  if (d.n_expert > 0) out.push_back(cut(Axis::ExpertFfn, d.n_ff_exp, input_block(g, w, Axis::ExpertFfn), ratios));
+  if (d.n_expert > 0) out.push_back(cut(Axis::ExpertFfn, d.n_ff_exp, expert_granule(g, w), ratios));
   if (d.n_ff_shexp > 0) out.push_back(cut(Axis::SharedFfn, d.n_ff_shexp, input_block(g, w, Axis::SharedFfn), ratios));
   return out;
 }
@@ -523,7 +530,7 @@ MoeSplit choose_moe_split(const Graph& g, const WeightTable& weights, const std:
   MoeSplit m = requested;
   const auto r = normalise(ratios);
   const auto by_experts = proportional_ranges(d.n_expert, r);
-  const Partition by_rows = cut(Axis::ExpertFfn, d.n_ff_exp, input_block(g, weights, Axis::ExpertFfn), r);
+  const Partition by_rows = cut(Axis::ExpertFfn, d.n_ff_exp, d.n_expert > 0 ? expert_granule(g, weights) : 1, r);
   const double dev_e = d.n_expert > 0 ? imbalance(by_experts, d.n_expert, r) : 0;
   const double dev_t = d.n_expert > 0 ? imbalance(by_rows.ranges, d.n_ff_exp, r) : 0;
   if (d.n_expert == 0) {

@@ -3,6 +3,7 @@
 // and token counts (decode, a few tokens, the GEMM path), and stacks that hold only some experts.
 #include "kernels/moe.h"
 
+#include "kernels/fixed_point.h"
 #include "kernels/quants.h"
 
 #include <gtest/gtest.h>
@@ -250,6 +251,88 @@ INSTANTIATE_TEST_SUITE_P(Types, ExpertMatmul,
                                            MatmulCase{DType::Q8_0, 64, 2e-2}, MatmulCase{DType::Q4_0, 64, 2e-2},
                                            MatmulCase{DType::Q4_1, 64, 2e-2}, MatmulCase{DType::Q4_K, 256, 2e-2},
                                            MatmulCase{DType::Q6_K, 256, 2e-2}, MatmulCase{DType::MXFP4, 64, 2e-2}),
+                         [](const auto& p) { return std::string(dtype_name(p.param.type)); });
+
+// Columns [c0, c1) of every row of a stack (on block boundaries): what a tensor split's device
+// holds of each expert's down.
+Stack column_slice(const Stack& s, DType t, int64_t n_rows, int64_t cols, int64_t c0, int64_t c1) {
+  Stack out;
+  const size_t stride = row_bytes(t, cols), b0 = row_bytes(t, c0), b1 = row_bytes(t, c1);
+  for (int64_t r = 0; r < n_rows; ++r)
+    out.bytes.insert(out.bytes.end(), s.bytes.begin() + r * stride + b0, s.bytes.begin() + r * stride + b1);
+  return out;
+}
+
+struct FixedCase {
+  DType type;
+  int64_t granule, n_granules;
+  double rel;
+};
+
+class ExpertSumFixed : public ::testing::TestWithParam<FixedCase> {};
+
+// --exact's expert sum: the integers of the whole stack equal those of devices holding some
+// experts (expert split) or some granules of every expert (tensor split), added, with and without
+// a bias, in rows and in panels; and they are the weighted sum, within the type's tolerance.
+TEST_P(ExpertSumFixed, SplitsAddUpToTheWholeStacksIntegers) {
+  const FixedCase& c = GetParam();
+  const int64_t n_expert = 6, k = 2, rows = 64, cols = c.granule * c.n_granules, cut = c.granule;
+  const Stack down = make_stack(c.type, n_expert, rows, cols, 21);
+  const Stack left = column_slice(down, c.type, n_expert * rows, cols, 0, cut);
+  const Stack right = column_slice(down, c.type, n_expert * rows, cols, cut, cols);
+  const auto bias = normal_values(n_expert * rows, 22);
+  ThreadPool pool(2);
+  MoeScratch scratch;
+  for (int64_t n_tokens : {1, 3, 24}) {
+    for (bool biased : {false, true}) {
+      SCOPED_TRACE(std::string(dtype_name(c.type)) + " tokens " + std::to_string(n_tokens) + (biased ? " bias" : ""));
+      const auto routes = make_routes(n_tokens, n_expert, k, static_cast<uint32_t>(n_tokens + 40));
+      const auto x = normal_values(n_tokens * k * cols, 23);
+      std::vector<float> x_left, x_right;  // each slot's features of the two column halves
+      for (int64_t slot = 0; slot < n_tokens * k; ++slot) {
+        x_left.insert(x_left.end(), x.begin() + slot * cols, x.begin() + slot * cols + cut);
+        x_right.insert(x_right.end(), x.begin() + slot * cols + cut, x.begin() + (slot + 1) * cols);
+      }
+      auto with_bias = [&](ExpertStack st, bool on) {
+        if (on) st.bias = bias.data() + st.first * rows;
+        return st;
+      };
+      const ExpertStack whole = with_bias(down.view(0, n_expert, c.type, rows, cols), biased);
+      const ExpertStack ex_a = with_bias(down.view(0, 2, c.type, rows, cols), biased);
+      const ExpertStack ex_b = with_bias(down.view(2, 4, c.type, rows, cols), biased);
+      const ExpertStack col_a = with_bias(left.view(0, n_expert, c.type, rows, cut), biased);  // the bias once
+      const ExpertStack col_b = right.view(0, n_expert, c.type, rows, cols - cut);
+      auto sum = [&](const ExpertStack& st, const std::vector<float>& xs) {
+        std::vector<int64_t> acc(n_tokens * rows, 0);
+        expert_matmul_sum_fixed(st, xs.data(), routes.data(), k, n_tokens, c.granule, acc.data(), pool, scratch);
+        return acc;
+      };
+      auto add = [](std::vector<int64_t> a, const std::vector<int64_t>& b) {
+        for (size_t i = 0; i < a.size(); ++i)
+          a[i] = static_cast<int64_t>(static_cast<uint64_t>(a[i]) + static_cast<uint64_t>(b[i]));
+        return a;
+      };
+      const auto want = sum(whole, x);
+      EXPECT_EQ(add(sum(ex_a, x), sum(ex_b, x)), want) << "expert split";
+      EXPECT_EQ(add(sum(col_a, x_left), sum(col_b, x_right)), want) << "tensor split";
+      std::vector<float> got(want.size()), ref(want.size());
+      fixed_to_f32(want.data(), got.data(), static_cast<int64_t>(got.size()));
+      expert_matmul_sum_ref(whole, x.data(), routes.data(), k, n_tokens, ref.data());
+      expect_close(got, ref, c.rel, "fixed sum");
+      const auto pw = panels_of(whole), pa = panels_of(col_a), pb = panels_of(col_b);
+      if (pw && pa && pb) {  // panels: their own bits, alike for the whole and the split
+        const auto want_p = sum(pw->stack, x);
+        EXPECT_EQ(add(sum(pa->stack, x_left), sum(pb->stack, x_right)), want_p) << "tensor split on panels";
+        fixed_to_f32(want_p.data(), got.data(), static_cast<int64_t>(got.size()));
+        expect_close(got, ref, c.rel, "fixed sum on panels");
+      }
+    }
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Types, ExpertSumFixed,
+                         ::testing::Values(FixedCase{DType::F32, 4, 3, 1e-5}, FixedCase{DType::Q8_0, 32, 3, 2e-2},
+                                           FixedCase{DType::Q4_K, 256, 2, 2e-2}),
                          [](const auto& p) { return std::string(dtype_name(p.param.type)); });
 
 // gpt-oss's MXFP4 experts (2880 x 2880, both ways) repack on their own wherever a SIMD level runs, whole

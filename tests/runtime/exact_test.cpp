@@ -2,6 +2,7 @@
 // tolerance), so greedy tokens agree however long the text. The random-weight models here include
 // the seeds whose splits part from one device without --exact (see tensor_parallel_test.cpp), and a
 // control shows such a split does differ without it: the comparison can fail.
+#include "device/worker_process.h"
 #include "gguf/gguf_reader.h"
 #include "runtime/engine.h"
 #include "tools/gen_model.h"
@@ -14,6 +15,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <filesystem>
 #include <memory>
 #include <string>
 #include <vector>
@@ -111,6 +113,76 @@ TEST(ExactInference, Gemma4HeadsPerLayerEveryConfigBitForBit) {
   }
 }
 
+// Mixtures of experts, cut by experts (--moe-split expert) and by each expert's width (tensor):
+// the experts' weighted sum in fixed point, per slot and granule. Llama's (Mixtral) and Qwen3's
+// layouts, gpt-oss's (expert biases, added by one device) and Gemma 4's (a dense FFN beside the
+// experts, three all-reduces a layer; its seed 3 has the near-tie a split tipped without --exact).
+void expect_moe_exact(const gguf::File& f) {
+  for (parallel::MoeSplit m : {parallel::MoeSplit::Tensor, parallel::MoeSplit::Expert})
+    for (Config c : configs()) {
+      c.moe = m;
+      EXPECT_EQ(first_difference(f, exact(equality::single()), exact(equality::options(c)), some_prompt(320, 19), 16),
+                -1)
+          << c.name << " " << parallel::moe_split_name(m);
+    }
+}
+
+class ExactMoe : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(ExactMoe, EveryConfigBothSplitsBitForBit) {
+  for (const char* type : {"f32", "q8_0"}) {
+    tools::GenModelOptions o;
+    o.preset = "tiny-moe";
+    o.arch = GetParam();
+    o.type = type;
+    o.seed = 3;
+    o.sliding_window = 6;
+    const auto bytes = tools::generate_model_bytes(o);
+    auto f = gguf::File::parse(bytes.data(), bytes.size(), type);
+    SCOPED_TRACE(type);
+    expect_moe_exact(*f);
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Archs, ExactMoe, ::testing::Values("qwen3moe", "llama", "gpt-oss", "gemma4"),
+                         [](const auto& p) { return p.param == "gpt-oss" ? std::string("gpt_oss") : p.param; });
+
+// Experts two K blocks wide: the tensor split cuts each on a super-block.
+TEST(ExactInference, KQuantExpertsBothSplitsBitForBit) {
+  tools::GenModelOptions o;
+  o.preset = "tiny-moe";
+  o.arch = "qwen3moe";
+  o.type = "q4_k_m";
+  o.overrides = {.n_embd = 256, .n_head = 4, .n_head_kv = 2, .n_expert = 4, .n_ff_exp = 512};
+  const auto bytes = tools::generate_model_bytes(o);
+  auto f = gguf::File::parse(bytes.data(), bytes.size(), "kquant-moe");
+  expect_moe_exact(*f);
+}
+
+// Two worker processes and a local device, both splits: the workers' fixed-point expert sums travel
+// as integers and give one device's logits.
+TEST(ExactInference, MoeWorkerProcessesBitForBit) {
+  const std::string dir = ::testing::TempDir() + "/weft_exact_moe_remote";
+  std::filesystem::create_directories(dir);
+  tools::GenModelOptions o;
+  o.preset = "tiny-moe";
+  o.arch = "gpt-oss";
+  o.type = "q8_0";
+  o.sliding_window = 6;
+  o.path = dir + "/tiny-moe.gguf";
+  tools::generate_model(o);
+  auto f = gguf::File::open(o.path);
+  using device::remote::testing_support::Worker;
+  for (parallel::MoeSplit m : {parallel::MoeSplit::Tensor, parallel::MoeSplit::Expert}) {
+    Worker w1, w2;
+    EngineOptions mix = exact(equality::options({"remote", parallel::SplitMode::Tensor, {1, 2, 1}, m}));
+    mix.devices[0] = {device::DeviceSpec::Kind::Remote, 1, -1, w1.address()};
+    mix.devices[2] = {device::DeviceSpec::Kind::Remote, 1, -1, w2.address()};
+    EXPECT_EQ(first_difference(*f, exact(equality::single()), mix, some_prompt(320, 19), 16), -1)
+        << parallel::moe_split_name(m);
+  }
+}
+
 // The control: q2_k with seed 42 parts from one device within four steps without --exact.
 TEST(ExactInference, WithoutItASplitDiffers) {
   std::vector<uint8_t> bytes;
@@ -127,6 +199,12 @@ TEST(ExactInference, RefusedWhereItCannotHold) {
   EngineOptions o = exact(equality::options({"tp2", parallel::SplitMode::Tensor, {1, 1}}));
   o.wire = parallel::WireType::BF16;
   EXPECT_ERROR(Engine(*f, o), "--exact moves fixed-point sums, not --wire bf16");
+  tools::GenModelOptions q2;  // Qwen2-MoE's shared expert: a gate scales its partial sums
+  q2.preset = "tiny-moe";
+  q2.arch = "qwen2moe";
+  const auto moe = tools::generate_model_bytes(q2);
+  auto g = gguf::File::parse(moe.data(), moe.size(), "qwen2moe");
+  EXPECT_ERROR(Engine(*g, exact(equality::single())), "--exact: a shared expert's gated sum is not in fixed point yet");
 }
 
 }  // namespace

@@ -360,7 +360,8 @@ void CpuGraphRunner::matmul_rows(int i, const float* x, int64_t k, int64_t rows,
 
 bool CpuGraphRunner::sums_fixed(int i) const {
   const auto& ln = graph_.nodes[i];
-  return opt_.exact && ln.op == LocalOp::MatMul && ln.granule > 0 && !(i == graph_.output && graph_.has_logits);
+  const bool op = ln.op == LocalOp::MatMul || ln.op == LocalOp::ExpertMatMulSum;
+  return opt_.exact && op && ln.granule > 0 && !(i == graph_.output && graph_.has_logits);
 }
 
 // Bias first (one device's share of a partial sum), then the granules; a partial sum whose one
@@ -376,12 +377,17 @@ void CpuGraphRunner::matmul_fixed(int i, const float* x, int64_t k, int64_t rows
     prepare_input(i, x, k, rows, /*rows_of_x=*/false);
     kernels::matmul_prepared_fixed(ns.w, x, k, rows, ln.granule, fixed_.data(), w, pool_, scratch_);
   }
+  finish_fixed(i, rows * w);
+}
+
+// A partial sum in fixed_ whose one reader is its all-reduce stays there for it.
+void CpuGraphRunner::finish_fixed(int i, int64_t n) {
   const auto& readers = readers_[i];
   if (group_ && readers.size() == 1 && graph_.nodes[readers[0]].op == LocalOp::AllReduce) {
     fixed_node_ = i;
     return;
   }
-  kernels::fixed_to_f32(fixed_.data(), out(i), rows * w);
+  kernels::fixed_to_f32(fixed_.data(), out(i), n);
 }
 
 void CpuGraphRunner::all_reduce_fixed(int i, int64_t n) {
@@ -504,6 +510,11 @@ void CpuGraphRunner::expert_op(int i, const StepCtx& c) {
   float* y = out(i);
   if (ln.op == LocalOp::ExpertMatMul) {
     if (ln.width > 0) kernels::expert_matmul(w, x, routes, k, c.n_tokens, y, pool_, moe_scratch_);
+  } else if (sums_fixed(i)) {
+    fixed_.assign(static_cast<size_t>(c.n_tokens * ln.width), 0);
+    if (w.n > 0)
+      kernels::expert_matmul_sum_fixed(w, x, routes, k, c.n_tokens, ln.granule, fixed_.data(), pool_, moe_scratch_);
+    finish_fixed(i, c.n_tokens * ln.width);
   } else if (w.n == 0) {
     std::fill_n(y, c.n_tokens * ln.width, 0.f);
   } else {

@@ -69,6 +69,7 @@ class CpuGraphRunner {
   // product: into fixed_, left there for the all-reduce that reads it, else converted to floats.
   bool sums_fixed(int i) const;
   void matmul_fixed(int i, const float* x, int64_t k, int64_t rows);
+  void finish_fixed(int i, int64_t n);
   void all_reduce_fixed(int i, int64_t n);
   static constexpr int64_t kOverlapTokens = 32;  // a chunk: 256 KiB of partial sums at n_embd 2048
   void attention(int i, const StepCtx& c);
