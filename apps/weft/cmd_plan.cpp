@@ -251,7 +251,7 @@ int plan(const PlanArgs& args) {
     else
       std::printf(
           "\nresults: within rounding of one device's (the split sums add in another order); --exact makes "
-          "them the same bits (CPU devices, one kernel level; not Qwen2-MoE's shared expert)\n");
+          "them the same bits (CPU devices, one kernel level)\n");
   }
   if (speeds.size() == 1 && p.devices.size() > 1) speeds.resize(p.devices.size(), speeds[0]);
   if (p.devices.size() > 1 && !speeds.empty()) {

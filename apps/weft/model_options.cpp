@@ -52,7 +52,7 @@ void ModelOptions::add_to(CLI::App& cmd, bool with_ctx) {
       ->check(CLI::IsMember({"f32", "bf16", "f16"}));
   cmd.add_flag("--exact", exact,
                "the same logits, bit for bit, whatever the split, ratios or re-plans: the sums a split cuts "
-               "are added in fixed point (CPU devices; not Qwen2-MoE's shared expert)");
+               "are added in fixed point (CPU devices)");
   cmd.add_option("--rpc", rpc,
                  "workers (weft worker) HOST:PORT,... appended after --devices (or after the default CPU device)");
   cmd.add_option("--discover-timeout", discover_timeout_ms,

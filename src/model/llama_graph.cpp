@@ -163,11 +163,12 @@ graph::Graph build_llama_graph(const ModelConfig& c) {
       }
       if (d.n_ff_shexp > 0) {  // qwen2moe: a dense shared expert, scaled by sigmoid of its own gate
         const int64_t sw = d.n_ff_shexp;
+        // The gate first: --exact applies its sigmoid to each granule of the down's partial sums.
+        int gi = node(OpKind::MatMul, {h}, Axis::SharedGate, 1, "ffn_gate_inp_shexp.weight", "ffn_gate_inp_shexp");
         int sg = node(OpKind::MatMul, {h}, Axis::SharedFfn, sw, "ffn_gate_shexp.weight", "ffn_gate_shexp");
         int su = node(OpKind::MatMul, {h}, Axis::SharedFfn, sw, "ffn_up_shexp.weight", "ffn_up_shexp");
         int sa = node(OpKind::SwiGlu, {sg, su}, Axis::SharedFfn, sw, "", "ffn_swiglu_shexp");
         int sd = node(OpKind::MatMul, {sa}, Axis::Embd, d.n_embd, "ffn_down_shexp.weight", "ffn_down_shexp");
-        int gi = node(OpKind::MatMul, {h}, Axis::SharedGate, 1, "ffn_gate_inp_shexp.weight", "ffn_gate_inp_shexp");
         int so = node(OpKind::SigmoidScale, {sd, gi}, Axis::Embd, d.n_embd, "", "ffn_shexp_out");
         ffn = node(OpKind::Add, {ffn, so}, Axis::Embd, d.n_embd, "", "ffn_moe_out");
       }

@@ -142,6 +142,9 @@ int64_t ffn_granule(const Graph& g, const WeightTable& w) {
 int64_t expert_granule(const Graph& g, const WeightTable& w) {
   return reduction_granule(g.dims.n_ff_exp, input_block(g, w, Axis::ExpertFfn));
 }
+int64_t shared_expert_granule(const Graph& g, const WeightTable& w) {
+  return reduction_granule(g.dims.n_ff_shexp, input_block(g, w, Axis::SharedFfn));
+}
 
 // Marks every matmul over the features of a split axis with that axis' granule.
 void mark_granules(const Graph& g, const WeightTable& w, Plan& plan) {
@@ -149,12 +152,16 @@ void mark_granules(const Graph& g, const WeightTable& w, Plan& plan) {
   // layer falls on whole heads of it.
   const int64_t head_block = input_block(g, w, Axis::QHeads), ffn = ffn_granule(g, w);
   const int64_t experts = g.dims.n_expert > 0 ? expert_granule(g, w) : 0;
+  const int64_t shared = g.dims.n_ff_shexp > 0 ? shared_expert_granule(g, w) : 0;
   for (DeviceGraph& dg : plan.devices)
     for (LocalNode& ln : dg.nodes) {
       if (ln.op == LocalOp::ExpertMatMulSum) ln.granule = experts;  // either split: an expert's width
       if (ln.op != LocalOp::MatMul || ln.source < 0) continue;
       const Axis in = g.nodes[g.nodes[ln.source].inputs[0]].axis;
-      ln.granule = in == Axis::QHeads ? lcm(g.dims.head_dim_of(ln.layer), head_block) : in == Axis::Ffn ? ffn : 0;
+      ln.granule = in == Axis::QHeads      ? lcm(g.dims.head_dim_of(ln.layer), head_block)
+                   : in == Axis::Ffn       ? ffn
+                   : in == Axis::SharedFfn ? shared
+                                           : 0;
     }
 }
 
@@ -195,7 +202,7 @@ std::vector<Partition> partitions(const Graph& g, const WeightTable& w, const st
   std::vector<Partition> out{q, kv, ffn, vocab};
   // An expert's hidden width, cut alike in every expert (ranges of one slot's n_ff_exp features).
   if (d.n_expert > 0) out.push_back(cut(Axis::ExpertFfn, d.n_ff_exp, expert_granule(g, w), ratios));
-  if (d.n_ff_shexp > 0) out.push_back(cut(Axis::SharedFfn, d.n_ff_shexp, input_block(g, w, Axis::SharedFfn), ratios));
+  if (d.n_ff_shexp > 0) out.push_back(cut(Axis::SharedFfn, d.n_ff_shexp, shared_expert_granule(g, w), ratios));
   return out;
 }
 

@@ -30,8 +30,6 @@ Engine::Engine(const gguf::File& file, EngineOptions opt) : file_(file), opt_(st
                  opt_.n_ctx, static_cast<long long>(config_.n_ctx_train));
   config_ = model::for_context(std::move(config_), opt_.n_ctx);  // LongRoPE: a slot's context picks the factors
   graph_ = model::build_llama_graph(config_);
-  if (opt_.exact && config_.dims.n_ff_shexp > 0)  // its down's partials are scaled by a gate after the sum
-    fail("cli", "--exact: a shared expert's gated sum is not in fixed point yet");
   if (opt_.exact && opt_.map_weights)  // one device would multiply rows in place, a split repacked panels
     fail("cli", "--exact multiplies weights copied at load, not --mmap");
   if (opt_.exact && opt_.wire != parallel::WireType::F32)

@@ -115,9 +115,18 @@ TEST(ExactInference, Gemma4HeadsPerLayerEveryConfigBitForBit) {
 
 // Mixtures of experts, cut by experts (--moe-split expert) and by each expert's width (tensor):
 // the experts' weighted sum in fixed point, per slot and granule. Llama's (Mixtral) and Qwen3's
-// layouts, gpt-oss's (expert biases, added by one device) and Gemma 4's (a dense FFN beside the
-// experts, three all-reduces a layer; its seed 3 has the near-tie a split tipped without --exact).
+// layouts, gpt-oss's (expert biases, added by one device), Gemma 4's (a dense FFN beside the
+// experts, three all-reduces a layer; its seed 3 has the near-tie a split tipped without --exact)
+// and Qwen2-MoE's (a shared expert whose gate scales its sum, added to the experts' in integers).
 void expect_moe_exact(const gguf::File& f) {
+  {  // the fixed-point sums are the float ones, within rounding
+    Engine floats(f, exact(equality::single(), false)), fixed(f, exact(equality::single()));
+    const auto prompt = some_prompt(320, 19);
+    const auto a = floats.eval_logits(prompt), b = fixed.eval_logits(prompt);
+    ASSERT_EQ(a.size(), b.size());
+    const double scale = std::max(equality::max_abs(a), 1e-6);
+    for (size_t i = 0; i < a.size(); ++i) ASSERT_NEAR(a[i], b[i], 1e-4 * scale) << "logit " << i;
+  }
   for (parallel::MoeSplit m : {parallel::MoeSplit::Tensor, parallel::MoeSplit::Expert})
     for (Config c : configs()) {
       c.moe = m;
@@ -144,7 +153,7 @@ TEST_P(ExactMoe, EveryConfigBothSplitsBitForBit) {
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(Archs, ExactMoe, ::testing::Values("qwen3moe", "llama", "gpt-oss", "gemma4"),
+INSTANTIATE_TEST_SUITE_P(Archs, ExactMoe, ::testing::Values("qwen3moe", "llama", "gpt-oss", "gemma4", "qwen2moe"),
                          [](const auto& p) { return p.param == "gpt-oss" ? std::string("gpt_oss") : p.param; });
 
 // Experts two K blocks wide: the tensor split cuts each on a super-block.
@@ -199,12 +208,6 @@ TEST(ExactInference, RefusedWhereItCannotHold) {
   EngineOptions o = exact(equality::options({"tp2", parallel::SplitMode::Tensor, {1, 1}}));
   o.wire = parallel::WireType::BF16;
   EXPECT_ERROR(Engine(*f, o), "--exact moves fixed-point sums, not --wire bf16");
-  tools::GenModelOptions q2;  // Qwen2-MoE's shared expert: a gate scales its partial sums
-  q2.preset = "tiny-moe";
-  q2.arch = "qwen2moe";
-  const auto moe = tools::generate_model_bytes(q2);
-  auto g = gguf::File::parse(moe.data(), moe.size(), "qwen2moe");
-  EXPECT_ERROR(Engine(*g, exact(equality::single())), "--exact: a shared expert's gated sum is not in fixed point yet");
 }
 
 }  // namespace

@@ -114,6 +114,7 @@ void CpuGraphRunner::load(const parallel::DeviceGraph& graph, const gguf::File& 
     for (int in : graph_.nodes[i].inputs)
       if (readers_[in].empty() || readers_[in].back() != static_cast<int>(i))
         readers_[in].push_back(static_cast<int>(i));
+  mark_fixed_values();
   plan_buffers(opt.max_tokens);
   n_cached_.assign(opt.n_seq, 0);
 }
@@ -134,7 +135,7 @@ StepResult CpuGraphRunner::run(const Step& step) {
   const int64_t n_tokens = l.n_tokens;
   next_base_ = windows_.advance(step, "cpu");
   ++step_id_;
-  fixed_node_ = -1;
+  for (int i = 0; i < static_cast<int>(fixed_.size()); ++i) release_fixed(i);  // left by a step that threw
   for (int i = 0; i < static_cast<int>(graph_.nodes.size()); ++i) {
     const auto ts = Clock::now();
     try {
@@ -226,6 +227,7 @@ void CpuGraphRunner::exec(int i, const StepCtx& c) {
         kernels::swiglu_oai(in(0) + t * w, in(1) + t * w, y + t * w, w, d.swiglu_alpha, d.swiglu_limit);
       });
     case LocalOp::Add:
+      if (fixed_value_[i]) return carry_fixed(i, c);
       return for_each_index(pool_, c.n_tokens, [&, w = ln.width](int64_t t) {
         copy_input(y + t * w, in(0) + t * w, w);
         kernels::add_inplace(y + t * w, in(1) + t * w, w);
@@ -242,7 +244,7 @@ void CpuGraphRunner::exec(int i, const StepCtx& c) {
       return;
     }
     case LocalOp::AllReduce:
-      if (fixed_node_ == ln.inputs[0]) return all_reduce_fixed(i, n);
+      if (fixed_value_[ln.inputs[0]]) return all_reduce_fixed(i, n);
       copy_input(y, in(0), n);
       if (group_ && !overlaps_all_reduce(ln.inputs[0], c)) group_->all_reduce_sum(y, n);  // else done by matmul
       return;
@@ -250,7 +252,10 @@ void CpuGraphRunner::exec(int i, const StepCtx& c) {
     case LocalOp::MoeRoute: kernels::moe_route(in(0), c.n_tokens, moe_routing(d, nodes_[i].vec), y); return;
     case LocalOp::ExpertMatMul:
     case LocalOp::ExpertMatMulSum: return expert_op(i, c);
-    case LocalOp::SigmoidScale: kernels::sigmoid_scale(in(0), in(1), y, c.n_tokens, ln.width); return;
+    case LocalOp::SigmoidScale:
+      if (fixed_value_[i]) return carry_fixed(i, c);
+      kernels::sigmoid_scale(in(0), in(1), y, c.n_tokens, ln.width);
+      return;
     case LocalOp::Count: break;
   }
   fail("cpu", "op {} is not implemented on the CPU device", parallel::local_op_name(ln.op));
@@ -364,37 +369,107 @@ bool CpuGraphRunner::sums_fixed(int i) const {
   return opt_.exact && op && ln.granule > 0 && !(i == graph_.output && graph_.has_logits);
 }
 
-// Bias first (one device's share of a partial sum), then the granules; a partial sum whose one
-// reader is its all-reduce stays in fixed point for it.
+// The sums a split cuts, and what carries them to their all-reduce unchanged in value: a shared
+// expert's gate (its sigmoid applied to each granule's partial before it becomes an integer, so
+// its node must come after the gate's) and the add of two such sums.
+void CpuGraphRunner::mark_fixed_values() {
+  const int n = static_cast<int>(graph_.nodes.size());
+  fixed_value_.assign(n, 0);
+  fixed_.assign(n, {});
+  for (int i = 0; i < n; ++i) {
+    const auto& ln = graph_.nodes[i];
+    const auto fixed_in = [&](size_t j) { return ln.inputs.size() > j && fixed_value_[ln.inputs[j]]; };
+    if (ln.op == LocalOp::SigmoidScale && fixed_in(0) && readers_[ln.inputs[0]].size() == 1) {
+      if (ln.inputs[1] > ln.inputs[0]) fail("cpu", "--exact: the gate of {} comes after the sum it scales", ln.label);
+      fixed_value_[i] = 1;
+    }
+    fixed_value_[i] |= sums_fixed(i) || (ln.op == LocalOp::Add && fixed_in(0) && fixed_in(1));
+  }
+}
+
+std::vector<int64_t>& CpuGraphRunner::new_fixed(int i, int64_t n) {
+  std::vector<int64_t>& v = fixed_[i];
+  if (v.empty() && !spare_fixed_.empty()) {
+    v = std::move(spare_fixed_.back());
+    spare_fixed_.pop_back();
+  }
+  v.assign(static_cast<size_t>(n), 0);
+  return v;
+}
+
+void CpuGraphRunner::release_fixed(int i) {
+  if (fixed_[i].capacity() > 0) spare_fixed_.push_back(std::move(fixed_[i]));
+  fixed_[i] = {};
+}
+
+// Bias first (one device's share of a partial sum, scaled as the products are), then the granules.
 void CpuGraphRunner::matmul_fixed(int i, const float* x, int64_t k, int64_t rows) {
   const auto& ln = graph_.nodes[i];
   const NodeState& ns = nodes_[i];
   const int64_t w = ln.width;
-  fixed_.assign(static_cast<size_t>(rows * w), 0);
-  if (!ns.bias.empty())
-    for (int64_t t = 0; t < rows; ++t) kernels::add_fixed(ns.bias.data(), fixed_.data() + t * w, w);
+  std::vector<int64_t>& acc = new_fixed(i, rows * w);
+  const float* scale = gate_scale(i, rows);
+  if (!ns.bias.empty()) {
+    std::vector<float> b(ns.bias.begin(), ns.bias.end());
+    for (int64_t t = 0; t < rows; ++t) {
+      if (scale)
+        for (int64_t o = 0; o < w; ++o) b[o] = ns.bias[o] * scale[t];
+      kernels::add_fixed(b.data(), acc.data() + t * w, w);
+    }
+  }
   if (k > 0) {
     prepare_input(i, x, k, rows, /*rows_of_x=*/false);
-    kernels::matmul_prepared_fixed(ns.w, x, k, rows, ln.granule, fixed_.data(), w, pool_, scratch_);
+    kernels::matmul_prepared_fixed(ns.w, x, k, rows, ln.granule, acc.data(), w, pool_, scratch_, scale);
   }
   finish_fixed(i, rows * w);
 }
 
-// A partial sum in fixed_ whose one reader is its all-reduce stays there for it.
+// Node i's per-token sigmoid of its gate where its one reader is a fixed-point SigmoidScale, as
+// kernels::sigmoid_scale computes it; else null.
+const float* CpuGraphRunner::gate_scale(int i, int64_t rows) {
+  const auto& readers = readers_[i];
+  if (readers.size() != 1 || !fixed_value_[readers[0]] || graph_.nodes[readers[0]].op != LocalOp::SigmoidScale)
+    return nullptr;
+  const float* g = out(graph_.nodes[readers[0]].inputs[1]);
+  gate_.resize(static_cast<size_t>(rows));
+  for (int64_t t = 0; t < rows; ++t) gate_[t] = 1.f / (1.f + std::exp(-g[t]));
+  return gate_.data();
+}
+
+// Sums read in fixed point (by an all-reduce, a gate or an add of sums) stay for those readers;
+// any other reader gets floats.
 void CpuGraphRunner::finish_fixed(int i, int64_t n) {
   const auto& readers = readers_[i];
-  if (group_ && readers.size() == 1 && graph_.nodes[readers[0]].op == LocalOp::AllReduce) {
-    fixed_node_ = i;
-    return;
+  const auto reads_fixed = [&](int r) { return fixed_value_[r] || graph_.nodes[r].op == LocalOp::AllReduce; };
+  const bool kept = std::any_of(readers.begin(), readers.end(), reads_fixed);
+  if (!std::all_of(readers.begin(), readers.end(), reads_fixed) || !kept)
+    kernels::fixed_to_f32(fixed_[i].data(), out(i), n);
+  if (!kept) release_fixed(i);
+}
+
+// A shared expert's gated sum (the gate applied in its products) or the add of two sums.
+void CpuGraphRunner::carry_fixed(int i, const StepCtx& c) {
+  const auto& ln = graph_.nodes[i];
+  const int64_t n = c.n_tokens * ln.width;
+  std::vector<int64_t>& y = new_fixed(i, n);
+  for (int in : ln.inputs) {
+    if (!fixed_value_[in]) continue;  // the gate
+    const std::vector<int64_t>& x = fixed_[in];
+    WEFT_ASSERT(static_cast<int64_t>(x.size()) == n);
+    for (int64_t j = 0; j < n; ++j)  // wrapping, as fixed_point.h's sums do
+      y[j] = static_cast<int64_t>(static_cast<uint64_t>(y[j]) + static_cast<uint64_t>(x[j]));
+    release_fixed(in);
   }
-  kernels::fixed_to_f32(fixed_.data(), out(i), n);
+  finish_fixed(i, n);
 }
 
 void CpuGraphRunner::all_reduce_fixed(int i, int64_t n) {
-  WEFT_ASSERT(static_cast<int64_t>(fixed_.size()) == n);
-  group_->all_reduce_sum_exact(fixed_.data(), static_cast<size_t>(n));
-  kernels::fixed_to_f32(fixed_.data(), out(i), n);
-  fixed_node_ = -1;
+  const int src = graph_.nodes[i].inputs[0];
+  std::vector<int64_t>& v = fixed_[src];
+  WEFT_ASSERT(static_cast<int64_t>(v.size()) == n);
+  if (group_) group_->all_reduce_sum_exact(v.data(), static_cast<size_t>(n));
+  kernels::fixed_to_f32(v.data(), out(i), n);
+  release_fixed(src);
 }
 
 // Prompts over a network group: a row-parallel matmul (its one reader the all-reduce of its
@@ -511,9 +586,9 @@ void CpuGraphRunner::expert_op(int i, const StepCtx& c) {
   if (ln.op == LocalOp::ExpertMatMul) {
     if (ln.width > 0) kernels::expert_matmul(w, x, routes, k, c.n_tokens, y, pool_, moe_scratch_);
   } else if (sums_fixed(i)) {
-    fixed_.assign(static_cast<size_t>(c.n_tokens * ln.width), 0);
+    std::vector<int64_t>& acc = new_fixed(i, c.n_tokens * ln.width);
     if (w.n > 0)
-      kernels::expert_matmul_sum_fixed(w, x, routes, k, c.n_tokens, ln.granule, fixed_.data(), pool_, moe_scratch_);
+      kernels::expert_matmul_sum_fixed(w, x, routes, k, c.n_tokens, ln.granule, acc.data(), pool_, moe_scratch_);
     finish_fixed(i, c.n_tokens * ln.width);
   } else if (w.n == 0) {
     std::fill_n(y, c.n_tokens * ln.width, 0.f);

@@ -66,10 +66,16 @@ class CpuGraphRunner {
   void matmul_rows(int i, const float* x, int64_t k, int64_t rows, float* y, bool prepare);
   void prepare_input(int i, const float* x, int64_t k, int64_t rows, bool rows_of_x);
   // --exact: whether node i sums in fixed point (a matmul over a split axis' features), and that
-  // product: into fixed_, left there for the all-reduce that reads it, else converted to floats.
+  // product, into fixed_[i]. A partial sum stays in fixed point through a shared expert's gate and
+  // the add of the experts' to the all-reduce that reads it; a float reader gets it converted.
   bool sums_fixed(int i) const;
+  void mark_fixed_values();
   void matmul_fixed(int i, const float* x, int64_t k, int64_t rows);
+  const float* gate_scale(int i, int64_t rows);
+  std::vector<int64_t>& new_fixed(int i, int64_t n);
   void finish_fixed(int i, int64_t n);
+  void release_fixed(int i);
+  void carry_fixed(int i, const StepCtx& c);
   void all_reduce_fixed(int i, int64_t n);
   static constexpr int64_t kOverlapTokens = 32;  // a chunk: 256 KiB of partial sums at n_embd 2048
   void attention(int i, const StepCtx& c);
@@ -96,8 +102,10 @@ class CpuGraphRunner {
   uint64_t step_id_ = 0;
   std::vector<std::vector<int>> readers_;  // nodes reading each node's output
   std::vector<float> gather_tmp_;
-  std::vector<int64_t> fixed_;  // matmul_fixed's sums, of node fixed_node_ (-1: none pending)
-  int fixed_node_ = -1;
+  std::vector<char> fixed_value_;                  // per node: its value is a partial sum in fixed point
+  std::vector<std::vector<int64_t>> fixed_;        // per node: those sums this step (empty once read)
+  std::vector<std::vector<int64_t>> spare_fixed_;  // buffers read, for the next sums
+  std::vector<float> gate_;                        // gate_scale's sigmoids
   std::vector<float> logit_rows_;                  // the output node's input rows of out_rows, side by side
   std::unique_ptr<CollectiveThread> collectives_;  // created on the first overlapped all-reduce
   LoadOptions opt_;
