@@ -132,6 +132,10 @@ void add_fixed(const float* x, int64_t* acc, int64_t n) {
   static const AddFixedFn f = add_fixed_for(detected_isa());
   f(x, acc, n);
 }
+void add_fixed_sums(const int64_t* x, int64_t* acc, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) acc[i] = static_cast<int64_t>(wrap_add(acc[i], x[i]));
+}
+
 void fixed_to_f32(const int64_t* acc, float* y, int64_t n) {
   static const FixedToF32Fn f = fixed_to_f32_for(detected_isa());
   f(acc, y, n);

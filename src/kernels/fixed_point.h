@@ -20,6 +20,8 @@ float from_fixed(int64_t v);  // the nearest float to v / 2^kFixedShift, through
 
 // acc[i] += to_fixed(x[i]) for i < n (wrapping).
 void add_fixed(const float* x, int64_t* acc, int64_t n);
+// acc[i] += x[i] for i < n: sums already in fixed point (wrapping).
+void add_fixed_sums(const int64_t* x, int64_t* acc, int64_t n);
 // y[i] = from_fixed(acc[i]).
 void fixed_to_f32(const int64_t* acc, float* y, int64_t n);
 

@@ -326,9 +326,7 @@ void expert_matmul_sum_fixed(const ExpertStack& w, const float* x, const float* 
         for (int64_t o = 0; o < rows; ++o) bias[o] = weights[r] * w.bias[i * rows + o];
         add_fixed(bias, at, rows);
       }
-      // Integer sums wrap (fixed_point.h): added as unsigned, in any order.
-      for (int64_t o = 0; o < rows; ++o)
-        at[o] = static_cast<int64_t>(static_cast<uint64_t>(at[o]) + static_cast<uint64_t>(products[r * rows + o]));
+      add_fixed_sums(products + r * rows, at, rows);
     }
   }
 }
@@ -371,7 +369,7 @@ void sigmoid_scale(const float* x, const float* g, float* y, int64_t n_tokens, i
   const OpsKernels& ops = ops_kernels();
   for (int64_t t = 0; t < n_tokens; ++t) {
     if (y != x) std::memcpy(y + t * n, x + t * n, n * sizeof(float));
-    ops.scale(y + t * n, 1.f / (1.f + std::exp(-g[t])), n);
+    ops.scale(y + t * n, sigmoid_gate(g[t]), n);
   }
 }
 

@@ -6,6 +6,7 @@
 #include "core/thread_pool.h"
 #include "kernels/matmul.h"
 
+#include <cmath>
 #include <cstdint>
 #include <vector>
 
@@ -85,6 +86,8 @@ void expert_matmul_ref(const ExpertStack& w, const float* x, const float* routes
 void expert_matmul_sum_ref(const ExpertStack& w, const float* x, const float* routes, int64_t k, int64_t n_tokens,
                            float* y);
 
+// sigmoid(g), as sigmoid_scale applies it (--exact scales partial sums by the same floats).
+inline float sigmoid_gate(float g) { return 1.f / (1.f + std::exp(-g)); }
 // y[t, :] = x[t, :] * sigmoid(g[t]) (qwen2moe's shared expert gate). y may alias x.
 void sigmoid_scale(const float* x, const float* g, float* y, int64_t n_tokens, int64_t n);
 void sigmoid_scale_ref(const float* x, const float* g, float* y, int64_t n_tokens, int64_t n);

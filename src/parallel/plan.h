@@ -122,10 +122,10 @@ struct LocalNode {
   Range q_heads, kv_heads;    // Attention, Rope, HeadNorm: global head indices held here
   Range experts;              // Expert*: global ids of the experts whose matrices the weight holds
   std::vector<Range> gather;  // AllGather: every device's feature range, in rank order
-  // MatMul over the features of a split axis (attention output, FFN down) and ExpertMatMulSum (an
-  // expert's down), in every split mode: the reduction's granule in input features. Any split of that axis falls on
-  // granule boundaries, so a run in fixed point (--exact: each granule's partial an integer) gets the same sums however
-  // the axis is cut. 0: a matmul no split reduces.
+  // MatMul over the features of a split axis (attention output, FFN down) and ExpertMatMulSum
+  // (an expert's down), in every split mode: the reduction's granule in input features. Any split
+  // of that axis falls on granule boundaries, so a run in fixed point (--exact: each granule's
+  // partial an integer) gets the same sums however the axis is cut. 0: a matmul no split reduces.
   int64_t granule = 0;
   float factor = 1.f;  // Scale without a weight: the constant; Embed: its rows' scale (graph::Node::factor)
   int64_t offset = 0;  // Slice: its input's first feature copied (graph::Node::row0)

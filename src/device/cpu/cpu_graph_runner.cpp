@@ -424,15 +424,14 @@ void CpuGraphRunner::matmul_fixed(int i, const float* x, int64_t k, int64_t rows
   finish_fixed(i, rows * w);
 }
 
-// Node i's per-token sigmoid of its gate where its one reader is a fixed-point SigmoidScale, as
-// kernels::sigmoid_scale computes it; else null.
+// Node i's per-token sigmoid of its gate where its one reader is a fixed-point SigmoidScale; else null.
 const float* CpuGraphRunner::gate_scale(int i, int64_t rows) {
   const auto& readers = readers_[i];
   if (readers.size() != 1 || !fixed_value_[readers[0]] || graph_.nodes[readers[0]].op != LocalOp::SigmoidScale)
     return nullptr;
   const float* g = out(graph_.nodes[readers[0]].inputs[1]);
   gate_.resize(static_cast<size_t>(rows));
-  for (int64_t t = 0; t < rows; ++t) gate_[t] = 1.f / (1.f + std::exp(-g[t]));
+  for (int64_t t = 0; t < rows; ++t) gate_[t] = kernels::sigmoid_gate(g[t]);
   return gate_.data();
 }
 
@@ -454,10 +453,8 @@ void CpuGraphRunner::carry_fixed(int i, const StepCtx& c) {
   std::vector<int64_t>& y = new_fixed(i, n);
   for (int in : ln.inputs) {
     if (!fixed_value_[in]) continue;  // the gate
-    const std::vector<int64_t>& x = fixed_[in];
-    WEFT_ASSERT(static_cast<int64_t>(x.size()) == n);
-    for (int64_t j = 0; j < n; ++j)  // wrapping, as fixed_point.h's sums do
-      y[j] = static_cast<int64_t>(static_cast<uint64_t>(y[j]) + static_cast<uint64_t>(x[j]));
+    WEFT_ASSERT(static_cast<int64_t>(fixed_[in].size()) == n);
+    kernels::add_fixed_sums(fixed_[in].data(), y.data(), n);
     release_fixed(in);
   }
   finish_fixed(i, n);
