@@ -117,6 +117,15 @@ int plan(const PlanArgs& args) {
   std::printf("model: %s (%s), %lld layers, %lld heads / %lld kv heads, ffn %lld, vocab %lld\n", o.model.c_str(),
               cfg.arch.c_str(), (long long)cfg.dims.n_layer, (long long)cfg.dims.n_head, (long long)cfg.dims.n_head_kv,
               (long long)cfg.dims.n_ff, (long long)cfg.dims.n_vocab);
+  if (cfg.dims.mla())  // DeepSeek: the cache holds latents, not heads
+    std::printf(
+        "latent attention: heads %lld wide (%lld rotated), values %lld; each device caches the %lld-value latent and "
+        "%lld-value RoPE key of every token (kv heads: none)\n",
+        (long long)cfg.dims.head_dim, (long long)cfg.dims.rope.n_rot, (long long)cfg.dims.v_head_dim,
+        (long long)cfg.dims.kv_lora_rank, (long long)cfg.dims.rope.n_rot);
+  if (cfg.dims.n_layer_dense_lead > 0)
+    std::printf("dense layers: the first %lld (ffn %lld), experts after\n", (long long)cfg.dims.n_layer_dense_lead,
+                (long long)cfg.dims.n_ff);
   if (!cfg.dims.layer_heads.empty()) {  // Gemma 4: each shape of heads and how many layers have it
     std::map<std::pair<int64_t, int64_t>, int> shapes;
     for (const auto& h : cfg.dims.layer_heads) ++shapes[{h.head_dim, h.n_head_kv}];

@@ -69,18 +69,19 @@ Action add_gen_model(CLI::App& app) {
   auto o = std::make_shared<tools::GenModelOptions>();
   auto* cmd = app.add_subcommand("gen-model", "write a deterministic random-weight model (no download needed)");
   cmd->add_option("-o,--output", o->path, "output GGUF file")->required();
-  cmd->add_option(
-      "--preset", o->preset,
-      "tiny | 500m | 1b | 8b-shape | gemma3-1b | tiny-moe | moe-2b | gpt-oss-mini | gemma4-a4b-mini | gemma4-e2b-mini");
+  cmd->add_option("--preset", o->preset,
+                  "tiny | 500m | 1b | 8b-shape | gemma3-1b | tiny-moe | moe-2b | gpt-oss-mini | gemma4-a4b-mini | "
+                  "gemma4-e2b-mini | deepseek-mini (deepseek2; tiny-moe takes its own tiny shape there)");
   cmd->add_option("--type", o->type,
                   "f32 f16 bf16 q8_0 q4_0 q4_1 q5_0 q5_1 q2_k q3_k q4_k q5_k q6_k q4_k_m q5_k_m iq4_nl iq4_xs "
                   "mxfp4 (MoE: the experts in mxfp4, the rest q8_0)");
   cmd->add_option("--arch", o->arch,
                   "llama | qwen2 | qwen3 | gemma3 | gemma4 | phi3; MoE presets: llama (Mixtral) | qwen2moe | qwen3moe "
-                  "| gpt-oss | gemma4");
+                  "| gpt-oss | gemma4 | deepseek2 (DeepSeek V3: latent attention, grouped sigmoid routing)");
   cmd->add_option("--sliding-window", o->sliding_window,
                   "gemma3, gemma4: the local layers' window (default 512, or ctx/8)");
-  cmd->add_option("--rope-scaling", o->rope_scaling, "yarn: YaRN context extension (Qwen's long-context files)");
+  cmd->add_option("--rope-scaling", o->rope_scaling,
+                  "yarn: YaRN context extension (Qwen's long-context files; deepseek2: V3's, with its log multiplier)");
   cmd->add_option("--rope-scale", o->rope_factor, "the YaRN factor (default 4)");
   cmd->add_option("--yarn-orig-ctx", o->yarn_orig_ctx, "YaRN's original context (default ctx/4)");
   cmd->add_option("--seed", o->seed, "weights seed");
@@ -104,6 +105,11 @@ Action add_gen_model(CLI::App& app) {
   cmd->add_option("--n-expert", o->overrides.n_expert, "override the MoE preset's expert count");
   cmd->add_option("--n-expert-used", o->overrides.n_expert_used, "override the MoE preset's experts per token");
   cmd->add_option("--n-ff-exp", o->overrides.n_ff_exp, "override the MoE preset's expert FFN width");
+  cmd->add_option_function<int64_t>(
+         "--q-lora-rank", [o](int64_t r) { o->overrides.q_lora_rank = r == 0 ? -1 : r; },
+         "deepseek2: the query's low-rank width; 0: none, q straight from the embedding (attn_q, as DeepSeek-V2-Lite)")
+      ->check(CLI::NonNegativeNumber);
+  cmd->add_option("--kv-lora-rank", o->overrides.kv_lora_rank, "deepseek2: the width of the keys' and values' latent");
   cmd->add_option("--split-max-tensors", o->split_max_tensors,
                   "write a split model, at most N tensors per part (as llama-gguf-split): "
                   "<output without .gguf>-00001-of-0000K.gguf ...")

@@ -19,6 +19,7 @@ std::string_view axis_name(Axis a) {
     case Axis::SharedFfn: return "shared_ffn";
     case Axis::SharedGate: return "shared_gate";
     case Axis::PerLayer: return "per_layer";
+    case Axis::Latent: return "latent";
     case Axis::Count: break;
   }
   return "?";
@@ -42,6 +43,8 @@ std::string_view op_name(OpKind op) {
     case OpKind::SwiGluOai: return "swiglu_oai";
     case OpKind::Scale: return "scale";
     case OpKind::Slice: return "slice";
+    case OpKind::HeadMatMul: return "head_matmul";
+    case OpKind::LatentAttention: return "latent_attention";
     case OpKind::Count: break;
   }
   return "?";
@@ -49,6 +52,11 @@ std::string_view op_name(OpKind op) {
 
 float Dims::attention_scale(int layer) const {
   return attn_scale > 0 ? attn_scale : 1.f / std::sqrt(static_cast<float>(head_dim_of(layer)));
+}
+
+int64_t head_width(const Dims& d, const Node& n) {
+  const int64_t heads = n.axis == Axis::KvHeads ? d.n_head_kv_of(n.layer) : d.n_head;
+  return n.width / heads;
 }
 
 int Graph::add(Node n) {
@@ -71,6 +79,7 @@ int64_t Graph::width_of(Axis a) const {
     case Axis::SharedFfn: return dims.n_ff_shexp;
     case Axis::SharedGate: return 1;
     case Axis::PerLayer: return dims.n_layer * dims.n_embd_per_layer;
+    case Axis::Latent: return dims.kv_lora_rank + dims.rope.n_rot;
     case Axis::Count: break;
   }
   fail("graph", "bad axis");

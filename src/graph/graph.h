@@ -31,6 +31,9 @@ enum class Axis : uint8_t {
   // Gemma 4 E2B/E4B's per-layer inputs (n_layer * n_embd_per_layer, or one layer's slice of them)
   // and each layer's gate over its slice: small, kept whole on every device
   PerLayer,
+  // DeepSeek's multi-head latent attention: the compressed query and the key/value latent with its
+  // shared RoPE key (a few hundred values a token), kept whole on every device
+  Latent,
   Count
 };
 std::string_view axis_name(Axis a);
@@ -60,6 +63,14 @@ enum class OpKind : uint8_t {
   Scale,
   // x -> features [row0, row0 + width) of x (one layer's slice of the per-layer inputs)   same axis
   Slice,
+  // x of heads -> per head h: W[h] times the first `cols` features of x's head h (W a stack of
+  // n_head matrices, one per head: DeepSeek's attn_k_b and attn_v_b)     same axis, heads of `rows`
+  HeadMatMul,
+  // Multi-head latent attention in its absorbed form (DeepSeek): inputs q_latent (per head
+  // kv_lora_rank: the non-rotated part of q times attn_k_b), q (per head, its last n_rot features
+  // rotated), kv latent (kv_lora_rank, normed), k_rope (n_rot, rotated). One cache row per token,
+  // [latent; k_rope], which every head attends over; out per head: the softmax-weighted latents.
+  LatentAttention,
   Count
 };
 std::string_view op_name(OpKind op);
@@ -96,8 +107,23 @@ struct Dims {
   bool expert_weights_norm = false;         // the k weights are renormalised to sum to 1
   // How the router's logits become the k weights: a softmax over all n_expert, the top k taken
   // (llama.cpp's SOFTMAX), or the top k logits taken, then a softmax over those k (SOFTMAX_WEIGHT, gpt-oss).
-  enum class Gating : uint8_t { Softmax, SoftmaxSelected };
+  // Sigmoid (DeepSeek V3): each logit's sigmoid, the top k of those plus the router's selection bias
+  // (MoeRoute's bias), weighted by the unbiased sigmoids.
+  enum class Gating : uint8_t { Softmax, SoftmaxSelected, Sigmoid };
   Gating expert_gating = Gating::Softmax;
+  float expert_weights_scale = 0.f;  // the k weights times this (DeepSeek's routed scaling); 0: 1
+  // DeepSeek: experts in n_expert_groups groups; a token's experts come from the n_group_used
+  // groups whose two best scores sum highest (0: no groups).
+  int64_t n_expert_groups = 0, n_group_used = 0;
+  int64_t n_layer_dense_lead = 0;  // DeepSeek: the first layers' FFN is dense (n_ff), the rest experts
+  bool has_experts(int layer) const { return n_expert > 0 && layer >= n_layer_dense_lead; }
+  // Multi-head latent attention (DeepSeek): head_dim is a query head's width (its non-rotated
+  // features, then rope.n_rot rotated ones), each layer caches kv_lora_rank + n_rot values a
+  // token, and a head's output is v_head_dim wide. 0: ordinary attention.
+  int64_t kv_lora_rank = 0, v_head_dim = 0;
+  bool mla() const { return kv_lora_rank > 0; }
+  // Width of an attention head's output, the input features per head of attn_output.
+  int64_t out_head_dim(int layer) const { return mla() ? v_head_dim : head_dim_of(layer); }
   float swiglu_alpha = 1.702f, swiglu_limit = 7.f;  // OpKind::SwiGluOai's constants (llama.cpp's)
   // Gemma: token embeddings times embd_scale (sqrt(n_embd)); 0 or 1: none.
   float embd_scale = 0.f;
@@ -147,6 +173,10 @@ struct Dims {
   int64_t first_key(int layer, int64_t pos) const { return is_swa(layer) ? std::max<int64_t>(0, pos - n_swa + 1) : 0; }
   float attention_scale(int layer) const;
 };
+
+// Features per head of a node on a heads axis: its width over the axis' heads in its layer (the
+// heads of one layer's q, k and attention output may differ in width: DeepSeek's MLA).
+int64_t head_width(const Dims& d, const Node& n);
 
 struct Graph {
   Dims dims;

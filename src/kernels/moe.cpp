@@ -39,6 +39,8 @@ constexpr float kMinWeightSum = 6.103515625e-5f;
 
 // The k largest of p[n_expert] (descending, ties to the lower id) and their weights into routes.
 // k passes of an argmax: k is a handful, n_expert at most a few hundred.
+constexpr int64_t kMaxGroups = 64;  // expert groups per layer (DeepSeek V3: 8)
+
 void select_top_k(const float* p, int64_t n_expert, int64_t k, float* routes) {
   WEFT_ASSERT(k >= 1 && k <= n_expert);
   for (int64_t j = 0; j < k; ++j) {
@@ -220,30 +222,77 @@ WeightMatrix ExpertStack::expert(int64_t id) const {
   return m;
 }
 
-// SOFTMAX_WEIGHT: the selected logits (routes[k .. 2k)) become their softmax.
+// The scores experts are chosen by (llama.cpp's build_moe_ffn): p plus the selection bias, and of
+// expert groups only those of the best groups (a group's score: its two best), the rest -inf.
+void selection_scores(const float* p, const MoeRouting& r, float* sel) {
+  for (int64_t e = 0; e < r.n_expert; ++e) sel[e] = p[e] + (r.selection_bias ? r.selection_bias[e] : 0.f);
+  if (r.n_groups <= 1) return;
+  const int64_t per = r.n_expert / r.n_groups;
+  float group_score[kMaxGroups];
+  for (int64_t g = 0; g < r.n_groups; ++g) {
+    const float* x = sel + g * per;
+    const int64_t best = std::max_element(x, x + per) - x;
+    float second = -INFINITY;
+    for (int64_t e = 0; e < per; ++e)
+      if (e != best) second = std::max(second, x[e]);
+    group_score[g] = per > 1 ? x[best] + second : x[best];
+  }
+  bool kept[kMaxGroups] = {};
+  for (int64_t u = 0; u < r.n_groups_used; ++u) {  // the best groups, ties to the lower index
+    int64_t best = -1;
+    for (int64_t g = 0; g < r.n_groups; ++g)
+      if (!kept[g] && (best < 0 || group_score[g] > group_score[best])) best = g;
+    kept[best] = true;
+  }
+  for (int64_t g = 0; g < r.n_groups; ++g)
+    if (!kept[g]) std::fill_n(sel + g * per, per, -INFINITY);
+}
+
+// SOFTMAX_WEIGHT: the selected logits (routes[k .. 2k)) become their softmax. p: 2 n_expert floats.
 template <typename Softmax>
 void route_token(const float* logits, const MoeRouting& r, float* p, float* routes, Softmax softmax_of) {
   std::copy(logits, logits + r.n_expert, p);
-  if (!r.softmax_selected) softmax_of(p, r.n_expert);
-  select_top_k(p, r.n_expert, r.k, routes);
+  if (r.sigmoid)
+    for (int64_t e = 0; e < r.n_expert; ++e) p[e] = 1.f / (1.f + std::exp(-p[e]));
+  else if (!r.softmax_selected)
+    softmax_of(p, r.n_expert);
+  if (r.selection_bias || r.n_groups > 1) {
+    float* sel = p + r.n_expert;
+    selection_scores(p, r, sel);
+    select_top_k(sel, r.n_expert, r.k, routes);
+    for (int64_t j = 0; j < r.k; ++j) routes[r.k + j] = p[route_id(routes, j)];  // weighted unbiased
+  } else {
+    select_top_k(p, r.n_expert, r.k, routes);
+  }
   if (r.softmax_selected) softmax_of(routes + r.k, r.k);
   if (r.norm) {
     float sum = 0;
     for (int64_t j = 0; j < r.k; ++j) sum += routes[r.k + j];
     for (int64_t j = 0; j < r.k; ++j) routes[r.k + j] /= std::max(sum, kMinWeightSum);
   }
+  if (r.weights_scale > 0)
+    for (int64_t j = 0; j < r.k; ++j) routes[r.k + j] *= r.weights_scale;
   if (r.expert_scale)
     for (int64_t j = 0; j < r.k; ++j) routes[r.k + j] *= r.expert_scale[static_cast<int64_t>(routes[j])];
 }
 
+void check_routing(const MoeRouting& r) {
+  if (r.n_groups > 1 && (r.n_groups > kMaxGroups || r.n_expert % r.n_groups != 0 || r.n_groups_used < 1 ||
+                         r.n_groups_used > r.n_groups || r.n_groups_used * (r.n_expert / r.n_groups) < r.k))
+    fail("kernels", "moe_route: {} of {} groups over {} experts cannot hold {}", r.n_groups_used, r.n_groups,
+         r.n_expert, r.k);
+}
+
 void moe_route(const float* logits, int64_t n_tokens, const MoeRouting& r, float* routes) {
-  std::vector<float> p(r.n_expert);
+  check_routing(r);
+  std::vector<float> p(2 * r.n_expert);
   for (int64_t t = 0; t < n_tokens; ++t)
     route_token(logits + t * r.n_expert, r, p.data(), routes + t * 2 * r.k, [](float* v, int64_t n) { softmax(v, n); });
 }
 
 void moe_route_ref(const float* logits, int64_t n_tokens, const MoeRouting& r, float* routes) {
-  std::vector<float> p(r.n_expert);
+  check_routing(r);
+  std::vector<float> p(2 * r.n_expert);
   auto softmax_double = [](float* v, int64_t n) {
     const double m = *std::max_element(v, v + n);
     double sum = 0;

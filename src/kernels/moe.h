@@ -27,6 +27,14 @@ struct MoeRouting {
   // Where set, n_expert values: each weight, last, times its expert's (Gemma 4's per-expert output
   // scale, which multiplies an expert's output as linearly as its weight does).
   const float* expert_scale = nullptr;
+  // DeepSeek (V3's SIGMOID gating): p = sigmoid(logits) in place of the softmax; experts chosen by
+  // p + selection_bias (n_expert values, where set), weighted by p.
+  bool sigmoid = false;
+  const float* selection_bias = nullptr;
+  // Expert groups (n_groups > 1): only experts of the n_groups_used groups whose two best selection
+  // scores sum highest are chosen.
+  int64_t n_groups = 0, n_groups_used = 0;
+  float weights_scale = 0.f;  // > 0: the k weights times it (after norm)
 };
 // Per token, the k selected experts in descending order (ties to the lower id) and their weights.
 // logits: [n_tokens, n_expert]; routes: [n_tokens, 2k].

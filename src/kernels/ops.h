@@ -82,7 +82,7 @@ void attention_ref(const AttentionShape& s, const float* q, const void* k_cache,
 
 // The query rows that read one kv head: (token, q head) pairs, n_rows of each array.
 struct AttentionRows {
-  static constexpr int64_t kMaxHeadDim = 512;  // Gemma 4's global layers
+  static constexpr int64_t kMaxHeadDim = 576;  // DeepSeek's latent rows (512 + 64); Gemma 4's heads of 512
   const float* const* q = nullptr;             // each row's query [head_dim]
   float* const* out = nullptr;                 // each row's output [head_dim]
   const int32_t* n_valid = nullptr;            // keys 0..n_valid-1 are visible to the row (causal: pos + 1)

@@ -71,12 +71,46 @@ graph::Graph build_llama_graph(const ModelConfig& c) {
                      gelu ? "ffn_geglu" : "ffn_swiglu");
       return node(OpKind::MatMul, {act}, Axis::Embd, d.n_embd, "ffn_down.weight", "ffn_down");
     };
+    // DeepSeek's multi-head latent attention, absorbed (deepseek2.cpp's MLA branch): the query's
+    // unrotated part of each head goes through that head's attn_k_b into the latent space, so the
+    // heads attend over one cached row a token, [latent; k_rope], and their latent outputs come
+    // back through attn_v_b. Heads split across devices; the latent is computed whole on each.
+    auto latent_attention = [&](int h) {
+      const int64_t lat = d.kv_lora_rank, rot = d.rope.n_rot, nh = d.n_head;
+      int q;
+      if (c.q_lora_rank > 0) {
+        q = node(OpKind::MatMul, {h}, Axis::Latent, c.q_lora_rank, "attn_q_a.weight", "attn_q_a");
+        q = node(OpKind::RmsNorm, {q}, Axis::Latent, c.q_lora_rank, "attn_q_a_norm.weight", "attn_q_a_norm");
+        q = node(OpKind::MatMul, {q}, Axis::QHeads, q_width, "attn_q_b.weight", "attn_q_b");
+      } else {
+        q = node(OpKind::MatMul, {h}, Axis::QHeads, q_width, "attn_q.weight", "attn_q");
+      }
+      Node rope_q{OpKind::Rope, {q}, Axis::QHeads, q_width, "", "", l, "rope_q"};
+      rope_q.row0 = d.head_dim - rot;  // each head's last n_rot features
+      q = g.add(std::move(rope_q));
+      int kv = node(OpKind::MatMul, {h}, Axis::Latent, lat + rot, "attn_kv_a_mqa.weight", "attn_kv_a_mqa");
+      auto slice = [&](int64_t row0, int64_t width, const char* label) {
+        Node n{OpKind::Slice, {kv}, Axis::Latent, width, "", "", l, label};
+        n.row0 = row0;
+        return g.add(std::move(n));
+      };
+      int latent = node(OpKind::RmsNorm, {slice(0, lat, "kv_latent")}, Axis::Latent, lat, "attn_kv_a_norm.weight",
+                        "attn_kv_a_norm");
+      int k_rope = node(OpKind::Rope, {slice(lat, rot, "k_rope")}, Axis::Latent, rot, "", "rope_k");
+      int q_latent = node(OpKind::HeadMatMul, {q}, Axis::QHeads, nh * lat, "attn_k_b.weight", "attn_k_b");
+      int a =
+          node(OpKind::LatentAttention, {q_latent, q, latent, k_rope}, Axis::QHeads, nh * lat, "", "latent_attention");
+      a = node(OpKind::HeadMatMul, {a}, Axis::QHeads, nh * d.v_head_dim, "attn_v_b.weight", "attn_v_b");
+      return node(OpKind::MatMul, {a}, Axis::Embd, d.n_embd, "attn_output.weight", "attn_output");
+    };
     // Attention: h = norm(x); q, k, v projections (column-parallel); RoPE; attend; project back.
     int h = node(OpKind::RmsNorm, {x}, Axis::Embd, d.n_embd, "attn_norm.weight", "attn_norm");
     const bool b = c.traits.qkv_bias;
-    int q, k = -1, v = -1;
+    int q = -1, k = -1, v = -1, o = -1;
     const bool own_kv = d.owns_kv(l);  // else attends over an earlier layer's cache (Gemma 4 E2B/E4B)
-    if (c.fused_qkv) {                 // Phi-3: [q; k; v] rows of attn_qkv, each cut by heads like its own tensor
+    if (d.mla()) {
+      o = latent_attention(h);
+    } else if (c.fused_qkv) {  // Phi-3: [q; k; v] rows of attn_qkv, each cut by heads like its own tensor
       const int64_t rows = q_width + 2 * kv_width;
       q = segment(h, Axis::QHeads, q_width, "attn_qkv.weight", "attn_q", 0, rows);
       k = segment(h, Axis::KvHeads, kv_width, "attn_qkv.weight", "attn_k", q_width, rows);
@@ -91,27 +125,29 @@ graph::Graph build_llama_graph(const ModelConfig& c) {
               ? k
               : node(OpKind::MatMul, {h}, Axis::KvHeads, kv_width, "attn_v.weight", "attn_v", b ? "attn_v.bias" : "");
     }
-    if (c.traits.qk_norm) {
-      q = node(OpKind::HeadNorm, {q}, Axis::QHeads, q_width, "attn_q_norm.weight", "attn_q_norm");
-      if (own_kv) k = node(OpKind::HeadNorm, {k}, Axis::KvHeads, kv_width, "attn_k_norm.weight", "attn_k_norm");
-    }
-    if (c.traits.gemma4 && own_kv)  // V normed, without a weight
-      v = node(OpKind::HeadNorm, {v}, Axis::KvHeads, kv_width, "", "attn_v_norm");
-    q = node(OpKind::Rope, {q}, Axis::QHeads, q_width, "", "rope_q");
-    if (own_kv) k = node(OpKind::Rope, {k}, Axis::KvHeads, kv_width, "", "rope_k");
     const bool oss = c.traits.gpt_oss;
-    std::vector<int> qkv{q};
-    if (own_kv) qkv = {q, k, v};
-    int a = node(OpKind::Attention, qkv, Axis::QHeads, q_width, oss ? "attn_sinks.weight" : "", "attention");
-    int o = node(OpKind::MatMul, {a}, Axis::Embd, d.n_embd, "attn_output.weight", "attn_output",
-                 oss ? "attn_output.bias" : "");
+    if (o < 0) {
+      if (c.traits.qk_norm) {
+        q = node(OpKind::HeadNorm, {q}, Axis::QHeads, q_width, "attn_q_norm.weight", "attn_q_norm");
+        if (own_kv) k = node(OpKind::HeadNorm, {k}, Axis::KvHeads, kv_width, "attn_k_norm.weight", "attn_k_norm");
+      }
+      if (c.traits.gemma4 && own_kv)  // V normed, without a weight
+        v = node(OpKind::HeadNorm, {v}, Axis::KvHeads, kv_width, "", "attn_v_norm");
+      q = node(OpKind::Rope, {q}, Axis::QHeads, q_width, "", "rope_q");
+      if (own_kv) k = node(OpKind::Rope, {k}, Axis::KvHeads, kv_width, "", "rope_k");
+      std::vector<int> qkv{q};
+      if (own_kv) qkv = {q, k, v};
+      int a = node(OpKind::Attention, qkv, Axis::QHeads, q_width, oss ? "attn_sinks.weight" : "", "attention");
+      o = node(OpKind::MatMul, {a}, Axis::Embd, d.n_embd, "attn_output.weight", "attn_output",
+               oss ? "attn_output.bias" : "");
+    }
     if (c.traits.gemma)
       o = node(OpKind::RmsNorm, {o}, Axis::Embd, d.n_embd, "post_attention_norm.weight", "attn_post_norm");
     x = node(OpKind::Add, {x, o}, Axis::Embd, d.n_embd, "", "attn_residual");
     h = node(OpKind::RmsNorm, {x}, Axis::Embd, d.n_embd, oss ? "post_attention_norm.weight" : "ffn_norm.weight",
              "ffn_norm");
     int ffn = -1;
-    if (d.n_expert == 0) {
+    if (!d.has_experts(l)) {
       ffn = gated_ffn(h);
     } else {
       // Mixture of experts (llama.cpp's build_moe_ffn): the router picks k experts per token, each
@@ -132,8 +168,10 @@ graph::Graph build_llama_graph(const ModelConfig& c) {
       }
       int logits = node(OpKind::MatMul, {router_in}, Axis::Router, d.n_expert, "ffn_gate_inp.weight", "ffn_router",
                         bias("ffn_gate_inp.bias"));
+      // DeepSeek V3: a selection bias added to the sigmoid scores before the top k (not to the weights)
       int routes = node(OpKind::MoeRoute, {logits}, Axis::Routes, 2 * d.n_expert_used,
-                        c.expert_out_scale ? "ffn_down_exps.scale" : "", "ffn_routes");
+                        c.expert_out_scale ? "ffn_down_exps.scale" : "", "ffn_routes",
+                        c.expert_selection_bias ? "exp_probs_b.bias" : "");
       int gate, up;
       if (c.fused_gate_up_exps) {  // one stack, each expert's gate rows then its up rows
         auto half = [&](const char* label, int64_t row0) {
@@ -161,15 +199,19 @@ graph::Graph build_llama_graph(const ModelConfig& c) {
         ffn = node(OpKind::RmsNorm, {ffn}, Axis::Embd, d.n_embd, "post_ffw_norm_2.weight", "ffn_post_norm_2");
         ffn = node(OpKind::Add, {dense, ffn}, Axis::Embd, d.n_embd, "", "ffn_moe_out");
       }
-      if (d.n_ff_shexp > 0) {  // qwen2moe: a dense shared expert, scaled by sigmoid of its own gate
+      // A dense shared expert beside the routed ones: qwen2moe's scaled by the sigmoid of its own
+      // gate, DeepSeek's ungated.
+      if (d.n_ff_shexp > 0) {
         const int64_t sw = d.n_ff_shexp;
         // The gate first: --exact applies its sigmoid to each granule of the down's partial sums.
-        int gi = node(OpKind::MatMul, {h}, Axis::SharedGate, 1, "ffn_gate_inp_shexp.weight", "ffn_gate_inp_shexp");
+        const int gi = c.traits.shared_expert ? node(OpKind::MatMul, {h}, Axis::SharedGate, 1,
+                                                     "ffn_gate_inp_shexp.weight", "ffn_gate_inp_shexp")
+                                              : -1;
         int sg = node(OpKind::MatMul, {h}, Axis::SharedFfn, sw, "ffn_gate_shexp.weight", "ffn_gate_shexp");
         int su = node(OpKind::MatMul, {h}, Axis::SharedFfn, sw, "ffn_up_shexp.weight", "ffn_up_shexp");
         int sa = node(OpKind::SwiGlu, {sg, su}, Axis::SharedFfn, sw, "", "ffn_swiglu_shexp");
-        int sd = node(OpKind::MatMul, {sa}, Axis::Embd, d.n_embd, "ffn_down_shexp.weight", "ffn_down_shexp");
-        int so = node(OpKind::SigmoidScale, {sd, gi}, Axis::Embd, d.n_embd, "", "ffn_shexp_out");
+        int so = node(OpKind::MatMul, {sa}, Axis::Embd, d.n_embd, "ffn_down_shexp.weight", "ffn_down_shexp");
+        if (gi >= 0) so = node(OpKind::SigmoidScale, {so, gi}, Axis::Embd, d.n_embd, "", "ffn_shexp_out");
         ffn = node(OpKind::Add, {ffn, so}, Axis::Embd, d.n_embd, "", "ffn_moe_out");
       }
     }

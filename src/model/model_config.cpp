@@ -24,9 +24,10 @@ ArchTraits traits_of(const std::string& arch) {
     return {.qk_norm = true, .rope_neox = true, .expert_weights_norm = true, .gemma = true, .gemma4 = true};
   if (arch == "phi3") return {.rope_neox = true, .phi3 = true};
   if (arch == "gpt-oss") return {.qkv_bias = true, .rope_neox = true, .moe = true, .gpt_oss = true};
+  if (arch == "deepseek2") return {.moe = true, .deepseek = true};
   fail("model",
        "architecture '{}' is not supported (supported: llama, qwen2, qwen3, qwen2moe, qwen3moe, gemma3, gemma4, phi3, "
-       "gpt-oss)",
+       "gpt-oss, deepseek2)",
        arch);
 }
 
@@ -60,6 +61,47 @@ void expect_shape(const gguf::File& f, const std::string& name, std::vector<int6
          fmt::join(want, ", "));
 }
 
+// DeepSeek's experts beside their dense first layers: the shared experts' width, how the router's
+// logits become weights (softmax by default, as llama.cpp reads V2 files without the key; sigmoid
+// scores for V3), the weights' renormalisation and scale, and the expert groups.
+void read_deepseek_experts(const gguf::File& f, const std::string& p, ModelConfig& c) {
+  auto& d = c.dims;
+  d.n_layer_dense_lead = f.get_int_opt(p + "leading_dense_block_count").value_or(0);
+  if (d.n_layer_dense_lead < 0 || d.n_layer_dense_lead >= d.n_layer)
+    fail("model", "{}leading_dense_block_count {} is out of range (0..{})", p, d.n_layer_dense_lead, d.n_layer - 1);
+  for (int64_t l = 0; l < d.n_layer_dense_lead; ++l) {
+    const std::string b = fmt::format("blk.{}.", l);
+    expect_shape(f, b + "ffn_gate.weight", {d.n_embd, d.n_ff}, "dense FFN");
+    expect_shape(f, b + "ffn_up.weight", {d.n_embd, d.n_ff}, "dense FFN");
+    expect_shape(f, b + "ffn_down.weight", {d.n_ff, d.n_embd}, "dense FFN");
+  }
+  const int64_t shared = f.get_int_opt(p + "expert_shared_count").value_or(0);
+  if (shared < 0 || shared > 64) fail("model", "{}expert_shared_count {} is out of range (0..64)", p, shared);
+  d.n_ff_shexp = shared * d.n_ff_exp;
+  d.expert_weights_norm = f.get_bool_opt(p + "expert_weights_norm").value_or(false);
+  d.expert_weights_scale = static_cast<float>(f.get_float_opt(p + "expert_weights_scale").value_or(0.0));
+  if (!(d.expert_weights_scale >= 0 && d.expert_weights_scale < 1e6))
+    fail("model", "{}expert_weights_scale {} is out of range", p, d.expert_weights_scale);
+  const int64_t gating = f.get_int_opt(p + "expert_gating_func").value_or(0);
+  if (gating < 0 || gating > 2)
+    fail("model", "{}expert_gating_func {} is not supported (1 softmax, 2 sigmoid)", p, gating);
+  // 0, not written (V2 files): softmax
+  d.expert_gating = gating == 2 ? graph::Dims::Gating::Sigmoid : graph::Dims::Gating::Softmax;
+  d.n_expert_groups = f.get_int_opt(p + "expert_group_count").value_or(0);
+  d.n_group_used = f.get_int_opt(p + "expert_group_used_count").value_or(0);
+  if (d.n_expert_groups > 1) {  // llama.cpp's checks
+    if (d.n_expert_groups >= d.n_expert || d.n_expert_groups > 64 || d.n_expert % d.n_expert_groups != 0)
+      fail("model", "{}expert_group_count {} does not divide expert_count {}", p, d.n_expert_groups, d.n_expert);
+    if (d.n_group_used < 1 || d.n_group_used >= d.n_expert_groups)
+      fail("model", "{}expert_group_used_count {} is out of range (1..{})", p, d.n_group_used, d.n_expert_groups - 1);
+    if (d.n_group_used * (d.n_expert / d.n_expert_groups) < d.n_expert_used)
+      fail("model", "{} groups of {} experts hold fewer than the {} experts a token uses", d.n_group_used,
+           d.n_expert / d.n_expert_groups, d.n_expert_used);
+  } else {
+    d.n_expert_groups = d.n_group_used = 0;
+  }
+}
+
 // Expert counts and widths (llama.cpp's keys and defaults), then every layer's router and expert
 // tensors against them, so a malformed file fails here with its key or tensor named.
 void read_experts(const gguf::File& f, const std::string& p, ModelConfig& c) {
@@ -91,9 +133,12 @@ void read_experts(const gguf::File& f, const std::string& p, ModelConfig& c) {
     if (d.n_ff_shexp <= 0 || d.n_ff_shexp > (int64_t{1} << 20))
       fail("model", "{}expert_shared_feed_forward_length {} is out of range", p, d.n_ff_shexp);
   }
-  c.fused_gate_up_exps = f.find_tensor("blk.0.ffn_gate_up_exps.weight") != nullptr;
-  c.expert_out_scale = f.find_tensor("blk.0.ffn_down_exps.scale") != nullptr;
-  for (int64_t l = 0; l < d.n_layer; ++l) {
+  if (c.traits.deepseek) read_deepseek_experts(f, p, c);
+  const std::string first = fmt::format("blk.{}.", d.n_layer_dense_lead);
+  c.fused_gate_up_exps = f.find_tensor(first + "ffn_gate_up_exps.weight") != nullptr;
+  c.expert_out_scale = f.find_tensor(first + "ffn_down_exps.scale") != nullptr;
+  c.expert_selection_bias = c.traits.deepseek && f.find_tensor(first + "exp_probs_b.bias") != nullptr;
+  for (int64_t l = d.n_layer_dense_lead; l < d.n_layer; ++l) {
     const std::string b = fmt::format("blk.{}.", l);
     expect_shape(f, b + "ffn_gate_inp.weight", {d.n_embd, d.n_expert}, "router");
     if (c.fused_gate_up_exps) {
@@ -114,6 +159,12 @@ void read_experts(const gguf::File& f, const std::string& p, ModelConfig& c) {
       expect_shape(f, b + "ffn_gate.weight", {d.n_embd, ff}, "dense FFN");
       expect_shape(f, b + "ffn_up.weight", {d.n_embd, ff}, "dense FFN");
       expect_shape(f, b + "ffn_down.weight", {ff, d.n_embd}, "dense FFN");
+    }
+    if (c.expert_selection_bias) expect_shape(f, b + "exp_probs_b.bias", {d.n_expert}, "expert selection bias");
+    if (d.n_ff_shexp > 0 && !c.traits.shared_expert) {  // DeepSeek's: ungated
+      expect_shape(f, b + "ffn_gate_shexp.weight", {d.n_embd, d.n_ff_shexp}, "shared expert");
+      expect_shape(f, b + "ffn_up_shexp.weight", {d.n_embd, d.n_ff_shexp}, "shared expert");
+      expect_shape(f, b + "ffn_down_shexp.weight", {d.n_ff_shexp, d.n_embd}, "shared expert");
     }
     if (!c.traits.shared_expert) continue;
     expect_shape(f, b + "ffn_gate_inp_shexp.weight", {d.n_embd}, "shared expert gate");
@@ -365,6 +416,54 @@ void read_phi3(const gguf::File& f, const std::string& p, ModelConfig& c) {
     fail("model", "rope.scaling.attn_factor {} is out of range", r.attn_factor);
 }
 
+// DeepSeek's multi-head latent attention (llama.cpp's deepseek2 loader and graph): the latent and
+// RoPE key a cache row holds (key_length = kv_lora_rank + n_rot, value_length = kv_lora_rank), the
+// heads' value width, the query through a compressed latent (q_lora_rank > 0) or not (V2-Lite),
+// and the scores' scale with DeepSeek's YaRN correction (rope.scaling.yarn_log_multiplier).
+void read_mla(const gguf::File& f, const std::string& p, ModelConfig& c) {
+  auto& d = c.dims;
+  auto& r = d.rope;
+  d.kv_lora_rank = positive(f, p + "attention.kv_lora_rank", f.get_int(p + "attention.kv_lora_rank"), 1 << 14);
+  d.v_head_dim = positive(f, p + "attention.value_length_mla",
+                          f.get_int_opt(p + "attention.value_length_mla").value_or(d.head_dim), 4096);
+  const int64_t q_lora = c.q_lora_rank = f.get_int_opt(p + "attention.q_lora_rank").value_or(0);
+  if (q_lora < 0 || q_lora > (1 << 16)) fail("model", "{}attention.q_lora_rank {} is out of range", p, q_lora);
+  if (r.n_rot >= d.head_dim)
+    fail("model", "{}rope.dimension_count {} leaves no unrotated query features of {}", p, r.n_rot, d.head_dim);
+  if (auto k = f.get_int_opt(p + "attention.key_length"); k && *k != d.kv_lora_rank + r.n_rot)
+    fail("model", "{}attention.key_length {} is not kv_lora_rank + rope.dimension_count ({})", p, *k,
+         d.kv_lora_rank + r.n_rot);
+  if (auto v = f.get_int_opt(p + "attention.value_length"); v && *v != d.kv_lora_rank)
+    fail("model", "{}attention.value_length {} is not kv_lora_rank {}", p, *v, d.kv_lora_rank);
+  if (d.kv_lora_rank + r.n_rot > 576)
+    fail("model", "latent rows of {} values: the attention kernel takes at most 576", d.kv_lora_rank + r.n_rot);
+  const int64_t nope = d.head_dim - r.n_rot, q_w = d.n_head * d.head_dim;
+  for (int64_t l = 0; l < d.n_layer; ++l) {
+    const std::string b = fmt::format("blk.{}.", l);
+    if (q_lora > 0) {
+      expect_shape(f, b + "attn_q_a.weight", {d.n_embd, q_lora}, "compressed query");
+      expect_shape(f, b + "attn_q_a_norm.weight", {q_lora}, "compressed query norm");
+      expect_shape(f, b + "attn_q_b.weight", {q_lora, q_w}, "query");
+    } else {
+      expect_shape(f, b + "attn_q.weight", {d.n_embd, q_w}, "query");
+    }
+    expect_shape(f, b + "attn_kv_a_mqa.weight", {d.n_embd, d.kv_lora_rank + r.n_rot}, "key/value latent");
+    expect_shape(f, b + "attn_kv_a_norm.weight", {d.kv_lora_rank}, "key/value latent norm");
+    expect_shape(f, b + "attn_k_b.weight", {nope, d.kv_lora_rank, d.n_head}, "key up-projection");
+    expect_shape(f, b + "attn_v_b.weight", {d.kv_lora_rank, d.v_head_dim, d.n_head}, "value up-projection");
+    expect_shape(f, b + "attn_output.weight", {d.n_head * d.v_head_dim, d.n_embd}, "attention output");
+  }
+  // The scores' scale, as deepseek2.cpp pre-scales it for YaRN: mscale^2 / sqrt(head_dim), with
+  // mscale = the rotation's attention factor times (1 + 0.1 ln(factor)) (1 + 0.1 m ln(factor)), m the
+  // yarn_log_multiplier (which the converter writes times 0.1). With m, llama_context divides the
+  // rotation's factor by 1 + 0.1 ln(factor), which the rope kernel multiplies back.
+  const double log_mul = f.get_float_opt(p + "rope.scaling.yarn_log_multiplier").value_or(0.0) / 0.1;
+  const double ln_factor = std::log(1.0 / static_cast<double>(r.freq_scale));
+  if (r.yarn_ext_factor != 0 && log_mul != 0) r.attn_factor = static_cast<float>(r.attn_factor / (1 + 0.1 * ln_factor));
+  const double mscale = r.attn_factor * (1 + 0.1 * ln_factor) * (1 + 0.1 * log_mul * ln_factor);
+  d.attn_scale = static_cast<float>(mscale * mscale / std::sqrt(static_cast<double>(d.head_dim)));
+}
+
 }  // namespace
 
 ModelConfig for_context(ModelConfig c, int64_t n_ctx_seq) {
@@ -392,11 +491,19 @@ ModelConfig read_config(const gguf::File& f) {
                          per_model_int(f, p + "attention.head_count_kv", c.traits.gemma4).value_or(d.n_head), d.n_head);
   if (d.n_head % d.n_head_kv != 0)
     fail("model", "head_count {} is not a multiple of head_count_kv {}", d.n_head, d.n_head_kv);
-  const auto key_len = f.get_int_opt(p + "attention.key_length");
+  // MLA: a query head's width is key_length_mla (key_length is a cache row's: the latent and the
+  // RoPE key), read_mla checks the rest.
+  const std::string key_key = p + (c.traits.deepseek ? "attention.key_length_mla" : "attention.key_length");
+  const auto key_len = f.get_int_opt(key_key);
+  if (c.traits.deepseek && !key_len)
+    fail("model",
+         "{} is missing: DeepSeek files of the attn_kv_b layout (older converters) are not supported; "
+         "convert the model again",
+         key_key);
   if (!key_len && d.n_embd % d.n_head != 0)
     fail("model", "embedding_length {} is not a multiple of head_count {}", d.n_embd, d.n_head);
-  d.head_dim = positive(f, p + "attention.key_length", key_len.value_or(d.n_embd / d.n_head), 4096);
-  if (auto vl = f.get_int_opt(p + "attention.value_length"); vl && *vl != d.head_dim)
+  d.head_dim = positive(f, key_key, key_len.value_or(d.n_embd / d.n_head), 4096);
+  if (auto vl = f.get_int_opt(p + "attention.value_length"); vl && *vl != d.head_dim && !c.traits.deepseek)
     fail("model", "value_length {} != key_length {} is not supported", *vl, d.head_dim);
   d.norm_eps = static_cast<float>(f.get_float_opt(p + "attention.layer_norm_rms_epsilon").value_or(1e-5));
   if (!(d.norm_eps > 0 && d.norm_eps < 1)) fail("model", "layer_norm_rms_epsilon {} is out of range", d.norm_eps);
@@ -432,8 +539,8 @@ ModelConfig read_config(const gguf::File& f) {
     r.yarn_orig_ctx =
         static_cast<float>(f.get_int_opt(p + "rope.scaling.original_context_length").value_or(c.n_ctx_train));
     r.attn_factor = static_cast<float>(f.get_float_opt(p + "rope.scaling.attn_factor").value_or(1.0));
-    if (f.get_float_opt(p + "rope.scaling.yarn_log_multiplier").value_or(0.0) != 0.0)
-      fail("model", "rope.scaling.yarn_log_multiplier (DeepSeek's YaRN) is not supported yet");
+    if (f.get_float_opt(p + "rope.scaling.yarn_log_multiplier").value_or(0.0) != 0.0 && !c.traits.deepseek)
+      fail("model", "rope.scaling.yarn_log_multiplier (DeepSeek's YaRN) is read for deepseek2 only");
     for (float v : {r.yarn_ext_factor, r.yarn_beta_fast, r.yarn_beta_slow, r.yarn_orig_ctx, r.attn_factor})
       if (!(v > 0 && std::isfinite(v))) fail("model", "rope.scaling yarn parameter {} is out of range", v);
   } else if (scaling != "none" && scaling != "linear" && scaling != "llama3" && scaling != "yarn" &&
@@ -446,6 +553,7 @@ ModelConfig read_config(const gguf::File& f) {
   if (c.traits.phi3) read_phi3(f, p, c);
   read_experts(f, p, c);
   if (c.traits.gpt_oss) read_gpt_oss(f, p, c);
+  if (c.traits.deepseek) read_mla(f, p, c);
   return c;
 }
 

@@ -34,6 +34,10 @@ struct ArchTraits {
   // (26B-A4B) keeps the dense FFN beside the experts, each branch normed before and after, and
   // routes from the residual stream RMS-normed, times 1/sqrt(n_embd) and ffn_gate_inp.scale.
   bool gemma4 = false;
+  // DeepSeek V2/V3 (llama.cpp's deepseek2, MLA form: attn_k_b and attn_v_b): multi-head latent
+  // attention, the first leading_dense_block_count layers dense, then experts beside an ungated
+  // shared expert, routed by softmax or by biased sigmoid scores over expert groups.
+  bool deepseek = false;
 };
 
 struct ModelConfig {
@@ -50,6 +54,9 @@ struct ModelConfig {
   bool fused_gate_up_exps = false;
   // ffn_down_exps.scale (n_expert values) in every layer: each expert's output times its value.
   bool expert_out_scale = false;
+  // exp_probs_b.bias (n_expert values) in every MoE layer: added to the sigmoid scores to select
+  // experts, not to their weights (DeepSeek V3).
+  bool expert_selection_bias = false;
   // Gemma 4: per layer, the file has layer_output_scale.weight (f32[1]): the layer's output, the
   // residual stream after its FFN, is multiplied by it.
   std::vector<uint8_t> out_scale;
@@ -57,6 +64,7 @@ struct ModelConfig {
   // rope_original_ctx (llama.cpp: n_ctx_seq > n_ctx_orig_yarn); see for_context().
   std::vector<float> rope_factors_long;
   int64_t rope_original_ctx = 0;
+  int64_t q_lora_rank = 0;  // DeepSeek: the query's compressed width (attn_q_a, attn_q_b); 0: attn_q
 };
 
 // The configuration for sequences of n_ctx_seq positions: LongRoPE's long factors where that is

@@ -46,7 +46,9 @@ inline constexpr uint32_t kHelloMagic = 0x54464557;  // "WEFT" little-endian
 //     (a per-expert scale; rows of a fused gate_up stack) (Gemma 4's mixture of experts).
 // 17: ops gained Slice (its offset on the node); the dims carry per-layer FFN widths, the layer
 //     whose KV cache each layer reads and the per-layer input width (Gemma 4 E2B/E4B).
-inline constexpr uint16_t kProtocolMajor = 17;
+// 18: ops gained HeadMatMul and LatentAttention (Rope's offset on the node); the dims carry MLA's
+//     widths, the dense first layers and DeepSeek's routing (sigmoid gating, groups, scale) (deepseek2).
+inline constexpr uint16_t kProtocolMajor = 18;
 inline constexpr uint16_t kProtocolMinor = 0;
 inline constexpr size_t kNonceBytes = 32;
 inline constexpr size_t kMinKeyBytes = 16;

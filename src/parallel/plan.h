@@ -78,10 +78,12 @@ enum class LocalOp : uint8_t {
   GeGlu,
   SwiGluOai,
   Scale,
-  Slice,      // graph::OpKind
-  Input,      // layer split: the residual stream handed over by the previous device
-  AllReduce,  // sum of the Partial value over the group, in place
-  AllGather,  // Split value -> Replicated
+  Slice,
+  HeadMatMul,
+  LatentAttention,  // graph::OpKind
+  Input,            // layer split: the residual stream handed over by the previous device
+  AllReduce,        // sum of the Partial value over the group, in place
+  AllGather,        // Split value -> Replicated
   Count
 };
 std::string_view local_op_name(LocalOp op);
@@ -106,6 +108,8 @@ constexpr LocalOp local_op(graph::OpKind op) {
     case graph::OpKind::SwiGluOai: return LocalOp::SwiGluOai;
     case graph::OpKind::Scale: return LocalOp::Scale;
     case graph::OpKind::Slice: return LocalOp::Slice;
+    case graph::OpKind::HeadMatMul: return LocalOp::HeadMatMul;
+    case graph::OpKind::LatentAttention: return LocalOp::LatentAttention;
     case graph::OpKind::Count: break;
   }
   return LocalOp::Count;
@@ -119,7 +123,7 @@ struct LocalNode {
   WeightSlice weight, bias;
   int layer = -1;
   std::string label;
-  Range q_heads, kv_heads;    // Attention, Rope, HeadNorm: global head indices held here
+  Range q_heads, kv_heads;    // Attention, Rope, HeadNorm, HeadMatMul: global head indices held here
   Range experts;              // Expert*: global ids of the experts whose matrices the weight holds
   std::vector<Range> gather;  // AllGather: every device's feature range, in rank order
   // MatMul over the features of a split axis (attention output, FFN down) and ExpertMatMulSum
@@ -128,7 +132,8 @@ struct LocalNode {
   // partial an integer) gets the same sums however the axis is cut. 0: a matmul no split reduces.
   int64_t granule = 0;
   float factor = 1.f;  // Scale without a weight: the constant; Embed: its rows' scale (graph::Node::factor)
-  int64_t offset = 0;  // Slice: its input's first feature copied (graph::Node::row0)
+  // Slice: its input's first feature copied; Rope: each head's first rotated feature (graph::Node::row0)
+  int64_t offset = 0;
 };
 
 struct DeviceGraph {

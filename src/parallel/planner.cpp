@@ -49,11 +49,11 @@ bool is_expert_op(OpKind op) { return op == OpKind::ExpertMatMul || op == OpKind
 bool is_expert_op(LocalOp op) { return op == LocalOp::ExpertMatMul || op == LocalOp::ExpertMatMulSum; }
 
 // Axes every device holds whole, by rule rather than as a fallback: the router's logits and the
-// routes (every device needs all of them to pick the top k), the shared expert's gate logit, and
-// the per-layer inputs with their gates (a few hundred values a layer: computing them whole costs
-// less than a collective).
+// routes (every device needs all of them to pick the top k), the shared expert's gate logit, the
+// per-layer inputs with their gates, and MLA's latents (a few hundred values a token: computing them
+// whole costs less than a collective).
 bool kept_whole(Axis a) {
-  return a == Axis::Router || a == Axis::Routes || a == Axis::SharedGate || a == Axis::PerLayer;
+  return a == Axis::Router || a == Axis::Routes || a == Axis::SharedGate || a == Axis::PerLayer || a == Axis::Latent;
 }
 
 // The rows [r.begin, r.end) of node n's output, in its weight (and bias): a segment of a fused
@@ -76,9 +76,13 @@ void compute_whole(LocalNode& ln, const Node& n, const graph::Dims& d) {
   if (!n.bias.empty()) ln.bias = segment ? rows_of(n, n.bias, {0, rows}) : WeightSlice{n.bias, Kind::Whole, {}};
   ln.q_heads = {0, d.n_head};
   ln.kv_heads = {0, d.n_head_kv_of(n.layer)};
-  if (n.op == OpKind::Rope || n.op == OpKind::HeadNorm)
-    ln.q_heads = ln.kv_heads = {0, n.width / d.head_dim_of(n.layer)};
+  if (n.op == OpKind::Rope || n.op == OpKind::HeadNorm) {
+    const int64_t heads = n.axis == Axis::Latent ? 1 : n.width / graph::head_width(d, n);
+    ln.q_heads = ln.kv_heads = {0, heads};
+    ln.offset = n.row0;
+  }
   if (is_expert_op(n.op)) ln.experts = {0, d.n_expert};
+  if (n.op == OpKind::HeadMatMul) ln.weight.experts = ln.q_heads;
 }
 
 // Fills a finished device graph's weight bytes and KV values per token from its nodes.
@@ -96,6 +100,10 @@ void account(DeviceGraph& dg, const WeightTable& w) {
         dg.decode_bytes += bytes * static_cast<uint64_t>(d.n_expert_used) / static_cast<uint64_t>(d.n_expert);
       else
         dg.decode_bytes += bytes;
+    }
+    if (ln.op == LocalOp::LatentAttention) {  // one row of latent and RoPE key a token, on every device
+      dg.kv_values_per_token += d.kv_lora_rank + d.rope.n_rot;
+      continue;
     }
     if (ln.op != LocalOp::Attention || !d.owns_kv(ln.layer)) continue;
     dg.kv_values_per_token += 2 * ln.kv_heads.size() * d.head_dim_of(ln.layer);
@@ -158,7 +166,7 @@ void mark_granules(const Graph& g, const WeightTable& w, Plan& plan) {
       if (ln.op == LocalOp::ExpertMatMulSum) ln.granule = experts;  // either split: an expert's width
       if (ln.op != LocalOp::MatMul || ln.source < 0) continue;
       const Axis in = g.nodes[g.nodes[ln.source].inputs[0]].axis;
-      ln.granule = in == Axis::QHeads      ? lcm(g.dims.head_dim_of(ln.layer), head_block)
+      ln.granule = in == Axis::QHeads      ? lcm(g.dims.out_head_dim(ln.layer), head_block)
                    : in == Axis::Ffn       ? ffn
                    : in == Axis::SharedFfn ? shared
                                            : 0;
@@ -187,7 +195,7 @@ std::vector<Partition> partitions(const Graph& g, const WeightTable& w, const st
   const int64_t blk = input_block(g, w, Axis::QHeads);
   auto on_blocks = [&](int64_t heads) {
     for (int l = -1; l < static_cast<int>(d.layer_heads.size()); ++l)
-      if ((heads * d.head_dim_of(l)) % blk != 0) return false;
+      if ((heads * d.out_head_dim(l)) % blk != 0) return false;
     return true;
   };
   while (!on_blocks(heads_unit) && heads_unit < d.n_head) heads_unit += base_heads;
@@ -241,6 +249,14 @@ class TensorPlanner {
     if (a == Axis::Ffn && layer >= 0 && !g_.dims.layer_ff.empty())  // a layer of its own width, cut alike
       return p ? cut(a, g_.dims.n_ff_of(layer), p->unit, plan_.ratios).ranges[d] : Range{0, g_.dims.n_ff_of(layer)};
     return p ? p->ranges[d] : Range{0, g_.width_of(a)};
+  }
+  // Device d's features of node n's value: of a heads axis, its heads at the node's own width
+  // per head (MLA's q, latents and outputs differ), else its range of the axis.
+  Range features(const Node& n, int d) const {
+    if (n.axis != Axis::QHeads && n.axis != Axis::KvHeads) return range(n.axis, d, n.layer);
+    const Range h = heads(n.axis, d, n.layer);
+    const int64_t hw = graph::head_width(g_.dims, n);
+    return {h.begin * hw, h.end * hw};
   }
   // Device d's heads of axis a in `layer`: its query heads (one cut for every layer), or the KV
   // heads those read in that layer.
@@ -318,7 +334,7 @@ class TensorPlanner {
       ln.layer = n.layer;
       ln.label = std::string(local_op_name(op)) + "(" + n.label + ")";
       if (op == LocalOp::AllGather)
-        for (int d = 0; d < n_; ++d) ln.gather.push_back(range(n.axis, d, n.layer));
+        for (int d = 0; d < n_; ++d) ln.gather.push_back(features(n, d));
     });
     for (int d = 0; d < n_; ++d) local_[d][i] = static_cast<int>(plan_.devices[d].nodes.size()) - 1;
     plan_.collectives.push_back({.layer = n.layer, .op = op, .after = n.label, .values_per_token = n.width});
@@ -358,13 +374,14 @@ class TensorPlanner {
       case OpKind::MoeRoute: return replicate(i);
       case OpKind::MatMul: {
         const int in = n.inputs[0];
-        if (kept_whole(n.axis) || kept_whole(in_axis(0))) return replicate(i);
+        // A kept-whole input (MLA's compressed query) may still feed a column-parallel matmul.
+        if (kept_whole(n.axis) || (kept_whole(in_axis(0)) && !part(n.axis))) return replicate(i);
         if (in_state(0) == State::Partial) collective(in, LocalOp::AllReduce);
         if (cur_[in] == State::Replicated && part(n.axis)) {  // column-parallel
           emit(i, LocalOp::MatMul, n.inputs, [&](int d, LocalNode& ln) {
-            ln.width = range(n.axis, d, n.layer).size();
-            ln.weight = rows_of(n, n.weight, range(n.axis, d, n.layer));
-            if (!n.bias.empty()) ln.bias = rows_of(n, n.bias, range(n.axis, d, n.layer));
+            ln.width = features(n, d).size();
+            ln.weight = rows_of(n, n.weight, features(n, d));
+            if (!n.bias.empty()) ln.bias = rows_of(n, n.bias, features(n, d));
           });
           cur_[i] = State::Split;
           return;
@@ -372,7 +389,7 @@ class TensorPlanner {
         if (cur_[in] == State::Split && in_axis(0) != Axis::KvHeads && n.fused_rows == 0) {  // row-parallel
           emit(i, LocalOp::MatMul, n.inputs, [&](int d, LocalNode& ln) {
             ln.width = n.width;
-            ln.weight = {n.weight, Kind::Cols, range(in_axis(0), d, n.layer)};
+            ln.weight = {n.weight, Kind::Cols, features(g_.nodes[in], d)};
             // The bias is added once, by one device, so that the partial sums add up to it.
             if (!n.bias.empty() && d == bias_device(in_axis(0))) ln.bias = {n.bias, Kind::Whole, {}};
           });
@@ -383,11 +400,36 @@ class TensorPlanner {
       }
       case OpKind::HeadNorm:
       case OpKind::Rope: {
+        if (kept_whole(n.axis)) return replicate(i);  // MLA's RoPE key: one head, on every device
         if (in_state(0) != State::Split) return fallback(i, "input is not split");
         emit(i, local_op(n.op), n.inputs, [&](int d, LocalNode& ln) {
-          ln.width = range(n.axis, d, n.layer).size();
+          ln.width = features(n, d).size();
           if (!n.weight.empty()) ln.weight = {n.weight, Kind::Whole, {}};
           ln.q_heads = ln.kv_heads = heads(n.axis, d, n.layer);
+          ln.offset = n.row0;
+        });
+        cur_[i] = State::Split;
+        return;
+      }
+      case OpKind::HeadMatMul: {  // each device its heads' matrices
+        if (in_state(0) != State::Split || in_axis(0) != Axis::QHeads)
+          return fallback(i, "input is not split by heads");
+        emit(i, LocalOp::HeadMatMul, n.inputs, [&](int d, LocalNode& ln) {
+          ln.width = features(n, d).size();
+          ln.q_heads = heads(Axis::QHeads, d, n.layer);
+          if (!ln.q_heads.empty()) ln.weight = {n.weight, Kind::Whole, {}, ln.q_heads};  // (empty: every matrix)
+        });
+        cur_[i] = State::Split;
+        return;
+      }
+      case OpKind::LatentAttention: {  // each device its query heads over a whole latent cache of its own
+        make_replicated(n.inputs[2]);
+        make_replicated(n.inputs[3]);
+        const bool by_heads = in_state(0) == State::Split && in_state(1) == State::Split;
+        if (!by_heads) return fallback(i, "queries are not split by heads");
+        emit(i, LocalOp::LatentAttention, n.inputs, [&](int d, LocalNode& ln) {
+          ln.width = features(n, d).size();
+          ln.q_heads = heads(Axis::QHeads, d, n.layer);
         });
         cur_[i] = State::Split;
         return;
@@ -400,7 +442,7 @@ class TensorPlanner {
                                            in_axis(1) == Axis::KvHeads && in_axis(2) == Axis::KvHeads));
         if (!by_heads) return fallback(i, "q/k/v are not split by heads");
         emit(i, LocalOp::Attention, n.inputs, [&](int d, LocalNode& ln) {
-          ln.width = range(Axis::QHeads, d, n.layer).size();
+          ln.width = features(n, d).size();
           ln.q_heads = heads(Axis::QHeads, d, n.layer);
           ln.kv_heads = heads(Axis::KvHeads, d, n.layer);
           if (!n.weight.empty()) ln.weight = {n.weight, Kind::Rows, ln.q_heads};  // the sinks of its heads
@@ -482,6 +524,14 @@ class TensorPlanner {
 void check_weights(const Graph& g, const WeightTable& w) {
   const auto& d = g.dims;
   for (const Node& n : g.nodes) {
+    if (n.op == OpKind::HeadMatMul) {  // a matrix per head, reading the first cols of its input head
+      const auto& wi = weight_info(w, n.weight);
+      const int64_t in_head = graph::head_width(d, g.nodes[n.inputs[0]]), out_head = graph::head_width(d, n);
+      if (wi.mats != d.n_head || wi.rows != out_head || wi.cols > in_head || wi.cols <= 0)
+        fail("plan", "tensor '{}' is {}x{}x{}, the graph needs {} heads of {} rows over at most {} features", n.weight,
+             wi.cols, wi.rows, wi.mats, d.n_head, out_head, in_head);
+      continue;
+    }
     if (n.op != OpKind::MatMul && !is_expert_op(n.op)) continue;
     const auto& wi = weight_info(w, n.weight);
     int64_t in = g.nodes[n.inputs[0]].width, out = n.width, mats = 1;

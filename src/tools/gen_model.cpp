@@ -140,6 +140,9 @@ struct ArchInfo {
   // Gemma 4: K's projection as V on the global layers (no attn_v there), proportional RoPE
   // (rope_freqs), one sliding-window flag per layer and its head sizes per layer kind.
   bool gemma4 = false;
+  // DeepSeek V3: multi-head latent attention, leading dense layers, shared experts beside routed
+  // ones picked by sigmoid scores plus a selection bias (exp_probs_b) within the best groups.
+  bool mla = false;
 };
 
 ArchInfo arch_info(std::string_view arch) {
@@ -156,7 +159,10 @@ ArchInfo arch_info(std::string_view arch) {
   if (arch == "gemma4") return {false, true, 1000000.0f, 1e-6f, Ffn::Either, false, true, false, false, true};
   if (arch == "phi3") return {false, false, 10000.0f, 1e-5f, Ffn::Dense, false, false, true};  // Phi-3.5 / Phi-4 mini
   if (arch == "gpt-oss") return {true, false, 150000.0f, 1e-5f, Ffn::Experts, false, false, false, true};
-  fail("gen-model", "unknown arch '{}' (llama, qwen2, qwen3, qwen2moe, qwen3moe, gemma3, gemma4, phi3, gpt-oss)", arch);
+  // DeepSeek V3 / R1 (and V2's layout with sigmoid routing)
+  if (arch == "deepseek2") return {false, false, 10000.0f, 1e-6f, Ffn::Experts, true, false, false, false, false, true};
+  fail("gen-model",
+       "unknown arch '{}' (llama, qwen2, qwen3, qwen2moe, qwen3moe, gemma3, gemma4, phi3, gpt-oss, deepseek2)", arch);
 }
 
 // Gemma 4 E2B's layers attending over an earlier layer's cache: the last n_kv_shared, their FFN
@@ -165,10 +171,11 @@ bool gen_kv_shared(const GenModelShape& s, int l) { return l >= s.n_layer - s.n_
 int64_t gen_layer_ff(const GenModelShape& s, int l) { return gen_kv_shared(s, l) ? 2 * s.n_ff : s.n_ff; }
 
 // The feed-forward tensors of layer l: a dense SwiGLU, or (an MoE preset) the router and the
-// stacked experts, and qwen2moe's shared expert.
+// stacked experts, and qwen2moe's / DeepSeek's shared expert.
 template <typename Matrix, typename Stack, typename Vec>
 void ffn_specs(const ArchInfo& a, const GenModelShape& s, int l, Matrix matrix, Stack stack, Vec vec) {
-  if (s.n_expert == 0 || a.gemma4) {  // Gemma 4 26B-A4B keeps its dense FFN beside the experts
+  const bool dense = s.n_expert == 0 || l < s.n_dense_lead;  // DeepSeek's first layers are dense
+  if (dense || a.gemma4) {                                   // Gemma 4 26B-A4B keeps its dense FFN beside the experts
     const int64_t ff = gen_layer_ff(s, l);
     if (a.phi3) {
       matrix("ffn_up.weight", l, s.n_embd, 2 * ff);  // [gate; up]
@@ -177,11 +184,14 @@ void ffn_specs(const ArchInfo& a, const GenModelShape& s, int l, Matrix matrix, 
       matrix("ffn_up.weight", l, s.n_embd, ff);
     }
     matrix("ffn_down.weight", l, ff, s.n_embd);  // (ff -> embd)
-    if (s.n_expert == 0) return;
+    if (dense) return;
   }
   vec("ffn_gate_inp.weight", l, std::vector<int64_t>{s.n_embd, s.n_expert},
       Init::Matrix);  // router: f32, as llama-quantize keeps it
-  if (a.gemma4) {     // the experts' gate and up in one stack, a scale per expert, the branches' norms
+  // DeepSeek V3's e_score_correction_bias: added to the scores for the choice only, small enough
+  // that it changes some choices, not most
+  if (a.mla) vec("exp_probs_b.bias", l, std::vector<int64_t>{s.n_expert}, Init::Bias);
+  if (a.gemma4) {  // the experts' gate and up in one stack, a scale per expert, the branches' norms
     vec("ffn_gate_inp.scale", l, std::vector<int64_t>{s.n_embd}, Init::Norm);
     stack("ffn_gate_up_exps.weight", l, s.n_embd, 2 * s.n_ff_exp);
     stack("ffn_down_exps.weight", l, s.n_ff_exp, s.n_embd);
@@ -200,7 +210,7 @@ void ffn_specs(const ArchInfo& a, const GenModelShape& s, int l, Matrix matrix, 
     vec("ffn_down_exps.bias", l, std::vector<int64_t>{s.n_embd, s.n_expert}, Init::Bias);
   }
   if (!a.shared_expert) return;
-  vec("ffn_gate_inp_shexp.weight", l, std::vector<int64_t>{s.n_embd}, Init::Matrix);
+  if (!a.mla) vec("ffn_gate_inp_shexp.weight", l, std::vector<int64_t>{s.n_embd}, Init::Matrix);  // qwen2moe's gate
   matrix("ffn_gate_shexp.weight", l, s.n_embd, s.n_ff_shexp);
   matrix("ffn_up_shexp.weight", l, s.n_embd, s.n_ff_shexp);
   matrix("ffn_down_shexp.weight", l, s.n_ff_shexp, s.n_embd);
@@ -219,6 +229,58 @@ std::pair<int64_t, int64_t> gen_layer_heads(const ArchInfo& a, const GenModelSha
   return {s.head_dim_swa > 0 ? s.head_dim_swa : s.head_dim, s.n_head_kv_swa > 0 ? s.n_head_kv_swa : s.n_head_kv};
 }
 
+// The attention tensors of layer l: q, k and v (Phi-3's fused), their biases and head norms, the
+// output projection and gpt-oss's sinks.
+template <typename Matrix, typename Vec>
+void attention_specs(const ArchInfo& a, const GenModelShape& s, int l, Matrix matrix, Vec vec) {
+  const auto [layer_head_dim, layer_kv] = gen_layer_heads(a, s, l);
+  const int64_t q_w = s.n_head * layer_head_dim, n_embd_kv = layer_head_dim * layer_kv;
+  if (a.phi3) {
+    matrix("attn_qkv.weight", l, s.n_embd, q_w + 2 * n_embd_kv);  // [q; k; v]
+  } else {
+    matrix("attn_q.weight", l, s.n_embd, q_w);  // (embd -> heads*head_dim)
+    if (!gen_kv_shared(s, l)) {
+      matrix("attn_k.weight", l, s.n_embd, n_embd_kv);  // (embd -> kv_heads*head_dim)
+      if (!a.gemma4 || gen_swa_layer(s, l)) matrix("attn_v.weight", l, s.n_embd, n_embd_kv);
+    }
+  }
+  if (a.qkv_bias) {
+    vec("attn_q.bias", l, q_w, Init::Bias);
+    vec("attn_k.bias", l, n_embd_kv, Init::Bias);
+    vec("attn_v.bias", l, n_embd_kv, Init::Bias);
+  }
+  if (a.qk_norm) {
+    vec("attn_q_norm.weight", l, layer_head_dim, Init::Norm);  // shared by all heads
+    if (!gen_kv_shared(s, l)) vec("attn_k_norm.weight", l, layer_head_dim, Init::Norm);
+  }
+  matrix("attn_output.weight", l, q_w, s.n_embd);
+  if (a.gpt_oss) {
+    vec("attn_output.bias", l, s.n_embd, Init::Bias);
+    vec("attn_sinks.weight", l, s.n_head, Init::Sink);
+  }
+}
+
+// DeepSeek's latent attention as its converter writes it for llama.cpp's absorbed form: the query
+// (through its normed bottleneck, or V2-Lite's one matrix), the shared latent and roped key, and
+// the latent's per-head key and value maps split (attn_k_b stored transposed, as the converter
+// does, so its rows are qk_nope wide).
+template <typename Matrix, typename Heads, typename Vec>
+void mla_specs(const GenModelShape& s, int l, Matrix matrix, Heads heads, Vec vec) {
+  const int64_t q_w = s.n_head * (s.qk_nope + s.qk_rope);
+  if (s.q_lora_rank > 0) {
+    matrix("attn_q_a.weight", l, s.n_embd, s.q_lora_rank);
+    vec("attn_q_a_norm.weight", l, s.q_lora_rank, Init::Norm);
+    matrix("attn_q_b.weight", l, s.q_lora_rank, q_w);
+  } else {
+    matrix("attn_q.weight", l, s.n_embd, q_w);
+  }
+  matrix("attn_kv_a_mqa.weight", l, s.n_embd, s.kv_lora_rank + s.qk_rope);  // [latent; roped key]
+  vec("attn_kv_a_norm.weight", l, s.kv_lora_rank, Init::Norm);
+  heads("attn_k_b.weight", l, s.qk_nope, s.kv_lora_rank);  // per head: latent -> nope key, transposed
+  heads("attn_v_b.weight", l, s.kv_lora_rank, s.v_head);   // per head: latent -> value
+  matrix("attn_output.weight", l, s.n_head * s.v_head, s.n_embd);
+}
+
 std::vector<TensorSpec> tensor_specs(const GenModelOptions& o, const GenModelShape& s) {
   const ArchInfo a = arch_info(o.arch);
   const int64_t head_dim = s.head_dim;
@@ -233,40 +295,24 @@ std::vector<TensorSpec> tensor_specs(const GenModelOptions& o, const GenModelSha
     out.push_back({name, DType::F32, std::move(shape), init});
   };
   auto vec = [&](const std::string& base, int layer, int64_t n, Init init) { f32(base, layer, {n}, init); };
-  auto stack = [&](const std::string& base, int layer, int64_t ne0, int64_t ne1) {  // one matrix per expert
+  auto stacked = [&](const std::string& base, int layer, int64_t ne0, int64_t ne1, int64_t ne2) {
     const std::string name = fmt::format("blk.{}.{}", layer, base);
-    out.push_back(
-        {name, gen_tensor_type(o.type, base, layer, n_layer, ne0, o.tied), {ne0, ne1, s.n_expert}, Init::Matrix});
+    out.push_back({name, gen_tensor_type(o.type, base, layer, n_layer, ne0, o.tied), {ne0, ne1, ne2}, Init::Matrix});
+  };
+  auto stack = [&](const std::string& base, int layer, int64_t ne0, int64_t ne1) {  // one matrix per expert
+    stacked(base, layer, ne0, ne1, s.n_expert);
+  };
+  auto heads = [&](const std::string& base, int layer, int64_t ne0, int64_t ne1) {  // one matrix per head
+    stacked(base, layer, ne0, ne1, s.n_head);
   };
 
   matrix("token_embd.weight", -1, s.n_embd, s.n_vocab);  // (vocab, embd)
   for (int l = 0; l < n_layer; ++l) {
-    const auto [layer_head_dim, layer_kv] = gen_layer_heads(a, s, l);
-    const int64_t q_w = s.n_head * layer_head_dim, n_embd_kv = layer_head_dim * layer_kv;
     vec("attn_norm.weight", l, s.n_embd, Init::Norm);
-    if (a.phi3) {
-      matrix("attn_qkv.weight", l, s.n_embd, q_w + 2 * n_embd_kv);  // [q; k; v]
-    } else {
-      matrix("attn_q.weight", l, s.n_embd, q_w);  // (embd -> heads*head_dim)
-      if (!gen_kv_shared(s, l)) {
-        matrix("attn_k.weight", l, s.n_embd, n_embd_kv);  // (embd -> kv_heads*head_dim)
-        if (!a.gemma4 || gen_swa_layer(s, l)) matrix("attn_v.weight", l, s.n_embd, n_embd_kv);
-      }
-    }
-    if (a.qkv_bias) {
-      vec("attn_q.bias", l, q_w, Init::Bias);
-      vec("attn_k.bias", l, n_embd_kv, Init::Bias);
-      vec("attn_v.bias", l, n_embd_kv, Init::Bias);
-    }
-    if (a.qk_norm) {
-      vec("attn_q_norm.weight", l, layer_head_dim, Init::Norm);  // shared by all heads
-      if (!gen_kv_shared(s, l)) vec("attn_k_norm.weight", l, layer_head_dim, Init::Norm);
-    }
-    matrix("attn_output.weight", l, q_w, s.n_embd);
-    if (a.gpt_oss) {
-      vec("attn_output.bias", l, s.n_embd, Init::Bias);
-      vec("attn_sinks.weight", l, s.n_head, Init::Sink);
-    }
+    if (a.mla)
+      mla_specs(s, l, matrix, heads, vec);
+    else
+      attention_specs(a, s, l, matrix, vec);
     if (a.gemma) vec("post_attention_norm.weight", l, s.n_embd, Init::Norm);
     vec(a.gpt_oss ? "post_attention_norm.weight" : "ffn_norm.weight", l, s.n_embd, Init::Norm);
     ffn_specs(a, s, l, matrix, stack, f32);
@@ -301,6 +347,29 @@ int64_t gen_sliding_window(const GenModelOptions& o, const GenModelShape& s) {
   return s.n_ctx >= 4096 ? (arch_info(o.arch).gpt_oss ? 128 : 512) : std::max<int64_t>(1, s.n_ctx / 8);
 }
 
+// DeepSeek's keys as its converter writes them: attention as llama.cpp's absorbed form sees it (one
+// KV head: the latent and the roped key as K, the latent as V), the heads' own sizes as the *_mla
+// lengths, and V3's routing: 2.5 times the normalised sigmoid scores of the chosen experts.
+void add_mla_metadata(gguf::Writer& w, const std::string& p, const GenModelShape& s) {
+  auto u32 = [](int64_t v) { return static_cast<uint32_t>(v); };
+  // Required by llama.cpp unless the layer count is one of V2-Lite's (26, 27): 0 there means attn_q.
+  w.set_u32(p + ".attention.q_lora_rank", u32(s.q_lora_rank));
+  w.set_u32(p + ".attention.kv_lora_rank", u32(s.kv_lora_rank));
+  w.set_u32(p + ".attention.key_length", u32(s.kv_lora_rank + s.qk_rope));
+  w.set_u32(p + ".attention.value_length", u32(s.kv_lora_rank));
+  w.set_u32(p + ".attention.key_length_mla", u32(s.qk_nope + s.qk_rope));  // present: llama.cpp's is_mla
+  w.set_u32(p + ".attention.value_length_mla", u32(s.v_head));
+  w.set_u32(p + ".leading_dense_block_count", u32(s.n_dense_lead));
+  w.set_u32(p + ".expert_shared_count", u32(s.n_expert_shared));
+  w.set_f32(p + ".expert_weights_scale", 2.5f);  // routed_scaling_factor
+  w.set_bool(p + ".expert_weights_norm", true);  // norm_topk_prob
+  w.set_u32(p + ".expert_gating_func", 2);       // LLAMA_EXPERT_GATING_FUNC_TYPE_SIGMOID (scoring_func)
+  if (s.n_expert_groups > 0) {
+    w.set_u32(p + ".expert_group_count", u32(s.n_expert_groups));    // n_group
+    w.set_u32(p + ".expert_group_used_count", u32(s.n_group_used));  // topk_group
+  }
+}
+
 void add_metadata(gguf::Writer& w, const GenModelOptions& o, const GenModelShape& s) {
   const ArchInfo a = arch_info(o.arch);
   const std::string& p = o.arch;  // key prefix
@@ -326,7 +395,7 @@ void add_metadata(gguf::Writer& w, const GenModelOptions& o, const GenModelShape
     w.set_u32(p + ".expert_count", u32(s.n_expert));
     w.set_u32(p + ".expert_used_count", u32(s.n_expert_used));
     if (o.arch != "llama") w.set_u32(p + ".expert_feed_forward_length", u32(s.n_ff_exp));
-    if (a.shared_expert) w.set_u32(p + ".expert_shared_feed_forward_length", u32(s.n_ff_shexp));
+    if (a.shared_expert && !a.mla) w.set_u32(p + ".expert_shared_feed_forward_length", u32(s.n_ff_shexp));
   }
   w.set_u32(p + ".attention.head_count", u32(s.n_head));
   if (a.gemma4 && s.n_head_kv_swa > 0 && s.n_head_kv_swa != s.n_head_kv) {  // one per layer, as its converter
@@ -336,11 +405,13 @@ void add_metadata(gguf::Writer& w, const GenModelOptions& o, const GenModelShape
   } else {
     w.set_u32(p + ".attention.head_count_kv", u32(s.n_head_kv));
   }
-  if (a.qk_norm || s.head_dim * s.n_head != s.n_embd) {  // qwen3 states its head size explicitly, as any odd one is
+  if (a.mla) {
+    add_mla_metadata(w, p, s);
+  } else if (a.qk_norm || s.head_dim * s.n_head != s.n_embd) {  // qwen3 states its head size, as any odd one is
     w.set_u32(p + ".attention.key_length", head_dim);
     w.set_u32(p + ".attention.value_length", head_dim);
   }
-  w.set_u32(p + ".rope.dimension_count", head_dim);
+  w.set_u32(p + ".rope.dimension_count", a.mla ? u32(s.qk_rope) : head_dim);
   w.set_f32(p + ".rope.freq_base", a.rope_freq_base);
   if (a.gpt_oss) w.set_u32(p + ".attention.sliding_window", u32(gen_sliding_window(o, s)));  // pattern: 2
   if (a.gemma) {
@@ -367,6 +438,8 @@ void add_metadata(gguf::Writer& w, const GenModelOptions& o, const GenModelShape
     w.set_f32(p + ".rope.scaling.factor", static_cast<float>(o.rope_factor));
     w.set_u32(p + ".rope.scaling.original_context_length",
               u32(o.yarn_orig_ctx > 0 ? o.yarn_orig_ctx : std::max<int64_t>(1, s.n_ctx / 4)));
+    // V3's mscale_all_dim (1) as its converter writes it, times 0.1 (llama.cpp divides that back out)
+    if (a.mla) w.set_f32(p + ".rope.scaling.yarn_log_multiplier", 0.1f);
   } else if (!o.rope_scaling.empty()) {
     fail("gen-model", "rope scaling '{}': yarn or none", o.rope_scaling);
   }
@@ -433,9 +506,47 @@ gguf::Writer build_writer(const GenModelOptions& o, ThreadPool& pool) {
 
 int pool_threads(const GenModelOptions& o) { return o.n_threads > 0 ? o.n_threads : hardware_cores(); }
 
+// DeepSeek's shape as llama.cpp loads it; sets the sizes that follow from it (head_dim: the q / k
+// head, qk_nope + qk_rope; the shared experts' width).
+void check_mla_shape(GenModelShape& s, const GenModelShape& overrides) {
+  if (s.kv_lora_rank <= 0)
+    fail("gen-model", "arch deepseek2 needs a latent-attention shape: --preset tiny-moe or deepseek-mini");
+  if (overrides.head_dim != 0 || s.n_head_kv != 1)
+    fail("gen-model",
+         "deepseek2's heads are qk_nope + qk_rope wide over one latent KV head (no --head-dim, --n-head-kv)");
+  if (s.qk_nope <= 0 || s.qk_rope <= 0 || s.qk_rope % 2 != 0 || s.v_head <= 0)
+    fail("gen-model", "deepseek2 head sizes: qk_nope {} and v_head {} must be positive, qk_rope {} positive and even",
+         s.qk_nope, s.v_head, s.qk_rope);
+  if (s.n_dense_lead < 0 || s.n_dense_lead > s.n_layer || s.n_expert_shared <= 0)
+    fail("gen-model", "deepseek2: {} leading dense layers of {}, {} shared experts (llama.cpp needs at least one)",
+         s.n_dense_lead, s.n_layer, s.n_expert_shared);
+  if (s.n_expert_groups != 0) {  // llama.cpp's asserts, and a group is scored by its best two experts
+    const int64_t per_group = s.n_expert_groups > 0 ? s.n_expert / s.n_expert_groups : 0;
+    if (per_group == 0 || s.n_expert % s.n_expert_groups != 0 || per_group < 2 || s.n_group_used <= 0 ||
+        (s.n_expert_groups > 1 && s.n_group_used >= s.n_expert_groups) || s.n_expert_used > s.n_group_used * per_group)
+      fail("gen-model", "expert groups: {} used of {} over {} experts ({} used) do not fit", s.n_group_used,
+           s.n_expert_groups, s.n_expert, s.n_expert_used);
+  }
+  s.head_dim = s.qk_nope + s.qk_rope;
+  s.n_ff_shexp = s.n_ff_exp * s.n_expert_shared;
+}
+
 }  // namespace
 
-GenModelShape gen_model_preset(std::string_view preset) {
+GenModelShape gen_model_preset(std::string_view preset, std::string_view arch) {
+  // DeepSeek V3's layout (deepseek2): the fields below up to n_ff_exp, n_ff_shexp .. n_kv_shared 0 (the
+  // shared experts' width follows from their count), then {q_lora_rank, kv_lora_rank, qk_nope, qk_rope,
+  // v_head, n_dense_lead, n_expert_shared, n_expert_groups, n_group_used}. tiny-moe's: 3 layers, the
+  // first dense; 4 heads of 32 + 16 (q through 32) over a latent of 64 and a roped key of 16, values 32
+  // wide; 8 experts of 96, 2 used, from the best 2 of 4 groups, beside 1 shared; every row a whole
+  // number of q8_0 blocks. deepseek-mini: 1024 wide, 8 layers, the first dense (2816); 16 heads of
+  // 64 + 32 (q through 512) over a latent of 256, values 64 wide; 32 experts of 256, 4 used, from the
+  // best 2 of 4 groups, beside 1 shared; a 32000 vocab: 0.28B parameters. Its rows fill K-quant
+  // super-blocks except attn_k_b's (64; V3's are 128), which fall back as llama-quantize's do.
+  if (preset == "tiny-moe" && arch == "deepseek2")
+    return {64, 3, 192, 4, 1, 320, 512, 8, 2, 96, 0, 0, 0, 0, 0, 0, 32, 64, 32, 16, 32, 1, 1, 4, 2};
+  if (preset == "deepseek-mini")
+    return {1024, 8, 2816, 16, 1, 32000, 4096, 32, 4, 256, 0, 0, 0, 0, 0, 0, 512, 256, 64, 32, 64, 1, 1, 4, 2};
   // {n_embd, n_layer, n_ff, n_head, n_head_kv, n_vocab, n_ctx}
   if (preset == "tiny") return {64, 2, 160, 4, 2, 320, 512};
   if (preset == "500m") return {2048, 8, 5632, 32, 8, 32000, 2048};
@@ -463,12 +574,12 @@ GenModelShape gen_model_preset(std::string_view preset) {
   if (preset == "gemma4-e2b-mini") return {1536, 12, 6144, 8, 1, 262144, 8192, 0, 0, 0, 0, 512, 256, 1, 256, 6};
   fail("gen-model",
        "unknown preset '{}' (tiny, 500m, 1b, 8b-shape, gemma3-1b, tiny-moe, moe-2b, gpt-oss-mini, gemma4-a4b-mini, "
-       "gemma4-e2b-mini)",
+       "gemma4-e2b-mini, deepseek-mini)",
        preset);
 }
 
 GenModelShape gen_model_shape(const GenModelOptions& o) {
-  GenModelShape s = gen_model_preset(o.preset);
+  GenModelShape s = gen_model_preset(o.preset, o.arch);
   const GenModelShape& v = o.overrides;
   auto take = [](int64_t& dst, int64_t src) {
     if (src != 0) dst = src;
@@ -490,7 +601,21 @@ GenModelShape gen_model_shape(const GenModelOptions& o) {
   take(s.n_head_kv_swa, v.n_head_kv_swa);
   take(s.n_embd_per_layer, v.n_embd_per_layer);
   take(s.n_kv_shared, v.n_kv_shared);
+  take(s.q_lora_rank, v.q_lora_rank);
+  if (s.q_lora_rank < 0) s.q_lora_rank = 0;  // -1: none asked for
+  take(s.kv_lora_rank, v.kv_lora_rank);
+  take(s.qk_nope, v.qk_nope);
+  take(s.qk_rope, v.qk_rope);
+  take(s.v_head, v.v_head);
+  take(s.n_dense_lead, v.n_dense_lead);
+  take(s.n_expert_shared, v.n_expert_shared);
+  take(s.n_expert_groups, v.n_expert_groups);
+  take(s.n_group_used, v.n_group_used);
   const ArchInfo a = arch_info(o.arch);
+  if (a.mla)
+    check_mla_shape(s, v);
+  else if (s.kv_lora_rank != 0 || s.q_lora_rank != 0 || s.n_dense_lead != 0 || s.n_expert_groups != 0)
+    fail("gen-model", "latent attention, leading dense layers and expert groups are DeepSeek's (--arch deepseek2)");
   if (s.n_expert > 0 && a.ffn == ArchInfo::Ffn::Dense)
     fail("gen-model", "arch {} has no experts: use qwen2moe / qwen3moe (or llama for Mixtral) with preset {}", o.arch,
          o.preset);

@@ -1,7 +1,7 @@
 // `weft gen-model`: writes a deterministic random-weight model as a GGUF file that llama.cpp
-// loads (llama / qwen2 / qwen3 / qwen2moe / qwen3moe / gemma3 / gemma4 / phi3 / gpt-oss keys and tensor names, an SPM
-// "llama" vocab), so equality tests and benchmarks never need a download. Same options -> same bytes, whatever the
-// thread count.
+// loads (llama / qwen2 / qwen3 / qwen2moe / qwen3moe / gemma3 / gemma4 / phi3 / gpt-oss / deepseek2 keys and tensor
+// names, an SPM "llama" vocab), so equality tests and benchmarks never need a download. Same options -> same bytes,
+// whatever the thread count.
 #pragma once
 
 #include "core/dtype.h"
@@ -37,24 +37,44 @@ struct GenModelShape {
   // many last layers attend over an earlier layer's KV cache, their FFN twice as wide (E2B's).
   int64_t n_embd_per_layer = 0;
   int64_t n_kv_shared = 0;
+  // DeepSeek V2/V3 (deepseek2) multi-head latent attention: the query through a q_lora_rank-wide
+  // normed bottleneck (0: straight from n_embd, V2-Lite's attn_q; -1 in overrides asks for that),
+  // heads of qk_nope + qk_rope; keys and values from one kv_lora_rank-wide latent per token beside a
+  // qk_rope-wide roped key shared by all heads; value heads v_head wide. head_dim becomes
+  // qk_nope + qk_rope; n_head_kv must be 1 (its converter writes 1: one latent for all heads).
+  int64_t q_lora_rank = 0;
+  int64_t kv_lora_rank = 0;
+  int64_t qk_nope = 0;
+  int64_t qk_rope = 0;
+  int64_t v_head = 0;
+  // Its feed-forward: the first n_dense_lead layers dense (n_ff wide), the others n_expert_shared
+  // shared experts (n_ff_shexp = n_ff_exp * n_expert_shared) beside the routed ones, which are
+  // chosen among the n_group_used best of n_expert_groups groups (0: no groups).
+  int64_t n_dense_lead = 0;
+  int64_t n_expert_shared = 0;
+  int64_t n_expert_groups = 0;
+  int64_t n_group_used = 0;
   int64_t q_width() const { return n_head * head_dim; }
 };
 
 struct GenModelOptions {
   std::string path;  // output .gguf (generate_model only)
-  // tiny, 500m, 1b, 8b-shape, gemma3-1b; mixtures of experts: tiny-moe, moe-2b, gpt-oss-mini
+  // tiny, 500m, 1b, 8b-shape, gemma3-1b; mixtures of experts: tiny-moe, moe-2b, gpt-oss-mini,
+  // deepseek-mini (deepseek2 only; tiny-moe with deepseek2 takes that arch's own tiny shape)
   std::string preset = "tiny";
   // f32 f16 bf16 q8_0 q4_0 q4_1 q5_0 q5_1 q4_k q5_k q6_k (every matrix in that type), or the
   // llama.cpp mixes q4_k_m / q5_k_m and mxfp4 (gen_tensor_type). Norms and biases are always f32.
   std::string type = "q8_0";
   uint64_t seed = 42;
   // llama, qwen2 (q/k/v biases), qwen3 (q/k head norms), gemma3, gemma4, phi3; with an MoE preset: llama
-  // (Mixtral's layout), qwen2moe (plus a shared expert), qwen3moe, gpt-oss.
+  // (Mixtral's layout), qwen2moe (plus a shared expert), qwen3moe, gpt-oss, deepseek2 (DeepSeek V3's
+  // latent attention and sigmoid-scored grouped routing, its split attn_k_b / attn_v_b).
   std::string arch = "llama";
   bool tied = false;           // no output.weight: logits reuse token_embd.weight
   int64_t sliding_window = 0;  // gemma3, gemma4: the window of its local layers; 0: 512, or n_ctx / 8 below 4096
   // "yarn" (Qwen's long-context files): rope.scaling.type, .factor and .original_context_length
-  // (yarn_orig_ctx; 0: a quarter of the context) written as their converter writes them.
+  // (yarn_orig_ctx; 0: a quarter of the context) written as their converter writes them; deepseek2
+  // also .yarn_log_multiplier 0.1 (V3's mscale_all_dim 1, times the 0.1 its converter applies).
   std::string rope_scaling;
   double rope_factor = 4.0;
   int64_t yarn_orig_ctx = 0;
@@ -71,8 +91,9 @@ struct GenModelOptions {
   size_t split_max_tensors = 0;
 };
 
-// Preset shape; throws weft::Error("gen-model", ...) for an unknown name.
-GenModelShape gen_model_preset(std::string_view preset);
+// Preset shape; throws weft::Error("gen-model", ...) for an unknown name. An architecture with
+// shapes of its own (deepseek2: tiny-moe's latent-attention variant) picks them by arch.
+GenModelShape gen_model_preset(std::string_view preset, std::string_view arch = {});
 // Preset + overrides + n_ctx, validated (vocab >= 259, heads divide n_embd, ...).
 GenModelShape gen_model_shape(const GenModelOptions& o);
 

@@ -225,6 +225,13 @@ TEST_P(Conformance, EveryArchitectureMatchesTheReference) {
   expect_matches_reference(tiny_model("tiny-e2b", "q8_0", "gemma4"), "gemma4 E2B (per-layer inputs, shared KV)");
   for (const std::string arch : {"llama", "qwen2moe", "qwen3moe", "gpt-oss", "gemma4"})
     expect_matches_reference(tiny_model("tiny-moe", "q8_0", arch), "MoE " + arch);
+  // DeepSeek's latent attention and grouped sigmoid routing, where the kind has their ops (the
+  // Vulkan kind has no shaders for them yet: the engine refuses it by op, runtime tests check).
+  if (make()[0]->supports(parallel::LocalOp::LatentAttention, DType::F32)) {
+    expect_matches_reference(tiny_model("tiny-moe", "q8_0", "deepseek2"), "deepseek2 (MLA, grouped routing)");
+    expect_matches_reference(tiny_model("tiny-moe", "q8_0", "deepseek2"), "deepseek2 tensor split",
+                             parallel::SplitMode::Tensor, 3);
+  }
 }
 
 TEST_P(Conformance, SplitsMatchTheReference) {
@@ -252,7 +259,7 @@ TEST_P(Conformance, OpsCovered) {
   };
   for (const std::string arch : {"llama", "qwen2", "qwen3", "gemma3", "gemma4", "phi3"})
     add(tiny_model("tiny", "q8_0", arch).plan(SplitMode::None, {1}));
-  for (const std::string arch : {"llama", "qwen2moe", "qwen3moe", "gpt-oss"})
+  for (const std::string arch : {"llama", "qwen2moe", "qwen3moe", "gpt-oss", "deepseek2"})
     add(tiny_model("tiny-moe", "q8_0", arch).plan(SplitMode::None, {1}));
   add(tiny_model("tiny", "q8_0", "llama").plan(SplitMode::Tensor, {1, 1}));
   add(tiny_model("tiny", "q8_0", "llama").plan(SplitMode::Layer, {1, 1}));

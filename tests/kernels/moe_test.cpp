@@ -68,6 +68,58 @@ TEST(MoeRoute, MatchesReferenceAndPicksTheLargest) {
   }
 }
 
+// DeepSeek V3's routing, against a direct reading of its reference (modeling_deepseek.py's
+// noaux_tc): sigmoid scores; groups ranked by the sum of their two best biased scores; the top k
+// biased scores within the best groups; weights the unbiased scores, renormalised, then scaled.
+TEST(MoeRoute, SigmoidScoresWithSelectionBiasOverGroups) {
+  const int64_t n_expert = 16, k = 3, n_groups = 4, used = 2, per = n_expert / n_groups, n_tokens = 40;
+  const auto logits = normal_values(n_tokens * n_expert, 5, 1.5f);
+  const auto bias = normal_values(n_expert, 6, 0.3f);
+  MoeRouting r{n_expert, k, true, false};
+  r.sigmoid = true;
+  r.selection_bias = bias.data();
+  r.n_groups = n_groups;
+  r.n_groups_used = used;
+  r.weights_scale = 2.5f;
+  std::vector<float> got(n_tokens * 2 * k);
+  moe_route(logits.data(), n_tokens, r, got.data());
+  int64_t bias_changed = 0, groups_changed = 0;
+  for (int64_t t = 0; t < n_tokens; ++t) {
+    std::vector<double> p(n_expert), sel(n_expert);
+    for (int64_t e = 0; e < n_expert; ++e) {
+      p[e] = 1 / (1 + std::exp(-static_cast<double>(logits[t * n_expert + e])));
+      sel[e] = p[e] + bias[e];
+    }
+    std::vector<std::pair<double, int64_t>> groups;
+    for (int64_t g = 0; g < n_groups; ++g) {
+      std::vector<double> x(sel.begin() + g * per, sel.begin() + (g + 1) * per);
+      std::sort(x.rbegin(), x.rend());
+      groups.push_back({-(x[0] + x[1]), g});
+    }
+    std::sort(groups.begin(), groups.end());
+    std::vector<int64_t> order;
+    for (int64_t u = 0; u < used; ++u)
+      for (int64_t e = groups[u].second * per; e < (groups[u].second + 1) * per; ++e) order.push_back(e);
+    std::sort(order.begin(), order.end(), [&](int64_t a, int64_t b) { return sel[a] > sel[b]; });
+    double sum = 0;
+    for (int64_t j = 0; j < k; ++j) sum += p[order[j]];
+    for (int64_t j = 0; j < k; ++j) {
+      EXPECT_EQ(route_id(got.data() + t * 2 * k, j), order[j]) << "token " << t << " slot " << j;
+      EXPECT_NEAR(route_weight(got.data() + t * 2 * k, k, j), 2.5 * p[order[j]] / sum, 1e-5);
+    }
+    // The inputs must exercise both rules: the plain top k of the scores differs from it.
+    std::vector<int64_t> by_p(n_expert), by_sel(n_expert);
+    std::iota(by_p.begin(), by_p.end(), 0);
+    std::iota(by_sel.begin(), by_sel.end(), 0);
+    std::sort(by_p.begin(), by_p.end(), [&](int64_t a, int64_t b) { return p[a] > p[b]; });
+    std::sort(by_sel.begin(), by_sel.end(), [&](int64_t a, int64_t b) { return sel[a] > sel[b]; });
+    bias_changed += !std::equal(by_p.begin(), by_p.begin() + k, by_sel.begin());
+    groups_changed += !std::equal(by_sel.begin(), by_sel.begin() + k, order.begin());
+  }
+  EXPECT_GT(bias_changed, 0);
+  EXPECT_GT(groups_changed, 0);
+}
+
 TEST(MoeRoute, TiesGoToTheLowerIdAndSoftmaxWeights) {
   const std::vector<float> logits{0.f, 1.f, 1.f, 0.f, 1.f};
   std::vector<float> r(4);

@@ -140,7 +140,7 @@ TEST(FamilyConfig, YarnRope) {
   EXPECT_FLOAT_EQ(r.yarn_beta_fast, 32.f);
   EXPECT_FLOAT_EQ(r.yarn_beta_slow, 1.f);
   EXPECT_ERROR(config_of(edited(bytes, {.f32_keys = {{"qwen3.rope.scaling.yarn_log_multiplier", 0.1f}}})),
-               "yarn_log_multiplier (DeepSeek's YaRN) is not supported yet");
+               "yarn_log_multiplier (DeepSeek's YaRN) is read for deepseek2 only");
   EXPECT_ERROR(config_of(edited(bytes, {.f32_keys = {{"qwen3.rope.scaling.yarn_beta_fast", -1.f}}})),
                "rope.scaling yarn parameter -1 is out of range");
 }

@@ -36,6 +36,7 @@ struct Golden {
   int64_t head_dim_swa = 0, n_head_kv = 0, n_head_kv_swa = 0;
   // Gemma 4 E2B's layout: --n-layer 4 --n-embd-per-layer 16 --shared-kv-layers 2
   bool e2b = false;
+  int64_t q_lora_rank = 0;  // deepseek2: -1 writes --q-lora-rank 0 (V2-Lite's attn_q)
 };
 
 std::string name(const Golden& g) {
@@ -43,7 +44,14 @@ std::string name(const Golden& g) {
          (g.head_dim ? "_hd" + std::to_string(g.head_dim) : "") + (g.rope_scaling.empty() ? "" : "_" + g.rope_scaling) +
          (g.preset == "tiny" ? "" : "_" + g.preset) +
          (g.head_dim_swa ? "_swa" + std::to_string(g.head_dim_swa) + "x" + std::to_string(g.n_head_kv_swa) : "") +
-         (g.e2b ? "_e2b" : "");
+         (g.e2b ? "_e2b" : "") + (g.q_lora_rank < 0 ? "_lite" : "");
+}
+
+// DeepSeek V3's layout (deepseek2, MLA form) on the tiny-moe shape: 4 heads of 32 + 16 rotated
+// over a latent of 64, a dense first layer, then 2 of 8 experts in 4 groups (2 used) by biased
+// sigmoid scores, scaled by 2.5, beside a shared expert.
+Golden deepseek(std::string type, uint64_t seed, std::vector<Token> tokens) {
+  return {"deepseek2", std::move(type), seed, 0, 512, std::move(tokens), 0, "", "tiny-moe"};
 }
 
 // gpt-oss on the tiny-moe shape, a window of 4 every other layer, one sequence of 512 positions.
@@ -87,6 +95,7 @@ TEST_P(LlamaCppGreedy, SameTokens) {
   o.overrides.head_dim_swa = g.head_dim_swa;
   o.overrides.n_head_kv = g.n_head_kv;
   o.overrides.n_head_kv_swa = g.n_head_kv_swa;
+  o.overrides.q_lora_rank = g.q_lora_rank;
   if (g.e2b) {
     o.overrides.n_layer = 4;
     o.overrides.n_embd_per_layer = 16;
@@ -211,7 +220,24 @@ INSTANTIATE_TEST_SUITE_P(
                              162, 75, 51,  51,  66,  164, 49, 104, 66, 218, 262, 304}),
         // MXFP4 experts: the 19 tokens before llama.cpp's 20th (its margin there 0.047, after a 0.0019
         // near-tie at the 19th that both take); the seed-3 file agrees for all 24.
-        gpt_oss("mxfp4", 7, {254, 136, 21, 123, 42, 157, 136, 317, 131, 75, 257, 86, 78, 131, 204, 86, 86, 123, 198})),
+        gpt_oss("mxfp4", 7, {254, 136, 21, 123, 42, 157, 136, 317, 131, 75, 257, 86, 78, 131, 204, 86, 86, 123, 198}),
+        // DeepSeek: llama.cpp's MLA (absorbed, flash attention on; off gives the same f32 tokens).
+        // (Smallest margins: 0.0036 and 0.0108 (f32). q8_0 seed 7: the 8 tokens before weft's 9th,
+        // where llama.cpp's margin is 0.024: its attention takes queries as halves (an f16 cache's
+        // vec_dot type) and an expert choice flips after; weft's logits are the double-precision
+        // forward's within 1e-4 (reference_forward_test), and llama.cpp's own flash attention on and
+        // off part at the 23rd token, at seed 9 the 8th. Lite (attn_q, no compressed query): the 16
+        // tokens on which llama.cpp's flash attention on and off agree.)
+        deepseek("f32", 7, {27, 195, 33,  314, 242, 311, 136, 16,  301, 136, 197, 192,
+                            181, 129, 176, 242, 208, 195, 75, 195, 36,  230, 134, 28}),
+        deepseek("f32", 3, {134, 121, 133, 296, 41,  107, 33,  236, 53,  302, 133, 55,
+                            198, 121, 66,  316, 282, 110, 176, 110, 23,  218, 194, 133}),
+        deepseek("q8_0", 7, {27, 195, 33, 314, 242, 311, 136, 16}),
+        [] {
+          Golden g = deepseek("f32", 7, {62, 112, 180, 158, 271, 105, 135, 153, 169, 36, 136, 28, 122, 245, 280, 312});
+          g.q_lora_rank = -1;
+          return g;
+        }()),
     [](const auto& p) {
       std::string n = name(p.param);
       std::replace(n.begin(), n.end(), '-', '_');  // gtest names: alphanumerics and '_'

@@ -11,6 +11,7 @@
 
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <map>
 #include <optional>
 
@@ -103,6 +104,51 @@ TEST(MoeConfig, Gemma4ExpertsBesideTheDenseFfn) {
                "dense FFN tensor 'blk.1.ffn_down.weight' is missing");
   EXPECT_ERROR(config_of(edited(g4, {.keys = {{"gemma4.expert_count", {}}, {"gemma4.expert_used_count", {}}}})),
                "blk.0.ffn_gate_inp.weight is a router, but gemma4.expert_count is missing or 0");
+}
+
+// DeepSeek V3's layout (deepseek2, MLA form): the latent attention's widths and the routing's keys
+// are read as llama.cpp reads them, and a file of the older attn_kv_b layout, a misshapen head
+// matrix or impossible groups are errors naming the key or tensor.
+TEST(MoeConfig, DeepSeekLatentAttentionAndGroupedRouting) {
+  const auto ds = tiny_moe("deepseek2");
+  const auto c = config_of(ds);
+  EXPECT_TRUE(c.traits.deepseek);
+  EXPECT_EQ(c.dims.head_dim, 48);  // key_length_mla: 32 unrotated + 16 rotated
+  EXPECT_EQ(c.dims.kv_lora_rank, 64);
+  EXPECT_EQ(c.dims.v_head_dim, 32);
+  EXPECT_EQ(c.dims.rope.n_rot, 16);
+  EXPECT_FALSE(c.dims.rope.neox);
+  EXPECT_EQ(c.q_lora_rank, 32);
+  EXPECT_EQ(c.dims.n_layer_dense_lead, 1);
+  EXPECT_FALSE(c.dims.has_experts(0));
+  EXPECT_TRUE(c.dims.has_experts(1));
+  EXPECT_EQ(c.dims.n_ff_shexp, 96);  // one shared expert of the experts' width
+  EXPECT_EQ(c.dims.expert_gating, graph::Dims::Gating::Sigmoid);
+  EXPECT_TRUE(c.expert_selection_bias);
+  EXPECT_TRUE(c.dims.expert_weights_norm);
+  EXPECT_FLOAT_EQ(c.dims.expert_weights_scale, 2.5f);
+  EXPECT_EQ(c.dims.n_expert_groups, 4);
+  EXPECT_EQ(c.dims.n_group_used, 2);
+  EXPECT_FLOAT_EQ(c.dims.attention_scale(0), 1.f / std::sqrt(48.f));
+  EXPECT_ERROR(config_of(edited(ds, {.keys = {{"deepseek2.attention.key_length_mla", {}}}})),
+               "deepseek2.attention.key_length_mla is missing: DeepSeek files of the attn_kv_b layout");
+  EXPECT_ERROR(
+      config_of(edited(ds, {.tensors = {{"blk.2.attn_k_b.weight", std::vector<int64_t>{32, 64, 3}}}})),
+      "key up-projection tensor 'blk.2.attn_k_b.weight' is [32, 64, 3], the hyper-parameters need [32, 64, 4]");
+  EXPECT_ERROR(config_of(edited(ds, {.keys = {{"deepseek2.attention.key_length", 96}}})),
+               "deepseek2.attention.key_length 96 is not kv_lora_rank + rope.dimension_count (80)");
+  EXPECT_ERROR(config_of(edited(ds, {.keys = {{"deepseek2.expert_group_count", 3}}})),
+               "deepseek2.expert_group_count 3 does not divide expert_count 8");
+  EXPECT_ERROR(config_of(edited(ds, {.keys = {{"deepseek2.expert_group_used_count", 4}}})),
+               "deepseek2.expert_group_used_count 4 is out of range (1..3)");
+  EXPECT_ERROR(config_of(edited(ds, {.keys = {{"deepseek2.expert_gating_func", 3}}})),
+               "deepseek2.expert_gating_func 3 is not supported");
+  EXPECT_ERROR(config_of(edited(ds, {.keys = {{"deepseek2.leading_dense_block_count", 3}}})),
+               "deepseek2.leading_dense_block_count 3 is out of range (0..2)");
+  EXPECT_ERROR(config_of(edited(ds, {.tensors = {{"blk.0.ffn_down.weight", {}}}})),
+               "dense FFN tensor 'blk.0.ffn_down.weight' is missing");
+  EXPECT_ERROR(config_of(edited(ds, {.tensors = {{"blk.2.exp_probs_b.bias", {}}}})),
+               "expert selection bias tensor 'blk.2.exp_probs_b.bias' is missing");
 }
 
 }  // namespace

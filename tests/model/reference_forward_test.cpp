@@ -126,14 +126,33 @@ struct RefModel {
   }
   // The router reads router_in where given (Gemma 4), else h; each expert's output is scaled by
   // its value of ffn_down_exps.scale where the file has one.
+  // DeepSeek V3: sigmoid scores, experts chosen by the scores plus exp_probs_b among the groups
+  // whose two best such scores sum highest, weighted by the unbiased scores (renormalised, scaled).
   Vec moe(const std::string& b, const Vec& h, const Vec* router_in = nullptr) {
     const auto& d = c.dims;
     Vec p = matvec(b + "ffn_gate_inp.weight", router_in ? *router_in : h, d.n_expert);
     if (c.traits.gpt_oss) add_bias(p, b + "ffn_gate_inp.bias");
-    if (!c.traits.gpt_oss) softmax(p);
+    if (d.expert_gating == graph::Dims::Gating::Sigmoid)
+      for (double& v : p) v = 1.0 / (1.0 + std::exp(-v));
+    else if (!c.traits.gpt_oss)
+      softmax(p);
+    Vec sel = p;
+    if (has(b + "exp_probs_b.bias")) add_bias(sel, b + "exp_probs_b.bias");
+    if (d.n_expert_groups > 1) {
+      const int64_t per = d.n_expert / d.n_expert_groups;
+      std::vector<std::pair<double, int64_t>> groups;
+      for (int64_t g = 0; g < d.n_expert_groups; ++g) {
+        Vec x(sel.begin() + g * per, sel.begin() + (g + 1) * per);
+        std::sort(x.rbegin(), x.rend());
+        groups.push_back({-(x[0] + (per > 1 ? x[1] : 0.0)), g});
+      }
+      std::stable_sort(groups.begin(), groups.end());
+      for (size_t u = d.n_group_used; u < groups.size(); ++u)
+        std::fill_n(sel.begin() + groups[u].second * per, per, -INFINITY);
+    }
     std::vector<int64_t> order(d.n_expert);
     std::iota(order.begin(), order.end(), 0);
-    std::stable_sort(order.begin(), order.end(), [&](int64_t a, int64_t z) { return p[a] > p[z]; });
+    std::stable_sort(order.begin(), order.end(), [&](int64_t a, int64_t z) { return sel[a] > sel[z]; });
     if (c.traits.gpt_oss) {
       Vec top(d.n_expert_used);
       for (int64_t j = 0; j < d.n_expert_used; ++j) top[j] = p[order[j]];
@@ -146,12 +165,15 @@ struct RefModel {
     for (int64_t j = 0; j < d.n_expert_used; ++j) {
       routed.insert(order[j]);
       double weight = d.expert_weights_norm ? p[order[j]] / wsum : p[order[j]];
+      if (d.expert_weights_scale > 0) weight *= d.expert_weights_scale;
       if (has(b + "ffn_down_exps.scale")) weight *= w(b + "ffn_down_exps.scale")[order[j]];
       const Vec y = ffn(b, "_exps.weight", h, d.n_ff_exp, order[j]);
       for (int64_t i = 0; i < d.n_embd; ++i) out[i] += weight * y[i];
     }
-    if (d.n_ff_shexp > 0) {
-      const double gate = 1.0 / (1.0 + std::exp(-matvec(b + "ffn_gate_inp_shexp.weight", h, 1)[0]));
+    if (d.n_ff_shexp > 0) {  // qwen2moe's gated; DeepSeek's not
+      const double gate = has(b + "ffn_gate_inp_shexp.weight")
+                              ? 1.0 / (1.0 + std::exp(-matvec(b + "ffn_gate_inp_shexp.weight", h, 1)[0]))
+                              : 1.0;
       const Vec y = ffn(b, "_shexp.weight", h, d.n_ff_shexp);
       for (int64_t i = 0; i < d.n_embd; ++i) out[i] += gate * y[i];
     }
@@ -181,12 +203,13 @@ struct RefModel {
   }
   // RoPE of layer l (Gemma's sliding-window layers have their own base), with LongRoPE's
   // frequency divisors and attention factor where the model has them.
-  void rope(Vec& x, int64_t n_heads, int pos, int l) const {
+  // Heads `stride` apart (0: the layer's head_dim), rotated from their feature `offset` on.
+  void rope(Vec& x, int64_t n_heads, int pos, int l, int64_t stride = 0, int64_t offset = 0) const {
     const auto& d = c.dims;
     const RopeParams& r = d.rope_of(l);
     const int64_t half = r.n_rot / 2;
     for (int64_t h = 0; h < n_heads; ++h) {
-      double* v = x.data() + h * d.head_dim_of(l);
+      double* v = x.data() + h * (stride ? stride : d.head_dim_of(l)) + offset;
       for (int64_t i = 0; i < half; ++i) {
         const double ff = r.freq_factors.empty() ? 1.0 : r.freq_factors[i];
         const double extrap = pos * std::pow(r.freq_base, -2.0 * i / r.n_rot) / ff;
@@ -208,6 +231,82 @@ struct RefModel {
         v[b] = x0 * sn + x1 * cs;
       }
     }
+  }
+
+  // DeepSeek's multi-head latent attention in its expanded form (deepseek2.cpp without MLA's
+  // absorption): each cached latent becomes every head's key (attn_k_b^T c, then the shared RoPE
+  // key) and value (attn_v_b c); the engine attends in latent space, so float weights check that
+  // the two forms agree. cache: [latent; k_rope] rows.
+  Vec latent_attention(const std::string& b, const Vec& h, int pos, int l, std::vector<Vec>& cache) {
+    const auto& d = c.dims;
+    const int64_t nh = d.n_head, hd = d.head_dim, rot = d.rope.n_rot, nope = hd - rot, lat = d.kv_lora_rank,
+                  vd = d.v_head_dim;
+    Vec q = c.q_lora_rank > 0 ? matvec(b + "attn_q_b.weight",
+                                       rmsnorm(matvec(b + "attn_q_a.weight", h, c.q_lora_rank),
+                                               w(b + "attn_q_a_norm.weight"), d.norm_eps),
+                                       nh * hd)
+                              : matvec(b + "attn_q.weight", h, nh * hd);
+    rope(q, nh, pos, l, hd, nope);
+    const Vec kv = matvec(b + "attn_kv_a_mqa.weight", h, lat + rot);
+    Vec row = rmsnorm(kv, w(b + "attn_kv_a_norm.weight"), d.norm_eps, 0, lat);
+    Vec k_rope = rows(kv, lat, rot);
+    rope(k_rope, 1, pos, l, rot);
+    if (kv_f16)
+      for (double& v : k_rope) v = fp16_to_f32(f32_to_fp16(static_cast<float>(v)));
+    if (kv_f16)
+      for (double& v : row) v = fp16_to_f32(f32_to_fp16(static_cast<float>(v)));
+    row.insert(row.end(), k_rope.begin(), k_rope.end());
+    cache.push_back(row);
+    const Vec& kb = w(b + "attn_k_b.weight");  // head h: lat rows of nope
+    const Vec& vb = w(b + "attn_v_b.weight");  // head h: vd rows of lat
+    const double scale = d.attention_scale(l);
+    Vec att(nh * vd, 0.0);
+    // Quantized head matrices read quantized activations (their rows are dotted with a head's
+    // q_nope, and with its output latent): only the absorbed form takes those as the kernels do.
+    if (quantized_acts && kernels::vec_dot_type(f.tensor(b + "attn_k_b.weight").type) != DType::F32) {
+      for (int64_t hh = 0; hh < nh; ++hh) {
+        const Vec q_lat = matvec(b + "attn_k_b.weight", rows(q, hh * hd, nope), lat, hh);
+        Vec s(cache.size());
+        double mx = -1e300;
+        for (size_t t = 0; t < cache.size(); ++t) {
+          double dot = 0;
+          for (int64_t r = 0; r < lat; ++r) dot += q_lat[r] * cache[t][r];
+          for (int64_t i = 0; i < rot; ++i) dot += q[hh * hd + nope + i] * cache[t][lat + i];
+          mx = std::max(mx, s[t] = dot * scale);
+        }
+        double sum = 0;
+        for (double& e : s) sum += (e = std::exp(e - mx));
+        Vec o_lat(lat, 0.0);
+        for (size_t t = 0; t < cache.size(); ++t)
+          for (int64_t r = 0; r < lat; ++r) o_lat[r] += s[t] / sum * cache[t][r];
+        const Vec v = matvec(b + "attn_v_b.weight", o_lat, vd, hh);
+        std::copy(v.begin(), v.end(), att.begin() + hh * vd);
+      }
+      return matvec(b + "attn_output.weight", att, d.n_embd);
+    }
+    for (int64_t hh = 0; hh < nh; ++hh) {
+      Vec s(cache.size());
+      double mx = -1e300;
+      for (size_t t = 0; t < cache.size(); ++t) {
+        double dot = 0;
+        for (int64_t i = 0; i < nope; ++i) {
+          double k = 0;
+          for (int64_t r = 0; r < lat; ++r) k += kb[(hh * lat + r) * nope + i] * cache[t][r];
+          dot += q[hh * hd + i] * k;
+        }
+        for (int64_t i = 0; i < rot; ++i) dot += q[hh * hd + nope + i] * cache[t][lat + i];
+        mx = std::max(mx, s[t] = dot * scale);
+      }
+      double sum = 0;
+      for (double& e : s) sum += (e = std::exp(e - mx));
+      for (size_t t = 0; t < cache.size(); ++t)
+        for (int64_t i = 0; i < vd; ++i) {
+          double v = 0;
+          for (int64_t r = 0; r < lat; ++r) v += vb[(hh * vd + i) * lat + r] * cache[t][r];
+          att[hh * vd + i] += s[t] / sum * v;
+        }
+    }
+    return matvec(b + "attn_output.weight", att, d.n_embd);
   }
 
   // Logits after the last token.
@@ -242,6 +341,14 @@ struct RefModel {
         const int64_t hd = d.head_dim_of(l), n_kv = d.n_head_kv_of(l), q_w = d.n_head * hd, kv_w = n_kv * hd;
         // attention
         Vec h = rmsnorm(x, w(b + "attn_norm.weight"), d.norm_eps);
+        if (d.mla()) {
+          const Vec o = latent_attention(b, h, static_cast<int>(pos), l, kc[l]);
+          for (int64_t i = 0; i < d.n_embd; ++i) x[i] += o[i];
+          h = rmsnorm(x, w(b + "ffn_norm.weight"), d.norm_eps);
+          const Vec down = d.has_experts(l) ? moe(b, h) : ffn(b, ".weight", h, d.n_ff);
+          for (int64_t i = 0; i < d.n_embd; ++i) x[i] += down[i];
+          continue;
+        }
         Vec q, k, v;
         if (c.fused_qkv) {
           const Vec qkv = matvec(b + "attn_qkv.weight", h, q_w + 2 * kv_w);
@@ -391,13 +498,18 @@ TEST_P(ReferenceForward, LogitsMatchDoublePrecision) {
   auto f = gguf::File::parse(bytes.data(), bytes.size(), "tiny");
   const auto cfg = for_context(read_config(*f), k.n_ctx);
   ASSERT_EQ(cfg.dims.n_expert > 0, k.preset == "tiny-moe");
+  if (k.arch == "deepseek2") {  // the layout under test: dense first layer, sigmoid routing over groups
+    ASSERT_TRUE(cfg.dims.mla() && cfg.dims.n_layer_dense_lead > 0 && cfg.dims.n_expert_groups > 1);
+    ASSERT_EQ(cfg.dims.expert_gating, graph::Dims::Gating::Sigmoid);
+  }
   const std::vector<Token> tokens{1, 17, 250, 3, 99, 42, 7, 300, 5};
   RefModel ref{*f, cfg, {}, k.cache == DType::F16, {}, cfg.dims.n_expert > 0};
   const Vec want = ref.forward(tokens);
   if (cfg.dims.n_expert > 0) {
     ASSERT_GT(static_cast<int64_t>(ref.routed.size()), cfg.dims.n_expert_used) << "tokens must route differently";
     const DType want_type = k.type == "q4_k_m" ? DType::Q4_K : *dtype_from_name(k.type);
-    const std::string up = cfg.fused_gate_up_exps ? "blk.0.ffn_gate_up_exps.weight" : "blk.0.ffn_up_exps.weight";
+    const std::string blk = "blk." + std::to_string(cfg.dims.n_layer_dense_lead) + ".";  // DeepSeek's first are dense
+    const std::string up = blk + (cfg.fused_gate_up_exps ? "ffn_gate_up_exps.weight" : "ffn_up_exps.weight");
     EXPECT_EQ(f->tensor(up).type, want_type) << "experts stored in the type under test";
   }
 
@@ -478,7 +590,8 @@ INSTANTIATE_TEST_SUITE_P(Moe, ReferenceForward,
                                            moe("q4_k_m", "qwen2moe", 256), moe("f32", "gpt-oss"),
                                            moe("q8_0", "gpt-oss"), moe("q4_0", "gpt-oss"), moe("mxfp4", "gpt-oss"),
                                            moe("f32", "gemma4"), moe("q8_0", "gemma4"), moe("q4_k_m", "gemma4", 256),
-                                           moe("bf16", "gemma4")),
+                                           moe("bf16", "gemma4"), moe("f32", "deepseek2"), moe("f16", "deepseek2"),
+                                           moe("q8_0", "deepseek2"), moe("bf16", "deepseek2")),
                          [](const auto& p) { return name(p.param); });
 
 }  // namespace

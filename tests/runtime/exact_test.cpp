@@ -117,7 +117,9 @@ TEST(ExactInference, Gemma4HeadsPerLayerEveryConfigBitForBit) {
 // the experts' weighted sum in fixed point, per slot and granule. Llama's (Mixtral) and Qwen3's
 // layouts, gpt-oss's (expert biases, added by one device), Gemma 4's (a dense FFN beside the
 // experts, three all-reduces a layer; its seed 3 has the near-tie a split tipped without --exact)
-// and Qwen2-MoE's (a shared expert whose gate scales its sum, added to the experts' in integers).
+// and Qwen2-MoE's (a shared expert whose gate scales its sum, added to the experts' in integers);
+// DeepSeek's (latent attention: each head's up-projections and attention whole on one device, its
+// output's sum cut on heads of v_head_dim; an ungated shared expert).
 void expect_moe_exact(const gguf::File& f) {
   {  // the fixed-point sums are the float ones, within rounding
     Engine floats(f, exact(equality::single(), false)), fixed(f, exact(equality::single()));
@@ -153,7 +155,8 @@ TEST_P(ExactMoe, EveryConfigBothSplitsBitForBit) {
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(Archs, ExactMoe, ::testing::Values("qwen3moe", "llama", "gpt-oss", "gemma4", "qwen2moe"),
+INSTANTIATE_TEST_SUITE_P(Archs, ExactMoe,
+                         ::testing::Values("qwen3moe", "llama", "gpt-oss", "gemma4", "qwen2moe", "deepseek2"),
                          [](const auto& p) { return p.param == "gpt-oss" ? std::string("gpt_oss") : p.param; });
 
 // Experts two K blocks wide: the tensor split cuts each on a super-block.

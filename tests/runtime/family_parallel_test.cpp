@@ -140,7 +140,7 @@ TEST(FamilyLoad, HeadsWiderThanTheAttentionKernelAreRefused) {
   auto f = gguf::File::parse(bytes.data(), bytes.size(), "wide heads");
   EngineOptions two = single();
   two.devices[0].threads = 2;
-  EXPECT_ERROR(Engine(*f, two), "attention: heads 1024 wide, the attention kernel takes at most 512");
+  EXPECT_ERROR(Engine(*f, two), "attention: heads 1024 wide, the attention kernel takes at most 576");
 }
 
 // A worker streamed its slices (the fused tensors' segments among them) and one reading its own

@@ -1,7 +1,8 @@
 // Mixtures of experts under every split: tensor (rows of every expert) and expert (whole experts
 // per device) give the greedy tokens of one device and logits within kLogitRelTol, for qwen3moe,
 // qwen2moe (shared expert), Mixtral (llama with experts), gpt-oss (biased experts, sinks,
-// windows) and Gemma 4 (a dense FFN beside the experts, fused gate/up stacks, per-expert scales), N = 1..8, uneven
+// windows), Gemma 4 (a dense FFN beside the experts, fused gate/up stacks, per-expert scales) and
+// DeepSeek (latent attention split by heads, grouped sigmoid routing, a dense first layer), N = 1..8, uneven
 // ratios, a zero share, more devices than experts, every weight type, and devices in worker processes.
 #include "gguf/gguf_reader.h"
 #include "runtime/engine.h"
@@ -79,7 +80,8 @@ TEST_P(MoeArch, GreedyTokensAndLogitsMatchBothSplits) {
   EXPECT_EQ(greedy(*m.file, options(layer), prompt, 48), ref) << layer.name;
 }
 
-INSTANTIATE_TEST_SUITE_P(Archs, MoeArch, ::testing::Values("qwen3moe", "qwen2moe", "llama", "gpt-oss", "gemma4"),
+INSTANTIATE_TEST_SUITE_P(Archs, MoeArch,
+                         ::testing::Values("qwen3moe", "qwen2moe", "llama", "gpt-oss", "gemma4", "deepseek2"),
                          [](const auto& p) {
                            std::string n = p.param;
                            std::replace(n.begin(), n.end(), '-', '_');
@@ -201,12 +203,14 @@ TEST_P(MoeRemote, WorkerProcessesMatchOneDeviceInBothSplits) {
 }
 
 // gpt-oss: its experts' biases and attention sinks travel as slices too; Gemma 4: the halves of
-// its fused stacks, its per-expert scales and the router's constant scale.
-INSTANTIATE_TEST_SUITE_P(Archs, MoeRemote, ::testing::Values("qwen2moe", "gpt-oss", "gemma4"), [](const auto& p) {
-  std::string n = p.param;
-  std::replace(n.begin(), n.end(), '-', '_');
-  return n;
-});
+// its fused stacks, its per-expert scales and the router's constant scale; DeepSeek: its heads'
+// attn_k_b / attn_v_b matrices, the selection bias, MLA's and the routing's dims.
+INSTANTIATE_TEST_SUITE_P(Archs, MoeRemote, ::testing::Values("qwen2moe", "gpt-oss", "gemma4", "deepseek2"),
+                         [](const auto& p) {
+                           std::string n = p.param;
+                           std::replace(n.begin(), n.end(), '-', '_');
+                           return n;
+                         });
 
 }  // namespace
 }  // namespace weft::runtime

@@ -378,6 +378,219 @@ TEST(GenModel, MixtureOfExpertsLayouts) {
   EXPECT_ERROR(gen_model_shape(o), "experts: 9 used of 8");
 }
 
+// DeepSeek V3 (deepseek2) as llama.cpp's loader wants it, written out from its load_tensors: the
+// latent attention with attn_k_b / attn_v_b split, one leading dense layer, then the router, its
+// selection bias, the expert stacks and a shared expert n_ff_exp * expert_shared_count wide.
+std::map<std::string, std::vector<int64_t>> expected_deepseek2(const GenModelShape& s) {
+  const int64_t q_head = s.qk_nope + s.qk_rope;
+  std::map<std::string, std::vector<int64_t>> m;
+  m["token_embd.weight"] = {s.n_embd, s.n_vocab};
+  m["output_norm.weight"] = {s.n_embd};
+  m["output.weight"] = {s.n_embd, s.n_vocab};
+  for (int l = 0; l < s.n_layer; ++l) {
+    const std::string b = "blk." + std::to_string(l) + ".";
+    m[b + "attn_norm.weight"] = {s.n_embd};
+    if (s.q_lora_rank > 0) {
+      m[b + "attn_q_a.weight"] = {s.n_embd, s.q_lora_rank};
+      m[b + "attn_q_a_norm.weight"] = {s.q_lora_rank};
+      m[b + "attn_q_b.weight"] = {s.q_lora_rank, s.n_head * q_head};
+    } else {
+      m[b + "attn_q.weight"] = {s.n_embd, s.n_head * q_head};
+    }
+    m[b + "attn_kv_a_mqa.weight"] = {s.n_embd, s.kv_lora_rank + s.qk_rope};
+    m[b + "attn_kv_a_norm.weight"] = {s.kv_lora_rank};
+    m[b + "attn_k_b.weight"] = {s.qk_nope, s.kv_lora_rank, s.n_head};
+    m[b + "attn_v_b.weight"] = {s.kv_lora_rank, s.v_head, s.n_head};
+    m[b + "attn_output.weight"] = {s.n_head * s.v_head, s.n_embd};
+    m[b + "ffn_norm.weight"] = {s.n_embd};
+    if (l < s.n_dense_lead) {
+      m[b + "ffn_gate.weight"] = {s.n_embd, s.n_ff};
+      m[b + "ffn_up.weight"] = {s.n_embd, s.n_ff};
+      m[b + "ffn_down.weight"] = {s.n_ff, s.n_embd};
+      continue;
+    }
+    const int64_t shexp = s.n_ff_exp * s.n_expert_shared;
+    m[b + "ffn_gate_inp.weight"] = {s.n_embd, s.n_expert};
+    m[b + "exp_probs_b.bias"] = {s.n_expert};
+    m[b + "ffn_gate_exps.weight"] = {s.n_embd, s.n_ff_exp, s.n_expert};
+    m[b + "ffn_up_exps.weight"] = {s.n_embd, s.n_ff_exp, s.n_expert};
+    m[b + "ffn_down_exps.weight"] = {s.n_ff_exp, s.n_embd, s.n_expert};
+    m[b + "ffn_gate_shexp.weight"] = {s.n_embd, shexp};
+    m[b + "ffn_up_shexp.weight"] = {s.n_embd, shexp};
+    m[b + "ffn_down_shexp.weight"] = {shexp, s.n_embd};
+  }
+  return m;
+}
+
+void expect_deepseek2_tensors(const gguf::File& f, const GenModelShape& s, DType matrix_type) {
+  const auto want = expected_deepseek2(s);
+  EXPECT_EQ(f.tensors().size(), want.size());
+  for (const auto& [name, shape] : want) {
+    const gguf::TensorInfo* t = f.find_tensor(name);
+    ASSERT_NE(t, nullptr) << name;
+    EXPECT_EQ(t->shape, shape) << name;
+    const bool f32 = shape.size() == 1 || name.find("ffn_gate_inp") != std::string::npos;
+    EXPECT_EQ(t->type, f32 ? DType::F32 : matrix_type) << name;
+  }
+}
+
+// The keys llama.cpp's deepseek2 loader reads (llama-model.cpp, models/deepseek2.cpp), with the
+// values DeepSeek V3's converter writes: attention as the absorbed form sees it (one KV head: the
+// latent and the roped key as K, the latent as V), the heads' own sizes as the *_mla lengths,
+// sigmoid scores normalised and scaled by 2.5, expert groups.
+TEST(GenModel, DeepSeek2Layout) {
+  GenModelOptions o;
+  o.preset = "tiny-moe";
+  o.arch = "deepseek2";
+  o.type = "q8_0";
+  const GenModelShape s = gen_model_shape(o);
+  EXPECT_EQ(s.n_layer, 3);
+  EXPECT_EQ(s.head_dim, 48);
+  EXPECT_EQ(s.n_ff_shexp, 96);
+  const Parsed p = make(o);
+  const gguf::File& f = *p.file;
+  const std::map<std::string, int64_t> ints = {
+      {"deepseek2.context_length", 512},
+      {"deepseek2.embedding_length", 64},
+      {"deepseek2.block_count", 3},
+      {"deepseek2.feed_forward_length", 192},
+      {"deepseek2.vocab_size", 320},
+      {"deepseek2.leading_dense_block_count", 1},
+      {"deepseek2.expert_count", 8},
+      {"deepseek2.expert_used_count", 2},
+      {"deepseek2.expert_feed_forward_length", 96},
+      {"deepseek2.expert_shared_count", 1},
+      {"deepseek2.expert_gating_func", 2},
+      {"deepseek2.expert_group_count", 4},
+      {"deepseek2.expert_group_used_count", 2},
+      {"deepseek2.attention.head_count", 4},
+      {"deepseek2.attention.head_count_kv", 1},
+      {"deepseek2.attention.q_lora_rank", 32},
+      {"deepseek2.attention.kv_lora_rank", 64},
+      {"deepseek2.attention.key_length", 64 + 16},
+      {"deepseek2.attention.value_length", 64},
+      {"deepseek2.attention.key_length_mla", 32 + 16},
+      {"deepseek2.attention.value_length_mla", 32},
+      {"deepseek2.rope.dimension_count", 16},
+  };
+  EXPECT_EQ(f.get_string("general.architecture"), "deepseek2");
+  for (const auto& [key, value] : ints) EXPECT_EQ(f.get_int_opt(key), value) << key;
+  EXPECT_NEAR(*f.get_float_opt("deepseek2.expert_weights_scale"), 2.5, 1e-6);
+  EXPECT_EQ(f.get_bool_opt("deepseek2.expert_weights_norm"), true);
+  EXPECT_NEAR(*f.get_float_opt("deepseek2.rope.freq_base"), 10000.0, 1e-3);
+  EXPECT_NEAR(*f.get_float_opt("deepseek2.attention.layer_norm_rms_epsilon"), 1e-6, 1e-10);
+  for (const char* absent : {"deepseek2.expert_shared_feed_forward_length", "deepseek2.rope.scaling.type",
+                             "deepseek2.rope.scaling.factor", "deepseek2.rope.scaling.yarn_log_multiplier"})
+    EXPECT_FALSE(f.find(absent)) << absent << ": no rope scaling, no qwen2moe key";
+  expect_deepseek2_tensors(f, s, DType::Q8_0);
+
+  // The selection bias: small (Init::Bias, sd 0.1) and different per expert and layer.
+  const std::vector<float> b1 = dequant(f.tensor("blk.1.exp_probs_b.bias"));
+  const std::vector<float> b2 = dequant(f.tensor("blk.2.exp_probs_b.bias"));
+  EXPECT_NE(b1, b2);
+  double sq = 0;
+  for (float x : b1) {
+    EXPECT_LT(std::abs(x), 0.4f);
+    sq += x * double(x);
+  }
+  EXPECT_GT(sq, 0);
+
+  // V2-Lite's layout: q straight from the embedding; q_lora_rank 0 still written (llama.cpp
+  // requires the key unless the layer count is V2-Lite's 26 or 27).
+  o.overrides.q_lora_rank = -1;
+  const Parsed lite = make(o);
+  EXPECT_EQ(lite.file->get_int_opt("deepseek2.attention.q_lora_rank"), 0);
+  GenModelShape ls = s;
+  ls.q_lora_rank = 0;
+  expect_deepseek2_tensors(*lite.file, ls, DType::Q8_0);
+  EXPECT_EQ(gen_model_shape(o).q_lora_rank, 0);
+
+  // YaRN as V3's files have it: the log multiplier 0.1 * mscale_all_dim (1).
+  o = {};
+  o.preset = "tiny-moe";
+  o.arch = "deepseek2";
+  o.rope_scaling = "yarn";
+  const Parsed yarn = make(o);
+  EXPECT_EQ(yarn.file->get_string("deepseek2.rope.scaling.type"), "yarn");
+  EXPECT_NEAR(*yarn.file->get_float_opt("deepseek2.rope.scaling.yarn_log_multiplier"), 0.1, 1e-7);
+  EXPECT_NEAR(*yarn.file->get_float_opt("deepseek2.rope.scaling.factor"), 4.0, 1e-6);
+}
+
+// deepseek-mini's shape, and the K-quant mix on it (cut to 256 wide and 2 layers so that a test can
+// write it): rows of 256 and more stay Q4_K, ffn_down of every kind takes Q6_K in use_more_bits'
+// layers, attn_k_b's 64-wide rows fall back to Q5_0 as llama-quantize's do on V3's 128-wide ones.
+TEST(GenModel, DeepSeekMiniAndItsKQuants) {
+  GenModelOptions o;
+  o.preset = "deepseek-mini";
+  o.arch = "deepseek2";
+  const GenModelShape s = gen_model_shape(o);
+  EXPECT_EQ(s.n_embd, 1024);
+  EXPECT_EQ(s.n_layer, 8);
+  EXPECT_EQ(s.n_expert, 32);
+  EXPECT_EQ(s.q_lora_rank, 512);
+  EXPECT_EQ(s.kv_lora_rank, 256);
+  EXPECT_EQ(s.head_dim, 96);
+  EXPECT_EQ(s.n_vocab, 32000);
+  for (const auto& [name, shape] : expected_deepseek2(s)) {
+    if (shape.size() == 1 || name.find("ffn_gate_inp") != std::string::npos) continue;
+    EXPECT_TRUE(shape[0] % 256 == 0 || name.find("attn_k_b") != std::string::npos) << name << " " << shape[0];
+  }
+
+  o.type = "q4_k_m";
+  o.overrides.n_embd = 256;
+  o.overrides.n_layer = 2;
+  o.overrides.n_ff = 256;
+  o.overrides.n_vocab = 300;
+  o.overrides.n_expert = 8;
+  const Parsed p = make(o);
+  const gguf::File& f = *p.file;
+  const GenModelShape small = gen_model_shape(o);
+  const auto want = expected_deepseek2(small);
+  EXPECT_EQ(f.tensors().size(), want.size());
+  for (const auto& [name, shape] : want) EXPECT_EQ(f.tensor(name).shape, shape) << name;
+  // use_more_bits(l, 2): layer 1 only.
+  EXPECT_EQ(f.tensor("output.weight").type, DType::Q6_K);
+  EXPECT_EQ(f.tensor("token_embd.weight").type, DType::Q4_K);
+  EXPECT_EQ(f.tensor("blk.0.ffn_down.weight").type, DType::Q4_K);
+  EXPECT_EQ(f.tensor("blk.1.ffn_down_exps.weight").type, DType::Q6_K);
+  EXPECT_EQ(f.tensor("blk.1.ffn_down_shexp.weight").type, DType::Q6_K);
+  for (const char* n :
+       {"attn_q_a.weight", "attn_q_b.weight", "attn_kv_a_mqa.weight", "attn_v_b.weight", "attn_output.weight"})
+    EXPECT_EQ(f.tensor(std::string("blk.1.") + n).type, DType::Q4_K) << n;
+  EXPECT_EQ(f.tensor("blk.1.attn_k_b.weight").type, DType::Q5_0);
+  EXPECT_EQ(f.tensor("blk.1.ffn_gate_exps.weight").type, DType::Q4_K);
+  EXPECT_EQ(f.tensor("blk.1.ffn_gate_inp.weight").type, DType::F32);
+}
+
+TEST(GenModel, DeepSeek2BadShapesThrow) {
+  GenModelOptions o;
+  o.arch = "deepseek2";
+  EXPECT_ERROR(gen_model_shape(o), "arch deepseek2 needs a latent-attention shape");
+  o.preset = "tiny-moe";
+  o.overrides.n_head_kv = 2;
+  EXPECT_ERROR(gen_model_shape(o), "one latent KV head");
+  o.overrides = {};
+  o.overrides.n_expert_groups = 3;
+  EXPECT_ERROR(gen_model_shape(o), "expert groups: 2 used of 3 over 8 experts");
+  o.overrides = {};
+  o.overrides.n_group_used = 4;
+  EXPECT_ERROR(gen_model_shape(o), "expert groups: 4 used of 4");
+  o.overrides = {};
+  o.overrides.qk_rope = 15;
+  EXPECT_ERROR(gen_model_shape(o), "qk_rope 15 positive and even");
+  o.overrides = {};
+  o.overrides.n_dense_lead = 4;
+  EXPECT_ERROR(gen_model_shape(o), "4 leading dense layers of 3");
+  o = {};
+  o.preset = "deepseek-mini";
+  o.arch = "qwen3moe";
+  EXPECT_ERROR(gen_model_shape(o), "are DeepSeek's (--arch deepseek2)");
+  // The other architectures keep tiny-moe's own shape.
+  o.preset = "tiny-moe";
+  EXPECT_EQ(gen_model_shape(o).n_layer, 2);
+  EXPECT_EQ(gen_model_shape(o).n_head_kv, 2);
+}
+
 TEST(GenModel, SpmVocab) {
   for (int64_t n : {259, 320, 32000, 128256}) {
     SCOPED_TRACE(n);

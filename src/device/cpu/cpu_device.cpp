@@ -21,8 +21,8 @@ bool CpuDevice::supports(parallel::LocalOp op, DType t) const { return cpu_kerne
 
 bool cpu_kernels_support(parallel::LocalOp op, DType t) {
   using parallel::LocalOp;
-  const bool reads_matrix =
-      op == LocalOp::MatMul || op == LocalOp::Embed || op == LocalOp::ExpertMatMul || op == LocalOp::ExpertMatMulSum;
+  const bool reads_matrix = op == LocalOp::MatMul || op == LocalOp::Embed || op == LocalOp::ExpertMatMul ||
+                            op == LocalOp::ExpertMatMulSum || op == LocalOp::HeadMatMul;
   if (!reads_matrix) return op < LocalOp::Count;
   try {
     kernels::kernels_for(t);

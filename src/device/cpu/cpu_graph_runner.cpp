@@ -56,12 +56,52 @@ void CpuGraphRunner::load(const parallel::DeviceGraph& graph, const gguf::File& 
         ns.vec = ln.weight.kind == parallel::WeightSlice::Kind::None ? std::vector<float>{ln.factor}
                                                                      : store_.vector(f, ln.weight);
         break;
-      case LocalOp::MoeRoute:  // a per-expert output scale, where the model has one
-        if (ln.weight.kind == parallel::WeightSlice::Kind::None) break;
-        ns.vec = store_.vector(f, ln.weight);
-        if (static_cast<int64_t>(ns.vec.size()) != d.n_expert)
-          fail("cpu", "{}: {} expert scales for {} experts", ln.label, ns.vec.size(), d.n_expert);
+      case LocalOp::MoeRoute:  // a per-expert output scale and a selection bias, where the model has them
+        if (ln.weight.kind != parallel::WeightSlice::Kind::None) ns.vec = store_.vector(f, ln.weight);
+        if (ln.bias.kind != parallel::WeightSlice::Kind::None) ns.bias = store_.vector(f, ln.bias);
+        for (const auto* v : {&ns.vec, &ns.bias})
+          if (!v->empty() && static_cast<int64_t>(v->size()) != d.n_expert)
+            fail("cpu", "{}: {} values per expert for {} experts", ln.label, v->size(), d.n_expert);
         break;
+      case LocalOp::HeadMatMul: {  // a matrix per head held
+        const int64_t n = ln.q_heads.size();
+        if (ln.weight.kind == parallel::WeightSlice::Kind::None && n == 0 && ln.width == 0) break;  // no heads here
+        const kernels::WeightMatrix m = store_.matrix(f, ln.weight, WeightStore::Use::Experts);
+        const int64_t in_w = ln.inputs.size() == 1 ? graph_.nodes[ln.inputs[0]].width : -1;
+        if (n <= 0 || m.rows % n || ln.width != m.rows || in_w % n != 0 || m.cols > in_w / n)
+          fail("cpu", "{}: {} rows of {} columns for {} heads of {} inputs", ln.label, m.rows, m.cols, n, in_w);
+        ns.experts = {m, ln.q_heads.begin, n, m.rows / n};
+        break;
+      }
+      case LocalOp::Rope: {
+        const int64_t heads = ln.q_heads.size();
+        if (heads > 0 && (ln.width % heads != 0 || ln.offset + d.rope_of(ln.layer).n_rot > ln.width / heads))
+          fail("cpu", "{}: {} rotated dims from {} in heads of {}", ln.label, d.rope_of(ln.layer).n_rot, ln.offset,
+               heads > 0 ? ln.width / heads : 0);
+        break;
+      }
+      case LocalOp::LatentAttention: {  // one cache of [latent; k_rope] rows, read as keys and values
+        if (opt.k_type != DType::F32 && opt.k_type != DType::F16)
+          fail("cpu", "KV cache type {}: f32 or f16", dtype_name(opt.k_type));
+        ns.kv_rows = opt.n_ctx;
+        ns.kv_node = static_cast<int>(i);
+        const int64_t row = d.kv_lora_rank + d.rope.n_rot;
+        if (row > kernels::AttentionRows::kMaxHeadDim)
+          fail("cpu", "{}: latent rows of {}, the attention kernel takes at most {}", ln.label, row,
+               kernels::AttentionRows::kMaxHeadDim);
+        // Widths as the kernel reads them (a graph from the network is checked here).
+        const int64_t heads = ln.q_heads.size();
+        auto width = [&](int k) { return graph_.nodes[ln.inputs[k]].width; };
+        if (ln.inputs.size() != 4 || heads < 0 || ln.width != heads * d.kv_lora_rank || width(0) != ln.width ||
+            width(2) != d.kv_lora_rank || width(3) != d.rope.n_rot ||
+            (heads > 0 && (width(1) % heads != 0 || width(1) / heads < d.rope.n_rot)))
+          fail("cpu", "{}: inputs of widths that do not fit {} heads over latents of {}", ln.label, heads,
+               d.kv_lora_rank);
+        ns.k_cache =
+            HugeBuffer(row_bytes(opt.k_type, int64_t{opt.n_seq} * ns.kv_rows * row), "cpu", "the latent cache");
+        ns.kv_of_q.assign(heads, 0);
+        break;
+      }
       case LocalOp::ExpertMatMul:
       case LocalOp::ExpertMatMulSum: {
         if (ln.weight.kind == parallel::WeightSlice::Kind::None) break;  // holds none of this layer's experts
@@ -175,9 +215,17 @@ const kernels::WeightMatrix* CpuGraphRunner::fusable_matmul(int node, int64_t n_
   return &nodes_[readers[0]].w;
 }
 
-static kernels::MoeRouting moe_routing(const graph::Dims& d, const std::vector<float>& expert_scale) {
-  return {d.n_expert, d.n_expert_used, d.expert_weights_norm, d.expert_gating == graph::Dims::Gating::SoftmaxSelected,
-          expert_scale.empty() ? nullptr : expert_scale.data()};
+static kernels::MoeRouting moe_routing(const graph::Dims& d, const std::vector<float>& expert_scale,
+                                       const std::vector<float>& selection_bias) {
+  kernels::MoeRouting r{d.n_expert, d.n_expert_used, d.expert_weights_norm,
+                        d.expert_gating == graph::Dims::Gating::SoftmaxSelected,
+                        expert_scale.empty() ? nullptr : expert_scale.data()};
+  r.sigmoid = d.expert_gating == graph::Dims::Gating::Sigmoid;
+  r.selection_bias = selection_bias.empty() ? nullptr : selection_bias.data();
+  r.n_groups = d.n_expert_groups;
+  r.n_groups_used = d.n_group_used;
+  r.weights_scale = d.expert_weights_scale;
+  return r;
 }
 
 // The input of an op that runs in place (see plan_buffers) already is its output.
@@ -210,11 +258,17 @@ void CpuGraphRunner::exec(int i, const StepCtx& c) {
         copy_input(y + t * w, in(0) + t * w, w);
         kernels::rms_norm_heads(y + t * w, nodes_[i].vec.data(), 1, w / hd, hd, d.norm_eps);
       });
-    case LocalOp::Rope:
-      return for_each_index(pool_, c.n_tokens, [&, w = ln.width](int64_t t) {
+    case LocalOp::Rope: {
+      // Heads of this node's own width, rotated from their feature `offset` on (MLA's q: the last
+      // n_rot of each head; its k_rope: one head).
+      const int64_t heads = ln.q_heads.size(), w = ln.width, hw = heads > 0 ? w / heads : hd, off = ln.offset;
+      return for_each_index(pool_, c.n_tokens, [&](int64_t t) {
         copy_input(y + t * w, in(0) + t * w, w);
-        kernels::rope(y + t * w, 1, w / hd, hd, c.pos.data() + t, d.rope_of(ln.layer));
+        if (off == 0) return kernels::rope(y + t * w, 1, heads, hw, c.pos.data() + t, d.rope_of(ln.layer));
+        for (int64_t h = 0; h < heads; ++h)
+          kernels::rope(y + t * w + h * hw + off, 1, 1, hw - off, c.pos.data() + t, d.rope_of(ln.layer));
       });
+    }
     case LocalOp::Attention: return attention(i, c);
     case LocalOp::SwiGlu:
       return produce_rows(
@@ -249,7 +303,11 @@ void CpuGraphRunner::exec(int i, const StepCtx& c) {
       if (group_ && !overlaps_all_reduce(ln.inputs[0], c)) group_->all_reduce_sum(y, n);  // else done by matmul
       return;
     case LocalOp::AllGather: return all_gather(i, c);
-    case LocalOp::MoeRoute: kernels::moe_route(in(0), c.n_tokens, moe_routing(d, nodes_[i].vec), y); return;
+    case LocalOp::MoeRoute:
+      kernels::moe_route(in(0), c.n_tokens, moe_routing(d, nodes_[i].vec, nodes_[i].bias), y);
+      return;
+    case LocalOp::HeadMatMul: return head_matmul(i, c);
+    case LocalOp::LatentAttention: return latent_attention(i, c);
     case LocalOp::ExpertMatMul:
     case LocalOp::ExpertMatMulSum: return expert_op(i, c);
     case LocalOp::SigmoidScale:
@@ -555,6 +613,76 @@ void CpuGraphRunner::attention(int i, const StepCtx& c) {
                          ns.kv_of_q.data(), c.pos.data() + ts, y + ts * qw);
     }
   });
+}
+
+// Per head held: its matrix times the first `cols` features of that head's input, every token.
+void CpuGraphRunner::head_matmul(int i, const StepCtx& c) {
+  const auto& ln = graph_.nodes[i];
+  const kernels::ExpertStack& w = nodes_[i].experts;
+  const int64_t in_w = graph_.nodes[ln.inputs[0]].width, heads = ln.q_heads.size();
+  if (heads == 0 || c.n_tokens == 0) return;
+  const int64_t in_head = in_w / heads, out_head = ln.width / heads;
+  WEFT_ASSERT(w.rows == out_head && w.w.cols <= in_head);
+  const float* x = out(ln.inputs[0]);
+  float* y = out(i);
+  for (int64_t h = 0; h < heads; ++h)
+    kernels::matmul(w.expert(w.first + h), x + h * in_head, in_w, c.n_tokens, y + h * out_head, ln.width, pool_,
+                    scratch_);
+  held_ = {};  // scratch_ holds the last head's activations
+}
+
+// MLA, absorbed: each token's [latent; k_rope] row goes into the cache, then every head attends
+// over the rows with a query of [q_latent; q_rope] as one head of kv_lora_rank + n_rot dims whose
+// values are the same rows: the first kv_lora_rank features of each output are the softmax-
+// weighted latents.
+void CpuGraphRunner::latent_attention(int i, const StepCtx& c) {
+  const auto& ln = graph_.nodes[i];
+  NodeState& ns = nodes_[i];
+  const auto& d = graph_.dims;
+  const int64_t heads = ln.q_heads.size(), lat = d.kv_lora_rank, rot = d.rope.n_rot, row = lat + rot;
+  const float* q_lat = out(ln.inputs[0]);
+  const float* q = out(ln.inputs[1]);
+  const float* latent = out(ln.inputs[2]);
+  const float* k_rope = out(ln.inputs[3]);
+  const int64_t q_w = graph_.nodes[ln.inputs[1]].width, hd = heads > 0 ? q_w / heads : 0;
+  mla_rows_.resize(static_cast<size_t>(c.n_tokens * std::max<int64_t>(row, heads * row)));
+  for (int64_t t = 0; t < c.n_tokens; ++t) {
+    std::memcpy(&mla_rows_[t * row], latent + t * lat, lat * sizeof(float));
+    std::memcpy(&mla_rows_[t * row + lat], k_rope + t * rot, rot * sizeof(float));
+  }
+  store_kv(ns.k_cache, opt_.k_type, mla_rows_.data(), c.n_tokens, 1, row, opt_.n_ctx, ns.kv_rows, nullptr,
+           c.kv_row.data());
+  if (heads == 0) return;
+  mla_q_.resize(static_cast<size_t>(c.n_tokens * heads * row));
+  mla_out_.resize(mla_q_.size());
+  for (int64_t t = 0; t < c.n_tokens; ++t)
+    for (int64_t h = 0; h < heads; ++h) {
+      float* dst = &mla_q_[(t * heads + h) * row];
+      std::memcpy(dst, q_lat + (t * heads + h) * lat, lat * sizeof(float));
+      std::memcpy(dst + lat, q + t * q_w + h * hd + hd - rot, rot * sizeof(float));
+    }
+  kernels::AttentionShape s{0, heads, 1, row, d.attention_scale(ln.layer)};
+  s.k_type = s.v_type = opt_.k_type;
+  s.n_ctx = ns.kv_rows;
+  const size_t slot = row_bytes(opt_.k_type, row) * ns.kv_rows;
+  const int64_t n_seqs = static_cast<int64_t>(c.step.seqs.size()), n_items = n_seqs * heads;
+  // (sequence, q head) items: the heads share their one cache row per key, so any split of them
+  // reads it alike; rows of one item share a kernel call.
+  pool_.parallel_steal(n_items, pool_.steal_chunk(n_items, 1, 4), [&](int64_t b, int64_t e) {
+    kernels::AttentionShape part = s;
+    for (int64_t item = b; item < e; ++item) {
+      const int64_t si = item / heads, ts = c.seq_first[si], h = item % heads;
+      const StepSeq& sq = c.step.seqs[si];
+      part.head_begin = h;
+      part.head_end = h + 1;
+      part.n_tokens = sq.n_tokens;
+      const uint8_t* cache = ns.k_cache.data() + sq.seq * slot;
+      kernels::attention(part, &mla_q_[ts * heads * row], cache, cache, ns.kv_of_q.data(), c.pos.data() + ts,
+                         &mla_out_[ts * heads * row]);
+    }
+  });
+  float* y = out(i);
+  for (int64_t r = 0; r < c.n_tokens * heads; ++r) std::memcpy(y + r * lat, &mla_out_[r * row], lat * sizeof(float));
 }
 
 // A sliding-window cache whose slot this step moves on: the keys its sequence still needs (from the

@@ -29,8 +29,9 @@ class CpuGraphRunner {
   struct NodeState {
     kernels::WeightMatrix w;  // MatMul, Embed
     std::vector<float> vec;   // RmsNorm / HeadNorm weight; Attention: its q heads' sinks (or none)
-    std::vector<float> bias;  // MatMul bias slice; Expert*: the held experts' biases, [n][rows]
-    int buffer = -1;          // index into buffers_
+    std::vector<float>
+        bias;         // MatMul bias slice; Expert*: the held experts' biases, [n][rows]; MoeRoute: selection bias
+    int buffer = -1;  // index into buffers_
     // Attention: [n_seq, n_ctx, kv_heads, head_dim] of opt_.k_type / v_type; a decode step reads
     // rows of one head 1 KiB or more apart, a TLB miss every few rows on 4 KiB pages.
     HugeBuffer k_cache, v_cache;
@@ -40,7 +41,7 @@ class CpuGraphRunner {
     // Attention: the local q heads of each local kv head, [begin, end), the pool's work items
     std::vector<std::pair<int64_t, int64_t>> head_runs;
     int kv_node = -1;              // Attention: the node whose caches it reads (itself, or an earlier layer's)
-    kernels::ExpertStack experts;  // Expert*: the experts held (none: n == 0)
+    kernels::ExpertStack experts;  // Expert*: the experts held (none: n == 0); HeadMatMul: the heads'
   };
   float* out(int node) { return buffers_[nodes_[node].buffer].data(); }
   void plan_buffers(int32_t max_tokens);
@@ -79,6 +80,8 @@ class CpuGraphRunner {
   void all_reduce_fixed(int i, int64_t n);
   static constexpr int64_t kOverlapTokens = 32;  // a chunk: 256 KiB of partial sums at n_embd 2048
   void attention(int i, const StepCtx& c);
+  void head_matmul(int i, const StepCtx& c);
+  void latent_attention(int i, const StepCtx& c);
   void move_windows(NodeState& ns, int64_t n_kv, int64_t hd, const StepCtx& c);
   void all_gather(int i, const StepCtx& c);
   void expert_op(int i, const StepCtx& c);
@@ -107,6 +110,7 @@ class CpuGraphRunner {
   std::vector<std::vector<int64_t>> spare_fixed_;  // buffers read, for the next sums
   std::vector<float> gate_;                        // gate_scale's sigmoids
   std::vector<float> logit_rows_;                  // the output node's input rows of out_rows, side by side
+  std::vector<float> mla_rows_, mla_q_, mla_out_;  // LatentAttention: cache rows, queries, outputs of a step
   std::unique_ptr<CollectiveThread> collectives_;  // created on the first overlapped all-reduce
   LoadOptions opt_;
   std::vector<int32_t> n_cached_;   // per slot: positions [0, n_cached_) hold valid K/V

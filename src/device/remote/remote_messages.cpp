@@ -87,6 +87,8 @@ void write_dims(ByteWriter& w, const graph::Dims& d) {
   for (int64_t v : d.layer_ff) w.i64(v);
   w.i32s(d.kv_source);  // empty or n_layer
   w.i64(d.n_embd_per_layer);
+  for (int64_t v : {d.kv_lora_rank, d.v_head_dim, d.n_layer_dense_lead, d.n_expert_groups, d.n_group_used}) w.i64(v);
+  w.f32(d.expert_weights_scale);
 }
 graph::Dims read_dims(ByteReader& r) {
   graph::Dims d;
@@ -120,7 +122,7 @@ graph::Dims read_dims(ByteReader& r) {
   }
   d.rope_swa = read_rope(r);
   const uint8_t gating = r.u8("expert gating");
-  if (gating > static_cast<uint8_t>(graph::Dims::Gating::SoftmaxSelected))
+  if (gating > static_cast<uint8_t>(graph::Dims::Gating::Sigmoid))
     fail("net", "dims: expert gating {} is out of range", gating);
   d.expert_gating = static_cast<graph::Dims::Gating>(gating);
   for (float* v : {&d.swiglu_alpha, &d.swiglu_limit}) {
@@ -153,6 +155,15 @@ graph::Dims read_dims(ByteReader& r) {
   d.n_embd_per_layer = r.i64("per-layer input width");
   if (d.n_embd_per_layer < 0 || d.n_embd_per_layer > (1 << 16))
     fail("net", "dims: per-layer input width {} is out of range", d.n_embd_per_layer);
+  for (int64_t* v : {&d.kv_lora_rank, &d.v_head_dim, &d.n_layer_dense_lead, &d.n_expert_groups, &d.n_group_used}) {
+    *v = r.i64("MLA and routing dims");
+    if (*v < 0 || *v > (int64_t{1} << 16)) fail("net", "dims: MLA or routing value {} is out of range", *v);
+  }
+  if (d.n_expert_groups > 64 || d.n_group_used > d.n_expert_groups)
+    fail("net", "dims: {} of {} expert groups", d.n_group_used, d.n_expert_groups);
+  d.expert_weights_scale = r.f32("expert weights scale");
+  if (!(d.expert_weights_scale >= 0 && std::isfinite(d.expert_weights_scale)))
+    fail("net", "dims: expert weights scale {} is out of range", d.expert_weights_scale);
   return d;
 }
 
@@ -259,6 +270,10 @@ parallel::DeviceGraph read_graph(ByteReader& r) {
       fail("net", "node {}: a slice of {} features from {} past its input", i, x.width, x.offset);
     if (x.op == parallel::LocalOp::Attention && x.inputs.size() != 1 && x.inputs.size() != 3)
       fail("net", "node {}: attention over {} inputs (q, k and v; or q alone)", i, x.inputs.size());
+    if (x.op == parallel::LocalOp::LatentAttention && x.inputs.size() != 4)
+      fail("net", "node {}: latent attention over {} inputs (q latent, q, latent, k rope)", i, x.inputs.size());
+    if (x.op == parallel::LocalOp::HeadMatMul && x.inputs.size() != 1)
+      fail("net", "node {}: a head matmul over {} inputs", i, x.inputs.size());
   }
   g.output = r.i32("graph output");
   if (g.output < -1 || g.output >= static_cast<int>(n)) fail("net", "graph output {} of {} nodes", g.output, n);

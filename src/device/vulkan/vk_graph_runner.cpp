@@ -118,6 +118,7 @@ uint32_t u32(int64_t v) {
 bool vk_supports(LocalOp op, DType t) {
   const bool reads_matrix = op == LocalOp::MatMul || op == LocalOp::ExpertMatMul || op == LocalOp::ExpertMatMulSum;
   if (op == LocalOp::Embed) return cpu_kernels_support(op, t);  // rows looked up on the host, by the CPU kernels
+  if (op == LocalOp::HeadMatMul || op == LocalOp::LatentAttention) return false;  // no shaders for MLA yet
   return reads_matrix ? has_matmul(t) : op < LocalOp::Count;
 }
 
@@ -209,6 +210,8 @@ void VkGraphRunner::load(const parallel::DeviceGraph& graph, const gguf::File& f
     fail("vulkan", "KV cache types differ ({} and {}): give -ctk and -ctv alike", dtype_name(opt.k_type),
          dtype_name(opt.v_type));
   const auto& d = graph_.dims;
+  if (d.expert_gating == graph::Dims::Gating::Sigmoid || d.n_expert_groups > 0 || d.expert_weights_scale > 0)
+    fail("vulkan", "DeepSeek's expert routing (sigmoid scores, groups, scaling) runs on CPU devices only");
   for (int l = -1; l < static_cast<int>(d.layer_heads.size()); ++l)
     if (d.head_dim_of(l) > kMaxHeadDim)
       fail("vulkan", "head_dim {} over the attention kernel's {}", d.head_dim_of(l), kMaxHeadDim);
@@ -589,6 +592,8 @@ void VkGraphRunner::exec(int i, const Ctx& c) {
       record_matmul(ns.w, in(0), x_rows, y, ln.width, sum ? 2 : 1, c.n_tokens, in(1), ns.bias.buffer);
       break;
     }
+    case LocalOp::HeadMatMul:
+    case LocalOp::LatentAttention:
     case LocalOp::Count: fail("vulkan", "op {} is not implemented on the Vulkan device", local_op_name(ln.op));
   }
   gpu_.barrier();
