@@ -303,13 +303,18 @@ void moe_route_ref(const float* logits, int64_t n_tokens, const MoeRouting& r, f
     route_token(logits + t * r.n_expert, r, p.data(), routes + t * 2 * r.k, softmax_double);
 }
 
-void expert_matmul(const ExpertStack& w, const float* x, const float* routes, int64_t k, int64_t n_tokens, float* y,
-                   ThreadPool& pool, MoeScratch& s) {
-  const int64_t cols = w.w.cols, rows = w.rows;
+namespace {
+
+// Each slot's product (its input row_of(slot)) into its row of y, [n_tokens, k, w.rows]; zeros
+// for the slots of experts held elsewhere.
+template <typename RowOf>
+void products_per_slot(const ExpertStack& w, const float* routes, int64_t k, int64_t n_tokens, float* y,
+                       ThreadPool& pool, MoeScratch& s, RowOf row_of) {
+  const int64_t rows = w.rows;
   for (int64_t t = 0; t < n_tokens; ++t)  // slots of experts held elsewhere stay zero
     for (int64_t j = 0; j < k; ++j)
       if (!w.holds(route_id(routes + t * 2 * k, j))) std::fill_n(y + (t * k + j) * rows, rows, 0.f);
-  expert_products(w, routes, k, n_tokens, pool, s, [&](int64_t slot) { return x + slot / k * cols; });
+  expert_products(w, routes, k, n_tokens, pool, s, row_of);
   const int64_t n = static_cast<int64_t>(s.slots.size());
   over_entries(n, pool, [&](int64_t b, int64_t e) {
     for (int64_t p = b; p < e; ++p) {
@@ -318,6 +323,27 @@ void expert_matmul(const ExpertStack& w, const float* x, const float* routes, in
       if (w.bias) add_inplace(out, w.bias + s.expert[p] * rows, rows);
     }
   });
+}
+
+}  // namespace
+
+void expert_matmul(const ExpertStack& w, const float* x, const float* routes, int64_t k, int64_t n_tokens, float* y,
+                   ThreadPool& pool, MoeScratch& s) {
+  const int64_t cols = w.w.cols;
+  products_per_slot(w, routes, k, n_tokens, y, pool, s, [&](int64_t slot) { return x + slot / k * cols; });
+}
+
+void head_matmul(const ExpertStack& w, const float* x, int64_t ldx, int64_t in_head, int64_t n_tokens, float* y,
+                 ThreadPool& pool, MoeScratch& s) {
+  const int64_t n = w.n;
+  s.routes.resize(static_cast<size_t>(n_tokens * 2 * n));  // token t's slot h: head first + h, weight 1
+  for (int64_t t = 0; t < n_tokens; ++t)
+    for (int64_t h = 0; h < n; ++h) {
+      s.routes[t * 2 * n + h] = static_cast<float>(w.first + h);
+      s.routes[t * 2 * n + n + h] = 1.f;
+    }
+  products_per_slot(w, s.routes.data(), n, n_tokens, y, pool, s,
+                    [&](int64_t slot) { return x + slot / n * ldx + slot % n * in_head; });
 }
 
 void expert_matmul_sum(const ExpertStack& w, const float* x, const float* routes, int64_t k, int64_t n_tokens, float* y,

@@ -69,6 +69,7 @@ struct MoeScratch {
   std::vector<int64_t> order;   // entries sorted by input row (finding src)
   std::vector<int64_t> entry;   // the entry of slots of each slot t * k + j (-1: expert held elsewhere)
   std::vector<int64_t> fixed;   // one expert's products in fixed point
+  std::vector<float> routes;    // head_matmul's: every token to every head's matrix
   MatmulScratch mm;
 };
 
@@ -76,6 +77,11 @@ struct MoeScratch {
 // holds; the other slots are zero.  x: [n_tokens, w.cols]; routes: [n_tokens, 2k]; y: [n_tokens, k, w.rows].
 void expert_matmul(const ExpertStack& w, const float* x, const float* routes, int64_t k, int64_t n_tokens, float* y,
                    ThreadPool& pool, MoeScratch& s);
+// A matrix per head (DeepSeek's attn_k_b, attn_v_b: a stack of the heads [first, first + n)):
+// y[t, h, :] = W[first + h] times the first w.cols features of x[t * ldx + h * in_head ..], every
+// head of every token in one pass over the pool, as the experts' products go.  y: [n_tokens, n, w.rows].
+void head_matmul(const ExpertStack& w, const float* x, int64_t ldx, int64_t in_head, int64_t n_tokens, float* y,
+                 ThreadPool& pool, MoeScratch& s);
 // Down and the weighted sum: y[t, :] = sum_j weight_tj * (W[e_tj] x[t, j, :] (+ b[e_tj])) over the
 // slots whose expert the stack holds (zero when none).  x: [n_tokens, k, w.cols]; y: [n_tokens, w.rows].
 void expert_matmul_sum(const ExpertStack& w, const float* x, const float* routes, int64_t k, int64_t n_tokens, float* y,

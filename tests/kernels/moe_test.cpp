@@ -305,6 +305,46 @@ INSTANTIATE_TEST_SUITE_P(Types, ExpertMatmul,
                                            MatmulCase{DType::Q6_K, 256, 2e-2}, MatmulCase{DType::MXFP4, 64, 2e-2}),
                          [](const auto& p) { return std::string(dtype_name(p.param.type)); });
 
+// DeepSeek's heads' matrices: each head's product of the first w.cols features of its own input
+// head, for a device holding some of the heads, in rows and on panels, decode to prompts; the
+// same bits whichever heads a device holds with it (a split's heads give one device's results).
+TEST_P(ExpertMatmul, HeadMatmulMatchesEachHeadsReference) {
+  const MatmulCase& c = GetParam();
+  const int64_t n_head = 6, rows = 32, in_head = c.cols + 16;  // reads the first cols of each head
+  const Stack heads = make_stack(c.type, n_head, rows, c.cols, 31);
+  ThreadPool pool(2);
+  MoeScratch scratch;
+  for (int64_t n_tokens : {1, 5, 40}) {
+    SCOPED_TRACE(std::string(dtype_name(c.type)) + " tokens " + std::to_string(n_tokens));
+    const auto x = normal_values(n_tokens * n_head * in_head, 32);
+    std::vector<float> whole(n_tokens * n_head * rows);
+    for (auto [first, n] : {std::pair<int64_t, int64_t>{0, n_head}, {2, 3}, {5, 1}}) {
+      const ExpertStack v = heads.view(first, n, c.type, rows, c.cols);
+      const int64_t ldx = n_head * in_head;
+      const float* xs = x.data() + first * in_head;  // this device's heads of each token
+      std::vector<float> want(n_tokens * n * rows);
+      for (int64_t h = 0; h < n; ++h)
+        matmul_ref(v.expert(first + h), xs + h * in_head, ldx, n_tokens, want.data() + h * rows, n * rows);
+      std::optional<PanelStack> p = panels_of(v);
+      for (const ExpertStack* st : {&v, p ? &p->stack : static_cast<const ExpertStack*>(nullptr)}) {
+        if (!st) continue;
+        std::vector<float> got(want.size(), 7.f);
+        head_matmul(*st, xs, ldx, in_head, n_tokens, got.data(), pool, scratch);
+        expect_close(got, want, c.rel, st == &v ? "head_matmul" : "head_matmul on panels");
+        if (st != &v) continue;
+        if (n == n_head) {
+          whole = got;
+        } else {
+          for (int64_t t = 0; t < n_tokens; ++t)
+            for (int64_t h = 0; h < n; ++h)
+              for (int64_t r = 0; r < rows; ++r)
+                ASSERT_EQ(got[(t * n + h) * rows + r], whole[(t * n_head + first + h) * rows + r]) << "bit for bit";
+        }
+      }
+    }
+  }
+}
+
 // Columns [c0, c1) of every row of a stack (on block boundaries): what a tensor split's device
 // holds of each expert's down.
 Stack column_slice(const Stack& s, DType t, int64_t n_rows, int64_t cols, int64_t c0, int64_t c1) {

@@ -623,12 +623,7 @@ void CpuGraphRunner::head_matmul(int i, const StepCtx& c) {
   if (heads == 0 || c.n_tokens == 0) return;
   const int64_t in_head = in_w / heads, out_head = ln.width / heads;
   WEFT_ASSERT(w.rows == out_head && w.w.cols <= in_head);
-  const float* x = out(ln.inputs[0]);
-  float* y = out(i);
-  for (int64_t h = 0; h < heads; ++h)
-    kernels::matmul(w.expert(w.first + h), x + h * in_head, in_w, c.n_tokens, y + h * out_head, ln.width, pool_,
-                    scratch_);
-  held_ = {};  // scratch_ holds the last head's activations
+  kernels::head_matmul(w, out(ln.inputs[0]), in_w, in_head, c.n_tokens, out(i), pool_, moe_scratch_);
 }
 
 // MLA, absorbed: each token's [latent; k_rope] row goes into the cache, then every head attends
@@ -665,16 +660,20 @@ void CpuGraphRunner::latent_attention(int i, const StepCtx& c) {
   s.k_type = s.v_type = opt_.k_type;
   s.n_ctx = ns.kv_rows;
   const size_t slot = row_bytes(opt_.k_type, row) * ns.kv_rows;
-  const int64_t n_seqs = static_cast<int64_t>(c.step.seqs.size()), n_items = n_seqs * heads;
-  // (sequence, q head) items: the heads share their one cache row per key, so any split of them
-  // reads it alike; rows of one item share a kernel call.
+  // (sequence, run of q heads) items, two per thread where there are heads enough: the heads of a
+  // run share a kernel call (its rows fill the vector lanes together: a decoding token's heads)
+  // and every head reads the one cache row per key, so a row's result is the same in any run.
+  const int64_t n_seqs = static_cast<int64_t>(c.step.seqs.size());
+  const int64_t runs = std::clamp<int64_t>((2 * pool_.size() + n_seqs - 1) / n_seqs, 1, heads),
+                per_run = (heads + runs - 1) / runs, n_items = n_seqs * runs;
   pool_.parallel_steal(n_items, pool_.steal_chunk(n_items, 1, 4), [&](int64_t b, int64_t e) {
     kernels::AttentionShape part = s;
     for (int64_t item = b; item < e; ++item) {
-      const int64_t si = item / heads, ts = c.seq_first[si], h = item % heads;
+      const int64_t si = item / runs, ts = c.seq_first[si], h = item % runs * per_run;
+      if (h >= heads) continue;
       const StepSeq& sq = c.step.seqs[si];
       part.head_begin = h;
-      part.head_end = h + 1;
+      part.head_end = std::min(heads, h + per_run);
       part.n_tokens = sq.n_tokens;
       const uint8_t* cache = ns.k_cache.data() + sq.seq * slot;
       kernels::attention(part, &mla_q_[ts * heads * row], cache, cache, ns.kv_of_q.data(), c.pos.data() + ts,
