@@ -228,11 +228,19 @@ INSTANTIATE_TEST_SUITE_P(
         // forward's within 1e-4 (reference_forward_test), and llama.cpp's own flash attention on and
         // off part at the 23rd token, at seed 9 the 8th. Lite (attn_q, no compressed query): the 16
         // tokens on which llama.cpp's flash attention on and off agree.)
-        deepseek("f32", 7, {27, 195, 33,  314, 242, 311, 136, 16,  301, 136, 197, 192,
-                            181, 129, 176, 242, 208, 195, 75, 195, 36,  230, 134, 28}),
-        deepseek("f32", 3, {134, 121, 133, 296, 41,  107, 33,  236, 53,  302, 133, 55,
-                            198, 121, 66,  316, 282, 110, 176, 110, 23,  218, 194, 133}),
+        deepseek("f32", 7, {27,  195, 33,  314, 242, 311, 136, 16,  301, 136, 197, 192,
+                            181, 129, 176, 242, 208, 195, 75,  195, 36,  230, 134, 28}),
+        deepseek("f32", 3, {134, 121, 133, 296, 41,  107, 33,  236, 53, 302, 133, 55,
+                            198, 121, 66,  316, 282, 110, 176, 110, 23, 218, 194, 133}),
         deepseek("q8_0", 7, {27, 195, 33, 314, 242, 311, 136, 16}),
+        // DeepSeek's YaRN (factor 4 over a quarter of 512, yarn_log_multiplier 0.1 as V3's converter
+        // writes it): the scores scaled by mscale^2 / sqrt(head_dim). (Smallest margin 0.0315.)
+        [] {
+          Golden g = deepseek("f32", 3, {134, 296, 41, 19,  82, 75,  124, 82,  11,  70, 199, 232,
+                                         87,  304, 49, 170, 6,  214, 244, 165, 304, 19, 170, 198});
+          g.rope_scaling = "yarn";
+          return g;
+        }(),
         [] {
           Golden g = deepseek("f32", 7, {62, 112, 180, 158, 271, 105, 135, 153, 169, 36, 136, 28, 122, 245, 280, 312});
           g.q_lora_rank = -1;

@@ -640,7 +640,7 @@ void CpuGraphRunner::latent_attention(int i, const StepCtx& c) {
   const float* latent = out(ln.inputs[2]);
   const float* k_rope = out(ln.inputs[3]);
   const int64_t q_w = graph_.nodes[ln.inputs[1]].width, hd = heads > 0 ? q_w / heads : 0;
-  mla_rows_.resize(static_cast<size_t>(c.n_tokens * std::max<int64_t>(row, heads * row)));
+  mla_rows_.resize(static_cast<size_t>(c.n_tokens * row));
   for (int64_t t = 0; t < c.n_tokens; ++t) {
     std::memcpy(&mla_rows_[t * row], latent + t * lat, lat * sizeof(float));
     std::memcpy(&mla_rows_[t * row + lat], k_rope + t * rot, rot * sizeof(float));
