@@ -13,6 +13,7 @@
 #include "runtime/engine.h"
 #include "runtime/logprob_equality.h"
 #include "runtime/parallel_equality.h"
+#include "support/expect_error.h"
 #include "support/shared_data.h"
 #include "support/vk_validation.h"
 #include "tokenizer/tokenizer.h"
@@ -316,6 +317,14 @@ TEST(VkFamilies, Gemma4MoeGreedyTokensMatchOneCpuDevice) {
   for (MoeSplit s : {MoeSplit::Tensor, MoeSplit::Expert})
     EXPECT_EQ(greedy(*f, small_steps(on("vk:0,cpu:1", SplitMode::Tensor, {1, 2}, s)), prompt, kTokens), ref)
         << "vk:0,cpu:1 " << parallel::moe_split_name(s);
+}
+
+// DeepSeek's latent attention has no shaders yet: an engine with a vk device refuses the model by
+// the op it cannot run, before any weight is loaded.
+TEST(VkFamilies, DeepSeekLatentAttentionIsRefusedByOp) {
+  const Generated m = generate("tiny-moe", "deepseek2", 5, 4);
+  EXPECT_ERROR(Engine(*m.file, on("vk:0")), "cannot run head_matmul");
+  EXPECT_ERROR(Engine(*m.file, on("vk:0,cpu:1", SplitMode::Tensor, {1, 1})), "cannot run head_matmul");
 }
 
 // A vk device and a worker process in one Gloo group (all-reduces across processes).

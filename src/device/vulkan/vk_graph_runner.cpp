@@ -229,6 +229,9 @@ void VkGraphRunner::load(const parallel::DeviceGraph& graph, const gguf::File& f
     progress.add(1);
     const auto& ln = graph_.nodes[i];
     NodeState& ns = nodes_[i];
+    if (ln.op == LocalOp::Rope && ln.offset != 0)  // rope.comp rotates each head from its first feature
+      fail("vulkan", "{}: rotating each head from its feature {} (MLA's queries) is not implemented", ln.label,
+           ln.offset);
     switch (ln.op) {
       case LocalOp::Embed:
         ns.embed = host_weights_->matrix(f, ln.weight, WeightStore::Use::Lookup);
