@@ -37,10 +37,10 @@ void over_entries(int64_t n, ThreadPool& pool, Fn&& fn) {
 // llama.cpp clamps the sum of the selected weights to the smallest normal f16 before dividing.
 constexpr float kMinWeightSum = 6.103515625e-5f;
 
-// The k largest of p[n_expert] (descending, ties to the lower id) and their weights into routes.
-// k passes of an argmax: k is a handful, n_expert at most a few hundred.
 constexpr int64_t kMaxGroups = 64;  // expert groups per layer (DeepSeek V3: 8)
 
+// The k largest of p[n_expert] (descending, ties to the lower id) and their weights into routes.
+// k passes of an argmax: k is a handful, n_expert at most a few hundred.
 void select_top_k(const float* p, int64_t n_expert, int64_t k, float* routes) {
   WEFT_ASSERT(k >= 1 && k <= n_expert);
   for (int64_t j = 0; j < k; ++j) {
@@ -253,7 +253,7 @@ template <typename Softmax>
 void route_token(const float* logits, const MoeRouting& r, float* p, float* routes, Softmax softmax_of) {
   std::copy(logits, logits + r.n_expert, p);
   if (r.sigmoid)
-    for (int64_t e = 0; e < r.n_expert; ++e) p[e] = 1.f / (1.f + std::exp(-p[e]));
+    for (int64_t e = 0; e < r.n_expert; ++e) p[e] = sigmoid_gate(p[e]);
   else if (!r.softmax_selected)
     softmax_of(p, r.n_expert);
   if (r.selection_bias || r.n_groups > 1) {

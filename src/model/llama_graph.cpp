@@ -47,6 +47,12 @@ graph::Graph build_llama_graph(const ModelConfig& c) {
       return g.add({op, std::move(in), axis, width, weight.empty() ? "" : blk + weight, bias.empty() ? "" : blk + bias,
                     l, std::move(label)});
     };
+    // Features [row0, row0 + width) of node `in`'s value.
+    auto slice = [&](int in, Axis axis, int64_t row0, int64_t width, const char* label) {
+      Node n{OpKind::Slice, {in}, axis, width, "", "", l, label};
+      n.row0 = row0;
+      return g.add(std::move(n));
+    };
     // One segment [row0, row0 + width) of a fused tensor of `rows` rows, as its own matmul.
     auto segment = [&](int in, Axis axis, int64_t width, const std::string& weight, std::string label, int64_t row0,
                        int64_t rows) {
@@ -89,14 +95,9 @@ graph::Graph build_llama_graph(const ModelConfig& c) {
       rope_q.row0 = d.head_dim - rot;  // each head's last n_rot features
       q = g.add(std::move(rope_q));
       int kv = node(OpKind::MatMul, {h}, Axis::Latent, lat + rot, "attn_kv_a_mqa.weight", "attn_kv_a_mqa");
-      auto slice = [&](int64_t row0, int64_t width, const char* label) {
-        Node n{OpKind::Slice, {kv}, Axis::Latent, width, "", "", l, label};
-        n.row0 = row0;
-        return g.add(std::move(n));
-      };
-      int latent = node(OpKind::RmsNorm, {slice(0, lat, "kv_latent")}, Axis::Latent, lat, "attn_kv_a_norm.weight",
-                        "attn_kv_a_norm");
-      int k_rope = node(OpKind::Rope, {slice(lat, rot, "k_rope")}, Axis::Latent, rot, "", "rope_k");
+      int latent = node(OpKind::RmsNorm, {slice(kv, Axis::Latent, 0, lat, "kv_latent")}, Axis::Latent, lat,
+                        "attn_kv_a_norm.weight", "attn_kv_a_norm");
+      int k_rope = node(OpKind::Rope, {slice(kv, Axis::Latent, lat, rot, "k_rope")}, Axis::Latent, rot, "", "rope_k");
       int q_latent = node(OpKind::HeadMatMul, {q}, Axis::QHeads, nh * lat, "attn_k_b.weight", "attn_k_b");
       int a =
           node(OpKind::LatentAttention, {q_latent, q, latent, k_rope}, Axis::QHeads, nh * lat, "", "latent_attention");
@@ -219,13 +220,9 @@ graph::Graph build_llama_graph(const ModelConfig& c) {
       ffn = node(OpKind::RmsNorm, {ffn}, Axis::Embd, d.n_embd, "post_ffw_norm.weight", "ffn_post_norm");
     x = node(OpKind::Add, {x, ffn}, Axis::Embd, d.n_embd, "", "ffn_residual");
     if (pl > 0) {  // this layer's slice of the per-layer inputs, through its own gate and projection
-      auto slice = [&](int in, const char* label) {
-        Node n{OpKind::Slice, {in}, Axis::PerLayer, pl, "", "", l, label};
-        n.row0 = l * pl;
-        return g.add(std::move(n));
-      };
+      auto own = [&](int in, const char* label) { return slice(in, Axis::PerLayer, l * pl, pl, label); };
       int proj = g.add({OpKind::RmsNorm,
-                        {slice(per_layer_proj, "per_layer_proj")},
+                        {own(per_layer_proj, "per_layer_proj")},
                         Axis::PerLayer,
                         pl,
                         "per_layer_proj_norm.weight",
@@ -233,7 +230,7 @@ graph::Graph build_llama_graph(const ModelConfig& c) {
                         l,
                         "per_layer_proj_norm"});  // one norm for every layer
       int in =
-          node(OpKind::Add, {proj, slice(per_layer_embd, "per_layer_embd")}, Axis::PerLayer, pl, "", "per_layer_input");
+          node(OpKind::Add, {proj, own(per_layer_embd, "per_layer_embd")}, Axis::PerLayer, pl, "", "per_layer_input");
       in = scale(in, Axis::PerLayer, pl, 1.f / std::sqrt(2.f), l, "per_layer_input_scale");
       int gate = node(OpKind::MatMul, {x}, Axis::PerLayer, pl, "inp_gate.weight", "per_layer_gate");
       int act = node(OpKind::GeGlu, {gate, in}, Axis::PerLayer, pl, "", "per_layer_geglu");
