@@ -49,9 +49,12 @@ float normalish(uint64_t& state) {
   return (s - 4 * 32767.5f) * kScale;
 }
 
+// Uniform in [0, 1), 24 bits.
+float uniform01(uint64_t& state) { return static_cast<float>(splitmix64(state) >> 40) * 0x1p-24f; }
+
 // ---- tensor set ----
 
-enum class Init { Matrix, Norm, Bias, Sink, RopeShort, RopeLong, RopeProportional, LayerScale };
+enum class Init { Matrix, Norm, Bias, Sink, RopeShort, RopeLong, RopeProportional, LayerScale, Decay, TimeStepBias };
 
 struct TensorSpec {
   std::string name;
@@ -95,6 +98,15 @@ void gen_row(uint64_t tensor_seed, int64_t row, Init init, float* out, int64_t n
       return;
     case Init::LayerScale:  // Gemma 4's layer output scale: far enough from 1 to move the residual's balance
       for (int64_t i = 0; i < n; ++i) out[i] = 0.25f + std::abs(normalish(state));
+      return;
+    // Gated DeltaNet's per-head decay rate: ssm_a = -exp(A_log) as its converter writes it, A_log
+    // uniform in [-1, 1), so -2.7 .. -0.37; and the time-step bias (dt_bias) uniform in [-4, 0), so that
+    // softplus(alpha + dt_bias) * ssm_a keeps some heads' state for tens of tokens, others' for a few.
+    case Init::Decay:
+      for (int64_t i = 0; i < n; ++i) out[i] = -std::exp(2.0f * uniform01(state) - 1.0f);
+      return;
+    case Init::TimeStepBias:
+      for (int64_t i = 0; i < n; ++i) out[i] = -4.0f * uniform01(state);
       return;
   }
 }
@@ -143,6 +155,10 @@ struct ArchInfo {
   // DeepSeek V3: multi-head latent attention, leading dense layers, shared experts beside routed
   // ones picked by sigmoid scores plus a selection bias (exp_probs_b) within the best groups.
   bool mla = false;
+  // Qwen 3.5: Gated DeltaNet linear-attention layers between gated full-attention ones (attn_q holds
+  // [q | gate] per head, heads roped on their first n_rot features by IMRoPE's sections), and
+  // post_attention_norm as the FFN norm.
+  bool delta_net = false;
 };
 
 ArchInfo arch_info(std::string_view arch) {
@@ -161,8 +177,21 @@ ArchInfo arch_info(std::string_view arch) {
   if (arch == "gpt-oss") return {true, false, 150000.0f, 1e-5f, Ffn::Experts, false, false, false, true};
   // DeepSeek V3 / R1 (and V2's layout with sigmoid routing)
   if (arch == "deepseek2") return {false, false, 10000.0f, 1e-6f, Ffn::Experts, true, false, false, false, false, true};
+  // Qwen3.5-0.8B..27B, and 35B-A3B..397B-A17B with experts beside a sigmoid-gated shared one
+  if (arch == "qwen35")
+    return {.qkv_bias = false, .qk_norm = true, .rope_freq_base = 1e7f, .rms_eps = 1e-6f, .delta_net = true};
+  if (arch == "qwen35moe")
+    return {.qkv_bias = false,
+            .qk_norm = true,
+            .rope_freq_base = 1e7f,
+            .rms_eps = 1e-6f,
+            .ffn = Ffn::Experts,
+            .shared_expert = true,
+            .delta_net = true};
   fail("gen-model",
-       "unknown arch '{}' (llama, qwen2, qwen3, qwen2moe, qwen3moe, gemma3, gemma4, phi3, gpt-oss, deepseek2)", arch);
+       "unknown arch '{}' (llama, qwen2, qwen3, qwen2moe, qwen3moe, gemma3, gemma4, phi3, gpt-oss, deepseek2, qwen35, "
+       "qwen35moe)",
+       arch);
 }
 
 // Gemma 4 E2B's layers attending over an earlier layer's cache: the last n_kv_shared, their FFN
@@ -229,6 +258,12 @@ std::pair<int64_t, int64_t> gen_layer_heads(const ArchInfo& a, const GenModelSha
   return {s.head_dim_swa > 0 ? s.head_dim_swa : s.head_dim, s.n_head_kv_swa > 0 ? s.n_head_kv_swa : s.n_head_kv};
 }
 
+// Qwen 3.5's layer kinds: every full_attn_interval-th layer full attention, the others Gated
+// DeltaNet (llama.cpp's recurrent_layer_arr: (il + 1) % interval != 0); other archs: none.
+bool gen_recurrent_layer(const GenModelShape& s, int l) {
+  return s.full_attn_interval > 0 && (l + 1) % s.full_attn_interval != 0;
+}
+
 // The attention tensors of layer l: q, k and v (Phi-3's fused), their biases and head norms, the
 // output projection and gpt-oss's sinks.
 template <typename Matrix, typename Vec>
@@ -238,7 +273,9 @@ void attention_specs(const ArchInfo& a, const GenModelShape& s, int l, Matrix ma
   if (a.phi3) {
     matrix("attn_qkv.weight", l, s.n_embd, q_w + 2 * n_embd_kv);  // [q; k; v]
   } else {
-    matrix("attn_q.weight", l, s.n_embd, q_w);  // (embd -> heads*head_dim)
+    // (embd -> heads*head_dim); Qwen 3.5's gated attention: per head head_dim rows of q, then
+    // head_dim rows of its output gate
+    matrix("attn_q.weight", l, s.n_embd, a.delta_net ? 2 * q_w : q_w);
     if (!gen_kv_shared(s, l)) {
       matrix("attn_k.weight", l, s.n_embd, n_embd_kv);  // (embd -> kv_heads*head_dim)
       if (!a.gemma4 || gen_swa_layer(s, l)) matrix("attn_v.weight", l, s.n_embd, n_embd_kv);
@@ -258,6 +295,28 @@ void attention_specs(const ArchInfo& a, const GenModelShape& s, int l, Matrix ma
     vec("attn_output.bias", l, s.n_embd, Init::Bias);
     vec("attn_sinks.weight", l, s.n_head, Init::Sink);
   }
+}
+
+// Qwen 3.5's Gated DeltaNet layer as its converter writes it for llama.cpp: the fused [q; k; v]
+// projection (value heads reordered from the checkpoint's grouped order to tiled: value head h
+// reads key head h % lin_k_heads), its output gate z, the causal conv over those channels (never
+// quantized, as llama-quantize leaves ssm_conv1d), the per-value-head decay (ssm_a = -exp(A_log)),
+// its time-step bias and input projection (ssm_alpha), the write strength's (ssm_beta), the gated
+// RMS norm over each value head (its weight stored as is: the +1 of Qwen's other norms is not
+// applied to it) and the output projection.
+template <typename Matrix, typename F32>
+void delta_net_specs(const GenModelShape& s, int l, Matrix matrix, F32 f32) {
+  const int64_t k_dim = s.lin_k_heads * s.lin_head_dim, v_dim = s.lin_v_heads * s.lin_head_dim;
+  const int64_t conv_dim = 2 * k_dim + v_dim;
+  matrix("attn_qkv.weight", l, s.n_embd, conv_dim);
+  matrix("attn_gate.weight", l, s.n_embd, v_dim);
+  f32("ssm_conv1d.weight", l, {s.conv_kernel, conv_dim}, Init::Matrix);  // a row of taps per channel
+  f32("ssm_dt.bias", l, {s.lin_v_heads}, Init::TimeStepBias);
+  f32("ssm_a", l, {s.lin_v_heads}, Init::Decay);
+  matrix("ssm_beta.weight", l, s.n_embd, s.lin_v_heads);
+  matrix("ssm_alpha.weight", l, s.n_embd, s.lin_v_heads);
+  f32("ssm_norm.weight", l, {s.lin_head_dim}, Init::Norm);
+  matrix("ssm_out.weight", l, v_dim, s.n_embd);
 }
 
 // DeepSeek's latent attention as its converter writes it for llama.cpp's absorbed form: the query
@@ -311,10 +370,12 @@ std::vector<TensorSpec> tensor_specs(const GenModelOptions& o, const GenModelSha
     vec("attn_norm.weight", l, s.n_embd, Init::Norm);
     if (a.mla)
       mla_specs(s, l, matrix, heads, vec);
+    else if (gen_recurrent_layer(s, l))
+      delta_net_specs(s, l, matrix, f32);
     else
       attention_specs(a, s, l, matrix, vec);
     if (a.gemma) vec("post_attention_norm.weight", l, s.n_embd, Init::Norm);
-    vec(a.gpt_oss ? "post_attention_norm.weight" : "ffn_norm.weight", l, s.n_embd, Init::Norm);
+    vec(a.gpt_oss || a.delta_net ? "post_attention_norm.weight" : "ffn_norm.weight", l, s.n_embd, Init::Norm);
     ffn_specs(a, s, l, matrix, stack, f32);
     if (a.gemma) vec("post_ffw_norm.weight", l, s.n_embd, Init::Norm);
     if (s.n_embd_per_layer > 0) {  // its gate over its per-layer input, and back to the residual
@@ -370,6 +431,31 @@ void add_mla_metadata(gguf::Writer& w, const std::string& p, const GenModelShape
   }
 }
 
+// IMRoPE's sections for n_rot rotated features: their n_rot / 2 pairs split three ways as Qwen
+// 3.5's mrope_section splits its 32 ([11, 11, 10]), the fourth 0. llama.cpp gives a text token its
+// position in the first three and 0 in the fourth, and interleaves them (pair i takes section i % 3
+// while i < 3 * that section's size); with this split every pair takes the text position, so the
+// rotation is NeoX's over the first n_rot features.
+std::vector<int32_t> gen_rope_sections(int64_t n_rot) {
+  const auto pairs = static_cast<int32_t>(n_rot / 2);
+  const int32_t w = pairs / 3, h = (pairs - w) / 2;
+  return {pairs - h - w, h, w, 0};
+}
+
+// Qwen 3.5's keys as its converter writes them: the linear layers' sizes in the ssm.* keys of
+// Mamba's files (state_size: the head width, group_count: the key heads, time_step_rank: the value
+// heads, inner_size: all value heads' width), the layer pattern and IMRoPE's sections.
+void add_delta_net_metadata(gguf::Writer& w, const std::string& p, const GenModelShape& s) {
+  auto u32 = [](int64_t v) { return static_cast<uint32_t>(v); };
+  w.set_u32(p + ".ssm.conv_kernel", u32(s.conv_kernel));
+  w.set_u32(p + ".ssm.state_size", u32(s.lin_head_dim));
+  w.set_u32(p + ".ssm.group_count", u32(s.lin_k_heads));
+  w.set_u32(p + ".ssm.time_step_rank", u32(s.lin_v_heads));
+  w.set_u32(p + ".ssm.inner_size", u32(s.lin_v_heads * s.lin_head_dim));
+  w.set_u32(p + ".full_attention_interval", u32(s.full_attn_interval));
+  w.set_i32_array(p + ".rope.dimension_sections", gen_rope_sections(s.n_rot));
+}
+
 void add_metadata(gguf::Writer& w, const GenModelOptions& o, const GenModelShape& s) {
   const ArchInfo a = arch_info(o.arch);
   const std::string& p = o.arch;  // key prefix
@@ -411,8 +497,9 @@ void add_metadata(gguf::Writer& w, const GenModelOptions& o, const GenModelShape
     w.set_u32(p + ".attention.key_length", head_dim);
     w.set_u32(p + ".attention.value_length", head_dim);
   }
-  w.set_u32(p + ".rope.dimension_count", a.mla ? u32(s.qk_rope) : head_dim);
+  w.set_u32(p + ".rope.dimension_count", u32(s.n_rot));
   w.set_f32(p + ".rope.freq_base", a.rope_freq_base);
+  if (a.delta_net) add_delta_net_metadata(w, p, s);
   if (a.gpt_oss) w.set_u32(p + ".attention.sliding_window", u32(gen_sliding_window(o, s)));  // pattern: 2
   if (a.gemma) {
     w.set_u32(p + ".attention.sliding_window", u32(gen_sliding_window(o, s)));
@@ -531,9 +618,69 @@ void check_mla_shape(GenModelShape& s, const GenModelShape& overrides) {
   s.n_ff_shexp = s.n_ff_exp * s.n_expert_shared;
 }
 
+// Qwen 3.5's linear layers as llama.cpp loads them (one head width for keys and values: it asserts
+// head_k_dim == head_v_dim; value heads a multiple of the key heads).
+void check_delta_net_shape(const GenModelShape& s, std::string_view arch) {
+  if (s.full_attn_interval <= 0 || s.lin_k_heads <= 0 || s.lin_v_heads <= 0 || s.lin_head_dim <= 0)
+    fail("gen-model", "arch {} needs a Gated DeltaNet shape: --preset tiny, tiny-moe, qwen35-mini or qwen35moe-mini",
+         arch);
+  if (s.lin_v_heads % s.lin_k_heads != 0)
+    fail("gen-model", "{}: {} linear value heads are not a multiple of its {} key heads", arch, s.lin_v_heads,
+         s.lin_k_heads);
+  if (s.conv_kernel < 2 || s.conv_kernel > 16)
+    fail("gen-model", "{}: a conv kernel of {} taps (2..16)", arch, s.conv_kernel);
+}
+
 }  // namespace
 
 GenModelShape gen_model_preset(std::string_view preset, std::string_view arch) {
+  // Qwen 3.5's hybrid layout (qwen35; qwen35moe with experts): heads head_dim wide (not n_embd /
+  // n_head) roped on their first quarter, every 4th layer gated full attention, the others Gated
+  // DeltaNet with twice as many value heads as key heads, so that the value heads' tiled order
+  // matters. tiny (qwen35): 64 wide, 4 layers, the last full attention (4 heads of 32 over 2 KV heads,
+  // 8 features roped), an FFN of 160; linear layers of 2 key and 4 value heads 16 wide, a conv of 4
+  // taps. tiny-moe (qwen35moe): the same with 8 experts of 96 (2 used) beside a shared expert of 128.
+  // qwen35-mini: Qwen3.5-0.8B's widths (1024, 8 heads of 256 over 2 KV heads, 64 roped, an FFN of
+  // 3584) with 8 key and 16 value heads of 128 over 8 layers (3 and 7 full attention) and a 32000
+  // vocab; qwen35moe-mini: the same with 32 experts of 512, 4 used, beside a shared expert of 512.
+  const bool q35_tiny = (preset == "tiny" && arch == "qwen35") || (preset == "tiny-moe" && arch == "qwen35moe");
+  if (q35_tiny || preset == "qwen35-mini" || preset == "qwen35moe-mini") {
+    GenModelShape s = q35_tiny ? GenModelShape{.n_embd = 64,
+                                               .n_layer = 4,
+                                               .n_ff = 160,
+                                               .n_head = 4,
+                                               .n_head_kv = 2,
+                                               .n_vocab = 320,
+                                               .n_ctx = 512,
+                                               .head_dim = 32,
+                                               .full_attn_interval = 4,
+                                               .lin_k_heads = 2,
+                                               .lin_v_heads = 4,
+                                               .lin_head_dim = 16,
+                                               .conv_kernel = 4}
+                               : GenModelShape{.n_embd = 1024,
+                                               .n_layer = 8,
+                                               .n_ff = 3584,
+                                               .n_head = 8,
+                                               .n_head_kv = 2,
+                                               .n_vocab = 32000,
+                                               .n_ctx = 4096,
+                                               .head_dim = 256,
+                                               .full_attn_interval = 4,
+                                               .lin_k_heads = 8,
+                                               .lin_v_heads = 16,
+                                               .lin_head_dim = 128,
+                                               .conv_kernel = 4};
+    auto experts = [&](int64_t n, int64_t used, int64_t ff_exp, int64_t ff_shexp) {
+      s.n_expert = n;
+      s.n_expert_used = used;
+      s.n_ff_exp = ff_exp;
+      s.n_ff_shexp = ff_shexp;
+    };
+    if (preset == "tiny-moe") experts(8, 2, 96, 128);
+    if (preset == "qwen35moe-mini") experts(32, 4, 512, 512);
+    return s;
+  }
   // DeepSeek V3's layout (deepseek2): the fields below up to n_ff_exp, n_ff_shexp .. n_kv_shared 0 (the
   // shared experts' width follows from their count), then {q_lora_rank, kv_lora_rank, qk_nope, qk_rope,
   // v_head, n_dense_lead, n_expert_shared, n_expert_groups, n_group_used}. tiny-moe's: 3 layers, the
@@ -574,7 +721,7 @@ GenModelShape gen_model_preset(std::string_view preset, std::string_view arch) {
   if (preset == "gemma4-e2b-mini") return {1536, 12, 6144, 8, 1, 262144, 8192, 0, 0, 0, 0, 512, 256, 1, 256, 6};
   fail("gen-model",
        "unknown preset '{}' (tiny, 500m, 1b, 8b-shape, gemma3-1b, tiny-moe, moe-2b, gpt-oss-mini, gemma4-a4b-mini, "
-       "gemma4-e2b-mini, deepseek-mini)",
+       "gemma4-e2b-mini, deepseek-mini, qwen35-mini, qwen35moe-mini)",
        preset);
 }
 
@@ -611,11 +758,22 @@ GenModelShape gen_model_shape(const GenModelOptions& o) {
   take(s.n_expert_shared, v.n_expert_shared);
   take(s.n_expert_groups, v.n_expert_groups);
   take(s.n_group_used, v.n_group_used);
+  take(s.n_rot, v.n_rot);
+  take(s.full_attn_interval, v.full_attn_interval);
+  take(s.lin_k_heads, v.lin_k_heads);
+  take(s.lin_v_heads, v.lin_v_heads);
+  take(s.lin_head_dim, v.lin_head_dim);
+  take(s.conv_kernel, v.conv_kernel);
   const ArchInfo a = arch_info(o.arch);
   if (a.mla)
     check_mla_shape(s, v);
   else if (s.kv_lora_rank != 0 || s.q_lora_rank != 0 || s.n_dense_lead != 0 || s.n_expert_groups != 0)
     fail("gen-model", "latent attention, leading dense layers and expert groups are DeepSeek's (--arch deepseek2)");
+  if (a.delta_net)
+    check_delta_net_shape(s, o.arch);
+  else if (s.full_attn_interval != 0 || s.lin_k_heads != 0 || s.lin_v_heads != 0 || s.lin_head_dim != 0 ||
+           s.conv_kernel != 0)
+    fail("gen-model", "Gated DeltaNet layers are Qwen 3.5's (--arch qwen35, or qwen35moe with experts)");
   if (s.n_expert > 0 && a.ffn == ArchInfo::Ffn::Dense)
     fail("gen-model", "arch {} has no experts: use qwen2moe / qwen3moe (or llama for Mixtral) with preset {}", o.arch,
          o.preset);
@@ -634,6 +792,14 @@ GenModelShape gen_model_shape(const GenModelOptions& o) {
   }
   if (s.n_head % s.n_head_kv != 0)
     fail("gen-model", "n_head {} is not a multiple of n_head_kv {}", s.n_head, s.n_head_kv);
+  // DeepSeek ropes its qk_rope part, Qwen 3.5 a quarter of each head (partial_rotary_factor 0.25)
+  const int64_t default_rot = a.mla ? s.qk_rope : a.delta_net ? s.head_dim / 4 : s.head_dim;
+  if (s.n_rot == 0) s.n_rot = default_rot;
+  if (s.n_rot != default_rot && !a.delta_net)
+    fail("gen-model", "a partial rotary embedding (n_rot {} of {}) is Qwen 3.5's (--arch qwen35)", s.n_rot,
+         default_rot);
+  if (s.n_rot <= 0 || s.n_rot % 2 != 0 || s.n_rot > s.head_dim)
+    fail("gen-model", "n_rot {} must be even and within the head ({})", s.n_rot, s.head_dim);
   if (a.phi3 && !o.rope_scaling.empty()) fail("gen-model", "phi3 has its own rope scaling (LongRoPE)");
   if (a.gpt_oss && o.tied) fail("gen-model", "gpt-oss has an output matrix of its own (llama.cpp requires it)");
   if (!o.rope_scaling.empty() && !(o.rope_factor > 1 && o.rope_factor < 1e6))

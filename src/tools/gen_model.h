@@ -1,7 +1,7 @@
 // `weft gen-model`: writes a deterministic random-weight model as a GGUF file that llama.cpp
-// loads (llama / qwen2 / qwen3 / qwen2moe / qwen3moe / gemma3 / gemma4 / phi3 / gpt-oss / deepseek2 keys and tensor
-// names, an SPM "llama" vocab), so equality tests and benchmarks never need a download. Same options -> same bytes,
-// whatever the thread count.
+// loads (llama / qwen2 / qwen3 / qwen2moe / qwen3moe / gemma3 / gemma4 / phi3 / gpt-oss / deepseek2 / qwen35 /
+// qwen35moe keys and tensor names, an SPM "llama" vocab), so equality tests and benchmarks never need a download. Same
+// options -> same bytes, whatever the thread count.
 #pragma once
 
 #include "core/dtype.h"
@@ -54,13 +54,25 @@ struct GenModelShape {
   int64_t n_expert_shared = 0;
   int64_t n_expert_groups = 0;
   int64_t n_group_used = 0;
+  // RoPE turns the first n_rot features of each head (0: all of head_dim; Qwen 3.5: a quarter).
+  int64_t n_rot = 0;
+  // Qwen 3.5 (qwen35, qwen35moe): every full_attn_interval-th layer is gated full attention, the
+  // others Gated DeltaNet linear attention: lin_k_heads query/key heads and lin_v_heads value heads
+  // (a multiple of them; value head h reads key head h % lin_k_heads), all lin_head_dim wide, after
+  // a causal convolution of conv_kernel taps.
+  int64_t full_attn_interval = 0;
+  int64_t lin_k_heads = 0;
+  int64_t lin_v_heads = 0;
+  int64_t lin_head_dim = 0;
+  int64_t conv_kernel = 0;
   int64_t q_width() const { return n_head * head_dim; }
 };
 
 struct GenModelOptions {
   std::string path;  // output .gguf (generate_model only)
-  // tiny, 500m, 1b, 8b-shape, gemma3-1b; mixtures of experts: tiny-moe, moe-2b, gpt-oss-mini,
-  // deepseek-mini (deepseek2 only; tiny-moe with deepseek2 takes that arch's own tiny shape)
+  // tiny, 500m, 1b, 8b-shape, gemma3-1b, qwen35-mini (qwen35 only); mixtures of experts: tiny-moe,
+  // moe-2b, gpt-oss-mini, deepseek-mini (deepseek2 only), qwen35moe-mini (qwen35moe only). tiny with
+  // qwen35 and tiny-moe with deepseek2 / qwen35moe take those archs' own tiny shapes.
   std::string preset = "tiny";
   // f32 f16 bf16 q8_0 q4_0 q4_1 q5_0 q5_1 q4_k q5_k q6_k (every matrix in that type), or the
   // llama.cpp mixes q4_k_m / q5_k_m and mxfp4 (gen_tensor_type). Norms and biases are always f32.
@@ -68,7 +80,9 @@ struct GenModelOptions {
   uint64_t seed = 42;
   // llama, qwen2 (q/k/v biases), qwen3 (q/k head norms), gemma3, gemma4, phi3; with an MoE preset: llama
   // (Mixtral's layout), qwen2moe (plus a shared expert), qwen3moe, gpt-oss, deepseek2 (DeepSeek V3's
-  // latent attention and sigmoid-scored grouped routing, its split attn_k_b / attn_v_b).
+  // latent attention and sigmoid-scored grouped routing, its split attn_k_b / attn_v_b); qwen35 (Qwen
+  // 3.5: Gated DeltaNet layers between gated full-attention ones) and with an MoE preset qwen35moe
+  // (plus routed experts beside a sigmoid-gated shared expert).
   std::string arch = "llama";
   bool tied = false;           // no output.weight: logits reuse token_embd.weight
   int64_t sliding_window = 0;  // gemma3, gemma4: the window of its local layers; 0: 512, or n_ctx / 8 below 4096
@@ -92,7 +106,8 @@ struct GenModelOptions {
 };
 
 // Preset shape; throws weft::Error("gen-model", ...) for an unknown name. An architecture with
-// shapes of its own (deepseek2: tiny-moe's latent-attention variant) picks them by arch.
+// shapes of its own (deepseek2: tiny-moe's latent-attention variant; qwen35 / qwen35moe: tiny's /
+// tiny-moe's hybrid variant) picks them by arch.
 GenModelShape gen_model_preset(std::string_view preset, std::string_view arch = {});
 // Preset + overrides + n_ctx, validated (vocab >= 259, heads divide n_embd, ...).
 GenModelShape gen_model_shape(const GenModelOptions& o);
