@@ -20,6 +20,7 @@
 #include <map>
 #include <optional>
 #include <set>
+#include <tuple>
 
 namespace weft::tools {
 namespace {
@@ -378,15 +379,54 @@ TEST(GenModel, MixtureOfExpertsLayouts) {
   EXPECT_ERROR(gen_model_shape(o), "experts: 9 used of 8");
 }
 
-// DeepSeek V3 (deepseek2) as llama.cpp's loader wants it, written out from its load_tensors: the
-// latent attention with attn_k_b / attn_v_b split, one leading dense layer, then the router, its
-// selection bias, the expert stacks and a shared expert n_ff_exp * expert_shared_count wide.
-std::map<std::string, std::vector<int64_t>> expected_deepseek2(const GenModelShape& s) {
-  const int64_t q_head = s.qk_nope + s.qk_rope;
-  std::map<std::string, std::vector<int64_t>> m;
+using TensorShapes = std::map<std::string, std::vector<int64_t>>;
+
+// The tensors outside the layers (untied).
+void add_outer_tensors(TensorShapes& m, const GenModelShape& s) {
   m["token_embd.weight"] = {s.n_embd, s.n_vocab};
   m["output_norm.weight"] = {s.n_embd};
   m["output.weight"] = {s.n_embd, s.n_vocab};
+}
+
+// Layer b's dense SwiGLU FFN.
+void add_dense_ffn(TensorShapes& m, const std::string& b, const GenModelShape& s) {
+  m[b + "ffn_gate.weight"] = {s.n_embd, s.n_ff};
+  m[b + "ffn_up.weight"] = {s.n_embd, s.n_ff};
+  m[b + "ffn_down.weight"] = {s.n_ff, s.n_embd};
+}
+
+// Layer b's router, expert stacks ([cols, rows, n_expert]) and a shared expert shexp wide.
+void add_experts(TensorShapes& m, const std::string& b, const GenModelShape& s, int64_t shexp) {
+  m[b + "ffn_gate_inp.weight"] = {s.n_embd, s.n_expert};
+  m[b + "ffn_gate_exps.weight"] = {s.n_embd, s.n_ff_exp, s.n_expert};
+  m[b + "ffn_up_exps.weight"] = {s.n_embd, s.n_ff_exp, s.n_expert};
+  m[b + "ffn_down_exps.weight"] = {s.n_ff_exp, s.n_embd, s.n_expert};
+  m[b + "ffn_gate_shexp.weight"] = {s.n_embd, shexp};
+  m[b + "ffn_up_shexp.weight"] = {s.n_embd, shexp};
+  m[b + "ffn_down_shexp.weight"] = {shexp, s.n_embd};
+}
+
+// Exactly the tensors of `want`, matrices in the file's type; vectors, the router and ssm_conv1d
+// f32 (llama-quantize leaves them).
+void expect_tensors(const gguf::File& f, const TensorShapes& want, DType matrix_type) {
+  EXPECT_EQ(f.tensors().size(), want.size());
+  for (const auto& [name, shape] : want) {
+    const gguf::TensorInfo* t = f.find_tensor(name);
+    ASSERT_NE(t, nullptr) << name;
+    EXPECT_EQ(t->shape, shape) << name;
+    const bool f32 = shape.size() == 1 || name.find("ffn_gate_inp.") != std::string::npos ||
+                     name.find("ssm_conv1d.") != std::string::npos;
+    EXPECT_EQ(t->type, f32 ? DType::F32 : matrix_type) << name;
+  }
+}
+
+// DeepSeek V3 (deepseek2) as llama.cpp's loader wants it, written out from its load_tensors: the
+// latent attention with attn_k_b / attn_v_b split, one leading dense layer, then the router, its
+// selection bias, the expert stacks and a shared expert n_ff_exp * expert_shared_count wide.
+TensorShapes expected_deepseek2(const GenModelShape& s) {
+  const int64_t q_head = s.qk_nope + s.qk_rope;
+  TensorShapes m;
+  add_outer_tensors(m, s);
   for (int l = 0; l < s.n_layer; ++l) {
     const std::string b = "blk." + std::to_string(l) + ".";
     m[b + "attn_norm.weight"] = {s.n_embd};
@@ -404,34 +444,17 @@ std::map<std::string, std::vector<int64_t>> expected_deepseek2(const GenModelSha
     m[b + "attn_output.weight"] = {s.n_head * s.v_head, s.n_embd};
     m[b + "ffn_norm.weight"] = {s.n_embd};
     if (l < s.n_dense_lead) {
-      m[b + "ffn_gate.weight"] = {s.n_embd, s.n_ff};
-      m[b + "ffn_up.weight"] = {s.n_embd, s.n_ff};
-      m[b + "ffn_down.weight"] = {s.n_ff, s.n_embd};
+      add_dense_ffn(m, b, s);
       continue;
     }
-    const int64_t shexp = s.n_ff_exp * s.n_expert_shared;
-    m[b + "ffn_gate_inp.weight"] = {s.n_embd, s.n_expert};
     m[b + "exp_probs_b.bias"] = {s.n_expert};
-    m[b + "ffn_gate_exps.weight"] = {s.n_embd, s.n_ff_exp, s.n_expert};
-    m[b + "ffn_up_exps.weight"] = {s.n_embd, s.n_ff_exp, s.n_expert};
-    m[b + "ffn_down_exps.weight"] = {s.n_ff_exp, s.n_embd, s.n_expert};
-    m[b + "ffn_gate_shexp.weight"] = {s.n_embd, shexp};
-    m[b + "ffn_up_shexp.weight"] = {s.n_embd, shexp};
-    m[b + "ffn_down_shexp.weight"] = {shexp, s.n_embd};
+    add_experts(m, b, s, s.n_ff_exp * s.n_expert_shared);
   }
   return m;
 }
 
 void expect_deepseek2_tensors(const gguf::File& f, const GenModelShape& s, DType matrix_type) {
-  const auto want = expected_deepseek2(s);
-  EXPECT_EQ(f.tensors().size(), want.size());
-  for (const auto& [name, shape] : want) {
-    const gguf::TensorInfo* t = f.find_tensor(name);
-    ASSERT_NE(t, nullptr) << name;
-    EXPECT_EQ(t->shape, shape) << name;
-    const bool f32 = shape.size() == 1 || name.find("ffn_gate_inp") != std::string::npos;
-    EXPECT_EQ(t->type, f32 ? DType::F32 : matrix_type) << name;
-  }
+  expect_tensors(f, expected_deepseek2(s), matrix_type);
 }
 
 // The keys llama.cpp's deepseek2 loader reads (llama-model.cpp, models/deepseek2.cpp), with the
@@ -589,6 +612,166 @@ TEST(GenModel, DeepSeek2BadShapesThrow) {
   o.preset = "tiny-moe";
   EXPECT_EQ(gen_model_shape(o).n_layer, 2);
   EXPECT_EQ(gen_model_shape(o).n_head_kv, 2);
+}
+
+// Qwen 3.5 (qwen35, qwen35moe) as llama.cpp's loaders want it, written out from models/qwen35.cpp
+// and qwen35moe.cpp (load_arch_tensors): layer l is Gated DeltaNet unless (l + 1) % interval == 0;
+// those layers' fused [q; k; v], output gate, conv, decay and norm; the full-attention layers' q
+// twice as wide (each head's q, then its gate) with per-head q/k norms; post_attention_norm before
+// the FFN; the MoE's router, expert stacks and sigmoid-gated shared expert.
+TensorShapes expected_qwen35(const GenModelShape& s, int64_t interval) {
+  const int64_t q = s.n_head * s.head_dim, kv = s.n_head_kv * s.head_dim;
+  const int64_t key_dim = s.lin_k_heads * s.lin_head_dim, value_dim = s.lin_v_heads * s.lin_head_dim;
+  TensorShapes m;
+  add_outer_tensors(m, s);
+  for (int l = 0; l < s.n_layer; ++l) {
+    const std::string b = "blk." + std::to_string(l) + ".";
+    m[b + "attn_norm.weight"] = {s.n_embd};
+    m[b + "post_attention_norm.weight"] = {s.n_embd};
+    if ((l + 1) % interval != 0) {
+      m[b + "attn_qkv.weight"] = {s.n_embd, 2 * key_dim + value_dim};
+      m[b + "attn_gate.weight"] = {s.n_embd, value_dim};
+      m[b + "ssm_conv1d.weight"] = {4, 2 * key_dim + value_dim};
+      m[b + "ssm_dt.bias"] = {s.lin_v_heads};
+      m[b + "ssm_a"] = {s.lin_v_heads};
+      m[b + "ssm_beta.weight"] = {s.n_embd, s.lin_v_heads};
+      m[b + "ssm_alpha.weight"] = {s.n_embd, s.lin_v_heads};
+      m[b + "ssm_norm.weight"] = {s.lin_head_dim};
+      m[b + "ssm_out.weight"] = {value_dim, s.n_embd};
+    } else {
+      m[b + "attn_q.weight"] = {s.n_embd, 2 * q};
+      m[b + "attn_k.weight"] = {s.n_embd, kv};
+      m[b + "attn_v.weight"] = {s.n_embd, kv};
+      m[b + "attn_output.weight"] = {q, s.n_embd};
+      m[b + "attn_q_norm.weight"] = {s.head_dim};
+      m[b + "attn_k_norm.weight"] = {s.head_dim};
+    }
+    if (s.n_expert == 0) {
+      add_dense_ffn(m, b, s);
+      continue;
+    }
+    m[b + "ffn_gate_inp_shexp.weight"] = {s.n_embd};  // its gate: one sigmoid per token
+    add_experts(m, b, s, s.n_ff_shexp);
+  }
+  return m;
+}
+
+// The keys llama.cpp's qwen35 / qwen35moe loaders read, with the values of the tiny shapes: heads of
+// 32 (not 64 / 4) roped on their first 8 features in IMRoPE sections [2, 1, 1, 0]; linear layers of 2
+// key and 4 value heads of 16 (state_size: the head, group_count: key heads, time_step_rank: value
+// heads, inner_size: 4 x 16), a conv of 4 taps; layers 0..2 linear, 3 full attention.
+TEST(GenModel, Qwen35Layout) {
+  for (const char* arch : {"qwen35", "qwen35moe"}) {
+    SCOPED_TRACE(arch);
+    const std::string a = arch;
+    const bool moe = a == "qwen35moe";
+    GenModelOptions o;
+    o.arch = arch;
+    o.preset = moe ? "tiny-moe" : "tiny";
+    o.type = "q8_0";
+    const GenModelShape s = gen_model_shape(o);
+    EXPECT_EQ(s.head_dim, 32);
+    EXPECT_EQ(s.n_rot, 8);
+    const Parsed p = make(o);
+    const gguf::File& f = *p.file;
+    EXPECT_EQ(f.get_string("general.architecture"), a);
+    std::map<std::string, int64_t> ints = {
+        {".context_length", 512},        {".embedding_length", 64},     {".block_count", 4},
+        {".feed_forward_length", 160},   {".vocab_size", 320},          {".attention.head_count", 4},
+        {".attention.head_count_kv", 2}, {".attention.key_length", 32}, {".attention.value_length", 32},
+        {".rope.dimension_count", 8},    {".ssm.conv_kernel", 4},       {".ssm.state_size", 16},
+        {".ssm.group_count", 2},         {".ssm.time_step_rank", 4},    {".ssm.inner_size", 64},
+        {".full_attention_interval", 4},
+    };
+    if (moe) {
+      ints[".expert_count"] = 8;
+      ints[".expert_used_count"] = 2;
+      ints[".expert_feed_forward_length"] = 96;
+      ints[".expert_shared_feed_forward_length"] = 128;
+    }
+    for (const auto& [key, value] : ints) EXPECT_EQ(f.get_int_opt(a + key), value) << key;
+    EXPECT_EQ(f.get_int_array(a + ".rope.dimension_sections"), (std::vector<int64_t>{2, 1, 1, 0}));
+    EXPECT_EQ(f.find(a + ".rope.dimension_sections")->elem_type, gguf::ValueType::I32);
+    EXPECT_NEAR(*f.get_float_opt(a + ".rope.freq_base"), 1e7, 1);
+    EXPECT_NEAR(*f.get_float_opt(a + ".attention.layer_norm_rms_epsilon"), 1e-6, 1e-10);
+    for (const char* absent : {".expert_gating_func", ".expert_weights_scale", ".nextn_predict_layers",
+                               ".rope.scaling.type", ".attention.sliding_window"})
+      EXPECT_FALSE(f.find(a + absent)) << absent;
+    EXPECT_EQ(f.tensor("blk.0.attn_qkv.weight").shape, (std::vector<int64_t>{64, 128}));  // 2 x 2 x 16 + 4 x 16
+    EXPECT_EQ(f.tensor("blk.3.attn_q.weight").shape, (std::vector<int64_t>{64, 256}));    // 4 heads x (32 + 32)
+    EXPECT_EQ(f.tensor("blk.3.attn_output.weight").shape, (std::vector<int64_t>{128, 64}));
+    EXPECT_EQ(f.find_tensor("blk.3.attn_qkv.weight"), nullptr);
+    EXPECT_EQ(f.find_tensor("blk.2.attn_q.weight"), nullptr);
+    expect_tensors(f, expected_qwen35(s, 4), DType::Q8_0);
+
+    // The decay rates: ssm_a = -exp(A_log), A_log uniform in [-1, 1); the time-step bias in [-4, 0);
+    // different per layer.
+    for (int l = 0; l < 3; ++l) {
+      const std::string b = "blk." + std::to_string(l) + ".";
+      for (float x : dequant(f.tensor(b + "ssm_a"))) {
+        EXPECT_LE(x, -std::exp(-1.0f));
+        EXPECT_GE(x, -std::exp(1.0f));
+      }
+      for (float x : dequant(f.tensor(b + "ssm_dt.bias"))) {
+        EXPECT_LE(x, 0.0f);
+        EXPECT_GE(x, -4.0f);
+      }
+    }
+    EXPECT_NE(dequant(f.tensor("blk.0.ssm_a")), dequant(f.tensor("blk.1.ssm_a")));
+  }
+
+  // Other widths: the interval, the heads and n_rot follow the overrides (n_rot a quarter of the
+  // head unless given); every layer but each 2nd is linear.
+  GenModelOptions o{
+      .type = "f16",
+      .arch = "qwen35",
+      .overrides = {.head_dim = 64, .full_attn_interval = 2, .lin_k_heads = 1, .lin_v_heads = 3, .lin_head_dim = 32}};
+  const GenModelShape s = gen_model_shape(o);
+  EXPECT_EQ(s.n_rot, 16);
+  const Parsed p = make(o);
+  EXPECT_EQ(p.file->get_int_opt("qwen35.rope.dimension_count"), 16);
+  EXPECT_EQ(p.file->get_int_array("qwen35.rope.dimension_sections"), (std::vector<int64_t>{3, 3, 2, 0}));
+  EXPECT_EQ(p.file->get_int_opt("qwen35.ssm.inner_size"), 96);
+  expect_tensors(*p.file, expected_qwen35(s, 2), DType::F16);
+  o.overrides.n_rot = 64;
+  EXPECT_EQ(make(o).file->get_int_array("qwen35.rope.dimension_sections"), (std::vector<int64_t>{11, 11, 10, 0}));
+}
+
+// The benchmark shapes (shapes only), and the mistakes gen-model refuses.
+TEST(GenModel, Qwen35PresetsAndBadShapes) {
+  GenModelOptions o{.preset = "qwen35-mini", .arch = "qwen35"};
+  GenModelShape s = gen_model_shape(o);
+  // n_embd, n_layer, heads, head size and n_rot; the linear layers' key / value heads and head size
+  EXPECT_EQ(std::tie(s.n_embd, s.n_layer, s.n_head, s.n_head_kv, s.head_dim, s.n_rot, s.n_vocab),
+            std::make_tuple(1024, 8, 8, 2, 256, 64, 32000));
+  EXPECT_EQ(std::tie(s.lin_k_heads, s.lin_v_heads, s.lin_head_dim, s.full_attn_interval),
+            std::make_tuple(8, 16, 128, 4));
+  for (const auto& [name, shape] : expected_qwen35(s, 4)) {
+    if (shape.size() > 1 && name.find("ssm_conv1d") == std::string::npos) {  // f32: 4 taps per channel
+      EXPECT_EQ(shape[0] % 256, 0) << name << ": K-quant rows";
+    }
+  }
+  s = gen_model_shape(o = {.preset = "qwen35moe-mini", .arch = "qwen35moe"});
+  EXPECT_EQ(std::tie(s.n_expert, s.n_expert_used, s.n_ff_exp, s.n_ff_shexp), std::make_tuple(32, 4, 512, 512));
+  EXPECT_EQ(s.lin_v_heads, 16);
+
+  EXPECT_ERROR(gen_model_shape(o = {.preset = "qwen35-mini"}), "Gated DeltaNet layers are Qwen 3.5's");
+  EXPECT_ERROR(gen_model_shape(o = {.preset = "qwen35-mini", .arch = "qwen35moe"}), "is a mixture of experts");
+  EXPECT_ERROR(gen_model_shape(o = {.preset = "qwen35moe-mini", .arch = "qwen35"}), "arch qwen35 has no experts");
+  EXPECT_ERROR(gen_model_shape(o = {.preset = "500m", .arch = "qwen35"}), "needs a Gated DeltaNet shape");
+  o = {.arch = "qwen35"};
+  o.overrides.lin_v_heads = 3;
+  EXPECT_ERROR(gen_model_shape(o), "3 linear value heads are not a multiple of its 2 key heads");
+  o.overrides = {};
+  o.overrides.n_rot = 6;
+  o.overrides.head_dim = 4;
+  EXPECT_ERROR(gen_model_shape(o), "n_rot 6 must be even and within the head (4)");
+  o = {.arch = "qwen3"};
+  o.overrides.n_rot = 8;
+  EXPECT_ERROR(gen_model_shape(o), "a partial rotary embedding (n_rot 8 of 16) is Qwen 3.5's");
+  // The other architectures keep tiny's and tiny-moe's own shapes.
+  EXPECT_EQ(gen_model_shape(o = {.arch = "qwen3"}).n_layer, 2);
+  EXPECT_EQ(gen_model_shape(o = {.preset = "tiny-moe", .arch = "qwen3moe"}).head_dim, 16);
 }
 
 TEST(GenModel, SpmVocab) {
