@@ -33,6 +33,14 @@ void check_step(const Step& step, const LoadOptions& opt, const std::vector<int3
   if (total != n_tokens) fail(where, "the sequences hold {} tokens, the step {}", total, n_tokens);
 }
 
+void check_recurrent_step(const Step& step, const std::vector<int32_t>& n_cached, const char* where) {
+  for (const StepSeq& q : step.seqs)
+    if (q.pos0 != 0 && q.pos0 != n_cached[q.seq])
+      fail(where,
+           "slot {}: a step at position {}, but its recurrent state is at {}: it can continue there or start over at 0",
+           q.seq, q.pos0, n_cached[q.seq]);
+}
+
 StepLayout layout_step(const Step& step, int32_t n_ctx) {
   StepLayout l;
   l.n_tokens = static_cast<int64_t>(step.tokens.size());

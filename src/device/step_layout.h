@@ -24,6 +24,9 @@ struct StepLayout {
 // Throws weft::Error(where, ...) unless the step names distinct slots below opt.n_seq, positions
 // each slot can continue from (n_cached[slot]), scored rows inside its tokens, and all its tokens.
 void check_step(const Step& step, const LoadOptions& opt, const std::vector<int32_t>& n_cached, const char* where);
+// A graph with recurrent state (Gated DeltaNet) holds each slot's state at its last position only:
+// a step continues there or starts over at 0; throws weft::Error(where, ...) otherwise.
+void check_recurrent_step(const Step& step, const std::vector<int32_t>& n_cached, const char* where);
 
 StepLayout layout_step(const Step& step, int32_t n_ctx);
 

@@ -20,6 +20,8 @@ std::string_view axis_name(Axis a) {
     case Axis::SharedGate: return "shared_gate";
     case Axis::PerLayer: return "per_layer";
     case Axis::Latent: return "latent";
+    case Axis::LinearKHeads: return "linear_k_heads";
+    case Axis::LinearVHeads: return "linear_v_heads";
     case Axis::Count: break;
   }
   return "?";
@@ -45,6 +47,8 @@ std::string_view op_name(OpKind op) {
     case OpKind::Slice: return "slice";
     case OpKind::HeadMatMul: return "head_matmul";
     case OpKind::LatentAttention: return "latent_attention";
+    case OpKind::CausalConv: return "causal_conv";
+    case OpKind::DeltaNet: return "delta_net";
     case OpKind::Count: break;
   }
   return "?";
@@ -54,9 +58,19 @@ float Dims::attention_scale(int layer) const {
   return attn_scale > 0 ? attn_scale : 1.f / std::sqrt(static_cast<float>(head_dim_of(layer)));
 }
 
+int64_t heads_of_axis(const Dims& d, Axis a, int layer) {
+  switch (a) {
+    case Axis::QHeads: return d.n_head;
+    case Axis::KvHeads: return d.n_head_kv_of(layer);
+    case Axis::LinearKHeads: return d.linear_k_heads;
+    case Axis::LinearVHeads: return d.linear_v_heads;
+    default: return 0;
+  }
+}
+
 int64_t head_width(const Dims& d, const Node& n) {
-  const int64_t heads = n.axis == Axis::KvHeads ? d.n_head_kv_of(n.layer) : d.n_head;
-  return n.width / heads;
+  const int64_t heads = heads_of_axis(d, n.axis, n.layer);
+  return heads > 0 ? n.width / heads : n.width;
 }
 
 int Graph::add(Node n) {
@@ -80,6 +94,8 @@ int64_t Graph::width_of(Axis a) const {
     case Axis::SharedGate: return 1;
     case Axis::PerLayer: return dims.n_layer * dims.n_embd_per_layer;
     case Axis::Latent: return dims.kv_lora_rank + dims.rope.n_rot;
+    case Axis::LinearKHeads: return dims.linear_k_heads * dims.linear_head_dim;
+    case Axis::LinearVHeads: return dims.linear_v_heads * dims.linear_head_dim;
     case Axis::Count: break;
   }
   fail("graph", "bad axis");

@@ -34,6 +34,13 @@ enum class Axis : uint8_t {
   // DeepSeek's multi-head latent attention: the compressed query and the key/value latent with its
   // shared RoPE key (a few hundred values a token), kept whole on every device
   Latent,
+  // Gated DeltaNet, the linear attention of Qwen 3.5 (Dims::linear_attention): its key heads (the
+  // features of q and k, linear_k_heads of linear_head_dim), and its value heads (v, the output
+  // gate z, the output; beta and the decay one value a head). Value head h reads key head
+  // h % linear_k_heads (the files' tiled order): a device holding some key heads holds their value
+  // heads, a run of them in each block of linear_k_heads value heads.
+  LinearKHeads,
+  LinearVHeads,
   Count
 };
 std::string_view axis_name(Axis a);
@@ -53,15 +60,18 @@ enum class OpKind : uint8_t {
   MoeRoute,
   ExpertMatMul,     // inputs x, routes: slot j of token t = W[e_tj] x_t (gate, up)    out ExpertFfn
   ExpertMatMulSum,  // inputs x, routes: sum_j w_tj W[e_tj] x_tj over the slots (down)  out Embd
-  SigmoidScale,     // inputs x, g (width 1): x * sigmoid(g) (qwen2moe's shared expert gate)
-  GeGlu,            // inputs gate, up: gelu(gate) * up (Gemma), GELU's tanh form as ggml's
+  // inputs x, g: x * sigmoid(g), g of width 1 (a token's scale: qwen2moe's shared expert gate) or
+  // of x's (Qwen 3.5's attention output gate, element by element)
+  SigmoidScale,
+  GeGlu,  // inputs gate, up: gelu(gate) * up (Gemma), GELU's tanh form as ggml's
   // inputs gate, up: g * sigmoid(alpha g) * (u + 1) with g = min(gate, limit), u = clamp(up, +-limit)
   // (gpt-oss's experts; Dims::swiglu_alpha / swiglu_limit)
   SwiGluOai,
   // x times `weight`, a tensor of one value (Gemma 4's layer_output_scale), or where there is no
   // weight times the constant `factor` (Gemma 4's router input, 1/sqrt(n_embd))      same axis
   Scale,
-  // x -> features [row0, row0 + width) of x (one layer's slice of the per-layer inputs)   same axis
+  // x -> features [row0, row0 + width) of x (one layer's slice of the per-layer inputs); on a
+  // heads axis, of each head (Qwen 3.5's query heads and their output gates, interleaved)  same axis
   Slice,
   // x of heads -> per head h: W[h] times the first `cols` features of x's head h (W a stack of
   // n_head matrices, one per head: DeepSeek's attn_k_b and attn_v_b)     same axis, heads of `rows`
@@ -71,6 +81,16 @@ enum class OpKind : uint8_t {
   // rotated), kv latent (kv_lora_rank, normed), k_rope (n_rot, rotated). One cache row per token,
   // [latent; k_rope], which every head attends over; out per head: the softmax-weighted latents.
   LatentAttention,
+  // x -> silu(causal depthwise conv1d of each feature over its last Dims::linear_conv_kernel
+  // values): `weight` holds a row of the kernel's taps per feature (ssm_conv1d's rows row0..);
+  // the kernel - 1 values before a step are the sequence's state                      same axis
+  CausalConv,
+  // Gated DeltaNet's recurrence (delta-net-base.cpp): inputs q, k (key heads), v, beta, alpha
+  // (value heads); `weight` ssm_a, `bias` ssm_dt, one value a value head. Per value head, with
+  // its key head's q and k L2-normed: g = softplus(alpha + dt) * a, S = S exp(g) +
+  // sigmoid(beta) (v - S exp(g) k) k^T, out = S q / sqrt(head_dim); S, head_dim x head_dim, is the
+  // sequence's state                                                     out LinearVHeads
+  DeltaNet,
   Count
 };
 std::string_view op_name(OpKind op);
@@ -157,6 +177,15 @@ struct Dims {
   }
   bool owns_kv(int layer) const { return kv_layer_of(layer) == layer; }
   int64_t n_embd_per_layer = 0;  // Gemma 4 E2B/E4B: per-layer input width (0: none)
+  // Gated DeltaNet (Qwen 3.5): every layer but each full_attention_interval-th is linear
+  // attention of linear_k_heads key heads and linear_v_heads value heads (a multiple of them), all
+  // linear_head_dim wide, after a causal conv of linear_conv_kernel taps. 0: none.
+  int64_t full_attention_interval = 0, linear_k_heads = 0, linear_v_heads = 0, linear_head_dim = 0,
+          linear_conv_kernel = 0;
+  bool linear_attention(int layer) const {
+    return full_attention_interval > 0 && (layer + 1) % full_attention_interval != 0;
+  }
+  bool recurrent() const { return full_attention_interval > 0; }
   int64_t head_dim_of(int layer) const { return heads_of(layer).head_dim; }
   int64_t n_head_kv_of(int layer) const { return heads_of(layer).n_head_kv; }
   int64_t group_of(int layer) const { return n_head / n_head_kv_of(layer); }
@@ -174,8 +203,11 @@ struct Dims {
   float attention_scale(int layer) const;
 };
 
+// Heads of a heads axis in `layer` (q, kv, linear key or value heads); 0 for other axes.
+int64_t heads_of_axis(const Dims& d, Axis a, int layer);
 // Features per head of a node on a heads axis: its width over the axis' heads in its layer (the
-// heads of one layer's q, k and attention output may differ in width: DeepSeek's MLA).
+// heads of one layer's q, k and attention output may differ in width: DeepSeek's MLA); the
+// node's width on other axes.
 int64_t head_width(const Dims& d, const Node& n);
 
 struct Graph {

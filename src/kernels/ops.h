@@ -95,6 +95,18 @@ struct AttentionRows {
   float scale = 1.f;
 };
 
+// One token of one value head of Gated DeltaNet (ggml_gated_delta_net's order): S, n x n (row j:
+// value feature j over the key features), decays; then each row learns v_j - S_j k at rate beta:
+//   S_j = decay S_j;  S_j += beta (v_j - S_j . k) k;  out_j = scale (S_j . q)
+struct DeltaStep {
+  float* state = nullptr;
+  const float *q = nullptr, *k = nullptr, *v = nullptr;
+  float* out = nullptr;
+  float beta = 0, decay = 1, scale = 1;
+  int64_t n = 0;
+};
+void delta_step_ref(const DeltaStep& s);
+
 // Inner loops of the ops above, one table per ISA. The ops call the best table this CPU runs;
 // tests compare every table with the scalar one.
 struct OpsKernels {
@@ -109,6 +121,7 @@ struct OpsKernels {
   void (*to_f16)(const float* x, uint16_t* y, int64_t n);  // round to nearest even
   void (*attention_rows)(const AttentionRows& rows);       // prompts: one row per lane
   void (*attention_decode)(const AttentionRows& rows);     // one token: rows one at a time
+  void (*delta_step)(const DeltaStep& s);                  // Gated DeltaNet: one token of one value head
   Isa isa;                                                 // the level this table needs
 };
 

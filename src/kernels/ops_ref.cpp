@@ -73,6 +73,12 @@ void to_f16_ref(const float* x, uint16_t* y, int64_t n) {
   for (int64_t i = 0; i < n; ++i) y[i] = f32_to_fp16(x[i]);
 }
 
+float dot_ref(const float* a, const float* b, int64_t n) {
+  float s = 0;
+  for (int64_t i = 0; i < n; ++i) s += a[i] * b[i];
+  return s;
+}
+
 void attention_rows_scalar(const AttentionRows& rows);  // ops_attention.cpp
 void attention_decode_scalar(const AttentionRows& rows);
 
@@ -89,6 +95,7 @@ const OpsKernels& ops_table<Isa::Scalar>() {
                             to_f16_ref,
                             attention_rows_scalar,
                             attention_decode_scalar,
+                            delta_step_ref,
                             Isa::Scalar};
   return k;
 }

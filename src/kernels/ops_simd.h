@@ -31,6 +31,7 @@ void scale_ref(float* x, float s, int64_t n);
 void add_ref(float* y, const float* x, int64_t n);
 void to_f16_ref(const float* x, uint16_t* y, int64_t n);
 void geglu_ref(const float* gate, const float* up, float* out, int64_t n);
+float dot_ref(const float* a, const float* b, int64_t n);
 
 namespace simd {
 
@@ -178,6 +179,34 @@ WEFT_SIMD_TARGET void to_f16(const float* x, uint16_t* y, int64_t n) {
   int64_t i = 0;
   for (; i + L <= n; i += L) V::load(x + i).store_f16(y + i);
   to_f16_ref(x + i, y + i, n - i);
+}
+
+// One pass over each state row: decayed and dotted with k, then corrected and dotted with q.
+template <class V>
+WEFT_SIMD_TARGET void delta_step(const DeltaStep& s) {
+  constexpr int64_t L = V::kLanes;
+  const int64_t n = s.n, body = n - n % L;
+  const V decay = V::set1(s.decay);
+  for (int64_t j = 0; j < n; ++j) {
+    float* row = s.state + j * n;
+    V acc = V::zero();
+    for (int64_t i = 0; i < body; i += L) {
+      const V r = V::load(row + i) * decay;
+      r.store(row + i);
+      acc = fmadd(r, V::load(s.k + i), acc);
+    }
+    for (int64_t i = body; i < n; ++i) row[i] *= s.decay;
+    const float err = (s.v[j] - (reduce_add(acc) + dot_ref(row + body, s.k + body, n - body))) * s.beta;
+    const V e = V::set1(err);
+    acc = V::zero();
+    for (int64_t i = 0; i < body; i += L) {
+      const V r = fmadd(e, V::load(s.k + i), V::load(row + i));
+      r.store(row + i);
+      acc = fmadd(r, V::load(s.q + i), acc);
+    }
+    for (int64_t i = body; i < n; ++i) row[i] += err * s.k[i];
+    s.out[j] = (reduce_add(acc) + dot_ref(row + body, s.q + body, n - body)) * s.scale;
+  }
 }
 
 // GCC 12, inlining this into attention's cache tiles, proves nothing and warns that the tail loop

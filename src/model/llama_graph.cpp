@@ -104,13 +104,50 @@ graph::Graph build_llama_graph(const ModelConfig& c) {
       a = node(OpKind::HeadMatMul, {a}, Axis::QHeads, nh * d.v_head_dim, "attn_v_b.weight", "attn_v_b");
       return node(OpKind::MatMul, {a}, Axis::Embd, d.n_embd, "attn_output.weight", "attn_output");
     };
+    // Gated DeltaNet (qwen35.cpp's build_layer_attn_linear): q, k, v (one fused tensor) through a
+    // causal conv and SiLU, the delta rule's recurrence over each value head's state matrix, its
+    // output RMS-normed per head and gated by silu(z), then ssm_out. Split by key heads with
+    // their value heads: no collective until ssm_out's all-reduce.
+    auto linear_attention = [&](int h) {
+      const int64_t hd = d.linear_head_dim, kw = d.linear_k_heads * hd, vw = d.linear_v_heads * hd;
+      const int64_t conv_rows = 2 * kw + vw;
+      auto conv = [&](int in, Axis axis, int64_t width, int64_t row0, const char* label) {
+        Node n{OpKind::CausalConv, {in}, axis, width, blk + "ssm_conv1d.weight", "", l, label};
+        n.row0 = row0;
+        n.fused_rows = conv_rows;
+        return g.add(std::move(n));
+      };
+      const int q = conv(segment(h, Axis::LinearKHeads, kw, "attn_qkv.weight", "linear_q", 0, conv_rows),
+                         Axis::LinearKHeads, kw, 0, "conv_q");
+      const int k = conv(segment(h, Axis::LinearKHeads, kw, "attn_qkv.weight", "linear_k", kw, conv_rows),
+                         Axis::LinearKHeads, kw, kw, "conv_k");
+      const int v = conv(segment(h, Axis::LinearVHeads, vw, "attn_qkv.weight", "linear_v", 2 * kw, conv_rows),
+                         Axis::LinearVHeads, vw, 2 * kw, "conv_v");
+      const int z = node(OpKind::MatMul, {h}, Axis::LinearVHeads, vw, "attn_gate.weight", "linear_z");
+      const int beta = node(OpKind::MatMul, {h}, Axis::LinearVHeads, d.linear_v_heads, "ssm_beta.weight", "ssm_beta");
+      const int alpha =
+          node(OpKind::MatMul, {h}, Axis::LinearVHeads, d.linear_v_heads, "ssm_alpha.weight", "ssm_alpha");
+      int o =
+          node(OpKind::DeltaNet, {q, k, v, beta, alpha}, Axis::LinearVHeads, vw, "ssm_a", "delta_net", "ssm_dt.bias");
+      o = node(OpKind::HeadNorm, {o}, Axis::LinearVHeads, vw, "ssm_norm.weight", "ssm_norm");
+      o = node(OpKind::SwiGlu, {z, o}, Axis::LinearVHeads, vw, "", "linear_gated");
+      return node(OpKind::MatMul, {o}, Axis::Embd, d.n_embd, "ssm_out.weight", "ssm_out");
+    };
     // Attention: h = norm(x); q, k, v projections (column-parallel); RoPE; attend; project back.
     int h = node(OpKind::RmsNorm, {x}, Axis::Embd, d.n_embd, "attn_norm.weight", "attn_norm");
     const bool b = c.traits.qkv_bias;
-    int q = -1, k = -1, v = -1, o = -1;
+    int q = -1, k = -1, v = -1, o = -1, out_gate = -1;
     const bool own_kv = d.owns_kv(l);  // else attends over an earlier layer's cache (Gemma 4 E2B/E4B)
     if (d.mla()) {
       o = latent_attention(h);
+    } else if (d.linear_attention(l)) {
+      o = linear_attention(h);
+    } else if (c.traits.qwen35) {  // attn_q: each head's query, then its output gate
+      const int qg = node(OpKind::MatMul, {h}, Axis::QHeads, 2 * q_width, "attn_q.weight", "attn_q");
+      q = slice(qg, Axis::QHeads, 0, q_width, "attn_q_heads");
+      out_gate = slice(qg, Axis::QHeads, d.head_dim_of(l), q_width, "attn_gate_heads");
+      k = node(OpKind::MatMul, {h}, Axis::KvHeads, kv_width, "attn_k.weight", "attn_k");
+      v = node(OpKind::MatMul, {h}, Axis::KvHeads, kv_width, "attn_v.weight", "attn_v");
     } else if (c.fused_qkv) {  // Phi-3: [q; k; v] rows of attn_qkv, each cut by heads like its own tensor
       const int64_t rows = q_width + 2 * kv_width;
       q = segment(h, Axis::QHeads, q_width, "attn_qkv.weight", "attn_q", 0, rows);
@@ -139,14 +176,15 @@ graph::Graph build_llama_graph(const ModelConfig& c) {
       std::vector<int> qkv{q};
       if (own_kv) qkv = {q, k, v};
       int a = node(OpKind::Attention, qkv, Axis::QHeads, q_width, oss ? "attn_sinks.weight" : "", "attention");
+      if (out_gate >= 0) a = node(OpKind::SigmoidScale, {a, out_gate}, Axis::QHeads, q_width, "", "attn_gated");
       o = node(OpKind::MatMul, {a}, Axis::Embd, d.n_embd, "attn_output.weight", "attn_output",
                oss ? "attn_output.bias" : "");
     }
     if (c.traits.gemma)
       o = node(OpKind::RmsNorm, {o}, Axis::Embd, d.n_embd, "post_attention_norm.weight", "attn_post_norm");
     x = node(OpKind::Add, {x, o}, Axis::Embd, d.n_embd, "", "attn_residual");
-    h = node(OpKind::RmsNorm, {x}, Axis::Embd, d.n_embd, oss ? "post_attention_norm.weight" : "ffn_norm.weight",
-             "ffn_norm");
+    h = node(OpKind::RmsNorm, {x}, Axis::Embd, d.n_embd,
+             oss || c.traits.qwen35 ? "post_attention_norm.weight" : "ffn_norm.weight", "ffn_norm");
     int ffn = -1;
     if (!d.has_experts(l)) {
       ffn = gated_ffn(h);

@@ -25,9 +25,17 @@ ArchTraits traits_of(const std::string& arch) {
   if (arch == "phi3") return {.rope_neox = true, .phi3 = true};
   if (arch == "gpt-oss") return {.qkv_bias = true, .rope_neox = true, .moe = true, .gpt_oss = true};
   if (arch == "deepseek2") return {.moe = true, .deepseek = true};
+  if (arch == "qwen35") return {.qk_norm = true, .rope_neox = true, .qwen35 = true};
+  if (arch == "qwen35moe")
+    return {.qk_norm = true,
+            .rope_neox = true,
+            .moe = true,
+            .shared_expert = true,
+            .expert_weights_norm = true,
+            .qwen35 = true};
   fail("model",
        "architecture '{}' is not supported (supported: llama, qwen2, qwen3, qwen2moe, qwen3moe, gemma3, gemma4, phi3, "
-       "gpt-oss, deepseek2)",
+       "gpt-oss, deepseek2, qwen35, qwen35moe)",
        arch);
 }
 
@@ -464,6 +472,70 @@ void read_mla(const gguf::File& f, const std::string& p, ModelConfig& c) {
   d.attn_scale = static_cast<float>(mscale * mscale / std::sqrt(static_cast<double>(d.head_dim)));
 }
 
+// Qwen 3.5 (llama.cpp's qwen35 / qwen35moe loaders): the Gated DeltaNet layers' shapes (ssm.*
+// keys: key heads ssm.group_count, value heads ssm.time_step_rank, both ssm.state_size wide),
+// which layers are full attention, and IMROPE as text positions see it: every section turns at
+// the token's position except the fourth (its position 0), whose pairs stay put.
+void read_qwen35(const gguf::File& f, const std::string& p, ModelConfig& c) {
+  auto& d = c.dims;
+  d.full_attention_interval = f.get_int_opt(p + "full_attention_interval").value_or(4);
+  if (d.full_attention_interval < 1 || d.full_attention_interval > d.n_layer + 1)
+    fail("model", "{}full_attention_interval {} is out of range (1..{})", p, d.full_attention_interval, d.n_layer + 1);
+  d.linear_conv_kernel = f.get_int(p + "ssm.conv_kernel");
+  if (d.linear_conv_kernel < 1 || d.linear_conv_kernel > 16)
+    fail("model", "{}ssm.conv_kernel {} is out of range (1..16)", p, d.linear_conv_kernel);
+  d.linear_head_dim = positive(f, p + "ssm.state_size", f.get_int(p + "ssm.state_size"), 1024);
+  d.linear_k_heads = positive(f, p + "ssm.group_count", f.get_int(p + "ssm.group_count"), 4096);
+  d.linear_v_heads = positive(f, p + "ssm.time_step_rank", f.get_int(p + "ssm.time_step_rank"), 4096);
+  if (d.linear_v_heads % d.linear_k_heads != 0)
+    fail("model", "{}ssm.time_step_rank {} (value heads) is not a multiple of ssm.group_count {} (key heads)", p,
+         d.linear_v_heads, d.linear_k_heads);
+  if (const int64_t inner = f.get_int(p + "ssm.inner_size"); inner != d.linear_v_heads * d.linear_head_dim)
+    fail("model", "{}ssm.inner_size {} is not ssm.time_step_rank x ssm.state_size ({}): value heads as wide as keys", p,
+         inner, d.linear_v_heads * d.linear_head_dim);
+  const int64_t nk = d.linear_k_heads * d.linear_head_dim, nv = d.linear_v_heads * d.linear_head_dim;
+  const int64_t q_w = d.n_head * d.head_dim, kv_w = d.n_head_kv * d.head_dim;
+  for (int64_t l = 0; l < d.n_layer; ++l) {
+    const std::string b = fmt::format("blk.{}.", l);
+    expect_shape(f, b + "post_attention_norm.weight", {d.n_embd}, "FFN norm");
+    if (!d.linear_attention(static_cast<int>(l))) {
+      expect_shape(f, b + "attn_q.weight", {d.n_embd, 2 * q_w}, "query and gate");
+      expect_shape(f, b + "attn_k.weight", {d.n_embd, kv_w}, "key");
+      expect_shape(f, b + "attn_v.weight", {d.n_embd, kv_w}, "value");
+      expect_shape(f, b + "attn_q_norm.weight", {d.head_dim}, "q norm");
+      expect_shape(f, b + "attn_k_norm.weight", {d.head_dim}, "k norm");
+      continue;
+    }
+    expect_shape(f, b + "attn_qkv.weight", {d.n_embd, 2 * nk + nv}, "linear attention q/k/v");
+    expect_shape(f, b + "attn_gate.weight", {d.n_embd, nv}, "linear attention output gate");
+    expect_shape(f, b + "ssm_conv1d.weight", {d.linear_conv_kernel, 2 * nk + nv}, "linear attention convolution");
+    expect_shape(f, b + "ssm_beta.weight", {d.n_embd, d.linear_v_heads}, "linear attention beta");
+    expect_shape(f, b + "ssm_alpha.weight", {d.n_embd, d.linear_v_heads}, "linear attention decay");
+    expect_shape(f, b + "ssm_dt.bias", {d.linear_v_heads}, "linear attention decay bias");
+    expect_shape(f, b + "ssm_a", {d.linear_v_heads}, "linear attention decay rate");
+    expect_shape(f, b + "ssm_norm.weight", {d.linear_head_dim}, "linear attention norm");
+    expect_shape(f, b + "ssm_out.weight", {nv, d.n_embd}, "linear attention output");
+  }
+  // ggml's IMROPE: pair i turns at the position of sector i % (sum of sections): the first three
+  // sections' (each every third sector up to three times its size) the token's, the rest 0.
+  const std::vector<int64_t> sec = f.get_int_array(p + "rope.dimension_sections");
+  if (sec.size() < 3 || sec.size() > 4) fail("model", "{}rope.dimension_sections has {} values, not 4", p, sec.size());
+  int64_t total = 0;
+  for (int64_t x : sec) {
+    if (x < 0 || x > d.rope.n_rot) fail("model", "{}rope.dimension_sections value {} is out of range", p, x);
+    total += x;
+  }
+  if (total <= 0 || total > d.rope.n_rot / 2)
+    fail("model", "{}rope.dimension_sections sum to {}, not 1..{}", p, total, d.rope.n_rot / 2);
+  auto turns = [&](int64_t s) { return s < 3 * sec[s % 3]; };
+  bool all = true;
+  for (int64_t i = 0; i < d.rope.n_rot / 2; ++i) all = all && turns(i % total);
+  if (all || !d.rope.freq_factors.empty()) return;
+  d.rope.freq_factors.assign(d.rope.n_rot / 2, 1.f);
+  for (int64_t i = 0; i < d.rope.n_rot / 2; ++i)
+    if (!turns(i % total)) d.rope.freq_factors[i] = 1e30f;  // a pair that stays put (Gemma 4's trick)
+}
+
 }  // namespace
 
 ModelConfig for_context(ModelConfig c, int64_t n_ctx_seq) {
@@ -480,6 +552,12 @@ ModelConfig read_config(const gguf::File& f) {
   constexpr int64_t kMaxDim = int64_t{1} << 20;
   d.n_embd = positive(f, p + "embedding_length", f.get_int(p + "embedding_length"), kMaxDim);
   d.n_layer = positive(f, p + "block_count", f.get_int(p + "block_count"), 4096);
+  if (c.traits.qwen35) {  // multi-token prediction blocks at the end: not part of the model's forward
+    const int64_t mtp = f.get_int_opt(p + "nextn_predict_layers").value_or(0);
+    if (mtp < 0 || mtp >= d.n_layer)
+      fail("model", "{}nextn_predict_layers {} is out of range (0..{})", p, mtp, d.n_layer - 1);
+    d.n_layer -= mtp;
+  }
   auto required = [&](const std::string& key, bool per_layer = false) {
     const auto v = per_model_int(f, key, per_layer);
     if (!v) fail("model", "{} is missing", key);
@@ -554,6 +632,7 @@ ModelConfig read_config(const gguf::File& f) {
   read_experts(f, p, c);
   if (c.traits.gpt_oss) read_gpt_oss(f, p, c);
   if (c.traits.deepseek) read_mla(f, p, c);
+  if (c.traits.qwen35) read_qwen35(f, p, c);
   return c;
 }
 

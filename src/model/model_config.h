@@ -38,6 +38,12 @@ struct ArchTraits {
   // attention, the first leading_dense_block_count layers dense, then experts beside an ungated
   // shared expert, routed by softmax or by biased sigmoid scores over expert groups.
   bool deepseek = false;
+  // Qwen 3.5 (qwen35, qwen35moe): Gated DeltaNet layers (graph::Dims::linear_attention), the others
+  // full attention whose attn_q holds each head's query and then its output gate (sigmoid), with q/k
+  // norms and a rotation of the first n_rot features (IMROPE: text positions on every section);
+  // the FFN's norm named post_attention_norm; the last nextn_predict_layers blocks (multi-token
+  // prediction) not run.
+  bool qwen35 = false;
 };
 
 struct ModelConfig {

@@ -48,7 +48,10 @@ inline constexpr uint32_t kHelloMagic = 0x54464557;  // "WEFT" little-endian
 //     whose KV cache each layer reads and the per-layer input width (Gemma 4 E2B/E4B).
 // 18: ops gained HeadMatMul and LatentAttention (Rope's offset on the node); the dims carry MLA's
 //     widths, the dense first layers and DeepSeek's routing (sigmoid gating, groups, scale) (deepseek2).
-inline constexpr uint16_t kProtocolMajor = 18;
+// 19: ops gained CausalConv and DeltaNet; weight slices carry runs (stride, repeats); the dims carry
+//     Gated DeltaNet's shapes and graphs their recurrent state per slot; a Slice on heads cuts each
+//     head (qwen35, qwen35moe).
+inline constexpr uint16_t kProtocolMajor = 19;
 inline constexpr uint16_t kProtocolMinor = 0;
 inline constexpr size_t kNonceBytes = 32;
 inline constexpr size_t kMinKeyBytes = 16;

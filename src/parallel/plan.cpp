@@ -69,9 +69,9 @@ uint64_t slice_bytes(const graph::WeightInfo& w, const WeightSlice& s) {
     case WeightSlice::Kind::None: return 0;
     case WeightSlice::Kind::Whole: return row_bytes(w.type, w.cols) * static_cast<uint64_t>(w.rows) * mats;
     case WeightSlice::Kind::Rows:
-      if (w.rows == 1 && mats == 1) return row_bytes(w.type, s.range.size());  // a vector's elements
-      return row_bytes(w.type, w.cols) * static_cast<uint64_t>(s.range.size()) * mats;
-    case WeightSlice::Kind::Cols: return row_bytes(w.type, s.range.size()) * static_cast<uint64_t>(w.rows) * mats;
+      if (w.rows == 1 && mats == 1) return row_bytes(w.type, s.taken());  // a vector's elements
+      return row_bytes(w.type, w.cols) * static_cast<uint64_t>(s.taken()) * mats;
+    case WeightSlice::Kind::Cols: return row_bytes(w.type, s.taken()) * static_cast<uint64_t>(w.rows) * mats;
   }
   return 0;
 }

@@ -57,6 +57,10 @@ struct WeightSlice {
   Kind kind = Kind::None;
   Range range;    // rows or cols taken, for Rows / Cols (of each matrix)
   Range experts;  // the stacked matrices taken; empty: all of them (a 2-D tensor: its one)
+  // Rows / Cols: `range` taken again `stride` further on, `repeats` times in all, one run after
+  // another (Gated DeltaNet's value heads of some key heads, a run in each block of key heads).
+  int64_t stride = 0, repeats = 1;
+  int64_t taken() const { return range.size() * repeats; }  // rows or cols in all
 };
 
 // What a device runs: every graph op (same names and numbers as graph::OpKind, so that a profile
@@ -80,10 +84,12 @@ enum class LocalOp : uint8_t {
   Scale,
   Slice,
   HeadMatMul,
-  LatentAttention,  // graph::OpKind
-  Input,            // layer split: the residual stream handed over by the previous device
-  AllReduce,        // sum of the Partial value over the group, in place
-  AllGather,        // Split value -> Replicated
+  LatentAttention,
+  CausalConv,
+  DeltaNet,   // graph::OpKind
+  Input,      // layer split: the residual stream handed over by the previous device
+  AllReduce,  // sum of the Partial value over the group, in place
+  AllGather,  // Split value -> Replicated
   Count
 };
 std::string_view local_op_name(LocalOp op);
@@ -110,6 +116,8 @@ constexpr LocalOp local_op(graph::OpKind op) {
     case graph::OpKind::Slice: return LocalOp::Slice;
     case graph::OpKind::HeadMatMul: return LocalOp::HeadMatMul;
     case graph::OpKind::LatentAttention: return LocalOp::LatentAttention;
+    case graph::OpKind::CausalConv: return LocalOp::CausalConv;
+    case graph::OpKind::DeltaNet: return LocalOp::DeltaNet;
     case graph::OpKind::Count: break;
   }
   return LocalOp::Count;
@@ -152,6 +160,9 @@ struct DeviceGraph {
   uint64_t decode_bytes = 0;
   uint64_t kv_values_per_token = 0;  // K and V values over this device's layers and heads
   uint64_t kv_window_values = 0;     // of which in sliding-window layers (kept for their window only)
+  // Recurrent state values per sequence slot, whatever its length (Gated DeltaNet's convolution
+  // inputs and matrices, f32).
+  uint64_t state_values_per_slot = 0;
 };
 
 struct CollectiveInfo {

@@ -56,10 +56,18 @@ bool kept_whole(Axis a) {
   return a == Axis::Router || a == Axis::Routes || a == Axis::SharedGate || a == Axis::PerLayer || a == Axis::Latent;
 }
 
-// The rows [r.begin, r.end) of node n's output, in its weight (and bias): a segment of a fused
-// tensor starts at its row0.
-WeightSlice rows_of(const Node& n, const std::string& tensor, Range r) {
-  return {tensor, Kind::Rows, {n.row0 + r.begin, n.row0 + r.end}};
+// A device's features of a node's value: `range`, and where they are runs (Gated DeltaNet's value
+// heads of some key heads) the same range `stride` further on, `repeats` times in all.
+struct Runs {
+  Range range;
+  int64_t stride = 0, repeats = 1;
+  int64_t size() const { return range.size() * repeats; }
+};
+
+// The rows of node n's output held in `r`, in its weight (and bias): a segment of a fused tensor
+// starts at its row0.
+WeightSlice rows_of(const Node& n, const std::string& tensor, Runs r) {
+  return {tensor, Kind::Rows, {n.row0 + r.range.begin, n.row0 + r.range.end}, {}, r.stride, r.repeats};
 }
 
 // Makes ln compute graph node n whole, as on a lone device: full width, the whole weight and bias
@@ -72,10 +80,15 @@ void compute_whole(LocalNode& ln, const Node& n, const graph::Dims& d) {
   if (n.op == OpKind::Slice) ln.offset = n.row0;
   const bool segment = n.fused_rows > 0;
   const int64_t rows = is_expert_op(n.op) ? d.n_ff_exp : n.width;  // an expert segment: rows of each matrix
-  if (!n.weight.empty()) ln.weight = segment ? rows_of(n, n.weight, {0, rows}) : WeightSlice{n.weight, Kind::Whole, {}};
-  if (!n.bias.empty()) ln.bias = segment ? rows_of(n, n.bias, {0, rows}) : WeightSlice{n.bias, Kind::Whole, {}};
+  if (!n.weight.empty())
+    ln.weight = segment ? rows_of(n, n.weight, Runs{{0, rows}}) : WeightSlice{n.weight, Kind::Whole, {}};
+  if (!n.bias.empty()) ln.bias = segment ? rows_of(n, n.bias, Runs{{0, rows}}) : WeightSlice{n.bias, Kind::Whole, {}};
   ln.q_heads = {0, d.n_head};
   ln.kv_heads = {0, d.n_head_kv_of(n.layer)};
+  if (n.op == OpKind::Slice) {  // of each head, on a heads axis; else of the whole width
+    ln.q_heads = {0, std::max<int64_t>(1, graph::heads_of_axis(d, n.axis, n.layer))};
+    return;
+  }
   if (n.op == OpKind::Rope || n.op == OpKind::HeadNorm) {
     const int64_t heads = n.axis == Axis::Latent ? 1 : n.width / graph::head_width(d, n);
     ln.q_heads = ln.kv_heads = {0, heads};
@@ -105,6 +118,9 @@ void account(DeviceGraph& dg, const WeightTable& w) {
       dg.kv_values_per_token += d.kv_lora_rank + d.rope.n_rot;
       continue;
     }
+    // A sequence's recurrent state: each feature's last kernel - 1 inputs; each value head's matrix.
+    if (ln.op == LocalOp::CausalConv) dg.state_values_per_slot += (d.linear_conv_kernel - 1) * ln.width;
+    if (ln.op == LocalOp::DeltaNet) dg.state_values_per_slot += ln.width * d.linear_head_dim;
     if (ln.op != LocalOp::Attention || !d.owns_kv(ln.layer)) continue;
     dg.kv_values_per_token += 2 * ln.kv_heads.size() * d.head_dim_of(ln.layer);
     if (d.is_swa(ln.layer)) dg.kv_window_values += 2 * ln.kv_heads.size() * d.head_dim_of(ln.layer);
@@ -154,6 +170,18 @@ int64_t shared_expert_granule(const Graph& g, const WeightTable& w) {
   return reduction_granule(g.dims.n_ff_shexp, input_block(g, w, Axis::SharedFfn));
 }
 
+// Gated DeltaNet's key heads are cut in units of this many: each device's value heads are runs of
+// whole quant blocks of the output projection's columns, in every block of key heads (else, a
+// block of key heads off the blocks, in one piece).
+int64_t linear_heads_unit(const Graph& g, const WeightTable& w) {
+  const auto& d = g.dims;
+  const int64_t blk = input_block(g, w, Axis::LinearVHeads), nk = d.linear_k_heads, hd = d.linear_head_dim;
+  if ((nk * hd) % blk != 0) return nk;
+  int64_t unit = 1;
+  while ((unit * hd) % blk != 0) ++unit;
+  return unit;
+}
+
 // Marks every matmul over the features of a split axis with that axis' granule.
 void mark_granules(const Graph& g, const WeightTable& w, Plan& plan) {
   // Heads of their own size per layer (Gemma 4) make a layer's granule its own: every cut of a
@@ -166,10 +194,11 @@ void mark_granules(const Graph& g, const WeightTable& w, Plan& plan) {
       if (ln.op == LocalOp::ExpertMatMulSum) ln.granule = experts;  // either split: an expert's width
       if (ln.op != LocalOp::MatMul || ln.source < 0) continue;
       const Axis in = g.nodes[g.nodes[ln.source].inputs[0]].axis;
-      ln.granule = in == Axis::QHeads      ? lcm(g.dims.out_head_dim(ln.layer), head_block)
-                   : in == Axis::Ffn       ? ffn
-                   : in == Axis::SharedFfn ? shared
-                                           : 0;
+      ln.granule = in == Axis::QHeads         ? lcm(g.dims.out_head_dim(ln.layer), head_block)
+                   : in == Axis::Ffn          ? ffn
+                   : in == Axis::SharedFfn    ? shared
+                   : in == Axis::LinearVHeads ? linear_heads_unit(g, w) * g.dims.linear_head_dim
+                                              : 0;
     }
 }
 
@@ -211,6 +240,9 @@ std::vector<Partition> partitions(const Graph& g, const WeightTable& w, const st
   // An expert's hidden width, cut alike in every expert (ranges of one slot's n_ff_exp features).
   if (d.n_expert > 0) out.push_back(cut(Axis::ExpertFfn, d.n_ff_exp, expert_granule(g, w), ratios));
   if (d.n_ff_shexp > 0) out.push_back(cut(Axis::SharedFfn, d.n_ff_shexp, shared_expert_granule(g, w), ratios));
+  if (d.linear_k_heads > 0)
+    out.push_back(cut(Axis::LinearKHeads, d.linear_k_heads * d.linear_head_dim,
+                      linear_heads_unit(g, w) * d.linear_head_dim, ratios));
   return out;
 }
 
@@ -238,6 +270,8 @@ class TensorPlanner {
 
  private:
   const Partition* part(Axis a) const { return n_ > 1 ? plan_.partition(a) : nullptr; }
+  // Whether values of axis a are cut across devices (value heads follow their key heads' cut).
+  bool splits(Axis a) const { return part(a == Axis::LinearVHeads ? Axis::LinearKHeads : a) != nullptr; }
   // Device d's features of axis a in `layer` (the heads' width and KV heads may be the layer's own).
   Range range(Axis a, int d, int layer = -1) const {
     if (a == Axis::QHeads || a == Axis::KvHeads) {
@@ -251,12 +285,27 @@ class TensorPlanner {
     return p ? p->ranges[d] : Range{0, g_.width_of(a)};
   }
   // Device d's features of node n's value: of a heads axis, its heads at the node's own width
-  // per head (MLA's q, latents and outputs differ), else its range of the axis.
-  Range features(const Node& n, int d) const {
-    if (n.axis != Axis::QHeads && n.axis != Axis::KvHeads) return range(n.axis, d, n.layer);
+  // per head (MLA's q, latents and outputs differ), else its range of the axis. Gated DeltaNet's
+  // value heads: those of its key heads, a run in each block of linear_k_heads.
+  Runs features(const Node& n, int d) const {
+    const auto& dims = g_.dims;
+    if (n.axis == Axis::LinearKHeads || n.axis == Axis::LinearVHeads) {
+      const Range h = key_heads(d);
+      const int64_t hw = graph::head_width(dims, n);
+      if (n.axis == Axis::LinearKHeads) return {{h.begin * hw, h.end * hw}};
+      const int64_t blocks = dims.linear_v_heads / dims.linear_k_heads;
+      return {{h.begin * hw, h.end * hw}, blocks > 1 ? dims.linear_k_heads * hw : 0, blocks};
+    }
+    if (n.axis != Axis::QHeads && n.axis != Axis::KvHeads) return {range(n.axis, d, n.layer)};
     const Range h = heads(n.axis, d, n.layer);
-    const int64_t hw = graph::head_width(g_.dims, n);
-    return {h.begin * hw, h.end * hw};
+    const int64_t hw = graph::head_width(dims, n);
+    return {{h.begin * hw, h.end * hw}};
+  }
+  // Device d's Gated DeltaNet key heads.
+  Range key_heads(int d) const {
+    const Partition* p = part(Axis::LinearKHeads);
+    const int64_t hd = g_.dims.linear_head_dim;
+    return p ? Range{p->ranges[d].begin / hd, p->ranges[d].end / hd} : Range{0, g_.dims.linear_k_heads};
   }
   // Device d's heads of axis a in `layer`: its query heads (one cut for every layer), or the KV
   // heads those read in that layer.
@@ -303,7 +352,7 @@ class TensorPlanner {
     const Range r = range(Axis::ExpertFfn, d);
     if (r.empty()) return;
     ln.experts = {0, g_.dims.n_expert};
-    ln.weight = down ? WeightSlice{n.weight, Kind::Cols, r, {}} : rows_of(n, n.weight, r);
+    ln.weight = down ? WeightSlice{n.weight, Kind::Cols, r, {}} : rows_of(n, n.weight, Runs{r});
     if (bias && !down) ln.bias = {n.bias, Kind::Cols, r};
     if (bias && down && d == bias_device(Axis::ExpertFfn)) ln.bias = {n.bias, Kind::Whole, {}};
   }
@@ -334,7 +383,12 @@ class TensorPlanner {
       ln.layer = n.layer;
       ln.label = std::string(local_op_name(op)) + "(" + n.label + ")";
       if (op == LocalOp::AllGather)
-        for (int d = 0; d < n_; ++d) ln.gather.push_back(features(n, d));
+        for (int d = 0; d < n_; ++d) {
+          const Runs r = features(n, d);
+          if (r.repeats > 1)
+            fail("plan", "{} (layer {}): value heads held in runs cannot be gathered", n.label, n.layer);
+          ln.gather.push_back(r.range);
+        }
     });
     for (int d = 0; d < n_; ++d) local_[d][i] = static_cast<int>(plan_.devices[d].nodes.size()) - 1;
     plan_.collectives.push_back({.layer = n.layer, .op = op, .after = n.label, .values_per_token = n.width});
@@ -368,16 +422,15 @@ class TensorPlanner {
     auto in_axis = [&](int k) { return g_.nodes[n.inputs[k]].axis; };
     switch (n.op) {
       case OpKind::Embed:
-      case OpKind::Slice:    // of the per-layer inputs, kept whole
       case OpKind::Scale:    // the residual stream's, kept replicated
       case OpKind::RmsNorm:  // needs the whole row: the residual stream is kept replicated
       case OpKind::MoeRoute: return replicate(i);
       case OpKind::MatMul: {
         const int in = n.inputs[0];
         // A kept-whole input (MLA's compressed query) may still feed a column-parallel matmul.
-        if (kept_whole(n.axis) || (kept_whole(in_axis(0)) && !part(n.axis))) return replicate(i);
+        if (kept_whole(n.axis) || (kept_whole(in_axis(0)) && !splits(n.axis))) return replicate(i);
         if (in_state(0) == State::Partial) collective(in, LocalOp::AllReduce);
-        if (cur_[in] == State::Replicated && part(n.axis)) {  // column-parallel
+        if (cur_[in] == State::Replicated && splits(n.axis)) {  // column-parallel
           emit(i, LocalOp::MatMul, n.inputs, [&](int d, LocalNode& ln) {
             ln.width = features(n, d).size();
             ln.weight = rows_of(n, n.weight, features(n, d));
@@ -389,7 +442,8 @@ class TensorPlanner {
         if (cur_[in] == State::Split && in_axis(0) != Axis::KvHeads && n.fused_rows == 0) {  // row-parallel
           emit(i, LocalOp::MatMul, n.inputs, [&](int d, LocalNode& ln) {
             ln.width = n.width;
-            ln.weight = {n.weight, Kind::Cols, features(g_.nodes[in], d)};
+            const Runs r = features(g_.nodes[in], d);
+            ln.weight = {n.weight, Kind::Cols, r.range, {}, r.stride, r.repeats};
             // The bias is added once, by one device, so that the partial sums add up to it.
             if (!n.bias.empty() && d == bias_device(in_axis(0))) ln.bias = {n.bias, Kind::Whole, {}};
           });
@@ -405,8 +459,41 @@ class TensorPlanner {
         emit(i, local_op(n.op), n.inputs, [&](int d, LocalNode& ln) {
           ln.width = features(n, d).size();
           if (!n.weight.empty()) ln.weight = {n.weight, Kind::Whole, {}};
-          ln.q_heads = ln.kv_heads = heads(n.axis, d, n.layer);
+          if (n.axis == Axis::QHeads || n.axis == Axis::KvHeads) ln.q_heads = ln.kv_heads = heads(n.axis, d, n.layer);
           ln.offset = n.row0;
+        });
+        cur_[i] = State::Split;
+        return;
+      }
+      case OpKind::Slice: {  // of each head held, on a heads axis split by heads
+        if (in_state(0) != State::Split || in_axis(0) != Axis::QHeads || n.axis != Axis::QHeads) return replicate(i);
+        emit(i, LocalOp::Slice, n.inputs, [&](int d, LocalNode& ln) {
+          ln.width = features(n, d).size();
+          ln.q_heads = heads(Axis::QHeads, d, n.layer);
+          ln.offset = n.row0;
+        });
+        cur_[i] = State::Split;
+        return;
+      }
+      case OpKind::CausalConv: {  // each device its features' taps and state
+        if (in_state(0) != State::Split) return fallback(i, "input is not split");
+        emit(i, LocalOp::CausalConv, n.inputs, [&](int d, LocalNode& ln) {
+          const Runs r = features(n, d);
+          ln.width = r.size();
+          ln.weight = rows_of(n, n.weight, r);
+        });
+        cur_[i] = State::Split;
+        return;
+      }
+      case OpKind::DeltaNet: {  // each device its key heads with their value heads and states
+        bool by_heads = true;
+        for (int k = 0; k < 5; ++k) by_heads = by_heads && in_state(k) == State::Split;
+        if (!by_heads) return fallback(i, "q/k/v are not split by heads");
+        emit(i, LocalOp::DeltaNet, n.inputs, [&](int d, LocalNode& ln) {
+          ln.width = features(n, d).size();
+          const Runs per_head = features(g_.nodes[n.inputs[3]], d);  // one value a value head
+          ln.weight = rows_of(n, n.weight, per_head);
+          ln.bias = rows_of(n, n.bias, per_head);
         });
         cur_[i] = State::Split;
         return;
@@ -461,7 +548,16 @@ class TensorPlanner {
         cur_[i] = down ? State::Partial : State::Split;  // down: each device's slots summed, then all-reduced
         return;
       }
-      case OpKind::SigmoidScale:  // a per-token scale is linear: a partial sum stays partial
+      case OpKind::SigmoidScale:
+        if (g_.nodes[n.inputs[1]].width == n.width && n.width > 1) {  // element by element: split alike
+          if (in_state(0) == State::Split && in_state(1) == State::Split && in_axis(0) == in_axis(1)) {
+            emit(i, LocalOp::SigmoidScale, n.inputs, [&](int d, LocalNode& ln) { ln.width = features(n, d).size(); });
+            cur_[i] = State::Split;
+            return;
+          }
+          return replicate(i);
+        }
+        // a per-token scale is linear: a partial sum stays partial
         make_replicated(n.inputs[1]);
         if (in_state(0) != State::Partial) return replicate(i);
         emit(i, LocalOp::SigmoidScale, n.inputs, [&](int, LocalNode& ln) { ln.width = n.width; });
@@ -483,8 +579,9 @@ class TensorPlanner {
           if (in_state(k) == State::Partial) collective(n.inputs[k], LocalOp::AllReduce);
         const bool both_split = in_state(0) == State::Split && in_state(1) == State::Split && in_axis(0) == in_axis(1);
         if (both_split) {
-          emit(i, local_op(n.op), n.inputs,
-               [&](int d, LocalNode& ln) { ln.width = local_width(in_axis(0), d, n.layer); });
+          emit(i, local_op(n.op), n.inputs, [&](int d, LocalNode& ln) {
+            ln.width = in_axis(0) == Axis::ExpertFfn ? local_width(in_axis(0), d, n.layer) : features(n, d).size();
+          });
           cur_[i] = State::Split;
           return;
         }

@@ -146,7 +146,8 @@ class Engine {
   void truncate(int32_t n_keep) { truncate(0, n_keep); }
   void truncate(int32_t seq, int32_t n_keep);
   // The most of a slot's first n_keep positions it can continue from: n_keep, or 0 where a
-  // sliding-window layer no longer holds the keys position n_keep needs (graph/kv_window.h).
+  // sliding-window layer no longer holds the keys position n_keep needs (graph/kv_window.h), or
+  // a recurrent state (Gated DeltaNet) is past n_keep.
   int32_t resumable(int32_t seq, int32_t n_keep) const;
 
  private:

@@ -232,6 +232,13 @@ TEST_P(Conformance, EveryArchitectureMatchesTheReference) {
     expect_matches_reference(tiny_model("tiny-moe", "q8_0", "deepseek2"), "deepseek2 tensor split",
                              parallel::SplitMode::Tensor, 3);
   }
+  // Qwen 3.5's Gated DeltaNet (its conv and recurrence carry state from step to step) and gated
+  // full attention, likewise where the kind has their ops.
+  if (make()[0]->supports(parallel::LocalOp::DeltaNet, DType::F32)) {
+    expect_matches_reference(tiny_model("tiny", "q8_0", "qwen35"), "qwen35 (Gated DeltaNet, gated attention)");
+    expect_matches_reference(tiny_model("tiny-moe", "q8_0", "qwen35moe"), "qwen35moe tensor split",
+                             parallel::SplitMode::Tensor, 2);
+  }
 }
 
 TEST_P(Conformance, SplitsMatchTheReference) {
@@ -261,6 +268,7 @@ TEST_P(Conformance, OpsCovered) {
     add(tiny_model("tiny", "q8_0", arch).plan(SplitMode::None, {1}));
   for (const std::string arch : {"llama", "qwen2moe", "qwen3moe", "gpt-oss", "deepseek2"})
     add(tiny_model("tiny-moe", "q8_0", arch).plan(SplitMode::None, {1}));
+  add(tiny_model("tiny", "q8_0", "qwen35").plan(SplitMode::None, {1}));
   add(tiny_model("tiny", "q8_0", "llama").plan(SplitMode::Tensor, {1, 1}));
   add(tiny_model("tiny", "q8_0", "llama").plan(SplitMode::Layer, {1, 1}));
   add(tiny_model("tiny-moe", "q8_0", "qwen2moe").plan(SplitMode::Tensor, {1, 1}));

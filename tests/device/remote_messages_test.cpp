@@ -88,6 +88,8 @@ void expect_same_slice(const parallel::WeightSlice& a, const parallel::WeightSli
   EXPECT_EQ(a.kind, b.kind) << what;
   expect_same_range(a.range, b.range, what);
   expect_same_range(a.experts, b.experts, what + " experts");
+  EXPECT_EQ(a.stride, b.stride) << what;
+  EXPECT_EQ(a.repeats, b.repeats) << what;
 }
 
 void expect_same_graph(const parallel::DeviceGraph& a, const parallel::DeviceGraph& b) {
@@ -126,6 +128,11 @@ void expect_same_graph(const parallel::DeviceGraph& a, const parallel::DeviceGra
   EXPECT_EQ(x.n_ff_exp, y.n_ff_exp);
   EXPECT_EQ(x.n_ff_shexp, y.n_ff_shexp);
   EXPECT_EQ(x.expert_weights_norm, y.expert_weights_norm);
+  EXPECT_EQ(x.full_attention_interval, y.full_attention_interval);
+  EXPECT_EQ(x.linear_k_heads, y.linear_k_heads);
+  EXPECT_EQ(x.linear_v_heads, y.linear_v_heads);
+  EXPECT_EQ(x.linear_head_dim, y.linear_head_dim);
+  EXPECT_EQ(x.linear_conv_kernel, y.linear_conv_kernel);
   ASSERT_EQ(a.nodes.size(), b.nodes.size());
   for (size_t i = 0; i < a.nodes.size(); ++i) {
     const parallel::LocalNode &n = a.nodes[i], &m = b.nodes[i];
@@ -153,6 +160,7 @@ void expect_same_graph(const parallel::DeviceGraph& a, const parallel::DeviceGra
   EXPECT_EQ(a.weight_bytes, b.weight_bytes);
   EXPECT_EQ(a.kv_values_per_token, b.kv_values_per_token);
   EXPECT_EQ(a.kv_window_values, b.kv_window_values);
+  EXPECT_EQ(a.state_values_per_slot, b.state_values_per_slot);
 }
 
 Bytes graph_bytes(const parallel::DeviceGraph& g) {
@@ -199,6 +207,15 @@ parallel::DeviceGraph rich_graph() {
   for (int l = 0; l < g.dims.n_layer; ++l) g.dims.kv_source[l] = l;
   g.dims.kv_source.back() = 0;
   g.dims.n_embd_per_layer = 256;
+  g.dims.full_attention_interval = 4;  // Qwen 3.5's
+  g.dims.linear_k_heads = 16;
+  g.dims.linear_v_heads = 32;
+  g.dims.linear_head_dim = 128;
+  g.dims.linear_conv_kernel = 4;
+  g.state_values_per_slot = 3 * 16 * 128 * 128;
+  g.nodes[0].weight.range = {128, 1152};  // value heads in runs
+  g.nodes[0].weight.stride = 2048;
+  g.nodes[0].weight.repeats = 2;
   g.kv_window_values = 16;
   g.nodes[1].experts = {12, 30};
   g.nodes[1].weight.experts = {12, 30};
@@ -289,6 +306,15 @@ TEST(RemoteMessages, GraphWithBadValuesIsRejected) {
   g.nodes[1].weight.experts = {-2, 12};
   EXPECT_ERROR(graph_round_trip(g), "slice experts: bad range [-2, 12)");
   g = rich_graph();
+  g.nodes[0].weight.repeats = 0;
+  EXPECT_ERROR(graph_round_trip(g), "0 runs 2048 apart");
+  g = rich_graph();
+  g.nodes[0].weight.stride = 1;  // runs overlapping
+  EXPECT_ERROR(graph_round_trip(g), "2 runs 1 apart");
+  g = rich_graph();
+  g.dims.linear_v_heads = 33;
+  EXPECT_ERROR(graph_round_trip(g), "linear attention of 33 value heads over 16 key heads");
+  g = rich_graph();
   g.dims.n_expert_used = 61;
   EXPECT_ERROR(graph_round_trip(g), "dims: 61 experts used of 60");
   g = rich_graph();
@@ -347,9 +373,9 @@ TEST(RemoteMessages, GraphWithBadValuesIsRejected) {
   g = rich_graph();
   g.nodes.back().gather.assign(parallel::kMaxDevices + 1, {0, 1});
   EXPECT_ERROR(graph_round_trip(g), "gather count: count 17 exceeds the limit 16");
-  // A bool that is neither 0 nor 1: has_logits, before passes_residual and three u64s.
+  // A bool that is neither 0 nor 1: has_logits, before passes_residual and four u64s.
   Bytes b = graph_bytes(rich_graph());
-  b[b.size() - 26] = 2;
+  b[b.size() - 34] = 2;
   net::ByteReader r(b);
   EXPECT_ERROR(read_whole_graph(r), "has logits: 2 is not a boolean");
 }
@@ -586,7 +612,7 @@ TEST(RemoteMessages, SlicesWithBadValuesAreRejected) {
   EXPECT_ERROR(slices_round_trip({{"s0", "t", Kind::Whole, {}, false, {5, 3}}}),
                "slice s0: experts [5, 3) is not a range");
   Bytes b = slices_bytes({{"s0", "t", Kind::Whole, {}, false}});
-  b[b.size() - 17] = 2;  // "empty" is a boolean (the experts' two i64 follow it)
+  b[b.size() - 33] = 2;  // "empty" is a boolean (the experts' two i64 and the runs' two follow it)
   net::ByteReader r(b);
   EXPECT_ERROR(read_whole_slices(r), "slice empty: 2 is not a boolean");
 }

@@ -5,6 +5,7 @@
 #include "core/fp16.h"
 #include "kernels/cpu_features.h"
 #include "support/expect_error.h"
+#include "support/uniform_floats.h"
 
 #include <fmt/format.h>
 
@@ -33,11 +34,7 @@ constexpr double kAttnAbsTol = 2e-5;  // attention outputs, O(1) values
 constexpr double kPinTol = 1e-5;      // hand-computed values, printed to 6+ digits
 
 std::vector<float> random_vec(size_t n, uint32_t seed, float lo = -1.f, float hi = 1.f) {
-  std::mt19937 rng(seed);
-  std::uniform_real_distribution<float> d(lo, hi);
-  std::vector<float> v(n);
-  for (auto& x : v) x = d(rng);
-  return v;
+  return test_support::uniform_floats(n, seed, lo, hi);
 }
 
 // Guards against a broken generator making every comparison trivially equal.

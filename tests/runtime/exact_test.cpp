@@ -156,8 +156,25 @@ TEST_P(ExactMoe, EveryConfigBothSplitsBitForBit) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Archs, ExactMoe,
-                         ::testing::Values("qwen3moe", "llama", "gpt-oss", "gemma4", "qwen2moe", "deepseek2"),
+                         ::testing::Values("qwen3moe", "llama", "gpt-oss", "gemma4", "qwen2moe", "deepseek2",
+                                           "qwen35moe"),
                          [](const auto& p) { return p.param == "gpt-oss" ? std::string("gpt_oss") : p.param; });
+
+// Qwen 3.5's Gated DeltaNet: each value head's recurrence whole on one device, ssm_out's sum cut
+// on its key heads' runs of value heads; the attention output's gate per head.
+TEST(ExactInference, Qwen35EveryConfigBitForBit) {
+  for (const char* type : {"f32", "q8_0", "q4_k_m"}) {
+    tools::GenModelOptions o;
+    o.arch = "qwen35";
+    o.type = type;
+    o.seed = 7;                     // q4_k_m: a near-tie that splits tip without --exact (linear_attention_test)
+    o.overrides.lin_head_dim = 32;  // q8_0's key heads cut one by one
+    const auto bytes = tools::generate_model_bytes(o);
+    auto f = gguf::File::parse(bytes.data(), bytes.size(), type);
+    SCOPED_TRACE(type);
+    expect_every_config_exact(*f, some_prompt(320, 19), 16);
+  }
+}
 
 // Experts two K blocks wide: the tensor split cuts each on a super-block.
 TEST(ExactInference, KQuantExpertsBothSplitsBitForBit) {

@@ -8,6 +8,7 @@
 #include "runtime/scheduler.h"
 
 #include "support/generated_model.h"
+#include "support/job_text.h"
 
 #include <gtest/gtest.h>
 
@@ -16,6 +17,7 @@ namespace {
 
 using test_support::cpu_engine_options;
 using test_support::GeneratedModel;
+using test_support::text_of;
 
 tools::GenModelOptions deepseek(const std::string& type = "q8_0") {
   tools::GenModelOptions o;
@@ -32,26 +34,7 @@ std::vector<Token> prompt(int seed, int len) {
   return p;
 }
 
-// A job's whole text (bounded wait).
-std::string text_of(Job& job) {
-  std::string text;
-  for (int waited = 0; waited < 20000; waited += 100) {
-    const JobUpdate u = job.next(100);
-    text += u.text;
-    if (u.error) ADD_FAILURE() << u.error->what();
-    if (u.finished || u.error) return text;
-  }
-  ADD_FAILURE() << "the job did not finish";
-  return text;
-}
-
-JobRequest greedy(int seed, int len) {
-  JobRequest r;
-  r.prompt = prompt(seed, len);
-  r.max_tokens = 10;
-  r.sampling.temp = 0;
-  return r;
-}
+JobRequest greedy(int seed, int len) { return test_support::greedy_request(prompt(seed, len), 10); }
 
 TEST(LatentAttention, PlanSplitsHeadsAndKeepsOneLatentRowPerDevice) {
   const GeneratedModel m(deepseek());

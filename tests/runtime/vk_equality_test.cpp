@@ -327,6 +327,13 @@ TEST(VkFamilies, DeepSeekLatentAttentionIsRefusedByOp) {
   EXPECT_ERROR(Engine(*m.file, on("vk:0,cpu:1", SplitMode::Tensor, {1, 1})), "cannot run head_matmul");
 }
 
+// Qwen 3.5's Gated DeltaNet has no shaders yet: refused by its first op the kind lacks.
+TEST(VkFamilies, Qwen35LinearAttentionIsRefusedByOp) {
+  const Generated m = generate("tiny", "qwen35", 5);
+  EXPECT_ERROR(Engine(*m.file, on("vk:0")), "cannot run causal_conv");
+  EXPECT_ERROR(Engine(*m.file, on("vk:0,cpu:1", SplitMode::Tensor, {1, 1})), "cannot run causal_conv");
+}
+
 // A vk device and a worker process in one Gloo group (all-reduces across processes).
 TEST(VkRemote, BesideAWorkerOnLoopbackMatchesOneDevice) {
   WEFT_NEED_SHARED_FILE(kStories);

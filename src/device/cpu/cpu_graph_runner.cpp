@@ -102,6 +102,31 @@ void CpuGraphRunner::load(const parallel::DeviceGraph& graph, const gguf::File& 
         ns.kv_of_q.assign(heads, 0);
         break;
       }
+      case LocalOp::CausalConv: {  // a row of taps per feature
+        ns.vec = store_.vector(f, ln.weight);
+        if (static_cast<int64_t>(ns.vec.size()) != ln.width * d.linear_conv_kernel)
+          fail("cpu", "{}: {} taps for {} features of {}", ln.label, ns.vec.size(), ln.width, d.linear_conv_kernel);
+        ns.state_floats = ln.width * (d.linear_conv_kernel - 1);
+        ns.state.assign(static_cast<size_t>(ns.state_floats * opt.n_seq), 0.f);
+        recurrent_ = true;
+        break;
+      }
+      case LocalOp::DeltaNet: {  // ssm_a and ssm_dt, one value a value head
+        const int64_t hd = d.linear_head_dim, vh = hd > 0 ? ln.width / hd : 0;
+        auto width = [&](int k) { return graph_.nodes[ln.inputs[k]].width; };
+        const int64_t kh = hd > 0 ? width(0) / hd : 0;  // a device may hold no heads (more devices than key heads)
+        if (ln.inputs.size() != 5 || hd <= 0 || ln.width % hd || width(0) != width(1) || width(0) % hd ||
+            width(2) != ln.width || width(3) != vh || width(4) != vh || (kh == 0) != (vh == 0) || (kh > 0 && vh % kh))
+          fail("cpu", "{}: inputs of widths that do not fit value heads of {} over key heads", ln.label, hd);
+        ns.vec = store_.vector(f, ln.weight);
+        ns.bias = store_.vector(f, ln.bias);
+        if (static_cast<int64_t>(ns.vec.size()) != vh || static_cast<int64_t>(ns.bias.size()) != vh)
+          fail("cpu", "{}: {} and {} decay values for {} value heads", ln.label, ns.vec.size(), ns.bias.size(), vh);
+        ns.state_floats = vh * hd * hd;
+        ns.state.assign(static_cast<size_t>(ns.state_floats * opt.n_seq), 0.f);
+        recurrent_ = true;
+        break;
+      }
       case LocalOp::ExpertMatMul:
       case LocalOp::ExpertMatMulSum: {
         if (ln.weight.kind == parallel::WeightSlice::Kind::None) break;  // holds none of this layer's experts
@@ -171,6 +196,7 @@ StepResult CpuGraphRunner::run(const Step& step) {
   if (step.reread) return kept_.reread(graph_, step, "cpu");
   const auto t0 = Clock::now();
   check_step(step, opt_, n_cached_, "cpu");
+  if (recurrent_) check_recurrent_step(step, n_cached_, "cpu");
   const StepLayout l = layout_step(step, opt_.n_ctx);
   const int64_t n_tokens = l.n_tokens;
   next_base_ = windows_.advance(step, "cpu");
@@ -253,11 +279,13 @@ void CpuGraphRunner::exec(int i, const StepCtx& c) {
         kernels::rms_norm(in(0) + t * w, nodes_[i].vec.data(), y + t * w, 1, w, d.norm_eps);
       });
     case LocalOp::MatMul: return matmul(i, c);
-    case LocalOp::HeadNorm:
+    case LocalOp::HeadNorm: {  // heads as wide as the weight (Gated DeltaNet's value heads)
+      const int64_t head = static_cast<int64_t>(nodes_[i].vec.size());
       return for_each_index(pool_, c.n_tokens, [&, w = ln.width](int64_t t) {
         copy_input(y + t * w, in(0) + t * w, w);
-        kernels::rms_norm_heads(y + t * w, nodes_[i].vec.data(), 1, w / hd, hd, d.norm_eps);
+        kernels::rms_norm_heads(y + t * w, nodes_[i].vec.data(), 1, w / head, head, d.norm_eps);
       });
+    }
     case LocalOp::Rope: {
       // Heads of this node's own width, rotated from their feature `offset` on (MLA's q: the last
       // n_rot of each head; its k_rope: one head).
@@ -291,10 +319,13 @@ void CpuGraphRunner::exec(int i, const StepCtx& c) {
         copy_input(y + t * w, in(0) + t * w, w);
         kernels::scale_row(y + t * w, nodes_[i].vec.at(0), w);
       });
-    case LocalOp::Slice: {
-      const int64_t in_w = graph_.nodes[ln.inputs[0]].width;
+    case LocalOp::Slice: {  // of each head (one head: the whole width)
+      const int64_t heads = std::max<int64_t>(1, ln.q_heads.size()), in_w = graph_.nodes[ln.inputs[0]].width;
+      const int64_t hw_in = in_w / heads, hw = ln.width / heads;
       for (int64_t t = 0; t < c.n_tokens; ++t)
-        std::memcpy(y + t * ln.width, in(0) + t * in_w + ln.offset, static_cast<size_t>(ln.width) * sizeof(float));
+        for (int64_t h = 0; h < heads; ++h)
+          std::memcpy(y + t * ln.width + h * hw, in(0) + t * in_w + h * hw_in + ln.offset,
+                      static_cast<size_t>(hw) * sizeof(float));
       return;
     }
     case LocalOp::AllReduce:
@@ -312,11 +343,79 @@ void CpuGraphRunner::exec(int i, const StepCtx& c) {
     case LocalOp::ExpertMatMulSum: return expert_op(i, c);
     case LocalOp::SigmoidScale:
       if (fixed_value_[i]) return carry_fixed(i, c);
+      if (graph_.nodes[ln.inputs[1]].width == ln.width && ln.width > 1)  // element by element
+        return for_each_index(pool_, c.n_tokens, [&, w = ln.width](int64_t t) {
+          for (int64_t e = 0; e < w; ++e) y[t * w + e] = in(0)[t * w + e] * kernels::sigmoid_gate(in(1)[t * w + e]);
+        });
       kernels::sigmoid_scale(in(0), in(1), y, c.n_tokens, ln.width);
       return;
+    case LocalOp::CausalConv: return causal_conv(i, c);
+    case LocalOp::DeltaNet: return delta_net(i, c);
     case LocalOp::Count: break;
   }
   fail("cpu", "op {} is not implemented on the CPU device", parallel::local_op_name(ln.op));
+}
+
+float* CpuGraphRunner::slot_state(int i, const StepSeq& q) {
+  NodeState& ns = nodes_[i];
+  float* s = ns.state.data() + q.seq * ns.state_floats;
+  if (q.pos0 == 0) std::fill(s, s + ns.state_floats, 0.f);  // the sequence starts over
+  return s;
+}
+
+void CpuGraphRunner::causal_conv(int i, const StepCtx& c) {
+  const auto& ln = graph_.nodes[i];
+  const int64_t w = ln.width, kernel = graph_.dims.linear_conv_kernel;
+  if (w == 0) return;
+  const float* x = out(ln.inputs[0]);
+  float* y = out(i);
+  const float* taps = nodes_[i].vec.data();
+  // Features are independent: chunks of them across the pool, each over the sequence's tokens.
+  constexpr int64_t kChunk = 64;
+  for (size_t s = 0; s < c.step.seqs.size(); ++s) {
+    const StepSeq& q = c.step.seqs[s];
+    float* state = slot_state(i, q);
+    const int64_t t0 = c.seq_first[s];
+    for_each_index(pool_, (w + kChunk - 1) / kChunk, [&](int64_t k) {
+      const int64_t f0 = k * kChunk, n = std::min(kChunk, w - f0);
+      kernels::causal_conv_silu(x + t0 * w + f0, q.n_tokens, n, w, taps + f0 * kernel, kernel,
+                                state + f0 * (kernel - 1), y + t0 * w + f0);
+    });
+  }
+}
+
+void CpuGraphRunner::delta_net(int i, const StepCtx& c) {
+  const auto& ln = graph_.nodes[i];
+  const auto& d = graph_.dims;
+  NodeState& ns = nodes_[i];
+  const int64_t hd = d.linear_head_dim, vw = ln.width, vh = vw / hd;
+  if (vw == 0) return;
+  const int64_t kw = graph_.nodes[ln.inputs[0]].width, kh = kw / hd, n_tokens = c.n_tokens;
+  auto in = [&](int k) { return out(ln.inputs[k]); };
+  // q and k L2-normed, once per key head (several value heads read each); each value head's gates.
+  delta_qk_.resize(static_cast<size_t>(2 * n_tokens * kw));
+  delta_gates_.resize(static_cast<size_t>(n_tokens * vh));
+  float *qn = delta_qk_.data(), *kn = qn + n_tokens * kw;
+  for_each_index(pool_, n_tokens, [&](int64_t t) {
+    std::memcpy(qn + t * kw, in(0) + t * kw, static_cast<size_t>(kw) * sizeof(float));
+    std::memcpy(kn + t * kw, in(1) + t * kw, static_cast<size_t>(kw) * sizeof(float));
+    kernels::l2_norm_heads(qn + t * kw, kh, hd, d.norm_eps);
+    kernels::l2_norm_heads(kn + t * kw, kh, hd, d.norm_eps);
+    for (int64_t h = 0; h < vh; ++h)
+      delta_gates_[t * vh + h] = kernels::delta_gates(in(3)[t * vh + h], in(4)[t * vh + h], ns.vec[h], ns.bias[h]);
+  });
+  std::vector<float*> states;
+  for (const StepSeq& q : c.step.seqs) states.push_back(slot_state(i, q));
+  // Every (sequence, value head) pair is independent; value head h reads key head h % kh (the
+  // files' tiled order, which a device's share keeps: each block of its value heads follows its key heads).
+  const int64_t n_seqs = static_cast<int64_t>(c.step.seqs.size());
+  float* y = out(i);
+  for_each_index(pool_, n_seqs * vh, [&](int64_t item) {
+    const int64_t s = item / vh, h = item % vh, t0 = c.seq_first[s], kk = h % kh;
+    kernels::delta_rule(states[s] + h * hd * hd, hd, c.step.seqs[s].n_tokens, qn + t0 * kw + kk * hd,
+                        kn + t0 * kw + kk * hd, in(2) + t0 * vw + h * hd, kw, vw, delta_gates_.data() + t0 * vh + h, vh,
+                        y + t0 * vw + h * hd);
+  });
 }
 
 void CpuGraphRunner::produce_rows(int i, const StepCtx& c, const kernels::RowProducer& row) {

@@ -9,6 +9,7 @@
 #include "device/device.h"
 #include "device/kv_windows.h"
 #include "device/step_layout.h"
+#include "kernels/linear_attention.h"
 #include "kernels/matmul.h"
 #include "kernels/moe.h"
 
@@ -42,6 +43,10 @@ class CpuGraphRunner {
     std::vector<std::pair<int64_t, int64_t>> head_runs;
     int kv_node = -1;              // Attention: the node whose caches it reads (itself, or an earlier layer's)
     kernels::ExpertStack experts;  // Expert*: the experts held (none: n == 0); HeadMatMul: the heads'
+    // CausalConv, DeltaNet: each slot's recurrent state, state_floats a slot (their last inputs
+    // per feature; a matrix per value head), as its sequence's last step left it.
+    std::vector<float> state;
+    int64_t state_floats = 0;
   };
   float* out(int node) { return buffers_[nodes_[node].buffer].data(); }
   void plan_buffers(int32_t max_tokens);
@@ -85,6 +90,10 @@ class CpuGraphRunner {
   void move_windows(NodeState& ns, int64_t n_kv, int64_t hd, const StepCtx& c);
   void all_gather(int i, const StepCtx& c);
   void expert_op(int i, const StepCtx& c);
+  void causal_conv(int i, const StepCtx& c);
+  void delta_net(int i, const StepCtx& c);
+  // The slot's recurrent state in node i, zeroed where its sequence starts over.
+  float* slot_state(int i, const StepSeq& q);
 
   ThreadPool pool_;
   parallel::Group* group_;
@@ -111,6 +120,9 @@ class CpuGraphRunner {
   std::vector<float> gate_;                        // gate_scale's sigmoids
   std::vector<float> logit_rows_;                  // the output node's input rows of out_rows, side by side
   std::vector<float> mla_rows_, mla_q_, mla_out_;  // LatentAttention: cache rows, queries, outputs of a step
+  std::vector<float> delta_qk_;                    // DeltaNet: the step's q and k, L2-normed
+  std::vector<kernels::DeltaGates> delta_gates_;   // DeltaNet: the step's gates per value head
+  bool recurrent_ = false;                         // the graph holds recurrent state (CausalConv, DeltaNet)
   std::unique_ptr<CollectiveThread> collectives_;  // created on the first overlapped all-reduce
   LoadOptions opt_;
   std::vector<int32_t> n_cached_;   // per slot: positions [0, n_cached_) hold valid K/V

@@ -98,6 +98,13 @@ StackRows stack_rows(const gguf::File& f, const parallel::WeightSlice& s) {
   return st;
 }
 
+// The runs a Rows / Cols slice takes: its range, and again every stride, repeats times.
+std::vector<parallel::Range> runs_of(const parallel::WeightSlice& s) {
+  std::vector<parallel::Range> out;
+  for (int64_t r = 0; r < s.repeats; ++r) out.push_back({s.range.begin + r * s.stride, s.range.end + r * s.stride});
+  return out;
+}
+
 }  // namespace
 
 std::optional<kernels::WeightMatrix> WeightStore::expert_panels(const gguf::File& f, const parallel::WeightSlice& s) {
@@ -129,6 +136,7 @@ std::optional<kernels::WeightMatrix> WeightStore::expert_panels(const gguf::File
 }
 
 kernels::WeightMatrix WeightStore::matrix(const gguf::File& f, const parallel::WeightSlice& s, Use use) {
+  if (s.repeats > 1 && !s.range.empty()) return runs_matrix(f, s, use);
   if (use == Use::Experts)
     if (auto panels = expert_panels(f, s)) return *panels;
   const auto& t = f.tensor(s.tensor);
@@ -169,6 +177,40 @@ kernels::WeightMatrix WeightStore::matrix(const gguf::File& f, const parallel::W
   return m;
 }
 
+// A slice of runs (Gated DeltaNet's value heads) of a matrix: the runs side by side, copied.
+kernels::WeightMatrix WeightStore::runs_matrix(const gguf::File& f, const parallel::WeightSlice& s, Use use) {
+  const auto& t = f.tensor(s.tensor);
+  const auto [m, rows, ex] = stack_rows(f, s);
+  const int64_t blk = block_size(t.type);
+  const auto runs = runs_of(s);
+  for (const auto& r : runs) {
+    const int64_t dim = s.kind == Kind::Rows ? rows : m.cols;
+    if (ex.size() != 1 || r.begin < 0 || r.end > dim || (s.kind == Kind::Cols && (r.begin % blk || r.end % blk)) ||
+        (s.kind != Kind::Rows && s.kind != Kind::Cols))
+      fail("cpu", "slice of '{}': run [{}, {}) is not whole rows or column blocks of one matrix", s.tensor, r.begin,
+           r.end);
+  }
+  kernels::WeightMatrix dense = m;
+  std::vector<uint8_t> bytes;
+  if (s.kind == Kind::Rows) {
+    for (const auto& r : runs)
+      bytes.insert(bytes.end(), m.data + m.row_stride * r.begin, m.data + m.row_stride * r.end);
+    dense.rows = s.taken();
+  } else {
+    dense.cols = s.taken();
+    dense.row_stride = row_bytes(t.type, dense.cols);
+    for (int64_t row = 0; row < m.rows; ++row)
+      for (const auto& r : runs) {
+        const uint8_t* p = m.data + m.row_stride * row + row_bytes(t.type, r.begin);
+        bytes.insert(bytes.end(), p, p + row_bytes(t.type, r.size()));
+      }
+  }
+  dense.data = bytes.data();
+  const kernels::WeightMatrix c = copy(dense, use == Use::Lookup ? Use::Matmul : use);
+  f.release(m.data, m.row_stride * m.rows);
+  return c;
+}
+
 std::vector<float> WeightStore::vector(const gguf::File& f, const parallel::WeightSlice& s) {
   const auto& t = f.tensor(s.tensor);
   const int64_t n = t.n_elements();
@@ -177,23 +219,20 @@ std::vector<float> WeightStore::vector(const gguf::File& f, const parallel::Weig
   kernels::kernels_for(t.type).dequantize(t.data, all.data(), n);
   f.release(t.data, t.n_bytes);
   const int64_t cols = t.shape.empty() ? n : t.shape[0], rows = n / std::max<int64_t>(cols, 1);
-  if (s.kind == Kind::Rows && rows == 1) {  // a vector's elements
-    WEFT_ASSERT(s.range.begin >= 0 && s.range.end <= n);
-    return {all.begin() + s.range.begin, all.begin() + s.range.end};
-  }
-  if (s.kind == Kind::Rows) {  // rows of a matrix (one expert's biases a row)
-    WEFT_ASSERT(s.range.begin >= 0 && s.range.end <= rows);
-    return {all.begin() + s.range.begin * cols, all.begin() + s.range.end * cols};
-  }
-  if (s.kind == Kind::Cols) {  // the columns of every row
-    WEFT_ASSERT(s.range.begin >= 0 && s.range.end <= cols);
-    std::vector<float> out;
-    out.reserve(static_cast<size_t>(rows * s.range.size()));
-    for (int64_t r = 0; r < rows; ++r)
-      out.insert(out.end(), all.begin() + r * cols + s.range.begin, all.begin() + r * cols + s.range.end);
+  if (s.kind != Kind::Rows && s.kind != Kind::Cols) return all;
+  std::vector<float> out;
+  // A vector's elements, rows of a matrix (one expert's biases a row), or the columns of every row.
+  const int64_t dim = s.kind == Kind::Cols ? cols : rows == 1 ? n : rows, width = rows == 1 ? 1 : cols;
+  for (const auto& r : runs_of(s))
+    if (r.begin < 0 || r.end > dim) fail("cpu", "slice [{}, {}) of '{}' outside 0..{}", r.begin, r.end, s.tensor, dim);
+  if (s.kind == Kind::Rows) {
+    for (const auto& r : runs_of(s)) out.insert(out.end(), all.begin() + r.begin * width, all.begin() + r.end * width);
     return out;
   }
-  return all;
+  for (int64_t row = 0; row < rows; ++row)
+    for (const auto& r : runs_of(s))
+      out.insert(out.end(), all.begin() + row * cols + r.begin, all.begin() + row * cols + r.end);
+  return out;
 }
 
 }  // namespace weft::device

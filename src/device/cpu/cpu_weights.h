@@ -54,6 +54,7 @@ class WeightStore {
     return kernels::repack(m, dst, pool_);
   }
   kernels::WeightMatrix copy(const kernels::WeightMatrix& m, Use use);
+  kernels::WeightMatrix runs_matrix(const gguf::File& f, const parallel::WeightSlice& s, Use use);
   struct Chunk {
     HugeBuffer memory;
     size_t used;

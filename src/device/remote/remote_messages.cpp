@@ -34,6 +34,8 @@ void write_slice(ByteWriter& w, const parallel::WeightSlice& s) {
   w.u8(static_cast<uint8_t>(s.kind));
   write_range(w, s.range);
   write_range(w, s.experts);
+  w.i64(s.stride);
+  w.i64(s.repeats);
 }
 parallel::WeightSlice read_slice(ByteReader& r) {
   parallel::WeightSlice s;
@@ -43,6 +45,13 @@ parallel::WeightSlice read_slice(ByteReader& r) {
   s.kind = static_cast<parallel::WeightSlice::Kind>(k);
   s.range = read_range(r, "slice range");
   s.experts = read_range(r, "slice experts");
+  s.stride = r.i64("slice stride");
+  s.repeats = r.i64("slice repeats");
+  // Runs side by side, none overlapping the next (a stride of at least the range).
+  if (s.repeats < 1 || s.repeats > (1 << 16) || s.stride < 0 || s.stride > (int64_t{1} << 32) ||
+      (s.repeats > 1 && s.stride < s.range.size()))
+    fail("net", "slice of '{}': {} runs {} apart of [{}, {})", s.tensor, s.repeats, s.stride, s.range.begin,
+         s.range.end);
   return s;
 }
 
@@ -89,6 +98,9 @@ void write_dims(ByteWriter& w, const graph::Dims& d) {
   w.i64(d.n_embd_per_layer);
   for (int64_t v : {d.kv_lora_rank, d.v_head_dim, d.n_layer_dense_lead, d.n_expert_groups, d.n_group_used}) w.i64(v);
   w.f32(d.expert_weights_scale);
+  for (int64_t v :
+       {d.full_attention_interval, d.linear_k_heads, d.linear_v_heads, d.linear_head_dim, d.linear_conv_kernel})
+    w.i64(v);
 }
 graph::Dims read_dims(ByteReader& r) {
   graph::Dims d;
@@ -164,6 +176,15 @@ graph::Dims read_dims(ByteReader& r) {
   d.expert_weights_scale = r.f32("expert weights scale");
   if (!(d.expert_weights_scale >= 0 && std::isfinite(d.expert_weights_scale)))
     fail("net", "dims: expert weights scale {} is out of range", d.expert_weights_scale);
+  for (int64_t* v :
+       {&d.full_attention_interval, &d.linear_k_heads, &d.linear_v_heads, &d.linear_head_dim, &d.linear_conv_kernel}) {
+    *v = r.i64("linear attention dims");
+    if (*v < 0 || *v > (int64_t{1} << 16)) fail("net", "dims: linear attention value {} is out of range", *v);
+  }
+  if (d.linear_conv_kernel > 16 || d.linear_head_dim > 1024 ||
+      (d.linear_k_heads > 0 && d.linear_v_heads % d.linear_k_heads != 0))
+    fail("net", "dims: linear attention of {} value heads over {} key heads of {}, convolution {}", d.linear_v_heads,
+         d.linear_k_heads, d.linear_head_dim, d.linear_conv_kernel);
   return d;
 }
 
@@ -234,6 +255,7 @@ void write_graph(ByteWriter& w, const parallel::DeviceGraph& g) {
   w.u64(g.weight_bytes);
   w.u64(g.kv_values_per_token);
   w.u64(g.kv_window_values);
+  w.u64(g.state_values_per_slot);
 }
 
 parallel::DeviceGraph read_graph(ByteReader& r) {
@@ -266,8 +288,16 @@ parallel::DeviceGraph read_graph(ByteReader& r) {
     if (!std::isfinite(x.factor)) fail("net", "node {}: factor {}", i, x.factor);
     x.offset = r.i64("slice offset");
     if (x.offset < 0 || x.offset > (int64_t{1} << 32)) fail("net", "node {}: slice offset {}", i, x.offset);
-    if (x.op == parallel::LocalOp::Slice && (x.inputs.size() != 1 || x.offset + x.width > g.nodes[x.inputs[0]].width))
-      fail("net", "node {}: a slice of {} features from {} past its input", i, x.width, x.offset);
+    if (x.op == parallel::LocalOp::Slice) {  // of each of its heads (one: the whole width)
+      const int64_t heads = std::max<int64_t>(1, x.q_heads.size());
+      const int64_t in_w = x.inputs.size() == 1 ? g.nodes[x.inputs[0]].width : -1;
+      if (in_w < 0 || x.width % heads || in_w % heads || x.offset + x.width / heads > in_w / heads)
+        fail("net", "node {}: a slice of {} features from {} past its input", i, x.width, x.offset);
+    }
+    if (x.op == parallel::LocalOp::DeltaNet && x.inputs.size() != 5)
+      fail("net", "node {}: a delta net over {} inputs (q, k, v, beta, alpha)", i, x.inputs.size());
+    if (x.op == parallel::LocalOp::CausalConv && x.inputs.size() != 1)
+      fail("net", "node {}: a causal conv over {} inputs", i, x.inputs.size());
     if (x.op == parallel::LocalOp::Attention && x.inputs.size() != 1 && x.inputs.size() != 3)
       fail("net", "node {}: attention over {} inputs (q, k and v; or q alone)", i, x.inputs.size());
     if (x.op == parallel::LocalOp::LatentAttention && x.inputs.size() != 4)
@@ -285,6 +315,7 @@ parallel::DeviceGraph read_graph(ByteReader& r) {
   g.kv_window_values = r.u64("kv window values");
   if (g.kv_window_values > g.kv_values_per_token)
     fail("net", "{} kv window values of {}", g.kv_window_values, g.kv_values_per_token);
+  g.state_values_per_slot = r.u64("state values");
   return g;
 }
 

@@ -27,7 +27,7 @@ parallel::Range mats_of(const SliceSpec& s, const gguf::TensorInfo& t) {
 
 std::vector<SliceSpec> plan_slices(parallel::DeviceGraph& g, const gguf::File& weights) {
   std::vector<SliceSpec> specs;
-  std::map<std::tuple<std::string, Kind, int64_t, int64_t, int64_t, int64_t>, std::string> seen;
+  std::map<std::tuple<std::string, Kind, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t>, std::string> seen;
   auto rewrite = [&](parallel::WeightSlice& s) {
     if (s.kind == Kind::None) return;
     const auto& info = weights.tensor(s.tensor);
@@ -35,13 +35,14 @@ std::vector<SliceSpec> plan_slices(parallel::DeviceGraph& g, const gguf::File& w
     const bool empty = matrix && s.kind != Kind::Whole && s.range.empty();
     const Kind k = matrix ? s.kind : Kind::Whole;
     const parallel::Range r = k == Kind::Whole ? parallel::Range{} : s.range;
-    const auto key = std::make_tuple(s.tensor, k, r.begin, r.end, s.experts.begin, s.experts.end);
+    const int64_t stride = k == Kind::Whole ? 0 : s.stride, repeats = k == Kind::Whole ? 1 : s.repeats;
+    const auto key = std::make_tuple(s.tensor, k, r.begin, r.end, s.experts.begin, s.experts.end, stride, repeats);
     auto [it, fresh] = seen.emplace(key, fmt::format("s{}", specs.size()));
-    if (fresh) specs.push_back({it->second, s.tensor, k, r, empty, s.experts});
+    if (fresh) specs.push_back({it->second, s.tensor, k, r, empty, s.experts, stride, repeats});
     s.tensor = it->second;
-    if (matrix && !empty) s.kind = Kind::Whole;
-    if (empty) s.range = {0, 0};  // its begin indexed the original tensor
-    s.experts = {};               // the cut tensor holds just these experts
+    if (matrix && !empty) s.kind = Kind::Whole, s.stride = 0, s.repeats = 1;
+    if (empty) s.range = {0, 0}, s.stride = 0, s.repeats = 1;  // its begin indexed the original tensor
+    s.experts = {};                                            // the cut tensor holds just these experts
   };
   for (auto& n : g.nodes) {
     rewrite(n.weight);
@@ -64,7 +65,8 @@ void unplan_slices(parallel::DeviceGraph& g, const std::vector<SliceSpec>& specs
     if (it == by_name.end()) fail("net", "the graph reads weight '{}', which no slice provides", w.tensor);
     const SliceSpec& s = *it->second;
     w.tensor = s.source;
-    if (s.kind != Kind::Whole) w.kind = s.kind, w.range = s.range;  // a cut matrix: its range in the source
+    if (s.kind != Kind::Whole)  // a cut matrix: its runs in the source
+      w.kind = s.kind, w.range = s.range, w.stride = s.stride, w.repeats = s.repeats;
     w.experts = s.experts;
   };
   for (auto& n : g.nodes) {
@@ -85,12 +87,16 @@ void check_slice(const SliceSpec& s, const gguf::TensorInfo& src) {
   if (s.kind != Kind::Rows && s.kind != Kind::Cols) fail("net", "slice {} of '{}': bad kind", s.name, s.source);
   if (!is_matrix(src)) fail("net", "slice {}: '{}' is not a matrix", s.name, s.source);
   const int64_t dim = s.kind == Kind::Rows ? n_rows(src) : src.shape[0];
-  if (s.range.begin < 0 || s.range.end < s.range.begin || s.range.end > dim)
-    fail("net", "slice {} of '{}': range [{}, {}) outside 0..{}", s.name, s.source, s.range.begin, s.range.end, dim);
+  if (s.repeats < 1 || s.repeats > dim || s.stride < 0 || (s.repeats > 1 && s.stride < s.range.size()))
+    fail("net", "slice {} of '{}': {} runs {} apart", s.name, s.source, s.repeats, s.stride);
+  const int64_t last_end = s.range.end + (s.repeats - 1) * s.stride;
+  if (s.range.begin < 0 || s.range.end < s.range.begin || last_end > dim)
+    fail("net", "slice {} of '{}': range [{}, {}) x {} outside 0..{}", s.name, s.source, s.range.begin, s.range.end,
+         s.repeats, dim);
   if (s.empty != s.range.empty())
     fail("net", "slice {} of '{}': empty flag disagrees with its range", s.name, s.source);
   const int64_t bs = block_size(src.type);
-  if (s.kind == Kind::Cols && (s.range.begin % bs || s.range.end % bs))
+  if (s.kind == Kind::Cols && (s.range.begin % bs || s.range.end % bs || s.stride % bs))
     fail("net", "slice {} of '{}': columns [{}, {}) are not whole blocks of {}", s.name, s.source, s.range.begin,
          s.range.end, bs);
 }
@@ -101,8 +107,8 @@ TensorHeader slice_header(const SliceSpec& s, const gguf::TensorInfo& src) {
   if (s.kind == Kind::Whole && mats.size() == n_mats(src)) return h;
   const int64_t rows = n_rows(src);
   h.shape = {src.shape[0], rows};
-  if (s.kind == Kind::Rows) h.shape[1] = s.empty ? 1 : s.range.size();
-  if (s.kind == Kind::Cols) h.shape[0] = s.empty ? block_size(src.type) : s.range.size();
+  if (s.kind == Kind::Rows) h.shape[1] = s.empty ? 1 : s.range.size() * s.repeats;
+  if (s.kind == Kind::Cols) h.shape[0] = s.empty ? block_size(src.type) : s.range.size() * s.repeats;
   if (src.shape.size() > 2) h.shape.push_back(mats.size());
   h.n_bytes = row_bytes(h.type, h.shape[0]) * h.shape[1] * mats.size();
   return h;
@@ -121,10 +127,12 @@ void for_each_piece(const SliceSpec& s, const gguf::TensorInfo& src,
   for (int64_t e = mats.begin; e < mats.end; ++e) {  // each matrix's part, one after another
     const uint8_t* m = src.data + stride * rows * e;
     if (s.kind == Kind::Rows) {
-      out(m + stride * s.range.begin, stride * s.range.size());
+      for (int64_t k = 0; k < s.repeats; ++k) out(m + stride * (s.range.begin + k * s.stride), stride * s.range.size());
     } else if (s.kind == Kind::Cols) {
-      const size_t off = row_bytes(src.type, s.range.begin), n = row_bytes(src.type, s.range.size());
-      for (int64_t r = 0; r < rows; ++r) out(m + stride * r + off, n);
+      const size_t n = row_bytes(src.type, s.range.size());
+      for (int64_t r = 0; r < rows; ++r)
+        for (int64_t k = 0; k < s.repeats; ++k)
+          out(m + stride * r + row_bytes(src.type, s.range.begin + k * s.stride), n);
     } else {
       out(m, stride * rows);
     }
@@ -143,7 +151,7 @@ SliceImage::SliceImage(const std::vector<TensorHeader>& headers) {
 
 std::string slices_key(const ModelId& model, const std::vector<SliceSpec>& specs) {
   net::ByteWriter w;
-  w.str("weft-slices/2");  // bump when the slice layout changes, so old cache entries stop matching
+  w.str("weft-slices/3");  // bump when the slice layout changes, so old cache entries stop matching
   write_model_id(w, {model.size, model.sha256, ""});
   write_slices(w, specs);
   return net::sha256_hex(w.data());
@@ -177,11 +185,13 @@ void write_slices(net::ByteWriter& w, const std::vector<SliceSpec>& specs) {
     w.u8(s.empty);
     w.i64(s.experts.begin);
     w.i64(s.experts.end);
+    w.i64(s.stride);
+    w.i64(s.repeats);
   }
 }
 
 std::vector<SliceSpec> read_slices(net::ByteReader& r) {
-  const uint32_t n = r.count("slice count", kMaxTensors, 4 + 4 + 1 + 32 + 1);
+  const uint32_t n = r.count("slice count", kMaxTensors, 4 + 4 + 1 + 32 + 1 + 16);
   std::vector<SliceSpec> specs(n);
   for (auto& s : specs) {
     s.name = r.str("slice name", kMaxNameBytes);
@@ -194,6 +204,8 @@ std::vector<SliceSpec> read_slices(net::ByteReader& r) {
     s.experts = {r.i64("slice experts begin"), r.i64("slice experts end")};
     if (s.experts.begin < 0 || s.experts.end < s.experts.begin)
       fail("net", "slice {}: experts [{}, {}) is not a range", s.name, s.experts.begin, s.experts.end);
+    s.stride = r.i64("slice stride");
+    s.repeats = r.i64("slice repeats");  // checked against its tensor by check_slice
   }
   return specs;
 }

@@ -36,7 +36,8 @@ struct SliceSpec {
   // This device holds none of a split matrix, yet its graph still names a tensor of the right
   // other dimension: one zero row ({cols, 1}) or one zero block per row ({block, rows}).
   bool empty = false;
-  parallel::Range experts;  // a stacked source (experts): the matrices cut alike; empty: all
+  parallel::Range experts;          // a stacked source (experts): the matrices cut alike; empty: all
+  int64_t stride = 0, repeats = 1;  // range taken again stride further on, repeats times (WeightSlice's runs)
 };
 
 // Rewrites g's weight references to the "s<i>" tensors and returns them: 2-D slices and the

@@ -119,6 +119,7 @@ bool vk_supports(LocalOp op, DType t) {
   const bool reads_matrix = op == LocalOp::MatMul || op == LocalOp::ExpertMatMul || op == LocalOp::ExpertMatMulSum;
   if (op == LocalOp::Embed) return cpu_kernels_support(op, t);  // rows looked up on the host, by the CPU kernels
   if (op == LocalOp::HeadMatMul || op == LocalOp::LatentAttention) return false;  // no shaders for MLA yet
+  if (op == LocalOp::CausalConv || op == LocalOp::DeltaNet) return false;         // nor for Gated DeltaNet
   return reads_matrix ? has_matmul(t) : op < LocalOp::Count;
 }
 
@@ -232,6 +233,13 @@ void VkGraphRunner::load(const parallel::DeviceGraph& graph, const gguf::File& f
     if (ln.op == LocalOp::Rope && ln.offset != 0)  // rope.comp rotates each head from its first feature
       fail("vulkan", "{}: rotating each head from its feature {} (MLA's queries) is not implemented", ln.label,
            ln.offset);
+    // The shaders read whole rows: a slice of each head (Qwen 3.5's query and gate), an
+    // element-wise gate and value heads with weights of their own width are not implemented.
+    const bool elementwise_gate = ln.op == LocalOp::SigmoidScale && graph_.nodes[ln.inputs[1]].width != 1;
+    if ((ln.op == LocalOp::Slice && ln.q_heads.size() > 1) || elementwise_gate ||
+        (ln.op == LocalOp::HeadNorm && ln.weight.kind != parallel::WeightSlice::Kind::None &&
+         f.tensor(ln.weight.tensor).n_elements() != d.head_dim_of(ln.layer)))
+      fail("vulkan", "{}: {} as Qwen 3.5 uses it is not implemented", ln.label, local_op_name(ln.op));
     switch (ln.op) {
       case LocalOp::Embed:
         ns.embed = host_weights_->matrix(f, ln.weight, WeightStore::Use::Lookup);
@@ -597,6 +605,8 @@ void VkGraphRunner::exec(int i, const Ctx& c) {
     }
     case LocalOp::HeadMatMul:
     case LocalOp::LatentAttention:
+    case LocalOp::CausalConv:
+    case LocalOp::DeltaNet:
     case LocalOp::Count: fail("vulkan", "op {} is not implemented on the Vulkan device", local_op_name(ln.op));
   }
   gpu_.barrier();

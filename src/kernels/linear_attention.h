@@ -1,0 +1,33 @@
+// Gated DeltaNet's loops (Qwen 3.5's linear attention), as llama.cpp's CPU backend computes them
+// (ggml_ssm_conv, ggml_l2_norm, ggml_gated_delta_net): for one sequence's tokens at a time, since
+// each token reads the state the one before it left.
+#pragma once
+
+#include "kernels/ops.h"
+
+#include <cstdint>
+
+namespace weft::kernels {
+
+// y[t, c] = silu(sum_j taps[c, j] x[t - kernel + 1 + j, c]) over n features c, rows of x and y
+// `stride` floats apart. Inputs before the first token come from `state` ([n, kernel - 1]: each
+// feature's, the oldest first), which is left holding the last kernel - 1 inputs. y may not be x.
+void causal_conv_silu(const float* x, int64_t n_tokens, int64_t n, int64_t stride, const float* taps, int64_t kernel,
+                      float* state, float* y);
+
+// x[h] /= max(|x[h]|, eps) for each of n_heads heads of head_dim.
+void l2_norm_heads(float* x, int64_t n_heads, int64_t head_dim, float eps);
+
+// A value head's gates for one token: its learning rate sigmoid(beta) and its state's decay
+// exp(softplus(alpha + dt) * a) (a < 0: ssm_a = -exp(A_log)).
+struct DeltaGates {
+  float beta, decay;
+};
+DeltaGates delta_gates(float beta, float alpha, float a, float dt);
+
+// One value head over n_tokens tokens: DeltaStep (ops.h) token after token, q/k/v/out rows `stride`
+// floats apart (q and k L2-normed), gates `gate_stride` apart, out scaled by 1/sqrt(head_dim).
+void delta_rule(float* state, int64_t head_dim, int64_t n_tokens, const float* q, const float* k, const float* v,
+                int64_t qk_stride, int64_t v_stride, const DeltaGates* gates, int64_t gate_stride, float* out);
+
+}  // namespace weft::kernels

@@ -1,0 +1,123 @@
+// Gated DeltaNet's kernels against double-precision loops written from delta-net-base.cpp: the
+// causal conv with its carried state, the delta rule's step on every ISA table, and the
+// recurrence over a sequence in pieces against one pass.
+#include "kernels/linear_attention.h"
+#include "kernels/ops.h"
+
+#include "support/uniform_floats.h"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <random>
+#include <vector>
+
+namespace weft::kernels {
+namespace {
+
+using test_support::uniform_floats;
+
+double silu(double v) { return v / (1.0 + std::exp(-v)); }
+
+// The conv over [zeros of kernel - 1; x] at once; in pieces of 1, 2 and the rest through the
+// state, the same outputs and a state of the last inputs.
+TEST(CausalConv, PiecesThroughTheStateMatchOnePass) {
+  constexpr int64_t n = 5, kernel = 4, tokens = 9;
+  const auto x = uniform_floats(tokens * n, 1), taps = uniform_floats(n * kernel, 2);
+  std::vector<double> want(tokens * n);
+  for (int64_t t = 0; t < tokens; ++t)
+    for (int64_t c = 0; c < n; ++c) {
+      double sum = 0;
+      for (int64_t j = 0; j < kernel; ++j) {
+        const int64_t src = t - (kernel - 1) + j;
+        if (src >= 0) sum += double(taps[c * kernel + j]) * x[src * n + c];
+      }
+      want[t * n + c] = silu(sum);
+    }
+  std::vector<float> state(n * (kernel - 1), 0.f), y(tokens * n, -7.f);
+  int64_t t0 = 0;
+  for (int64_t piece : {int64_t{1}, int64_t{2}, tokens - 3}) {
+    causal_conv_silu(x.data() + t0 * n, piece, n, n, taps.data(), kernel, state.data(), y.data() + t0 * n);
+    t0 += piece;
+  }
+  for (int64_t i = 0; i < tokens * n; ++i) EXPECT_NEAR(y[i], want[i], 1e-5) << i;
+  for (int64_t c = 0; c < n; ++c)  // each feature's last three inputs, oldest first
+    for (int64_t r = 0; r < kernel - 1; ++r) EXPECT_EQ(state[c * (kernel - 1) + r], x[(tokens - 3 + r) * n + c]);
+}
+
+// A feature chunk of a wider row (the runner's pool items): rows `stride` apart.
+TEST(CausalConv, ReadsRowsAStrideApart) {
+  constexpr int64_t n = 3, stride = 7, kernel = 2, tokens = 4;
+  const auto x = uniform_floats(tokens * stride, 3), taps = uniform_floats(n * kernel, 4);
+  std::vector<float> state(n * (kernel - 1), 0.5f), y(tokens * stride, -7.f);
+  causal_conv_silu(x.data() + 2, tokens, n, stride, taps.data(), kernel, state.data(), y.data() + 2);
+  for (int64_t t = 0; t < tokens; ++t)
+    for (int64_t c = 0; c < n; ++c) {
+      const double prev = t == 0 ? 0.5 : x[(t - 1) * stride + 2 + c];
+      EXPECT_NEAR(y[t * stride + 2 + c], silu(taps[c * 2] * prev + taps[c * 2 + 1] * x[t * stride + 2 + c]), 1e-5);
+    }
+  EXPECT_EQ(y[0], -7.f) << "features outside the chunk untouched";
+}
+
+std::vector<const OpsKernels*> tables() {
+  std::vector<const OpsKernels*> out;
+  for (int i = 0; i < kIsaCount; ++i)
+    if (const OpsKernels* k = ops_kernels_for_isa(static_cast<Isa>(i))) out.push_back(k);
+  return out;
+}
+
+// Every table's step against double: head sizes around the vector widths (tails included).
+TEST(DeltaStep, EveryTableMatchesDouble) {
+  for (int64_t n : {1, 7, 16, 19, 64, 128}) {
+    auto S0 = uniform_floats(n * n, 10 + n, -0.5f, 0.5f);
+    const auto q = uniform_floats(n, 20 + n), k = uniform_floats(n, 30 + n), v = uniform_floats(n, 40 + n);
+    const float beta = 0.7f, decay = 0.9f, scale = 0.25f;
+    std::vector<double> S(S0.begin(), S0.end()), want(n);
+    for (int64_t j = 0; j < n; ++j) {
+      double sk = 0;
+      for (int64_t i = 0; i < n; ++i) sk += (S[j * n + i] *= decay) * k[i];
+      const double err = (v[j] - sk) * beta;
+      double o = 0;
+      for (int64_t i = 0; i < n; ++i) o += (S[j * n + i] += err * k[i]) * q[i];
+      want[j] = o * scale;
+    }
+    for (const OpsKernels* t : tables()) {
+      SCOPED_TRACE(std::string(isa_name(t->isa)) + " n=" + std::to_string(n));
+      std::vector<float> state = S0, out(n, -9.f);
+      t->delta_step({state.data(), q.data(), k.data(), v.data(), out.data(), beta, decay, scale, n});
+      for (int64_t j = 0; j < n; ++j) EXPECT_NEAR(out[j], want[j], 2e-5);
+      for (int64_t i = 0; i < n * n; ++i) ASSERT_NEAR(state[i], S[i], 2e-6) << i;
+    }
+  }
+}
+
+// The gates as ggml computes them: softplus's linear branch past 20, and the rate a sigmoid.
+TEST(DeltaGates, SoftplusDecayAndSigmoidRate) {
+  const DeltaGates g = delta_gates(0.5f, 1.0f, -0.3f, 0.25f);
+  EXPECT_NEAR(g.beta, 1 / (1 + std::exp(-0.5)), 1e-7);
+  EXPECT_NEAR(g.decay, std::exp(std::log1p(std::exp(1.25)) * -0.3), 1e-6);
+  EXPECT_NEAR(delta_gates(0, 30.f, -0.01f, 0).decay, std::exp(-0.3), 1e-6) << "softplus(x) = x past 20";
+  EXPECT_EQ(delta_gates(0, -200.f, -1.f, 0).decay, 1.f) << "no decay where softplus underflows";
+}
+
+// A sequence in one call against token by token: the state carries everything between calls.
+TEST(DeltaRule, OneCallMatchesTokenByToken) {
+  constexpr int64_t hd = 16, tokens = 6, stride = 3 * hd;  // rows of a wider step
+  const auto q = uniform_floats(tokens * stride, 50), k = uniform_floats(tokens * stride, 51),
+             v = uniform_floats(tokens * stride, 52);
+  std::vector<DeltaGates> gates;
+  for (int64_t t = 0; t < tokens; ++t) gates.push_back(delta_gates(0.1f * t, -0.5f + 0.2f * t, -0.4f, 0.3f));
+  std::vector<float> s1(hd * hd, 0.f), s2 = s1, o1(tokens * stride, 0.f), o2 = o1;
+  delta_rule(s1.data(), hd, tokens, q.data(), k.data(), v.data(), stride, stride, gates.data(), 1, o1.data());
+  for (int64_t t = 0; t < tokens; ++t)
+    delta_rule(s2.data(), hd, 1, q.data() + t * stride, k.data() + t * stride, v.data() + t * stride, stride, stride,
+               gates.data() + t, 1, o2.data() + t * stride);
+  EXPECT_EQ(o1, o2);
+  EXPECT_EQ(s1, s2);
+  double energy = 0;
+  for (float x : o1) energy += x * x;
+  EXPECT_GT(energy, 1e-3) << "the outputs must not vanish for the comparison to mean anything";
+}
+
+}  // namespace
+}  // namespace weft::kernels
