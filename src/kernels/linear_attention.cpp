@@ -4,24 +4,27 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 
 namespace weft::kernels {
 
 void causal_conv_silu(const float* x, int64_t n_tokens, int64_t n, int64_t stride, const float* taps, int64_t kernel,
                       float* state, float* y) {
   const int64_t held = kernel - 1;
-  for (int64_t c = 0; c < n; ++c) {
-    float* st = state + c * held;
-    // Input s of [the state's held inputs; the step's] of feature c.
-    auto input = [&](int64_t s) { return s < held ? st[s] : x[(s - held) * stride + c]; };
-    for (int64_t t = 0; t < n_tokens; ++t) {
-      float sum = 0;
-      for (int64_t j = 0; j < kernel; ++j) sum += input(t + j) * taps[c * kernel + j];
-      y[t * stride + c] = sum / (1.f + std::exp(-sum));  // silu, as ggml_silu_f32
+  // Row s of [the state's held rows; the step's]: inputs of every feature at one position.
+  auto input = [&](int64_t r) { return r < held ? state + r * stride : x + (r - held) * stride; };
+  const auto& ops = ops_kernels();
+  for (int64_t t = 0; t < n_tokens; ++t) {
+    float* out = y + t * stride;
+    for (int64_t c = 0; c < n; ++c) out[c] = 0;
+    for (int64_t j = 0; j < kernel; ++j) {  // taps in ggml_ssm_conv's order, the current input last
+      const float *in = input(t + j), *w = taps + j * stride;
+      for (int64_t c = 0; c < n; ++c) out[c] += in[c] * w[c];
     }
-    // The last held inputs become the state; in order, each read before it is overwritten.
-    for (int64_t r = 0; r < held; ++r) st[r] = input(n_tokens + r);
+    ops.silu(out, out, n);
   }
+  // The last held inputs become the state; in order, each read before it is overwritten.
+  for (int64_t r = 0; r < held; ++r) std::memmove(state + r * stride, input(n_tokens + r), n * sizeof(float));
 }
 
 void l2_norm_heads(float* x, int64_t n_heads, int64_t head_dim, float eps) {
@@ -40,23 +43,20 @@ DeltaGates delta_gates(float beta, float alpha, float a, float dt) {
   return {sigmoid_gate(beta), std::exp(softplus * a)};
 }
 
-void delta_step_ref(const DeltaStep& s) {
-  for (int64_t j = 0; j < s.n; ++j) {
-    float* row = s.state + j * s.n;
+namespace detail {
+void delta_columns_ref(const DeltaStep& s, int64_t j0, int64_t j1) {
+  for (int64_t j = j0; j < j1; ++j) {
     float sk = 0;
-    for (int64_t i = 0; i < s.n; ++i) {
-      row[i] *= s.decay;
-      sk += row[i] * s.k[i];
-    }
+    for (int64_t i = 0; i < s.n; ++i) sk += (s.state[i * s.n + j] *= s.decay) * s.k[i];
     const float err = (s.v[j] - sk) * s.beta;
     float o = 0;
-    for (int64_t i = 0; i < s.n; ++i) {
-      row[i] += err * s.k[i];
-      o += row[i] * s.q[i];
-    }
+    for (int64_t i = 0; i < s.n; ++i) o += (s.state[i * s.n + j] += s.k[i] * err) * s.q[i];
     s.out[j] = o * s.scale;
   }
 }
+}  // namespace detail
+
+void delta_step_ref(const DeltaStep& s) { detail::delta_columns_ref(s, 0, s.n); }
 
 void delta_rule(float* state, int64_t head_dim, int64_t n_tokens, const float* q, const float* k, const float* v,
                 int64_t qk_stride, int64_t v_stride, const DeltaGates* gates, int64_t gate_stride, float* out) {

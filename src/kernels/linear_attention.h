@@ -9,9 +9,10 @@
 
 namespace weft::kernels {
 
-// y[t, c] = silu(sum_j taps[c, j] x[t - kernel + 1 + j, c]) over n features c, rows of x and y
-// `stride` floats apart. Inputs before the first token come from `state` ([n, kernel - 1]: each
-// feature's, the oldest first), which is left holding the last kernel - 1 inputs. y may not be x.
+// y[t, c] = silu(sum_j taps[j, c] x[t - kernel + 1 + j, c]) over n features c (tap kernel - 1 the
+// current input's), rows of x, y, taps and state `stride` floats apart. Inputs before the first
+// token come from `state` (kernel - 1 rows, the oldest first), which is left holding the last
+// kernel - 1 inputs. y may not be x.
 void causal_conv_silu(const float* x, int64_t n_tokens, int64_t n, int64_t stride, const float* taps, int64_t kernel,
                       float* state, float* y);
 

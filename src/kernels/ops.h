@@ -95,9 +95,9 @@ struct AttentionRows {
   float scale = 1.f;
 };
 
-// One token of one value head of Gated DeltaNet (ggml_gated_delta_net's order): S, n x n (row j:
-// value feature j over the key features), decays; then each row learns v_j - S_j k at rate beta:
-//   S_j = decay S_j;  S_j += beta (v_j - S_j . k) k;  out_j = scale (S_j . q)
+// One token of one value head of Gated DeltaNet (ggml_gated_delta_net's): S, n x n (row i: key
+// feature i over the value features), decays, then learns v - S^T k at rate beta:
+//   S = decay S;  S += k (beta (v - S^T k))^T;  out = scale S^T q
 struct DeltaStep {
   float* state = nullptr;
   const float *q = nullptr, *k = nullptr, *v = nullptr;
@@ -115,6 +115,7 @@ struct OpsKernels {
   float (*max)(const float* x, int64_t n);                                          // n >= 1
   float (*exp_sum)(float* x, float m, int64_t n);                                   // x = exp(x - m); returns sum
   void (*scale)(float* x, float s, int64_t n);                                      // x *= s
+  void (*silu)(const float* x, float* y, int64_t n);                                // y = x / (1 + exp(-x)); y may be x
   void (*swiglu)(const float* gate, const float* up, float* out, int64_t n);
   void (*geglu)(const float* gate, const float* up, float* out, int64_t n);  // geglu(): the same bits at each level
   void (*add)(float* y, const float* x, int64_t n);

@@ -73,10 +73,8 @@ void to_f16_ref(const float* x, uint16_t* y, int64_t n) {
   for (int64_t i = 0; i < n; ++i) y[i] = f32_to_fp16(x[i]);
 }
 
-float dot_ref(const float* a, const float* b, int64_t n) {
-  float s = 0;
-  for (int64_t i = 0; i < n; ++i) s += a[i] * b[i];
-  return s;
+void silu_ref(const float* x, float* y, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) y[i] = x[i] / (1.f + std::exp(-x[i]));  // as ggml_silu_f32
 }
 
 void attention_rows_scalar(const AttentionRows& rows);  // ops_attention.cpp
@@ -89,6 +87,7 @@ const OpsKernels& ops_table<Isa::Scalar>() {
                             max_ref,
                             exp_sum_ref,
                             scale_ref,
+                            silu_ref,
                             swiglu_ref,
                             geglu_ref,
                             add_ref,

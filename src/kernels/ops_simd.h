@@ -31,7 +31,8 @@ void scale_ref(float* x, float s, int64_t n);
 void add_ref(float* y, const float* x, int64_t n);
 void to_f16_ref(const float* x, uint16_t* y, int64_t n);
 void geglu_ref(const float* gate, const float* up, float* out, int64_t n);
-float dot_ref(const float* a, const float* b, int64_t n);
+void silu_ref(const float* x, float* y, int64_t n);
+void delta_columns_ref(const DeltaStep& s, int64_t j0, int64_t j1);
 
 namespace simd {
 
@@ -119,16 +120,31 @@ WEFT_SIMD_TARGET void scale(float* x, float s, int64_t n) {
   scale_ref(x + i, s, n - i);
 }
 
+// silu(g) = g / (1 + exp(-g)); exp overflowing to inf for g < -88 gives the right -0.
+template <class V>
+WEFT_SIMD_INLINE V silu_lanes(V g) {
+  return g / (V::set1(1.0f) + exp(V::zero() - g));
+}
+
+template <class V>
+WEFT_SIMD_TARGET void silu(const float* x, float* y, int64_t n) {
+  constexpr int64_t L = V::kLanes;
+  int64_t i = 0;
+  for (; i + L <= n; i += L) silu_lanes(V::load(x + i)).store(y + i);
+  if (i < n) {  // the tail through the same lanes
+    float t[L] = {};
+    const size_t bytes = static_cast<size_t>(n - i) * sizeof(float);
+    std::memcpy(t, x + i, bytes);
+    silu_lanes(V::load(t)).store(t);
+    std::memcpy(y + i, t, bytes);
+  }
+}
+
 template <class V>
 WEFT_SIMD_TARGET void swiglu(const float* gate, const float* up, float* out, int64_t n) {
   constexpr int64_t L = V::kLanes;
-  const V one = V::set1(1.0f);
-  auto lanes = [&](const float* g_in, const float* u_in, float* o) WEFT_SIMD_TARGET {
-    const V g = V::load(g_in);
-    // silu(g) = g / (1 + exp(-g)); exp overflowing to inf for g < -88 gives the right -0.
-    const V silu = g / (one + exp(V::zero() - g));
-    (silu * V::load(u_in)).store(o);
-  };
+  auto lanes = [&](const float* g_in, const float* u_in, float* o)
+                   WEFT_SIMD_TARGET { (silu_lanes(V::load(g_in)) * V::load(u_in)).store(o); };
   int64_t i = 0;
   for (; i + L <= n; i += L) lanes(gate + i, up + i, out + i);
   // The tail through the same lanes: a value's bits do not depend on where a split's slice of the
@@ -181,32 +197,54 @@ WEFT_SIMD_TARGET void to_f16(const float* x, uint16_t* y, int64_t n) {
   to_f16_ref(x + i, y + i, n - i);
 }
 
-// One pass over each state row: decayed and dotted with k, then corrected and dotted with q.
+// NB vectors of value features [j0, j0 + NB L): their sums over the key rows stay in registers (no
+// horizontal adds), and the state's columns they cover (n rows of NB L) stay in L1 between the
+// two passes: decay and S^T k, then the correction and S^T q.
+template <class V, int NB>
+WEFT_SIMD_TARGET void delta_columns(const DeltaStep& s, int64_t j0) {
+  constexpr int64_t L = V::kLanes;
+  // Locals: the state's stores may not alias them (the compiler would reload s's floats).
+  const int64_t n = s.n;
+  float* const state = s.state + j0;
+  const float *const k = s.k, *const q = s.q;
+  const V decay = V::set1(s.decay), beta = V::set1(s.beta), scale = V::set1(s.scale);
+  V acc[NB], err[NB];
+  for (int b = 0; b < NB; ++b) acc[b] = V::zero();
+  for (int64_t i = 0; i < n; ++i) {
+    float* row = state + i * n;
+    const V ki = V::set1(k[i]);
+    for (int b = 0; b < NB; ++b) {
+      const V r = V::load(row + b * L) * decay;
+      r.store(row + b * L);
+      acc[b] = fmadd(ki, r, acc[b]);
+    }
+  }
+  for (int b = 0; b < NB; ++b) {
+    err[b] = (V::load(s.v + j0 + b * L) - acc[b]) * beta;
+    acc[b] = V::zero();
+  }
+  for (int64_t i = 0; i < n; ++i) {
+    float* row = state + i * n;
+    const V ki = V::set1(k[i]), qi = V::set1(q[i]);
+    for (int b = 0; b < NB; ++b) {
+      const V r = fmadd(ki, err[b], V::load(row + b * L));
+      r.store(row + b * L);
+      acc[b] = fmadd(qi, r, acc[b]);
+    }
+  }
+  for (int b = 0; b < NB; ++b) (acc[b] * scale).store(s.out + j0 + b * L);
+}
+
 template <class V>
 WEFT_SIMD_TARGET void delta_step(const DeltaStep& s) {
-  constexpr int64_t L = V::kLanes;
-  const int64_t n = s.n, body = n - n % L;
-  const V decay = V::set1(s.decay);
-  for (int64_t j = 0; j < n; ++j) {
-    float* row = s.state + j * n;
-    V acc = V::zero();
-    for (int64_t i = 0; i < body; i += L) {
-      const V r = V::load(row + i) * decay;
-      r.store(row + i);
-      acc = fmadd(r, V::load(s.k + i), acc);
-    }
-    for (int64_t i = body; i < n; ++i) row[i] *= s.decay;
-    const float err = (s.v[j] - (reduce_add(acc) + dot_ref(row + body, s.k + body, n - body))) * s.beta;
-    const V e = V::set1(err);
-    acc = V::zero();
-    for (int64_t i = 0; i < body; i += L) {
-      const V r = fmadd(e, V::load(s.k + i), V::load(row + i));
-      r.store(row + i);
-      acc = fmadd(r, V::load(s.q + i), acc);
-    }
-    for (int64_t i = body; i < n; ++i) row[i] += err * s.k[i];
-    s.out[j] = (reduce_add(acc) + dot_ref(row + body, s.q + body, n - body)) * s.scale;
-  }
+  // As many value features a pass as the registers hold sums and corrections for (8 + 8 of 32
+  // AVX-512 registers: a head of 128 in one pass, its state read in order, twice).
+  constexpr int kVectors = V::kLanes >= 16 ? 8 : 4;
+  constexpr int64_t L = V::kLanes, kBlock = kVectors * L;
+  int64_t j = 0;
+  for (; j + kBlock <= s.n; j += kBlock) delta_columns<V, kVectors>(s, j);
+  for (; j + L <= s.n; j += L) delta_columns<V, 1>(s, j);
+  if (j < s.n) delta_columns_ref(s, j, s.n);  // the last value features, one by one
 }
 
 // GCC 12, inlining this into attention's cache tiles, proves nothing and warns that the tail loop

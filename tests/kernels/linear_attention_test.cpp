@@ -30,7 +30,7 @@ TEST(CausalConv, PiecesThroughTheStateMatchOnePass) {
       double sum = 0;
       for (int64_t j = 0; j < kernel; ++j) {
         const int64_t src = t - (kernel - 1) + j;
-        if (src >= 0) sum += double(taps[c * kernel + j]) * x[src * n + c];
+        if (src >= 0) sum += double(taps[j * n + c]) * x[src * n + c];
       }
       want[t * n + c] = silu(sum);
     }
@@ -41,22 +41,24 @@ TEST(CausalConv, PiecesThroughTheStateMatchOnePass) {
     t0 += piece;
   }
   for (int64_t i = 0; i < tokens * n; ++i) EXPECT_NEAR(y[i], want[i], 1e-5) << i;
-  for (int64_t c = 0; c < n; ++c)  // each feature's last three inputs, oldest first
-    for (int64_t r = 0; r < kernel - 1; ++r) EXPECT_EQ(state[c * (kernel - 1) + r], x[(tokens - 3 + r) * n + c]);
+  for (int64_t r = 0; r < kernel - 1; ++r)  // the last three inputs, oldest first
+    for (int64_t c = 0; c < n; ++c) EXPECT_EQ(state[r * n + c], x[(tokens - 3 + r) * n + c]);
 }
 
-// A feature chunk of a wider row (the runner's pool items): rows `stride` apart.
+// A feature chunk of a wider row (the runner's pool items): every row `stride` apart.
 TEST(CausalConv, ReadsRowsAStrideApart) {
   constexpr int64_t n = 3, stride = 7, kernel = 2, tokens = 4;
-  const auto x = uniform_floats(tokens * stride, 3), taps = uniform_floats(n * kernel, 4);
-  std::vector<float> state(n * (kernel - 1), 0.5f), y(tokens * stride, -7.f);
-  causal_conv_silu(x.data() + 2, tokens, n, stride, taps.data(), kernel, state.data(), y.data() + 2);
+  const auto x = uniform_floats(tokens * stride, 3), taps = uniform_floats(kernel * stride, 4);
+  std::vector<float> state(stride, 0.5f), y(tokens * stride, -7.f);
+  causal_conv_silu(x.data() + 2, tokens, n, stride, taps.data() + 2, kernel, state.data() + 2, y.data() + 2);
   for (int64_t t = 0; t < tokens; ++t)
-    for (int64_t c = 0; c < n; ++c) {
-      const double prev = t == 0 ? 0.5 : x[(t - 1) * stride + 2 + c];
-      EXPECT_NEAR(y[t * stride + 2 + c], silu(taps[c * 2] * prev + taps[c * 2 + 1] * x[t * stride + 2 + c]), 1e-5);
+    for (int64_t c = 2; c < 2 + n; ++c) {
+      const double prev = t == 0 ? 0.5 : x[(t - 1) * stride + c];
+      EXPECT_NEAR(y[t * stride + c], silu(taps[c] * prev + taps[stride + c] * x[t * stride + c]), 1e-5);
     }
   EXPECT_EQ(y[0], -7.f) << "features outside the chunk untouched";
+  EXPECT_EQ(state[0], 0.5f);
+  EXPECT_EQ(state[2], x[3 * stride + 2]);
 }
 
 std::vector<const OpsKernels*> tables() {
@@ -68,17 +70,17 @@ std::vector<const OpsKernels*> tables() {
 
 // Every table's step against double: head sizes around the vector widths (tails included).
 TEST(DeltaStep, EveryTableMatchesDouble) {
-  for (int64_t n : {1, 7, 16, 19, 64, 128}) {
+  for (int64_t n : {1, 7, 16, 19, 40, 64, 72, 128}) {
     auto S0 = uniform_floats(n * n, 10 + n, -0.5f, 0.5f);
     const auto q = uniform_floats(n, 20 + n), k = uniform_floats(n, 30 + n), v = uniform_floats(n, 40 + n);
     const float beta = 0.7f, decay = 0.9f, scale = 0.25f;
-    std::vector<double> S(S0.begin(), S0.end()), want(n);
+    std::vector<double> S(S0.begin(), S0.end()), want(n);  // row i: key feature i
     for (int64_t j = 0; j < n; ++j) {
       double sk = 0;
-      for (int64_t i = 0; i < n; ++i) sk += (S[j * n + i] *= decay) * k[i];
+      for (int64_t i = 0; i < n; ++i) sk += (S[i * n + j] *= decay) * k[i];
       const double err = (v[j] - sk) * beta;
       double o = 0;
-      for (int64_t i = 0; i < n; ++i) o += (S[j * n + i] += err * k[i]) * q[i];
+      for (int64_t i = 0; i < n; ++i) o += (S[i * n + j] += err * k[i]) * q[i];
       want[j] = o * scale;
     }
     for (const OpsKernels* t : tables()) {

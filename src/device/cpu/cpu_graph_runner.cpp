@@ -102,10 +102,14 @@ void CpuGraphRunner::load(const parallel::DeviceGraph& graph, const gguf::File& 
         ns.kv_of_q.assign(heads, 0);
         break;
       }
-      case LocalOp::CausalConv: {  // a row of taps per feature
-        ns.vec = store_.vector(f, ln.weight);
-        if (static_cast<int64_t>(ns.vec.size()) != ln.width * d.linear_conv_kernel)
-          fail("cpu", "{}: {} taps for {} features of {}", ln.label, ns.vec.size(), ln.width, d.linear_conv_kernel);
+      case LocalOp::CausalConv: {  // the file's row of taps per feature, held as a row of features per tap
+        const std::vector<float> taps = store_.vector(f, ln.weight);
+        const int64_t kernel = d.linear_conv_kernel;
+        if (static_cast<int64_t>(taps.size()) != ln.width * kernel)
+          fail("cpu", "{}: {} taps for {} features of {}", ln.label, taps.size(), ln.width, kernel);
+        ns.vec.resize(taps.size());
+        for (int64_t c = 0; c < ln.width; ++c)
+          for (int64_t j = 0; j < kernel; ++j) ns.vec[j * ln.width + c] = taps[c * kernel + j];
         ns.state_floats = ln.width * (d.linear_conv_kernel - 1);
         ns.state.assign(static_cast<size_t>(ns.state_floats * opt.n_seq), 0.f);
         recurrent_ = true;
@@ -378,8 +382,7 @@ void CpuGraphRunner::causal_conv(int i, const StepCtx& c) {
     const int64_t t0 = c.seq_first[s];
     for_each_index(pool_, (w + kChunk - 1) / kChunk, [&](int64_t k) {
       const int64_t f0 = k * kChunk, n = std::min(kChunk, w - f0);
-      kernels::causal_conv_silu(x + t0 * w + f0, q.n_tokens, n, w, taps + f0 * kernel, kernel,
-                                state + f0 * (kernel - 1), y + t0 * w + f0);
+      kernels::causal_conv_silu(x + t0 * w + f0, q.n_tokens, n, w, taps + f0, kernel, state + f0, y + t0 * w + f0);
     });
   }
 }

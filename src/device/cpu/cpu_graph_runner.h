@@ -43,8 +43,8 @@ class CpuGraphRunner {
     std::vector<std::pair<int64_t, int64_t>> head_runs;
     int kv_node = -1;              // Attention: the node whose caches it reads (itself, or an earlier layer's)
     kernels::ExpertStack experts;  // Expert*: the experts held (none: n == 0); HeadMatMul: the heads'
-    // CausalConv, DeltaNet: each slot's recurrent state, state_floats a slot (their last inputs
-    // per feature; a matrix per value head), as its sequence's last step left it.
+    // CausalConv, DeltaNet: each slot's recurrent state, state_floats a slot (the last inputs, a
+    // row a position; a matrix per value head), as its sequence's last step left it.
     std::vector<float> state;
     int64_t state_floats = 0;
   };
