@@ -169,6 +169,20 @@ int plan(const PlanArgs& args) {
         (long long)cfg.dims.n_swa, (long long)n_local, (long long)cfg.dims.n_layer,
         (long long)graph::kv_window_rows(n_ctx, cfg.dims.n_swa, eo.n_batch), (long long)n_ctx);
   }
+  if (cfg.dims.recurrent()) {  // Gated DeltaNet: each device's key heads, their state in the KV column
+    std::printf(
+        "\nlinear attention: %lld of %lld layers, %lld key heads and %lld value heads of %lld; key heads a device:",
+        (long long)(cfg.dims.n_layer - cfg.dims.n_layer / cfg.dims.full_attention_interval),
+        (long long)cfg.dims.n_layer, (long long)cfg.dims.linear_k_heads, (long long)cfg.dims.linear_v_heads,
+        (long long)cfg.dims.linear_head_dim);
+    const auto* part = p.partition(graph::Axis::LinearKHeads);
+    for (size_t d = 0; d < p.devices.size(); ++d) {
+      const auto r = part ? part->ranges[d] : parallel::Range{0, cfg.dims.linear_k_heads * cfg.dims.linear_head_dim};
+      const int64_t hd = cfg.dims.linear_head_dim;
+      std::printf(" #%zu %s", d, r.empty() ? "-" : fmt::format("{}..{}", r.begin / hd, r.end / hd - 1).c_str());
+    }
+    std::printf("; the KV cache column includes their recurrent state (f32, per slot)\n");
+  }
   std::printf(
       "\n| device | share | weights (embedding replicated) | read per token | KV cache (%lld ctx) | q heads | kv heads "
       "| "
