@@ -185,7 +185,7 @@ struct Dims {
   bool linear_attention(int layer) const {
     return full_attention_interval > 0 && (layer + 1) % full_attention_interval != 0;
   }
-  bool recurrent() const { return full_attention_interval > 0; }
+  bool recurrent() const { return full_attention_interval > 1; }  // some layer holds a recurrent state
   int64_t head_dim_of(int layer) const { return heads_of(layer).head_dim; }
   int64_t n_head_kv_of(int layer) const { return heads_of(layer).n_head_kv; }
   int64_t group_of(int layer) const { return n_head / n_head_kv_of(layer); }

@@ -6,6 +6,7 @@
 // reference_forward_test, llama.cpp's tokens in llama_cpp_greedy_test.
 #include "device/worker_process.h"
 #include "runtime/engine.h"
+#include "runtime/generate.h"
 #include "runtime/parallel_equality.h"
 #include "runtime/scheduler.h"
 
@@ -176,6 +177,24 @@ TEST(LinearAttention, RewindingBelowTheStateStartsOver) {
     both.insert(both.end(), more.begin(), more.end());
     EXPECT_EQ(fresh.eval_logits(both), next) << n_dev << " devices";
   }
+}
+
+// A re-plan (--rebalance, forced every 4 steps) reloads the devices and replays each slot from
+// position 0, as a device loss does: the states are rebuilt, and the tokens are those of a run
+// without re-plans.
+TEST(LinearAttention, ReplansRebuildTheStateToTheSameTokens) {
+  auto o = qwen35("f32");
+  o.seed = 3;
+  const GeneratedModel m(o);
+  const auto prompt = some_prompt(300, 21);
+  model::SamplingParams greedy_p;
+  greedy_p.temp = 0;
+  EngineOptions eo = options({"tp2", SplitMode::Tensor, {1, 1}});
+  const auto want = equality::greedy(*m.file, eo, prompt, 32);
+  eo.rebalance = {true, 4, 0.0, 0.0};
+  Engine e(*m.file, eo);
+  EXPECT_EQ(generate(e, nullptr, prompt, 32, greedy_p).generated, want);
+  EXPECT_GE(e.rebalances(), 2);
 }
 
 // A chat's second turn through the scheduler: a prompt extending what the slot holds continues
