@@ -53,10 +53,11 @@ graph::Graph build_llama_graph(const ModelConfig& c) {
       n.row0 = row0;
       return g.add(std::move(n));
     };
-    // One segment [row0, row0 + width) of a fused tensor of `rows` rows, as its own matmul.
+    // One segment [row0, row0 + width) of a fused tensor of `rows` rows, as its own matmul (or
+    // another op reading a row of the tensor per feature: Gated DeltaNet's conv taps).
     auto segment = [&](int in, Axis axis, int64_t width, const std::string& weight, std::string label, int64_t row0,
-                       int64_t rows) {
-      Node n{OpKind::MatMul, {in}, axis, width, blk + weight, "", l, std::move(label)};
+                       int64_t rows, OpKind op = OpKind::MatMul) {
+      Node n{op, {in}, axis, width, blk + weight, "", l, std::move(label)};
       n.row0 = row0;
       n.fused_rows = rows;
       return g.add(std::move(n));
@@ -110,19 +111,15 @@ graph::Graph build_llama_graph(const ModelConfig& c) {
     // their value heads: no collective until ssm_out's all-reduce.
     auto linear_attention = [&](int h) {
       const int64_t hd = d.linear_head_dim, kw = d.linear_k_heads * hd, vw = d.linear_v_heads * hd;
-      const int64_t conv_rows = 2 * kw + vw;
-      auto conv = [&](int in, Axis axis, int64_t width, int64_t row0, const char* label) {
-        Node n{OpKind::CausalConv, {in}, axis, width, blk + "ssm_conv1d.weight", "", l, label};
-        n.row0 = row0;
-        n.fused_rows = conv_rows;
-        return g.add(std::move(n));
+      const int64_t rows = 2 * kw + vw;
+      // A segment of attn_qkv, then its features' rows of ssm_conv1d (both [q; k; v]).
+      auto mixed = [&](Axis axis, int64_t width, int64_t row0, const char* label, const char* conv_label) {
+        const int proj = segment(h, axis, width, "attn_qkv.weight", label, row0, rows);
+        return segment(proj, axis, width, "ssm_conv1d.weight", conv_label, row0, rows, OpKind::CausalConv);
       };
-      const int q = conv(segment(h, Axis::LinearKHeads, kw, "attn_qkv.weight", "linear_q", 0, conv_rows),
-                         Axis::LinearKHeads, kw, 0, "conv_q");
-      const int k = conv(segment(h, Axis::LinearKHeads, kw, "attn_qkv.weight", "linear_k", kw, conv_rows),
-                         Axis::LinearKHeads, kw, kw, "conv_k");
-      const int v = conv(segment(h, Axis::LinearVHeads, vw, "attn_qkv.weight", "linear_v", 2 * kw, conv_rows),
-                         Axis::LinearVHeads, vw, 2 * kw, "conv_v");
+      const int q = mixed(Axis::LinearKHeads, kw, 0, "linear_q", "conv_q");
+      const int k = mixed(Axis::LinearKHeads, kw, kw, "linear_k", "conv_k");
+      const int v = mixed(Axis::LinearVHeads, vw, 2 * kw, "linear_v", "conv_v");
       const int z = node(OpKind::MatMul, {h}, Axis::LinearVHeads, vw, "attn_gate.weight", "linear_z");
       const int beta = node(OpKind::MatMul, {h}, Axis::LinearVHeads, d.linear_v_heads, "ssm_beta.weight", "ssm_beta");
       const int alpha =

@@ -100,14 +100,15 @@ int32_t Engine::resumable(int32_t seq, int32_t n_keep) const {
 void Engine::truncate(int32_t seq, int32_t n_keep) {
   if (n_keep < 0 || n_keep > n_past(seq))
     fail("engine", "truncate slot {} to {} positions, {} held", seq, n_keep, n_past_[seq]);
-  if (resumable(seq, n_keep) != n_keep && config_.dims.recurrent())
-    fail("engine", "slot {}: its recurrent state is at position {}, not {}; continue there, or from 0", seq,
-         n_past_[seq], n_keep);
-  if (resumable(seq, n_keep) != n_keep)
+  if (resumable(seq, n_keep) != n_keep) {
+    if (config_.dims.recurrent())
+      fail("engine", "slot {}: its recurrent state is at position {}, not {}; continue there, or from 0", seq,
+           n_past_[seq], n_keep);
     fail("engine",
          "slot {}: its sliding-window layers no longer hold the keys position {} needs; continue from {} on, "
          "or from 0",
          seq, n_keep, windows_.floor(seq));
+  }
   n_past_[seq] = n_keep;
   fed_[seq].resize(n_keep);
 }

@@ -223,14 +223,15 @@ std::vector<float> WeightStore::vector(const gguf::File& f, const parallel::Weig
   std::vector<float> out;
   // A vector's elements, rows of a matrix (one expert's biases a row), or the columns of every row.
   const int64_t dim = s.kind == Kind::Cols ? cols : rows == 1 ? n : rows, width = rows == 1 ? 1 : cols;
-  for (const auto& r : runs_of(s))
+  const auto runs = runs_of(s);
+  for (const auto& r : runs)
     if (r.begin < 0 || r.end > dim) fail("cpu", "slice [{}, {}) of '{}' outside 0..{}", r.begin, r.end, s.tensor, dim);
   if (s.kind == Kind::Rows) {
-    for (const auto& r : runs_of(s)) out.insert(out.end(), all.begin() + r.begin * width, all.begin() + r.end * width);
+    for (const auto& r : runs) out.insert(out.end(), all.begin() + r.begin * width, all.begin() + r.end * width);
     return out;
   }
   for (int64_t row = 0; row < rows; ++row)
-    for (const auto& r : runs_of(s))
+    for (const auto& r : runs)
       out.insert(out.end(), all.begin() + row * cols + r.begin, all.begin() + row * cols + r.end);
   return out;
 }
