@@ -5,8 +5,9 @@
 #   lib/      every library they link outside glibc and libstdc++ (ldd), and the Vulkan loader libvulkan.so.1
 #             (weft dlopens it, so ldd does not list it)
 #   lib/cxx/  libstdc++ and libgcc_s, used there only when the machine's own are missing or too old
-#   lib/driver/  what NVIDIA's Vulkan library (libGLX_nvidia.so.0) links and a bare image may lack
-#             (glvnd's libGLdispatch, libX11 and its chain), used only when the driver misses them
+#   lib/driver/  what NVIDIA's Vulkan library (libGLX_nvidia.so.0) links or dlopens and a bare image may
+#             lack (glvnd's libEGL.so.1, without which its vk_icdGetInstanceProcAddr answers nothing,
+#             libGLdispatch, libX11 and its chain), searched after the machine's own
 #   layers/   the Khronos validation layer (gzipped; the Vulkan tests run under it) and its manifest
 #   models/   stories260K.gguf (the equality tests' trained model)
 #   bundle.env  the commit, and the absolute paths the test binaries were built with (WEFT_BINARY,
@@ -44,12 +45,12 @@ copy_deps() {  # the libraries ldd resolves for $1, glibc aside; libstdc++/libgc
 }
 for b in "$OUT_DIR"/bin/*; do copy_deps "$b"; done
 
-loader=$(ldconfig -p | awk '/libvulkan\.so\.1 .*x86-64/ { print $NF; exit }')
+loader=$(ldconfig -p | awk '/libvulkan\.so\.1 .*x86-64/ && !n++ { print $NF }')
 [ -n "$loader" ] || { echo "gpu_bundle: no libvulkan.so.1 here (apt-get install libvulkan1)" >&2; exit 1; }
 cp -L "$loader" "$OUT_DIR/lib/libvulkan.so.1"
 
-for name in libGLdispatch.so.0 libX11.so.6 libXext.so.6 libxcb.so.1 libXau.so.6 libXdmcp.so.6 libbsd.so.0 libmd.so.0; do
-  path=$(ldconfig -p | awk -v n="$name" '$1 == n && /x86-64/ { print $NF; exit }')
+for name in libEGL.so.1 libGLdispatch.so.0 libX11.so.6 libXext.so.6 libxcb.so.1 libXau.so.6 libXdmcp.so.6 libbsd.so.0 libmd.so.0; do
+  path=$(ldconfig -p | awk -v n="$name" '$1 == n && /x86-64/ && !k++ { print $NF }')
   if [ -n "$path" ]; then cp -L "$path" "$OUT_DIR/lib/driver/"; else echo "gpu_bundle: no $name here to carry" >&2; fi
 done
 
@@ -59,7 +60,7 @@ for d in /usr/share/vulkan/explicit_layer.d /etc/vulkan/explicit_layer.d; do
 done
 if [ -n "$layer_json" ]; then
   layer_so=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["layer"]["library_path"])' "$layer_json")
-  [[ $layer_so == /* ]] || layer_so=$(ldconfig -p | awk -v n="$layer_so" '$1 == n { print $NF; exit }')
+  [[ $layer_so == /* ]] || layer_so=$(ldconfig -p | awk -v n="$layer_so" '$1 == n && !k++ { print $NF }')
   gzip -c "$layer_so" > "$OUT_DIR/layers/libVkLayer_khronos_validation.so.gz"
   # The manifest names the library beside it (a relative path is relative to the manifest).
   python3 - "$layer_json" "$OUT_DIR/layers/VkLayer_khronos_validation.json" <<'EOF'
@@ -76,8 +77,8 @@ fi
 shared="$root/../shared"
 cp "$shared/models/stories260K.gguf" "$OUT_DIR/models/"
 # The paths the test binaries carry (tests/CMakeLists.txt's WEFT_BINARY and WEFT_SHARED_DIR).
-test_binary=$(grep -ao 'WEFT_BINARY=[^ ]*' "$BUILD_DIR/build.ninja" | head -1 | sed 's/^WEFT_BINARY=\\"//; s/\\"$//')
-test_shared=$(grep -ao 'WEFT_SHARED_DIR=[^ ]*' "$BUILD_DIR/build.ninja" | head -1 | sed 's/^WEFT_SHARED_DIR=\\"//; s/\\"$//')
+test_binary=$(grep -m1 -ao 'WEFT_BINARY=[^ ]*' "$BUILD_DIR/build.ninja" | sed -n '1{s/^WEFT_BINARY=\\"//; s/\\"$//; p}')
+test_shared=$(grep -m1 -ao 'WEFT_SHARED_DIR=[^ ]*' "$BUILD_DIR/build.ninja" | sed -n '1{s/^WEFT_SHARED_DIR=\\"//; s/\\"$//; p}')
 {
   echo "WEFT_BUNDLE_COMMIT=$(git rev-parse --short=8 HEAD)$(git diff --quiet HEAD -- src apps || echo +dirty)"
   echo "WEFT_BUNDLE_DATE=$(date -u +%FT%TZ)"

@@ -6,7 +6,7 @@
 #      written for libGLX_nvidia.so.0) and prints `weft info --devices`;
 #   2. generates the models (weft gen-model, PRESETS x TYPES); a type weft refuses on vk:0 is
 #      skipped with a line saying why;
-#   3. checks greedy equality of vk:0 against cpu:NPROC per model;
+#   3. checks greedy equality of vk:0 against cpu:NPROC per model (reference kernels and the machine's);
 #   4. measures on vk:0 per model: tg, with decode as a fraction of the GPU's memory bandwidth read
 #      in the same run (weft bench --roofline), and pp in TFLOP/s (2 x the matmul weights per
 #      token), each op's GPU time with them (--profile);
@@ -59,6 +59,7 @@ res() {
   local s=$1
   shift
   printf '%s\n' "$@" >>"$WORK/sections/$s"
+  publish
 }
 left() { echo $((BUDGET_S - ($(date +%s) - start))); }
 # run SECONDS OUTFILE CMD...: CMD under a timeout of SECONDS (less where the budget has less left;
@@ -81,6 +82,8 @@ run() {
     timeout -k 5 "$t" "$@" >"$file" 2>>"$LOG"
   fi
 }
+# The results so far, so that a run the device tool cuts short still brings its finished sections.
+publish() { cat "$WORK"/sections/* >"$RES" 2>/dev/null; }
 status() { case $1 in 0) echo ok ;; 124 | 137) echo "timed out" ;; 125) echo skipped ;; *) echo "failed ($1)" ;; esac; }
 
 # --- 1. the bundle's libraries, the driver, the devices ---
@@ -116,11 +119,14 @@ if [ -z "${VK_ICD_FILENAMES:-}${VK_DRIVER_FILES:-}" ] && [ "$nvidia" = 1 ]; then
     done
     [ -n "$glx" ] && LD_LIBRARY_PATH="$LD_LIBRARY_PATH:${glx%/*}"
   fi
-  # What the driver links and this image lacks (glvnd, X11): the bundle's copies, after the machine's.
-  if [ -n "$glx" ] && ldd "$glx" 2>&1 | grep -q 'not found'; then
-    ldd "$glx" 2>&1 | grep 'not found' >>"$LOG"
-    LD_LIBRARY_PATH="$LD_LIBRARY_PATH:$BUNDLE/lib/driver"
-    log "$glx misses libraries (in the log): the bundle's lib/driver added"
+  # What the driver links or dlopens and this image may lack (glvnd's libEGL.so.1, X11): the
+  # bundle's copies, after the machine's. Without libEGL.so.1 the ICD loads and offers no vkCreateInstance.
+  LD_LIBRARY_PATH="$LD_LIBRARY_PATH:$BUNDLE/lib/driver"
+  [ -n "$glx" ] && ldd "$glx" 2>&1 | grep 'not found' >>"$LOG"
+  # glvnd's libEGL finds NVIDIA's EGL through a vendor manifest; where the image has none, one.
+  if ! ls /usr/share/glvnd/egl_vendor.d/*nvidia*.json /etc/glvnd/egl_vendor.d/*nvidia*.json >/dev/null 2>&1; then
+    printf '{"file_format_version": "1.0.0", "ICD": {"library_path": "libEGL_nvidia.so.0"}}\n' >"$WORK/10_nvidia.json"
+    export __EGL_VENDOR_LIBRARY_FILENAMES=$WORK/10_nvidia.json
   fi
   if [ -z "$icd" ] && [ -n "$glx" ]; then
     icd=$WORK/nvidia_icd.json
@@ -202,27 +208,34 @@ for type in $TYPES; do
 done
 
 # --- 3. greedy equality ---
-equality() {  # MODEL: one row, vk:0's greedy tokens against cpu:NPROC's
-  local a=$WORK/eq_vk.out b=$WORK/eq_cpu.out
+# MODEL: one row, vk:0's greedy tokens against the CPU device's with the scalar reference kernels
+# (WEFT_MAX_ISA=ref: what the shaders mirror, block by block) and with the machine's own (whose
+# sums run in another order: on random weights' flat logits a last bit can pick another token).
+equality() {
+  local a=$WORK/eq_vk.out b=$WORK/eq_ref.out c=$WORK/eq_cpu.out
   run 120 "$a" "$WEFT" run -m "$1" --devices vk:0 -p "Once upon a time" -n 32 --temp 0 --json --log-disable
   local ra=$?
-  run 120 "$b" "$WEFT" run -m "$1" --devices "cpu:$NPROC" -p "Once upon a time" -n 32 --temp 0 --json --log-disable
+  run 120 "$b" env WEFT_MAX_ISA=ref "$WEFT" run -m "$1" --devices "cpu:$NPROC" -p "Once upon a time" -n 32 --temp 0 --json --log-disable
   local rb=$?
-  if [ $ra != 0 ] || [ $rb != 0 ]; then
-    res 2equality "| $(basename "$1") | vk:0 $(status $ra), cpu:$NPROC $(status $rb) |"
+  run 120 "$c" "$WEFT" run -m "$1" --devices "cpu:$NPROC" -p "Once upon a time" -n 32 --temp 0 --json --log-disable
+  local rc=$?
+  if [ $ra != 0 ] || [ $rb != 0 ] || [ $rc != 0 ]; then
+    res 2equality "| $(basename "$1") | vk:0 $(status $ra), reference $(status $rb), cpu:$NPROC $(status $rc) | |"
     return
   fi
-  res 2equality "| $(basename "$1") | $(python3 - "$a" "$b" <<'EOF'
+  res 2equality "| $(basename "$1") | $(python3 - "$a" "$b" "$c" <<'EOF'
 import json, sys
-a, b = (json.load(open(p))["generated_ids"] for p in sys.argv[1:3])
-first = next((i for i, (x, y) in enumerate(zip(a, b)) if x != y), min(len(a), len(b)))
-print(f"identical ({len(a)} tokens)" if a == b else f"**differ** from token {first} of {len(a)}")
+a, b, c = (json.load(open(p))["generated_ids"] for p in sys.argv[1:4])
+def same(x, y):
+    first = next((i for i, (u, v) in enumerate(zip(x, y)) if u != v), min(len(x), len(y)))
+    return f"identical ({len(x)} tokens)" if x == y else f"**differ** from token {first} of {len(x)}"
+print(f"{same(a, b)} | {same(a, c)}")
 EOF
 ) |"
 }
 if [ "$have_vk" = 1 ]; then
-  res 2equality "" "## Greedy tokens, vk:0 against cpu:$NPROC (32 tokens after \"Once upon a time\")" "" \
-    "| model | tokens |" "| --- | --- |"
+  res 2equality "" "## Greedy tokens of vk:0 against the CPU device's (32 tokens after \"Once upon a time\")" "" \
+    "| model | against cpu:$NPROC, reference kernels | against cpu:$NPROC, this machine's kernels |" "| --- | --- | --- |"
   equality "$BUNDLE/models/stories260K.gguf"
   for m in "${models[@]}"; do equality "$m"; done
   for f in $FAMILIES; do  # ARCH:PRESET:TYPE: each family's own ops (sinks, windows, fused tensors) on the GPU
@@ -279,6 +292,7 @@ bench() {
   run 150 "$WORK/b_${tag}_pp.json" "$WEFT" bench -m "$m" --devices "$dev" -p "$PP" -n 0 -r "$REPS" --profile -o json ||
     log "bench $tag pp: $(status $?)"
   summarize "$(flop_per_token "$m")" "$WORK/b_${tag}_tg.json" "$WORK/b_${tag}_pp.json" >>"$WORK/sections/$section"
+  publish
 }
 if [ "$have_vk" = 1 ]; then
   res 3vk "" "## vk:0: decode against the GPU's memory read in the same run; prompts in TFLOP/s" "" \
@@ -373,6 +387,7 @@ if [ ${#models[@]} -gt 0 ]; then
       run 150 "$WORK/c_$tag.json" "$WEFT" bench -m "$m" -t "$t" -p "$CPU_PP" -n "$CPU_TG" -r 2 -o json ||
         log "bench $tag: $(status $?)"
       summarize "$(flop_per_token "$m")" "$WORK/c_$tag.json" >>"$WORK/sections/6cpu"
+      publish
     done
   done
 fi

@@ -13,6 +13,6 @@ void main() {
   const uint i = gl_GlobalInvocationID.x + gl_GlobalInvocationID.y * gl_NumWorkGroups.x * 256;
   if (i >= p.n) return;
   const float x = gate[i];
-  const float g = x <= -10.0 ? 0.0 : x >= 10.0 ? x : table[packHalf2x16(vec2(x, 0.0)) & 0xFFFFu];
+  const float g = x <= -10.0 ? 0.0 : x >= 10.0 ? x : table[f32_to_f16_bits(x)];
   y[i] = g * up[i];
 }

@@ -22,7 +22,7 @@ void main() {
   const uint slot = uint(tok[2 * t]), pos = uint(tok[2 * t + 1]) - (p.windowed != 0 ? uint(base[slot]) : 0);
   const uint dst = ((slot * p.n_kv + h) * p.n_ctx + pos) * p.head_dim + e;
 #if defined(KV_F16)
-  c[dst] = uint16_t(packHalf2x16(vec2(x[i], 0.0)) & 0xFFFF);
+  c[dst] = uint16_t(f32_to_f16_bits(x[i]));
 #else
   c[dst] = x[i];
 #endif

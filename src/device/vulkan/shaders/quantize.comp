@@ -10,7 +10,6 @@ layout(std430, binding = 1) writeonly buffer Q { int8_t q[]; };
 layout(std430, binding = 2) writeonly buffer D { float d[]; };
 layout(std430, binding = 3) writeonly buffer S { float s[]; };
 layout(push_constant) uniform P { uint n_values, act; } p;
-float to_f16(float v) { return unpackHalf2x16(packHalf2x16(vec2(v, 0.0))).x; }
 // a / b rounded to nearest even, as the CPU divides. Vulkan lets OpFDiv be 2.5 ULP off, and lavapipe's
 // is an ulp off in most Q8_K blocks (tests/device/vulkan/vk_blocks_test.cpp): a scale an ulp from
 // the CPU's changes every product of its block, and a value at a rounding boundary its q. So the
@@ -77,6 +76,6 @@ void main() {
     q[base + j] = int8_t(v);
     sum += v;
   }
-  d[blk] = to_f16(dv);
-  if (p.act == 1) s[blk] = to_f16(float(sum) * dv);
+  d[blk] = round_to_f16(dv);
+  if (p.act == 1) s[blk] = round_to_f16(float(sum) * dv);
 }
