@@ -12,6 +12,7 @@
 #include "device/cpu/cpu_device.h"
 #include "support/expect_error.h"
 
+#include <algorithm>
 #include <chrono>
 #include <set>
 
@@ -34,7 +35,15 @@ class Conformance : public testing::TestWithParam<KindUnderTest> {
     reference.push_back(std::make_unique<CpuDevice>(CpuDeviceOptions{}));
     const Logits want = run_scenario(reference, m.plan(parallel::SplitMode::None, {1}), m, scenario());
     const Logits got = run_scenario(make(n), plan, m, scenario());
-    expect_logits_near(got, want, GetParam().logits_tolerance, what);
+    expect_logits_near(got, want, tolerance(m), what);
+  }
+  // The kind's tolerance for m: the quantized one where any weight of m is quantized.
+  double tolerance(const TinyModel& m) const {
+    const auto& ts = m.file->tensors();
+    const bool quantized = std::any_of(ts.begin(), ts.end(), [](const gguf::TensorInfo& t) {
+      return t.type != DType::F32 && t.type != DType::F16 && t.type != DType::BF16;
+    });
+    return quantized ? GetParam().quantized_logits_tolerance : GetParam().logits_tolerance;
   }
 };
 
@@ -290,8 +299,8 @@ TEST_P(Conformance, OpsCovered) {
 #define WEFT_TEST_VULKAN 0
 #endif
 std::vector<KindUnderTest> kinds() {
-  std::vector<KindUnderTest> k = {{"Cpu", "cpu:2", 1e-5}};
-  if (WEFT_TEST_VULKAN) k.push_back({"Vk", "vk:0", 1e-3});
+  std::vector<KindUnderTest> k = {{"Cpu", "cpu:2", 1e-5, 1e-5}};
+  if (WEFT_TEST_VULKAN) k.push_back({"Vk", "vk:0", 1e-3, 1e-2});
   return k;
 }
 
