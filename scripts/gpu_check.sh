@@ -10,6 +10,7 @@
 #   4. measures on vk:0 per model: tg, with decode as a fraction of the GPU's memory bandwidth read
 #      in the same run (weft bench --roofline), and pp in TFLOP/s (2 x the matmul weights per
 #      token), each op's GPU time with them (--profile);
+#      then decode under each of MATVEC_SHAPES (the matmul's workgroups) on the largest model per type;
 #   5. runs the Vulkan tests on the GPU under the validation layer (the conformance suite's Vk
 #      instance and every other Vk test), while the slow K-quant models of the larger presets are
 #      generated, then measures those;
@@ -27,6 +28,7 @@
 #   CPU_PP=128  CPU_TG=32  BUDGET_S=470 (seconds for the whole run)  SKIP_TESTS=1
 #   FAMILIES="gpt-oss:tiny-moe:mxfp4 ..." (ARCH:PRESET:TYPE models whose greedy tokens vk:0 must match)
 #   NEED_GPU=auto (1: vk:0 must be a GPU, or every vk step is skipped; auto: 1 where nvidia-smi runs)
+#   MATVEC_SHAPES="1,2 1,1 ..." (decode's workgroup shapes to time on the largest model of each type; "" none)
 set -uo pipefail
 cd "$(dirname "$0")/.." || exit 2
 start=$(date +%s)
@@ -45,6 +47,7 @@ CPU_PP=${CPU_PP:-128}
 CPU_TG=${CPU_TG:-32}
 BUDGET_S=${BUDGET_S:-470}
 NEED_GPU=${NEED_GPU:-auto}
+MATVEC_SHAPES=${MATVEC_SHAPES-"1,2 1,1 2,1 4,1 8,1 4,2 2,4"}
 mkdir -p "$OUT" "$WORK/models" "$WORK/sections"
 OUT=$(cd "$OUT" && pwd)
 LOG=$OUT/gpu_check.log
@@ -302,6 +305,25 @@ if [ "$have_vk" = 1 ]; then
   table_head 3vk
   for m in "${models[@]}"; do bench 3vk "$m" vk:0; done
   res 3vknote "" "$(grep -m1 '^roofline: ' "$LOG")"
+fi
+
+# --- 4b. decode's workgroup shapes (WEFT_VK_MATVEC=subgroups,rows) on the largest model of each type ---
+if [ "$have_vk" = 1 ] && [ -n "$MATVEC_SHAPES" ]; then
+  res 3vksweep "" "## Decode's workgroup shapes on vk:0 (\`WEFT_VK_MATVEC=S,R\`: S subgroups a workgroup, R rows each)" "" \
+    "tg$TG, -r 2, timestamps off; 1,2 was the shape before session 33; the default: 4,1 on a GPU, 1,16 on a CPU-type device."
+  table_head 3vksweep
+  for type in $TYPES; do
+    m=""
+    for c in "${models[@]}"; do [[ $c == *-$type.gguf ]] && m=$c; done
+    [ -z "$m" ] && continue
+    for shape in $MATVEC_SHAPES; do
+      tag=$(basename "$m" .gguf)-mv${shape/,/_}
+      run 90 "$WORK/s_$tag.json" env WEFT_VK_TIMESTAMPS=0 WEFT_VK_MATVEC="$shape" "$WEFT" bench -m "$m" --devices vk:0 \
+        -p 0 -n "$TG" -r 2 -o json || log "bench $tag: $(status $?)"
+      summarize 0 "$WORK/s_$tag.json" | sed "s/| vk:0 |/| vk:0, $shape |/" >>"$WORK/sections/3vksweep"
+      publish
+    done
+  done
 fi
 
 # --- 5. the Vulkan tests, while the larger K-quant models are generated ---

@@ -6,6 +6,7 @@
 #include "device/buffer_plan.h"
 #include "device/cpu/cpu_device.h"
 #include "device/group_member.h"
+#include "device/vulkan/vk_weight_rows.h"
 #include "kernels/ops.h"
 #include "kernels/quants.h"
 
@@ -14,7 +15,10 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <cstdio>
+#include <cstdlib>
 #include <cstring>
+#include <optional>
 
 namespace weft::device::vk {
 
@@ -108,6 +112,25 @@ bool splits_blocks(DType t) { return t == DType::Q4_K || t == DType::Q5_K || t =
 
 constexpr uint32_t kTile = 4;  // matmul.comp's TILE
 
+// Decode's workgroups: subgroups each, and rows each subgroup computes. A software device (a
+// subgroup is one SIMD batch of a CPU core, and each workgroup costs) takes one subgroup over many
+// rows; a GPU several subgroups over a row each, for as many loads in flight as it can hold.
+// WEFT_VK_MATVEC=S,R sets them (to measure other shapes on a GPU).
+struct MatvecShape {
+  uint32_t subgroups, rows;
+};
+MatvecShape matvec_shape(const PhysicalInfo& info) {
+  static const std::optional<MatvecShape> forced = []() -> std::optional<MatvecShape> {
+    const char* env = std::getenv("WEFT_VK_MATVEC");
+    unsigned s = 0, r = 0;
+    if (env == nullptr || std::sscanf(env, "%u,%u", &s, &r) != 2 || s < 1 || s > 16 || r < 1 || r > 64)
+      return std::nullopt;
+    return MatvecShape{s, r};
+  }();
+  if (forced) return *forced;
+  return info.type == VK_PHYSICAL_DEVICE_TYPE_CPU ? MatvecShape{1, 16} : MatvecShape{4, 1};
+}
+
 uint32_t u32(int64_t v) {
   WEFT_ASSERT(v >= 0 && v <= int64_t{UINT32_MAX});
   return static_cast<uint32_t>(v);
@@ -158,7 +181,8 @@ Buffer VkGraphRunner::upload_floats(const std::vector<float>& v, const char* wha
   return b;
 }
 
-// Rows packed (row_bytes apart, whatever m.row_stride), in parts of whole rows or whole experts.
+// Rows packed in the shaders' layout (device_row_bytes apart, whatever m.row_stride), in parts of
+// whole rows or whole experts.
 VkGraphRunner::Matrix VkGraphRunner::upload_matrix(const kernels::WeightMatrix& m, int64_t n_experts,
                                                    int64_t expert_first, const std::string& what) {
   if (!has_matmul(m.type))
@@ -173,7 +197,7 @@ VkGraphRunner::Matrix VkGraphRunner::upload_matrix(const kernels::WeightMatrix& 
   out.rows = n_experts > 0 ? m.rows / n_experts : m.rows;
   out.expert_first = expert_first;
   if (m.rows == 0 || m.cols == 0) return out;  // holds nothing of a split matrix
-  const uint64_t row = row_bytes(m.type, m.cols);
+  const uint64_t row = device_row_bytes(m.type, m.cols);
   const int64_t unit_rows = n_experts > 0 ? out.rows : 1;  // a part holds whole units
   const uint64_t unit = row * unit_rows;
   const uint64_t limit = std::min<uint64_t>(gpu_.info().max_buffer_range, uint64_t{1} << 31);
@@ -189,12 +213,16 @@ VkGraphRunner::Matrix VkGraphRunner::upload_matrix(const kernels::WeightMatrix& 
     part.count = nu;
     part.buf = gpu_.create_buffer(unit * nu, Memory::Device, what.c_str());
     const int64_t r0 = u0 * unit_rows, nr = nu * unit_rows;
-    if (m.row_stride == row) {
+    if (m.row_stride == row && !split_rows(m.type)) {
       upload(part.buf, 0, m.data + r0 * row, row * nr);
-    } else {
-      packed.resize(row * nr);
-      for (int64_t r = 0; r < nr; ++r) std::memcpy(packed.data() + r * row, m.data + (r0 + r) * m.row_stride, row);
-      upload(part.buf, 0, packed.data(), packed.size());
+    } else {  // through a bounded host copy
+      const int64_t chunk = std::max<int64_t>(1, static_cast<int64_t>((uint64_t{64} << 20) / row));
+      for (int64_t c0 = 0; c0 < nr; c0 += chunk) {
+        const int64_t nc = std::min(chunk, nr - c0);
+        packed.resize(row * nc);
+        to_device_rows(m.type, m.cols, m.data + (r0 + c0) * m.row_stride, m.row_stride, nc, packed.data());
+        upload(part.buf, c0 * row, packed.data(), packed.size());
+      }
     }
     out.parts.push_back(std::move(part));
   }
@@ -460,15 +488,16 @@ void VkGraphRunner::record_matmul(const Matrix& w, VkBuffer x, int64_t x_rows, V
     gpu_.dispatch(q, gpu_.bind(q, {x, act_q_.buffer, act_d_.buffer, act_s_.buffer}), &push, gx, gy);
     gpu_.barrier();
   }
-  // One subgroup per workgroup; a software device (one SIMD batch of a CPU core per subgroup, and a
-  // cost per workgroup) takes many rows per workgroup, a GPU few, so that it has workgroups to spread.
   const PhysicalInfo& info = gpu_.info();
-  const uint32_t wg = std::clamp<uint32_t>(info.subgroup_size, 8, 64);
+  const uint32_t sg = std::clamp<uint32_t>(info.subgroup_size, 8, 64);
   const int64_t n_used = graph_.dims.n_expert_used;
   const int64_t items = mode == 1 ? n_tokens * n_used : n_tokens;
-  // Prompts and batches: a thread per input row (matmul.comp's BY_ITEM) once they fill a subgroup.
-  const bool by_item = items >= wg;
-  const uint32_t rows_per_wg = by_item ? 4 : info.type == VK_PHYSICAL_DEVICE_TYPE_CPU ? 16 : 2;
+  // Prompts and batches: a thread per input row (matmul.comp's BY_ITEM) once they fill a subgroup,
+  // a workgroup of one subgroup over 4 rows.
+  const bool by_item = items >= sg;
+  const MatvecShape shape = matvec_shape(info);
+  const uint32_t wg = by_item ? sg : sg * shape.subgroups;
+  const uint32_t rows_per_wg = by_item ? 4 : shape.subgroups * shape.rows;
   const bool split = !by_item && splits_blocks(w.type) && info.subgroup_shuffle && info.subgroup_size >= 8;
   const Pipeline& p = gpu_.pipeline(matmul_shader(w.type), 8, sizeof(MatmulPush),
                                     {wg, rows_per_wg, by_item ? 1u : 0u, split ? 1u : 0u});

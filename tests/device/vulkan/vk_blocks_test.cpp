@@ -8,6 +8,7 @@
 #include "core/dtype.h"
 #include "core/fp16.h"
 #include "device/vulkan/vk_gpu.h"
+#include "device/vulkan/vk_weight_rows.h"
 #include "kernels/moe.h"
 #include "kernels/quants.h"
 
@@ -128,14 +129,18 @@ TEST_P(VkBlocks, MatmulMatchesTheCpuReference) {
     std::vector<uint8_t> w(rows * wrow), a(n_tok * arow);
     for (int64_t r = 0; r < rows; ++r) kernels::quantize_row_ref(t, wf.data() + r * cols, w.data() + r * wrow, cols);
     for (int64_t i = 0; i < n_tok; ++i) kernels::quantize_row_ref(act, x.data() + i * cols, a.data() + i * arow, cols);
-    Buffer wb = host(w.data(), w.size()), xb = host(x.data(), x.size() * 4);
+    std::vector<uint8_t> wd(rows * device_row_bytes(t, cols));  // as the device stores them
+    to_device_rows(t, cols, w.data(), wrow, rows, wd.data());
+    Buffer wb = host(wd.data(), wd.size()), xb = host(x.data(), x.size() * 4);
     const int64_t n = n_tok * cols;
     Buffer q = gpu.create_buffer(n, Memory::Device, "q"), d = gpu.create_buffer(n / 32 * 4, Memory::Device, "d");
     Buffer s = gpu.create_buffer(n / 16 * 4, Memory::Device, "s");
     Buffer y = gpu.create_buffer(rows * n_tok * 4, Memory::Readback, "y"),
            routes = gpu.create_buffer(4, Memory::Device, "-");
     const Pipeline& qp = gpu.pipeline("quantize", 4, sizeof(QuantizePush));
-    const Pipeline& mp = gpu.pipeline("matmul_" + std::string(dtype_name(t)), 8, sizeof(MatmulPush));
+    // The decode shape of a GPU (VkGraphRunner's matvec_shape): 4 subgroups a workgroup, a row each.
+    const uint32_t sg = std::clamp<uint32_t>(gpu.info().subgroup_size, 8, 64);
+    const Pipeline& mp = gpu.pipeline("matmul_" + std::string(dtype_name(t)), 8, sizeof(MatmulPush), {4 * sg, 4, 0, 0});
     const QuantizePush qpush{static_cast<uint32_t>(n), act_code(act)};
     MatmulPush mpush{};
     mpush.rows = rows;
@@ -146,11 +151,11 @@ TEST_P(VkBlocks, MatmulMatchesTheCpuReference) {
     gpu.dispatch(qp, gpu.bind(qp, {xb.buffer, q.buffer, d.buffer, s.buffer}), &qpush,
                  static_cast<uint32_t>((n / block_size(act) + 63) / 64));
     gpu.barrier();
-    // Mode 0 (dense) with the shader's default layout: a workgroup per weight row, and in y one per
-    // token, which covers whatever tile of tokens a workgroup takes.
+    // Mode 0 (dense): a workgroup per 4 weight rows, and in y one per token, which covers whatever
+    // tile of tokens a workgroup takes.
     gpu.dispatch(
         mp, gpu.bind(mp, {wb.buffer, xb.buffer, q.buffer, d.buffer, s.buffer, y.buffer, routes.buffer, routes.buffer}),
-        &mpush, rows, n_tok);
+        &mpush, (rows + 3) / 4, n_tok);
     gpu.submit();
     const auto* got = static_cast<const float*>(y.mapped);
     std::vector<float> want(rows * n_tok);

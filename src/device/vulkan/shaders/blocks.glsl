@@ -54,20 +54,34 @@ ivec4 nibbles(uint u, uint shift) { return bytes_bits(u, shift, 15); }
 #else
 #define BLOCK_BYTES 34
 #endif
-// Every legacy block is a whole number of 16-bit words and its activation block of 32-bit words:
-// read as such (9 to 17 word loads a block instead of 50 byte loads).
+// Rows stored split (vk_weight_rows.h): the row's block headers (d, Q4_1/Q5_1's m, Q5's qh: HB
+// bytes a block, whole 16-bit words) first, then its quants from a 16-byte boundary, QS bytes a
+// block: one or two 16-byte loads a block, and the activations' 32 bytes two more.
+#if defined(TYPE_Q8_0)
+#define QS 32
+#else
+#define QS 16
+#endif
+#define HB (BLOCK_BYTES - QS)
+layout(std430, binding = 0) readonly buffer W128 { uvec4 w128[]; };
+layout(std430, binding = 2) readonly buffer AQ128 { ivec4 aq128[]; };
 // Bit 4 of elements e..e+3 from qh.
 ivec4 high4(uint qh, uint e) { return ivec4(((qh >> e) & 1) << 4, ((qh >> (e + 1)) & 1) << 4, ((qh >> (e + 2)) & 1) << 4, ((qh >> (e + 3)) & 1) << 4); }
 
 float block_dot(uint row, uint b, uint xr) {
   const uint nb = p.cols / QK;
-  const uint o = (row * nb + b) * (BLOCK_BYTES / 2);  // the weight block, in 16-bit words
-  const uint ab = xr * nb + b;                        // the activation block
-  const uint a0 = ab * 8;                             // its values, in 32-bit words
-  const float d = f16_bits_to_f32(w16u(o));
+  const uint headers = (nb * HB + 15) & ~15u;              // a row's headers, padded to 16 bytes
+  const uint row0 = row * (headers + nb * QS);             // the row, in bytes
+  const uint h = (row0 + b * HB) / 2;                      // the block's header, in 16-bit words
+  const uint q = (row0 + headers + b * QS) / 16;           // its quants, in 16-byte words
+  const uint ab = xr * nb + b;                             // the activation block
+  const ivec4 x0 = aq128[2 * ab], x1 = aq128[2 * ab + 1];  // its values 0..15 and 16..31, packed by 4
+  const float d = f16_bits_to_f32(w16u(h));
   int sumi = 0;
 #if defined(TYPE_Q8_0)
-  [[unroll]] for (uint q = 0; q < 8; ++q) sumi += hsum(ivec4(unpack8(int(w32at(o + 1 + 2 * q)))) * a4(a0 + q));
+  const uvec4 w0 = w128[q], w1 = w128[q + 1];
+  [[unroll]] for (uint k = 0; k < 4; ++k)
+    sumi += hsum(ivec4(unpack8(int(w0[k]))) * ivec4(unpack8(x0[k]))) + hsum(ivec4(unpack8(int(w1[k]))) * ivec4(unpack8(x1[k])));
   return float(sumi) * (d * ad[ab]);
 #else
 #if defined(TYPE_Q4_0) || defined(TYPE_Q5_0)
@@ -75,22 +89,22 @@ float block_dot(uint row, uint b, uint xr) {
 #else
   const ivec4 off = ivec4(0);
 #endif
-  const uint qs = o + (BLOCK_BYTES - 16) / 2;
 #if defined(TYPE_Q5_0) || defined(TYPE_Q5_1)
-  const uint qh = w32at(o + (BLOCK_BYTES - 20) / 2);
+  const uint qh = w32at(h + (HB - 4) / 2);
 #endif
-  [[unroll]] for (uint q = 0; q < 4; ++q) {
-    const uint u = w32at(qs + 2 * q);  // qs bytes 4q .. 4q+3: elements 4q.. (low nibbles), 16+4q.. (high)
-    ivec4 lo = nibbles(u, 0), hi = nibbles(u, 4);
+  const uvec4 w = w128[q];
+  [[unroll]] for (uint k = 0; k < 4; ++k) {
+    // quant bytes 4k .. 4k+3: elements 4k.. (low nibbles), 16+4k.. (high)
+    ivec4 lo = nibbles(w[k], 0), hi = nibbles(w[k], 4);
 #if defined(TYPE_Q5_0) || defined(TYPE_Q5_1)
-    lo |= high4(qh, 4 * q);
-    hi |= high4(qh, 16 + 4 * q);
+    lo |= high4(qh, 4 * k);
+    hi |= high4(qh, 16 + 4 * k);
 #endif
-    sumi += hsum((lo + off) * a4(a0 + q)) + hsum((hi + off) * a4(a0 + 4 + q));
+    sumi += hsum((lo + off) * ivec4(unpack8(x0[k]))) + hsum((hi + off) * ivec4(unpack8(x1[k])));
   }
   // precise: no fused multiply-add, which would round unlike the CPU's two products and a sum.
 #if defined(TYPE_Q4_1) || defined(TYPE_Q5_1)
-  precise const float r = float(sumi) * (d * ad[ab]) + f16_bits_to_f32(w16u(o + 1)) * as_[ab];
+  precise const float r = float(sumi) * (d * ad[ab]) + f16_bits_to_f32(w16u(h + 1)) * as_[ab];
 #else
   precise const float r = float(sumi) * (d * ad[ab]);
 #endif

@@ -1,7 +1,7 @@
 #version 450
 // y = W x for one weight type (TYPE, see blocks.glsl), one workgroup per NUM_ROWS output rows and
-// tile of TILE input rows; its threads split each row's blocks, and their partial sums are added
-// across the subgroup (and across subgroups through shared memory when there are several).
+// tile of TILE input rows; a subgroup's lanes split each row's blocks, and their partial sums are
+// added across the subgroup.
 // Quantized types read activations already quantized (quantize.comp); float types read x.
 // MODE 0: dense: weight row w_row0 + r of this buffer gives output column y_row0 + r, r < rows.
 // MODE 1: experts (gate/up): slot t * n_used + j of token t gets W[expert e_tj] x[t] when this
@@ -13,8 +13,10 @@
 #extension GL_KHR_shader_subgroup_arithmetic : require
 #extension GL_KHR_shader_subgroup_shuffle : require
 #define TILE 4
-// The workgroup (one subgroup where the device allows: its partial sums then need no barrier) and
-// the rows each workgroup computes, chosen per device (VkGraphRunner::record_matmul).
+// The workgroup and the rows it computes, chosen per device (VkGraphRunner::record_matmul). Decode:
+// each of the workgroup's subgroups takes whole rows (a subgroup's lanes split a row's blocks and
+// add their sums by subgroupAdd, no barrier), so that a GPU holds several subgroups a workgroup
+// (an NVIDIA SM keeps at most 32 workgroups: one subgroup each would fill half of it).
 layout(local_size_x_id = 0) in;
 layout(constant_id = 1) const uint NUM_ROWS = 1;
 // Prompts and batches: each thread computes one input row's (token's) outputs over whole weight
@@ -37,7 +39,6 @@ layout(push_constant) uniform P {
   uint rows, cols, n_tok, mode, n_used, expert_first, n_experts, y_row0, w_row0, y_stride, has_bias, bias_expert0;
 } p;
 #include "blocks.glsl"
-shared float partial[TILE][64];  // per subgroup (a workgroup of up to 64 of them)
 
 // The weight row, input row, weight and bias of item i's j-th term; false where this buffer lacks
 // its expert.
@@ -90,12 +91,14 @@ void main() {
     main_by_item();
     return;
   }
-  const uint tid = gl_LocalInvocationID.x, wg = gl_WorkGroupSize.x;
+  // The subgroup's lanes (the last subgroup of a workgroup smaller than a subgroup has fewer).
+  const uint lane = gl_SubgroupInvocationID,
+             width = min(gl_SubgroupSize, gl_WorkGroupSize.x - gl_SubgroupID * gl_SubgroupSize);
   const uint n_items = p.mode == 1 ? p.n_tok * p.n_used : p.n_tok;  // rows of y this dispatch fills
   const uint item0 = gl_WorkGroupID.y * TILE;
   const uint nb = p.cols / QK;
   const uint n_inner = p.mode == 2 ? p.n_used : 1;
-  for (uint k = 0; k < NUM_ROWS; ++k) {
+  for (uint k = gl_SubgroupID; k < NUM_ROWS; k += gl_NumSubgroups) {
     const uint r = gl_WorkGroupID.x * NUM_ROWS + k;
     if (r >= p.rows) break;
     float acc[TILE];
@@ -106,10 +109,10 @@ void main() {
           uint w_row, x_row;
           float weight, bias_v;
           if (!term(r, item0 + i, j, w_row, x_row, weight, bias_v)) continue;
-          float s = tid == 0 ? bias_v : 0.0;  // the bias once, in the first thread's part of the sum
+          float s = lane == 0 ? bias_v : 0.0;  // the bias once, in the first lane's part of the sum
 #if defined(BLOCK_PARTS)
           if (SPLIT) {
-            for (uint q = tid; q < nb * BLOCK_PARTS; q += wg) {
+            for (uint q = lane; q < nb * BLOCK_PARTS; q += width) {
               const uint b = q / BLOCK_PARTS, part = q % BLOCK_PARTS;
               ivec2 v = block_part(w_row, b, x_row, part);
               [[unroll]] for (uint m = 1; m < BLOCK_PARTS; m <<= 1) v += subgroupShuffleXor(v, m);
@@ -117,24 +120,14 @@ void main() {
             }
           } else
 #endif
-            for (uint b = tid; b < nb; b += wg) s += block_dot(w_row, b, x_row);
+            for (uint b = lane; b < nb; b += width) s += block_dot(w_row, b, x_row);
           acc[i] += weight * s;
         }
       }
     }
     float sums[TILE];
     [[unroll]] for (uint i = 0; i < TILE; ++i) sums[i] = subgroupAdd(acc[i]);
-    if (gl_NumSubgroups > 1) {
-      [[unroll]] for (uint i = 0; i < TILE; ++i)
-        if (subgroupElect()) partial[i][gl_SubgroupID] = sums[i];
-      barrier();
-      [[unroll]] for (uint i = 0; i < TILE; ++i) {
-        sums[i] = 0.0;
-        for (uint g = 0; g < gl_NumSubgroups; ++g) sums[i] += partial[i][g];
-      }
-      barrier();  // the next row writes partial again
-    }
-    if (tid == 0) {
+    if (subgroupElect()) {
       [[unroll]] for (uint i = 0; i < TILE; ++i) {
         const uint item = item0 + i;
         if (item >= n_items) break;
