@@ -10,7 +10,7 @@
 #   4. measures on vk:0 per model: tg, with decode as a fraction of the GPU's memory bandwidth read
 #      in the same run (weft bench --roofline), and pp in TFLOP/s (2 x the matmul weights per
 #      token), each op's GPU time with them (--profile);
-#      then decode under each of MATVEC_SHAPES (the matmul's workgroups) on the largest model per type;
+#      then decode under each of DECODE_SWEEP (workgroup shapes, submissions) on the largest q4_0 model;
 #   5. runs the Vulkan tests on the GPU under the validation layer (the conformance suite's Vk
 #      instance and every other Vk test), while the slow K-quant models of the larger presets are
 #      generated, then measures those;
@@ -28,7 +28,8 @@
 #   CPU_PP=128  CPU_TG=32  BUDGET_S=470 (seconds for the whole run)  SKIP_TESTS=1
 #   FAMILIES="gpt-oss:tiny-moe:mxfp4 ..." (ARCH:PRESET:TYPE models whose greedy tokens vk:0 must match)
 #   NEED_GPU=auto (1: vk:0 must be a GPU, or every vk step is skipped; auto: 1 where nvidia-smi runs)
-#   MATVEC_SHAPES="1,2 1,1 ..." (decode's workgroup shapes to time on the largest model of each type; "" none)
+#   DECODE_SWEEP="WEFT_VK_MATVEC=1,2 ..." (settings to time decode under, "" none) SWEEP_TYPES=q4_0 (on the
+#   largest model of each)
 set -uo pipefail
 cd "$(dirname "$0")/.." || exit 2
 start=$(date +%s)
@@ -47,7 +48,8 @@ CPU_PP=${CPU_PP:-128}
 CPU_TG=${CPU_TG:-32}
 BUDGET_S=${BUDGET_S:-470}
 NEED_GPU=${NEED_GPU:-auto}
-MATVEC_SHAPES=${MATVEC_SHAPES-"1,2 1,1 2,1 4,1 8,1 4,2 2,4"}
+SWEEP_TYPES=${SWEEP_TYPES-q4_0}
+DECODE_SWEEP=${DECODE_SWEEP-"WEFT_VK_MATVEC=1,2 WEFT_VK_MATVEC=1,1 WEFT_VK_MATVEC=2,1 WEFT_VK_MATVEC=8,1 WEFT_VK_MATVEC=4,2 WEFT_VK_SUBMIT_LAYERS=0 WEFT_VK_SUBMIT_LAYERS=4"}
 mkdir -p "$OUT" "$WORK/models" "$WORK/sections"
 OUT=$(cd "$OUT" && pwd)
 LOG=$OUT/gpu_check.log
@@ -307,20 +309,22 @@ if [ "$have_vk" = 1 ]; then
   res 3vknote "" "$(grep -m1 '^roofline: ' "$LOG")"
 fi
 
-# --- 4b. decode's workgroup shapes (WEFT_VK_MATVEC=subgroups,rows) on the largest model of each type ---
-if [ "$have_vk" = 1 ] && [ -n "$MATVEC_SHAPES" ]; then
-  res 3vksweep "" "## Decode's workgroup shapes on vk:0 (\`WEFT_VK_MATVEC=S,R\`: S subgroups a workgroup, R rows each)" "" \
-    "tg$TG, -r 2, timestamps off; 1,2 was the shape before session 33; the default: 4,1 on a GPU, 1,16 on a CPU-type device."
+# --- 4b. decode's workgroup shapes and submissions on the largest model of each SWEEP_TYPES ---
+if [ "$have_vk" = 1 ] && [ -n "$DECODE_SWEEP" ]; then
+  res 3vksweep "" "## Decode on vk:0 under other shapes: \`WEFT_VK_MATVEC=S,R\` (S subgroups a workgroup, R rows each), \`WEFT_VK_SUBMIT_LAYERS=N\` (layers a submission, 0: the step whole)" "" \
+    "tg$TG, -r 2, timestamps off. Defaults on a GPU: 4,1 and 1 (before session 33: 1,2 and 0); on a CPU-type device 1,16 and 0."
   table_head 3vksweep
-  for type in $TYPES; do
+  for type in $SWEEP_TYPES; do
     m=""
     for c in "${models[@]}"; do [[ $c == *-$type.gguf ]] && m=$c; done
     [ -z "$m" ] && continue
-    for shape in $MATVEC_SHAPES; do
-      tag=$(basename "$m" .gguf)-mv${shape/,/_}
-      run 90 "$WORK/s_$tag.json" env WEFT_VK_TIMESTAMPS=0 WEFT_VK_MATVEC="$shape" "$WEFT" bench -m "$m" --devices vk:0 \
+    for setting in default $DECODE_SWEEP; do
+      tag=$(basename "$m" .gguf)-${setting//[=,]/_}
+      env_set=()
+      [ "$setting" != default ] && env_set=("$setting")
+      run 90 "$WORK/s_$tag.json" env WEFT_VK_TIMESTAMPS=0 "${env_set[@]}" "$WEFT" bench -m "$m" --devices vk:0 \
         -p 0 -n "$TG" -r 2 -o json || log "bench $tag: $(status $?)"
-      summarize 0 "$WORK/s_$tag.json" | sed "s/| vk:0 |/| vk:0, $shape |/" >>"$WORK/sections/3vksweep"
+      summarize 0 "$WORK/s_$tag.json" | sed "s/| vk:0 |/| vk:0, ${setting#WEFT_VK_} |/" >>"$WORK/sections/3vksweep"
       publish
     done
   done

@@ -158,13 +158,6 @@ Gpu::Gpu(int index) {
   pi.flags = VK_COMMAND_POOL_CREATE_RESET_COMMAND_BUFFER_BIT;
   pi.queueFamilyIndex = family_;
   check(a.vkCreateCommandPool(device_, &pi, nullptr, &pool_), "vkCreateCommandPool");
-  VkCommandBufferAllocateInfo ai{VK_STRUCTURE_TYPE_COMMAND_BUFFER_ALLOCATE_INFO};
-  ai.commandPool = pool_;
-  ai.level = VK_COMMAND_BUFFER_LEVEL_PRIMARY;
-  ai.commandBufferCount = 1;
-  check(a.vkAllocateCommandBuffers(device_, &ai, &cmd_), "vkAllocateCommandBuffers");
-  VkFenceCreateInfo fi{VK_STRUCTURE_TYPE_FENCE_CREATE_INFO};
-  check(a.vkCreateFence(device_, &fi, nullptr, &fence_), "vkCreateFence");
 }
 
 Gpu::~Gpu() {
@@ -177,7 +170,7 @@ Gpu::~Gpu() {
   }
   for (VkDescriptorPool dp : descriptor_pools_) a.vkDestroyDescriptorPool(device_, dp, nullptr);
   if (queries_) a.vkDestroyQueryPool(device_, queries_, nullptr);
-  a.vkDestroyFence(device_, fence_, nullptr);
+  for (VkFence f : fences_) a.vkDestroyFence(device_, f, nullptr);
   a.vkDestroyCommandPool(device_, pool_, nullptr);
   a.vkDestroyDevice(device_, nullptr);
 }
@@ -318,13 +311,41 @@ VkDescriptorSet Gpu::bind(const Pipeline& p, const std::vector<VkBuffer>& buffer
   return set;
 }
 
-void Gpu::begin() {
-  WEFT_ASSERT(!recording_);
+void Gpu::start(size_t index) {
   const Api& a = api();
+  if (index == cmds_.size()) {
+    VkCommandBufferAllocateInfo ai{VK_STRUCTURE_TYPE_COMMAND_BUFFER_ALLOCATE_INFO};
+    ai.commandPool = pool_;
+    ai.level = VK_COMMAND_BUFFER_LEVEL_PRIMARY;
+    ai.commandBufferCount = 1;
+    VkCommandBuffer cb;
+    check(a.vkAllocateCommandBuffers(device_, &ai, &cb), "vkAllocateCommandBuffers");
+    cmds_.push_back(cb);
+    VkFenceCreateInfo fi{VK_STRUCTURE_TYPE_FENCE_CREATE_INFO};
+    VkFence f;
+    check(a.vkCreateFence(device_, &fi, nullptr, &f), "vkCreateFence");
+    fences_.push_back(f);
+  }
+  current_ = index;
+  cmd_ = cmds_[index];
   check(a.vkResetCommandBuffer(cmd_, 0), "vkResetCommandBuffer");
   VkCommandBufferBeginInfo bi{VK_STRUCTURE_TYPE_COMMAND_BUFFER_BEGIN_INFO};
   bi.flags = VK_COMMAND_BUFFER_USAGE_ONE_TIME_SUBMIT_BIT;
   check(a.vkBeginCommandBuffer(cmd_, &bi), "vkBeginCommandBuffer");
+}
+
+void Gpu::begin() {
+  const Api& a = api();
+  if (recording_) {  // a recording abandoned by an error: what it flushed must finish before reuse
+    a.vkEndCommandBuffer(cmd_);
+    recording_ = false;
+    if (current_ > 0) {
+      const auto n = static_cast<uint32_t>(current_);
+      check(a.vkWaitForFences(device_, n, fences_.data(), VK_TRUE, uint64_t{120} * 1000000000), "vkWaitForFences");
+      check(a.vkResetFences(device_, n, fences_.data()), "vkResetFences");
+    }
+  }
+  start(0);
   recording_ = true;
   stamp_tags_.clear();
   if (queries_) {
@@ -405,6 +426,17 @@ void Gpu::fill_zero(VkBuffer b, uint64_t offset, uint64_t bytes) {
   if (bytes) api().vkCmdFillBuffer(cmd_, b, offset, bytes, 0);
 }
 
+void Gpu::flush() {
+  WEFT_ASSERT(recording_);
+  const Api& a = api();
+  check(a.vkEndCommandBuffer(cmd_), "vkEndCommandBuffer");
+  VkSubmitInfo si{VK_STRUCTURE_TYPE_SUBMIT_INFO};
+  si.commandBufferCount = 1;
+  si.pCommandBuffers = &cmd_;
+  check(a.vkQueueSubmit(queue_, 1, &si, fences_[current_]), "vkQueueSubmit");
+  start(current_ + 1);
+}
+
 void Gpu::submit() {
   WEFT_ASSERT(recording_);
   recording_ = false;
@@ -419,12 +451,13 @@ void Gpu::submit() {
   VkSubmitInfo si{VK_STRUCTURE_TYPE_SUBMIT_INFO};
   si.commandBufferCount = 1;
   si.pCommandBuffers = &cmd_;
-  check(a.vkQueueSubmit(queue_, 1, &si, fence_), "vkQueueSubmit");
+  check(a.vkQueueSubmit(queue_, 1, &si, fences_[current_]), "vkQueueSubmit");
   // Bounded: a step that has not finished in two minutes is a hung device, not a slow one.
-  const VkResult r = a.vkWaitForFences(device_, 1, &fence_, VK_TRUE, uint64_t{120} * 1000000000);
+  const auto n_fences = static_cast<uint32_t>(current_ + 1);
+  const VkResult r = a.vkWaitForFences(device_, n_fences, fences_.data(), VK_TRUE, uint64_t{120} * 1000000000);
   if (r == VK_TIMEOUT) fail("vulkan", "{}: a submission did not finish in 120 s", info_.name);
   check(r, "vkWaitForFences");
-  check(a.vkResetFences(device_, 1, &fence_), "vkResetFences");
+  check(a.vkResetFences(device_, n_fences, fences_.data()), "vkResetFences");
   if (stamped) {
     const auto n = static_cast<uint32_t>(stamp_tags_.size());
     std::vector<uint64_t> ticks(n);

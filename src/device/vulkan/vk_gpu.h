@@ -66,15 +66,20 @@ class Gpu {
   // A descriptor set binding these buffers to the pipeline's bindings, made once and kept.
   VkDescriptorSet bind(const Pipeline& p, const std::vector<VkBuffer>& buffers);
 
-  // Command recording into one command buffer, submitted and waited for by submit().
+  // Command recording, submitted and waited for by submit(). flush() submits what is recorded so
+  // far without waiting and goes on in another command buffer, so that the GPU runs the start of
+  // a step while the host records the rest (commands run in submission order, and barrier()'s
+  // dependencies reach into later command buffers).
   void begin();
+  void flush();
   void dispatch(const Pipeline& p, VkDescriptorSet set, const void* push, uint32_t gx, uint32_t gy = 1);
   // Every dispatch or copy recorded before it is complete and visible to every one after it.
   void barrier();
   void copy(VkBuffer src, uint64_t src_offset, VkBuffer dst, uint64_t dst_offset, uint64_t bytes);
   void copy_regions(VkBuffer src, VkBuffer dst, const std::vector<VkBufferCopy>& regions);
   void fill_zero(VkBuffer b, uint64_t offset, uint64_t bytes);
-  // Ends the recording, submits it and waits; host-visible buffers then hold what it wrote.
+  // Ends the recording, submits it and waits for it and every flush() before it; host-visible
+  // buffers then hold what they wrote.
   void submit();
   uint32_t max_group_count() const { return max_groups_; }
 
@@ -99,9 +104,14 @@ class Gpu {
   uint32_t family_ = 0;
   VkPhysicalDeviceMemoryProperties mem_props_{};
   VkCommandPool pool_ = VK_NULL_HANDLE;
+  // The recording's command buffers, each with the fence of its submission: cmd_ is
+  // cmds_[current_], the ones before it flushed.
+  std::vector<VkCommandBuffer> cmds_;
+  std::vector<VkFence> fences_;
+  size_t current_ = 0;
   VkCommandBuffer cmd_ = VK_NULL_HANDLE;
-  VkFence fence_ = VK_NULL_HANDLE;
   bool recording_ = false;
+  void start(size_t index);  // resets and begins command buffer `index`, made if new
   std::vector<VkDescriptorPool> descriptor_pools_;
   uint32_t sets_left_ = 0;
   std::map<std::string, Pipeline> pipelines_;

@@ -131,6 +131,19 @@ MatvecShape matvec_shape(const PhysicalInfo& info) {
   return info.type == VK_PHYSICAL_DEVICE_TYPE_CPU ? MatvecShape{1, 16} : MatvecShape{4, 1};
 }
 
+// Layers a submission holds before the next is recorded (VkGraphRunner::run): on a GPU each goes
+// off as soon as it is recorded, so that the GPU is not idle while the host records a step; a
+// software device runs on the cores that record, and takes the step whole (0).
+// WEFT_VK_SUBMIT_LAYERS=N sets it.
+int submit_layers(const PhysicalInfo& info) {
+  static const int forced = [] {
+    const char* env = std::getenv("WEFT_VK_SUBMIT_LAYERS");
+    return env != nullptr && *env >= '0' && *env <= '9' ? std::atoi(env) : -1;
+  }();
+  if (forced >= 0) return forced;
+  return info.type == VK_PHYSICAL_DEVICE_TYPE_CPU ? 0 : 1;
+}
+
 uint32_t u32(int64_t v) {
   WEFT_ASSERT(v >= 0 && v <= int64_t{UINT32_MAX});
   return static_cast<uint32_t>(v);
@@ -433,8 +446,15 @@ StepResult VkGraphRunner::run(const Step& step) {
   gpu_.mark(-1);
   gpu_.begin();
   try {
+    const int per_submission = submit_layers(gpu_.info());
+    int layer = -1, layers = 0;
     for (int i = 0; i < static_cast<int>(graph_.nodes.size()); ++i) {
       if (i == graph_.output && graph_.has_logits) continue;  // see logits()
+      const int node_layer = graph_.nodes[i].layer;
+      if (node_layer != layer && node_layer >= 0) {
+        if (layer >= 0 && per_submission > 0 && ++layers % per_submission == 0) gpu_.flush();
+        layer = node_layer;
+      }
       gpu_.mark(static_cast<int>(graph_.nodes[i].op));
       exec(i, c);
     }
