@@ -49,7 +49,7 @@ CPU_TG=${CPU_TG:-32}
 BUDGET_S=${BUDGET_S:-470}
 NEED_GPU=${NEED_GPU:-auto}
 SWEEP_TYPES=${SWEEP_TYPES-q4_0}
-DECODE_SWEEP=${DECODE_SWEEP-"WEFT_VK_MATVEC=1,2 WEFT_VK_MATVEC=1,1 WEFT_VK_MATVEC=2,1 WEFT_VK_MATVEC=8,1 WEFT_VK_MATVEC=4,2 WEFT_VK_SUBMIT_LAYERS=0 WEFT_VK_SUBMIT_LAYERS=4"}
+DECODE_SWEEP=${DECODE_SWEEP-"WEFT_VK_MATVEC=1,2 WEFT_VK_MATVEC=1,1 WEFT_VK_MATVEC=2,1 WEFT_VK_MATVEC=8,1 WEFT_VK_MATVEC=4,2 WEFT_VK_SUBMIT_LAYERS=0 WEFT_VK_SUBMIT_LAYERS=4 WEFT_VK_INT_DOT=0"}
 mkdir -p "$OUT" "$WORK/models" "$WORK/sections"
 OUT=$(cd "$OUT" && pwd)
 LOG=$OUT/gpu_check.log
@@ -312,7 +312,7 @@ fi
 # --- 4b. decode's workgroup shapes and submissions on the largest model of each SWEEP_TYPES ---
 if [ "$have_vk" = 1 ] && [ -n "$DECODE_SWEEP" ]; then
   res 3vksweep "" "## Decode on vk:0 under other shapes: \`WEFT_VK_MATVEC=S,R\` (S subgroups a workgroup, R rows each), \`WEFT_VK_SUBMIT_LAYERS=N\` (layers a submission, 0: the step whole)" "" \
-    "tg$TG, -r 2, timestamps off. Defaults on a GPU: 4,1 and 1 (before session 33: 1,2 and 0); on a CPU-type device 1,16 and 0."
+    "tg$TG, -r 2, timestamps off. Defaults on a GPU: 4,1, 1 and the dot product instruction where in hardware (before session 33: 1,2, 0, none); on a CPU-type device 1,16, 0, none."
   table_head 3vksweep
   for type in $SWEEP_TYPES; do
     m=""

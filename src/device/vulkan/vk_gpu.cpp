@@ -96,7 +96,20 @@ std::vector<PhysicalInfo> physical_devices() {
     for (uint32_t h = 0; h < mp.memoryHeapCount; ++h)
       if (mp.memoryHeaps[h].flags & VK_MEMORY_HEAP_DEVICE_LOCAL_BIT)
         i.device_local_bytes = std::max<uint64_t>(i.device_local_bytes, mp.memoryHeaps[h].size);
-    i.integer_dot = has_extension(pd, "VK_KHR_shader_integer_dot_product");
+    if (has_extension(pd, "VK_KHR_shader_integer_dot_product")) {
+      VkPhysicalDeviceShaderIntegerDotProductFeatures dot{
+          VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SHADER_INTEGER_DOT_PRODUCT_FEATURES};
+      VkPhysicalDeviceFeatures2 f2{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_FEATURES_2};
+      f2.pNext = &dot;
+      a.vkGetPhysicalDeviceFeatures2(pd, &f2);
+      VkPhysicalDeviceShaderIntegerDotProductProperties dp{
+          VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SHADER_INTEGER_DOT_PRODUCT_PROPERTIES};
+      VkPhysicalDeviceProperties2 pp{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_PROPERTIES_2};
+      pp.pNext = &dp;
+      a.vkGetPhysicalDeviceProperties2(pd, &pp);
+      i.integer_dot = dot.shaderIntegerDotProduct;
+      i.integer_dot_fast = i.integer_dot && dp.integerDotProduct4x8BitPackedSignedAccelerated;
+    }
     if (i.missing.empty()) i.missing = missing_features(pd, p2.properties.apiVersion);
     out.push_back(std::move(i));
   }
@@ -135,10 +148,22 @@ Gpu::Gpu(int index) {
   f.v12.storageBuffer8BitAccess = VK_TRUE;
   f.v12.shaderInt8 = VK_TRUE;
   f.f2.features.shaderInt16 = VK_TRUE;
+  // The integer dot product where the device has it (the matmuls' *_dot shaders).
+  VkPhysicalDeviceShaderIntegerDotProductFeatures dot{
+      VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SHADER_INTEGER_DOT_PRODUCT_FEATURES};
+  const char* dot_extension = "VK_KHR_shader_integer_dot_product";
+  if (info_.integer_dot) {
+    dot.shaderIntegerDotProduct = VK_TRUE;
+    f.v12.pNext = &dot;
+  }
   VkDeviceCreateInfo di{VK_STRUCTURE_TYPE_DEVICE_CREATE_INFO};
   di.pNext = &f.f2;
   di.queueCreateInfoCount = 1;
   di.pQueueCreateInfos = &qi;
+  if (info_.integer_dot) {
+    di.enabledExtensionCount = 1;
+    di.ppEnabledExtensionNames = &dot_extension;
+  }
   check(a.vkCreateDevice(info_.handle, &di, nullptr, &device_), "vkCreateDevice");
   a.vkGetDeviceQueue(device_, family_, 0, &queue_);
   a.vkGetPhysicalDeviceMemoryProperties(info_.handle, &mem_props_);

@@ -22,7 +22,8 @@ struct PhysicalInfo {
   uint64_t device_local_bytes = 0;  // its largest device-local heap
   uint64_t max_buffer_range = 0;    // maxStorageBufferRange: the largest buffer a shader reads
   uint32_t subgroup_size = 0;
-  bool integer_dot = false;       // VK_KHR_shader_integer_dot_product
+  bool integer_dot = false;       // VK_KHR_shader_integer_dot_product's shaderIntegerDotProduct
+  bool integer_dot_fast = false;  // and its signed 4x8 packed dot in hardware, not emulated
   bool subgroup_shuffle = false;  // subgroupShuffleXor in compute shaders
   std::string missing;            // features weft needs that it lacks ("": usable)
   std::string driver;

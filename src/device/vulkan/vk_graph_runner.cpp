@@ -131,6 +131,17 @@ MatvecShape matvec_shape(const PhysicalInfo& info) {
   return info.type == VK_PHYSICAL_DEVICE_TYPE_CPU ? MatvecShape{1, 16} : MatvecShape{4, 1};
 }
 
+// Whether the legacy types' matmuls take the integer dot product instruction (matmul_*_dot): where
+// the device runs it in hardware; WEFT_VK_INT_DOT=0 or 1 decides where the device has it at all.
+bool int_dot(const PhysicalInfo& info) {
+  static const int forced = [] {
+    const char* env = std::getenv("WEFT_VK_INT_DOT");
+    return env != nullptr && (*env == '0' || *env == '1') ? *env - '0' : -1;
+  }();
+  if (!info.integer_dot) return false;
+  return forced >= 0 ? forced == 1 : info.integer_dot_fast;
+}
+
 // Layers a submission holds before the next is recorded (VkGraphRunner::run): on a GPU each goes
 // off as soon as it is recorded, so that the GPU is not idle while the host records a step; a
 // software device runs on the cores that record, and takes the step whole (0).
@@ -519,8 +530,9 @@ void VkGraphRunner::record_matmul(const Matrix& w, VkBuffer x, int64_t x_rows, V
   const uint32_t wg = by_item ? sg : sg * shape.subgroups;
   const uint32_t rows_per_wg = by_item ? 4 : shape.subgroups * shape.rows;
   const bool split = !by_item && splits_blocks(w.type) && info.subgroup_shuffle && info.subgroup_size >= 8;
-  const Pipeline& p = gpu_.pipeline(matmul_shader(w.type), 8, sizeof(MatmulPush),
-                                    {wg, rows_per_wg, by_item ? 1u : 0u, split ? 1u : 0u});
+  const std::string shader = matmul_shader(w.type) + (split_rows(w.type) && int_dot(info) ? "_dot" : "");
+  const Pipeline& p =
+      gpu_.pipeline(shader, 8, sizeof(MatmulPush), {wg, rows_per_wg, by_item ? 1u : 0u, split ? 1u : 0u});
   const uint32_t gy = u32(by_item ? (items + wg - 1) / wg : (items + kTile - 1) / kTile);
   for (size_t pi = 0; pi < w.parts.size(); ++pi) {
     const WeightPart& part = w.parts[pi];

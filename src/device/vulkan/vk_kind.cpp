@@ -58,7 +58,10 @@ std::string list_vk() {
         "  vk:{} {} ({}, {}): {:.1f} GiB device memory, largest buffer {} MiB, subgroup {}, "
         "integer dot product {}{}\n",
         i, p.name, type_name(p.type), p.driver, p.device_local_bytes / kGiB, p.max_buffer_range >> 20, p.subgroup_size,
-        p.integer_dot ? "yes" : "no", p.missing.empty() ? "" : fmt::format("; unusable: lacks {}", p.missing));
+        p.integer_dot_fast ? "in hardware"
+        : p.integer_dot    ? "emulated"
+                           : "no",
+        p.missing.empty() ? "" : fmt::format("; unusable: lacks {}", p.missing));
   }
   return out;
 }

@@ -137,27 +137,6 @@ TEST_P(VkBlocks, MatmulMatchesTheCpuReference) {
     Buffer s = gpu.create_buffer(n / 16 * 4, Memory::Device, "s");
     Buffer y = gpu.create_buffer(rows * n_tok * 4, Memory::Readback, "y"),
            routes = gpu.create_buffer(4, Memory::Device, "-");
-    const Pipeline& qp = gpu.pipeline("quantize", 4, sizeof(QuantizePush));
-    // The decode shape of a GPU (VkGraphRunner's matvec_shape): 4 subgroups a workgroup, a row each.
-    const uint32_t sg = std::clamp<uint32_t>(gpu.info().subgroup_size, 8, 64);
-    const Pipeline& mp = gpu.pipeline("matmul_" + std::string(dtype_name(t)), 8, sizeof(MatmulPush), {4 * sg, 4, 0, 0});
-    const QuantizePush qpush{static_cast<uint32_t>(n), act_code(act)};
-    MatmulPush mpush{};
-    mpush.rows = rows;
-    mpush.cols = static_cast<uint32_t>(cols);
-    mpush.n_tok = n_tok;
-    mpush.y_stride = rows;
-    gpu.begin();
-    gpu.dispatch(qp, gpu.bind(qp, {xb.buffer, q.buffer, d.buffer, s.buffer}), &qpush,
-                 static_cast<uint32_t>((n / block_size(act) + 63) / 64));
-    gpu.barrier();
-    // Mode 0 (dense): a workgroup per 4 weight rows, and in y one per token, which covers whatever
-    // tile of tokens a workgroup takes.
-    gpu.dispatch(
-        mp, gpu.bind(mp, {wb.buffer, xb.buffer, q.buffer, d.buffer, s.buffer, y.buffer, routes.buffer, routes.buffer}),
-        &mpush, (rows + 3) / 4, n_tok);
-    gpu.submit();
-    const auto* got = static_cast<const float*>(y.mapped);
     std::vector<float> want(rows * n_tok);
     float scale = 0;  // the largest |y|: a row's sum may cancel to far less than its blocks
     for (int64_t i = 0; i < n_tok; ++i)
@@ -166,15 +145,42 @@ TEST_P(VkBlocks, MatmulMatchesTheCpuReference) {
         scale = std::max(scale, std::fabs(want[i * rows + r]));
       }
     ASSERT_GT(scale, 0.0f);
-    int bad = 0;
-    for (int64_t i = 0; i < n_tok && bad < 5; ++i)
-      for (int64_t r = 0; r < rows && bad < 5; ++r) {
-        const float g = got[i * rows + r], wv = want[i * rows + r];
-        const bool ok = cols == block_size(t) ? g == wv : std::fabs(g - wv) <= 1e-6f * scale;
-        if (!ok) ++bad;
-        EXPECT_TRUE(ok) << dtype_name(t) << " cols " << cols << ": row " << r << ", token " << i << ": " << g
-                        << " != " << wv;
-      }
+    const Pipeline& qp = gpu.pipeline("quantize", 4, sizeof(QuantizePush));
+    const QuantizePush qpush{static_cast<uint32_t>(n), act_code(act)};
+    MatmulPush mpush{};
+    mpush.rows = rows;
+    mpush.cols = static_cast<uint32_t>(cols);
+    mpush.n_tok = n_tok;
+    mpush.y_stride = rows;
+    // The type's shader, and its integer dot product's variant where the device has the instruction.
+    for (const std::string variant : {"", "_dot"}) {
+      if (variant == "_dot" && !(gpu.info().integer_dot && split_rows(t))) continue;
+      // The decode shape of a GPU (VkGraphRunner's matvec_shape): 4 subgroups a workgroup, a row each.
+      const uint32_t sg = std::clamp<uint32_t>(gpu.info().subgroup_size, 8, 64);
+      const Pipeline& mp =
+          gpu.pipeline("matmul_" + std::string(dtype_name(t)) + variant, 8, sizeof(MatmulPush), {4 * sg, 4, 0, 0});
+      gpu.begin();
+      gpu.dispatch(qp, gpu.bind(qp, {xb.buffer, q.buffer, d.buffer, s.buffer}), &qpush,
+                   static_cast<uint32_t>((n / block_size(act) + 63) / 64));
+      gpu.barrier();
+      // Mode 0 (dense): a workgroup per 4 weight rows, and in y one per token, which covers whatever
+      // tile of tokens a workgroup takes.
+      gpu.dispatch(
+          mp,
+          gpu.bind(mp, {wb.buffer, xb.buffer, q.buffer, d.buffer, s.buffer, y.buffer, routes.buffer, routes.buffer}),
+          &mpush, (rows + 3) / 4, n_tok);
+      gpu.submit();
+      const auto* got = static_cast<const float*>(y.mapped);
+      int bad = 0;
+      for (int64_t i = 0; i < n_tok && bad < 5; ++i)
+        for (int64_t r = 0; r < rows && bad < 5; ++r) {
+          const float g = got[i * rows + r], wv = want[i * rows + r];
+          const bool ok = cols == block_size(t) ? g == wv : std::fabs(g - wv) <= 1e-6f * scale;
+          if (!ok) ++bad;
+          EXPECT_TRUE(ok) << "matmul_" << dtype_name(t) << variant << " cols " << cols << ": row " << r << ", token "
+                          << i << ": " << g << " != " << wv;
+        }
+    }
     for (Buffer* b : {&wb, &xb, &q, &d, &s, &y, &routes}) gpu.destroy(*b);
   }
 }

@@ -65,8 +65,17 @@ ivec4 nibbles(uint u, uint shift) { return bytes_bits(u, shift, 15); }
 #define HB (BLOCK_BYTES - QS)
 layout(std430, binding = 0) readonly buffer W128 { uvec4 w128[]; };
 layout(std430, binding = 2) readonly buffer AQ128 { ivec4 aq128[]; };
-// Bit 4 of elements e..e+3 from qh.
-ivec4 high4(uint qh, uint e) { return ivec4(((qh >> e) & 1) << 4, ((qh >> (e + 1)) & 1) << 4, ((qh >> (e + 2)) & 1) << 4, ((qh >> (e + 3)) & 1) << 4); }
+// The sum of the products of two words' four signed bytes: one instruction where the device has
+// the integer dot product (INT_DOT, the matmul_*_dot variants), four products otherwise.
+#if defined(INT_DOT)
+spirv_instruction(extensions = ["SPV_KHR_integer_dot_product"], capabilities = [6019, 6018], id = 4450)
+int sdot_packed(int a, int b, spirv_literal int packed_vector_format);  // OpSDotKHR, 4x8 bits packed
+int dot4(int a, int b) { return sdot_packed(a, b, 0); }
+#else
+int dot4(int a, int b) { return hsum(ivec4(unpack8(a)) * ivec4(unpack8(b))); }
+#endif
+// Bits 0..3 of b moved to bit 4 of bytes 0..3 (Q5's fifth bits of four values).
+uint spread4(uint b) { return ((b & 1u) << 4) | ((b & 2u) << 11) | ((b & 4u) << 18) | ((b & 8u) << 25); }
 
 float block_dot(uint row, uint b, uint xr) {
   const uint nb = p.cols / QK;
@@ -80,27 +89,30 @@ float block_dot(uint row, uint b, uint xr) {
   int sumi = 0;
 #if defined(TYPE_Q8_0)
   const uvec4 w0 = w128[q], w1 = w128[q + 1];
-  [[unroll]] for (uint k = 0; k < 4; ++k)
-    sumi += hsum(ivec4(unpack8(int(w0[k]))) * ivec4(unpack8(x0[k]))) + hsum(ivec4(unpack8(int(w1[k]))) * ivec4(unpack8(x1[k])));
+  [[unroll]] for (uint k = 0; k < 4; ++k) sumi += dot4(int(w0[k]), x0[k]) + dot4(int(w1[k]), x1[k]);
   return float(sumi) * (d * ad[ab]);
 #else
-#if defined(TYPE_Q4_0) || defined(TYPE_Q5_0)
-  const ivec4 off = ivec4(-(BLOCK_BYTES == 18 ? 8 : 16));
-#else
-  const ivec4 off = ivec4(0);
-#endif
 #if defined(TYPE_Q5_0) || defined(TYPE_Q5_1)
   const uint qh = w32at(h + (HB - 4) / 2);
 #endif
   const uvec4 w = w128[q];
   [[unroll]] for (uint k = 0; k < 4; ++k) {
-    // quant bytes 4k .. 4k+3: elements 4k.. (low nibbles), 16+4k.. (high)
-    ivec4 lo = nibbles(w[k], 0), hi = nibbles(w[k], 4);
+    // Quant bytes 4k .. 4k+3: elements 4k.. (low nibbles) and 16+4k.. (high), four to a word.
+    uint lo = w[k] & 0x0F0F0F0Fu, hi = (w[k] >> 4) & 0x0F0F0F0Fu;
 #if defined(TYPE_Q5_0) || defined(TYPE_Q5_1)
-    lo |= high4(qh, 4 * k);
-    hi |= high4(qh, 16 + 4 * k);
+    lo |= spread4(qh >> (4 * k));
+    hi |= spread4(qh >> (16 + 4 * k));
 #endif
-    sumi += hsum((lo + off) * ivec4(unpack8(x0[k]))) + hsum((hi + off) * ivec4(unpack8(x1[k])));
+#if defined(TYPE_Q4_0) || defined(TYPE_Q5_0)
+    // Each byte v - 8 (Q4_0) or v - 16 (Q5_0) as a signed byte: v with its top bit flipped is
+    // v - 8 (or - 16) in two's complement of 4 (5) bits, sign-extended to 8.
+    const uint top = BLOCK_BYTES == 18 ? 0x08080808u : 0x10101010u;
+    lo ^= top;
+    hi ^= top;
+    lo |= (lo & top) * (BLOCK_BYTES == 18 ? 0x1Eu : 0x0Fu);
+    hi |= (hi & top) * (BLOCK_BYTES == 18 ? 0x1Eu : 0x0Fu);
+#endif
+    sumi += dot4(int(lo), x0[k]) + dot4(int(hi), x1[k]);
   }
   // precise: no fused multiply-add, which would round unlike the CPU's two products and a sum.
 #if defined(TYPE_Q4_1) || defined(TYPE_Q5_1)

@@ -11,6 +11,9 @@
 // bias[bias_expert0 + e - expert_first][rows], this buffer's experts among the node's.
 #include "common.glsl"
 #extension GL_KHR_shader_subgroup_arithmetic : require
+#if defined(INT_DOT)
+#extension GL_EXT_spirv_intrinsics : require
+#endif
 #extension GL_KHR_shader_subgroup_shuffle : require
 #define TILE 4
 // The workgroup and the rows it computes, chosen per device (VkGraphRunner::record_matmul). Decode:
