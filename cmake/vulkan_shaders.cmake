@@ -20,10 +20,13 @@ foreach(t f32 f16 bf16 q4_0 q4_1 q5_0 q5_1 q8_0 q2_k q3_k q4_k q5_k q6_k iq4_nl 
   string(TOUPPER ${t} T)
   list(APPEND WEFT_VK_SHADERS "matmul_${t}|matmul|-DTYPE_${T}")
 endforeach()
-# The legacy types' matmuls again with the integer dot product instruction (devices that have it).
+# The legacy types' matmuls again with the integer dot product instruction (devices that have it),
+# and their tiled GEMMs for prompts (gemm.comp), with and without it.
 foreach(t q4_0 q4_1 q5_0 q5_1 q8_0)
   string(TOUPPER ${t} T)
   list(APPEND WEFT_VK_SHADERS "matmul_${t}_dot|matmul|-DTYPE_${T} -DINT_DOT")
+  list(APPEND WEFT_VK_SHADERS "gemm_${t}|gemm|-DTYPE_${T}")
+  list(APPEND WEFT_VK_SHADERS "gemm_${t}_dot|gemm|-DTYPE_${T} -DINT_DOT")
 endforeach()
 
 function(weft_vulkan_shaders target)

@@ -10,7 +10,7 @@
 #   4. measures on vk:0 per model: tg, with decode as a fraction of the GPU's memory bandwidth read
 #      in the same run (weft bench --roofline), and pp in TFLOP/s (2 x the matmul weights per
 #      token), each op's GPU time with them (--profile);
-#      then decode under each of DECODE_SWEEP (workgroup shapes, submissions) on the largest q4_0 model;
+#      then decode and prompts under each of DECODE_SWEEP and PROMPT_SWEEP on the largest q4_0 model;
 #   5. runs the Vulkan tests on the GPU under the validation layer (the conformance suite's Vk
 #      instance and every other Vk test), while the slow K-quant models of the larger presets are
 #      generated, then measures those;
@@ -28,8 +28,8 @@
 #   CPU_PP=128  CPU_TG=32  BUDGET_S=470 (seconds for the whole run)  SKIP_TESTS=1
 #   FAMILIES="gpt-oss:tiny-moe:mxfp4 ..." (ARCH:PRESET:TYPE models whose greedy tokens vk:0 must match)
 #   NEED_GPU=auto (1: vk:0 must be a GPU, or every vk step is skipped; auto: 1 where nvidia-smi runs)
-#   DECODE_SWEEP="WEFT_VK_MATVEC=1,2 ..." (settings to time decode under, "" none) SWEEP_TYPES=q4_0 (on the
-#   largest model of each)
+#   DECODE_SWEEP="WEFT_VK_MATVEC=1,2 ..." PROMPT_SWEEP="WEFT_VK_GEMM=0 ..." (settings to time decode and
+#   prompts under, "" none) SWEEP_TYPES=q4_0 (on the largest model of each)
 set -uo pipefail
 cd "$(dirname "$0")/.." || exit 2
 start=$(date +%s)
@@ -49,6 +49,7 @@ CPU_TG=${CPU_TG:-32}
 BUDGET_S=${BUDGET_S:-470}
 NEED_GPU=${NEED_GPU:-auto}
 SWEEP_TYPES=${SWEEP_TYPES-q4_0}
+PROMPT_SWEEP=${PROMPT_SWEEP-"WEFT_VK_GEMM=0 WEFT_VK_INT_DOT=0"}
 DECODE_SWEEP=${DECODE_SWEEP-"WEFT_VK_MATVEC=1,2 WEFT_VK_MATVEC=1,1 WEFT_VK_MATVEC=2,1 WEFT_VK_MATVEC=8,1 WEFT_VK_MATVEC=4,2 WEFT_VK_SUBMIT_LAYERS=0 WEFT_VK_SUBMIT_LAYERS=4 WEFT_VK_INT_DOT=0"}
 mkdir -p "$OUT" "$WORK/models" "$WORK/sections"
 OUT=$(cd "$OUT" && pwd)
@@ -311,8 +312,8 @@ fi
 
 # --- 4b. decode's workgroup shapes and submissions on the largest model of each SWEEP_TYPES ---
 if [ "$have_vk" = 1 ] && [ -n "$DECODE_SWEEP" ]; then
-  res 3vksweep "" "## Decode on vk:0 under other shapes: \`WEFT_VK_MATVEC=S,R\` (S subgroups a workgroup, R rows each), \`WEFT_VK_SUBMIT_LAYERS=N\` (layers a submission, 0: the step whole)" "" \
-    "tg$TG, -r 2, timestamps off. Defaults on a GPU: 4,1, 1 and the dot product instruction where in hardware (before session 33: 1,2, 0, none); on a CPU-type device 1,16, 0, none."
+  res 3vksweep "" "## vk:0 under other settings: \`WEFT_VK_MATVEC=S,R\` (S subgroups a workgroup, R rows each), \`WEFT_VK_SUBMIT_LAYERS=N\` (layers a submission, 0: the step whole), \`WEFT_VK_INT_DOT=0\`, \`WEFT_VK_GEMM=0\` (prompts a thread per input row)" "" \
+    "tg$TG -r 2 and pp$PP -r 1, timestamps off. Defaults on a GPU: 4,1, 1, the dot product instruction where in hardware, the tiled GEMM (before session 33: 1,2, 0, none, none); on a CPU-type device 1,16, 0, none, none."
   table_head 3vksweep
   for type in $SWEEP_TYPES; do
     m=""
@@ -325,6 +326,15 @@ if [ "$have_vk" = 1 ] && [ -n "$DECODE_SWEEP" ]; then
       run 90 "$WORK/s_$tag.json" env WEFT_VK_TIMESTAMPS=0 "${env_set[@]}" "$WEFT" bench -m "$m" --devices vk:0 \
         -p 0 -n "$TG" -r 2 -o json || log "bench $tag: $(status $?)"
       summarize 0 "$WORK/s_$tag.json" | sed "s/| vk:0 |/| vk:0, ${setting#WEFT_VK_} |/" >>"$WORK/sections/3vksweep"
+      publish
+    done
+    for setting in default $PROMPT_SWEEP; do
+      tag=$(basename "$m" .gguf)-pp-${setting//[=,]/_}
+      env_set=()
+      [ "$setting" != default ] && env_set=("$setting")
+      run 90 "$WORK/s_$tag.json" env WEFT_VK_TIMESTAMPS=0 "${env_set[@]}" "$WEFT" bench -m "$m" --devices vk:0 \
+        -p "$PP" -n 0 -r 1 -o json || log "bench $tag: $(status $?)"
+      summarize "$(flop_per_token "$m")" "$WORK/s_$tag.json" | sed "s/| vk:0 |/| vk:0, ${setting#WEFT_VK_} |/" >>"$WORK/sections/3vksweep"
       publish
     done
   done

@@ -142,6 +142,17 @@ bool int_dot(const PhysicalInfo& info) {
   return forced >= 0 ? forced == 1 : info.integer_dot_fast;
 }
 
+// Whether prompts' and batches' dense matmuls of the legacy types take the tiled GEMM (gemm.comp,
+// the same sums as matmul.comp's thread per input row): on GPUs; WEFT_VK_GEMM=0 or 1 decides.
+bool tiled_gemm(const PhysicalInfo& info) {
+  static const int forced = [] {
+    const char* env = std::getenv("WEFT_VK_GEMM");
+    return env != nullptr && (*env == '0' || *env == '1') ? *env - '0' : -1;
+  }();
+  return forced >= 0 ? forced == 1 : info.type != VK_PHYSICAL_DEVICE_TYPE_CPU;
+}
+constexpr uint32_t kGemmRows = 64, kGemmItems = 64;  // gemm.comp's BM, BN
+
 // Layers a submission holds before the next is recorded (VkGraphRunner::run): on a GPU each goes
 // off as soon as it is recorded, so that the GPU is not idle while the host records a step; a
 // software device runs on the cores that record, and takes the step whole (0).
@@ -530,9 +541,11 @@ void VkGraphRunner::record_matmul(const Matrix& w, VkBuffer x, int64_t x_rows, V
   const uint32_t wg = by_item ? sg : sg * shape.subgroups;
   const uint32_t rows_per_wg = by_item ? 4 : shape.subgroups * shape.rows;
   const bool split = !by_item && splits_blocks(w.type) && info.subgroup_shuffle && info.subgroup_size >= 8;
-  const std::string shader = matmul_shader(w.type) + (split_rows(w.type) && int_dot(info) ? "_dot" : "");
-  const Pipeline& p =
-      gpu_.pipeline(shader, 8, sizeof(MatmulPush), {wg, rows_per_wg, by_item ? 1u : 0u, split ? 1u : 0u});
+  const std::string dot = split_rows(w.type) && int_dot(info) ? "_dot" : "";
+  const bool gemm = by_item && mode == 0 && split_rows(w.type) && tiled_gemm(info);
+  const Pipeline& p = gemm ? gpu_.pipeline("gemm_" + std::string(dtype_name(w.type)) + dot, 8, sizeof(MatmulPush))
+                           : gpu_.pipeline(matmul_shader(w.type) + dot, 8, sizeof(MatmulPush),
+                                           {wg, rows_per_wg, by_item ? 1u : 0u, split ? 1u : 0u});
   const uint32_t gy = u32(by_item ? (items + wg - 1) / wg : (items + kTile - 1) / kTile);
   for (size_t pi = 0; pi < w.parts.size(); ++pi) {
     const WeightPart& part = w.parts[pi];
@@ -549,13 +562,15 @@ void VkGraphRunner::record_matmul(const Matrix& w, VkBuffer x, int64_t x_rows, V
     push.bias_expert0 = u32(part.first);
     if (mode == 0) {
       // A dispatch per run of rows the device's workgroup count allows (a vocabulary of 150k rows).
-      const int64_t max_rows = int64_t{gpu_.max_group_count()} * rows_per_wg;
+      const int64_t tile_rows = gemm ? kGemmRows : rows_per_wg;
+      const int64_t max_rows = int64_t{gpu_.max_group_count()} * tile_rows;
       for (int64_t r0 = 0; r0 < part.count; r0 += max_rows) {
         const int64_t nr = std::min<int64_t>(max_rows, part.count - r0);
         push.rows = u32(nr);
         push.y_row0 = u32(part.first + r0);
         push.w_row0 = u32(r0);
-        gpu_.dispatch(p, set, &push, u32((nr + rows_per_wg - 1) / rows_per_wg), gy);
+        gpu_.dispatch(p, set, &push, u32((nr + tile_rows - 1) / tile_rows),
+                      gemm ? u32((items + kGemmItems - 1) / kGemmItems) : gy);
       }
     } else {
       push.expert_first = u32(w.expert_first + part.first);

@@ -46,6 +46,16 @@ std::vector<float> seeded(size_t n, uint32_t seed) {
   return v;
 }
 
+// matmul.comp's and gemm.comp's push constants for y = W x, MODE 0, y's rows packed.
+MatmulPush dense(int64_t rows, int64_t cols, int64_t n_tok) {
+  MatmulPush p{};
+  p.rows = static_cast<uint32_t>(rows);
+  p.cols = static_cast<uint32_t>(cols);
+  p.n_tok = static_cast<uint32_t>(n_tok);
+  p.y_stride = static_cast<uint32_t>(rows);
+  return p;
+}
+
 // quantize.comp's ACT for an activation type.
 uint32_t act_code(DType act) { return act == DType::Q8_0 ? 0 : act == DType::Q8_1 ? 1 : 2; }
 
@@ -147,11 +157,7 @@ TEST_P(VkBlocks, MatmulMatchesTheCpuReference) {
     ASSERT_GT(scale, 0.0f);
     const Pipeline& qp = gpu.pipeline("quantize", 4, sizeof(QuantizePush));
     const QuantizePush qpush{static_cast<uint32_t>(n), act_code(act)};
-    MatmulPush mpush{};
-    mpush.rows = rows;
-    mpush.cols = static_cast<uint32_t>(cols);
-    mpush.n_tok = n_tok;
-    mpush.y_stride = rows;
+    const MatmulPush mpush = dense(rows, cols, n_tok);
     // The type's shader, and its integer dot product's variant where the device has the instruction.
     for (const std::string variant : {"", "_dot"}) {
       if (variant == "_dot" && !(gpu.info().integer_dot && split_rows(t))) continue;
@@ -183,6 +189,68 @@ TEST_P(VkBlocks, MatmulMatchesTheCpuReference) {
     }
     for (Buffer* b : {&wb, &xb, &q, &d, &s, &y, &routes}) gpu.destroy(*b);
   }
+}
+
+// Prompts' tiled GEMM (gemm.comp, the legacy types) against matmul.comp's thread per input row
+// (BY_ITEM), which it replaces on GPUs: the same sums, so the same bits, over tiles the shape
+// leaves partial (rows, input rows and blocks not multiples of the tile's 64, 64 and 4), both dot
+// product variants where the device has the instruction. Q4_1 and Q5_1 add two products a block
+// (sumi's and the offset's), and lavapipe fuses one into a multiply-add in one shader and not in
+// the other, `precise` notwithstanding: those two are held to a float rounding of the sum.
+class VkGemm : public VkBlocks {};
+
+TEST_P(VkGemm, TiledGemmGivesTheThreadPerRowMatmulsBits) {
+  const DType t = GetParam();
+  ASSERT_TRUE(split_rows(t));
+  const DType act = kernels::vec_dot_type(t);
+  const int64_t rows = 100, n_tok = 70, cols = 32 * 7, n = n_tok * cols;
+  const std::vector<float> wf = seeded(rows * cols, 4), x = seeded(n, 5);
+  const size_t wrow = row_bytes(t, cols);
+  std::vector<uint8_t> w(rows * wrow), wd(rows * device_row_bytes(t, cols));
+  for (int64_t r = 0; r < rows; ++r) kernels::quantize_row_ref(t, wf.data() + r * cols, w.data() + r * wrow, cols);
+  to_device_rows(t, cols, w.data(), wrow, rows, wd.data());
+  Buffer wb = host(wd.data(), wd.size()), xb = host(x.data(), x.size() * 4);
+  Buffer q = gpu.create_buffer(n, Memory::Device, "q"), d = gpu.create_buffer(n / 32 * 4, Memory::Device, "d");
+  Buffer s = gpu.create_buffer(n / 16 * 4, Memory::Device, "s"), routes = gpu.create_buffer(4, Memory::Device, "-");
+  const Pipeline& qp = gpu.pipeline("quantize", 4, sizeof(QuantizePush));
+  const QuantizePush qpush{static_cast<uint32_t>(n), act_code(act)};
+  const MatmulPush mpush = dense(rows, cols, n_tok);
+  const uint32_t sg = std::clamp<uint32_t>(gpu.info().subgroup_size, 8, 64);
+  for (const std::string variant : {"", "_dot"}) {
+    if (variant == "_dot" && !gpu.info().integer_dot) continue;
+    const std::string name = std::string(dtype_name(t)) + variant;
+    std::vector<float> got[2];
+    for (int gemm = 0; gemm < 2; ++gemm) {
+      Buffer y = gpu.create_buffer(rows * n_tok * 4, Memory::Readback, "y");
+      const Pipeline& mp = gemm ? gpu.pipeline("gemm_" + name, 8, sizeof(MatmulPush))
+                                : gpu.pipeline("matmul_" + name, 8, sizeof(MatmulPush), {sg, 4, 1, 0});
+      gpu.begin();
+      gpu.dispatch(qp, gpu.bind(qp, {xb.buffer, q.buffer, d.buffer, s.buffer}), &qpush,
+                   static_cast<uint32_t>((n / block_size(act) + 63) / 64));
+      gpu.barrier();
+      const VkDescriptorSet set =
+          gpu.bind(mp, {wb.buffer, xb.buffer, q.buffer, d.buffer, s.buffer, y.buffer, routes.buffer, routes.buffer});
+      if (gemm)
+        gpu.dispatch(mp, set, &mpush, (rows + 63) / 64, (n_tok + 63) / 64);
+      else
+        gpu.dispatch(mp, set, &mpush, (rows + 3) / 4, (n_tok + sg - 1) / sg);
+      gpu.submit();
+      const auto* out = static_cast<const float*>(y.mapped);
+      got[gemm].assign(out, out + rows * n_tok);
+      gpu.destroy(y);
+    }
+    const bool two_products = t == DType::Q4_1 || t == DType::Q5_1;
+    float scale = 0;  // the largest |y|: a row's sum may cancel to far less than its blocks
+    for (const float v : got[0]) scale = std::max(scale, std::fabs(v));
+    int bad = 0;
+    for (size_t i = 0; i < got[0].size() && bad < 5; ++i)
+      if (two_products ? std::fabs(got[0][i] - got[1][i]) > 1e-6f * scale : got[0][i] != got[1][i]) {
+        ++bad;
+        ADD_FAILURE() << name << ": row " << i % rows << ", input row " << i / rows << ": gemm " << got[1][i]
+                      << ", matmul " << got[0][i];
+      }
+  }
+  for (Buffer* b : {&wb, &xb, &q, &d, &s, &routes}) gpu.destroy(*b);
 }
 
 // The experts' modes (matmul.comp MODE 1: gate/up, MODE 2: down and the weighted sum) with
@@ -262,6 +330,9 @@ TEST(VkExperts, EachSlotAddsItsExpertsBiasBeforeTheRouteWeight) {
   for (Buffer* b : {&wb, &rb, &bb, &unused}) gpu.destroy(*b);
 }
 
+INSTANTIATE_TEST_SUITE_P(Types, VkGemm,
+                         testing::Values(DType::Q4_0, DType::Q4_1, DType::Q5_0, DType::Q5_1, DType::Q8_0),
+                         [](const testing::TestParamInfo<DType>& p) { return std::string(dtype_name(p.param)); });
 INSTANTIATE_TEST_SUITE_P(Types, VkBlocks,
                          testing::Values(DType::Q4_0, DType::Q4_1, DType::Q5_0, DType::Q5_1, DType::Q8_0, DType::IQ4_NL,
                                          DType::Q2_K, DType::Q3_K, DType::Q4_K, DType::Q5_K, DType::Q6_K, DType::IQ4_XS,

@@ -77,25 +77,31 @@ int dot4(int a, int b) { return hsum(ivec4(unpack8(a)) * ivec4(unpack8(b))); }
 // Bits 0..3 of b moved to bit 4 of bytes 0..3 (Q5's fifth bits of four values).
 uint spread4(uint b) { return ((b & 1u) << 4) | ((b & 2u) << 11) | ((b & 4u) << 18) | ((b & 8u) << 25); }
 
-float block_dot(uint row, uint b, uint xr) {
+// Block b of a weight row as 8 words of signed bytes (words 0..3: values 0..15, 4..7: values
+// 16..31, as the activation block's words), its scale d and (Q4_1, Q5_1) its offset m.
+void block_words(uint row, uint b, out int q[8], out float d, out float m) {
   const uint nb = p.cols / QK;
-  const uint headers = (nb * HB + 15) & ~15u;              // a row's headers, padded to 16 bytes
-  const uint row0 = row * (headers + nb * QS);             // the row, in bytes
-  const uint h = (row0 + b * HB) / 2;                      // the block's header, in 16-bit words
-  const uint q = (row0 + headers + b * QS) / 16;           // its quants, in 16-byte words
-  const uint ab = xr * nb + b;                             // the activation block
-  const ivec4 x0 = aq128[2 * ab], x1 = aq128[2 * ab + 1];  // its values 0..15 and 16..31, packed by 4
-  const float d = f16_bits_to_f32(w16u(h));
-  int sumi = 0;
+  const uint headers = (nb * HB + 15) & ~15u;     // a row's headers, padded to 16 bytes
+  const uint row0 = row * (headers + nb * QS);    // the row, in bytes
+  const uint h = (row0 + b * HB) / 2;             // the block's header, in 16-bit words
+  const uint qi = (row0 + headers + b * QS) / 16; // its quants, in 16-byte words
+  d = f16_bits_to_f32(w16u(h));
+#if defined(TYPE_Q4_1) || defined(TYPE_Q5_1)
+  m = f16_bits_to_f32(w16u(h + 1));
+#else
+  m = 0.0;
+#endif
 #if defined(TYPE_Q8_0)
-  const uvec4 w0 = w128[q], w1 = w128[q + 1];
-  [[unroll]] for (uint k = 0; k < 4; ++k) sumi += dot4(int(w0[k]), x0[k]) + dot4(int(w1[k]), x1[k]);
-  return float(sumi) * (d * ad[ab]);
+  const uvec4 w0 = w128[qi], w1 = w128[qi + 1];
+  [[unroll]] for (uint k = 0; k < 4; ++k) {
+    q[k] = int(w0[k]);
+    q[4 + k] = int(w1[k]);
+  }
 #else
 #if defined(TYPE_Q5_0) || defined(TYPE_Q5_1)
   const uint qh = w32at(h + (HB - 4) / 2);
 #endif
-  const uvec4 w = w128[q];
+  const uvec4 w = w128[qi];
   [[unroll]] for (uint k = 0; k < 4; ++k) {
     // Quant bytes 4k .. 4k+3: elements 4k.. (low nibbles) and 16+4k.. (high), four to a word.
     uint lo = w[k] & 0x0F0F0F0Fu, hi = (w[k] >> 4) & 0x0F0F0F0Fu;
@@ -112,16 +118,37 @@ float block_dot(uint row, uint b, uint xr) {
     lo |= (lo & top) * (BLOCK_BYTES == 18 ? 0x1Eu : 0x0Fu);
     hi |= (hi & top) * (BLOCK_BYTES == 18 ? 0x1Eu : 0x0Fu);
 #endif
-    sumi += dot4(int(lo), x0[k]) + dot4(int(hi), x1[k]);
+    q[k] = int(lo);
+    q[4 + k] = int(hi);
   }
-  // precise: no fused multiply-add, which would round unlike the CPU's two products and a sum.
+#endif
+}
+
+// The block's dot with an activation block (its words x0: values 0..15, x1: 16..31; its scale
+// ad and, Q8_1, its s = ad * sum): an exact integer sum, then the CPU's float products.
+// precise: no fused multiply-add, which would round unlike the CPU's two products and a sum.
+float block_value(const int q[8], float d, float m, ivec4 x0, ivec4 x1, float a_d, float a_s) {
+  int sumi = 0;
+  [[unroll]] for (uint k = 0; k < 4; ++k) sumi += dot4(q[k], x0[k]) + dot4(q[4 + k], x1[k]);
 #if defined(TYPE_Q4_1) || defined(TYPE_Q5_1)
-  precise const float r = float(sumi) * (d * ad[ab]) + f16_bits_to_f32(w16u(h + 1)) * as_[ab];
+  precise const float r = float(sumi) * (d * a_d) + m * a_s;
 #else
-  precise const float r = float(sumi) * (d * ad[ab]);
+  precise const float r = float(sumi) * (d * a_d);
 #endif
   return r;
+}
+
+float block_dot(uint row, uint b, uint xr) {
+  const uint ab = xr * (p.cols / QK) + b;  // the activation block
+  int q[8];
+  float d, m;
+  block_words(row, b, q, d, m);
+#if defined(TYPE_Q4_1) || defined(TYPE_Q5_1)
+  const float a_s = as_[ab];
+#else
+  const float a_s = 0.0;
 #endif
+  return block_value(q, d, m, aq128[2 * ab], aq128[2 * ab + 1], ad[ab], a_s);
 }
 #endif  // legacy types
 
