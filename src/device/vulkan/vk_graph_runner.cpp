@@ -112,6 +112,16 @@ bool splits_blocks(DType t) { return t == DType::Q4_K || t == DType::Q5_K || t =
 
 constexpr uint32_t kTile = 4;  // matmul.comp's TILE
 
+// A tuning knob's value from the environment, in [lo, hi]; nullopt where unset or out of range.
+std::optional<int> env_knob(const char* name, int lo, int hi) {
+  const char* env = std::getenv(name);
+  if (env == nullptr || *env == '\0') return std::nullopt;
+  char* end = nullptr;
+  const long v = std::strtol(env, &end, 10);
+  if (*end != '\0' || v < lo || v > hi) return std::nullopt;
+  return static_cast<int>(v);
+}
+
 // Decode's workgroups: subgroups each, and rows each subgroup computes. A software device (a
 // subgroup is one SIMD batch of a CPU core, and each workgroup costs) takes one subgroup over many
 // rows; a GPU several subgroups over a row each, for as many loads in flight as it can hold.
@@ -134,22 +144,15 @@ MatvecShape matvec_shape(const PhysicalInfo& info) {
 // Whether the legacy types' matmuls take the integer dot product instruction (matmul_*_dot): where
 // the device runs it in hardware; WEFT_VK_INT_DOT=0 or 1 decides where the device has it at all.
 bool int_dot(const PhysicalInfo& info) {
-  static const int forced = [] {
-    const char* env = std::getenv("WEFT_VK_INT_DOT");
-    return env != nullptr && (*env == '0' || *env == '1') ? *env - '0' : -1;
-  }();
-  if (!info.integer_dot) return false;
-  return forced >= 0 ? forced == 1 : info.integer_dot_fast;
+  static const std::optional<int> forced = env_knob("WEFT_VK_INT_DOT", 0, 1);
+  return info.integer_dot && (forced ? *forced == 1 : info.integer_dot_fast);
 }
 
 // Whether prompts' and batches' dense matmuls of the legacy types take the tiled GEMM (gemm.comp,
 // the same sums as matmul.comp's thread per input row): on GPUs; WEFT_VK_GEMM=0 or 1 decides.
 bool tiled_gemm(const PhysicalInfo& info) {
-  static const int forced = [] {
-    const char* env = std::getenv("WEFT_VK_GEMM");
-    return env != nullptr && (*env == '0' || *env == '1') ? *env - '0' : -1;
-  }();
-  return forced >= 0 ? forced == 1 : info.type != VK_PHYSICAL_DEVICE_TYPE_CPU;
+  static const std::optional<int> forced = env_knob("WEFT_VK_GEMM", 0, 1);
+  return forced ? *forced == 1 : info.type != VK_PHYSICAL_DEVICE_TYPE_CPU;
 }
 constexpr uint32_t kGemmRows = 64, kGemmItems = 64;  // gemm.comp's BM, BN
 
@@ -158,12 +161,8 @@ constexpr uint32_t kGemmRows = 64, kGemmItems = 64;  // gemm.comp's BM, BN
 // software device runs on the cores that record, and takes the step whole (0).
 // WEFT_VK_SUBMIT_LAYERS=N sets it.
 int submit_layers(const PhysicalInfo& info) {
-  static const int forced = [] {
-    const char* env = std::getenv("WEFT_VK_SUBMIT_LAYERS");
-    return env != nullptr && *env >= '0' && *env <= '9' ? std::atoi(env) : -1;
-  }();
-  if (forced >= 0) return forced;
-  return info.type == VK_PHYSICAL_DEVICE_TYPE_CPU ? 0 : 1;
+  static const std::optional<int> forced = env_knob("WEFT_VK_SUBMIT_LAYERS", 0, 1 << 20);
+  return forced ? *forced : info.type == VK_PHYSICAL_DEVICE_TYPE_CPU ? 0 : 1;
 }
 
 uint32_t u32(int64_t v) {
