@@ -440,7 +440,12 @@ void expert_matmul_sum_ref(const ExpertStack& w, const float* x, const float* ro
   }
 }
 
-void sigmoid_scale(const float* x, const float* g, float* y, int64_t n_tokens, int64_t n) {
+void sigmoid_scale(const float* x, const float* g, float* y, int64_t n_tokens, int64_t n, int64_t gates_per_token) {
+  WEFT_ASSERT(gates_per_token == 1 || gates_per_token == n);
+  if (gates_per_token == n) {
+    for (int64_t i = 0; i < n_tokens * n; ++i) y[i] = x[i] * sigmoid_gate(g[i]);
+    return;
+  }
   const OpsKernels& ops = ops_kernels();
   for (int64_t t = 0; t < n_tokens; ++t) {
     if (y != x) std::memcpy(y + t * n, x + t * n, n * sizeof(float));
@@ -448,11 +453,13 @@ void sigmoid_scale(const float* x, const float* g, float* y, int64_t n_tokens, i
   }
 }
 
-void sigmoid_scale_ref(const float* x, const float* g, float* y, int64_t n_tokens, int64_t n) {
-  for (int64_t t = 0; t < n_tokens; ++t) {
-    const double s = 1.0 / (1.0 + std::exp(-static_cast<double>(g[t])));
-    for (int64_t i = 0; i < n; ++i) y[t * n + i] = static_cast<float>(x[t * n + i] * s);
-  }
+void sigmoid_scale_ref(const float* x, const float* g, float* y, int64_t n_tokens, int64_t n, int64_t gates_per_token) {
+  WEFT_ASSERT(gates_per_token == 1 || gates_per_token == n);
+  for (int64_t t = 0; t < n_tokens; ++t)
+    for (int64_t i = 0; i < n; ++i) {
+      const double gate = g[t * gates_per_token + (gates_per_token == 1 ? 0 : i)];
+      y[t * n + i] = static_cast<float>(x[t * n + i] / (1.0 + std::exp(-gate)));
+    }
 }
 
 }  // namespace weft::kernels

@@ -102,8 +102,11 @@ void expert_matmul_sum_ref(const ExpertStack& w, const float* x, const float* ro
 
 // sigmoid(g), as sigmoid_scale applies it (--exact scales partial sums by the same floats).
 inline float sigmoid_gate(float g) { return 1.f / (1.f + std::exp(-g)); }
-// y[t, :] = x[t, :] * sigmoid(g[t]) (qwen2moe's shared expert gate). y may alias x.
-void sigmoid_scale(const float* x, const float* g, float* y, int64_t n_tokens, int64_t n);
-void sigmoid_scale_ref(const float* x, const float* g, float* y, int64_t n_tokens, int64_t n);
+// y[t, i] = x[t, i] * sigmoid(gate) over n values a token, with gates_per_token 1 (a token's one
+// gate g[t]: qwen2moe's shared expert) or n (each value's own g[t, i]: Qwen 3.5's gated attention
+// output). y may alias x.
+void sigmoid_scale(const float* x, const float* g, float* y, int64_t n_tokens, int64_t n, int64_t gates_per_token = 1);
+void sigmoid_scale_ref(const float* x, const float* g, float* y, int64_t n_tokens, int64_t n,
+                       int64_t gates_per_token = 1);
 
 }  // namespace weft::kernels

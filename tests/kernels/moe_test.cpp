@@ -487,5 +487,19 @@ TEST(SigmoidScale, MatchesReferenceInPlace) {
   for (size_t i = 0; i < x.size(); ++i) EXPECT_NEAR(x[i], want[i], 1e-6 * std::abs(want[i]) + 1e-7);
 }
 
+TEST(SigmoidScale, EachValuesOwnGateMatchesReference) {
+  const int64_t n_tokens = 3, n = 37;
+  const auto x = normal_values(n_tokens * n, 7);
+  const auto g = normal_values(n_tokens * n, 8, 3.f);
+  std::vector<float> want(x.size()), got(x.size());
+  sigmoid_scale_ref(x.data(), g.data(), want.data(), n_tokens, n, n);
+  sigmoid_scale(x.data(), g.data(), got.data(), n_tokens, n, n);
+  for (size_t i = 0; i < x.size(); ++i) EXPECT_NEAR(got[i], want[i], 1e-6 * std::abs(want[i]) + 1e-7) << i;
+  // Not the per-token gate: the first value's gate alone would give another row.
+  std::vector<float> per_token(x.size());
+  sigmoid_scale_ref(x.data(), g.data(), per_token.data(), n_tokens, n);
+  EXPECT_NE(per_token, want);
+}
+
 }  // namespace
 }  // namespace weft::kernels

@@ -347,9 +347,9 @@ void CpuGraphRunner::exec(int i, const StepCtx& c) {
     case LocalOp::ExpertMatMulSum: return expert_op(i, c);
     case LocalOp::SigmoidScale:
       if (fixed_value_[i]) return carry_fixed(i, c);
-      if (graph_.nodes[ln.inputs[1]].width == ln.width && ln.width > 1)  // element by element
+      if (graph_.nodes[ln.inputs[1]].width == ln.width && ln.width > 1)  // element by element, a token a task
         return for_each_index(pool_, c.n_tokens, [&, w = ln.width](int64_t t) {
-          for (int64_t e = 0; e < w; ++e) y[t * w + e] = in(0)[t * w + e] * kernels::sigmoid_gate(in(1)[t * w + e]);
+          kernels::sigmoid_scale(in(0) + t * w, in(1) + t * w, y + t * w, 1, w, w);
         });
       kernels::sigmoid_scale(in(0), in(1), y, c.n_tokens, ln.width);
       return;
