@@ -407,15 +407,15 @@ void CpuGraphRunner::delta_net(int i, const StepCtx& c) {
     for (int64_t h = 0; h < vh; ++h)
       delta_gates_[t * vh + h] = kernels::delta_gates(in(3)[t * vh + h], in(4)[t * vh + h], ns.vec[h], ns.bias[h]);
   });
-  std::vector<float*> states;
-  for (const StepSeq& q : c.step.seqs) states.push_back(slot_state(i, q));
+  delta_states_.clear();
+  for (const StepSeq& q : c.step.seqs) delta_states_.push_back(slot_state(i, q));
   // Every (sequence, value head) pair is independent; value head h reads key head h % kh (the
   // files' tiled order, which a device's share keeps: each block of its value heads follows its key heads).
   const int64_t n_seqs = static_cast<int64_t>(c.step.seqs.size());
   float* y = out(i);
   for_each_index(pool_, n_seqs * vh, [&](int64_t item) {
     const int64_t s = item / vh, h = item % vh, t0 = c.seq_first[s], kk = h % kh;
-    kernels::delta_rule(states[s] + h * hd * hd, hd, c.step.seqs[s].n_tokens, qn + t0 * kw + kk * hd,
+    kernels::delta_rule(delta_states_[s] + h * hd * hd, hd, c.step.seqs[s].n_tokens, qn + t0 * kw + kk * hd,
                         kn + t0 * kw + kk * hd, in(2) + t0 * vw + h * hd, kw, vw, delta_gates_.data() + t0 * vh + h, vh,
                         y + t0 * vw + h * hd);
   });

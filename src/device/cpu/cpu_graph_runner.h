@@ -122,6 +122,7 @@ class CpuGraphRunner {
   std::vector<float> mla_rows_, mla_q_, mla_out_;  // LatentAttention: cache rows, queries, outputs of a step
   std::vector<float> delta_qk_;                    // DeltaNet: the step's q and k, L2-normed
   std::vector<kernels::DeltaGates> delta_gates_;   // DeltaNet: the step's gates per value head
+  std::vector<float*> delta_states_;               // DeltaNet: each sequence's state in its slot
   bool recurrent_ = false;                         // the graph holds recurrent state (CausalConv, DeltaNet)
   std::unique_ptr<CollectiveThread> collectives_;  // created on the first overlapped all-reduce
   LoadOptions opt_;
