@@ -278,6 +278,18 @@ void VkGraphRunner::load(const parallel::DeviceGraph& graph, const gguf::File& f
   for (int l = -1; l < static_cast<int>(d.layer_heads.size()); ++l)
     if (d.head_dim_of(l) > kMaxHeadDim)
       fail("vulkan", "head_dim {} over the attention kernel's {}", d.head_dim_of(l), kMaxHeadDim);
+  // The dot product shaders where the device claims the instruction and takes them: a driver that
+  // refuses the pipeline leaves the four-product shaders (same sums), not a failed load.
+  int_dot_ = int_dot(gpu_.info());
+  if (int_dot_) {
+    try {
+      gpu_.pipeline("matmul_q8_0_dot", 8, sizeof(MatmulPush), {std::clamp<uint32_t>(gpu_.info().subgroup_size, 8, 64)});
+    } catch (const Error& e) {
+      int_dot_ = false;
+      fmt::print(stderr, "vulkan: {}: the integer dot product shaders failed ({}); using the others\n",
+                 gpu_.info().name, e.what());
+    }
+  }
   nodes_ = std::vector<NodeState>(graph_.nodes.size());
   windows_ = KvWindows(d, opt);
   host_weights_ = std::make_unique<WeightStore>(-1, /*map_weights=*/true);
@@ -540,7 +552,7 @@ void VkGraphRunner::record_matmul(const Matrix& w, VkBuffer x, int64_t x_rows, V
   const uint32_t wg = by_item ? sg : sg * shape.subgroups;
   const uint32_t rows_per_wg = by_item ? 4 : shape.subgroups * shape.rows;
   const bool split = !by_item && splits_blocks(w.type) && info.subgroup_shuffle && info.subgroup_size >= 8;
-  const std::string dot = split_rows(w.type) && int_dot(info) ? "_dot" : "";
+  const std::string dot = split_rows(w.type) && int_dot_ ? "_dot" : "";
   const bool gemm = by_item && mode == 0 && split_rows(w.type) && tiled_gemm(info);
   const Pipeline& p = gemm ? gpu_.pipeline("gemm_" + std::string(dtype_name(w.type)) + dot, 8, sizeof(MatmulPush))
                            : gpu_.pipeline(matmul_shader(w.type) + dot, 8, sizeof(MatmulPush),

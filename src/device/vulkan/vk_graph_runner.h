@@ -93,6 +93,7 @@ class VkGraphRunner {
   Buffer logits_in_, logits_, readback_;
   int64_t logits_rows_ = 0;  // rows of logits one pass computes
   Buffer dummy_;             // bound where a shader's binding is unused
+  bool int_dot_ = false;     // the legacy types' matmuls take the integer dot product (matmul_*_dot)
   std::vector<float> gather_tmp_;
   std::vector<int32_t> n_cached_;
   KeptLogits kept_;  // for a Step::reread
