@@ -219,11 +219,12 @@ done
 # sums run in another order: on random weights' flat logits a last bit can pick another token).
 equality() {
   local a=$WORK/eq_vk.out b=$WORK/eq_ref.out c=$WORK/eq_cpu.out
-  run 120 "$a" "$WEFT" run -m "$1" --devices vk:0 -p "Once upon a time" -n 32 --temp 0 --json --log-disable
+  local greedy=(run -m "$1" -p "Once upon a time" -n 32 --temp 0 --json --log-disable)
+  run 120 "$a" "$WEFT" "${greedy[@]}" --devices vk:0
   local ra=$?
-  run 120 "$b" env WEFT_MAX_ISA=ref "$WEFT" run -m "$1" --devices "cpu:$NPROC" -p "Once upon a time" -n 32 --temp 0 --json --log-disable
+  run 120 "$b" env WEFT_MAX_ISA=ref "$WEFT" "${greedy[@]}" --devices "cpu:$NPROC"
   local rb=$?
-  run 120 "$c" "$WEFT" run -m "$1" --devices "cpu:$NPROC" -p "Once upon a time" -n 32 --temp 0 --json --log-disable
+  run 120 "$c" "$WEFT" "${greedy[@]}" --devices "cpu:$NPROC"
   local rc=$?
   if [ $ra != 0 ] || [ $rb != 0 ] || [ $rc != 0 ]; then
     res 2equality "| $(basename "$1") | vk:0 $(status $ra), reference $(status $rb), cpu:$NPROC $(status $rc) | |"
@@ -310,7 +311,20 @@ if [ "$have_vk" = 1 ]; then
   res 3vknote "" "$(grep -m1 '^roofline: ' "$LOG")"
 fi
 
-# --- 4b. decode's workgroup shapes and submissions on the largest model of each SWEEP_TYPES ---
+# --- 4b. decode's and prompts' shader settings on the largest model of each SWEEP_TYPES ---
+# sweep MODEL SETTING TEST FLOP_PER_TOKEN BENCH_ARGS...: one row, vk:0 under SETTING (VAR=VALUE, or
+# default), timestamps off.
+sweep() {
+  local m=$1 setting=$2 test=$3 flop=$4 tag
+  shift 4
+  tag=$(basename "$m" .gguf)-$test-${setting//[=,]/_}
+  local env_set=()
+  [ "$setting" != default ] && env_set=("$setting")
+  run 90 "$WORK/s_$tag.json" env WEFT_VK_TIMESTAMPS=0 "${env_set[@]}" "$WEFT" bench -m "$m" --devices vk:0 "$@" \
+    -o json || log "bench $tag: $(status $?)"
+  summarize "$flop" "$WORK/s_$tag.json" | sed "s/| vk:0 |/| vk:0, ${setting#WEFT_VK_} |/" >>"$WORK/sections/3vksweep"
+  publish
+}
 if [ "$have_vk" = 1 ] && [ -n "$DECODE_SWEEP" ]; then
   res 3vksweep "" "## vk:0 under other settings: \`WEFT_VK_MATVEC=S,R\` (S subgroups a workgroup, R rows each), \`WEFT_VK_SUBMIT_LAYERS=N\` (layers a submission, 0: the step whole), \`WEFT_VK_INT_DOT=0\`, \`WEFT_VK_GEMM=0\` (prompts a thread per input row)" "" \
     "tg$TG -r 2 and pp$PP -r 1, timestamps off. Defaults on a GPU: 4,1, 1, the dot product instruction where in hardware, the tiled GEMM (before session 33: 1,2, 0, none, none); on a CPU-type device 1,16, 0, none, none."
@@ -319,24 +333,8 @@ if [ "$have_vk" = 1 ] && [ -n "$DECODE_SWEEP" ]; then
     m=""
     for c in "${models[@]}"; do [[ $c == *-$type.gguf ]] && m=$c; done
     [ -z "$m" ] && continue
-    for setting in default $DECODE_SWEEP; do
-      tag=$(basename "$m" .gguf)-${setting//[=,]/_}
-      env_set=()
-      [ "$setting" != default ] && env_set=("$setting")
-      run 90 "$WORK/s_$tag.json" env WEFT_VK_TIMESTAMPS=0 "${env_set[@]}" "$WEFT" bench -m "$m" --devices vk:0 \
-        -p 0 -n "$TG" -r 2 -o json || log "bench $tag: $(status $?)"
-      summarize 0 "$WORK/s_$tag.json" | sed "s/| vk:0 |/| vk:0, ${setting#WEFT_VK_} |/" >>"$WORK/sections/3vksweep"
-      publish
-    done
-    for setting in default $PROMPT_SWEEP; do
-      tag=$(basename "$m" .gguf)-pp-${setting//[=,]/_}
-      env_set=()
-      [ "$setting" != default ] && env_set=("$setting")
-      run 90 "$WORK/s_$tag.json" env WEFT_VK_TIMESTAMPS=0 "${env_set[@]}" "$WEFT" bench -m "$m" --devices vk:0 \
-        -p "$PP" -n 0 -r 1 -o json || log "bench $tag: $(status $?)"
-      summarize "$(flop_per_token "$m")" "$WORK/s_$tag.json" | sed "s/| vk:0 |/| vk:0, ${setting#WEFT_VK_} |/" >>"$WORK/sections/3vksweep"
-      publish
-    done
+    for setting in default $DECODE_SWEEP; do sweep "$m" "$setting" tg 0 -p 0 -n "$TG" -r 2; done
+    for setting in default $PROMPT_SWEEP; do sweep "$m" "$setting" pp "$(flop_per_token "$m")" -p "$PP" -n 0 -r 1; done
   done
 fi
 

@@ -352,30 +352,25 @@ void Gpu::start(size_t index) {
     fences_.push_back(f);
   }
   current_ = index;
-  cmd_ = cmds_[index];
-  check(a.vkResetCommandBuffer(cmd_, 0), "vkResetCommandBuffer");
+  check(a.vkResetCommandBuffer(cmd(), 0), "vkResetCommandBuffer");
   VkCommandBufferBeginInfo bi{VK_STRUCTURE_TYPE_COMMAND_BUFFER_BEGIN_INFO};
   bi.flags = VK_COMMAND_BUFFER_USAGE_ONE_TIME_SUBMIT_BIT;
-  check(a.vkBeginCommandBuffer(cmd_, &bi), "vkBeginCommandBuffer");
+  check(a.vkBeginCommandBuffer(cmd(), &bi), "vkBeginCommandBuffer");
 }
 
 void Gpu::begin() {
   const Api& a = api();
   if (recording_) {  // a recording abandoned by an error: what it flushed must finish before reuse
-    a.vkEndCommandBuffer(cmd_);
+    a.vkEndCommandBuffer(cmd());
     recording_ = false;
-    if (current_ > 0) {
-      const auto n = static_cast<uint32_t>(current_);
-      check(a.vkWaitForFences(device_, n, fences_.data(), VK_TRUE, uint64_t{120} * 1000000000), "vkWaitForFences");
-      check(a.vkResetFences(device_, n, fences_.data()), "vkResetFences");
-    }
+    if (current_ > 0) wait_submitted(static_cast<uint32_t>(current_));
   }
   start(0);
   recording_ = true;
   stamp_tags_.clear();
   if (queries_) {
     // Queries of one queue run in submission order: the reset comes before this recording's writes.
-    a.vkCmdResetQueryPool(cmd_, queries_, 0, query_slots_);
+    a.vkCmdResetQueryPool(cmd(), queries_, 0, query_slots_);
     if (tag_ >= 0) stamp(tag_);
   }
 }
@@ -396,7 +391,7 @@ void Gpu::reserve_marks(uint32_t n) {
 // barriers between ops, the span from one stamp to the next is the GPU time of what lies between.
 void Gpu::stamp(int tag) {
   if (stamp_tags_.size() + 1 >= query_slots_) return;  // the last slot is the recording's end
-  api().vkCmdWriteTimestamp(cmd_, VK_PIPELINE_STAGE_BOTTOM_OF_PIPE_BIT, queries_,
+  api().vkCmdWriteTimestamp(cmd(), VK_PIPELINE_STAGE_BOTTOM_OF_PIPE_BIT, queries_,
                             static_cast<uint32_t>(stamp_tags_.size()));
   stamp_tags_.push_back(tag);
 }
@@ -418,10 +413,10 @@ void Gpu::dispatch(const Pipeline& p, VkDescriptorSet set, const void* push, uin
   if (gx > max_groups_ || gy > max_groups_)
     fail("vulkan", "{}: a dispatch of {} x {} workgroups exceeds the device's {}", info_.name, gx, gy, max_groups_);
   const Api& a = api();
-  a.vkCmdBindPipeline(cmd_, VK_PIPELINE_BIND_POINT_COMPUTE, p.pipeline);
-  a.vkCmdBindDescriptorSets(cmd_, VK_PIPELINE_BIND_POINT_COMPUTE, p.layout, 0, 1, &set, 0, nullptr);
-  if (p.push_bytes) a.vkCmdPushConstants(cmd_, p.layout, VK_SHADER_STAGE_COMPUTE_BIT, 0, p.push_bytes, push);
-  a.vkCmdDispatch(cmd_, gx, gy, 1);
+  a.vkCmdBindPipeline(cmd(), VK_PIPELINE_BIND_POINT_COMPUTE, p.pipeline);
+  a.vkCmdBindDescriptorSets(cmd(), VK_PIPELINE_BIND_POINT_COMPUTE, p.layout, 0, 1, &set, 0, nullptr);
+  if (p.push_bytes) a.vkCmdPushConstants(cmd(), p.layout, VK_SHADER_STAGE_COMPUTE_BIT, 0, p.push_bytes, push);
+  a.vkCmdDispatch(cmd(), gx, gy, 1);
 }
 
 void Gpu::barrier() {
@@ -432,7 +427,7 @@ void Gpu::barrier() {
   mb.dstAccessMask = VK_ACCESS_SHADER_READ_BIT | VK_ACCESS_SHADER_WRITE_BIT | VK_ACCESS_TRANSFER_READ_BIT |
                      VK_ACCESS_TRANSFER_WRITE_BIT | VK_ACCESS_HOST_READ_BIT;
   const VkPipelineStageFlags stages = VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT | VK_PIPELINE_STAGE_TRANSFER_BIT;
-  api().vkCmdPipelineBarrier(cmd_, stages, stages | VK_PIPELINE_STAGE_HOST_BIT, 0, 1, &mb, 0, nullptr, 0, nullptr);
+  api().vkCmdPipelineBarrier(cmd(), stages, stages | VK_PIPELINE_STAGE_HOST_BIT, 0, 1, &mb, 0, nullptr, 0, nullptr);
 }
 
 void Gpu::copy(VkBuffer src, uint64_t src_offset, VkBuffer dst, uint64_t dst_offset, uint64_t bytes) {
@@ -443,22 +438,35 @@ void Gpu::copy(VkBuffer src, uint64_t src_offset, VkBuffer dst, uint64_t dst_off
 void Gpu::copy_regions(VkBuffer src, VkBuffer dst, const std::vector<VkBufferCopy>& regions) {
   WEFT_ASSERT(recording_);
   if (regions.empty()) return;
-  api().vkCmdCopyBuffer(cmd_, src, dst, static_cast<uint32_t>(regions.size()), regions.data());
+  api().vkCmdCopyBuffer(cmd(), src, dst, static_cast<uint32_t>(regions.size()), regions.data());
 }
 
 void Gpu::fill_zero(VkBuffer b, uint64_t offset, uint64_t bytes) {
   WEFT_ASSERT(recording_ && bytes % 4 == 0);
-  if (bytes) api().vkCmdFillBuffer(cmd_, b, offset, bytes, 0);
+  if (bytes) api().vkCmdFillBuffer(cmd(), b, offset, bytes, 0);
+}
+
+void Gpu::end_and_submit() {
+  const Api& a = api();
+  check(a.vkEndCommandBuffer(cmd()), "vkEndCommandBuffer");
+  VkSubmitInfo si{VK_STRUCTURE_TYPE_SUBMIT_INFO};
+  si.commandBufferCount = 1;
+  si.pCommandBuffers = &cmds_[current_];
+  check(a.vkQueueSubmit(queue_, 1, &si, fences_[current_]), "vkQueueSubmit");
+}
+
+void Gpu::wait_submitted(uint32_t n) {
+  const Api& a = api();
+  // Bounded: a step that has not finished in two minutes is a hung device, not a slow one.
+  const VkResult r = a.vkWaitForFences(device_, n, fences_.data(), VK_TRUE, uint64_t{120} * 1000000000);
+  if (r == VK_TIMEOUT) fail("vulkan", "{}: a submission did not finish in 120 s", info_.name);
+  check(r, "vkWaitForFences");
+  check(a.vkResetFences(device_, n, fences_.data()), "vkResetFences");
 }
 
 void Gpu::flush() {
   WEFT_ASSERT(recording_);
-  const Api& a = api();
-  check(a.vkEndCommandBuffer(cmd_), "vkEndCommandBuffer");
-  VkSubmitInfo si{VK_STRUCTURE_TYPE_SUBMIT_INFO};
-  si.commandBufferCount = 1;
-  si.pCommandBuffers = &cmd_;
-  check(a.vkQueueSubmit(queue_, 1, &si, fences_[current_]), "vkQueueSubmit");
+  end_and_submit();
   start(current_ + 1);
 }
 
@@ -468,21 +476,12 @@ void Gpu::submit() {
   const Api& a = api();
   const bool stamped = queries_ && !stamp_tags_.empty();
   if (stamped) {  // the end of the last span
-    a.vkCmdWriteTimestamp(cmd_, VK_PIPELINE_STAGE_BOTTOM_OF_PIPE_BIT, queries_,
+    a.vkCmdWriteTimestamp(cmd(), VK_PIPELINE_STAGE_BOTTOM_OF_PIPE_BIT, queries_,
                           static_cast<uint32_t>(stamp_tags_.size()));
     stamp_tags_.push_back(-1);
   }
-  check(a.vkEndCommandBuffer(cmd_), "vkEndCommandBuffer");
-  VkSubmitInfo si{VK_STRUCTURE_TYPE_SUBMIT_INFO};
-  si.commandBufferCount = 1;
-  si.pCommandBuffers = &cmd_;
-  check(a.vkQueueSubmit(queue_, 1, &si, fences_[current_]), "vkQueueSubmit");
-  // Bounded: a step that has not finished in two minutes is a hung device, not a slow one.
-  const auto n_fences = static_cast<uint32_t>(current_ + 1);
-  const VkResult r = a.vkWaitForFences(device_, n_fences, fences_.data(), VK_TRUE, uint64_t{120} * 1000000000);
-  if (r == VK_TIMEOUT) fail("vulkan", "{}: a submission did not finish in 120 s", info_.name);
-  check(r, "vkWaitForFences");
-  check(a.vkResetFences(device_, n_fences, fences_.data()), "vkResetFences");
+  end_and_submit();
+  wait_submitted(static_cast<uint32_t>(current_ + 1));
   if (stamped) {
     const auto n = static_cast<uint32_t>(stamp_tags_.size());
     std::vector<uint64_t> ticks(n);

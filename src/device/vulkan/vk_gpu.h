@@ -6,6 +6,7 @@
 #include "device/device.h"
 #include "device/vulkan/vk_api.h"
 
+#include <algorithm>
 #include <cstdint>
 #include <map>
 #include <memory>
@@ -27,6 +28,8 @@ struct PhysicalInfo {
   bool subgroup_shuffle = false;  // subgroupShuffleXor in compute shaders
   std::string missing;            // features weft needs that it lacks ("": usable)
   std::string driver;
+  // The lanes the matmul shaders size a subgroup's work by: the subgroup, within 8..64.
+  uint32_t lanes() const { return std::clamp<uint32_t>(subgroup_size, 8, 64); }
 };
 // GPUs first (discrete, integrated, virtual), then the rest (software devices such as lavapipe),
 // each group in the loader's order.
@@ -105,14 +108,16 @@ class Gpu {
   uint32_t family_ = 0;
   VkPhysicalDeviceMemoryProperties mem_props_{};
   VkCommandPool pool_ = VK_NULL_HANDLE;
-  // The recording's command buffers, each with the fence of its submission: cmd_ is
-  // cmds_[current_], the ones before it flushed.
+  // The recording's command buffers, each with the fence of its submission: the one being
+  // recorded is cmds_[current_], the ones before it flushed.
   std::vector<VkCommandBuffer> cmds_;
   std::vector<VkFence> fences_;
   size_t current_ = 0;
-  VkCommandBuffer cmd_ = VK_NULL_HANDLE;
   bool recording_ = false;
-  void start(size_t index);  // resets and begins command buffer `index`, made if new
+  VkCommandBuffer cmd() const { return cmds_[current_]; }
+  void start(size_t index);         // resets and begins command buffer `index`, made if new
+  void end_and_submit();            // ends the current command buffer and submits it with its fence
+  void wait_submitted(uint32_t n);  // waits for (and resets) the fences of the first n submissions
   std::vector<VkDescriptorPool> descriptor_pools_;
   uint32_t sets_left_ = 0;
   std::map<std::string, Pipeline> pipelines_;

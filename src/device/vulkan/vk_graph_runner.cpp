@@ -283,7 +283,7 @@ void VkGraphRunner::load(const parallel::DeviceGraph& graph, const gguf::File& f
   int_dot_ = int_dot(gpu_.info());
   if (int_dot_) {
     try {
-      gpu_.pipeline("matmul_q8_0_dot", 8, sizeof(MatmulPush), {std::clamp<uint32_t>(gpu_.info().subgroup_size, 8, 64)});
+      gpu_.pipeline("matmul_q8_0_dot", 8, sizeof(MatmulPush), {gpu_.info().lanes()});
     } catch (const Error& e) {
       int_dot_ = false;
       fmt::print(stderr, "vulkan: {}: the integer dot product shaders failed ({}); using the others\n",
@@ -542,7 +542,7 @@ void VkGraphRunner::record_matmul(const Matrix& w, VkBuffer x, int64_t x_rows, V
     gpu_.barrier();
   }
   const PhysicalInfo& info = gpu_.info();
-  const uint32_t sg = std::clamp<uint32_t>(info.subgroup_size, 8, 64);
+  const uint32_t sg = info.lanes();
   const int64_t n_used = graph_.dims.n_expert_used;
   const int64_t items = mode == 1 ? n_tokens * n_used : n_tokens;
   // Prompts and batches: a thread per input row (matmul.comp's BY_ITEM) once they fill a subgroup,
@@ -557,7 +557,10 @@ void VkGraphRunner::record_matmul(const Matrix& w, VkBuffer x, int64_t x_rows, V
   const Pipeline& p = gemm ? gpu_.pipeline("gemm_" + std::string(dtype_name(w.type)) + dot, 8, sizeof(MatmulPush))
                            : gpu_.pipeline(matmul_shader(w.type) + dot, 8, sizeof(MatmulPush),
                                            {wg, rows_per_wg, by_item ? 1u : 0u, split ? 1u : 0u});
-  const uint32_t gy = u32(by_item ? (items + wg - 1) / wg : (items + kTile - 1) / kTile);
+  // Workgroups over the input rows: the GEMM's tiles, a thread each, or TILE each.
+  const uint32_t gy = u32(gemm      ? (items + kGemmItems - 1) / kGemmItems
+                          : by_item ? (items + wg - 1) / wg
+                                    : (items + kTile - 1) / kTile);
   for (size_t pi = 0; pi < w.parts.size(); ++pi) {
     const WeightPart& part = w.parts[pi];
     const VkDescriptorSet set = gpu_.bind(
@@ -580,8 +583,7 @@ void VkGraphRunner::record_matmul(const Matrix& w, VkBuffer x, int64_t x_rows, V
         push.rows = u32(nr);
         push.y_row0 = u32(part.first + r0);
         push.w_row0 = u32(r0);
-        gpu_.dispatch(p, set, &push, u32((nr + tile_rows - 1) / tile_rows),
-                      gemm ? u32((items + kGemmItems - 1) / kGemmItems) : gy);
+        gpu_.dispatch(p, set, &push, u32((nr + tile_rows - 1) / tile_rows), gy);
       }
     } else {
       push.expert_first = u32(w.expert_first + part.first);

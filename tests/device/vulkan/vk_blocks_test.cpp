@@ -162,7 +162,7 @@ TEST_P(VkBlocks, MatmulMatchesTheCpuReference) {
     for (const std::string variant : {"", "_dot"}) {
       if (variant == "_dot" && !(gpu.info().integer_dot && split_rows(t))) continue;
       // The decode shape of a GPU (VkGraphRunner's matvec_shape): 4 subgroups a workgroup, a row each.
-      const uint32_t sg = std::clamp<uint32_t>(gpu.info().subgroup_size, 8, 64);
+      const uint32_t sg = gpu.info().lanes();
       const Pipeline& mp =
           gpu.pipeline("matmul_" + std::string(dtype_name(t)) + variant, 8, sizeof(MatmulPush), {4 * sg, 4, 0, 0});
       gpu.begin();
@@ -215,7 +215,7 @@ TEST_P(VkGemm, TiledGemmGivesTheThreadPerRowMatmulsBits) {
   const Pipeline& qp = gpu.pipeline("quantize", 4, sizeof(QuantizePush));
   const QuantizePush qpush{static_cast<uint32_t>(n), act_code(act)};
   const MatmulPush mpush = dense(rows, cols, n_tok);
-  const uint32_t sg = std::clamp<uint32_t>(gpu.info().subgroup_size, 8, 64);
+  const uint32_t sg = gpu.info().lanes();
   for (const std::string variant : {"", "_dot"}) {
     if (variant == "_dot" && !gpu.info().integer_dot) continue;
     const std::string name = std::string(dtype_name(t)) + variant;
@@ -281,7 +281,7 @@ TEST(VkExperts, EachSlotAddsItsExpertsBiasBeforeTheRouteWeight) {
   std::memcpy(wb.mapped, w.data(), w.size() * 4);
   std::memcpy(rb.mapped, routes.data(), routes.size() * 4);
   std::memcpy(bb.mapped, bias.data(), bias.size() * 4);
-  const uint32_t wg = std::clamp<uint32_t>(gpu.info().subgroup_size, 8, 64);
+  const uint32_t wg = gpu.info().lanes();
   for (const uint32_t mode : {1u, 2u}) {
     const int64_t x_rows = mode == 1 ? n_tok : n_tok * k, y_n = mode == 1 ? n_tok * k * rows : n_tok * rows;
     const std::vector<float> x = seeded(x_rows * cols, 7 + mode);
