@@ -72,14 +72,16 @@ Action add_gen_model(CLI::App& app) {
   cmd->add_option("--preset", o->preset,
                   "tiny | 500m | 1b | 8b-shape | gemma3-1b | tiny-moe | moe-2b | gpt-oss-mini | gemma4-a4b-mini | "
                   "gemma4-e2b-mini | deepseek-mini (deepseek2; tiny-moe takes its own tiny shape there) | qwen35-mini "
-                  "(qwen35; tiny takes its own tiny shape there) | qwen35moe-mini (qwen35moe; so does tiny-moe)");
+                  "(qwen35; tiny takes its own tiny shape there) | qwen35moe-mini (qwen35moe; so does tiny-moe) | "
+                  "qwen3next-mini (qwen3next; so does tiny-moe)");
   cmd->add_option("--type", o->type,
                   "f32 f16 bf16 q8_0 q4_0 q4_1 q5_0 q5_1 q2_k q3_k q4_k q5_k q6_k q4_k_m q5_k_m iq4_nl iq4_xs "
                   "mxfp4 (MoE: the experts in mxfp4, the rest q8_0)");
   cmd->add_option("--arch", o->arch,
                   "llama | qwen2 | qwen3 | gemma3 | gemma4 | phi3 | qwen35 (Qwen 3.5: Gated DeltaNet and gated "
                   "attention); MoE presets: llama (Mixtral) | qwen2moe | qwen3moe | gpt-oss | gemma4 | deepseek2 "
-                  "(DeepSeek V3: latent attention, grouped sigmoid routing) | qwen35moe (Qwen 3.5 with experts)");
+                  "(DeepSeek V3: latent attention, grouped sigmoid routing) | qwen35moe (Qwen 3.5 with experts) | "
+                  "qwen3next (Qwen3-Next)");
   cmd->add_option("--sliding-window", o->sliding_window,
                   "gemma3, gemma4: the local layers' window (default 512, or ctx/8)");
   cmd->add_option("--rope-scaling", o->rope_scaling,
@@ -88,6 +90,7 @@ Action add_gen_model(CLI::App& app) {
   cmd->add_option("--yarn-orig-ctx", o->yarn_orig_ctx, "YaRN's original context (default ctx/4)");
   cmd->add_option("--seed", o->seed, "weights seed");
   cmd->add_flag("--tied", o->tied, "tied embeddings (no output.weight)");
+  cmd->add_flag("--fused-qkvz", o->fused_qkvz, "qwen3next: its older files' layout (q, k, v and z in one ssm_in)");
   cmd->add_option("--ctx", o->n_ctx, "context length written to the file");
   cmd->add_option("--n-embd", o->overrides.n_embd, "override the preset's embedding width");
   cmd->add_option("--n-layer", o->overrides.n_layer, "override the preset's layer count");
@@ -113,14 +116,16 @@ Action add_gen_model(CLI::App& app) {
       ->check(CLI::NonNegativeNumber);
   cmd->add_option("--kv-lora-rank", o->overrides.kv_lora_rank, "deepseek2: the width of the keys' and values' latent");
   cmd->add_option("--n-rot", o->overrides.n_rot,
-                  "qwen35, qwen35moe: the features of each head RoPE turns (default a quarter of the head)");
-  cmd->add_option("--full-attn-interval", o->overrides.full_attn_interval,
-                  "qwen35, qwen35moe: every Nth layer full attention, the others Gated DeltaNet (default 4)");
-  cmd->add_option("--linear-k-heads", o->overrides.lin_k_heads, "qwen35, qwen35moe: the linear layers' key heads");
+                  "qwen35, qwen35moe, qwen3next: the features of each head RoPE turns (default a quarter of the head)");
+  cmd->add_option(
+      "--full-attn-interval", o->overrides.full_attn_interval,
+      "qwen35, qwen35moe, qwen3next: every Nth layer full attention, the others Gated DeltaNet (default 4)");
+  cmd->add_option("--linear-k-heads", o->overrides.lin_k_heads,
+                  "qwen35, qwen35moe, qwen3next: the linear layers' key heads");
   cmd->add_option("--linear-v-heads", o->overrides.lin_v_heads,
-                  "qwen35, qwen35moe: the linear layers' value heads (a multiple of the key heads)");
+                  "qwen35, qwen35moe, qwen3next: the linear layers' value heads (a multiple of the key heads)");
   cmd->add_option("--linear-head-dim", o->overrides.lin_head_dim,
-                  "qwen35, qwen35moe: the linear layers' key and value head size");
+                  "qwen35, qwen35moe, qwen3next: the linear layers' key and value head size");
   cmd->add_option("--split-max-tensors", o->split_max_tensors,
                   "write a split model, at most N tensors per part (as llama-gguf-split): "
                   "<output without .gguf>-00001-of-0000K.gguf ...")

@@ -37,8 +37,9 @@ enum class Axis : uint8_t {
   // Gated DeltaNet, the linear attention of Qwen 3.5 (Dims::linear_attention): its key heads (the
   // features of q and k, linear_k_heads of linear_head_dim), and its value heads (v, the output
   // gate z, the output; beta and the decay one value a head). Value head h reads key head
-  // h % linear_k_heads (the files' tiled order): a device holding some key heads holds their value
-  // heads, a run of them in each block of linear_k_heads value heads.
+  // Dims::linear_key_head(h): in Qwen 3.5's tiled order a device holding some key heads holds
+  // their value heads as a run in each block of linear_k_heads value heads; in Qwen3-Next's grouped
+  // order as one run.
   LinearKHeads,
   LinearVHeads,
   Count
@@ -182,6 +183,12 @@ struct Dims {
   // linear_head_dim wide, after a causal conv of linear_conv_kernel taps. 0: none.
   int64_t full_attention_interval = 0, linear_k_heads = 0, linear_v_heads = 0, linear_head_dim = 0,
           linear_conv_kernel = 0;
+  // Qwen3-Next: value head h reads key head h / (linear_v_heads / linear_k_heads) (grouped); Qwen
+  // 3.5: h % linear_k_heads (tiled). Either holds for a device's share of the heads too.
+  bool linear_v_grouped = false;
+  int64_t linear_key_head(int64_t v_head, int64_t k_heads) const {
+    return linear_v_grouped ? v_head / (linear_v_heads / linear_k_heads) : v_head % k_heads;
+  }
   bool linear_attention(int layer) const {
     return full_attention_interval > 0 && (layer + 1) % full_attention_interval != 0;
   }

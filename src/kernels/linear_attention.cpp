@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <vector>
 
 namespace weft::kernels {
 
@@ -40,7 +41,7 @@ void l2_norm_heads(float* x, int64_t n_heads, int64_t head_dim, float eps) {
 DeltaGates delta_gates(float beta, float alpha, float a, float dt) {
   const float x = alpha + dt;
   const float softplus = x > 20.f ? x : std::log(1.f + std::exp(x));  // ggml's op_softplus
-  return {sigmoid_gate(beta), std::exp(softplus * a)};
+  return {sigmoid_gate(beta), std::exp(softplus * a), softplus * a};
 }
 
 namespace detail {
@@ -58,11 +59,113 @@ void delta_columns_ref(const DeltaStep& s, int64_t j0, int64_t j1) {
 
 void delta_step_ref(const DeltaStep& s) { detail::delta_columns_ref(s, 0, s.n); }
 
+namespace detail {
+DeltaChunkWork delta_chunk_prepare(const DeltaChunk& c) {
+  const int64_t n = c.n, m = c.n_tokens, C = kDeltaChunk;
+  DeltaChunkWork w{c.work,
+                   c.work + C * n,
+                   c.work + 2 * C * n,
+                   c.work + 3 * C * n,
+                   c.work + 3 * C * n + C * C,
+                   c.work + 3 * C * n + 2 * C * C};
+  float acc = 0;
+  for (int64_t t = 0; t < m; ++t) w.log_g[t] = acc += c.log_decay[t];
+  return w;
+}
+
+void delta_chunk_coefficients(const DeltaChunk& c, const DeltaChunkWork& w) {
+  const int64_t m = c.n_tokens, C = kDeltaChunk;
+  for (int64_t t = 0; t < m; ++t)
+    for (int64_t s = 0; s <= t; ++s) {
+      const float ratio = std::exp(w.log_g[t] - w.log_g[s]);  // g_t / g_s <= 1
+      w.kk[t * C + s] *= c.beta[t] * ratio;
+      w.qk[t * C + s] *= ratio;
+    }
+  // The state's update: token s's k scaled by g_m / g_s, key-major (row i: every token's feature i).
+  const float* const log_g = w.log_g;
+  for (int64_t s = 0; s < m; ++s) {
+    const float ratio = std::exp(log_g[m - 1] - log_g[s]);
+    for (int64_t i = 0; i < c.n; ++i) w.k_t[i * C + s] = ratio * c.k[s * c.qk_stride + i];
+  }
+}
+}  // namespace detail
+
+void delta_chunk_ref(const DeltaChunk& c) {
+  const int64_t n = c.n, m = c.n_tokens, C = kDeltaChunk;
+  const detail::DeltaChunkWork w = detail::delta_chunk_prepare(c);
+  auto row = [&](const float* x, int64_t t, int64_t stride) { return x + t * stride; };
+  auto dot = [&](const float* a, const float* b) {
+    float sum = 0;
+    for (int64_t i = 0; i < n; ++i) sum += a[i] * b[i];
+    return sum;
+  };
+  // S_0^T k_t and S_0^T q_t
+  for (int64_t t = 0; t < m; ++t) {
+    float *u = w.u + t * n, *p = w.p + t * n;
+    std::fill(u, u + n, 0.f);
+    std::fill(p, p + n, 0.f);
+    for (int64_t i = 0; i < n; ++i) {
+      const float ki = row(c.k, t, c.qk_stride)[i], qi = row(c.q, t, c.qk_stride)[i];
+      for (int64_t j = 0; j < n; ++j) u[j] += ki * c.state[i * n + j], p[j] += qi * c.state[i * n + j];
+    }
+  }
+  for (int64_t t = 0; t < m; ++t)
+    for (int64_t s = 0; s <= t; ++s) {
+      w.kk[t * C + s] = dot(row(c.k, t, c.qk_stride), row(c.k, s, c.qk_stride));
+      w.qk[t * C + s] = dot(row(c.q, t, c.qk_stride), row(c.k, s, c.qk_stride));
+    }
+  detail::delta_chunk_coefficients(c, w);
+  for (int64_t t = 0; t < m; ++t) {  // the corrections, in order: u_t reads every u_s before it
+    const float g = std::exp(w.log_g[t]);
+    float* u = w.u + t * n;
+    const float* v = row(c.v, t, c.v_stride);
+    for (int64_t j = 0; j < n; ++j) {
+      float x = c.beta[t] * (v[j] - g * u[j]);
+      for (int64_t s = 0; s < t; ++s) x -= w.kk[t * C + s] * w.u[s * n + j];
+      u[j] = x;
+    }
+  }
+  for (int64_t t = 0; t < m; ++t) {
+    const float g = std::exp(w.log_g[t]);
+    float* out = c.out + t * c.v_stride;
+    for (int64_t j = 0; j < n; ++j) {
+      float o = g * w.p[t * n + j];
+      for (int64_t s = 0; s <= t; ++s) o += w.qk[t * C + s] * w.u[s * n + j];
+      out[j] = o * c.scale;
+    }
+  }
+  const float g = std::exp(w.log_g[m - 1]);
+  for (int64_t i = 0; i < n; ++i)
+    for (int64_t j = 0; j < n; ++j) {
+      float x = g * c.state[i * n + j];
+      for (int64_t s = 0; s < m; ++s) x += w.k_t[i * C + s] * w.u[s * n + j];
+      c.state[i * n + j] = x;
+    }
+}
+
 void delta_rule(float* state, int64_t head_dim, int64_t n_tokens, const float* q, const float* k, const float* v,
-                int64_t qk_stride, int64_t v_stride, const DeltaGates* gates, int64_t gate_stride, float* out) {
+                int64_t qk_stride, int64_t v_stride, const DeltaGates* gates, int64_t gate_stride, float* out,
+                bool chunked) {
   const auto step = ops_kernels().delta_step;
   const float scale = 1.f / std::sqrt(static_cast<float>(head_dim));
-  for (int64_t t = 0; t < n_tokens; ++t) {
+  int64_t t = 0;
+  if (chunked && n_tokens >= kDeltaChunkMin) {
+    thread_local std::vector<float> work;
+    work.resize(static_cast<size_t>(delta_chunk_work(head_dim)));
+    float beta[kDeltaChunk], log_decay[kDeltaChunk];
+    const auto chunk = ops_kernels().delta_chunk;
+    for (; n_tokens - t >= kDeltaChunkMin; t += kDeltaChunk) {
+      const int64_t m = std::min(kDeltaChunk, n_tokens - t);
+      for (int64_t i = 0; i < m; ++i) {
+        beta[i] = gates[(t + i) * gate_stride].beta;
+        log_decay[i] = gates[(t + i) * gate_stride].log_decay;
+      }
+      chunk({state, q + t * qk_stride, k + t * qk_stride, v + t * v_stride, out + t * v_stride, qk_stride, v_stride,
+             beta, log_decay, scale, head_dim, m, work.data()});
+      if (m < kDeltaChunk) return;
+    }
+  }
+  for (; t < n_tokens; ++t) {
     const DeltaGates g = gates[t * gate_stride];
     step({state, q + t * qk_stride, k + t * qk_stride, v + t * v_stride, out + t * v_stride, g.beta, g.decay, scale,
           head_dim});

@@ -20,15 +20,19 @@ void causal_conv_silu(const float* x, int64_t n_tokens, int64_t n, int64_t strid
 void l2_norm_heads(float* x, int64_t n_heads, int64_t head_dim, float eps);
 
 // A value head's gates for one token: its learning rate sigmoid(beta) and its state's decay
-// exp(softplus(alpha + dt) * a) (a < 0: ssm_a = -exp(A_log)).
+// exp(softplus(alpha + dt) * a) (a < 0: ssm_a = -exp(A_log)), with that decay's log.
 struct DeltaGates {
-  float beta, decay;
+  float beta, decay, log_decay;
 };
 DeltaGates delta_gates(float beta, float alpha, float a, float dt);
 
 // One value head over n_tokens tokens: DeltaStep (ops.h) token after token, q/k/v/out rows `stride`
 // floats apart (q and k L2-normed), gates `gate_stride` apart, out scaled by 1/sqrt(head_dim).
+// `chunked`: runs of at least kDeltaChunkMin tokens go kDeltaChunk at a time through DeltaChunk
+// (the same sums regrouped: equal within float rounding, not bit for bit), the rest token by token.
+inline constexpr int64_t kDeltaChunkMin = 16;
 void delta_rule(float* state, int64_t head_dim, int64_t n_tokens, const float* q, const float* k, const float* v,
-                int64_t qk_stride, int64_t v_stride, const DeltaGates* gates, int64_t gate_stride, float* out);
+                int64_t qk_stride, int64_t v_stride, const DeltaGates* gates, int64_t gate_stride, float* out,
+                bool chunked = false);
 
 }  // namespace weft::kernels

@@ -107,6 +107,29 @@ struct DeltaStep {
 };
 void delta_step_ref(const DeltaStep& s);
 
+// The same recurrence over up to kDeltaChunk tokens at once (the chunked delta rule): with g_t the
+// decays' product over the chunk's first t tokens, the state after token t is
+//   S_t = g_t S_0 + sum_{s<=t} (g_t / g_s) k_s u_s^T,
+// whose corrections u_t = beta_t (v_t - g_t S_0^T k_t - sum_{s<t} (g_t / g_s) (k_s . k_t) u_s)
+// follow by forward substitution, out_t = scale S_t^T q_t, and S_0 is read once for the chunk (as
+// products of its tokens' q and k with it) where delta_step reads it a token at a time. The
+// decays enter as logs, so that no product of them underflows.
+inline constexpr int64_t kDeltaChunk = 64;
+struct DeltaChunk {
+  float* state = nullptr;  // n x n, as DeltaStep's
+  const float *q = nullptr, *k = nullptr, *v = nullptr;
+  float* out = nullptr;
+  int64_t qk_stride = 0, v_stride = 0;                // token t's q, k at t * qk_stride; its v, out at t * v_stride
+  const float *beta = nullptr, *log_decay = nullptr;  // token t's at t
+  float scale = 1;
+  int64_t n = 0, n_tokens = 0;  // n_tokens: 1..kDeltaChunk
+  float* work = nullptr;        // delta_chunk_work(n) floats
+};
+constexpr int64_t delta_chunk_work(int64_t n) {
+  return 3 * kDeltaChunk * n + 2 * kDeltaChunk * kDeltaChunk + kDeltaChunk;
+}
+void delta_chunk_ref(const DeltaChunk& c);
+
 // Inner loops of the ops above, one table per ISA. The ops call the best table this CPU runs;
 // tests compare every table with the scalar one.
 struct OpsKernels {
@@ -123,6 +146,7 @@ struct OpsKernels {
   void (*attention_rows)(const AttentionRows& rows);       // prompts: one row per lane
   void (*attention_decode)(const AttentionRows& rows);     // one token: rows one at a time
   void (*delta_step)(const DeltaStep& s);                  // Gated DeltaNet: one token of one value head
+  void (*delta_chunk)(const DeltaChunk& c);                // Gated DeltaNet: a chunk of one value head
   Isa isa;                                                 // the level this table needs
 };
 
@@ -144,6 +168,17 @@ template <>
 const OpsKernels& ops_table<Isa::Avx2>();
 template <>
 const OpsKernels& ops_table<Isa::Avx512>();
+
+// A DeltaChunk's work, shared by every level: S_0^T k_t (then the corrections u_t) and S_0^T q_t a
+// row each; every token's k key-major, scaled by g_m / g_t, for the state's update; k_t . k_s and
+// q_t . k_s (s <= t) with their decays and rates folded in; the log of g_t.
+struct DeltaChunkWork {
+  float *u, *p, *k_t, *kk, *qk, *log_g;
+};
+DeltaChunkWork delta_chunk_prepare(const DeltaChunk& c);  // the layout, and log g_t
+// Folds beta_t g_t / g_s into kk and g_t / g_s into qk (their dot products already there), and
+// fills k_t.
+void delta_chunk_coefficients(const DeltaChunk& c, const DeltaChunkWork& w);
 }  // namespace detail
 
 }  // namespace weft::kernels

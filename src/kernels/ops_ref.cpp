@@ -95,6 +95,7 @@ const OpsKernels& ops_table<Isa::Scalar>() {
                             attention_rows_scalar,
                             attention_decode_scalar,
                             delta_step_ref,
+                            delta_chunk_ref,
                             Isa::Scalar};
   return k;
 }

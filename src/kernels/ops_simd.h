@@ -14,6 +14,7 @@
 #include "kernels/ops.h"
 
 #include <algorithm>
+#include <cmath>
 #include <cstdint>
 #include <cstring>
 
@@ -245,6 +246,109 @@ WEFT_SIMD_TARGET void delta_step(const DeltaStep& s) {
   for (; j + kBlock <= s.n; j += kBlock) delta_columns<V, kVectors>(s, j);
   for (; j + L <= s.n; j += L) delta_columns<V, 1>(s, j);
   if (j < s.n) delta_columns_ref(s, j, s.n);  // the last value features, one by one
+}
+
+// y[r] = a y[r] + sum_{i<k} x[r xs + i] M[i] over TB rows from r0 and JB vectors from j0 (rows of
+// y and M n floats): each load of M's rows serves TB rows, the sums stay in registers.
+template <class V, int TB, int JB>
+WEFT_SIMD_TARGET void rows_by_matrix_block(const float* x, int64_t xs, int64_t k, const float* M, int64_t n, float a,
+                                           float* y, int64_t r0, int64_t j0) {
+  constexpr int64_t L = V::kLanes;
+  V acc[TB][JB];
+  for (int t = 0; t < TB; ++t)
+    for (int b = 0; b < JB; ++b) acc[t][b] = a == 0 ? V::zero() : V::load(y + (r0 + t) * n + j0 + b * L) * V::set1(a);
+  for (int64_t i = 0; i < k; ++i) {
+    V r[JB];
+    for (int b = 0; b < JB; ++b) r[b] = V::load(M + i * n + j0 + b * L);
+    for (int t = 0; t < TB; ++t) {
+      const V xi = V::set1(x[(r0 + t) * xs + i]);
+      for (int b = 0; b < JB; ++b) acc[t][b] = fmadd(xi, r[b], acc[t][b]);
+    }
+  }
+  for (int t = 0; t < TB; ++t)
+    for (int b = 0; b < JB; ++b) acc[t][b].store(y + (r0 + t) * n + j0 + b * L);
+}
+
+template <class V, int TB>
+WEFT_SIMD_TARGET void rows_by_matrix_rows(const float* x, int64_t xs, int64_t k, const float* M, int64_t n, float a,
+                                          float* y, int64_t r0) {
+  constexpr int64_t L = V::kLanes;
+  int64_t j = 0;
+  for (; j + 4 * L <= n; j += 4 * L) rows_by_matrix_block<V, TB, 4>(x, xs, k, M, n, a, y, r0, j);
+  for (; j < n; j += L) rows_by_matrix_block<V, TB, 1>(x, xs, k, M, n, a, y, r0, j);
+}
+
+// The chunk's matrix products, m rows (n a multiple of the lanes): as many rows a block as the
+// registers hold sums for beside M's vectors (4 x 4 of AVX-512's 32, 2 x 4 of AVX2's 16).
+template <class V>
+WEFT_SIMD_TARGET void rows_by_matrix(const float* x, int64_t xs, int64_t m, int64_t k, const float* M, int64_t n,
+                                     float a, float* y) {
+  constexpr int TB = V::kLanes >= 16 ? 4 : 2;
+  int64_t r = 0;
+  for (; r + TB <= m; r += TB) rows_by_matrix_rows<V, TB>(x, xs, k, M, n, a, y, r);
+  for (; r < m; ++r) rows_by_matrix_rows<V, 1>(x, xs, k, M, n, a, y, r);
+}
+
+template <class V>
+WEFT_SIMD_TARGET float dot(const float* a, const float* b, int64_t n) {  // n a multiple of the lanes
+  V acc = V::zero();
+  for (int64_t i = 0; i < n; i += V::kLanes) acc = fmadd(V::load(a + i), V::load(b + i), acc);
+  return reduce_add(acc);
+}
+
+// The corrections u_t and outputs of NB vectors of value features from j0, token after token (the
+// columns are independent: each u_t reads the u_s before it in the same columns).
+template <class V, int NB>
+WEFT_SIMD_TARGET void delta_chunk_columns(const DeltaChunk& c, const DeltaChunkWork& w, int64_t j0) {
+  constexpr int64_t L = V::kLanes, C = kDeltaChunk;
+  const int64_t n = c.n;
+  for (int64_t t = 0; t < c.n_tokens; ++t) {
+    const V g = V::set1(std::exp(w.log_g[t])), beta = V::set1(c.beta[t]);
+    float* u = w.u + t * n + j0;
+    const float* v = c.v + t * c.v_stride + j0;
+    V x[NB], o[NB];
+    for (int b = 0; b < NB; ++b) x[b] = (V::load(v + b * L) - g * V::load(u + b * L)) * beta;
+    for (int64_t s = 0; s < t; ++s) {
+      const V a = V::set1(w.kk[t * C + s]);
+      const float* us = w.u + s * n + j0;
+      for (int b = 0; b < NB; ++b) x[b] = fnmadd(a, V::load(us + b * L), x[b]);
+    }
+    for (int b = 0; b < NB; ++b) {
+      x[b].store(u + b * L);
+      o[b] = g * V::load(w.p + t * n + j0 + b * L);
+    }
+    for (int64_t s = 0; s <= t; ++s) {
+      const V a = V::set1(w.qk[t * C + s]);
+      const float* us = w.u + s * n + j0;
+      for (int b = 0; b < NB; ++b) o[b] = fmadd(a, V::load(us + b * L), o[b]);
+    }
+    const V scale = V::set1(c.scale);
+    for (int b = 0; b < NB; ++b) (o[b] * scale).store(c.out + t * c.v_stride + j0 + b * L);
+  }
+}
+
+// delta_chunk_ref's steps, each as vector loops (heads a multiple of the lanes; others take the
+// scalar form whole).
+template <class V>
+WEFT_SIMD_TARGET void delta_chunk(const DeltaChunk& c) {
+  constexpr int64_t L = V::kLanes, C = kDeltaChunk;
+  const int64_t n = c.n, m = c.n_tokens;
+  if (n % L != 0) return delta_chunk_ref(c);
+  const DeltaChunkWork w = delta_chunk_prepare(c);
+  rows_by_matrix<V>(c.k, c.qk_stride, m, n, c.state, n, 0.f, w.u);  // S_0^T k_t
+  rows_by_matrix<V>(c.q, c.qk_stride, m, n, c.state, n, 0.f, w.p);  // S_0^T q_t
+  for (int64_t t = 0; t < m; ++t)
+    for (int64_t s = 0; s <= t; ++s) {
+      const float* ks = c.k + s * c.qk_stride;
+      w.kk[t * C + s] = dot<V>(c.k + t * c.qk_stride, ks, n);
+      w.qk[t * C + s] = dot<V>(c.q + t * c.qk_stride, ks, n);
+    }
+  delta_chunk_coefficients(c, w);
+  constexpr int kVectors = L >= 16 ? 8 : 4;
+  int64_t j = 0;
+  for (; j + kVectors * L <= n; j += kVectors * L) delta_chunk_columns<V, kVectors>(c, w, j);
+  for (; j < n; j += L) delta_chunk_columns<V, 1>(c, w, j);
+  rows_by_matrix<V>(w.k_t, C, n, m, w.u, n, std::exp(w.log_g[m - 1]), c.state);  // g_m S_0 + sum k u^T
 }
 
 // GCC 12, inlining this into attention's cache tiles, proves nothing and warns that the tail loop

@@ -9,9 +9,9 @@ namespace weft::kernels::detail::simd {
 
 template <class V>
 const OpsKernels& table(Isa isa) {  // only takes addresses: no ISA needed
-  static const OpsKernels k{sum_sq<V>,         scale_mul<V>,        max_of<V>,     exp_sum<V>, scale<V>,
-                            silu<V>,           swiglu<V>,           geglu<V>,      add<V>,     to_f16<V>,
-                            attention_rows<V>, attention_decode<V>, delta_step<V>, isa};
+  static const OpsKernels k{sum_sq<V>,         scale_mul<V>,        max_of<V>,     exp_sum<V>,     scale<V>,
+                            silu<V>,           swiglu<V>,           geglu<V>,      add<V>,         to_f16<V>,
+                            attention_rows<V>, attention_decode<V>, delta_step<V>, delta_chunk<V>, isa};
   return k;
 }
 

@@ -105,25 +105,46 @@ graph::Graph build_llama_graph(const ModelConfig& c) {
       a = node(OpKind::HeadMatMul, {a}, Axis::QHeads, nh * d.v_head_dim, "attn_v_b.weight", "attn_v_b");
       return node(OpKind::MatMul, {a}, Axis::Embd, d.n_embd, "attn_output.weight", "attn_output");
     };
-    // Gated DeltaNet (qwen35.cpp's build_layer_attn_linear): q, k, v (one fused tensor) through a
+    // Gated DeltaNet (qwen35.cpp's and qwen3next.cpp's build_layer_attn_linear): q, k, v through a
     // causal conv and SiLU, the delta rule's recurrence over each value head's state matrix, its
     // output RMS-normed per head and gated by silu(z), then ssm_out. Split by key heads with
     // their value heads: no collective until ssm_out's all-reduce.
     auto linear_attention = [&](int h) {
       const int64_t hd = d.linear_head_dim, kw = d.linear_k_heads * hd, vw = d.linear_v_heads * hd;
-      const int64_t rows = 2 * kw + vw;
-      // A segment of attn_qkv, then its features' rows of ssm_conv1d (both [q; k; v]).
-      auto mixed = [&](Axis axis, int64_t width, int64_t row0, const char* label, const char* conv_label) {
-        const int proj = segment(h, axis, width, "attn_qkv.weight", label, row0, rows);
-        return segment(proj, axis, width, "ssm_conv1d.weight", conv_label, row0, rows, OpKind::CausalConv);
+      const int64_t rows = 2 * kw + vw, nv = d.linear_v_heads, per_k = nv / d.linear_k_heads;
+      // The projections of q, k, v and z: segments of attn_qkv and attn_gate, or slices of each key
+      // head's [q; k; its value heads' v; their z] in Qwen3-Next's older ssm_in.
+      int q_in, k_in, v_in, z;
+      if (c.linear_qkvz) {
+        const int64_t head = 2 * hd + 2 * per_k * hd;
+        const int qkvz =
+            node(OpKind::MatMul, {h}, Axis::LinearKHeads, d.linear_k_heads * head, "ssm_in.weight", "linear_qkvz");
+        q_in = slice(qkvz, Axis::LinearKHeads, 0, kw, "linear_q");
+        k_in = slice(qkvz, Axis::LinearKHeads, hd, kw, "linear_k");
+        v_in = slice(qkvz, Axis::LinearVHeads, 2 * hd, vw, "linear_v");
+        z = slice(qkvz, Axis::LinearVHeads, 2 * hd + per_k * hd, vw, "linear_z");
+      } else {
+        q_in = segment(h, Axis::LinearKHeads, kw, "attn_qkv.weight", "linear_q", 0, rows);
+        k_in = segment(h, Axis::LinearKHeads, kw, "attn_qkv.weight", "linear_k", kw, rows);
+        v_in = segment(h, Axis::LinearVHeads, vw, "attn_qkv.weight", "linear_v", 2 * kw, rows);
+        z = node(OpKind::MatMul, {h}, Axis::LinearVHeads, vw, "attn_gate.weight", "linear_z");
+      }
+      // Each projection's features' rows of ssm_conv1d ([q; k; v]).
+      auto conv = [&](int in, Axis axis, int64_t width, int64_t row0, const char* label) {
+        return segment(in, axis, width, "ssm_conv1d.weight", label, row0, rows, OpKind::CausalConv);
       };
-      const int q = mixed(Axis::LinearKHeads, kw, 0, "linear_q", "conv_q");
-      const int k = mixed(Axis::LinearKHeads, kw, kw, "linear_k", "conv_k");
-      const int v = mixed(Axis::LinearVHeads, vw, 2 * kw, "linear_v", "conv_v");
-      const int z = node(OpKind::MatMul, {h}, Axis::LinearVHeads, vw, "attn_gate.weight", "linear_z");
-      const int beta = node(OpKind::MatMul, {h}, Axis::LinearVHeads, d.linear_v_heads, "ssm_beta.weight", "ssm_beta");
-      const int alpha =
-          node(OpKind::MatMul, {h}, Axis::LinearVHeads, d.linear_v_heads, "ssm_alpha.weight", "ssm_alpha");
+      const int q = conv(q_in, Axis::LinearKHeads, kw, 0, "conv_q");
+      const int k = conv(k_in, Axis::LinearKHeads, kw, kw, "conv_k");
+      const int v = conv(v_in, Axis::LinearVHeads, vw, 2 * kw, "conv_v");
+      int beta, alpha;
+      if (c.traits.qwen3next) {  // ssm_ba: each key head's value heads' beta, then their alpha
+        const int ba = node(OpKind::MatMul, {h}, Axis::LinearKHeads, 2 * nv, "ssm_ba.weight", "ssm_ba");
+        beta = slice(ba, Axis::LinearVHeads, 0, nv, "ssm_beta");
+        alpha = slice(ba, Axis::LinearVHeads, per_k, nv, "ssm_alpha");
+      } else {
+        beta = node(OpKind::MatMul, {h}, Axis::LinearVHeads, nv, "ssm_beta.weight", "ssm_beta");
+        alpha = node(OpKind::MatMul, {h}, Axis::LinearVHeads, nv, "ssm_alpha.weight", "ssm_alpha");
+      }
       int o =
           node(OpKind::DeltaNet, {q, k, v, beta, alpha}, Axis::LinearVHeads, vw, "ssm_a", "delta_net", "ssm_dt.bias");
       o = node(OpKind::HeadNorm, {o}, Axis::LinearVHeads, vw, "ssm_norm.weight", "ssm_norm");

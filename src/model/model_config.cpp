@@ -26,16 +26,17 @@ ArchTraits traits_of(const std::string& arch) {
   if (arch == "gpt-oss") return {.qkv_bias = true, .rope_neox = true, .moe = true, .gpt_oss = true};
   if (arch == "deepseek2") return {.moe = true, .deepseek = true};
   if (arch == "qwen35") return {.qk_norm = true, .rope_neox = true, .qwen35 = true};
-  if (arch == "qwen35moe")
+  if (arch == "qwen35moe" || arch == "qwen3next")
     return {.qk_norm = true,
             .rope_neox = true,
             .moe = true,
             .shared_expert = true,
             .expert_weights_norm = true,
-            .qwen35 = true};
+            .qwen35 = true,
+            .qwen3next = arch == "qwen3next"};
   fail("model",
        "architecture '{}' is not supported (supported: llama, qwen2, qwen3, qwen2moe, qwen3moe, gemma3, gemma4, phi3, "
-       "gpt-oss, deepseek2, qwen35, qwen35moe)",
+       "gpt-oss, deepseek2, qwen35, qwen35moe, qwen3next)",
        arch);
 }
 
@@ -472,12 +473,15 @@ void read_mla(const gguf::File& f, const std::string& p, ModelConfig& c) {
   d.attn_scale = static_cast<float>(mscale * mscale / std::sqrt(static_cast<double>(d.head_dim)));
 }
 
-// Qwen 3.5 (llama.cpp's qwen35 / qwen35moe loaders): the Gated DeltaNet layers' shapes (ssm.*
-// keys: key heads ssm.group_count, value heads ssm.time_step_rank, both ssm.state_size wide),
-// which layers are full attention, and IMROPE as text positions see it: every section turns at
-// the token's position except the fourth (its position 0), whose pairs stay put.
+// Qwen 3.5 and Qwen3-Next (llama.cpp's qwen35 / qwen35moe / qwen3next loaders): the Gated
+// DeltaNet layers' shapes (ssm.* keys: key heads ssm.group_count, value heads ssm.time_step_rank,
+// both ssm.state_size wide), which layers are full attention, and for Qwen 3.5 IMROPE as text
+// positions see it: every section turns at the token's position except the fourth (its position
+// 0), whose pairs stay put.
 void read_qwen35(const gguf::File& f, const std::string& p, ModelConfig& c) {
   auto& d = c.dims;
+  const bool next = c.traits.qwen3next;
+  d.linear_v_grouped = next;
   d.full_attention_interval = f.get_int_opt(p + "full_attention_interval").value_or(4);
   if (d.full_attention_interval < 1 || d.full_attention_interval > d.n_layer + 1)
     fail("model", "{}full_attention_interval {} is out of range (1..{})", p, d.full_attention_interval, d.n_layer + 1);
@@ -495,6 +499,12 @@ void read_qwen35(const gguf::File& f, const std::string& p, ModelConfig& c) {
          inner, d.linear_v_heads * d.linear_head_dim);
   const int64_t nk = d.linear_k_heads * d.linear_head_dim, nv = d.linear_v_heads * d.linear_head_dim;
   const int64_t q_w = d.n_head * d.head_dim, kv_w = d.n_head_kv * d.head_dim;
+  // Qwen3-Next's older files: ssm_in (q, k, v, z per key head) where newer ones have attn_qkv.
+  for (int64_t l = 0; l < d.n_layer && next; ++l)
+    if (d.linear_attention(static_cast<int>(l))) {
+      c.linear_qkvz = f.find_tensor(fmt::format("blk.{}.ssm_in.weight", l)) != nullptr;
+      break;
+    }
   for (int64_t l = 0; l < d.n_layer; ++l) {
     const std::string b = fmt::format("blk.{}.", l);
     expect_shape(f, b + "post_attention_norm.weight", {d.n_embd}, "FFN norm");
@@ -506,16 +516,25 @@ void read_qwen35(const gguf::File& f, const std::string& p, ModelConfig& c) {
       expect_shape(f, b + "attn_k_norm.weight", {d.head_dim}, "k norm");
       continue;
     }
-    expect_shape(f, b + "attn_qkv.weight", {d.n_embd, 2 * nk + nv}, "linear attention q/k/v");
-    expect_shape(f, b + "attn_gate.weight", {d.n_embd, nv}, "linear attention output gate");
+    if (c.linear_qkvz) {
+      expect_shape(f, b + "ssm_in.weight", {d.n_embd, 2 * nk + 2 * nv}, "linear attention q/k/v/z");
+    } else {
+      expect_shape(f, b + "attn_qkv.weight", {d.n_embd, 2 * nk + nv}, "linear attention q/k/v");
+      expect_shape(f, b + "attn_gate.weight", {d.n_embd, nv}, "linear attention output gate");
+    }
     expect_shape(f, b + "ssm_conv1d.weight", {d.linear_conv_kernel, 2 * nk + nv}, "linear attention convolution");
-    expect_shape(f, b + "ssm_beta.weight", {d.n_embd, d.linear_v_heads}, "linear attention beta");
-    expect_shape(f, b + "ssm_alpha.weight", {d.n_embd, d.linear_v_heads}, "linear attention decay");
+    if (next) {
+      expect_shape(f, b + "ssm_ba.weight", {d.n_embd, 2 * d.linear_v_heads}, "linear attention beta and decay");
+    } else {
+      expect_shape(f, b + "ssm_beta.weight", {d.n_embd, d.linear_v_heads}, "linear attention beta");
+      expect_shape(f, b + "ssm_alpha.weight", {d.n_embd, d.linear_v_heads}, "linear attention decay");
+    }
     expect_shape(f, b + "ssm_dt.bias", {d.linear_v_heads}, "linear attention decay bias");
     expect_shape(f, b + "ssm_a", {d.linear_v_heads}, "linear attention decay rate");
     expect_shape(f, b + "ssm_norm.weight", {d.linear_head_dim}, "linear attention norm");
     expect_shape(f, b + "ssm_out.weight", {nv, d.n_embd}, "linear attention output");
   }
+  if (next) return;  // NeoX's rotation of the first n_rot features
   // ggml's IMROPE: pair i turns at the position of sector i % (sum of sections): the first three
   // sections' (each every third sector up to three times its size) the token's, the rest 0.
   const std::vector<int64_t> sec = f.get_int_array(p + "rope.dimension_sections");

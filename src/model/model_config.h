@@ -44,6 +44,10 @@ struct ArchTraits {
   // the FFN's norm named post_attention_norm; the last nextn_predict_layers blocks (multi-token
   // prediction) not run.
   bool qwen35 = false;
+  // Qwen3-Next (with `qwen35`): value heads in the checkpoint's grouped order
+  // (Dims::linear_v_grouped), beta and alpha in one ssm_ba ([beta; alpha] per key head), ordinary
+  // partial NeoX RoPE.
+  bool qwen3next = false;
 };
 
 struct ModelConfig {
@@ -71,6 +75,9 @@ struct ModelConfig {
   std::vector<float> rope_factors_long;
   int64_t rope_original_ctx = 0;
   int64_t q_lora_rank = 0;  // DeepSeek: the query's compressed width (attn_q_a, attn_q_b); 0: attn_q
+  // Qwen3-Next's older files: one ssm_in per linear layer holding, per key head, its q, its k, then
+  // its value heads' v and z (attn_qkv and attn_gate in newer ones).
+  bool linear_qkvz = false;
 };
 
 // The configuration for sequences of n_ctx_seq positions: LongRoPE's long factors where that is

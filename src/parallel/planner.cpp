@@ -74,7 +74,8 @@ WeightSlice rows_of(const Node& n, const std::string& tensor, Runs r) {
 // (of a fused tensor, its segment), every head (Rope and HeadNorm see q or k alone, so their heads
 // are that input's).
 
-void compute_whole(LocalNode& ln, const Node& n, const graph::Dims& d) {
+void compute_whole(LocalNode& ln, const Node& n, const Graph& g) {
+  const graph::Dims& d = g.dims;
   ln.width = n.width;
   ln.factor = n.factor;
   if (n.op == OpKind::Slice) ln.offset = n.row0;
@@ -85,8 +86,9 @@ void compute_whole(LocalNode& ln, const Node& n, const graph::Dims& d) {
   if (!n.bias.empty()) ln.bias = segment ? rows_of(n, n.bias, Runs{{0, rows}}) : WeightSlice{n.bias, Kind::Whole, {}};
   ln.q_heads = {0, d.n_head};
   ln.kv_heads = {0, d.n_head_kv_of(n.layer)};
-  if (n.op == OpKind::Slice) {  // of each head, on a heads axis; else of the whole width
-    ln.q_heads = {0, std::max<int64_t>(1, graph::heads_of_axis(d, n.axis, n.layer))};
+  if (n.op == OpKind::Slice) {  // of each head of its input, on a heads axis; else of the whole width
+    const Axis in = g.nodes[n.inputs[0]].axis;
+    ln.q_heads = {0, std::max<int64_t>(1, graph::heads_of_axis(d, in, n.layer))};
     return;
   }
   if (n.op == OpKind::Rope || n.op == OpKind::HeadNorm) {
@@ -170,15 +172,20 @@ int64_t shared_expert_granule(const Graph& g, const WeightTable& w) {
   return reduction_granule(g.dims.n_ff_shexp, input_block(g, w, Axis::SharedFfn));
 }
 
+// Gated DeltaNet's value features that follow one key head in a run: in the tiled order one value
+// head in each block of key heads, in the grouped order all of its value heads.
+int64_t linear_value_run(const graph::Dims& d) {
+  return (d.linear_v_grouped ? d.linear_v_heads / d.linear_k_heads : 1) * d.linear_head_dim;
+}
+
 // Gated DeltaNet's key heads are cut in units of this many: each device's value heads are runs of
-// whole quant blocks of the output projection's columns, in every block of key heads (else, a
-// block of key heads off the blocks, in one piece).
+// whole quant blocks of the output projection's columns (else, the key heads in one piece).
 int64_t linear_heads_unit(const Graph& g, const WeightTable& w) {
   const auto& d = g.dims;
-  const int64_t blk = input_block(g, w, Axis::LinearVHeads), nk = d.linear_k_heads, hd = d.linear_head_dim;
-  if ((nk * hd) % blk != 0) return nk;
+  const int64_t blk = input_block(g, w, Axis::LinearVHeads), nk = d.linear_k_heads, run = linear_value_run(d);
+  if ((nk * run) % blk != 0) return nk;
   int64_t unit = 1;
-  while ((unit * hd) % blk != 0) ++unit;
+  while ((unit * run) % blk != 0) ++unit;
   return unit;
 }
 
@@ -197,7 +204,7 @@ void mark_granules(const Graph& g, const WeightTable& w, Plan& plan) {
       ln.granule = in == Axis::QHeads         ? lcm(g.dims.out_head_dim(ln.layer), head_block)
                    : in == Axis::Ffn          ? ffn
                    : in == Axis::SharedFfn    ? shared
-                   : in == Axis::LinearVHeads ? linear_heads_unit(g, w) * g.dims.linear_head_dim
+                   : in == Axis::LinearVHeads ? linear_heads_unit(g, w) * linear_value_run(g.dims)
                                               : 0;
     }
 }
@@ -286,7 +293,8 @@ class TensorPlanner {
   }
   // Device d's features of node n's value: of a heads axis, its heads at the node's own width
   // per head (MLA's q, latents and outputs differ), else its range of the axis. Gated DeltaNet's
-  // value heads: those of its key heads, a run in each block of linear_k_heads.
+  // value heads: those of its key heads, a run in each block of linear_k_heads (tiled) or one run
+  // (grouped).
   Runs features(const Node& n, int d) const {
     const auto& dims = g_.dims;
     if (n.axis == Axis::LinearKHeads || n.axis == Axis::LinearVHeads) {
@@ -294,6 +302,7 @@ class TensorPlanner {
       const int64_t hw = graph::head_width(dims, n);
       if (n.axis == Axis::LinearKHeads) return {{h.begin * hw, h.end * hw}};
       const int64_t blocks = dims.linear_v_heads / dims.linear_k_heads;
+      if (dims.linear_v_grouped) return {{h.begin * blocks * hw, h.end * blocks * hw}};
       return {{h.begin * hw, h.end * hw}, blocks > 1 ? dims.linear_k_heads * hw : 0, blocks};
     }
     if (n.axis != Axis::QHeads && n.axis != Axis::KvHeads) return {range(n.axis, d, n.layer)};
@@ -412,7 +421,7 @@ class TensorPlanner {
   void replicate(int i) {
     const Node& n = g_.nodes[i];
     for (int in : n.inputs) make_replicated(in);
-    emit(i, local_op(n.op), n.inputs, [&](int, LocalNode& ln) { compute_whole(ln, n, g_.dims); });
+    emit(i, local_op(n.op), n.inputs, [&](int, LocalNode& ln) { compute_whole(ln, n, g_); });
     cur_[i] = State::Replicated;
   }
 
@@ -466,10 +475,16 @@ class TensorPlanner {
         return;
       }
       case OpKind::Slice: {  // of each head held, on a heads axis split by heads
-        if (in_state(0) != State::Split || in_axis(0) != Axis::QHeads || n.axis != Axis::QHeads) return replicate(i);
+        // Gated DeltaNet's fused projections (qwen3next): each key head's features, then its value
+        // heads' (the grouped order: one run a device).
+        const bool by_key_heads =
+            in_axis(0) == Axis::LinearKHeads &&
+            (n.axis == Axis::LinearKHeads || (n.axis == Axis::LinearVHeads && g_.dims.linear_v_grouped));
+        const bool by_q_heads = in_axis(0) == Axis::QHeads && n.axis == Axis::QHeads;
+        if (in_state(0) != State::Split || !(by_q_heads || by_key_heads)) return replicate(i);
         emit(i, LocalOp::Slice, n.inputs, [&](int d, LocalNode& ln) {
           ln.width = features(n, d).size();
-          ln.q_heads = heads(Axis::QHeads, d, n.layer);
+          ln.q_heads = by_q_heads ? heads(Axis::QHeads, d, n.layer) : key_heads(d);
           ln.offset = n.row0;
         });
         cur_[i] = State::Split;
@@ -774,7 +789,7 @@ Plan plan_layers(const Graph& g, const WeightTable& weights, const std::vector<d
       const Node& node = g.nodes[i];
       LocalNode ln{.op = local_op(node.op), .source = i, .layer = node.layer, .label = node.label};
       for (int in : node.inputs) ln.inputs.push_back(input_of(in));
-      compute_whole(ln, node, g.dims);
+      compute_whole(ln, node, g);
       dg.nodes.push_back(std::move(ln));
       local[i] = static_cast<int>(dg.nodes.size()) - 1;
     };

@@ -159,6 +159,9 @@ struct ArchInfo {
   // [q | gate] per head, heads roped on their first n_rot features by IMRoPE's sections), and
   // post_attention_norm as the FFN norm.
   bool delta_net = false;
+  // Qwen3-Next (with delta_net): value heads in the checkpoint's grouped order, beta and alpha in
+  // one ssm_ba, plain partial NeoX RoPE (no sections); q/k/v/z in ssm_in with --fused-qkvz.
+  bool qwen3next = false;
 };
 
 ArchInfo arch_info(std::string_view arch) {
@@ -180,17 +183,19 @@ ArchInfo arch_info(std::string_view arch) {
   // Qwen3.5-0.8B..27B, and 35B-A3B..397B-A17B with experts beside a sigmoid-gated shared one
   if (arch == "qwen35")
     return {.qkv_bias = false, .qk_norm = true, .rope_freq_base = 1e7f, .rms_eps = 1e-6f, .delta_net = true};
-  if (arch == "qwen35moe")
+  // (qwen3next: Qwen3-Next-80B-A3B, the same besides its own layout)
+  if (arch == "qwen35moe" || arch == "qwen3next")
     return {.qkv_bias = false,
             .qk_norm = true,
             .rope_freq_base = 1e7f,
             .rms_eps = 1e-6f,
             .ffn = Ffn::Experts,
             .shared_expert = true,
-            .delta_net = true};
+            .delta_net = true,
+            .qwen3next = arch == "qwen3next"};
   fail("gen-model",
        "unknown arch '{}' (llama, qwen2, qwen3, qwen2moe, qwen3moe, gemma3, gemma4, phi3, gpt-oss, deepseek2, qwen35, "
-       "qwen35moe)",
+       "qwen35moe, qwen3next)",
        arch);
 }
 
@@ -303,18 +308,29 @@ void attention_specs(const ArchInfo& a, const GenModelShape& s, int l, Matrix ma
 // quantized, as llama-quantize leaves ssm_conv1d), the per-value-head decay (ssm_a = -exp(A_log)),
 // its time-step bias and input projection (ssm_alpha), the write strength's (ssm_beta), the gated
 // RMS norm over each value head (its weight stored as is: the +1 of Qwen's other norms is not
-// applied to it) and the output projection.
+// applied to it) and the output projection. Qwen3-Next's converter keeps the checkpoint's grouped
+// order (value heads h*r .. h*r + r - 1 read key head h) and writes beta and alpha as one ssm_ba
+// ([beta; alpha] of each key head's value heads); its older files hold q, k, v and z in one ssm_in
+// (per key head: q, k, its value heads' v, their z), `fused_qkvz`.
 template <typename Matrix, typename F32>
-void delta_net_specs(const GenModelShape& s, int l, Matrix matrix, F32 f32) {
+void delta_net_specs(const ArchInfo& a, const GenModelShape& s, bool fused_qkvz, int l, Matrix matrix, F32 f32) {
   const int64_t k_dim = s.lin_k_heads * s.lin_head_dim, v_dim = s.lin_v_heads * s.lin_head_dim;
   const int64_t conv_dim = 2 * k_dim + v_dim;
-  matrix("attn_qkv.weight", l, s.n_embd, conv_dim);
-  matrix("attn_gate.weight", l, s.n_embd, v_dim);
+  if (fused_qkvz) {
+    matrix("ssm_in.weight", l, s.n_embd, conv_dim + v_dim);
+  } else {
+    matrix("attn_qkv.weight", l, s.n_embd, conv_dim);
+    matrix("attn_gate.weight", l, s.n_embd, v_dim);
+  }
   f32("ssm_conv1d.weight", l, {s.conv_kernel, conv_dim}, Init::Matrix);  // a row of taps per channel
   f32("ssm_dt.bias", l, {s.lin_v_heads}, Init::TimeStepBias);
   f32("ssm_a", l, {s.lin_v_heads}, Init::Decay);
-  matrix("ssm_beta.weight", l, s.n_embd, s.lin_v_heads);
-  matrix("ssm_alpha.weight", l, s.n_embd, s.lin_v_heads);
+  if (a.qwen3next) {
+    matrix("ssm_ba.weight", l, s.n_embd, 2 * s.lin_v_heads);
+  } else {
+    matrix("ssm_beta.weight", l, s.n_embd, s.lin_v_heads);
+    matrix("ssm_alpha.weight", l, s.n_embd, s.lin_v_heads);
+  }
   f32("ssm_norm.weight", l, {s.lin_head_dim}, Init::Norm);
   matrix("ssm_out.weight", l, v_dim, s.n_embd);
 }
@@ -371,7 +387,7 @@ std::vector<TensorSpec> tensor_specs(const GenModelOptions& o, const GenModelSha
     if (a.mla)
       mla_specs(s, l, matrix, heads, vec);
     else if (gen_recurrent_layer(s, l))
-      delta_net_specs(s, l, matrix, f32);
+      delta_net_specs(a, s, o.fused_qkvz, l, matrix, f32);
     else
       attention_specs(a, s, l, matrix, vec);
     if (a.gemma) vec("post_attention_norm.weight", l, s.n_embd, Init::Norm);
@@ -445,7 +461,7 @@ std::vector<int32_t> gen_rope_sections(int64_t n_rot) {
 // Qwen 3.5's keys as its converter writes them: the linear layers' sizes in the ssm.* keys of
 // Mamba's files (state_size: the head width, group_count: the key heads, time_step_rank: the value
 // heads, inner_size: all value heads' width), the layer pattern and IMRoPE's sections.
-void add_delta_net_metadata(gguf::Writer& w, const std::string& p, const GenModelShape& s) {
+void add_delta_net_metadata(gguf::Writer& w, const std::string& p, const GenModelShape& s, bool rope_sections) {
   auto u32 = [](int64_t v) { return static_cast<uint32_t>(v); };
   w.set_u32(p + ".ssm.conv_kernel", u32(s.conv_kernel));
   w.set_u32(p + ".ssm.state_size", u32(s.lin_head_dim));
@@ -453,7 +469,7 @@ void add_delta_net_metadata(gguf::Writer& w, const std::string& p, const GenMode
   w.set_u32(p + ".ssm.time_step_rank", u32(s.lin_v_heads));
   w.set_u32(p + ".ssm.inner_size", u32(s.lin_v_heads * s.lin_head_dim));
   w.set_u32(p + ".full_attention_interval", u32(s.full_attn_interval));
-  w.set_i32_array(p + ".rope.dimension_sections", gen_rope_sections(s.n_rot));
+  if (rope_sections) w.set_i32_array(p + ".rope.dimension_sections", gen_rope_sections(s.n_rot));
 }
 
 void add_metadata(gguf::Writer& w, const GenModelOptions& o, const GenModelShape& s) {
@@ -499,7 +515,7 @@ void add_metadata(gguf::Writer& w, const GenModelOptions& o, const GenModelShape
   }
   w.set_u32(p + ".rope.dimension_count", u32(s.n_rot));
   w.set_f32(p + ".rope.freq_base", a.rope_freq_base);
-  if (a.delta_net) add_delta_net_metadata(w, p, s);
+  if (a.delta_net) add_delta_net_metadata(w, p, s, !a.qwen3next);
   if (a.gpt_oss) w.set_u32(p + ".attention.sliding_window", u32(gen_sliding_window(o, s)));  // pattern: 2
   if (a.gemma) {
     w.set_u32(p + ".attention.sliding_window", u32(gen_sliding_window(o, s)));
@@ -622,7 +638,8 @@ void check_mla_shape(GenModelShape& s, const GenModelShape& overrides) {
 // head_k_dim == head_v_dim; value heads a multiple of the key heads).
 void check_delta_net_shape(const GenModelShape& s, std::string_view arch) {
   if (s.full_attn_interval <= 0 || s.lin_k_heads <= 0 || s.lin_v_heads <= 0 || s.lin_head_dim <= 0)
-    fail("gen-model", "arch {} needs a Gated DeltaNet shape: --preset tiny, tiny-moe, qwen35-mini or qwen35moe-mini",
+    fail("gen-model",
+         "arch {} needs a Gated DeltaNet shape: --preset tiny, tiny-moe, qwen35-mini, qwen35moe-mini or qwen3next-mini",
          arch);
   if (s.lin_v_heads % s.lin_k_heads != 0)
     fail("gen-model", "{}: {} linear value heads are not a multiple of its {} key heads", arch, s.lin_v_heads,
@@ -643,8 +660,11 @@ GenModelShape gen_model_preset(std::string_view preset, std::string_view arch) {
   // qwen35-mini: Qwen3.5-0.8B's widths (1024, 8 heads of 256 over 2 KV heads, 64 roped, an FFN of
   // 3584) with 8 key and 16 value heads of 128 over 8 layers (3 and 7 full attention) and a 32000
   // vocab; qwen35moe-mini: the same with 32 experts of 512, 4 used, beside a shared expert of 512.
-  const bool q35_tiny = (preset == "tiny" && arch == "qwen35") || (preset == "tiny-moe" && arch == "qwen35moe");
-  if (q35_tiny || preset == "qwen35-mini" || preset == "qwen35moe-mini") {
+  // qwen3next's tiny-moe and qwen3next-mini are qwen35moe's.
+  const bool q35_tiny =
+      (preset == "tiny" && arch == "qwen35") || (preset == "tiny-moe" && (arch == "qwen35moe" || arch == "qwen3next"));
+  const bool moe_mini = preset == "qwen35moe-mini" || preset == "qwen3next-mini";
+  if (q35_tiny || preset == "qwen35-mini" || moe_mini) {
     GenModelShape s = q35_tiny ? GenModelShape{.n_embd = 64,
                                                .n_layer = 4,
                                                .n_ff = 160,
@@ -678,7 +698,7 @@ GenModelShape gen_model_preset(std::string_view preset, std::string_view arch) {
       s.n_ff_shexp = ff_shexp;
     };
     if (preset == "tiny-moe") experts(8, 2, 96, 128);
-    if (preset == "qwen35moe-mini") experts(32, 4, 512, 512);
+    if (moe_mini) experts(32, 4, 512, 512);
     return s;
   }
   // DeepSeek V3's layout (deepseek2): the fields below up to n_ff_exp, n_ff_shexp .. n_kv_shared 0 (the
@@ -721,7 +741,7 @@ GenModelShape gen_model_preset(std::string_view preset, std::string_view arch) {
   if (preset == "gemma4-e2b-mini") return {1536, 12, 6144, 8, 1, 262144, 8192, 0, 0, 0, 0, 512, 256, 1, 256, 6};
   fail("gen-model",
        "unknown preset '{}' (tiny, 500m, 1b, 8b-shape, gemma3-1b, tiny-moe, moe-2b, gpt-oss-mini, gemma4-a4b-mini, "
-       "gemma4-e2b-mini, deepseek-mini, qwen35-mini, qwen35moe-mini)",
+       "gemma4-e2b-mini, deepseek-mini, qwen35-mini, qwen35moe-mini, qwen3next-mini)",
        preset);
 }
 
@@ -773,7 +793,9 @@ GenModelShape gen_model_shape(const GenModelOptions& o) {
     check_delta_net_shape(s, o.arch);
   else if (s.full_attn_interval != 0 || s.lin_k_heads != 0 || s.lin_v_heads != 0 || s.lin_head_dim != 0 ||
            s.conv_kernel != 0)
-    fail("gen-model", "Gated DeltaNet layers are Qwen 3.5's (--arch qwen35, or qwen35moe with experts)");
+    fail("gen-model", "Gated DeltaNet layers are Qwen 3.5's and Qwen3-Next's (--arch qwen35, qwen35moe, qwen3next)");
+  if (o.fused_qkvz && !a.qwen3next)
+    fail("gen-model", "--fused-qkvz (ssm_in) is Qwen3-Next's older layout (--arch qwen3next)");
   if (s.n_expert > 0 && a.ffn == ArchInfo::Ffn::Dense)
     fail("gen-model", "arch {} has no experts: use qwen2moe / qwen3moe (or llama for Mixtral) with preset {}", o.arch,
          o.preset);

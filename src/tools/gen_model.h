@@ -71,8 +71,9 @@ struct GenModelShape {
 struct GenModelOptions {
   std::string path;  // output .gguf (generate_model only)
   // tiny, 500m, 1b, 8b-shape, gemma3-1b, qwen35-mini (qwen35 only); mixtures of experts: tiny-moe,
-  // moe-2b, gpt-oss-mini, deepseek-mini (deepseek2 only), qwen35moe-mini (qwen35moe only). tiny with
-  // qwen35 and tiny-moe with deepseek2 / qwen35moe take those archs' own tiny shapes.
+  // moe-2b, gpt-oss-mini, deepseek-mini (deepseek2 only), qwen35moe-mini (qwen35moe only),
+  // qwen3next-mini (qwen3next only). tiny with qwen35 and tiny-moe with deepseek2 / qwen35moe /
+  // qwen3next take those archs' own tiny shapes.
   std::string preset = "tiny";
   // f32 f16 bf16 q8_0 q4_0 q4_1 q5_0 q5_1 q4_k q5_k q6_k (every matrix in that type), or the
   // llama.cpp mixes q4_k_m / q5_k_m and mxfp4 (gen_tensor_type). Norms and biases are always f32.
@@ -82,9 +83,11 @@ struct GenModelOptions {
   // (Mixtral's layout), qwen2moe (plus a shared expert), qwen3moe, gpt-oss, deepseek2 (DeepSeek V3's
   // latent attention and sigmoid-scored grouped routing, its split attn_k_b / attn_v_b); qwen35 (Qwen
   // 3.5: Gated DeltaNet layers between gated full-attention ones) and with an MoE preset qwen35moe
-  // (plus routed experts beside a sigmoid-gated shared expert).
+  // (plus routed experts beside a sigmoid-gated shared expert); qwen3next (Qwen3-Next: qwen35moe's
+  // layers with the value heads grouped by key head, beta and alpha in one ssm_ba).
   std::string arch = "llama";
   bool tied = false;           // no output.weight: logits reuse token_embd.weight
+  bool fused_qkvz = false;     // qwen3next: its older files' ssm_in (q, k, v, z per key head)
   int64_t sliding_window = 0;  // gemma3, gemma4: the window of its local layers; 0: 512, or n_ctx / 8 below 4096
   // "yarn" (Qwen's long-context files): rope.scaling.type, .factor and .original_context_length
   // (yarn_orig_ctx; 0: a quarter of the context) written as their converter writes them; deepseek2

@@ -247,6 +247,8 @@ TEST_P(Conformance, EveryArchitectureMatchesTheReference) {
     expect_matches_reference(tiny_model("tiny", "q8_0", "qwen35"), "qwen35 (Gated DeltaNet, gated attention)");
     expect_matches_reference(tiny_model("tiny-moe", "q8_0", "qwen35moe"), "qwen35moe tensor split",
                              parallel::SplitMode::Tensor, 2);
+    expect_matches_reference(tiny_model("tiny-moe", "q8_0", "qwen3next"), "qwen3next tensor split (grouped heads)",
+                             parallel::SplitMode::Tensor, 2);
   }
 }
 

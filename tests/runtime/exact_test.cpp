@@ -157,7 +157,7 @@ TEST_P(ExactMoe, EveryConfigBothSplitsBitForBit) {
 
 INSTANTIATE_TEST_SUITE_P(Archs, ExactMoe,
                          ::testing::Values("qwen3moe", "llama", "gpt-oss", "gemma4", "qwen2moe", "deepseek2",
-                                           "qwen35moe"),
+                                           "qwen35moe", "qwen3next"),
                          [](const auto& p) { return p.param == "gpt-oss" ? std::string("gpt_oss") : p.param; });
 
 // Qwen 3.5's Gated DeltaNet: each value head's recurrence whole on one device, ssm_out's sum cut

@@ -1,5 +1,6 @@
-// Qwen 3.5's Gated DeltaNet in the engine: what the plan holds on each device (key heads split with
-// their value heads, a run of them in each block of key heads; one all-reduce after ssm_out; the
+// Qwen 3.5's and Qwen3-Next's Gated DeltaNet in the engine: what the plan holds on each device (key
+// heads split with their value heads, a run of them in each block of key heads, or one run in
+// Qwen3-Next's grouped order; one all-reduce after ssm_out; the
 // recurrent state per slot), every split and worker processes giving one device's tokens and
 // logits, sequences decoded together giving what each gives alone, and a conversation rewound
 // below its state starting over to the tokens of a fresh run. The double-precision forward is in
@@ -14,6 +15,8 @@
 #include "support/generated_model.h"
 #include "support/job_text.h"
 
+#include <fmt/format.h>
+#include <fmt/ranges.h>
 #include <gtest/gtest.h>
 
 #include <filesystem>
@@ -34,10 +37,11 @@ using test_support::text_of;
 
 // Qwen 3.5's tiny shape: 3 Gated DeltaNet layers and a full one, 2 key heads and 4 value heads.
 // Heads 32 wide fill q8_0's blocks, so its key heads split one by one (at 16, two make a block).
+// qwen35moe and qwen3next: the same with experts.
 tools::GenModelOptions qwen35(const std::string& type = "f32", const std::string& arch = "qwen35") {
   tools::GenModelOptions o;
   o.arch = arch;
-  o.preset = arch == "qwen35moe" ? "tiny-moe" : "tiny";
+  o.preset = arch == "qwen35" ? "tiny" : "tiny-moe";
   o.type = type;
   o.seed = 7;
   o.overrides.lin_head_dim = 32;
@@ -91,13 +95,60 @@ TEST(LinearAttention, PlanSplitsKeyHeadsWithTheirValueHeads) {
   EXPECT_EQ(state, 3 * per_layer);
 }
 
-// Every split, in-process devices: the greedy tokens of one device, logits within kLogitRelTol.
-class LinearAttentionSplits : public ::testing::TestWithParam<std::string> {};
+// Qwen3-Next's grouped order: key head `dev` with value heads 2 dev and 2 dev + 1, one run of
+// rows, columns and elements everywhere; its fused projections (ssm_ba; the older ssm_in) cut by
+// key heads and sliced per key head on the device, with no collective of their own.
+TEST(LinearAttention, Qwen3NextPlanSplitsKeyHeadsWithTheirGroupedValueHeads) {
+  for (const bool fused_qkvz : {false, true}) {
+    auto o = qwen35("q8_0", "qwen3next");
+    o.fused_qkvz = fused_qkvz;
+    const GeneratedModel m(o);
+    const Engine e(*m.file, cpu_engine_options(2, 1, 64));
+    const auto& plan = e.plan();
+    const auto& d = plan.devices[0].dims;
+    ASSERT_TRUE(d.linear_v_grouped);
+    EXPECT_TRUE(plan.fallbacks.empty()) << fmt::format("{}", fmt::join(plan.fallbacks, "; "));
+    for (int l = 0; l < d.n_layer; ++l) EXPECT_EQ(plan.collectives_in_layer(l), 2) << "layer " << l;
+    const int64_t hd = d.linear_head_dim, kw = d.linear_k_heads * hd, r = d.linear_v_heads / d.linear_k_heads;
+    for (int dev = 0; dev < 2; ++dev) {
+      SCOPED_TRACE(fmt::format("device {}, ssm_in {}", dev, fused_qkvz));
+      const auto& dg = plan.devices[dev];
+      if (fused_qkvz) {  // rows of its key head's [q; k; v; z], then slices of each
+        const auto* qkvz = find(dg, 0, "linear_qkvz");
+        ASSERT_TRUE(qkvz);
+        EXPECT_EQ(qkvz->weight.range.begin, dev * (2 + 2 * r) * hd);
+        EXPECT_EQ(qkvz->weight.taken(), (2 + 2 * r) * hd);
+        const auto* z = find(dg, 0, "linear_z");
+        ASSERT_TRUE(z);
+        EXPECT_EQ(z->op, LocalOp::Slice);
+        EXPECT_EQ(z->offset, 2 * hd + r * hd);
+        EXPECT_EQ(z->width, r * hd);
+      } else {
+        const auto* v = find(dg, 0, "linear_v");
+        ASSERT_TRUE(v);
+        EXPECT_EQ(v->weight.range.begin, 2 * kw + dev * r * hd);
+        EXPECT_EQ(v->weight.range.size(), r * hd);
+        EXPECT_EQ(v->weight.repeats, 1);
+      }
+      const auto* ba = find(dg, 0, "ssm_ba");
+      ASSERT_TRUE(ba);
+      EXPECT_EQ(ba->weight.range.begin, dev * 2 * r);
+      EXPECT_EQ(ba->weight.taken(), 2 * r);
+      const auto* out = find(dg, 0, "ssm_out");
+      ASSERT_TRUE(out);
+      EXPECT_EQ(out->weight.kind, parallel::WeightSlice::Kind::Cols);
+      EXPECT_EQ(out->weight.range.begin, dev * r * hd);
+      EXPECT_EQ(out->weight.taken(), r * hd);
+      const auto* delta = find(dg, 0, "delta_net");
+      ASSERT_TRUE(delta);
+      EXPECT_EQ(delta->weight.range.begin, dev * r);
+      EXPECT_EQ(delta->weight.taken(), r);
+    }
+  }
+}
 
-// (Seed 7's q4_k_m file has a near-tie at its fourth step that any split's last-bit sums tip, by
-// 0.9%; --exact gives one device's bits there too: ExactInference.Qwen35EveryConfigBitForBit.)
-TEST_P(LinearAttentionSplits, GreedyTokensAndLogitsMatchEveryConfig) {
-  auto o = qwen35(GetParam());
+// Every split, in-process devices: the greedy tokens of one device, logits within kLogitRelTol.
+void expect_every_split_matches(tools::GenModelOptions o) {
   o.seed = 3;
   const GeneratedModel m(o);
   const auto prompt = some_prompt(320, 21);
@@ -109,16 +160,37 @@ TEST_P(LinearAttentionSplits, GreedyTokensAndLogitsMatchEveryConfig) {
   }
 }
 
+class LinearAttentionSplits : public ::testing::TestWithParam<std::string> {};
+
+// (Seed 7's q4_k_m file has a near-tie at its fourth step that any split's last-bit sums tip, by
+// 0.9%; --exact gives one device's bits there too: ExactInference.Qwen35EveryConfigBitForBit.)
+TEST_P(LinearAttentionSplits, GreedyTokensAndLogitsMatchEveryConfig) { expect_every_split_matches(qwen35(GetParam())); }
+
 INSTANTIATE_TEST_SUITE_P(Types, LinearAttentionSplits, ::testing::Values("f32", "f16", "q8_0", "q4_k_m"),
                          [](const auto& p) { return p.param; });
+
+// Qwen3-Next, both of its layouts (ssm_in: the older files'), every split.
+class Qwen3NextSplits : public ::testing::TestWithParam<std::tuple<std::string, bool>> {};
+
+TEST_P(Qwen3NextSplits, GreedyTokensAndLogitsMatchEveryConfig) {
+  auto o = qwen35(std::get<0>(GetParam()), "qwen3next");
+  o.fused_qkvz = std::get<1>(GetParam());
+  expect_every_split_matches(o);
+}
+
+INSTANTIATE_TEST_SUITE_P(Layouts, Qwen3NextSplits,
+                         ::testing::Values(std::tuple{"f32", false}, std::tuple{"q8_0", true},
+                                           std::tuple{"q4_k_m", false}, std::tuple{"bf16", true}),
+                         [](const auto& p) { return std::get<0>(p.param) + (std::get<1>(p.param) ? "_ssm_in" : ""); });
 
 // A worker streamed its slices (value heads in runs among them) and one reading its own copy,
 // beside a local device; and a layer split with a worker holding the last layers' states.
 TEST(LinearAttention, WorkerProcessesMatchOneDevice) {
   const std::string dir = ::testing::TempDir() + "/weft_linear_remote";
   std::filesystem::create_directories(dir);
-  for (const std::string arch : {"qwen35", "qwen35moe"}) {
+  for (const std::string arch : {"qwen35", "qwen35moe", "qwen3next"}) {
     tools::GenModelOptions o = qwen35("q8_0", arch);
+    o.fused_qkvz = arch == "qwen3next";  // the per-key-head slices on a worker
     o.path = dir + "/" + arch + ".gguf";
     tools::generate_model(o);
     auto f = gguf::File::open(o.path);

@@ -82,7 +82,7 @@ TEST_P(MoeArch, GreedyTokensAndLogitsMatchBothSplits) {
 
 INSTANTIATE_TEST_SUITE_P(Archs, MoeArch,
                          ::testing::Values("qwen3moe", "qwen2moe", "llama", "gpt-oss", "gemma4", "deepseek2",
-                                           "qwen35moe"),
+                                           "qwen35moe", "qwen3next"),
                          [](const auto& p) {
                            std::string n = p.param;
                            std::replace(n.begin(), n.end(), '-', '_');

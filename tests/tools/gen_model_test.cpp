@@ -737,6 +737,50 @@ TEST(GenModel, Qwen35Layout) {
   EXPECT_EQ(make(o).file->get_int_array("qwen35.rope.dimension_sections"), (std::vector<int64_t>{11, 11, 10, 0}));
 }
 
+// Qwen3-Next as llama.cpp's qwen3next loader wants it (models/qwen3next.cpp, load_arch_tensors):
+// qwen35moe's tensors but for the linear layers' beta and alpha, one ssm_ba [n_embd, 2 x value
+// heads]; its older files' ssm_in [n_embd, 2 x key_dim + 2 x value_dim] in place of attn_qkv and
+// attn_gate. Its keys are qwen35moe's without IMRoPE's sections (plain NeoX rotation).
+TEST(GenModel, Qwen3NextLayouts) {
+  for (const bool fused_qkvz : {false, true}) {
+    SCOPED_TRACE(fused_qkvz ? "ssm_in" : "attn_qkv");
+    GenModelOptions o{.preset = "tiny-moe", .type = "q8_0", .arch = "qwen3next"};
+    o.fused_qkvz = fused_qkvz;
+    const GenModelShape s = gen_model_shape(o);
+    EXPECT_EQ(std::tie(s.lin_k_heads, s.lin_v_heads, s.lin_head_dim, s.n_rot, s.n_expert),
+              std::make_tuple(2, 4, 16, 8, 8));
+    const Parsed p = make(o);
+    const gguf::File& f = *p.file;
+    EXPECT_EQ(f.get_string("general.architecture"), "qwen3next");
+    for (const char* key :
+         {".ssm.conv_kernel", ".ssm.state_size", ".ssm.group_count", ".ssm.time_step_rank", ".ssm.inner_size",
+          ".full_attention_interval", ".expert_shared_feed_forward_length", ".rope.dimension_count"})
+      EXPECT_TRUE(f.find(std::string("qwen3next") + key)) << key;
+    EXPECT_FALSE(f.find("qwen3next.rope.dimension_sections"));
+    TensorShapes want = expected_qwen35(s, 4);
+    const int64_t key_dim = 2 * 16, value_dim = 4 * 16;
+    for (int l = 0; l < 3; ++l) {
+      const std::string b = "blk." + std::to_string(l) + ".";
+      want.erase(b + "ssm_beta.weight");
+      want.erase(b + "ssm_alpha.weight");
+      want[b + "ssm_ba.weight"] = {s.n_embd, 2 * s.lin_v_heads};
+      if (fused_qkvz) {
+        want.erase(b + "attn_qkv.weight");
+        want.erase(b + "attn_gate.weight");
+        want[b + "ssm_in.weight"] = {s.n_embd, 2 * key_dim + 2 * value_dim};
+      }
+    }
+    expect_tensors(f, want, DType::Q8_0);
+  }
+  GenModelOptions o{.preset = "qwen3next-mini", .arch = "qwen3next"};
+  const GenModelShape mini = gen_model_shape(o);
+  EXPECT_EQ(std::tie(mini.n_embd, mini.lin_k_heads, mini.lin_v_heads, mini.n_expert), std::make_tuple(1024, 8, 16, 32));
+  EXPECT_ERROR(gen_model_shape(o = {.preset = "qwen35-mini", .arch = "qwen3next"}), "is a mixture of experts");
+  o = {.preset = "tiny-moe", .arch = "qwen35moe"};
+  o.fused_qkvz = true;
+  EXPECT_ERROR(gen_model_shape(o), "--fused-qkvz (ssm_in) is Qwen3-Next's older layout");
+}
+
 // The benchmark shapes (shapes only), and the mistakes gen-model refuses.
 TEST(GenModel, Qwen35PresetsAndBadShapes) {
   GenModelOptions o{.preset = "qwen35-mini", .arch = "qwen35"};

@@ -323,7 +323,8 @@ void CpuGraphRunner::exec(int i, const StepCtx& c) {
         copy_input(y + t * w, in(0) + t * w, w);
         kernels::scale_row(y + t * w, nodes_[i].vec.at(0), w);
       });
-    case LocalOp::Slice: {  // of each head (one head: the whole width)
+    case LocalOp::Slice: {        // of each head (one head: the whole width)
+      if (ln.width == 0) return;  // a device without heads of a split axis
       const int64_t heads = std::max<int64_t>(1, ln.q_heads.size()), in_w = graph_.nodes[ln.inputs[0]].width;
       const int64_t hw_in = in_w / heads, hw = ln.width / heads;
       for (int64_t t = 0; t < c.n_tokens; ++t)
@@ -409,15 +410,18 @@ void CpuGraphRunner::delta_net(int i, const StepCtx& c) {
   });
   delta_states_.clear();
   for (const StepSeq& q : c.step.seqs) delta_states_.push_back(slot_state(i, q));
-  // Every (sequence, value head) pair is independent; value head h reads key head h % kh (the
-  // files' tiled order, which a device's share keeps: each block of its value heads follows its key heads).
+  // Every (sequence, value head) pair is independent; a device's share keeps the files' order of
+  // value heads over key heads (tiled or grouped).
   const int64_t n_seqs = static_cast<int64_t>(c.step.seqs.size());
   float* y = out(i);
+  // Prompts take the chunked form, except under --exact, whose bits may not depend on how a
+  // prompt is cut into steps.
+  const bool chunked = !opt_.exact;
   for_each_index(pool_, n_seqs * vh, [&](int64_t item) {
-    const int64_t s = item / vh, h = item % vh, t0 = c.seq_first[s], kk = h % kh;
+    const int64_t s = item / vh, h = item % vh, t0 = c.seq_first[s], kk = d.linear_key_head(h, kh);
     kernels::delta_rule(delta_states_[s] + h * hd * hd, hd, c.step.seqs[s].n_tokens, qn + t0 * kw + kk * hd,
                         kn + t0 * kw + kk * hd, in(2) + t0 * vw + h * hd, kw, vw, delta_gates_.data() + t0 * vh + h, vh,
-                        y + t0 * vw + h * hd);
+                        y + t0 * vw + h * hd, chunked);
   });
 }
 

@@ -101,6 +101,7 @@ void write_dims(ByteWriter& w, const graph::Dims& d) {
   for (int64_t v :
        {d.full_attention_interval, d.linear_k_heads, d.linear_v_heads, d.linear_head_dim, d.linear_conv_kernel})
     w.i64(v);
+  w.u8(d.linear_v_grouped ? 1 : 0);
 }
 graph::Dims read_dims(ByteReader& r) {
   graph::Dims d;
@@ -185,6 +186,9 @@ graph::Dims read_dims(ByteReader& r) {
       (d.linear_k_heads > 0 && d.linear_v_heads % d.linear_k_heads != 0))
     fail("net", "dims: linear attention of {} value heads over {} key heads of {}, convolution {}", d.linear_v_heads,
          d.linear_k_heads, d.linear_head_dim, d.linear_conv_kernel);
+  const uint8_t grouped = r.u8("linear value heads' order");
+  if (grouped > 1) fail("net", "dims: linear value heads' order {} is neither tiled (0) nor grouped (1)", grouped);
+  d.linear_v_grouped = grouped == 1;
   return d;
 }
 
@@ -288,7 +292,7 @@ parallel::DeviceGraph read_graph(ByteReader& r) {
     if (!std::isfinite(x.factor)) fail("net", "node {}: factor {}", i, x.factor);
     x.offset = r.i64("slice offset");
     if (x.offset < 0 || x.offset > (int64_t{1} << 32)) fail("net", "node {}: slice offset {}", i, x.offset);
-    if (x.op == parallel::LocalOp::Slice) {  // of each of its heads (one: the whole width)
+    if (x.op == parallel::LocalOp::Slice && x.width > 0) {  // of each of its heads (one: the whole width)
       const int64_t heads = std::max<int64_t>(1, x.q_heads.size());
       const int64_t in_w = x.inputs.size() == 1 ? g.nodes[x.inputs[0]].width : -1;
       if (in_w < 0 || x.width % heads || in_w % heads || x.offset + x.width / heads > in_w / heads)
