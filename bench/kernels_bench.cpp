@@ -9,6 +9,7 @@
 #include "kernels/amx_tile_config.h"
 #include "kernels/cpu_features.h"
 #include "kernels/isa.h"
+#include "kernels/linear_attention.h"
 #include "kernels/matmul.h"
 #include "kernels/ops.h"
 #include "kernels/quants.h"
@@ -19,6 +20,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cmath>
 #include <cstring>
 #include <optional>
 #include <random>
@@ -488,5 +490,29 @@ void BM_attention_unscaled(benchmark::State& state) {
   state.SetLabel(kernels::isa_name(kernels::ops_kernels().isa));
 }
 BENCHMARK(BM_attention_unscaled)->ArgsProduct({{256, 512}, {1, 128}})->ArgNames({"hd", "tokens"})->UseRealTime();
+
+// Gated DeltaNet's recurrence over one value head's tokens (Qwen 3.5's heads of 128, rows as a
+// step holds them: 8 key and 16 value heads a token), one thread: token by token, or chunked
+// (kernels::delta_chunk). FLOP/s counts the recurrence's 3 n^2 multiply-adds a token, whichever
+// form runs. Args: tokens, chunked.
+void BM_delta_rule(benchmark::State& state) {
+  constexpr int64_t n = 128, qk_stride = 8 * n, v_stride = 16 * n;
+  const int64_t tokens = state.range(0);
+  std::mt19937 rng(9);
+  std::uniform_real_distribution<float> u(-1.f, 1.f);
+  std::vector<float> q(tokens * qk_stride), k(q.size()), v(tokens * v_stride), out(v.size()), s(n * n, 0.f);
+  for (auto* x : {&q, &k, &v})
+    for (auto& e : *x) e = u(rng) / std::sqrt(static_cast<float>(n));
+  std::vector<kernels::DeltaGates> gates;
+  for (int64_t t = 0; t < tokens; ++t) gates.push_back(kernels::delta_gates(u(rng), u(rng), -0.5f, 0.f));
+  for (auto _ : state) {
+    kernels::delta_rule(s.data(), n, tokens, q.data(), k.data(), v.data(), qk_stride, v_stride, gates.data(), 1,
+                        out.data(), state.range(1) != 0);
+    benchmark::DoNotOptimize(out.data());
+  }
+  state.counters["FLOP/s"] = benchmark::Counter(6.0 * n * n * tokens * state.iterations(), benchmark::Counter::kIsRate);
+  state.SetLabel(kernels::isa_name(kernels::ops_kernels().isa));
+}
+BENCHMARK(BM_delta_rule)->ArgsProduct({{64, 512}, {0, 1}})->ArgNames({"tokens", "chunked"})->UseRealTime();
 
 }  // namespace

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <utility>
 #include <vector>
 
 namespace weft::kernels {
@@ -62,30 +63,45 @@ void delta_step_ref(const DeltaStep& s) { detail::delta_columns_ref(s, 0, s.n); 
 namespace detail {
 DeltaChunkWork delta_chunk_prepare(const DeltaChunk& c) {
   const int64_t n = c.n, m = c.n_tokens, C = kDeltaChunk;
-  DeltaChunkWork w{c.work,
-                   c.work + C * n,
-                   c.work + 2 * C * n,
-                   c.work + 3 * C * n,
-                   c.work + 3 * C * n + C * C,
-                   c.work + 3 * C * n + 2 * C * C};
+  float* f = c.work;
+  auto take = [&](int64_t count) { return std::exchange(f, f + count); };
+  DeltaChunkWork w;
+  w.u = take(C * n);
+  w.p = take(C * n);
+  w.q = take(C * n);
+  w.k = take(C * n);
+  w.k_t = take(n * C);
+  w.kk = take(C * C);
+  w.qk = take(C * C);
+  w.log_g = take(C);
   float acc = 0;
-  for (int64_t t = 0; t < m; ++t) w.log_g[t] = acc += c.log_decay[t];
+  for (int64_t t = 0; t < m; ++t) {
+    w.log_g[t] = acc += c.log_decay[t];
+    std::memcpy(w.q + t * n, c.q + t * c.qk_stride, static_cast<size_t>(n) * sizeof(float));
+    std::memcpy(w.k + t * n, c.k + t * c.qk_stride, static_cast<size_t>(n) * sizeof(float));
+  }
+  for (int64_t i = 0; i < n; ++i)
+    for (int64_t s = 0; s < C; ++s) w.k_t[i * C + s] = s < m ? w.k[s * n + i] : 0.f;
   return w;
 }
 
+float delta_decay(float log_ratio) { return log_ratio < -80.f ? 0.f : std::exp(log_ratio); }
+
 void delta_chunk_coefficients(const DeltaChunk& c, const DeltaChunkWork& w) {
   const int64_t m = c.n_tokens, C = kDeltaChunk;
+  // Coefficients below 1e-30 (of products with corrections of order 1) are dropped as subnormal
+  // factors would be (delta_decay).
+  auto tiny = [](float x) { return std::abs(x) < 1e-30f ? 0.f : x; };
   for (int64_t t = 0; t < m; ++t)
     for (int64_t s = 0; s <= t; ++s) {
-      const float ratio = std::exp(w.log_g[t] - w.log_g[s]);  // g_t / g_s <= 1
-      w.kk[t * C + s] *= c.beta[t] * ratio;
-      w.qk[t * C + s] *= ratio;
+      const float ratio = delta_decay(w.log_g[t] - w.log_g[s]);  // g_t / g_s <= 1
+      w.kk[t * C + s] = tiny(w.kk[t * C + s] * c.beta[t] * ratio);
+      w.qk[t * C + s] = tiny(w.qk[t * C + s] * ratio);
     }
-  // The state's update: token s's k scaled by g_m / g_s, key-major (row i: every token's feature i).
-  const float* const log_g = w.log_g;
+  // The state's update: token s's k scaled by g_m / g_s.
   for (int64_t s = 0; s < m; ++s) {
-    const float ratio = std::exp(log_g[m - 1] - log_g[s]);
-    for (int64_t i = 0; i < c.n; ++i) w.k_t[i * C + s] = ratio * c.k[s * c.qk_stride + i];
+    const float ratio = delta_decay(w.log_g[m - 1] - w.log_g[s]);
+    for (int64_t i = 0; i < c.n; ++i) w.k_t[i * C + s] = tiny(ratio * w.k_t[i * C + s]);
   }
 }
 }  // namespace detail
@@ -93,40 +109,29 @@ void delta_chunk_coefficients(const DeltaChunk& c, const DeltaChunkWork& w) {
 void delta_chunk_ref(const DeltaChunk& c) {
   const int64_t n = c.n, m = c.n_tokens, C = kDeltaChunk;
   const detail::DeltaChunkWork w = detail::delta_chunk_prepare(c);
-  auto row = [&](const float* x, int64_t t, int64_t stride) { return x + t * stride; };
-  auto dot = [&](const float* a, const float* b) {
-    float sum = 0;
-    for (int64_t i = 0; i < n; ++i) sum += a[i] * b[i];
-    return sum;
+  // rows of y (width wy) = rows of x (width k) times M (k x wy)
+  auto product = [](const float* x, int64_t rows, int64_t k, const float* M, int64_t wy, float* y) {
+    for (int64_t r = 0; r < rows; ++r)
+      for (int64_t j = 0; j < wy; ++j) {
+        float sum = 0;
+        for (int64_t i = 0; i < k; ++i) sum += x[r * k + i] * M[i * wy + j];
+        y[r * wy + j] = sum;
+      }
   };
-  // S_0^T k_t and S_0^T q_t
-  for (int64_t t = 0; t < m; ++t) {
-    float *u = w.u + t * n, *p = w.p + t * n;
-    std::fill(u, u + n, 0.f);
-    std::fill(p, p + n, 0.f);
-    for (int64_t i = 0; i < n; ++i) {
-      const float ki = row(c.k, t, c.qk_stride)[i], qi = row(c.q, t, c.qk_stride)[i];
-      for (int64_t j = 0; j < n; ++j) u[j] += ki * c.state[i * n + j], p[j] += qi * c.state[i * n + j];
-    }
-  }
-  for (int64_t t = 0; t < m; ++t)
-    for (int64_t s = 0; s <= t; ++s) {
-      w.kk[t * C + s] = dot(row(c.k, t, c.qk_stride), row(c.k, s, c.qk_stride));
-      w.qk[t * C + s] = dot(row(c.q, t, c.qk_stride), row(c.k, s, c.qk_stride));
-    }
+  product(w.k, m, n, c.state, n, w.u);  // S_0^T k_t
+  product(w.q, m, n, c.state, n, w.p);  // S_0^T q_t
+  product(w.k, m, n, w.k_t, C, w.kk);   // k_t . k_s
+  product(w.q, m, n, w.k_t, C, w.qk);   // q_t . k_s
   detail::delta_chunk_coefficients(c, w);
   for (int64_t t = 0; t < m; ++t) {  // the corrections, in order: u_t reads every u_s before it
-    const float g = std::exp(w.log_g[t]);
+    const float g = detail::delta_decay(w.log_g[t]);
     float* u = w.u + t * n;
-    const float* v = row(c.v, t, c.v_stride);
+    const float* v = c.v + t * c.v_stride;
     for (int64_t j = 0; j < n; ++j) {
       float x = c.beta[t] * (v[j] - g * u[j]);
       for (int64_t s = 0; s < t; ++s) x -= w.kk[t * C + s] * w.u[s * n + j];
       u[j] = x;
     }
-  }
-  for (int64_t t = 0; t < m; ++t) {
-    const float g = std::exp(w.log_g[t]);
     float* out = c.out + t * c.v_stride;
     for (int64_t j = 0; j < n; ++j) {
       float o = g * w.p[t * n + j];
@@ -134,7 +139,7 @@ void delta_chunk_ref(const DeltaChunk& c) {
       out[j] = o * c.scale;
     }
   }
-  const float g = std::exp(w.log_g[m - 1]);
+  const float g = detail::delta_decay(w.log_g[m - 1]);
   for (int64_t i = 0; i < n; ++i)
     for (int64_t j = 0; j < n; ++j) {
       float x = g * c.state[i * n + j];

@@ -126,7 +126,7 @@ struct DeltaChunk {
   float* work = nullptr;        // delta_chunk_work(n) floats
 };
 constexpr int64_t delta_chunk_work(int64_t n) {
-  return 3 * kDeltaChunk * n + 2 * kDeltaChunk * kDeltaChunk + kDeltaChunk;
+  return 5 * kDeltaChunk * n + 2 * kDeltaChunk * kDeltaChunk + kDeltaChunk;
 }
 void delta_chunk_ref(const DeltaChunk& c);
 
@@ -170,12 +170,18 @@ template <>
 const OpsKernels& ops_table<Isa::Avx512>();
 
 // A DeltaChunk's work, shared by every level: S_0^T k_t (then the corrections u_t) and S_0^T q_t a
-// row each; every token's k key-major, scaled by g_m / g_t, for the state's update; k_t . k_s and
-// q_t . k_s (s <= t) with their decays and rates folded in; the log of g_t.
+// row each; the chunk's q and k rows side by side (a step's rows lie a multiple of 4 KiB apart,
+// which would share cache sets); every token's k key-major (columns past the chunk's tokens 0),
+// then scaled by g_m / g_t for the state's update; k_t . k_s and q_t . k_s (rows kDeltaChunk
+// wide), then with their decays and rates folded in (s <= t); the log of g_t.
 struct DeltaChunkWork {
-  float *u, *p, *k_t, *kk, *qk, *log_g;
+  float *u, *p, *q, *k, *k_t, *kk, *qk, *log_g;
 };
-DeltaChunkWork delta_chunk_prepare(const DeltaChunk& c);  // the layout, and log g_t
+// The layout; log g_t; the copies of q and k, and k key-major.
+DeltaChunkWork delta_chunk_prepare(const DeltaChunk& c);
+// exp(log_ratio) for a decay over tokens (log_ratio <= 0), 0 where it would be below 1e-35: a
+// subnormal factor costs a microcode assist in every product it enters, and adds nothing.
+float delta_decay(float log_ratio);
 // Folds beta_t g_t / g_s into kk and g_t / g_s into qk (their dot products already there), and
 // fills k_t.
 void delta_chunk_coefficients(const DeltaChunk& c, const DeltaChunkWork& w);

@@ -289,13 +289,6 @@ WEFT_SIMD_TARGET void rows_by_matrix(const float* x, int64_t xs, int64_t m, int6
   for (; r < m; ++r) rows_by_matrix_rows<V, 1>(x, xs, k, M, n, a, y, r);
 }
 
-template <class V>
-WEFT_SIMD_TARGET float dot(const float* a, const float* b, int64_t n) {  // n a multiple of the lanes
-  V acc = V::zero();
-  for (int64_t i = 0; i < n; i += V::kLanes) acc = fmadd(V::load(a + i), V::load(b + i), acc);
-  return reduce_add(acc);
-}
-
 // The corrections u_t and outputs of NB vectors of value features from j0, token after token (the
 // columns are independent: each u_t reads the u_s before it in the same columns).
 template <class V, int NB>
@@ -303,7 +296,7 @@ WEFT_SIMD_TARGET void delta_chunk_columns(const DeltaChunk& c, const DeltaChunkW
   constexpr int64_t L = V::kLanes, C = kDeltaChunk;
   const int64_t n = c.n;
   for (int64_t t = 0; t < c.n_tokens; ++t) {
-    const V g = V::set1(std::exp(w.log_g[t])), beta = V::set1(c.beta[t]);
+    const V g = V::set1(delta_decay(w.log_g[t])), beta = V::set1(c.beta[t]);
     float* u = w.u + t * n + j0;
     const float* v = c.v + t * c.v_stride + j0;
     V x[NB], o[NB];
@@ -335,20 +328,16 @@ WEFT_SIMD_TARGET void delta_chunk(const DeltaChunk& c) {
   const int64_t n = c.n, m = c.n_tokens;
   if (n % L != 0) return delta_chunk_ref(c);
   const DeltaChunkWork w = delta_chunk_prepare(c);
-  rows_by_matrix<V>(c.k, c.qk_stride, m, n, c.state, n, 0.f, w.u);  // S_0^T k_t
-  rows_by_matrix<V>(c.q, c.qk_stride, m, n, c.state, n, 0.f, w.p);  // S_0^T q_t
-  for (int64_t t = 0; t < m; ++t)
-    for (int64_t s = 0; s <= t; ++s) {
-      const float* ks = c.k + s * c.qk_stride;
-      w.kk[t * C + s] = dot<V>(c.k + t * c.qk_stride, ks, n);
-      w.qk[t * C + s] = dot<V>(c.q + t * c.qk_stride, ks, n);
-    }
+  rows_by_matrix<V>(w.k, n, m, n, c.state, n, 0.f, w.u);  // S_0^T k_t
+  rows_by_matrix<V>(w.q, n, m, n, c.state, n, 0.f, w.p);  // S_0^T q_t
+  rows_by_matrix<V>(w.k, n, m, n, w.k_t, C, 0.f, w.kk);   // k_t . k_s
+  rows_by_matrix<V>(w.q, n, m, n, w.k_t, C, 0.f, w.qk);   // q_t . k_s
   delta_chunk_coefficients(c, w);
   constexpr int kVectors = L >= 16 ? 8 : 4;
   int64_t j = 0;
   for (; j + kVectors * L <= n; j += kVectors * L) delta_chunk_columns<V, kVectors>(c, w, j);
   for (; j < n; j += L) delta_chunk_columns<V, 1>(c, w, j);
-  rows_by_matrix<V>(w.k_t, C, n, m, w.u, n, std::exp(w.log_g[m - 1]), c.state);  // g_m S_0 + sum k u^T
+  rows_by_matrix<V>(w.k_t, C, n, m, w.u, n, delta_decay(w.log_g[m - 1]), c.state);  // g_m S_0 + sum k u^T
 }
 
 // GCC 12, inlining this into attention's cache tiles, proves nothing and warns that the tail loop
