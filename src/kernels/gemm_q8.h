@@ -463,7 +463,8 @@ void gemm_driver(const WeightMatrix& w, int64_t r0, int64_t r1, const ActBlock* 
   // A G whose tiles would unpack a repacked panel again on every pass hands batches to its
   // Unpacked G, which unpacks each panel once per chunk.
   if constexpr (requires { typename G::Unpacked; })
-    if (n_tokens > G::kTokens) return gemm_driver<typename G::Unpacked>(w, r0, r1, act, n_tokens, y, ldy);
+    if (n_tokens > G::kTokens && !w.batch_invariant)
+      return gemm_driver<typename G::Unpacked>(w, r0, r1, act, n_tokens, y, ldy);
   WEFT_ASSERT(r0 % kPanelRows == 0 && r0 <= r1 && r1 <= w.rows);
   WEFT_ASSERT(!G::kRepacked || w.layout == WeightLayout::Panels);
   const PanelFormat f = panel_format(w.type);

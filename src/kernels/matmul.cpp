@@ -64,7 +64,9 @@ void prompt_block(const TypeKernels& k, const WeightMatrix& w, const ActRows& ac
 gemm::GemmFn gemm_kernel(const TypeKernels& k, const WeightMatrix& w, int64_t n_tokens) {
   // The GEMM of the level the activations are quantized at (k.quantize_act); a repacked matrix has
   // no other kernel (repack only makes one where find_repacked has it). Batches at the Avx512 level
-  // run on AMX tiles where the CPU has them.
+  // run on AMX tiles where the CPU has them. A batch-invariant matrix left in rows takes rows_dot
+  // for any token count, as one token does.
+  if (w.batch_invariant && w.layout != WeightLayout::Panels) return nullptr;
   if (n_tokens >= gemm::amx_min_tokens(w.type))
     if (const gemm::GemmFn amx = gemm::find_amx(k.isa, w)) return amx;
   if (w.layout == WeightLayout::Panels) return gemm::find_repacked(k.isa, w.type);

@@ -26,6 +26,10 @@ struct WeightMatrix {
   // Panels: bytes from one panel to the next; 0 for panels of exactly `cols` columns. A view of
   // some columns of a repacked matrix (matmul_fixed's granules) keeps the whole matrix's stride.
   size_t panel_stride = 0;
+  // Batches through the same tiles as one token's calls, never a type's panels unpacked per call
+  // (those sum a block's scales in floats): --exact, whose tokens' bits may not depend on their
+  // step's token count.
+  bool batch_invariant = false;
 };
 
 // Panels: weights streamed every step can be stored as 16-row panels in the layout the int8 GEMM

@@ -74,6 +74,9 @@ struct AttentionShape {
   // Attention sinks (gpt-oss): per q head (of n_q_heads), a learned logit in the softmax's
   // denominator only; null: none.
   const float* sinks = nullptr;
+  // Every token count through attention_rows (--exact): a row's result is then the same bits in a
+  // prompt of any length, or alone as a decoding token (attention_decode sums in another order).
+  bool rows_only = false;
 };
 void attention(const AttentionShape& s, const float* q, const void* k_cache, const void* v_cache,
                const int32_t* kv_of_q, const int32_t* pos, float* out);

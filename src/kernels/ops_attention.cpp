@@ -81,7 +81,8 @@ void attention_decode_scalar(const AttentionRows& rows) { simd::attention_decode
 // Rows of one kv head share each pass over its K/V rows: in decode the q heads of a GQA group (each
 // K/V row read once per group, not per head) through attention_decode; in prompts a lane-full of
 // (token, head) rows at a time through attention_rows. The kernel depends only on the call's token
-// count, so a row's result does not depend on how heads are split between threads or devices.
+// count (and rows_only), so a row's result does not depend on how heads are split between threads
+// or devices.
 void attention(const AttentionShape& s, const float* q, const void* k_cache, const void* v_cache,
                const int32_t* kv_of_q, const int32_t* pos, float* out) {
   const auto [h_begin, h_end] = head_range(s, kv_of_q, pos);
@@ -89,7 +90,7 @@ void attention(const AttentionShape& s, const float* q, const void* k_cache, con
   if (hd > AttentionRows::kMaxHeadDim)
     fail("kernels", "attention: head_dim {} over {}", hd, AttentionRows::kMaxHeadDim);
   const OpsKernels& k = ops_kernels();
-  const auto run = s.n_tokens == 1 ? k.attention_decode : k.attention_rows;
+  const auto run = s.n_tokens == 1 && !s.rows_only ? k.attention_decode : k.attention_rows;
   AttentionRows b;
   b.kv_stride = hd;
   b.head_dim = hd;

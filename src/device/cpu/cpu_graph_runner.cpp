@@ -45,6 +45,7 @@ void CpuGraphRunner::load(const parallel::DeviceGraph& graph, const gguf::File& 
       case LocalOp::MatMul:
         ns.w =
             store_.matrix(f, ln.weight, ln.op == LocalOp::MatMul ? WeightStore::Use::Matmul : WeightStore::Use::Lookup);
+        ns.w.batch_invariant = opt.exact;
         if (ln.bias.kind != parallel::WeightSlice::Kind::None) ns.bias = store_.vector(f, ln.bias);
         break;
       case LocalOp::RmsNorm:
@@ -66,7 +67,8 @@ void CpuGraphRunner::load(const parallel::DeviceGraph& graph, const gguf::File& 
       case LocalOp::HeadMatMul: {  // a matrix per head held
         const int64_t n = ln.q_heads.size();
         if (ln.weight.kind == parallel::WeightSlice::Kind::None && n == 0 && ln.width == 0) break;  // no heads here
-        const kernels::WeightMatrix m = store_.matrix(f, ln.weight, WeightStore::Use::Experts);
+        kernels::WeightMatrix m = store_.matrix(f, ln.weight, WeightStore::Use::Experts);
+        m.batch_invariant = opt.exact;
         const int64_t in_w = ln.inputs.size() == 1 ? graph_.nodes[ln.inputs[0]].width : -1;
         if (n <= 0 || m.rows % n || ln.width != m.rows || in_w % n != 0 || m.cols > in_w / n)
           fail("cpu", "{}: {} rows of {} columns for {} heads of {} inputs", ln.label, m.rows, m.cols, n, in_w);
@@ -134,7 +136,8 @@ void CpuGraphRunner::load(const parallel::DeviceGraph& graph, const gguf::File& 
       case LocalOp::ExpertMatMul:
       case LocalOp::ExpertMatMulSum: {
         if (ln.weight.kind == parallel::WeightSlice::Kind::None) break;  // holds none of this layer's experts
-        const kernels::WeightMatrix m = store_.matrix(f, ln.weight, WeightStore::Use::Experts);
+        kernels::WeightMatrix m = store_.matrix(f, ln.weight, WeightStore::Use::Experts);
+        m.batch_invariant = opt.exact;
         const int64_t n = ln.experts.size();
         if (n <= 0 || m.rows % n) fail("cpu", "{}: {} rows for {} experts", ln.label, m.rows, n);
         ns.experts = {m, ln.experts.begin, n, m.rows / n};
@@ -690,6 +693,7 @@ void CpuGraphRunner::attention(int i, const StepCtx& c) {
              c.kv_row.data());
   }
   kernels::AttentionShape s{0, ln.q_heads.size(), n_kv, hd, d.attention_scale(ln.layer)};
+  s.rows_only = opt_.exact;  // one kernel for every token count: a token's bits whatever its step
   if (d.is_swa(ln.layer)) s.window = d.n_swa;
   s.k_type = opt_.k_type;
   s.v_type = opt_.v_type;
@@ -763,6 +767,7 @@ void CpuGraphRunner::latent_attention(int i, const StepCtx& c) {
       std::memcpy(dst + lat, q + t * q_w + h * hd + hd - rot, rot * sizeof(float));
     }
   kernels::AttentionShape s{0, heads, 1, row, d.attention_scale(ln.layer)};
+  s.rows_only = opt_.exact;  // one kernel for every token count: a token's bits whatever its step
   s.k_type = s.v_type = opt_.k_type;
   s.n_ctx = ns.kv_rows;
   const size_t slot = row_bytes(opt_.k_type, row) * ns.kv_rows;
