@@ -14,6 +14,8 @@ set(WEFT_VK_SHADERS
   "kv_store_f16|kv_store|-DKV_F16"
   "attention_f32|attention|"
   "attention_f16|attention|-DKV_F16"
+  "causal_conv|causal_conv|"
+  "delta_net|delta_net|"
   "mem_read|mem_read|"
   "mem_fill|mem_read|-DFILL")
 foreach(t f32 f16 bf16 q4_0 q4_1 q5_0 q5_1 q8_0 q2_k q3_k q4_k q5_k q6_k iq4_nl iq4_xs mxfp4)

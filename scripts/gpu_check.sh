@@ -27,6 +27,7 @@
 #   PRESETS="500m 8b-shape"  TYPES="q4_0 q4_k_m"  PP=512  TG=128  REPS=3  CPU_THREADS="NPROC NPROC/2"
 #   CPU_PP=128  CPU_TG=32  BUDGET_S=470 (seconds for the whole run)  SKIP_TESTS=1
 #   FAMILIES="gpt-oss:tiny-moe:mxfp4 ..." (ARCH:PRESET:TYPE models whose greedy tokens vk:0 must match)
+#   FAMILY_BENCH="qwen35:qwen35-mini:q8_0" (ARCH:PRESET:TYPE models timed on vk:0, "" none)
 #   NEED_GPU=auto (1: vk:0 must be a GPU, or every vk step is skipped; auto: 1 where nvidia-smi runs)
 #   DECODE_SWEEP="WEFT_VK_MATVEC=1,2 ..." PROMPT_SWEEP="WEFT_VK_GEMM=0 ..." (settings to time decode and
 #   prompts under, "" none) SWEEP_TYPES=q4_0 (on the largest model of each)
@@ -37,7 +38,9 @@ BUNDLE=$(cd "${BUNDLE:-gpu-bundle}" 2>/dev/null && pwd) || { echo "gpu_check: no
 OUT=${OUT:-gpu-check-out}
 WORK=${WORK:-/tmp/weft-gpu}
 PRESETS=${PRESETS:-"500m 8b-shape"}
-FAMILIES=${FAMILIES:-"gpt-oss:tiny-moe:mxfp4 gpt-oss:tiny-moe:q8_0 gemma3:tiny:q8_0 phi3:tiny:q4_0"}
+FAMILIES=${FAMILIES:-"gpt-oss:tiny-moe:mxfp4 gpt-oss:tiny-moe:q8_0 gemma3:tiny:q8_0 phi3:tiny:q4_0 qwen35:tiny:q8_0 qwen3next:tiny-moe:q8_0"}
+# ARCH:PRESET:TYPE models timed on vk:0 beside the PRESETS (Gated DeltaNet's shaders: its recurrence, a token at a time)
+FAMILY_BENCH=${FAMILY_BENCH:-"qwen35:qwen35-mini:q8_0"}
 TYPES=${TYPES:-"q4_0 q4_k_m"}
 PP=${PP:-512}
 TG=${TG:-128}
@@ -308,6 +311,15 @@ if [ "$have_vk" = 1 ]; then
     "per token (the token embedding out, attention not counted). Per-op GPU time at the end."
   table_head 3vk
   for m in "${models[@]}"; do bench 3vk "$m" vk:0; done
+  for f in $FAMILY_BENCH; do
+    IFS=: read -r arch preset type <<<"$f"
+    m=$WORK/models/$arch-$preset-$type.gguf
+    if run 120 /dev/null "$WEFT" gen-model --arch "$arch" --preset "$preset" --type "$type" -o "$m"; then
+      bench 3vk "$m" vk:0
+    else
+      log "gen-model $f: did not finish"
+    fi
+  done
   res 3vknote "" "$(grep -m1 '^roofline: ' "$LOG")"
 fi
 

@@ -327,11 +327,33 @@ TEST(VkFamilies, DeepSeekLatentAttentionIsRefusedByOp) {
   EXPECT_ERROR(Engine(*m.file, on("vk:0,cpu:1", SplitMode::Tensor, {1, 1})), "cannot run head_matmul");
 }
 
-// Qwen 3.5's Gated DeltaNet has no shaders yet: refused by its first op the kind lacks.
-TEST(VkFamilies, Qwen35LinearAttentionIsRefusedByOp) {
-  const Generated m = generate("tiny", "qwen35", 5);
-  EXPECT_ERROR(Engine(*m.file, on("vk:0")), "cannot run causal_conv");
-  EXPECT_ERROR(Engine(*m.file, on("vk:0,cpu:1", SplitMode::Tensor, {1, 1})), "cannot run causal_conv");
+// Qwen 3.5's and Qwen3-Next's Gated DeltaNet (the conv and the delta rule's state per slot, value
+// heads tiled or grouped, the fused projections' per-key-head slices, the attention output's
+// element-wise gate) on a vk device alone and split with a CPU device, the prompt over several
+// steps; and a prompt in one step, whose state the decode continues.
+TEST(VkFamilies, GatedDeltaNetGreedyTokensMatchOneCpuDevice) {
+  struct Case {
+    const char *preset, *arch;
+    bool fused_qkvz;
+  };
+  for (const Case k :
+       {Case{"tiny", "qwen35", false}, Case{"tiny-moe", "qwen35moe", false}, Case{"tiny-moe", "qwen3next", true}}) {
+    tools::GenModelOptions o;
+    o.preset = k.preset;
+    o.arch = k.arch;
+    o.type = "q8_0";
+    o.seed = 5;
+    o.fused_qkvz = k.fused_qkvz;
+    const auto bytes = tools::generate_model_bytes(o);
+    auto f = gguf::File::parse(bytes.data(), bytes.size(), k.arch);
+    const auto prompt = some_prompt(320, 21);
+    const auto ref = greedy(*f, small_steps(single()), prompt, kTokens);
+    EXPECT_EQ(greedy(*f, small_steps(on("vk:0")), prompt, kTokens), ref) << k.arch << " vk:0";
+    EXPECT_EQ(greedy(*f, on("vk:0"), prompt, kTokens), greedy(*f, single(), prompt, kTokens))
+        << k.arch << " vk:0, the prompt in one step";
+    EXPECT_EQ(greedy(*f, small_steps(on("vk:0,cpu:1", SplitMode::Tensor, {1, 1})), prompt, kTokens), ref)
+        << k.arch << " vk:0,cpu:1";
+  }
 }
 
 // A vk device and a worker process in one Gloo group (all-reduces across processes).

@@ -61,7 +61,23 @@ struct RoutePush {
   uint32_t n_tokens, n_expert, k, norm, selected;
 };
 
-enum ElementwiseOp : uint32_t { kAdd = 0, kSwiGlu = 1, kSigmoidScale = 2, kBias = 3, kSwiGluOai = 4, kScale = 5 };
+struct ConvPush {
+  uint32_t width, kernel, n_seqs;
+};
+struct DeltaPush {
+  uint32_t n, k_heads, v_heads, grouped, n_seqs;
+  float eps;
+};
+
+enum ElementwiseOp : uint32_t {
+  kAdd = 0,
+  kSwiGlu = 1,
+  kSigmoidScale = 2,
+  kBias = 3,
+  kSwiGluOai = 4,
+  kScale = 5,
+  kSigmoidGate = 6
+};
 
 // The activation format of a weight type's shader (quantize.comp's ACT), or -1 for f32 activations.
 int act_format(DType t) {
@@ -176,7 +192,6 @@ bool vk_supports(LocalOp op, DType t) {
   const bool reads_matrix = op == LocalOp::MatMul || op == LocalOp::ExpertMatMul || op == LocalOp::ExpertMatMulSum;
   if (op == LocalOp::Embed) return cpu_kernels_support(op, t);  // rows looked up on the host, by the CPU kernels
   if (op == LocalOp::HeadMatMul || op == LocalOp::LatentAttention) return false;  // no shaders for MLA yet
-  if (op == LocalOp::CausalConv || op == LocalOp::DeltaNet) return false;         // nor for Gated DeltaNet
   return reads_matrix ? has_matmul(t) : op < LocalOp::Count;
 }
 
@@ -184,12 +199,12 @@ VkGraphRunner::VkGraphRunner(Gpu& gpu, parallel::Group* group) : gpu_(gpu), grou
 
 VkGraphRunner::~VkGraphRunner() {
   for (auto& n : nodes_)
-    for (Buffer* b : {&n.vec, &n.bias, &n.k_cache, &n.v_cache}) gpu_.destroy(*b);
+    for (Buffer* b : {&n.vec, &n.bias, &n.k_cache, &n.v_cache, &n.state}) gpu_.destroy(*b);
   for (auto& n : nodes_)
     for (auto& p : n.w.parts) gpu_.destroy(p.buf);
   for (auto& b : buffers_) gpu_.destroy(b);
-  for (Buffer* b : {&upload_, &tok_, &rope_, &rope_swa_, &gelu_table_, &kv_base_, &input_, &act_q_, &act_d_, &act_s_,
-                    &staging_, &logits_in_, &logits_, &readback_, &dummy_})
+  for (Buffer* b : {&upload_, &tok_, &rope_, &rope_swa_, &gelu_table_, &kv_base_, &seqs_, &input_, &act_q_, &act_d_,
+                    &act_s_, &staging_, &logits_in_, &logits_, &readback_, &dummy_})
     gpu_.destroy(*b);
 }
 
@@ -307,13 +322,6 @@ void VkGraphRunner::load(const parallel::DeviceGraph& graph, const gguf::File& f
     if (ln.op == LocalOp::Rope && ln.offset != 0)  // rope.comp rotates each head from its first feature
       fail("vulkan", "{}: rotating each head from its feature {} (MLA's queries) is not implemented", ln.label,
            ln.offset);
-    // The shaders read whole rows: a slice of each head (Qwen 3.5's query and gate), an
-    // element-wise gate and value heads with weights of their own width are not implemented.
-    const bool elementwise_gate = ln.op == LocalOp::SigmoidScale && graph_.nodes[ln.inputs[1]].width != 1;
-    if ((ln.op == LocalOp::Slice && ln.q_heads.size() > 1) || elementwise_gate ||
-        (ln.op == LocalOp::HeadNorm && ln.weight.kind != parallel::WeightSlice::Kind::None &&
-         f.tensor(ln.weight.tensor).n_elements() != d.head_dim_of(ln.layer)))
-      fail("vulkan", "{}: {} as Qwen 3.5 uses it is not implemented", ln.label, local_op_name(ln.op));
     switch (ln.op) {
       case LocalOp::Embed:
         ns.embed = host_weights_->matrix(f, ln.weight, WeightStore::Use::Lookup);
@@ -329,12 +337,50 @@ void VkGraphRunner::load(const parallel::DeviceGraph& graph, const gguf::File& f
         break;
       }
       case LocalOp::RmsNorm:
-      case LocalOp::HeadNorm:  // no weight (Gemma 4's v norm): ones
-        ns.vec = upload_floats(ln.weight.kind == parallel::WeightSlice::Kind::None
-                                   ? std::vector<float>(d.head_dim_of(ln.layer), 1.f)
-                                   : host_weights_->vector(f, ln.weight),
-                               "a norm weight");
+      case LocalOp::HeadNorm: {  // no weight (Gemma 4's v norm): ones
+        const std::vector<float> w = ln.weight.kind == parallel::WeightSlice::Kind::None
+                                         ? std::vector<float>(d.head_dim_of(ln.layer), 1.f)
+                                         : host_weights_->vector(f, ln.weight);
+        // A head norm's heads are its weight's width (Gated DeltaNet's value heads: linear_head_dim).
+        ns.head_width = static_cast<int64_t>(w.size());
+        if (ln.op == LocalOp::HeadNorm && (w.empty() || ln.width % ns.head_width != 0))
+          fail("vulkan", "{}: a head norm of {} values over {} features", ln.label, w.size(), ln.width);
+        ns.vec = upload_floats(w, "a norm weight");
         break;
+      }
+      case LocalOp::CausalConv: {  // a row of features per tap, as the CPU runner holds them
+        if (ln.width == 0) break;
+        const std::vector<float> taps = host_weights_->vector(f, ln.weight);
+        const int64_t kernel = d.linear_conv_kernel;
+        if (static_cast<int64_t>(taps.size()) != ln.width * kernel || kernel < 1 || kernel > 16)
+          fail("vulkan", "{}: {} taps for {} features of {}", ln.label, taps.size(), ln.width, kernel);
+        std::vector<float> rows(taps.size());
+        for (int64_t c = 0; c < ln.width; ++c)
+          for (int64_t j = 0; j < kernel; ++j) rows[j * ln.width + c] = taps[c * kernel + j];
+        ns.vec = upload_floats(rows, "conv taps");
+        ns.state = gpu_.create_buffer(int64_t{opt.n_seq} * std::max<int64_t>(kernel - 1, 1) * ln.width * sizeof(float),
+                                      Memory::Device, "the conv state");
+        recurrent_ = true;
+        break;
+      }
+      case LocalOp::DeltaNet: {  // ssm_a, then ssm_dt: one value a value head each
+        const int64_t hd = d.linear_head_dim, vh = hd > 0 ? ln.width / hd : 0;
+        if (vh == 0) break;
+        std::vector<float> gate = host_weights_->vector(f, ln.weight);
+        const std::vector<float> dt = host_weights_->vector(f, ln.bias);
+        if (static_cast<int64_t>(gate.size()) != vh || static_cast<int64_t>(dt.size()) != vh || hd > 1024)
+          fail("vulkan", "{}: {} and {} decay values for {} value heads of {}", ln.label, gate.size(), dt.size(), vh,
+               hd);
+        gate.insert(gate.end(), dt.begin(), dt.end());
+        ns.vec = upload_floats(gate, "decay rates");
+        const uint64_t bytes = uint64_t{static_cast<uint64_t>(opt.n_seq)} * vh * hd * hd * sizeof(float);
+        if (bytes > limit)
+          fail("vulkan", "{}: a recurrent state of {:.1f} MiB exceeds the device's largest buffer ({:.1f} MiB)",
+               ln.label, bytes / 1048576.0, limit / 1048576.0);
+        ns.state = gpu_.create_buffer(bytes, Memory::Device, "the delta rule's state");
+        recurrent_ = true;
+        break;
+      }
       case LocalOp::Scale:
         ns.vec =
             upload_floats(ln.weight.kind == parallel::WeightSlice::Kind::None ? std::vector<float>{ln.factor}
@@ -450,6 +496,8 @@ void VkGraphRunner::load(const parallel::DeviceGraph& graph, const gguf::File& f
     staging_ = gpu_.create_buffer(int64_t{opt.max_tokens} * collective_width * sizeof(float), Memory::Readback,
                                   "collective staging");
   kv_base_ = gpu_.create_buffer(int64_t{opt.n_seq} * sizeof(int32_t), Memory::Upload, "sliding-window bases");
+  if (recurrent_)
+    seqs_ = gpu_.create_buffer(int64_t{opt.n_seq} * 4 * sizeof(int32_t), Memory::Upload, "step sequences");
   gpu_.destroy(upload_);  // only loads upload through it
   n_cached_.assign(opt.n_seq, 0);
   gpu_.reserve_marks(u32(graph_.nodes.size() + 1));  // a mark per node, and the logits'
@@ -459,7 +507,17 @@ StepResult VkGraphRunner::run(const Step& step) {
   if (step.reread) return kept_.reread(graph_, step, "vulkan");
   const auto t0 = Clock::now();
   check_step(step, opt_, n_cached_, "vulkan");
+  if (recurrent_) check_recurrent_step(step, n_cached_, "vulkan");
   const StepLayout l = layout_step(step, opt_.n_ctx);
+  if (recurrent_)
+    for (size_t s = 0; s < step.seqs.size(); ++s) {
+      const StepSeq& q = step.seqs[s];
+      int32_t* row = static_cast<int32_t*>(seqs_.mapped) + 4 * s;
+      row[0] = static_cast<int32_t>(l.seq_first[s]);
+      row[1] = q.n_tokens;
+      row[2] = q.seq;
+      row[3] = q.pos0 == 0 ? 1 : 0;  // the sequence starts over: its state from zeros
+    }
   next_base_ = windows_.advance(step, "vulkan");
   for (size_t slot = 0; slot < next_base_.size(); ++slot)
     static_cast<int32_t*>(kv_base_.mapped)[slot] = static_cast<int32_t>(next_base_[slot]);
@@ -623,7 +681,7 @@ void VkGraphRunner::exec(int i, const Ctx& c) {
     }
     case LocalOp::RmsNorm: record_rms(in(0), ns.vec.buffer, y, u32(ln.width), u32(c.n_tokens), d.norm_eps); break;
     case LocalOp::HeadNorm:
-      record_rms(in(0), ns.vec.buffer, y, u32(d.head_dim_of(ln.layer)), u32(n / d.head_dim_of(ln.layer)), d.norm_eps);
+      if (ln.width > 0) record_rms(in(0), ns.vec.buffer, y, u32(ns.head_width), u32(n / ns.head_width), d.norm_eps);
       break;
     case LocalOp::MatMul:
       if (ln.width == 0) break;
@@ -655,13 +713,19 @@ void VkGraphRunner::exec(int i, const Ctx& c) {
     case LocalOp::SwiGlu: record_elementwise(in(0), in(1), y, u32(n), u32(ln.width), kSwiGlu); break;
     case LocalOp::SwiGluOai: record_elementwise(in(0), in(1), y, u32(n), u32(ln.width), kSwiGluOai); break;
     case LocalOp::Add: record_elementwise(in(0), in(1), y, u32(n), u32(ln.width), kAdd); break;
-    case LocalOp::SigmoidScale: record_elementwise(in(0), in(1), y, u32(n), u32(ln.width), kSigmoidScale); break;
+    case LocalOp::SigmoidScale:  // a gate a row (the shared expert's) or a value (Qwen 3.5's attention output)
+      record_elementwise(in(0), in(1), y, u32(n), u32(ln.width),
+                         graph_.nodes[ln.inputs[1]].width == ln.width ? kSigmoidGate : kSigmoidScale);
+      break;
     case LocalOp::Scale: record_elementwise(in(0), ns.vec.buffer, y, u32(n), u32(ln.width), kScale); break;
-    case LocalOp::Slice: {  // a row of features per token
-      const uint64_t in_w = graph_.nodes[ln.inputs[0]].width, w = ln.width;
+    case LocalOp::Slice: {  // of each head: a run of features per head and token
+      const uint64_t heads = std::max<int64_t>(1, ln.q_heads.size()), in_w = graph_.nodes[ln.inputs[0]].width;
+      const uint64_t w = ln.width / heads, in_hw = in_w / heads;
       std::vector<VkBufferCopy> rows;
       for (int64_t t = 0; t < c.n_tokens; ++t)
-        rows.push_back({(t * in_w + ln.offset) * sizeof(float), t * w * sizeof(float), w * sizeof(float)});
+        for (uint64_t h = 0; h < heads; ++h)
+          rows.push_back({(t * in_w + h * in_hw + ln.offset) * sizeof(float), (t * ln.width + h * w) * sizeof(float),
+                          w * sizeof(float)});
       if (w > 0) gpu_.copy_regions(in(0), y, rows);
       break;
     }
@@ -692,13 +756,35 @@ void VkGraphRunner::exec(int i, const Ctx& c) {
       record_matmul(ns.w, in(0), x_rows, y, ln.width, sum ? 2 : 1, c.n_tokens, in(1), ns.bias.buffer);
       break;
     }
+    case LocalOp::CausalConv:
+    case LocalOp::DeltaNet: record_linear_attention(i, c); break;
     case LocalOp::HeadMatMul:
     case LocalOp::LatentAttention:
-    case LocalOp::CausalConv:
-    case LocalOp::DeltaNet:
     case LocalOp::Count: fail("vulkan", "op {} is not implemented on the Vulkan device", local_op_name(ln.op));
   }
   gpu_.barrier();
+}
+
+void VkGraphRunner::record_linear_attention(int i, const Ctx& c) {
+  const auto& ln = graph_.nodes[i];
+  const NodeState& ns = nodes_[i];
+  const auto& d = graph_.dims;
+  if (ln.width == 0) return;
+  const uint32_t n_seqs = u32(c.step.seqs.size());
+  auto in = [&](int k) { return out(ln.inputs[k]); };
+  if (ln.op == LocalOp::CausalConv) {
+    const Pipeline& p = gpu_.pipeline("causal_conv", 5, sizeof(ConvPush));
+    const ConvPush push{u32(ln.width), u32(d.linear_conv_kernel), n_seqs};
+    gpu_.dispatch(p, gpu_.bind(p, {in(0), ns.vec.buffer, ns.state.buffer, out(i), seqs_.buffer}), &push,
+                  u32((ln.width + 63) / 64), n_seqs);
+    return;
+  }
+  const int64_t hd = d.linear_head_dim, kh = graph_.nodes[ln.inputs[0]].width / hd;
+  const Pipeline& p = gpu_.pipeline("delta_net", 9, sizeof(DeltaPush));
+  const DeltaPush push{u32(hd), u32(kh), u32(ln.width / hd), d.linear_v_grouped ? 1u : 0u, n_seqs, d.norm_eps};
+  gpu_.dispatch(p,
+                gpu_.bind(p, {in(0), in(1), in(2), in(3), in(4), ns.vec.buffer, ns.state.buffer, out(i), seqs_.buffer}),
+                &push, u32(ln.width / hd), n_seqs);
 }
 
 void VkGraphRunner::record_attention(int i, const Ctx& c) {

@@ -46,10 +46,12 @@ class VkGraphRunner {
     Buffer vec;                   // norm weight; Attention: its q heads' sinks (or none)
     Buffer bias;                  // MatMul bias; Expert*: the held experts' biases, [n][rows] (or none)
     Buffer k_cache, v_cache;
-    int64_t kv_rows = 0;    // Attention: rows per slot and kv head (n_ctx, or a sliding window's)
-    bool windowed = false;  // Attention: a sliding-window layer keeping kv_rows < n_ctx
-    int kv_node = -1;       // Attention: the node whose caches it reads (itself, or an earlier layer's)
-    int64_t staged = 0;     // Embed, Input: its rows' first float in the step input's staging buffer
+    int64_t kv_rows = 0;     // Attention: rows per slot and kv head (n_ctx, or a sliding window's)
+    bool windowed = false;   // Attention: a sliding-window layer keeping kv_rows < n_ctx
+    int kv_node = -1;        // Attention: the node whose caches it reads (itself, or an earlier layer's)
+    int64_t staged = 0;      // Embed, Input: its rows' first float in the step input's staging buffer
+    int64_t head_width = 0;  // HeadNorm: the features its weight covers
+    Buffer state;            // CausalConv, DeltaNet: every slot's recurrent state
     int buffer = -1;
   };
   struct Ctx {
@@ -70,6 +72,7 @@ class VkGraphRunner {
   void record_matmul(const Matrix& w, VkBuffer x, int64_t x_rows, VkBuffer y, int64_t y_stride, uint32_t mode,
                      int64_t n_tokens, VkBuffer routes, VkBuffer bias = VK_NULL_HANDLE);
   void record_attention(int i, const Ctx& c);
+  void record_linear_attention(int i, const Ctx& c);  // Gated DeltaNet's CausalConv and DeltaNet
   void move_windows(const NodeState& ns, int64_t n_kv, int64_t hd, const Ctx& c);
   void collective(int i, const Ctx& c);
   void logits(const Ctx& c);
@@ -86,6 +89,8 @@ class VkGraphRunner {
   Buffer rope_swa_;                     // sliding-window layers' angles (their own RoPE base)
   Buffer gelu_table_;                   // kernels::gelu_f16_table() as floats, where GeGlu runs
   Buffer kv_base_;                      // per slot: the step's sliding-window base (windows_)
+  Buffer seqs_;                         // per step sequence: its first token, tokens, slot, whether it starts over
+  bool recurrent_ = false;              // the graph holds Gated DeltaNet's state per slot
   KvWindows windows_;
   std::vector<int64_t> next_base_;
   Buffer act_q_, act_d_, act_s_;  // activations quantized for the integer dot products

@@ -2,8 +2,8 @@
 // The elementwise ops, one shader chosen by OP: 0 add (y = a + b), 1 swiglu (y = silu(a) * b),
 // 2 sigmoid scale (y[t, i] = a[t, i] * sigmoid(b[t]), b one value per row of `width`),
 // 3 bias (y[t, i] = a[t, i] + b[i]), 4 gpt-oss's clamped swiglu (kernels::swiglu_oai: g = min(a,
-// limit), u = clamp(b, -limit, limit), y = g * sigmoid(alpha g) * (u + 1)), 5 scale (y = a * b[0]).
-// y may be a.
+// limit), u = clamp(b, -limit, limit), y = g * sigmoid(alpha g) * (u + 1)), 5 scale (y = a * b[0]),
+// 6 sigmoid gate (y = a * sigmoid(b), a gate a value: Qwen 3.5's attention output). y may be a.
 #include "common.glsl"
 layout(local_size_x = 256) in;
 layout(std430, binding = 0) readonly buffer A { float a[]; };
@@ -22,6 +22,7 @@ void main() {
   else if (p.op == 2) y[i] = v * (1.0 / (1.0 + exp(-b[i / p.width])));
   else if (p.op == 3) y[i] = v + b[i % p.width];
   else if (p.op == 5) y[i] = v * b[0];
+  else if (p.op == 6) y[i] = v * (1.0 / (1.0 + exp(-b[i])));
   else {
     const float g = min(v, p.limit);
     y[i] = g / (1.0 + exp(p.alpha * -g)) * (clamp(b[i], -p.limit, p.limit) + 1.0);
