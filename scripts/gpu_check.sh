@@ -38,9 +38,9 @@ BUNDLE=$(cd "${BUNDLE:-gpu-bundle}" 2>/dev/null && pwd) || { echo "gpu_check: no
 OUT=${OUT:-gpu-check-out}
 WORK=${WORK:-/tmp/weft-gpu}
 PRESETS=${PRESETS:-"500m 8b-shape"}
-FAMILIES=${FAMILIES:-"gpt-oss:tiny-moe:mxfp4 gpt-oss:tiny-moe:q8_0 gemma3:tiny:q8_0 phi3:tiny:q4_0 qwen35:tiny:q8_0 qwen3next:tiny-moe:q8_0"}
-# ARCH:PRESET:TYPE models timed on vk:0 beside the PRESETS (Gated DeltaNet's shaders: its recurrence, a token at a time)
-FAMILY_BENCH=${FAMILY_BENCH:-"qwen35:qwen35-mini:q8_0"}
+FAMILIES=${FAMILIES:-"gpt-oss:tiny-moe:mxfp4 gpt-oss:tiny-moe:q8_0 gemma3:tiny:q8_0 phi3:tiny:q4_0 qwen35:tiny:q8_0 qwen3next:tiny-moe:q8_0 deepseek2:tiny-moe:q8_0"}
+# ARCH:PRESET:TYPE models timed on vk:0 beside the PRESETS (Gated DeltaNet's recurrence, MLA's latent attention)
+FAMILY_BENCH=${FAMILY_BENCH:-"qwen35:qwen35-mini:q8_0 deepseek2:deepseek-mini:q8_0"}
 TYPES=${TYPES:-"q4_0 q4_k_m"}
 PP=${PP:-512}
 TG=${TG:-128}

@@ -319,12 +319,29 @@ TEST(VkFamilies, Gemma4MoeGreedyTokensMatchOneCpuDevice) {
         << "vk:0,cpu:1 " << parallel::moe_split_name(s);
 }
 
-// DeepSeek's latent attention has no shaders yet: an engine with a vk device refuses the model by
-// the op it cannot run, before any weight is loaded.
-TEST(VkFamilies, DeepSeekLatentAttentionIsRefusedByOp) {
-  const Generated m = generate("tiny-moe", "deepseek2", 5, 4);
-  EXPECT_ERROR(Engine(*m.file, on("vk:0")), "cannot run head_matmul");
-  EXPECT_ERROR(Engine(*m.file, on("vk:0,cpu:1", SplitMode::Tensor, {1, 1})), "cannot run head_matmul");
+// DeepSeek V3's layout (multi-head latent attention, absorbed: each head's matrices, one latent
+// cache row a token, queries rotated on their last features; sigmoid routing over expert groups
+// with the selection bias and the routed scale; a dense first layer and the shared expert) on a vk
+// device alone and split with a CPU device, its heads and experts cut both ways; and V2-Lite's
+// query without its low-rank bottleneck.
+TEST(VkFamilies, DeepSeekLatentAttentionGreedyTokensMatchOneCpuDevice) {
+  for (const int64_t q_lora_rank : {0, -1}) {
+    tools::GenModelOptions o;
+    o.preset = "tiny-moe";
+    o.arch = "deepseek2";
+    o.type = "q8_0";
+    o.seed = 5;
+    o.overrides.q_lora_rank = q_lora_rank;
+    const auto bytes = tools::generate_model_bytes(o);
+    auto f = gguf::File::parse(bytes.data(), bytes.size(), "deepseek2");
+    const auto prompt = some_prompt(320, 11);
+    const auto ref = greedy(*f, small_steps(single()), prompt, kTokens);
+    const std::string lite = q_lora_rank < 0 ? " (attn_q)" : "";
+    EXPECT_EQ(greedy(*f, small_steps(on("vk:0")), prompt, kTokens), ref) << "vk:0" << lite;
+    for (MoeSplit s : {MoeSplit::Tensor, MoeSplit::Expert})
+      EXPECT_EQ(greedy(*f, small_steps(on("vk:0,cpu:1", SplitMode::Tensor, {1, 1}, s)), prompt, kTokens), ref)
+          << "vk:0,cpu:1 " << parallel::moe_split_name(s) << lite;
+  }
 }
 
 // Qwen 3.5's and Qwen3-Next's Gated DeltaNet (the conv and the delta rule's state per slot, value

@@ -33,7 +33,7 @@ struct RmsPush {
   float eps;
 };
 struct RopePush {
-  uint32_t n_tokens, n_heads, head_dim, n_rot, neox;
+  uint32_t n_tokens, n_heads, head_dim, n_rot, neox, offset;
 };
 struct ElementwisePush {
   uint32_t n, width, op;
@@ -53,12 +53,14 @@ struct AttentionPush {
   float scale;
   uint32_t window, windowed, has_sinks;
 };
-constexpr int64_t kMaxHeadDim = 512;  // attention.comp's MAX_HD: AttentionPush's widest head_dim
+// attention.comp's MAX_HD: AttentionPush's widest head_dim (DeepSeek's latent rows: 512 + 64)
+constexpr int64_t kMaxHeadDim = 576;
 struct GegluPush {
   uint32_t n;
 };
 struct RoutePush {
-  uint32_t n_tokens, n_expert, k, norm, selected;
+  uint32_t n_tokens, n_expert, k, norm, selected, sigmoid, has_bias, n_groups, n_groups_used;
+  float weights_scale;
 };
 
 struct ConvPush {
@@ -191,7 +193,6 @@ uint32_t u32(int64_t v) {
 bool vk_supports(LocalOp op, DType t) {
   const bool reads_matrix = op == LocalOp::MatMul || op == LocalOp::ExpertMatMul || op == LocalOp::ExpertMatMulSum;
   if (op == LocalOp::Embed) return cpu_kernels_support(op, t);  // rows looked up on the host, by the CPU kernels
-  if (op == LocalOp::HeadMatMul || op == LocalOp::LatentAttention) return false;  // no shaders for MLA yet
   return reads_matrix ? has_matmul(t) : op < LocalOp::Count;
 }
 
@@ -203,8 +204,8 @@ VkGraphRunner::~VkGraphRunner() {
   for (auto& n : nodes_)
     for (auto& p : n.w.parts) gpu_.destroy(p.buf);
   for (auto& b : buffers_) gpu_.destroy(b);
-  for (Buffer* b : {&upload_, &tok_, &rope_, &rope_swa_, &gelu_table_, &kv_base_, &seqs_, &input_, &act_q_, &act_d_,
-                    &act_s_, &staging_, &logits_in_, &logits_, &readback_, &dummy_})
+  for (Buffer* b : {&upload_, &tok_, &rope_, &rope_swa_, &gelu_table_, &kv_base_, &seqs_, &mla_rows_, &mla_out_,
+                    &input_, &act_q_, &act_d_, &act_s_, &staging_, &logits_in_, &logits_, &readback_, &dummy_})
     gpu_.destroy(*b);
 }
 
@@ -288,8 +289,7 @@ void VkGraphRunner::load(const parallel::DeviceGraph& graph, const gguf::File& f
     fail("vulkan", "KV cache types differ ({} and {}): give -ctk and -ctv alike", dtype_name(opt.k_type),
          dtype_name(opt.v_type));
   const auto& d = graph_.dims;
-  if (d.expert_gating == graph::Dims::Gating::Sigmoid || d.n_expert_groups > 0 || d.expert_weights_scale > 0)
-    fail("vulkan", "DeepSeek's expert routing (sigmoid scores, groups, scaling) runs on CPU devices only");
+  if (d.n_expert_groups > 64) fail("vulkan", "{} expert groups (moe_route.comp holds 64)", d.n_expert_groups);
   for (int l = -1; l < static_cast<int>(d.layer_heads.size()); ++l)
     if (d.head_dim_of(l) > kMaxHeadDim)
       fail("vulkan", "head_dim {} over the attention kernel's {}", d.head_dim_of(l), kMaxHeadDim);
@@ -314,14 +314,12 @@ void VkGraphRunner::load(const parallel::DeviceGraph& graph, const gguf::File& f
   // Each Embed and Input has rows of its own in the staging buffer: the host fills them as the step
   // is recorded, and the copies out run after every one is filled.
   int64_t act_values = 0, staged_width = 0, collective_width = 0;
+  int64_t mla_values = 0;  // the widest of the latent attention's and the head matmuls' scratch rows
   Progress progress("loading weights", graph_.nodes.size(), "nodes");
   for (size_t i = 0; i < graph_.nodes.size(); ++i) {
     progress.add(1);
     const auto& ln = graph_.nodes[i];
     NodeState& ns = nodes_[i];
-    if (ln.op == LocalOp::Rope && ln.offset != 0)  // rope.comp rotates each head from its first feature
-      fail("vulkan", "{}: rotating each head from its feature {} (MLA's queries) is not implemented", ln.label,
-           ln.offset);
     switch (ln.op) {
       case LocalOp::Embed:
         ns.embed = host_weights_->matrix(f, ln.weight, WeightStore::Use::Lookup);
@@ -387,12 +385,52 @@ void VkGraphRunner::load(const parallel::DeviceGraph& graph, const gguf::File& f
                                                                               : host_weights_->vector(f, ln.weight),
                           "a scale");
         break;
-      case LocalOp::MoeRoute: {  // each expert's output scale (ones where the model has none)
+      case LocalOp::MoeRoute: {  // each expert's output scale (ones where the model has none), its selection bias
         std::vector<float> scale(d.n_expert, 1.f);
         if (ln.weight.kind != parallel::WeightSlice::Kind::None) scale = host_weights_->vector(f, ln.weight);
         if (static_cast<int64_t>(scale.size()) != d.n_expert)
           fail("vulkan", "{}: {} expert scales for {} experts", ln.label, scale.size(), d.n_expert);
         ns.vec = upload_floats(scale, "expert scales");
+        if (ln.bias.kind != parallel::WeightSlice::Kind::None) {
+          const std::vector<float> bias = host_weights_->vector(f, ln.bias);
+          if (static_cast<int64_t>(bias.size()) != d.n_expert)
+            fail("vulkan", "{}: {} selection biases for {} experts", ln.label, bias.size(), d.n_expert);
+          ns.bias = upload_floats(bias, "the experts' selection bias");
+        }
+        break;
+      }
+      case LocalOp::HeadMatMul: {  // a matrix per head held, each head's input read as its own row
+        const int64_t n = ln.q_heads.size();
+        if (n == 0) break;
+        const kernels::WeightMatrix m = host_weights_->matrix(f, ln.weight, WeightStore::Use::Experts);
+        const int64_t in_w = graph_.nodes[ln.inputs[0]].width;
+        if (m.rows % n || ln.width != m.rows || in_w % n != 0 || m.cols > in_w / n)
+          fail("vulkan", "{}: {} rows of {} columns for {} heads of {} inputs", ln.label, m.rows, m.cols, n, in_w);
+        ns.w = upload_matrix(m, n, ln.q_heads.begin, ln.label);
+        // Each (token, head) row its head's matrix, weight 1 (matmul.comp's mode 2, one term a row).
+        std::vector<float> routes(static_cast<size_t>(opt.max_tokens * n * 2));
+        for (int64_t r = 0; r < opt.max_tokens * n; ++r) {
+          routes[2 * r] = static_cast<float>(ln.q_heads.begin + r % n);
+          routes[2 * r + 1] = 1.f;
+        }
+        ns.vec = upload_floats(routes, "the heads' routes");
+        act_values = std::max(act_values, int64_t{opt.max_tokens} * n * m.cols);
+        mla_values = std::max(mla_values, int64_t{opt.max_tokens} * n * m.cols);
+        break;
+      }
+      case LocalOp::LatentAttention: {  // one cache row a token: [latent; k_rope]
+        const int64_t row = d.kv_lora_rank + d.rope.n_rot, heads = ln.q_heads.size();
+        ns.kv_rows = opt.n_ctx;
+        ns.kv_node = static_cast<int>(i);
+        const uint64_t bytes = row_bytes(opt.k_type, int64_t{opt.n_seq} * ns.kv_rows * row);
+        if (bytes > limit)
+          fail("vulkan", "{}: a latent cache of {:.1f} MiB exceeds the device's largest buffer ({:.1f} MiB); lower -c",
+               ln.label, bytes / 1048576.0, limit / 1048576.0);
+        ns.k_cache = gpu_.create_buffer(bytes, Memory::Device, "the latent cache");
+        gpu_.begin();
+        gpu_.fill_zero(ns.k_cache.buffer, 0, ns.k_cache.size / 4 * 4);
+        gpu_.submit();
+        mla_values = std::max(mla_values, int64_t{opt.max_tokens} * std::max<int64_t>(heads, 1) * row);
         break;
       }
       case LocalOp::ExpertMatMul:
@@ -498,6 +536,10 @@ void VkGraphRunner::load(const parallel::DeviceGraph& graph, const gguf::File& f
   kv_base_ = gpu_.create_buffer(int64_t{opt.n_seq} * sizeof(int32_t), Memory::Upload, "sliding-window bases");
   if (recurrent_)
     seqs_ = gpu_.create_buffer(int64_t{opt.n_seq} * 4 * sizeof(int32_t), Memory::Upload, "step sequences");
+  if (mla_values > 0) {
+    mla_rows_ = gpu_.create_buffer(mla_values * sizeof(float), Memory::Device, "latent attention rows");
+    mla_out_ = gpu_.create_buffer(mla_values * sizeof(float), Memory::Device, "latent attention outputs");
+  }
   gpu_.destroy(upload_);  // only loads upload through it
   n_cached_.assign(opt.n_seq, 0);
   gpu_.reserve_marks(u32(graph_.nodes.size() + 1));  // a mark per node, and the logits'
@@ -589,7 +631,7 @@ void VkGraphRunner::record_elementwise(VkBuffer a, VkBuffer b, VkBuffer y, uint3
 }
 
 void VkGraphRunner::record_matmul(const Matrix& w, VkBuffer x, int64_t x_rows, VkBuffer y, int64_t y_stride,
-                                  uint32_t mode, int64_t n_tokens, VkBuffer routes, VkBuffer bias) {
+                                  uint32_t mode, int64_t n_tokens, VkBuffer routes, VkBuffer bias, int64_t terms) {
   const int act = act_format(w.type);
   if (act >= 0) {
     const Pipeline& q = gpu_.pipeline("quantize", 4, sizeof(QuantizePush));
@@ -601,7 +643,7 @@ void VkGraphRunner::record_matmul(const Matrix& w, VkBuffer x, int64_t x_rows, V
   }
   const PhysicalInfo& info = gpu_.info();
   const uint32_t sg = info.lanes();
-  const int64_t n_used = graph_.dims.n_expert_used;
+  const int64_t n_used = terms > 0 ? terms : graph_.dims.n_expert_used;
   const int64_t items = mode == 1 ? n_tokens * n_used : n_tokens;
   // Prompts and batches: a thread per input row (matmul.comp's BY_ITEM) once they fill a subgroup,
   // a workgroup of one subgroup over 4 rows.
@@ -703,9 +745,10 @@ void VkGraphRunner::exec(int i, const Ctx& c) {
       }
       const Pipeline& p = gpu_.pipeline("rope", 2, sizeof(RopePush));
       const RopeParams& rope = d.rope_of(ln.layer);
-      const int64_t hd = d.head_dim_of(ln.layer);
-      const RopePush push{u32(c.n_tokens), u32(ln.width / hd), u32(hd), u32(rope.n_rot), rope.neox ? 1u : 0u};
-      const auto [gx, gy] = grid((c.n_tokens * (ln.width / hd) * (rope.n_rot / 2) + 63) / 64);
+      // Its heads (MLA's shared RoPE key: one), each rotated from feature `offset` (MLA's queries: the last n_rot).
+      const int64_t heads = std::max<int64_t>(1, ln.q_heads.size()), hd = ln.width / heads;
+      const RopePush push{u32(c.n_tokens), u32(heads), u32(hd), u32(rope.n_rot), rope.neox ? 1u : 0u, u32(ln.offset)};
+      const auto [gx, gy] = grid((c.n_tokens * heads * (rope.n_rot / 2) + 63) / 64);
       gpu_.dispatch(p, gpu_.bind(p, {y, d.is_swa(ln.layer) ? rope_swa_.buffer : rope_.buffer}), &push, gx, gy);
       break;
     }
@@ -739,10 +782,19 @@ void VkGraphRunner::exec(int i, const Ctx& c) {
     case LocalOp::AllReduce:
     case LocalOp::AllGather: collective(i, c); break;
     case LocalOp::MoeRoute: {
-      const Pipeline& p = gpu_.pipeline("moe_route", 3, sizeof(RoutePush));
-      const RoutePush push{u32(c.n_tokens), u32(d.n_expert), u32(d.n_expert_used), d.expert_weights_norm ? 1u : 0u,
-                           d.expert_gating == graph::Dims::Gating::SoftmaxSelected ? 1u : 0u};
-      gpu_.dispatch(p, gpu_.bind(p, {in(0), y, ns.vec.buffer}), &push, u32((c.n_tokens + 63) / 64));
+      const Pipeline& p = gpu_.pipeline("moe_route", 4, sizeof(RoutePush));
+      const RoutePush push{u32(c.n_tokens),
+                           u32(d.n_expert),
+                           u32(d.n_expert_used),
+                           d.expert_weights_norm ? 1u : 0u,
+                           d.expert_gating == graph::Dims::Gating::SoftmaxSelected ? 1u : 0u,
+                           d.expert_gating == graph::Dims::Gating::Sigmoid ? 1u : 0u,
+                           ns.bias.buffer ? 1u : 0u,
+                           u32(d.n_expert_groups),
+                           u32(d.n_group_used),
+                           d.expert_weights_scale};
+      gpu_.dispatch(p, gpu_.bind(p, {in(0), y, ns.vec.buffer, ns.bias.buffer ? ns.bias.buffer : dummy_.buffer}), &push,
+                    u32((c.n_tokens + 63) / 64));
       break;
     }
     case LocalOp::ExpertMatMul:
@@ -758,8 +810,8 @@ void VkGraphRunner::exec(int i, const Ctx& c) {
     }
     case LocalOp::CausalConv:
     case LocalOp::DeltaNet: record_linear_attention(i, c); break;
-    case LocalOp::HeadMatMul:
-    case LocalOp::LatentAttention:
+    case LocalOp::HeadMatMul: record_head_matmul(i, c); break;
+    case LocalOp::LatentAttention: record_latent_attention(i, c); break;
     case LocalOp::Count: fail("vulkan", "op {} is not implemented on the Vulkan device", local_op_name(ln.op));
   }
   gpu_.barrier();
@@ -785,6 +837,76 @@ void VkGraphRunner::record_linear_attention(int i, const Ctx& c) {
   gpu_.dispatch(p,
                 gpu_.bind(p, {in(0), in(1), in(2), in(3), in(4), ns.vec.buffer, ns.state.buffer, out(i), seqs_.buffer}),
                 &push, u32(ln.width / hd), n_seqs);
+}
+
+// DeepSeek's per-head matrices: each (token, head) input slice gathered as its own row, then
+// matmul.comp's expert sum (mode 2) of one term a row, head h's matrix with weight 1.
+void VkGraphRunner::record_head_matmul(int i, const Ctx& c) {
+  const auto& ln = graph_.nodes[i];
+  const NodeState& ns = nodes_[i];
+  const int64_t heads = ln.q_heads.size();
+  if (heads == 0 || c.n_tokens == 0) return;
+  const int64_t in_w = graph_.nodes[ln.inputs[0]].width, in_head = in_w / heads, cols = ns.w.cols;
+  std::vector<VkBufferCopy> rows;
+  for (int64_t t = 0; t < c.n_tokens; ++t)
+    for (int64_t h = 0; h < heads; ++h)
+      rows.push_back(
+          {(t * in_w + h * in_head) * sizeof(float), (t * heads + h) * cols * sizeof(float), cols * sizeof(float)});
+  gpu_.copy_regions(out(ln.inputs[0]), mla_rows_.buffer, rows);
+  gpu_.fill_zero(out(i), 0, c.n_tokens * ln.width * sizeof(float));
+  gpu_.barrier();
+  record_matmul(ns.w, mla_rows_.buffer, c.n_tokens * heads, out(i), ns.w.rows, 2, c.n_tokens * heads, ns.vec.buffer,
+                VK_NULL_HANDLE, 1);
+}
+
+// MLA, absorbed (CpuGraphRunner::latent_attention): each token's [latent; k_rope] row into the
+// latent cache, then every head attends over the rows with a query of [q_latent; q_rope] as one
+// head of kv_lora_rank + n_rot whose values are the same rows; the first kv_lora_rank features of
+// each head's output are its softmax-weighted latents.
+void VkGraphRunner::record_latent_attention(int i, const Ctx& c) {
+  const auto& ln = graph_.nodes[i];
+  const NodeState& ns = nodes_[i];
+  const auto& d = graph_.dims;
+  const int64_t heads = ln.q_heads.size(), lat = d.kv_lora_rank, rot = d.rope.n_rot, row = lat + rot;
+  const int64_t q_w = graph_.nodes[ln.inputs[1]].width, hd = heads > 0 ? q_w / heads : 0;
+  const uint64_t f = sizeof(float);
+  std::vector<VkBufferCopy> latents, keys;
+  for (int64_t t = 0; t < c.n_tokens; ++t) {
+    latents.push_back({t * lat * f, t * row * f, lat * f});
+    keys.push_back({t * rot * f, (t * row + lat) * f, rot * f});
+  }
+  // The latents and the RoPE keys into rows of the scratch buffer; kv_store puts them in the cache.
+  gpu_.copy_regions(out(ln.inputs[2]), mla_rows_.buffer, latents);
+  gpu_.copy_regions(out(ln.inputs[3]), mla_rows_.buffer, keys);
+  gpu_.barrier();
+  const char* suffix = opt_.k_type == DType::F16 ? "_f16" : "_f32";
+  const Pipeline& store = gpu_.pipeline(std::string("kv_store") + suffix, 4, sizeof(KvStorePush));
+  const KvStorePush sp{u32(c.n_tokens), 1u, u32(row), u32(ns.kv_rows), 0u};
+  const auto [sx, sy] = grid((c.n_tokens * row + 255) / 256);
+  gpu_.dispatch(store, gpu_.bind(store, {mla_rows_.buffer, ns.k_cache.buffer, tok_.buffer, kv_base_.buffer}), &sp, sx,
+                sy);
+  if (heads == 0) return;
+  std::vector<VkBufferCopy> q_lat, q_rope, outs;
+  for (int64_t t = 0; t < c.n_tokens; ++t)
+    for (int64_t h = 0; h < heads; ++h) {
+      const uint64_t r = (t * heads + h) * row;
+      q_lat.push_back({(t * heads + h) * lat * f, r * f, lat * f});
+      q_rope.push_back({(t * q_w + h * hd + hd - rot) * f, (r + lat) * f, rot * f});
+      outs.push_back({r * f, (t * heads + h) * lat * f, lat * f});
+    }
+  gpu_.barrier();  // the rows' buffer, read by kv_store, takes the queries next
+  gpu_.copy_regions(out(ln.inputs[0]), mla_rows_.buffer, q_lat);
+  gpu_.copy_regions(out(ln.inputs[1]), mla_rows_.buffer, q_rope);
+  gpu_.barrier();
+  const Pipeline& p = gpu_.pipeline(std::string("attention") + suffix, 7, sizeof(AttentionPush));
+  const AttentionPush ap{u32(heads), 1u, u32(row), u32(ns.kv_rows), 0u, 0u, u32(heads), d.attention_scale(ln.layer),
+                         0u,         0u, 0u};
+  gpu_.dispatch(p,
+                gpu_.bind(p, {mla_rows_.buffer, ns.k_cache.buffer, ns.k_cache.buffer, tok_.buffer, mla_out_.buffer,
+                              kv_base_.buffer, dummy_.buffer}),
+                &ap, u32(heads), u32(c.n_tokens));
+  gpu_.barrier();
+  gpu_.copy_regions(mla_out_.buffer, out(i), outs);
 }
 
 void VkGraphRunner::record_attention(int i, const Ctx& c) {

@@ -68,11 +68,14 @@ class VkGraphRunner {
   void record_rms(VkBuffer x, VkBuffer w, VkBuffer y, uint32_t n, uint32_t rows, float eps);
   void record_elementwise(VkBuffer a, VkBuffer b, VkBuffer y, uint32_t n, uint32_t width, uint32_t op);
   // y = W x over x's `rows` rows of w.cols values (quantized first where the type reads integers);
-  // mode as matmul.comp; experts (modes 1, 2) add `bias` [experts held][w.rows] unless it is null.
+  // mode as matmul.comp; experts (modes 1, 2) add `bias` [experts held][w.rows] unless it is null;
+  // `terms`: the routes' slots a row (the model's experts used where 0).
   void record_matmul(const Matrix& w, VkBuffer x, int64_t x_rows, VkBuffer y, int64_t y_stride, uint32_t mode,
-                     int64_t n_tokens, VkBuffer routes, VkBuffer bias = VK_NULL_HANDLE);
+                     int64_t n_tokens, VkBuffer routes, VkBuffer bias = VK_NULL_HANDLE, int64_t terms = 0);
   void record_attention(int i, const Ctx& c);
   void record_linear_attention(int i, const Ctx& c);  // Gated DeltaNet's CausalConv and DeltaNet
+  void record_head_matmul(int i, const Ctx& c);       // DeepSeek's per-head matrices
+  void record_latent_attention(int i, const Ctx& c);
   void move_windows(const NodeState& ns, int64_t n_kv, int64_t hd, const Ctx& c);
   void collective(int i, const Ctx& c);
   void logits(const Ctx& c);
@@ -90,6 +93,7 @@ class VkGraphRunner {
   Buffer gelu_table_;                   // kernels::gelu_f16_table() as floats, where GeGlu runs
   Buffer kv_base_;                      // per slot: the step's sliding-window base (windows_)
   Buffer seqs_;                         // per step sequence: its first token, tokens, slot, whether it starts over
+  Buffer mla_rows_, mla_out_;           // latent attention's cache rows and queries, its outputs; head matmuls' inputs
   bool recurrent_ = false;              // the graph holds Gated DeltaNet's state per slot
   KvWindows windows_;
   std::vector<int64_t> next_base_;

@@ -27,7 +27,8 @@ struct AttentionPush {
   uint32_t window, windowed, has_sinks;
 };
 struct RoutePush {
-  uint32_t n_tokens, n_expert, k, norm, selected;
+  uint32_t n_tokens, n_expert, k, norm, selected, sigmoid = 0, has_bias = 0, n_groups = 0, n_groups_used = 0;
+  float weights_scale = 0;
 };
 struct ElementwisePush {
   uint32_t n, width, op;
@@ -142,7 +143,7 @@ TEST_F(VkOps, MoeRouteMatchesTheCpuForBothGatings) {
   const std::vector<float> ones(n_expert, 1.f), scales = uniform(n_expert, 7, 0.5f, 2.f);
   const VkBuffer lb = host(logits), ones_b = host(ones), scales_b = host(scales);
   Buffer& out = readback(n_tok * 2 * k);  // last: a later buffer would move it
-  const Pipeline& p = gpu.pipeline("moe_route", 3, sizeof(RoutePush));
+  const Pipeline& p = gpu.pipeline("moe_route", 4, sizeof(RoutePush));
   for (const bool scaled : {false, true})
     for (const bool selected : {false, true})
       for (const bool norm : {false, true}) {
@@ -154,7 +155,7 @@ TEST_F(VkOps, MoeRouteMatchesTheCpuForBothGatings) {
         const RoutePush push{static_cast<uint32_t>(n_tok), static_cast<uint32_t>(n_expert), static_cast<uint32_t>(k),
                              norm ? 1u : 0u, selected ? 1u : 0u};
         gpu.begin();
-        gpu.dispatch(p, gpu.bind(p, {lb, out.buffer, scaled ? scales_b : ones_b}), &push, (n_tok + 63) / 64);
+        gpu.dispatch(p, gpu.bind(p, {lb, out.buffer, scaled ? scales_b : ones_b, ones_b}), &push, (n_tok + 63) / 64);
         gpu.submit();
         const auto* got = static_cast<const float*>(out.mapped);
         int bad = 0;
@@ -168,6 +169,48 @@ TEST_F(VkOps, MoeRouteMatchesTheCpuForBothGatings) {
                             << ", want " << want[i] << " weight " << w;
           }
       }
+}
+
+// DeepSeek V3's routing: sigmoid scores, chosen by score plus the selection bias among the best
+// groups (a group's score its two best), weighted by the unbiased scores, renormalised and scaled;
+// ids identical to the CPU's (the bias must move some choices, the groups exclude some experts).
+TEST_F(VkOps, MoeRouteMatchesTheCpuForGroupedSigmoidScores) {
+  const int64_t n_tok = 70, n_expert = 16, k = 4, n_groups = 4, n_groups_used = 2;
+  std::vector<float> logits = uniform(n_tok * n_expert, 8, -3, 3);
+  const std::vector<float> bias = uniform(n_expert, 9, -0.3f, 0.3f), ones(n_expert, 1.f);
+  const VkBuffer lb = host(logits), bias_b = host(bias), ones_b = host(ones);
+  Buffer& out = readback(n_tok * 2 * k);
+  const Pipeline& p = gpu.pipeline("moe_route", 4, sizeof(RoutePush));
+  kernels::MoeRouting r{n_expert, k, true, false, nullptr};
+  r.sigmoid = true;
+  r.selection_bias = bias.data();
+  r.n_groups = n_groups;
+  r.n_groups_used = n_groups_used;
+  r.weights_scale = 2.5f;
+  std::vector<float> want(n_tok * 2 * k), unbiased(want.size());
+  kernels::moe_route(logits.data(), n_tok, r, want.data());
+  kernels::MoeRouting plain = r;
+  plain.selection_bias = nullptr;
+  kernels::moe_route(logits.data(), n_tok, plain, unbiased.data());
+  int moved = 0;
+  for (int64_t t = 0; t < n_tok; ++t) moved += want[t * 2 * k] != unbiased[t * 2 * k];
+  ASSERT_GT(moved, 0) << "the bias must change some choice for the test to mean anything";
+  RoutePush push{static_cast<uint32_t>(n_tok), static_cast<uint32_t>(n_expert), static_cast<uint32_t>(k), 1u, 0u};
+  push.sigmoid = 1;
+  push.has_bias = 1;
+  push.n_groups = static_cast<uint32_t>(n_groups);
+  push.n_groups_used = static_cast<uint32_t>(n_groups_used);
+  push.weights_scale = 2.5f;
+  gpu.begin();
+  gpu.dispatch(p, gpu.bind(p, {lb, out.buffer, ones_b, bias_b}), &push, (n_tok + 63) / 64);
+  gpu.submit();
+  const auto* got = static_cast<const float*>(out.mapped);
+  for (int64_t t = 0; t < n_tok; ++t)
+    for (int64_t j = 0; j < k; ++j) {
+      const int64_t i = t * 2 * k + j;
+      ASSERT_EQ(got[i], want[i]) << "token " << t << " slot " << j;
+      ASSERT_NEAR(got[i + k], want[i + k], 1e-5f) << "token " << t << " slot " << j;
+    }
 }
 
 // gpt-oss's constants, gates and ups well past the limit on both sides.

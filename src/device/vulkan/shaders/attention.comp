@@ -30,7 +30,7 @@ layout(push_constant) uniform P {
   uint windowed;
   uint has_sinks;
 } p;
-#define MAX_HD 512  // Gemma 4's global heads; vk_graph_runner.cpp's kMaxHeadDim
+#define MAX_HD 576  // DeepSeek's latent rows (Gemma 4's global heads: 512); vk_graph_runner.cpp's kMaxHeadDim
 #define SLOTS (MAX_HD / 64)
 shared float qs[MAX_HD];
 shared float ps[64];
