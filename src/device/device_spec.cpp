@@ -45,9 +45,11 @@ std::vector<double> default_ratios(const std::vector<DeviceSpec>& specs) {
 
 DeviceMemory spec_memory(const DeviceSpec& s) { return device_kind(s.kind).memory(s); }
 
-std::vector<std::unique_ptr<Device>> create_devices(const std::vector<DeviceSpec>& specs, bool map_weights) {
+std::vector<std::unique_ptr<Device>> create_devices(const std::vector<DeviceSpec>& specs, bool map_weights,
+                                                    bool repack_mapped) {
   CreateContext ctx;
   ctx.map_weights = map_weights;
+  ctx.repack_mapped = repack_mapped;
   ctx.cores = hardware_cores();
   int total_threads = 0;
   for (const auto& s : specs) total_threads += device_kind(s.kind).host_threads(s);

@@ -32,7 +32,8 @@ std::vector<double> default_ratios(const std::vector<DeviceSpec>& specs);
 DeviceMemory spec_memory(const DeviceSpec& s);
 
 // Creates the devices; CPU devices get disjoint cores in order. Threads spin only when the
-// process's threads fit on the machine's cores. map_weights: see CpuDeviceOptions.
-std::vector<std::unique_ptr<Device>> create_devices(const std::vector<DeviceSpec>& specs, bool map_weights = false);
+// process's threads fit on the machine's cores. map_weights, repack_mapped: see CpuDeviceOptions.
+std::vector<std::unique_ptr<Device>> create_devices(const std::vector<DeviceSpec>& specs, bool map_weights = false,
+                                                    bool repack_mapped = false);
 
 }  // namespace weft::device

@@ -30,8 +30,10 @@ Engine::Engine(const gguf::File& file, EngineOptions opt) : file_(file), opt_(st
                  opt_.n_ctx, static_cast<long long>(config_.n_ctx_train));
   config_ = model::for_context(std::move(config_), opt_.n_ctx);  // LongRoPE: a slot's context picks the factors
   graph_ = model::build_llama_graph(config_);
-  if (opt_.exact && opt_.map_weights)  // one device would multiply rows in place, a split repacked panels
-    fail("cli", "--exact multiplies weights copied at load, not --mmap");
+  // --exact with --mmap: the weights the kernels repack are copied into panels anyway (as a split's
+  // column slices always are), so that one device and any split run the same kernels.
+  if (opt_.exact && opt_.map_weights && !log_disabled())
+    std::fprintf(stderr, "[engine] --exact: weights the kernels repack are copied at load; the rest stays mapped\n");
   if (opt_.exact && opt_.wire != parallel::WireType::F32)
     fail("cli", "--exact moves fixed-point sums, not --wire {}", parallel::wire_type_name(opt_.wire));
   if (opt_.n_batch <= 0) fail("cli", "--batch-size must be positive");
@@ -65,7 +67,7 @@ void Engine::start_devices() {
 void Engine::open_devices() {
   compute_base_.clear();  // new devices: --rebalance starts watching afresh
   step_times_.clear();
-  devices_ = device::create_devices(opt_.devices, opt_.map_weights);
+  devices_ = device::create_devices(opt_.devices, opt_.map_weights, opt_.exact);
   fit_to_device_memory();
   for (const auto& dg : plan_.devices)
     for (const auto& ln : dg.nodes) {

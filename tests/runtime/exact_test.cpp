@@ -222,6 +222,22 @@ TEST(ExactInference, WithoutItASplitDiffers) {
             -1);
 }
 
+// --mmap: one device reading its weights from the mapping gives a split's bits (what the kernels
+// repack is copied into panels under --exact, as a split's column slices always are).
+TEST(ExactInference, MappedWeightsEveryConfigBitForBit) {
+  for (const char* type : {"q8_0", "q4_k_m"}) {
+    std::vector<uint8_t> bytes;
+    auto f = generated(type, 42, bytes, /*wide=*/std::string(type) == "q4_k_m");
+    EngineOptions mapped = exact(equality::single());
+    mapped.map_weights = true;
+    for (const Config& c : configs()) {
+      EngineOptions split = exact(equality::options(c));
+      split.map_weights = c.name.find("uneven") != std::string::npos;  // mapped splits too
+      EXPECT_EQ(first_difference(*f, mapped, split, some_prompt(320, 19), 16), -1) << type << " " << c.name;
+    }
+  }
+}
+
 TEST(ExactInference, RefusedWhereItCannotHold) {
   std::vector<uint8_t> bytes;
   auto f = generated("q4_0", 42, bytes, /*wide=*/false);
