@@ -170,7 +170,14 @@ constexpr size_t kL1DataBytes = 32 << 10;  // Zen 4's, Intel's since Skylake: 32
 // super-block in int32: its activation scale is one (Q8_K's d), so each sub-block's int dot times
 // its int scale adds up exactly (|sum| < 2^28 for every K-quant), and the float step (cvt, mul, fma)
 // runs once per super-block instead of once per sub-block and scale, for a vpmulld and a vpaddd.
-template <class Src, int kScales, bool kMin, bool kCorr, int T, int P = 1>
+// Whether Src's batch tiles weigh sub-block sums by their int scales in float (tile's kFloatScales).
+template <class Src>
+constexpr bool float_scaled() {
+  return requires(const uint8_t* p) { Src::iscale(p, 0); }
+  &&!requires(const uint8_t* p) { Src::imin(p, 0); };
+}
+
+template <class Src, int kScales, bool kMin, bool kCorr, int T, int P = 1, bool kIntSums = false>
 WEFT_TARGET_AVX512 void tile(const uint8_t* panel, size_t panel_stride, size_t block_bytes, int64_t nb,
                              const ActBlock* act, int64_t act_stride, float* y, int64_t ldy, int n_rows, Ahead ahead) {
   static_assert(P == 1 || T == 1);
@@ -183,8 +190,10 @@ WEFT_TARGET_AVX512 void tile(const uint8_t* panel, size_t panel_stride, size_t b
   // Each product is exact (|sum x scale| <= 2^24); their sum over a super-block rounds as any float
   // dot does. 500m pp128 -t 1, WEFT_MAX_ISA=avx512, 4 rounds alternating: q3_k x1.08, q6_k x1.05
   // (x1.18 with its byte panels, Avx512Panels), q4_k / q5_k / iq4_xs x1.02-1.04. One token keeps
-  // int32: decode is not bound there.
-  constexpr bool kFloatScales = kInt && !kIntMin && T > 1;
+  // int32: decode is not bound there. kIntSums (--exact's batch-invariant matrices) keeps int32 for
+  // batches too: the float sums round once a super-block's passes 2^24, the int32 one's conversion
+  // at the end only, so only it gives a batch's tokens their one-token bits.
+  constexpr bool kFloatScales = kInt && !kIntMin && T > 1 && !kIntSums;
   // Q2_K batches: its sub-block sums fit int16 (16 x 3 x 128 < 2^15), so a block's two are one int16
   // pair per row, weighed by the rows' (sc0, sc1) in one vpdpwssd, and its mins (m0, m1) by the
   // token's (c0, c1) in another, where each scale and min took a vpmulld and a vpaddd. 500m q2_k
@@ -778,6 +787,14 @@ struct Avx512Panels : BatchesUnpacked<Avx512Unpacked<kType>,
   static constexpr TileFn tile = gemm::tile<Src, kScales, kMin, kCorr, T>;
   template <int kScales, bool kMin, bool kCorr>
   static constexpr TileFn pair = gemm::tile<Src, kScales, kMin, kCorr, 1, 2>;
+  // Batches with one token's sums (gemm_q8.h's int_sums): tile itself where it has no float scales.
+  template <int kScales, bool kMin, bool kCorr, int T>
+  static constexpr TileFn int_tile = [] {
+    if constexpr (float_scaled<Src>() && T > 1)
+      return gemm::tile<Src, kScales, kMin, kCorr, T, 1, true>;
+    else
+      return gemm::tile<Src, kScales, kMin, kCorr, T>;
+  }();
 };
 
 // A super-block panel into ScaledLayout (gemm_q8.h) through Src. Per group, two vpmaddubsw multiply

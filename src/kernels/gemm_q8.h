@@ -366,8 +366,23 @@ template <class G, int kScales, bool kMin, bool kCorr>
 constexpr std::array<TileFn, G::kTokens> kTiles =
     tiles_of<G, kScales, kMin, kCorr>(std::make_integer_sequence<int, G::kTokens>());
 
+// G's int_tile, where it has one: batches whose tokens get their one-token sums (--exact).
+template <class G, int kScales, bool kMin, bool kCorr, int... T>
+constexpr std::array<TileFn, sizeof...(T)> int_tiles_of(std::integer_sequence<int, T...>) {
+  return {G::template int_tile<kScales, kMin, kCorr, T + 1>...};
+}
+template <class G, int kScales, bool kMin, bool kCorr>
+constexpr std::array<TileFn, G::kTokens> kIntTiles =
+    int_tiles_of<G, kScales, kMin, kCorr>(std::make_integer_sequence<int, G::kTokens>());
+
+// int_sums: the tiles of a batch-invariant matrix (WeightMatrix::batch_invariant).
 template <class G>
-const TileFn* tiles_for(const PanelFormat& f) {
+const TileFn* tiles_for(const PanelFormat& f, bool int_sums = false) {
+  if constexpr (requires { G::template int_tile<1, false, true, 1>; })
+    if (int_sums) {
+      if (f.n_scales == 2) return f.has_min ? kIntTiles<G, 2, true, false>.data() : kIntTiles<G, 2, false, true>.data();
+      return f.has_min ? kIntTiles<G, 1, true, false>.data() : kIntTiles<G, 1, false, true>.data();
+    }
   if (f.n_scales == 2) return f.has_min ? kTiles<G, 2, true, false>.data() : kTiles<G, 2, false, true>.data();
   return f.has_min ? kTiles<G, 1, true, false>.data() : kTiles<G, 1, false, true>.data();
 }
@@ -468,7 +483,7 @@ void gemm_driver(const WeightMatrix& w, int64_t r0, int64_t r1, const ActBlock* 
   WEFT_ASSERT(r0 % kPanelRows == 0 && r0 <= r1 && r1 <= w.rows);
   WEFT_ASSERT(!G::kRepacked || w.layout == WeightLayout::Panels);
   const PanelFormat f = panel_format(w.type);
-  const TileFn* tiles = tiles_for<G>(f);
+  const TileFn* tiles = tiles_for<G>(f, w.batch_invariant);
   const TileFn pair = n_tokens == 1 ? pair_tile_for<G>(f) : nullptr;
   const int64_t nb = w.cols / kQK;
   size_t bb = f.block_bytes();

@@ -496,6 +496,40 @@ TEST(Gemm, ExtremeBlocksDoNotOverflow) {
   if (runs == 0) GTEST_SKIP() << "no SIMD level with repacked kernels on this CPU";
 }
 
+// A batch through a K-quant's repacked tiles gives each token its one-token bits where the matrix is
+// batch-invariant (--exact): the AVX-512 batch tiles otherwise sum a super-block's scaled sub-block
+// sums in floats, which round once the running sum passes 2^24 with odd terms. Q4_K rows of level 15
+// (one 14 a sub-block: odd sums), scale 63 and no min, against activations of 127: each sub-block's
+// term 60833 x 63, five of them past 2^24.
+TEST(Gemm, BatchInvariantTilesGiveOneTokensBits) {
+  Case c = make_case(DType::Q4_K, 16, 1024, 1, 5);
+  fill_extreme<kquants::BlockQ4K>(c, 0xFF, [](kquants::BlockQ4K& b) {
+    b.d = 0x3C00;  // fp16 1.0
+    b.dmin = 0;
+    for (int chunk = 0; chunk < 4; ++chunk) b.qs[chunk * 32] = 0xEE;
+  });
+  if (!kernels::can_repack(c.matrix())) GTEST_SKIP() << "no Q4_K panels on this CPU";
+  Repacked p(c.matrix());
+  ThreadPool pool(1, {}, /*spin=*/false);
+  MatmulScratch scratch;
+  const int64_t n = 8;  // one tile of 8 tokens (below AMX's batches)
+  const std::vector<float> x(c.cols * n, 3.f);
+  std::vector<float> one(c.rows);
+  matmul(p.m, x.data(), c.cols, 1, one.data(), c.rows, pool, scratch);
+  for (const bool invariant : {true, false}) {
+    p.m.batch_invariant = invariant;
+    std::vector<float> batch(c.rows * n);
+    matmul(p.m, x.data(), c.cols, n, batch.data(), c.rows, pool, scratch);
+    int64_t differ = 0;
+    for (int64_t t = 0; t < n; ++t)
+      differ += std::memcmp(batch.data() + t * c.rows, one.data(), c.rows * sizeof(float)) != 0;
+    if (invariant)
+      EXPECT_EQ(differ, 0) << "batch-invariant tiles";
+    else if (detected_isa() == Isa::Avx512)  // the float-scale tiles: the case must reach their rounding
+      EXPECT_EQ(differ, n) << "the float-scale batch tiles should round these sums";
+  }
+}
+
 // MXFP4's E8M0 scales at their ends, which every repacked GEMM turns into floats in registers: rows
 // of exponents 0, 1, 2 (2^-128 .. 2^-126, subnormal floats) and 127 against activations of about 1e6
 // (fp16 d near its largest, so that the dots stay normal floats), and rows of 127, 254 and 255 (up to
