@@ -356,35 +356,40 @@ uint8_t* panel_buffer(size_t n_bytes);
 
 // G, an ISA's micro-kernel: kTokens (widest tile), tile<kScales, kMin, kCorr, T> (a TileFn for
 // T = 1..kTokens) and either pack(w, r0, n_rows, panel, block_bytes) (pack_panel or a faster
-// equal) with kRepacked false, or kRepacked true and kBlockBytes (panels read in place).
-template <class G, int kScales, bool kMin, bool kCorr, int... T>
+// equal) with kRepacked false, or kRepacked true and kBlockBytes (panels read in place); and, where
+// its batch tiles do not keep one token's sums, int_tile<kScales, kMin, kCorr, T>, which does.
+template <class G>
+constexpr bool kHasIntTiles = requires {
+  G::template int_tile<1, false, true, 1>;
+};
+template <class G, bool kIntSums, int kScales, bool kMin, bool kCorr, int T>
+constexpr TileFn tile_of() {
+  if constexpr (kIntSums)
+    return G::template int_tile<kScales, kMin, kCorr, T>;
+  else
+    return G::template tile<kScales, kMin, kCorr, T>;
+}
+template <class G, bool kIntSums, int kScales, bool kMin, bool kCorr, int... T>
 constexpr std::array<TileFn, sizeof...(T)> tiles_of(std::integer_sequence<int, T...>) {
-  return {G::template tile<kScales, kMin, kCorr, T + 1>...};
+  return {tile_of<G, kIntSums, kScales, kMin, kCorr, T + 1>()...};
 }
 // tiles[T - 1] handles T tokens.
-template <class G, int kScales, bool kMin, bool kCorr>
+template <class G, int kScales, bool kMin, bool kCorr, bool kIntSums = false>
 constexpr std::array<TileFn, G::kTokens> kTiles =
-    tiles_of<G, kScales, kMin, kCorr>(std::make_integer_sequence<int, G::kTokens>());
+    tiles_of<G, kIntSums, kScales, kMin, kCorr>(std::make_integer_sequence<int, G::kTokens>());
 
-// G's int_tile, where it has one: batches whose tokens get their one-token sums (--exact).
-template <class G, int kScales, bool kMin, bool kCorr, int... T>
-constexpr std::array<TileFn, sizeof...(T)> int_tiles_of(std::integer_sequence<int, T...>) {
-  return {G::template int_tile<kScales, kMin, kCorr, T + 1>...};
+template <class G, bool kIntSums>
+const TileFn* tiles_of_format(const PanelFormat& f) {
+  if (f.n_scales == 2)
+    return f.has_min ? kTiles<G, 2, true, false, kIntSums>.data() : kTiles<G, 2, false, true, kIntSums>.data();
+  return f.has_min ? kTiles<G, 1, true, false, kIntSums>.data() : kTiles<G, 1, false, true, kIntSums>.data();
 }
-template <class G, int kScales, bool kMin, bool kCorr>
-constexpr std::array<TileFn, G::kTokens> kIntTiles =
-    int_tiles_of<G, kScales, kMin, kCorr>(std::make_integer_sequence<int, G::kTokens>());
-
-// int_sums: the tiles of a batch-invariant matrix (WeightMatrix::batch_invariant).
+// int_sums: the tiles of a batch-invariant matrix (WeightMatrix::batch_invariant, --exact).
 template <class G>
 const TileFn* tiles_for(const PanelFormat& f, bool int_sums = false) {
-  if constexpr (requires { G::template int_tile<1, false, true, 1>; })
-    if (int_sums) {
-      if (f.n_scales == 2) return f.has_min ? kIntTiles<G, 2, true, false>.data() : kIntTiles<G, 2, false, true>.data();
-      return f.has_min ? kIntTiles<G, 1, true, false>.data() : kIntTiles<G, 1, false, true>.data();
-    }
-  if (f.n_scales == 2) return f.has_min ? kTiles<G, 2, true, false>.data() : kTiles<G, 2, false, true>.data();
-  return f.has_min ? kTiles<G, 1, true, false>.data() : kTiles<G, 1, false, true>.data();
+  if constexpr (kHasIntTiles<G>)
+    if (int_sums) return tiles_of_format<G, true>(f);
+  return tiles_of_format<G, false>(f);
 }
 
 // One token over two panels at once, each its own stream from DRAM: G's pair<kScales, kMin, kCorr>
