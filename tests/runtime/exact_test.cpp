@@ -238,6 +238,33 @@ TEST(ExactInference, MappedWeightsEveryConfigBitForBit) {
   }
 }
 
+// Llama 3 8B's layer widths (4096 wide, 32 heads of 128 over 8 KV heads, an FFN of 14336), one
+// layer and a small vocabulary: the granules and cuts of a real size.
+TEST(ExactInference, EightBLayerShapesBitForBit) {
+  tools::GenModelOptions o;
+  o.preset = "8b-shape";
+  o.type = "q4_0";
+  o.seed = 42;
+  o.overrides = {.n_layer = 1, .n_vocab = 512};
+  const auto bytes = tools::generate_model_bytes(o);
+  auto f = gguf::File::parse(bytes.data(), bytes.size(), "8b layer");
+  using parallel::SplitMode;
+  for (const Config& c : {Config{"tp2", SplitMode::Tensor, {1, 1}}, Config{"tp3_uneven", SplitMode::Tensor, {1, 2, 3}},
+                          Config{"tp8", SplitMode::Tensor, {1, 1, 1, 1, 1, 1, 1, 1}}})
+    EXPECT_EQ(first_difference(*f, exact(equality::single()), exact(equality::options(c)), some_prompt(512, 9), 4), -1)
+        << c.name;
+}
+
+// -ts auto: the ratios the calibration measured (and the re-plan to them) keep one device's bits.
+TEST(ExactInference, MeasuredRatiosBitForBit) {
+  std::vector<uint8_t> bytes;
+  auto f = generated("q4_0", 42, bytes, /*wide=*/true);
+  EngineOptions measured = exact(equality::options({"tp3", parallel::SplitMode::Tensor, {1, 1, 1}}));
+  measured.auto_ratios = true;
+  measured.rebalance.min_change = 0;  // re-plan to whatever it measured
+  EXPECT_EQ(first_difference(*f, exact(equality::single()), measured, some_prompt(320, 19), 16), -1);
+}
+
 TEST(ExactInference, RefusedWhereItCannotHold) {
   std::vector<uint8_t> bytes;
   auto f = generated("q4_0", 42, bytes, /*wide=*/false);
