@@ -51,6 +51,13 @@ struct Partition {
 // The part of a GGUF tensor a node reads. Rows = ggml ne1 (outputs), cols = ne0 (inputs); of a vector
 // (one row: a bias, sinks), Rows takes elements.
 // A stacked tensor (experts, ggml ne2) is cut the same way in each of the matrices `experts` names.
+// The runs a Rows / Cols slice takes: `range`, and again every `stride`, `repeats` times in all.
+inline std::vector<Range> slice_runs(Range range, int64_t stride, int64_t repeats) {
+  std::vector<Range> out;
+  for (int64_t r = 0; r < repeats; ++r) out.push_back({range.begin + r * stride, range.end + r * stride});
+  return out;
+}
+
 struct WeightSlice {
   enum class Kind : uint8_t { None, Whole, Rows, Cols };
   std::string tensor;
@@ -61,6 +68,7 @@ struct WeightSlice {
   // another (Gated DeltaNet's value heads of some key heads, a run in each block of key heads).
   int64_t stride = 0, repeats = 1;
   int64_t taken() const { return range.size() * repeats; }  // rows or cols in all
+  std::vector<Range> runs() const { return slice_runs(range, stride, repeats); }
 };
 
 // What a device runs: every graph op (same names and numbers as graph::OpKind, so that a profile

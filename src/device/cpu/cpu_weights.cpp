@@ -98,13 +98,6 @@ StackRows stack_rows(const gguf::File& f, const parallel::WeightSlice& s) {
   return st;
 }
 
-// The runs a Rows / Cols slice takes: its range, and again every stride, repeats times.
-std::vector<parallel::Range> runs_of(const parallel::WeightSlice& s) {
-  std::vector<parallel::Range> out;
-  for (int64_t r = 0; r < s.repeats; ++r) out.push_back({s.range.begin + r * s.stride, s.range.end + r * s.stride});
-  return out;
-}
-
 }  // namespace
 
 std::optional<kernels::WeightMatrix> WeightStore::expert_panels(const gguf::File& f, const parallel::WeightSlice& s) {
@@ -182,7 +175,7 @@ kernels::WeightMatrix WeightStore::runs_matrix(const gguf::File& f, const parall
   const auto& t = f.tensor(s.tensor);
   const auto [m, rows, ex] = stack_rows(f, s);
   const int64_t blk = block_size(t.type);
-  const auto runs = runs_of(s);
+  const auto runs = s.runs();
   for (const auto& r : runs) {
     const int64_t dim = s.kind == Kind::Rows ? rows : m.cols;
     if (ex.size() != 1 || r.begin < 0 || r.end > dim || (s.kind == Kind::Cols && (r.begin % blk || r.end % blk)) ||
@@ -223,7 +216,7 @@ std::vector<float> WeightStore::vector(const gguf::File& f, const parallel::Weig
   std::vector<float> out;
   // A vector's elements, rows of a matrix (one expert's biases a row), or the columns of every row.
   const int64_t dim = s.kind == Kind::Cols ? cols : rows == 1 ? n : rows, width = rows == 1 ? 1 : cols;
-  const auto runs = runs_of(s);
+  const auto runs = s.runs();
   for (const auto& r : runs)
     if (r.begin < 0 || r.end > dim) fail("cpu", "slice [{}, {}) of '{}' outside 0..{}", r.begin, r.end, s.tensor, dim);
   if (s.kind == Kind::Rows) {

@@ -126,13 +126,13 @@ void for_each_piece(const SliceSpec& s, const gguf::TensorInfo& src,
   const parallel::Range mats = mats_of(s, src);
   for (int64_t e = mats.begin; e < mats.end; ++e) {  // each matrix's part, one after another
     const uint8_t* m = src.data + stride * rows * e;
+    const std::vector<parallel::Range> runs = parallel::slice_runs(s.range, s.stride, s.repeats);
     if (s.kind == Kind::Rows) {
-      for (int64_t k = 0; k < s.repeats; ++k) out(m + stride * (s.range.begin + k * s.stride), stride * s.range.size());
+      for (const parallel::Range& run : runs) out(m + stride * run.begin, stride * run.size());
     } else if (s.kind == Kind::Cols) {
-      const size_t n = row_bytes(src.type, s.range.size());
       for (int64_t r = 0; r < rows; ++r)
-        for (int64_t k = 0; k < s.repeats; ++k)
-          out(m + stride * r + row_bytes(src.type, s.range.begin + k * s.stride), n);
+        for (const parallel::Range& run : runs)
+          out(m + stride * r + row_bytes(src.type, run.begin), row_bytes(src.type, run.size()));
     } else {
       out(m, stride * rows);
     }
