@@ -523,10 +523,11 @@ TEST(Gemm, BatchInvariantTilesGiveOneTokensBits) {
     int64_t differ = 0;
     for (int64_t t = 0; t < n; ++t)
       differ += std::memcmp(batch.data() + t * c.rows, one.data(), c.rows * sizeof(float)) != 0;
-    if (invariant)
+    if (invariant) {
       EXPECT_EQ(differ, 0) << "batch-invariant tiles";
-    else if (detected_isa() == Isa::Avx512)  // the float-scale tiles: the case must reach their rounding
+    } else if (detected_isa() == Isa::Avx512) {  // the float-scale tiles: the case must reach their rounding
       EXPECT_EQ(differ, n) << "the float-scale batch tiles should round these sums";
+    }
   }
 }
 
