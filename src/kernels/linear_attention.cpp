@@ -29,6 +29,13 @@ void causal_conv_silu(const float* x, int64_t n_tokens, int64_t n, int64_t strid
   for (int64_t r = 0; r < held; ++r) std::memmove(state + r * stride, input(n_tokens + r), n * sizeof(float));
 }
 
+std::vector<float> conv_taps_by_tap(const std::vector<float>& per_feature, int64_t n, int64_t kernel) {
+  std::vector<float> rows(per_feature.size());
+  for (int64_t c = 0; c < n; ++c)
+    for (int64_t j = 0; j < kernel; ++j) rows[j * n + c] = per_feature[c * kernel + j];
+  return rows;
+}
+
 void l2_norm_heads(float* x, int64_t n_heads, int64_t head_dim, float eps) {
   const auto& ops = ops_kernels();
   for (int64_t h = 0; h < n_heads; ++h) {

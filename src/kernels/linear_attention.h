@@ -6,6 +6,7 @@
 #include "kernels/ops.h"
 
 #include <cstdint>
+#include <vector>
 
 namespace weft::kernels {
 
@@ -15,6 +16,9 @@ namespace weft::kernels {
 // kernel - 1 inputs. y may not be x.
 void causal_conv_silu(const float* x, int64_t n_tokens, int64_t n, int64_t stride, const float* taps, int64_t kernel,
                       float* state, float* y);
+// ssm_conv1d's rows (a row of `kernel` taps per feature, n features) as causal_conv_silu reads them:
+// a row of n features per tap.
+std::vector<float> conv_taps_by_tap(const std::vector<float>& per_feature, int64_t n, int64_t kernel);
 
 // x[h] /= max(|x[h]|, eps) for each of n_heads heads of head_dim.
 void l2_norm_heads(float* x, int64_t n_heads, int64_t head_dim, float eps);

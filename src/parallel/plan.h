@@ -48,9 +48,6 @@ struct Partition {
   std::vector<Range> ranges;  // one per device, in features
 };
 
-// The part of a GGUF tensor a node reads. Rows = ggml ne1 (outputs), cols = ne0 (inputs); of a vector
-// (one row: a bias, sinks), Rows takes elements.
-// A stacked tensor (experts, ggml ne2) is cut the same way in each of the matrices `experts` names.
 // The runs a Rows / Cols slice takes: `range`, and again every `stride`, `repeats` times in all.
 inline std::vector<Range> slice_runs(Range range, int64_t stride, int64_t repeats) {
   std::vector<Range> out;
@@ -58,6 +55,9 @@ inline std::vector<Range> slice_runs(Range range, int64_t stride, int64_t repeat
   return out;
 }
 
+// The part of a GGUF tensor a node reads. Rows = ggml ne1 (outputs), cols = ne0 (inputs); of a vector
+// (one row: a bias, sinks), Rows takes elements.
+// A stacked tensor (experts, ggml ne2) is cut the same way in each of the matrices `experts` names.
 struct WeightSlice {
   enum class Kind : uint8_t { None, Whole, Rows, Cols };
   std::string tensor;

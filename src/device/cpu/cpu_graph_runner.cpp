@@ -36,6 +36,12 @@ void CpuGraphRunner::load(const parallel::DeviceGraph& graph, const gguf::File& 
   const auto& d = graph_.dims;
   windows_ = KvWindows(d, opt);
   Progress progress("loading weights", graph_.nodes.size(), "nodes");  // shared by the devices loading
+  // --exact: every matrix batch-invariant (a token's bits whatever its step's token count)
+  auto matrix = [&](const parallel::WeightSlice& s, WeightStore::Use use) {
+    kernels::WeightMatrix m = store_.matrix(f, s, use);
+    m.batch_invariant = opt.exact;
+    return m;
+  };
   for (size_t i = 0; i < graph_.nodes.size(); ++i) {
     progress.add(1);
     const auto& ln = graph_.nodes[i];
@@ -43,9 +49,7 @@ void CpuGraphRunner::load(const parallel::DeviceGraph& graph, const gguf::File& 
     switch (ln.op) {
       case LocalOp::Embed:
       case LocalOp::MatMul:
-        ns.w =
-            store_.matrix(f, ln.weight, ln.op == LocalOp::MatMul ? WeightStore::Use::Matmul : WeightStore::Use::Lookup);
-        ns.w.batch_invariant = opt.exact;
+        ns.w = matrix(ln.weight, ln.op == LocalOp::MatMul ? WeightStore::Use::Matmul : WeightStore::Use::Lookup);
         if (ln.bias.kind != parallel::WeightSlice::Kind::None) ns.bias = store_.vector(f, ln.bias);
         break;
       case LocalOp::RmsNorm:
@@ -67,8 +71,7 @@ void CpuGraphRunner::load(const parallel::DeviceGraph& graph, const gguf::File& 
       case LocalOp::HeadMatMul: {  // a matrix per head held
         const int64_t n = ln.q_heads.size();
         if (ln.weight.kind == parallel::WeightSlice::Kind::None && n == 0 && ln.width == 0) break;  // no heads here
-        kernels::WeightMatrix m = store_.matrix(f, ln.weight, WeightStore::Use::Experts);
-        m.batch_invariant = opt.exact;
+        const kernels::WeightMatrix m = matrix(ln.weight, WeightStore::Use::Experts);
         const int64_t in_w = ln.inputs.size() == 1 ? graph_.nodes[ln.inputs[0]].width : -1;
         if (n <= 0 || m.rows % n || ln.width != m.rows || in_w % n != 0 || m.cols > in_w / n)
           fail("cpu", "{}: {} rows of {} columns for {} heads of {} inputs", ln.label, m.rows, m.cols, n, in_w);
@@ -109,9 +112,7 @@ void CpuGraphRunner::load(const parallel::DeviceGraph& graph, const gguf::File& 
         const int64_t kernel = d.linear_conv_kernel;
         if (static_cast<int64_t>(taps.size()) != ln.width * kernel)
           fail("cpu", "{}: {} taps for {} features of {}", ln.label, taps.size(), ln.width, kernel);
-        ns.vec.resize(taps.size());
-        for (int64_t c = 0; c < ln.width; ++c)
-          for (int64_t j = 0; j < kernel; ++j) ns.vec[j * ln.width + c] = taps[c * kernel + j];
+        ns.vec = kernels::conv_taps_by_tap(taps, ln.width, kernel);
         ns.state_floats = ln.width * (d.linear_conv_kernel - 1);
         ns.state.assign(static_cast<size_t>(ns.state_floats * opt.n_seq), 0.f);
         recurrent_ = true;
@@ -136,8 +137,7 @@ void CpuGraphRunner::load(const parallel::DeviceGraph& graph, const gguf::File& 
       case LocalOp::ExpertMatMul:
       case LocalOp::ExpertMatMulSum: {
         if (ln.weight.kind == parallel::WeightSlice::Kind::None) break;  // holds none of this layer's experts
-        kernels::WeightMatrix m = store_.matrix(f, ln.weight, WeightStore::Use::Experts);
-        m.batch_invariant = opt.exact;
+        const kernels::WeightMatrix m = matrix(ln.weight, WeightStore::Use::Experts);
         const int64_t n = ln.experts.size();
         if (n <= 0 || m.rows % n) fail("cpu", "{}: {} rows for {} experts", ln.label, m.rows, n);
         ns.experts = {m, ln.experts.begin, n, m.rows / n};

@@ -124,9 +124,9 @@ void for_each_piece(const SliceSpec& s, const gguf::TensorInfo& src,
     return;
   }
   const parallel::Range mats = mats_of(s, src);
+  const std::vector<parallel::Range> runs = parallel::slice_runs(s.range, s.stride, s.repeats);
   for (int64_t e = mats.begin; e < mats.end; ++e) {  // each matrix's part, one after another
     const uint8_t* m = src.data + stride * rows * e;
-    const std::vector<parallel::Range> runs = parallel::slice_runs(s.range, s.stride, s.repeats);
     if (s.kind == Kind::Rows) {
       for (const parallel::Range& run : runs) out(m + stride * run.begin, stride * run.size());
     } else if (s.kind == Kind::Cols) {

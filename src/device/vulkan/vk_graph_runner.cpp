@@ -7,6 +7,7 @@
 #include "device/cpu/cpu_device.h"
 #include "device/group_member.h"
 #include "device/vulkan/vk_weight_rows.h"
+#include "kernels/linear_attention.h"
 #include "kernels/ops.h"
 #include "kernels/quants.h"
 
@@ -352,10 +353,7 @@ void VkGraphRunner::load(const parallel::DeviceGraph& graph, const gguf::File& f
         const int64_t kernel = d.linear_conv_kernel;
         if (static_cast<int64_t>(taps.size()) != ln.width * kernel || kernel < 1 || kernel > 16)
           fail("vulkan", "{}: {} taps for {} features of {}", ln.label, taps.size(), ln.width, kernel);
-        std::vector<float> rows(taps.size());
-        for (int64_t c = 0; c < ln.width; ++c)
-          for (int64_t j = 0; j < kernel; ++j) rows[j * ln.width + c] = taps[c * kernel + j];
-        ns.vec = upload_floats(rows, "conv taps");
+        ns.vec = upload_floats(kernels::conv_taps_by_tap(taps, ln.width, kernel), "conv taps");
         ns.state = gpu_.create_buffer(int64_t{opt.n_seq} * std::max<int64_t>(kernel - 1, 1) * ln.width * sizeof(float),
                                       Memory::Device, "the conv state");
         recurrent_ = true;
