@@ -7,6 +7,19 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 # Where the time goes (CI has a limit): each stage's end, in seconds since the start.
 stage() { echo "== test.sh: $1 done at ${SECONDS} s"; }
+# Commands two at a time (the cores): together LOG 'COMMAND' LOG 'COMMAND' ...; each command's
+# output goes to its LOG, whose end is shown when it fails.
+together() {
+  local pids=() logs=() rc=0 i
+  while (($#)); do
+    logs+=("$1")
+    (eval "$2") >"$1" 2>&1 &
+    pids+=($!)
+    shift 2
+  done
+  for i in "${!pids[@]}"; do wait "${pids[$i]}" || { rc=1; tail -100 "${logs[$i]}"; }; done
+  return "$rc"
+}
 ./scripts/setup.sh
 stage setup
 python3 scripts/check_layers.py  # every #include goes down the layer table (ARCHITECTURE.md)
@@ -49,34 +62,40 @@ stage "tsan build"
 # (kernels and plans, not threads), the remote tests that wait out load and silence bounds in worker processes, and
 # the matrix of worker counts x kill moments of device loss (DeviceLoss.* keeps one of each kind).
 # scripts/tsan.supp: only lavapipe's own futex hand-overs, which TSan cannot see.
-tsan() {
-  TSAN_OPTIONS="halt_on_error=1 second_deadlock_stack=1 suppressions=$PWD/scripts/tsan.supp" \
-    "./build-tsan/tests/$1" --gtest_brief=1 "${@:2}"
-}
-tsan parallel_tests
-tsan device_tests --gtest_filter='-RemoteLoad.*:RemoteSession.*'
-tsan runtime_tests --gtest_filter='-Types/*:Archs/FamilySplits.*:DeviceLoss/*'
+# runtime_tests, most of the time, in two halves at once (gtest's sharding), then the other two.
+export TSAN_OPTIONS="halt_on_error=1 second_deadlock_stack=1 suppressions=$PWD/scripts/tsan.supp"
+RUNTIME="./build-tsan/tests/runtime_tests --gtest_brief=1 --gtest_filter='-Types/*:Archs/FamilySplits.*:DeviceLoss/*'"
+together build-tsan/runtime0.log "GTEST_TOTAL_SHARDS=2 GTEST_SHARD_INDEX=0 $RUNTIME" \
+  build-tsan/runtime1.log "GTEST_TOTAL_SHARDS=2 GTEST_SHARD_INDEX=1 $RUNTIME"
+together build-tsan/parallel.log "./build-tsan/tests/parallel_tests --gtest_brief=1" \
+  build-tsan/device.log "./build-tsan/tests/device_tests --gtest_brief=1 --gtest_filter='-RemoteLoad.*:RemoteSession.*'"
+grep -h "tests ran" build-tsan/{runtime0,runtime1,parallel,device}.log
 stage "tsan tests"
 
-# libFuzzer, for a bounded time each (clang): fuzz TARGET names the target; its corpus and log
-# live in build-fuzz/TARGET-corpus and build-fuzz/TARGET.log.
+# libFuzzer, for a bounded time each (clang), two at a time: each target's corpus and log live in
+# build-fuzz/TARGET-corpus and build-fuzz/TARGET.log.
 FUZZ_SECONDS=${WEFT_FUZZ_SECONDS:-20}  # 6 targets; the whole script must stay under the CI limit
-fuzz() {
-  local seconds=${2:-$FUZZ_SECONDS}
-  CXX=clang++ BUILD_DIR=build-fuzz CMAKE_ARGS="-DWEFT_FUZZ=ON -DWEFT_BUILD_TESTS=OFF -DWEFT_BUILD_BENCH=OFF $SAN_OPT" TARGETS="$1" ./scripts/build.sh >/dev/null
-  mkdir -p "build-fuzz/$1-corpus"
-  "./build-fuzz/fuzz/$1" -max_total_time="$seconds" -timeout=30 -max_len=4096 -rss_limit_mb=2048 "build-fuzz/$1-corpus" \
-    2>"build-fuzz/$1.log" || { tail -50 "build-fuzz/$1.log"; exit 1; }
-  echo "$1: $(grep -c . "build-fuzz/$1.log") log lines, no crash in $seconds s"
-  stage "fuzz $1"
+fuzz() {  # fuzz TARGET TARGET: the two at once
+  local t cmds=()
+  for t in "$@"; do
+    mkdir -p "build-fuzz/$t-corpus"
+    cmds+=("build-fuzz/$t.log" "./build-fuzz/fuzz/$t -max_total_time=$FUZZ_SECONDS -timeout=30 -max_len=4096 -rss_limit_mb=2048 build-fuzz/$t-corpus")
+  done
+  together "${cmds[@]}"
+  for t in "$@"; do echo "$t: $(grep -c . "build-fuzz/$t.log") log lines, no crash in $FUZZ_SECONDS s"; done
+  stage "fuzz $*"
 }
 if command -v clang++ >/dev/null; then
-  fuzz gguf_fuzz      # the GGUF parser
-  fuzz frame_fuzz     # the frame header and every session message decoder a worker runs on network bytes
-  fuzz kv_store_fuzz  # the rendezvous store's messages and its entry tags
-  fuzz announce_fuzz  # the discovery datagrams (worker announcements, queries) from anyone on the segment
-  fuzz jinja_fuzz     # the Jinja engine on template text (a model file's chat template)
-  # GBNF text and the texts a sequence writes through its automaton (a request's grammar or
-  # schema); 30 s of the time: its target only adds one file to the libraries built above.
-  fuzz grammar_fuzz $((FUZZ_SECONDS < 30 ? FUZZ_SECONDS : 30))
+  # The GGUF parser; the frame header and every session message decoder a worker runs on network
+  # bytes; the rendezvous store's messages and its entry tags; the discovery datagrams (worker
+  # announcements, queries) from anyone on the segment; the Jinja engine on template text (a model
+  # file's chat template); GBNF text and the texts a sequence writes through its automaton (a
+  # request's grammar or schema).
+  FUZZ_TARGETS=(gguf_fuzz frame_fuzz kv_store_fuzz announce_fuzz jinja_fuzz grammar_fuzz)
+  CXX=clang++ BUILD_DIR=build-fuzz CMAKE_ARGS="-DWEFT_FUZZ=ON -DWEFT_BUILD_TESTS=OFF -DWEFT_BUILD_BENCH=OFF $SAN_OPT" \
+    TARGETS="${FUZZ_TARGETS[*]}" ./scripts/build.sh >/dev/null
+  stage "fuzz build"
+  fuzz gguf_fuzz frame_fuzz
+  fuzz kv_store_fuzz announce_fuzz
+  fuzz jinja_fuzz grammar_fuzz
 fi
