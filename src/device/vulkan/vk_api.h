@@ -72,6 +72,11 @@ namespace weft::device::vk {
   X(vkDestroyFence)                           \
   X(vkWaitForFences)                          \
   X(vkResetFences)                            \
+  X(vkCreateSemaphore)                        \
+  X(vkDestroySemaphore)                       \
+  X(vkWaitSemaphores)                         \
+  X(vkSignalSemaphore)                        \
+  X(vkGetSemaphoreCounterValue)               \
   X(vkDeviceWaitIdle)
 
 struct Api {

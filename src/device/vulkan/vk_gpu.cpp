@@ -59,6 +59,7 @@ std::string missing_features(VkPhysicalDevice pd, uint32_t api_version) {
   need(f.v12.storageBuffer8BitAccess, "storageBuffer8BitAccess");
   need(f.v12.shaderInt8, "shaderInt8");
   need(f.f2.features.shaderInt16, "shaderInt16");
+  need(f.v12.timelineSemaphore, "timelineSemaphore");
   return m;
 }
 
@@ -148,6 +149,7 @@ Gpu::Gpu(int index) {
   f.v12.storageBuffer8BitAccess = VK_TRUE;
   f.v12.shaderInt8 = VK_TRUE;
   f.f2.features.shaderInt16 = VK_TRUE;
+  f.v12.timelineSemaphore = VK_TRUE;
   // The integer dot product where the device has it (the matmuls' *_dot shaders).
   VkPhysicalDeviceShaderIntegerDotProductFeatures dot{
       VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SHADER_INTEGER_DOT_PRODUCT_FEATURES};
@@ -183,11 +185,19 @@ Gpu::Gpu(int index) {
   pi.flags = VK_COMMAND_POOL_CREATE_RESET_COMMAND_BUFFER_BIT;
   pi.queueFamilyIndex = family_;
   check(a.vkCreateCommandPool(device_, &pi, nullptr, &pool_), "vkCreateCommandPool");
+
+  VkSemaphoreTypeCreateInfo ti{VK_STRUCTURE_TYPE_SEMAPHORE_TYPE_CREATE_INFO};
+  ti.semaphoreType = VK_SEMAPHORE_TYPE_TIMELINE;
+  VkSemaphoreCreateInfo si{VK_STRUCTURE_TYPE_SEMAPHORE_CREATE_INFO};
+  si.pNext = &ti;
+  check(a.vkCreateSemaphore(device_, &si, nullptr, &timeline_), "vkCreateSemaphore");
 }
 
 Gpu::~Gpu() {
   const Api& a = api();
+  if (timeline_) release_waits();
   a.vkDeviceWaitIdle(device_);
+  if (timeline_) a.vkDestroySemaphore(device_, timeline_, nullptr);
   for (auto& [name, p] : pipelines_) {
     a.vkDestroyPipeline(device_, p.pipeline, nullptr);
     a.vkDestroyPipelineLayout(device_, p.layout, nullptr);
@@ -358,13 +368,18 @@ void Gpu::start(size_t index) {
   check(a.vkBeginCommandBuffer(cmd(), &bi), "vkBeginCommandBuffer");
 }
 
+void Gpu::drop_recording() {
+  if (!recording_) return;
+  api().vkEndCommandBuffer(cmd());
+  recording_ = false;
+  release_waits();
+  if (current_ > 0) wait_submitted(static_cast<uint32_t>(current_));
+  next_wait_ = 0;
+}
+
 void Gpu::begin() {
   const Api& a = api();
-  if (recording_) {  // a recording abandoned by an error: what it flushed must finish before reuse
-    a.vkEndCommandBuffer(cmd());
-    recording_ = false;
-    if (current_ > 0) wait_submitted(static_cast<uint32_t>(current_));
-  }
+  drop_recording();  // one abandoned by an error: what it submitted must finish before reuse
   start(0);
   recording_ = true;
   stamp_tags_.clear();
@@ -446,13 +461,85 @@ void Gpu::fill_zero(VkBuffer b, uint64_t offset, uint64_t bytes) {
   if (bytes) api().vkCmdFillBuffer(cmd(), b, offset, bytes, 0);
 }
 
-void Gpu::end_and_submit() {
+void Gpu::end_and_submit(uint64_t signal) {
   const Api& a = api();
   check(a.vkEndCommandBuffer(cmd()), "vkEndCommandBuffer");
+  VkTimelineSemaphoreSubmitInfo ti{VK_STRUCTURE_TYPE_TIMELINE_SEMAPHORE_SUBMIT_INFO};
   VkSubmitInfo si{VK_STRUCTURE_TYPE_SUBMIT_INFO};
+  si.pNext = &ti;
   si.commandBufferCount = 1;
   si.pCommandBuffers = &cmds_[current_];
+  const VkPipelineStageFlags wait_stage = VK_PIPELINE_STAGE_ALL_COMMANDS_BIT;
+  if (next_wait_) {
+    si.waitSemaphoreCount = ti.waitSemaphoreValueCount = 1;
+    si.pWaitSemaphores = &timeline_;
+    si.pWaitDstStageMask = &wait_stage;
+    ti.pWaitSemaphoreValues = &next_wait_;
+    submitted_wait_ = next_wait_;
+  }
+  if (signal) {
+    si.signalSemaphoreCount = ti.signalSemaphoreValueCount = 1;
+    si.pSignalSemaphores = &timeline_;
+    ti.pSignalSemaphoreValues = &signal;
+  }
   check(a.vkQueueSubmit(queue_, 1, &si, fences_[current_]), "vkQueueSubmit");
+  next_wait_ = 0;
+}
+
+uint64_t Gpu::hand_off() {
+  WEFT_ASSERT(recording_);
+  const uint64_t ready = ++timeline_value_;
+  end_and_submit(ready);
+  start(current_ + 1);
+  next_wait_ = ++timeline_value_;
+  // The host's writes before resume() reach what follows: a semaphore signalled on the host
+  // orders them, this makes them visible.
+  VkMemoryBarrier mb{VK_STRUCTURE_TYPE_MEMORY_BARRIER};
+  mb.srcAccessMask = VK_ACCESS_HOST_WRITE_BIT;
+  mb.dstAccessMask = VK_ACCESS_SHADER_READ_BIT | VK_ACCESS_TRANSFER_READ_BIT;
+  api().vkCmdPipelineBarrier(cmd(), VK_PIPELINE_STAGE_HOST_BIT,
+                             VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT | VK_PIPELINE_STAGE_TRANSFER_BIT, 0, 1, &mb, 0,
+                             nullptr, 0, nullptr);
+  return ready;
+}
+
+void Gpu::wait_for(uint64_t value) {
+  VkSemaphoreWaitInfo wi{VK_STRUCTURE_TYPE_SEMAPHORE_WAIT_INFO};
+  wi.semaphoreCount = 1;
+  wi.pSemaphores = &timeline_;
+  wi.pValues = &value;
+  const VkResult r = api().vkWaitSemaphores(device_, &wi, uint64_t{120} * 1000000000);
+  if (r == VK_TIMEOUT) fail("vulkan", "{}: a submission did not finish in 120 s", info_.name);
+  check(r, "vkWaitSemaphores");
+}
+
+void Gpu::resume(uint64_t value) {
+  WEFT_ASSERT(value % 2 == 1 && value + 1 > resumed_);
+  check(signal(value + 1), "vkSignalSemaphore");
+}
+
+VkResult Gpu::signal(uint64_t value) {
+  VkSemaphoreSignalInfo si{VK_STRUCTURE_TYPE_SEMAPHORE_SIGNAL_INFO};
+  si.semaphore = timeline_;
+  si.value = value;
+  const VkResult r = api().vkSignalSemaphore(device_, &si);
+  if (r == VK_SUCCESS) resumed_ = value;
+  return r;
+}
+
+// What waits for the host after an abandoned step runs (on whatever the buffers hold), so that
+// its fences can be waited for and the device destroyed: each wait once the GPU has signalled
+// the value before it (a timeline only goes up).
+void Gpu::release_waits() noexcept {
+  for (uint64_t w = resumed_ + 2; w <= submitted_wait_; w += 2) {
+    const uint64_t ready = w - 1;
+    VkSemaphoreWaitInfo wi{VK_STRUCTURE_TYPE_SEMAPHORE_WAIT_INFO};
+    wi.semaphoreCount = 1;
+    wi.pSemaphores = &timeline_;
+    wi.pValues = &ready;
+    if (api().vkWaitSemaphores(device_, &wi, uint64_t{120} * 1000000000) != VK_SUCCESS) return;
+    if (signal(w) != VK_SUCCESS) return;
+  }
 }
 
 void Gpu::wait_submitted(uint32_t n) {

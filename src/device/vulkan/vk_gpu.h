@@ -75,6 +75,9 @@ class Gpu {
   // a step while the host records the rest (commands run in submission order, and barrier()'s
   // dependencies reach into later command buffers).
   void begin();
+  // Ends a recording abandoned by an error (none: nothing) once what it submitted has run, the
+  // hand-offs never resumed let go; its buffers may then be destroyed.
+  void drop_recording();
   void flush();
   void dispatch(const Pipeline& p, VkDescriptorSet set, const void* push, uint32_t gx, uint32_t gy = 1);
   // Every dispatch or copy recorded before it is complete and visible to every one after it.
@@ -83,8 +86,16 @@ class Gpu {
   void copy_regions(VkBuffer src, VkBuffer dst, const std::vector<VkBufferCopy>& regions);
   void fill_zero(VkBuffer b, uint64_t offset, uint64_t bytes);
   // Ends the recording, submits it and waits for it and every flush() before it; host-visible
-  // buffers then hold what they wrote.
+  // buffers then hold what they wrote. Every hand_off() before it must have been resumed.
   void submit();
+  // A value that leaves the device mid-recording for the host and comes back (a collective):
+  // hand_off() submits what is recorded so far, to signal the returned value once it has run
+  // (and made its writes visible to the host: barrier() first); the commands recorded after it
+  // wait for resume(value), after which the host's writes are visible to them. So the GPU holds
+  // the rest of a step while the host waits for the value (wait_for) and combines it.
+  uint64_t hand_off();
+  void wait_for(uint64_t value);  // bounded: a device that never gets there has hung
+  void resume(uint64_t value);
   uint32_t max_group_count() const { return max_groups_; }
 
   // GPU time by tag, from timestamp queries. mark(tag) starts a span of the recording that runs
@@ -114,9 +125,18 @@ class Gpu {
   std::vector<VkFence> fences_;
   size_t current_ = 0;
   bool recording_ = false;
+  // hand_off()'s timeline: odd values the GPU signals, each followed by the even one the host
+  // signals (resume). The last value given out, the one the next submission waits for (0: none),
+  // the highest a submission waits for and the highest the host has signalled.
+  VkSemaphore timeline_ = VK_NULL_HANDLE;
+  uint64_t timeline_value_ = 0, next_wait_ = 0, submitted_wait_ = 0, resumed_ = 0;
   VkCommandBuffer cmd() const { return cmds_[current_]; }
-  void start(size_t index);         // resets and begins command buffer `index`, made if new
-  void end_and_submit();            // ends the current command buffer and submits it with its fence
+  void start(size_t index);  // resets and begins command buffer `index`, made if new
+  // Ends the current command buffer and submits it with its fence, waiting for next_wait_ and
+  // signalling `signal` (0: nothing) on the timeline.
+  void end_and_submit(uint64_t signal = 0);
+  VkResult signal(uint64_t value);  // from the host
+  void release_waits() noexcept;    // lets every submission waiting for the host run, in order
   void wait_submitted(uint32_t n);  // waits for (and resets) the fences of the first n submissions
   std::vector<VkDescriptorPool> descriptor_pools_;
   uint32_t sets_left_ = 0;

@@ -200,6 +200,10 @@ bool vk_supports(LocalOp op, DType t) {
 VkGraphRunner::VkGraphRunner(Gpu& gpu, parallel::Group* group) : gpu_(gpu), group_(group) {}
 
 VkGraphRunner::~VkGraphRunner() {
+  try {
+    gpu_.drop_recording();
+  } catch (const std::exception&) {  // a hung device: its buffers go with it
+  }
   for (auto& n : nodes_)
     for (Buffer* b : {&n.vec, &n.bias, &n.k_cache, &n.v_cache, &n.state}) gpu_.destroy(*b);
   for (auto& n : nodes_)
@@ -576,6 +580,7 @@ StepResult VkGraphRunner::run(const Step& step) {
   // host's part of it included (collective()).
   gpu_.mark(-1);
   gpu_.begin();
+  pending_.reset();  // a step abandoned midway leaves one
   try {
     const int per_submission = submit_layers(gpu_.info());
     int layer = -1, layers = 0;
@@ -595,6 +600,10 @@ StepResult VkGraphRunner::run(const Step& step) {
     } else if (graph_.passes_residual) {
       gpu_.copy(out(graph_.output), 0, readback_.buffer, 0, l.n_tokens * graph_.dims.n_embd * sizeof(float));
       gpu_.barrier();
+    }
+    if (pending_) {  // the last collective's stretch goes off before its value is combined
+      gpu_.flush();
+      combine_pending();
     }
     gpu_.submit();
   } catch (...) {
@@ -963,7 +972,10 @@ void VkGraphRunner::move_windows(const NodeState& ns, int64_t n_kv, int64_t hd, 
 }
 
 // The value leaves the device through host-visible staging memory, the group combines it there
-// (in place: no copy on the host), and it comes back; the step's recording resumes after it.
+// (in place: no copy on the host), and it comes back. The GPU is handed what follows at once: the
+// host combines a collective's value only once the next stretch (to the next collective or the
+// step's end) is recorded and queued, so that the GPU goes on as soon as the value is back.
+// One staging buffer serves them all: each stretch copies in only once the one before it resumed.
 void VkGraphRunner::collective(int i, const Ctx& c) {
   const auto& ln = graph_.nodes[i];
   const int64_t n = c.n_tokens * ln.width;
@@ -972,22 +984,34 @@ void VkGraphRunner::collective(int i, const Ctx& c) {
     if (src != dst) gpu_.copy(src, 0, dst, 0, n * sizeof(float));
     return;
   }
-  auto* host = static_cast<float*>(staging_.mapped);
   const int64_t in_n = c.n_tokens * graph_.nodes[ln.inputs[0]].width;
   gpu_.copy(src, 0, staging_.buffer, 0, in_n * sizeof(float));
   gpu_.barrier();
-  gpu_.submit();
+  const uint64_t ready = gpu_.hand_off();
+  gpu_.copy(staging_.buffer, 0, dst, 0, n * sizeof(float));
+  combine_pending();
+  pending_ = Pending{i, ready, c.n_tokens};
+}
+
+// The host's part of the collective before the latest: its value, once the GPU has written it,
+// combined with the group's.
+void VkGraphRunner::combine_pending() {
+  if (!pending_) return;
+  const Pending p = *pending_;
+  pending_.reset();
+  const auto& ln = graph_.nodes[p.node];
+  gpu_.wait_for(p.ready);
+  auto* host = static_cast<float*>(staging_.mapped);
   const auto ts = Clock::now();
   if (ln.op == LocalOp::AllReduce) {
-    group_->all_reduce_sum(host, static_cast<size_t>(n));
+    group_->all_reduce_sum(host, static_cast<size_t>(p.n_tokens * ln.width));
   } else {
-    all_gather_rows(*group_, host, ln.gather, c.n_tokens, ln.width, gather_tmp_, host);
+    all_gather_rows(*group_, host, ln.gather, p.n_tokens, ln.width, gather_tmp_, host);
   }
   const double s = std::chrono::duration<double>(Clock::now() - ts).count();
   stats_.collective_seconds += s;
-  stats_.op_seconds[static_cast<size_t>(ln.op)] += s;
-  gpu_.begin();
-  gpu_.copy(staging_.buffer, 0, dst, 0, n * sizeof(float));
+  if (!gpu_.timestamps()) stats_.op_seconds[static_cast<size_t>(ln.op)] += s;  // else in its GPU span
+  gpu_.resume(p.ready);
 }
 
 // The output matmul over the rows whose logits are wanted only, in passes of logits_rows_ rows,

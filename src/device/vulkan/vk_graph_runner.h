@@ -1,8 +1,8 @@
 // Executes one device's graph on a Vulkan device: weight slices uploaded once at load into device
 // memory, activations and KV caches there too; each step recorded into one command buffer per
-// stretch between collectives (an all-reduce goes through host-visible staging memory into the
-// group's host collective). Embedding rows are looked up on the host, as llama.cpp keeps the token
-// embedding off the GPU. Lives on the device thread.
+// stretch between collectives, each queued as soon as it is recorded (an all-reduce goes through
+// host-visible staging memory into the group's host collective while the GPU holds what follows). Embedding rows are
+// looked up on the host, as llama.cpp keeps the token embedding off the GPU. Lives on the device thread.
 #pragma once
 
 #include "device/cpu/cpu_weights.h"
@@ -12,6 +12,7 @@
 #include "device/vulkan/vk_gpu.h"
 
 #include <memory>
+#include <optional>
 #include <vector>
 
 namespace weft::device::vk {
@@ -78,6 +79,7 @@ class VkGraphRunner {
   void record_latent_attention(int i, const Ctx& c);
   void move_windows(const NodeState& ns, int64_t n_kv, int64_t hd, const Ctx& c);
   void collective(int i, const Ctx& c);
+  void combine_pending();
   void logits(const Ctx& c);
   std::pair<uint32_t, uint32_t> grid(uint64_t groups) const;  // groups as x * y within the device's limits
 
@@ -104,6 +106,12 @@ class VkGraphRunner {
   Buffer dummy_;             // bound where a shader's binding is unused
   bool int_dot_ = false;     // the legacy types' matmuls take the integer dot product (matmul_*_dot)
   std::vector<float> gather_tmp_;
+  struct Pending {  // a collective handed to the host, its value not yet combined
+    int node = -1;
+    uint64_t ready = 0;  // Gpu::hand_off's value
+    int64_t n_tokens = 0;
+  };
+  std::optional<Pending> pending_;
   std::vector<int32_t> n_cached_;
   KeptLogits kept_;  // for a Step::reread
   DeviceStats stats_;
