@@ -27,6 +27,7 @@ constexpr std::pair<std::string_view, std::string_view> kLlamaShortNames[] = {
     {"-ctk", "--cache-type-k"},
     {"-ctv", "--cache-type-v"},
     {"-np", "--parallel"},
+    {"-ctxcp", "--ctx-checkpoints"},
     {"-cb", "--cont-batching"},
     {"-nocb", "--no-cont-batching"},
     {"-to", "--timeout"},

@@ -50,6 +50,11 @@ void ModelOptions::add_to(CLI::App& cmd, bool with_ctx) {
   cmd.add_option("-b,--batch-size", batch, "prompt tokens per step")->check(CLI::Range(1, 8192));
   cmd.add_option("--wire", wire, "element type of collectives: f32 | bf16 | f16")
       ->check(CLI::IsMember({"f32", "bf16", "f16"}));
+  cmd.add_option("--ctx-checkpoints", ctx_checkpoints,
+                 "(-ctxcp) recurrent models (Qwen 3.5, Qwen3-Next): states kept per slot a few tokens before "
+                 "each prompt's end, so that a conversation's next turn continues from there when the chat "
+                 "template renders the last reply again differently (0..64, on each device; default 4)")
+      ->check(CLI::Range(0, 64));
   cmd.add_flag("--exact", exact,
                "the same logits, bit for bit, whatever the split, ratios or re-plans: the sums a split cuts "
                "are added in fixed point (CPU devices)");
@@ -212,6 +217,7 @@ runtime::EngineOptions ModelOptions::engine_options() const {
   o.k_type = cache_type_k == "f32" ? DType::F32 : DType::F16;
   o.v_type = cache_type_v == "f32" ? DType::F32 : DType::F16;
   o.exact = exact;
+  o.ctx_checkpoints = ctx_checkpoints;
   o.wire = wire == "bf16"  ? parallel::WireType::BF16
            : wire == "f16" ? parallel::WireType::F16
                            : parallel::WireType::F32;

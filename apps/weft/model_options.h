@@ -22,6 +22,7 @@ struct ModelOptions {
   int batch = 512;                            // -b
   std::string wire = "f32";                   // --wire f32|bf16|f16
   bool exact = false;                         // --exact
+  int ctx_checkpoints = 4;                    // --ctx-checkpoints (-ctxcp): recurrent states kept per slot
   std::string rpc;  // --rpc HOST:PORT,... : workers appended after --devices (llama.cpp's flag)
   // --devices auto / --rpc auto: the workers that answer on the local segment (net/discovery.h)
   int discover_timeout_ms = 1000;  // --discover-timeout

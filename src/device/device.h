@@ -30,10 +30,14 @@ struct LoadOptions {
   // --exact: the reductions a split cuts (LocalNode::granule) summed in fixed point, so that any
   // split, ratio or re-plan gives the bits of one device (kernels/fixed_point.h).
   bool exact = false;
+  // Recurrent graphs (Gated DeltaNet): state slots besides the sequences' own, which hold copies
+  // of a sequence's state at a position (checkpoints: Step::state_copies).
+  int32_t n_checkpoints = 0;
+  int32_t state_slots() const { return n_seq + n_checkpoints; }
 };
 // What sizes the KV caches a load of these options holds (parallel::kv_cache_bytes).
 inline parallel::KvSizing kv_sizing(const LoadOptions& o) {
-  return {int64_t{o.n_ctx} * o.n_seq, o.k_type, o.v_type, o.n_seq, o.max_tokens};
+  return {int64_t{o.n_ctx} * o.n_seq, o.k_type, o.v_type, o.n_seq, o.max_tokens, o.n_checkpoints};
 }
 
 // One sequence's part of a step: its next n_tokens tokens of Step::tokens go at positions pos0,
@@ -62,6 +66,12 @@ struct StepSeq {
   std::vector<Token> candidate_ids;
 };
 
+// A recurrent state copied from one state slot to another with the position it is at: slots
+// 0..n_seq-1 are the sequences', n_seq.. the checkpoints (LoadOptions::n_checkpoints).
+struct StateCopy {
+  int32_t from = 0, to = 0;
+};
+
 // One forward step over one or more sequences (every matmul reads its weights once for all).
 struct Step {
   std::vector<Token> tokens;  // the sequences' tokens, one sequence after another
@@ -71,6 +81,10 @@ struct Step {
   // parameters, from the logits slice the device's last step kept for it (StepSeq::keep_logits).
   // tokens is empty and every n_tokens 0; the caches are untouched.
   bool reread = false;
+  // Before the graph, in order: a sequence's state kept as a checkpoint, or a checkpoint taken
+  // back so that the sequence continues from its position (a conversation whose last turn the
+  // template rendered again differently).
+  std::vector<StateCopy> state_copies;
 
   // A step of one sequence in slot 0 (generation of one prompt, tests).
   static Step single(std::vector<Token> tokens, int32_t pos0, bool want_candidates = true, bool want_logits = false);

@@ -41,6 +41,16 @@ void check_recurrent_step(const Step& step, const std::vector<int32_t>& n_cached
            q.seq, q.pos0, n_cached[q.seq]);
 }
 
+void move_states(const Step& step, const LoadOptions& opt, bool recurrent, std::vector<int32_t>& n_cached,
+                 const char* where) {
+  if (step.state_copies.empty()) return;
+  if (!recurrent) fail(where, "state copies for a graph without recurrent state");
+  for (const StateCopy& c : step.state_copies)
+    if (c.from < 0 || c.to < 0 || c.from >= opt.state_slots() || c.to >= opt.state_slots() || c.from == c.to)
+      fail(where, "a state copy from slot {} to {} (state slots 0..{})", c.from, c.to, opt.state_slots() - 1);
+  for (const StateCopy& c : step.state_copies) n_cached[c.to] = n_cached[c.from];
+}
+
 StepLayout layout_step(const Step& step, int32_t n_ctx) {
   StepLayout l;
   l.n_tokens = static_cast<int64_t>(step.tokens.size());

@@ -27,6 +27,11 @@ void check_step(const Step& step, const LoadOptions& opt, const std::vector<int3
 // A graph with recurrent state (Gated DeltaNet) holds each slot's state at its last position only:
 // a step continues there or starts over at 0; throws weft::Error(where, ...) otherwise.
 void check_recurrent_step(const Step& step, const std::vector<int32_t>& n_cached, const char* where);
+// A step's state copies, checked to name distinct state slots below opt.state_slots() of a graph
+// with recurrent state, applied to each slot's position (n_cached, one per state slot): the
+// caller copies the states themselves, in the same order.
+void move_states(const Step& step, const LoadOptions& opt, bool recurrent, std::vector<int32_t>& n_cached,
+                 const char* where);
 
 StepLayout layout_step(const Step& step, int32_t n_ctx);
 

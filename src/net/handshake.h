@@ -52,7 +52,8 @@ inline constexpr uint32_t kHelloMagic = 0x54464557;  // "WEFT" little-endian
 //     Gated DeltaNet's shapes and graphs their recurrent state per slot; a Slice on heads cuts each
 //     head (qwen35, qwen35moe).
 // 20: the dims carry the order of Gated DeltaNet's value heads (grouped: qwen3next).
-inline constexpr uint16_t kProtocolMajor = 20;
+// 21: load options carry recurrent state checkpoints, steps the state copies between slots.
+inline constexpr uint16_t kProtocolMajor = 21;
 inline constexpr uint16_t kProtocolMinor = 0;
 inline constexpr size_t kNonceBytes = 32;
 inline constexpr size_t kMinKeyBytes = 16;

@@ -34,7 +34,7 @@ uint64_t kv_cache_bytes(const DeviceGraph& g, const KvSizing& kv) {
   const int64_t n_ctx = kv.positions / kv.n_seq;
   const int64_t rows = graph::kv_window_rows(n_ctx, g.dims.n_swa, kv.max_tokens);
   return bytes(g.kv_values_per_token - g.kv_window_values, kv.positions) + bytes(g.kv_window_values, rows * kv.n_seq) +
-         g.state_values_per_slot * sizeof(float) * static_cast<uint64_t>(kv.n_seq);  // recurrent state, f32
+         g.state_values_per_slot * sizeof(float) * static_cast<uint64_t>(kv.n_seq + kv.checkpoints);  // f32 states
 }
 
 uint64_t device_bytes(const DeviceGraph& g, const KvSizing& kv) { return g.weight_bytes + kv_cache_bytes(g, kv); }

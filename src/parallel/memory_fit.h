@@ -19,6 +19,7 @@ struct KvSizing {
   int64_t positions = 0;  // n_ctx per slot x n_seq
   DType k_type = DType::F16, v_type = DType::F16;
   int64_t n_seq = 1, max_tokens = 512;  // sliding-window layers: rows per slot (graph/kv_window.h)
+  int64_t checkpoints = 0;              // recurrent state slots besides the n_seq (device::LoadOptions)
 };
 
 // The KV cache of one device's graph (K and V over its layers and heads, every position).

@@ -49,11 +49,20 @@ std::string describe_split(std::span<const std::string> names, std::span<const d
 
 std::vector<device::StepResult> Engine::run_step_surviving(const device::Step& s) {
   // Each recovery drops a device, so this ends: in a result, or in the error of the last one.
+  // After one, the step runs without its state copies: the replay rebuilt the states, and the new
+  // devices hold no checkpoints.
+  device::Step without;
+  const device::Step* step = &s;
   for (;;) {
     try {
-      return run_step(s);
+      return run_step(*step);
     } catch (const Error& e) {
       recover(e);
+    }
+    if (step == &s && !s.state_copies.empty()) {
+      without = s;
+      without.state_copies.clear();
+      step = &without;
     }
   }
 }
@@ -257,6 +266,8 @@ size_t Engine::held_tokens() const {
 // Runs every slot's tokens through the new devices (their KV caches start empty), several slots
 // to a step, n_batch tokens at most; nothing is sampled.
 void Engine::replay() {
+  forget_checkpoints();
+  ++replays_;
   device::Step s;
   auto flush = [&] {
     if (!s.tokens.empty()) run_step(std::exchange(s, {}));

@@ -6,6 +6,7 @@
 #include "device/device_group.h"
 #include "model/llama_graph.h"
 #include "parallel/planner.h"
+#include "runtime/report.h"
 
 #include <algorithm>
 #include <cstdio>
@@ -38,8 +39,12 @@ Engine::Engine(const gguf::File& file, EngineOptions opt) : file_(file), opt_(st
     fail("cli", "--exact moves fixed-point sums, not --wire {}", parallel::wire_type_name(opt_.wire));
   if (opt_.n_batch <= 0) fail("cli", "--batch-size must be positive");
   if (opt_.n_seq <= 0 || opt_.n_seq > 1024) fail("cli", "--parallel {} outside 1..1024", opt_.n_seq);
+  if (opt_.ctx_checkpoints < 0 || opt_.ctx_checkpoints > 64)
+    fail("cli", "--ctx-checkpoints {} outside 0..64", opt_.ctx_checkpoints);
   n_past_.assign(opt_.n_seq, 0);
   fed_.assign(opt_.n_seq, {});
+  checkpoints_.assign(opt_.n_seq, {});
+  restore_.assign(opt_.n_seq, -1);
   windows_ = device::KvWindows(config_.dims, load_options());
 
   mode_asked_ = opt_.mode;
@@ -55,6 +60,13 @@ Engine::Engine(const gguf::File& file, EngineOptions opt) : file_(file), opt_(st
     recover(e);
   }
   if (opt_.auto_ratios) calibrate();
+  if (checkpoints_per_slot() > 0) {
+    uint64_t values = 0;
+    for (const auto& d : plan_.devices) values += d.state_values_per_slot;
+    report("recurrent state {:.1f} MiB a slot; --ctx-checkpoints keeps {} more a slot ({:.1f} MiB in all)",
+           values * 4 / 1048576.0, checkpoints_per_slot(),
+           values * 4.0 * opt_.n_seq * checkpoints_per_slot() / 1048576.0);
+  }
 }
 
 Engine::~Engine() = default;
@@ -93,10 +105,39 @@ int32_t Engine::n_past(int32_t seq) const {
 }
 
 int32_t Engine::resumable(int32_t seq, int32_t n_keep) const {
-  // A recurrent state (Gated DeltaNet) is held at the slot's last position only.
-  if (n_keep > 0 && config_.dims.recurrent() && n_keep != n_past(seq)) return 0;
+  // A recurrent state (Gated DeltaNet) is held at the slot's last position, and its checkpoints'.
+  if (n_keep > 0 && config_.dims.recurrent() && n_keep != n_past(seq)) {
+    int32_t best = 0;
+    for (const Checkpoint& c : checkpoints_[seq])
+      if (c.pos <= n_keep) best = std::max(best, c.pos);
+    n_keep = best;
+  }
   if (n_keep <= 0 || !windows_.active()) return std::max(n_keep, 0);
   return n_keep >= windows_.floor(seq) ? n_keep : 0;
+}
+
+int32_t Engine::checkpoint_position(int32_t seq, int32_t prompt_end) const {
+  constexpr int32_t kBeforeEnd = 4, kMinPrompt = 64;
+  if (checkpoints_per_slot() == 0 || prompt_end < kMinPrompt) return -1;
+  const int32_t pos = prompt_end - kBeforeEnd;
+  for (const Checkpoint& c : checkpoints_.at(seq))
+    if (c.pos == pos) return -1;
+  return pos;
+}
+
+int32_t Engine::checkpoint_slot(int32_t seq, int32_t pos) const {
+  const auto& held = checkpoints_[seq];
+  for (const Checkpoint& c : held)
+    if (c.pos == pos) return c.state_slot;
+  const int32_t first = opt_.n_seq + seq * checkpoints_per_slot();
+  if (static_cast<int32_t>(held.size()) == checkpoints_per_slot()) return held.front().state_slot;  // the oldest
+  for (int32_t s = first;; ++s)
+    if (std::ranges::none_of(held, [&](const Checkpoint& c) { return c.state_slot == s; })) return s;
+}
+
+void Engine::forget_checkpoints() {
+  for (auto& c : checkpoints_) c.clear();
+  std::ranges::fill(restore_, -1);
 }
 
 void Engine::truncate(int32_t seq, int32_t n_keep) {
@@ -111,6 +152,13 @@ void Engine::truncate(int32_t seq, int32_t n_keep) {
          "or from 0",
          seq, n_keep, windows_.floor(seq));
   }
+  if (n_keep != n_past_[seq]) {
+    restore_[seq] = -1;  // from 0 the state starts over; n_keep itself: the slot's own state
+    if (config_.dims.recurrent() && n_keep > 0)
+      for (const Checkpoint& c : checkpoints_[seq])
+        if (c.pos == n_keep) restore_[seq] = c.state_slot;
+  }
+  std::erase_if(checkpoints_[seq], [&](const Checkpoint& c) { return c.pos > n_keep; });  // another future's
   n_past_[seq] = n_keep;
   fed_[seq].resize(n_keep);
 }
@@ -209,9 +257,16 @@ std::vector<SeqOutput> Engine::step_batch(std::span<const SeqStep> batch) {
   if (down()) fail("engine", "no device is up (every one was lost; the lost workers are retried)");
   device::Step s;
   std::vector<bool> busy(opt_.n_seq, false);
+  std::vector<std::pair<int32_t, Checkpoint>> kept;  // checkpoints this step makes, per slot
   for (size_t k = 0; k < batch.size(); ++k) {
     const SeqStep& q = batch[k];
     const int32_t held = check_sequence(q, k, busy);
+    if (restore_[q.seq] >= 0) s.state_copies.push_back({restore_[q.seq], q.seq});
+    if (q.checkpoint && checkpoints_per_slot() > 0 && held > 0) {
+      const Checkpoint c{held, checkpoint_slot(q.seq, held)};
+      s.state_copies.push_back({q.seq, c.state_slot});
+      kept.emplace_back(q.seq, c);
+    }
     device::StepSeq d;
     d.seq = q.seq;
     d.pos0 = held;
@@ -229,7 +284,16 @@ std::vector<SeqOutput> Engine::step_batch(std::span<const SeqStep> batch) {
   }
   if (static_cast<int64_t>(s.tokens.size()) > opt_.n_batch)
     fail("engine", "a batch of {} tokens exceeds --batch-size {}", s.tokens.size(), opt_.n_batch);
+  const int replays = replays_;
   auto results = run_step_surviving(s);
+  if (replays_ == replays) {  // else new devices: the states were replayed, the checkpoints are gone
+    for (const SeqStep& q : batch) restore_[q.seq] = -1;
+    for (const auto& [seq, c] : kept) {
+      auto& held = checkpoints_[seq];
+      std::erase_if(held, [&](const Checkpoint& h) { return h.pos == c.pos || h.state_slot == c.state_slot; });
+      held.push_back(c);
+    }
+  }
   std::vector<SeqOutput> out(batch.size());
   std::vector<size_t> whole;  // constrained sequences none of whose candidates the grammar allows
   for (size_t k = 0; k < batch.size(); ++k) {
@@ -364,14 +428,21 @@ SeqOutput Engine::eval(std::span<const model::Token> tokens, SeqStep last) {
   if (tokens.empty()) fail("engine", "nothing to evaluate");
   if (n_past_[0] + static_cast<int64_t>(tokens.size()) > opt_.n_ctx)
     fail("engine", "context is full: {} + {} tokens exceed -c {}", n_past_[0], tokens.size(), opt_.n_ctx);
-  for (size_t i = 0;; i += opt_.n_batch) {
-    const size_t n = std::min<size_t>(opt_.n_batch, tokens.size() - i);
+  // A prompt (what draws a token) is cut where a checkpoint is worth keeping.
+  const int32_t start = n_past_[0];
+  const int32_t cut = last.sample ? checkpoint_position(0, start + static_cast<int32_t>(tokens.size())) : -1;
+  for (size_t i = 0;;) {
+    size_t n = std::min<size_t>(opt_.n_batch, tokens.size() - i);
+    const int32_t pos = start + static_cast<int32_t>(i);
+    if (cut > pos && cut < pos + static_cast<int32_t>(n)) n = static_cast<size_t>(cut - pos);
     SeqStep q;
     if (i + n == tokens.size()) q = last;
     q.seq = 0;
     q.tokens = tokens.subspan(i, n);
+    q.checkpoint = pos == cut;
     auto out = step_batch({&q, 1});
-    if (i + n == tokens.size()) return std::move(out[0]);
+    i += n;
+    if (i == tokens.size()) return std::move(out[0]);
   }
 }
 

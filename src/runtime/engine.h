@@ -62,6 +62,11 @@ struct EngineOptions {
   // --exact: every split, ratio and re-plan gives the logits of one device, bit for bit
   // (device::LoadOptions::exact); CPU devices, dense models, the f32 wire.
   bool exact = false;
+  // Recurrent models (Gated DeltaNet): states kept per slot (--ctx-checkpoints), each a copy of
+  // the slot's state a few tokens before the end of a prompt (checkpoint_position), so that a
+  // conversation whose template renders its last reply again differently (a reasoning model's
+  // thinking dropped) continues from there instead of from its first token.
+  int32_t ctx_checkpoints = 4;
 };
 
 // One sequence's part of a batched step. Continuous batching: the sequences of several requests,
@@ -86,6 +91,9 @@ struct SeqStep {
   // the drawn token. When none of the devices' top candidates is allowed, the step re-runs that
   // sequence's last token with whole vocabulary slices (the slot forgets from that position on).
   const model::GrammarConstraint* constraint = nullptr;
+  // Keep the slot's state at n_past(seq), before these tokens, as one of its checkpoints (a
+  // recurrent model with --ctx-checkpoints; nothing otherwise).
+  bool checkpoint = false;
 };
 struct SeqOutput {
   Token token = -1;                              // sample: the drawn token
@@ -146,14 +154,27 @@ class Engine {
   void truncate(int32_t n_keep) { truncate(0, n_keep); }
   void truncate(int32_t seq, int32_t n_keep);
   // The most of a slot's first n_keep positions it can continue from: n_keep, or 0 where a
-  // sliding-window layer no longer holds the keys position n_keep needs (graph/kv_window.h), or
-  // a recurrent state (Gated DeltaNet) is past n_keep.
+  // sliding-window layer no longer holds the keys position n_keep needs (graph/kv_window.h); a
+  // recurrent state (Gated DeltaNet) past n_keep continues from the latest of its checkpoints
+  // at or before n_keep (0: none).
   int32_t resumable(int32_t seq, int32_t n_keep) const;
+  // Where a prompt of prompt_end tokens in slot `seq` is worth a checkpoint (SeqStep::checkpoint):
+  // 4 tokens before its end, which a chat template's next render most often keeps (llama.cpp's
+  // server makes the same choice); -1 where none is kept (not recurrent, --ctx-checkpoints 0, a
+  // prompt under 64 tokens, or one kept there already). A prompt fed in several steps is cut
+  // there, the step from it on asking for the checkpoint.
+  int32_t checkpoint_position(int32_t seq, int32_t prompt_end) const;
 
  private:
   // What every device loads: the slots' context, how many, a step's most tokens, the KV types.
   device::LoadOptions load_options() const {
-    return {opt_.n_ctx, opt_.n_seq, opt_.n_batch, opt_.k_type, opt_.v_type, opt_.exact};
+    return {opt_.n_ctx,
+            opt_.n_seq,
+            opt_.n_batch,
+            opt_.k_type,
+            opt_.v_type,
+            opt_.exact,
+            opt_.n_seq * checkpoints_per_slot()};
   }
   // Creates the devices of opt_.devices, checks each runs its part of plan_, joins and loads them.
   void start_devices();
@@ -206,7 +227,19 @@ class Engine {
   std::vector<std::unique_ptr<device::Device>> devices_;
   std::vector<int32_t> n_past_;          // per slot
   std::vector<std::vector<Token>> fed_;  // per slot: the n_past_ tokens its KV cache holds (for a replay)
-  device::KvWindows windows_;            // per slot: where the devices' sliding-window caches start
+  // Recurrent models: per slot, the checkpoints kept (oldest first) in its ctx_checkpoints state
+  // slots on the devices (after the n_seq sequences'), and the state slot its next step starts
+  // from instead of its own (-1: its own). A replay (new devices) forgets them.
+  struct Checkpoint {
+    int32_t pos = 0, state_slot = 0;
+  };
+  std::vector<std::vector<Checkpoint>> checkpoints_;
+  std::vector<int32_t> restore_;
+  int replays_ = 0;
+  int32_t checkpoints_per_slot() const { return config_.dims.recurrent() ? opt_.ctx_checkpoints : 0; }
+  int32_t checkpoint_slot(int32_t seq, int32_t pos) const;  // the state slot a checkpoint at pos goes to
+  void forget_checkpoints();
+  device::KvWindows windows_;  // per slot: where the devices' sliding-window caches start
   int device_losses_ = 0;
   parallel::SplitMode mode_asked_;  // opt_.mode before losses brought it down to one device
   struct LostWorker {

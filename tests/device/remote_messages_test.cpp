@@ -402,6 +402,8 @@ TEST(RemoteMessages, LoadOptionsRejectOtherCacheTypesAndBadSizes) {
   EXPECT_ERROR(round_trip({1024, 0, 64, DType::F16, DType::F16}), "n_ctx 1024 x n_seq 0");
   // A KV cache of more than 2^24 positions in all is refused before anything is allocated.
   EXPECT_ERROR(round_trip({1 << 20, 17, 64, DType::F16, DType::F16}), "out of range");
+  EXPECT_ERROR(round_trip({1024, 1, 64, DType::F16, DType::F16, false, -1}), "-1 checkpoints outside 0..1024");
+  EXPECT_ERROR(round_trip({1024, 1, 64, DType::F16, DType::F16, false, 1025}), "1025 checkpoints outside 0..1024");
   net::ByteWriter w;  // truncated: the cache types are missing
   w.i32(1024);
   w.i32(1);
@@ -620,7 +622,7 @@ TEST(RemoteMessages, SlicesWithBadValuesAreRejected) {
 // The Load message as a worker reads it: graph, options, model id and slices, nothing after.
 TEST(RemoteMessages, LoadMessageRoundTrips) {
   WorkerSlices ws;
-  const LoadOptions lo{4096, 2, 256, DType::F32, DType::F16};
+  const LoadOptions lo{4096, 2, 256, DType::F32, DType::F16, false, 6};
   const ModelId id{tiny().bytes.size(), kHash, "tiny.gguf"};
   net::ByteWriter w;
   write_graph(w, ws.graph);
@@ -639,6 +641,7 @@ TEST(RemoteMessages, LoadMessageRoundTrips) {
   const LoadOptions back = read_load_options(r);
   EXPECT_EQ(back.n_ctx, 4096);
   EXPECT_EQ(back.k_type, DType::F32);
+  EXPECT_EQ(back.n_checkpoints, 6);
   EXPECT_EQ(read_model_id(r).size, id.size);
   expect_same_slices(read_slices(r), ws.specs);
   EXPECT_NO_THROW(r.finish("load"));
@@ -679,6 +682,7 @@ Step rich_step() {
   b.seq = 0;
   b.n_tokens = 3;
   s.seqs = {a, b};
+  s.state_copies = {{3, 1030}, {1030, 0}};
   return s;
 }
 
@@ -723,6 +727,11 @@ TEST(RemoteMessages, StepRoundTrips) {
       EXPECT_EQ(y.score_next, x.score_next);
       EXPECT_EQ(y.keep_logits, x.keep_logits);
       EXPECT_EQ(y.candidate_ids, x.candidate_ids);
+    }
+    ASSERT_EQ(back.state_copies.size(), s.state_copies.size());
+    for (size_t k = 0; k < s.state_copies.size(); ++k) {
+      EXPECT_EQ(back.state_copies[k].from, s.state_copies[k].from);
+      EXPECT_EQ(back.state_copies[k].to, s.state_copies[k].to);
     }
   }
   // read_step checks the end itself: trailing bytes are "step: 1 unexpected trailing bytes".

@@ -33,20 +33,8 @@ using parallel::LocalOp;
 using parallel::SplitMode;
 using test_support::cpu_engine_options;
 using test_support::GeneratedModel;
+using test_support::qwen35;
 using test_support::text_of;
-
-// Qwen 3.5's tiny shape: 3 Gated DeltaNet layers and a full one, 2 key heads and 4 value heads.
-// Heads 32 wide fill q8_0's blocks, so its key heads split one by one (at 16, two make a block).
-// qwen35moe and qwen3next: the same with experts.
-tools::GenModelOptions qwen35(const std::string& type = "f32", const std::string& arch = "qwen35") {
-  tools::GenModelOptions o;
-  o.arch = arch;
-  o.preset = arch == "qwen35" ? "tiny" : "tiny-moe";
-  o.type = type;
-  o.seed = 7;
-  o.overrides.lin_head_dim = 32;
-  return o;
-}
 
 const parallel::LocalNode* find(const parallel::DeviceGraph& dg, int layer, const std::string& label) {
   for (const auto& ln : dg.nodes)

@@ -10,10 +10,12 @@
 #include "device/device_spec.h"
 #include "device/worker_process.h"
 #include "gguf/gguf_reader.h"
+#include "runtime/checkpoint_turns.h"
 #include "runtime/engine.h"
 #include "runtime/logprob_equality.h"
 #include "runtime/parallel_equality.h"
 #include "support/expect_error.h"
+#include "support/generated_model.h"
 #include "support/shared_data.h"
 #include "support/vk_validation.h"
 #include "tokenizer/tokenizer.h"
@@ -371,6 +373,14 @@ TEST(VkFamilies, GatedDeltaNetGreedyTokensMatchOneCpuDevice) {
     EXPECT_EQ(greedy(*f, small_steps(on("vk:0,cpu:1", SplitMode::Tensor, {1, 1})), prompt, kTokens), ref)
         << k.arch << " vk:0,cpu:1";
   }
+}
+
+// A conversation's second turn from a checkpoint of the Gated DeltaNet state (copies between state
+// slots in device memory): a fresh run's logits on vk:0, beside a CPU device and on two vk devices.
+TEST(VkFamilies, GatedDeltaNetSecondTurnContinuesFromTheCheckpoint) {
+  const test_support::GeneratedModel m(test_support::qwen35("q8_0"));
+  for (const std::string devices : {"vk:0", "vk:0,cpu:1", "vk:0,vk:0"})
+    checkpoints::expect_second_turn_from_checkpoint(*m.file, on(devices), devices);
 }
 
 // A vk device and a worker process in one Gloo group (all-reduces across processes).

@@ -19,11 +19,13 @@ inline runtime::JobRequest greedy_request(std::vector<Token> prompt, int max_tok
   return r;
 }
 
-inline std::string text_of(runtime::Job& job) {
+// The job's whole text, once it finished; its final usage in *usage where asked.
+inline std::string text_of(runtime::Job& job, runtime::JobUsage* usage = nullptr) {
   std::string text;
   for (int waited = 0; waited < 20000; waited += 100) {
     const runtime::JobUpdate u = job.next(100);
     text += u.text;
+    if (usage) *usage = u.usage;
     if (u.error) ADD_FAILURE() << u.error->what();
     if (u.finished || u.error) return text;
   }

@@ -114,7 +114,7 @@ void CpuGraphRunner::load(const parallel::DeviceGraph& graph, const gguf::File& 
           fail("cpu", "{}: {} taps for {} features of {}", ln.label, taps.size(), ln.width, kernel);
         ns.vec = kernels::conv_taps_by_tap(taps, ln.width, kernel);
         ns.state_floats = ln.width * (d.linear_conv_kernel - 1);
-        ns.state.assign(static_cast<size_t>(ns.state_floats * opt.n_seq), 0.f);
+        ns.state.assign(static_cast<size_t>(ns.state_floats * opt.state_slots()), 0.f);
         recurrent_ = true;
         break;
       }
@@ -130,7 +130,7 @@ void CpuGraphRunner::load(const parallel::DeviceGraph& graph, const gguf::File& 
         if (static_cast<int64_t>(ns.vec.size()) != vh || static_cast<int64_t>(ns.bias.size()) != vh)
           fail("cpu", "{}: {} and {} decay values for {} value heads", ln.label, ns.vec.size(), ns.bias.size(), vh);
         ns.state_floats = vh * hd * hd;
-        ns.state.assign(static_cast<size_t>(ns.state_floats * opt.n_seq), 0.f);
+        ns.state.assign(static_cast<size_t>(ns.state_floats * opt.state_slots()), 0.f);
         recurrent_ = true;
         break;
       }
@@ -188,7 +188,7 @@ void CpuGraphRunner::load(const parallel::DeviceGraph& graph, const gguf::File& 
         readers_[in].push_back(static_cast<int>(i));
   mark_fixed_values();
   plan_buffers(opt.max_tokens);
-  n_cached_.assign(opt.n_seq, 0);
+  n_cached_.assign(opt.state_slots(), 0);
 }
 
 // Buffers from the kind-neutral plan (device/buffer_plan.h), allocated in this process.
@@ -203,6 +203,12 @@ StepResult CpuGraphRunner::run(const Step& step) {
   if (step.reread) return kept_.reread(graph_, step, "cpu");
   const auto t0 = Clock::now();
   check_step(step, opt_, n_cached_, "cpu");
+  move_states(step, opt_, graph_.dims.recurrent(), n_cached_, "cpu");
+  for (const StateCopy& c : step.state_copies)
+    for (NodeState& ns : nodes_)
+      if (!ns.state.empty())
+        std::copy_n(ns.state.begin() + c.from * ns.state_floats, ns.state_floats,
+                    ns.state.begin() + c.to * ns.state_floats);
   if (recurrent_) check_recurrent_step(step, n_cached_, "cpu");
   const StepLayout l = layout_step(step, opt_.n_ctx);
   const int64_t n_tokens = l.n_tokens;

@@ -330,6 +330,7 @@ void write_load_options(ByteWriter& w, const LoadOptions& o) {
   w.u32(static_cast<uint32_t>(o.k_type));
   w.u32(static_cast<uint32_t>(o.v_type));
   w.u8(o.exact);
+  w.i32(o.n_checkpoints);
 }
 LoadOptions read_load_options(ByteReader& r) {
   LoadOptions o{r.i32("n_ctx"), r.i32("n_seq"), r.i32("max tokens")};
@@ -343,6 +344,9 @@ LoadOptions read_load_options(ByteReader& r) {
     *t = static_cast<DType>(v);
   }
   o.exact = r.boolean("exact");
+  o.n_checkpoints = r.i32("checkpoints");
+  if (o.n_checkpoints < 0 || o.n_checkpoints > static_cast<int32_t>(kMaxCheckpoints))
+    fail("net", "load options: {} checkpoints outside 0..{}", o.n_checkpoints, kMaxCheckpoints);
   return o;
 }
 
@@ -495,6 +499,11 @@ void write_step(ByteWriter& w, const Step& s) {
     w.u8(q.keep_logits);
     w.i32s(q.candidate_ids);
   }
+  w.u32(static_cast<uint32_t>(s.state_copies.size()));
+  for (const StateCopy& c : s.state_copies) {
+    w.i32(c.from);
+    w.i32(c.to);
+  }
 }
 // Checks the shape only; the device checks slots and positions against what it holds.
 Step read_step(ByteReader& r) {
@@ -528,6 +537,11 @@ Step read_step(ByteReader& r) {
   }
   if (total != static_cast<int64_t>(s.tokens.size()))
     fail("net", "step: sequences hold {} tokens, the step {}", total, s.tokens.size());
+  s.state_copies.resize(r.count("state copies", kMaxSeqs + kMaxCheckpoints, 8));
+  for (StateCopy& c : s.state_copies) {
+    c.from = r.i32("state copied from");
+    c.to = r.i32("state copied to");
+  }
   r.finish("step");
   return s;
 }

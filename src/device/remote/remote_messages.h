@@ -19,9 +19,10 @@ inline constexpr size_t kMaxNameBytes = 512;
 inline constexpr size_t kMaxTokens = 1 << 20;
 inline constexpr size_t kMaxFloats = 64u << 20;  // 256 MiB of f32: the frame limit of a step
 inline constexpr size_t kMaxTensors = 1 << 16;
-inline constexpr size_t kMaxSeqs = 1024;    // sequence slots of a batched step
-inline constexpr size_t kMaxOps = 256;      // LocalOps a DeviceInfo lists (a u8 on the wire elsewhere)
-inline constexpr size_t kMaxTypeIds = 256;  // GGUF type ids a DeviceInfo may name (ggml's are under 64)
+inline constexpr size_t kMaxSeqs = 1024;         // sequence slots of a batched step
+inline constexpr size_t kMaxCheckpoints = 1024;  // recurrent state slots besides the sequences' (LoadOptions)
+inline constexpr size_t kMaxOps = 256;           // LocalOps a DeviceInfo lists (a u8 on the wire elsewhere)
+inline constexpr size_t kMaxTypeIds = 256;       // GGUF type ids a DeviceInfo may name (ggml's are under 64)
 inline constexpr int32_t kMaxServedThreads = 1 << 16;
 
 // Liveness: while a worker works on a request (load, step, group setup) it sends a

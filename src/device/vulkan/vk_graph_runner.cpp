@@ -358,8 +358,8 @@ void VkGraphRunner::load(const parallel::DeviceGraph& graph, const gguf::File& f
         if (static_cast<int64_t>(taps.size()) != ln.width * kernel || kernel < 1 || kernel > 16)
           fail("vulkan", "{}: {} taps for {} features of {}", ln.label, taps.size(), ln.width, kernel);
         ns.vec = upload_floats(kernels::conv_taps_by_tap(taps, ln.width, kernel), "conv taps");
-        ns.state = gpu_.create_buffer(int64_t{opt.n_seq} * std::max<int64_t>(kernel - 1, 1) * ln.width * sizeof(float),
-                                      Memory::Device, "the conv state");
+        ns.state_bytes = std::max<int64_t>(kernel - 1, 1) * ln.width * sizeof(float);
+        ns.state = gpu_.create_buffer(opt.state_slots() * ns.state_bytes, Memory::Device, "the conv state");
         recurrent_ = true;
         break;
       }
@@ -373,7 +373,8 @@ void VkGraphRunner::load(const parallel::DeviceGraph& graph, const gguf::File& f
                hd);
         gate.insert(gate.end(), dt.begin(), dt.end());
         ns.vec = upload_floats(gate, "decay rates");
-        const uint64_t bytes = uint64_t{static_cast<uint64_t>(opt.n_seq)} * vh * hd * hd * sizeof(float);
+        ns.state_bytes = vh * hd * hd * static_cast<int64_t>(sizeof(float));
+        const uint64_t bytes = uint64_t{static_cast<uint64_t>(opt.state_slots())} * ns.state_bytes;
         if (bytes > limit)
           fail("vulkan", "{}: a recurrent state of {:.1f} MiB exceeds the device's largest buffer ({:.1f} MiB)",
                ln.label, bytes / 1048576.0, limit / 1048576.0);
@@ -543,7 +544,7 @@ void VkGraphRunner::load(const parallel::DeviceGraph& graph, const gguf::File& f
     mla_out_ = gpu_.create_buffer(mla_values * sizeof(float), Memory::Device, "latent attention outputs");
   }
   gpu_.destroy(upload_);  // only loads upload through it
-  n_cached_.assign(opt.n_seq, 0);
+  n_cached_.assign(opt.state_slots(), 0);
   gpu_.reserve_marks(u32(graph_.nodes.size() + 1));  // a mark per node, and the logits'
 }
 
@@ -551,6 +552,7 @@ StepResult VkGraphRunner::run(const Step& step) {
   if (step.reread) return kept_.reread(graph_, step, "vulkan");
   const auto t0 = Clock::now();
   check_step(step, opt_, n_cached_, "vulkan");
+  move_states(step, opt_, graph_.dims.recurrent(), n_cached_, "vulkan");  // the states themselves: copy_states
   if (recurrent_) check_recurrent_step(step, n_cached_, "vulkan");
   const StepLayout l = layout_step(step, opt_.n_ctx);
   if (recurrent_)
@@ -582,6 +584,7 @@ StepResult VkGraphRunner::run(const Step& step) {
   gpu_.begin();
   pending_.reset();  // a step abandoned midway leaves one
   try {
+    copy_states(step);
     const int per_submission = submit_layers(gpu_.info());
     int layer = -1, layers = 0;
     for (int i = 0; i < static_cast<int>(graph_.nodes.size()); ++i) {
@@ -969,6 +972,16 @@ void VkGraphRunner::move_windows(const NodeState& ns, int64_t n_kv, int64_t hd, 
       gpu_.copy_regions(cache->buffer, cache->buffer, regions);
     }
   if (!moves.empty()) gpu_.barrier();
+}
+
+// Step::state_copies, in order, each complete before what follows reads or writes a state.
+void VkGraphRunner::copy_states(const Step& step) {
+  for (const StateCopy& c : step.state_copies) {
+    for (const NodeState& ns : nodes_)
+      if (ns.state.buffer)
+        gpu_.copy(ns.state.buffer, c.from * ns.state_bytes, ns.state.buffer, c.to * ns.state_bytes, ns.state_bytes);
+    gpu_.barrier();
+  }
 }
 
 // The value leaves the device through host-visible staging memory, the group combines it there

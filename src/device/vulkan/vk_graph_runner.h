@@ -47,12 +47,13 @@ class VkGraphRunner {
     Buffer vec;                   // norm weight; Attention: its q heads' sinks (or none)
     Buffer bias;                  // MatMul bias; Expert*: the held experts' biases, [n][rows] (or none)
     Buffer k_cache, v_cache;
-    int64_t kv_rows = 0;     // Attention: rows per slot and kv head (n_ctx, or a sliding window's)
-    bool windowed = false;   // Attention: a sliding-window layer keeping kv_rows < n_ctx
-    int kv_node = -1;        // Attention: the node whose caches it reads (itself, or an earlier layer's)
-    int64_t staged = 0;      // Embed, Input: its rows' first float in the step input's staging buffer
-    int64_t head_width = 0;  // HeadNorm: the features its weight covers
-    Buffer state;            // CausalConv, DeltaNet: every slot's recurrent state
+    int64_t kv_rows = 0;      // Attention: rows per slot and kv head (n_ctx, or a sliding window's)
+    bool windowed = false;    // Attention: a sliding-window layer keeping kv_rows < n_ctx
+    int kv_node = -1;         // Attention: the node whose caches it reads (itself, or an earlier layer's)
+    int64_t staged = 0;       // Embed, Input: its rows' first float in the step input's staging buffer
+    int64_t head_width = 0;   // HeadNorm: the features its weight covers
+    Buffer state;             // CausalConv, DeltaNet: every state slot's recurrent state
+    int64_t state_bytes = 0;  // of one state slot
     int buffer = -1;
   };
   struct Ctx {
@@ -78,6 +79,7 @@ class VkGraphRunner {
   void record_head_matmul(int i, const Ctx& c);       // DeepSeek's per-head matrices
   void record_latent_attention(int i, const Ctx& c);
   void move_windows(const NodeState& ns, int64_t n_kv, int64_t hd, const Ctx& c);
+  void copy_states(const Step& step);
   void collective(int i, const Ctx& c);
   void combine_pending();
   void logits(const Ctx& c);
