@@ -280,6 +280,7 @@ int bench(const BenchArgs& a) {
   for (const Config& c : expand(a)) {
     auto file = gguf::File::open(c.model.model);
     runtime::EngineOptions eo = c.model.engine_options();
+    eo.ctx_checkpoints = 0;  // prompts as llama-bench times them: in whole steps, no state kept
     eo.n_ctx = 0;
     for (const Test& t : c.tests) eo.n_ctx = std::max(eo.n_ctx, t.n_prompt + t.n_gen + t.n_depth);
     runtime::Engine engine(*file, eo);

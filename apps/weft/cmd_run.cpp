@@ -139,7 +139,9 @@ int run(RunArgs& a, bool chat_command) {
   // Before the load: a template weft cannot render is an error that should not wait for it.
   const std::optional<chat::Template> tmpl =
       a.conversation ? std::optional<chat::Template>(chat_template(a, *file, *tok)) : std::nullopt;
-  runtime::Engine engine(*file, a.model.engine_options());
+  runtime::EngineOptions eo = a.model.engine_options();
+  if (!a.interactive) eo.ctx_checkpoints = 0;  // one prompt has no next turn to keep a state for
+  runtime::Engine engine(*file, eo);
   a.model.lock_memory();
   const double load_s = std::chrono::duration<double>(Clock::now() - t0).count();
   if (tmpl) {

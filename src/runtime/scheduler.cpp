@@ -312,19 +312,21 @@ void Scheduler::admit() {
       queue_.pop_front();
       ++busy_;
     }
+    // The slot that can continue the furthest into the prompt (then the one sharing most with it):
+    // at least its last token is fed again, its step drawing the first token, and a slot continues
+    // only as far as its sliding-window layers still hold the keys and its recurrent state or a
+    // checkpoint of it was kept (Engine::resumable).
     Slot* best = nullptr;
-    size_t best_common = 0;
+    size_t keep = 0, best_common = 0;
     for (auto& s : slots_) {
       if (s->job) continue;
       const auto [a, b] = std::mismatch(s->cached.begin(), s->cached.end(), p.req.prompt.begin(), p.req.prompt.end());
       const auto common = static_cast<size_t>(a - s->cached.begin());
-      if (!best || common > best_common) best = s.get(), best_common = common;
+      const auto k = static_cast<size_t>(
+          engine_.resumable(s->seq, static_cast<int32_t>(std::min(common, p.req.prompt.size() - 1))));
+      if (!best || std::pair(k, common) > std::pair(keep, best_common)) best = s.get(), keep = k, best_common = common;
     }
     Slot& s = *best;
-    // At least the last prompt token is fed again: its step draws the first token.
-    // (Only as far as its sliding-window layers still hold the keys the next position needs.)
-    const size_t keep = static_cast<size_t>(
-        engine_.resumable(s.seq, static_cast<int32_t>(std::min(best_common, p.req.prompt.size() - 1))));
     engine_.truncate(s.seq, static_cast<int32_t>(keep));
     s.cached.resize(keep);
     s.job = std::move(p.job);

@@ -127,6 +127,22 @@ TEST(StateCheckpoints, SchedulerContinuesTheNextTurnFromTheCheckpoint) {
   EXPECT_EQ(usage.cached_tokens, kTurn1 - 4);
 }
 
+// A request goes to the slot that continues the furthest into it: one holding 98 of its tokens
+// exactly over one sharing 100 whose state went on past them (its checkpoint at 96).
+TEST(StateCheckpoints, SchedulerPicksTheSlotThatContinuesFurthest) {
+  const GeneratedModel m(qwen35("q8_0"));
+  const auto x = prompt_of(300, 120, 4);
+  Engine engine(*m.file, test_support::cpu_engine_options(1, 2, 256, 32));
+  Scheduler s(engine, *m.tok);
+  auto a = s.submit(test_support::greedy_request({x.begin(), x.begin() + 100}, 20));  // slot 0, on past 100
+  auto b = s.submit(test_support::greedy_request({x.begin(), x.begin() + 98}, 1));    // slot 1, at 98
+  test_support::text_of(*a);
+  test_support::text_of(*b);
+  JobUsage usage;
+  test_support::text_of(*s.submit(test_support::greedy_request(x, 4)), &usage);
+  EXPECT_EQ(usage.cached_tokens, 98);
+}
+
 // A re-plan (--rebalance, forced every 4 steps) loads new devices and replays the slots: the
 // checkpoints are gone with the old ones, and the next turn starts over.
 TEST(StateCheckpoints, AReplanForgetsThem) {
