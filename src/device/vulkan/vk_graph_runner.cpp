@@ -583,6 +583,7 @@ StepResult VkGraphRunner::run(const Step& step) {
   gpu_.mark(-1);
   gpu_.begin();
   pending_.reset();  // a step abandoned midway leaves one
+  quantized_ = {};
   try {
     copy_states(step);
     const int per_submission = submit_layers(gpu_.info());
@@ -643,7 +644,13 @@ void VkGraphRunner::record_elementwise(VkBuffer a, VkBuffer b, VkBuffer y, uint3
 void VkGraphRunner::record_matmul(const Matrix& w, VkBuffer x, int64_t x_rows, VkBuffer y, int64_t y_stride,
                                   uint32_t mode, int64_t n_tokens, VkBuffer routes, VkBuffer bias, int64_t terms) {
   const int act = act_format(w.type);
-  if (act >= 0) {
+  // A node's output quantized once for every matmul that reads it (q, k and v; gate and up): it
+  // stays in act_q_ until a node writes that buffer again (exec) or another input is quantized.
+  const Quantized input{x, act, x_rows * w.cols};
+  const bool held =
+      input == quantized_ && std::ranges::any_of(buffers_, [&](const Buffer& b) { return b.buffer == x; });
+  if (act >= 0 && !held) {
+    quantized_ = input;
     const Pipeline& q = gpu_.pipeline("quantize", 4, sizeof(QuantizePush));
     const QuantizePush push{u32(x_rows * w.cols), static_cast<uint32_t>(act)};
     const uint64_t blocks = x_rows * w.cols / (act == 2 ? 256 : 32);
@@ -711,6 +718,7 @@ void VkGraphRunner::exec(int i, const Ctx& c) {
   auto in = [&](int k) { return out(ln.inputs[k]); };
   const int64_t n = c.n_tokens * ln.width;
   const VkBuffer y = out(i);
+  if (y == quantized_.x) quantized_ = {};  // what act_q_ holds is about to change
   switch (ln.op) {
     case LocalOp::Input:
       if (static_cast<int64_t>(c.step.input.size()) != n)

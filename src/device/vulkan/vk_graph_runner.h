@@ -102,7 +102,14 @@ class VkGraphRunner {
   KvWindows windows_;
   std::vector<int64_t> next_base_;
   Buffer act_q_, act_d_, act_s_;  // activations quantized for the integer dot products
-  Buffer staging_;                // collectives' host-visible memory
+  struct Quantized {              // what they hold: a node buffer's values in a format (record_matmul)
+    VkBuffer x = VK_NULL_HANDLE;
+    int act = -1;
+    int64_t values = 0;
+    bool operator==(const Quantized&) const = default;
+  };
+  Quantized quantized_;
+  Buffer staging_;  // collectives' host-visible memory
   Buffer logits_in_, logits_, readback_;
   int64_t logits_rows_ = 0;  // rows of logits one pass computes
   Buffer dummy_;             // bound where a shader's binding is unused
