@@ -2,6 +2,7 @@
 
 #include "core/error.h"
 #include "device/vulkan/vk_shaders.h"
+#include "device/vulkan/vk_spirv.h"
 
 #include <fmt/format.h>
 
@@ -267,6 +268,7 @@ const Pipeline& Gpu::pipeline(const std::string& name, uint32_t n_bindings, uint
   Pipeline p;
   p.n_bindings = n_bindings;
   p.push_bytes = push_bytes;
+  p.written = written_bindings(code);
   std::vector<VkDescriptorSetLayoutBinding> b(n_bindings);
   for (uint32_t i = 0; i < n_bindings; ++i) {
     b[i].binding = i;
@@ -342,6 +344,7 @@ VkDescriptorSet Gpu::bind(const Pipeline& p, const std::vector<VkBuffer>& buffer
     writes[i].pBufferInfo = &infos[i];
   }
   a.vkUpdateDescriptorSets(device_, static_cast<uint32_t>(writes.size()), writes.data(), 0, nullptr);
+  set_buffers_.emplace(set, buffers);
   sets_.emplace(std::move(key), set);
   return set;
 }
@@ -381,6 +384,8 @@ void Gpu::begin() {
   const Api& a = api();
   drop_recording();  // one abandoned by an error: what it submitted must finish before reuse
   start(0);
+  reads_.clear();  // what came before has finished
+  writes_.clear();
   recording_ = true;
   stamp_tags_.clear();
   if (queries_) {
@@ -427,6 +432,11 @@ void Gpu::dispatch(const Pipeline& p, VkDescriptorSet set, const void* push, uin
   if (gx == 0 || gy == 0) return;
   if (gx > max_groups_ || gy > max_groups_)
     fail("vulkan", "{}: a dispatch of {} x {} workgroups exceeds the device's {}", info_.name, gx, gy, max_groups_);
+  const std::vector<VkBuffer>& bound = set_buffers_.at(set);
+  std::vector<VkBuffer> writes;
+  for (size_t i = 0; i < bound.size(); ++i)
+    if (i >= 64 || (p.written >> i) & 1) writes.push_back(bound[i]);
+  access(bound, writes);
   const Api& a = api();
   a.vkCmdBindPipeline(cmd(), VK_PIPELINE_BIND_POINT_COMPUTE, p.pipeline);
   a.vkCmdBindDescriptorSets(cmd(), VK_PIPELINE_BIND_POINT_COMPUTE, p.layout, 0, 1, &set, 0, nullptr);
@@ -443,6 +453,20 @@ void Gpu::barrier() {
                      VK_ACCESS_TRANSFER_WRITE_BIT | VK_ACCESS_HOST_READ_BIT;
   const VkPipelineStageFlags stages = VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT | VK_PIPELINE_STAGE_TRANSFER_BIT;
   api().vkCmdPipelineBarrier(cmd(), stages, stages | VK_PIPELINE_STAGE_HOST_BIT, 0, 1, &mb, 0, nullptr, 0, nullptr);
+  reads_.clear();
+  writes_.clear();
+}
+
+void Gpu::access(std::span<const VkBuffer> reads, std::span<const VkBuffer> writes) {
+  auto touched = [&](const std::vector<VkBuffer>& since, VkBuffer b) {
+    return b != untracked_ && std::find(since.begin(), since.end(), b) != since.end();
+  };
+  bool hazard = false;
+  for (VkBuffer b : reads) hazard = hazard || touched(writes_, b);
+  for (VkBuffer b : writes) hazard = hazard || touched(writes_, b) || touched(reads_, b);
+  if (hazard) barrier();
+  reads_.insert(reads_.end(), reads.begin(), reads.end());
+  writes_.insert(writes_.end(), writes.begin(), writes.end());
 }
 
 void Gpu::copy(VkBuffer src, uint64_t src_offset, VkBuffer dst, uint64_t dst_offset, uint64_t bytes) {
@@ -453,12 +477,15 @@ void Gpu::copy(VkBuffer src, uint64_t src_offset, VkBuffer dst, uint64_t dst_off
 void Gpu::copy_regions(VkBuffer src, VkBuffer dst, const std::vector<VkBufferCopy>& regions) {
   WEFT_ASSERT(recording_);
   if (regions.empty()) return;
+  access(std::span(&src, 1), std::span(&dst, 1));
   api().vkCmdCopyBuffer(cmd(), src, dst, static_cast<uint32_t>(regions.size()), regions.data());
 }
 
 void Gpu::fill_zero(VkBuffer b, uint64_t offset, uint64_t bytes) {
   WEFT_ASSERT(recording_ && bytes % 4 == 0);
-  if (bytes) api().vkCmdFillBuffer(cmd(), b, offset, bytes, 0);
+  if (bytes == 0) return;
+  access({}, std::span(&b, 1));
+  api().vkCmdFillBuffer(cmd(), b, offset, bytes, 0);
 }
 
 void Gpu::end_and_submit(uint64_t signal) {

@@ -10,6 +10,7 @@
 #include <cstdint>
 #include <map>
 #include <memory>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -49,6 +50,7 @@ struct Pipeline {
   VkPipelineLayout layout = VK_NULL_HANDLE;
   VkPipeline pipeline = VK_NULL_HANDLE;
   uint32_t n_bindings = 0, push_bytes = 0;
+  uint64_t written = ~uint64_t{0};  // the bindings its shader may write (vk_spirv.h)
 };
 
 class Gpu {
@@ -74,14 +76,20 @@ class Gpu {
   // far without waiting and goes on in another command buffer, so that the GPU runs the start of
   // a step while the host records the rest (commands run in submission order, and barrier()'s
   // dependencies reach into later command buffers).
+  // Dispatches, copies and fills are ordered by what they touch: one that reads a buffer written
+  // since the last barrier, or writes one read or written since then, gets a barrier first (the
+  // shader's written bindings from its SPIR-V; whole buffers, not ranges). Others run together.
   void begin();
   // Ends a recording abandoned by an error (none: nothing) once what it submitted has run, the
   // hand-offs never resumed let go; its buffers may then be destroyed.
   void drop_recording();
   void flush();
   void dispatch(const Pipeline& p, VkDescriptorSet set, const void* push, uint32_t gx, uint32_t gy = 1);
-  // Every dispatch or copy recorded before it is complete and visible to every one after it.
+  // Every dispatch or copy recorded before it is complete and visible to every one after it and
+  // to the host (a readback, a collective's staging memory).
   void barrier();
+  // A buffer bound where a shader's binding goes unused (weft never writes it): no hazards.
+  void untracked(VkBuffer b) { untracked_ = b; }
   void copy(VkBuffer src, uint64_t src_offset, VkBuffer dst, uint64_t dst_offset, uint64_t bytes);
   void copy_regions(VkBuffer src, VkBuffer dst, const std::vector<VkBufferCopy>& regions);
   void fill_zero(VkBuffer b, uint64_t offset, uint64_t bytes);
@@ -142,6 +150,11 @@ class Gpu {
   uint32_t sets_left_ = 0;
   std::map<std::string, Pipeline> pipelines_;
   std::map<std::pair<VkDescriptorSetLayout, std::vector<VkBuffer>>, VkDescriptorSet> sets_;
+  std::map<VkDescriptorSet, std::vector<VkBuffer>> set_buffers_;  // what each set binds, in binding order
+  // Buffers read and written by what was recorded since the last barrier.
+  std::vector<VkBuffer> reads_, writes_;
+  VkBuffer untracked_ = VK_NULL_HANDLE;
+  void access(std::span<const VkBuffer> reads, std::span<const VkBuffer> writes);
   uint64_t allocated_ = 0;
   uint32_t max_groups_ = 65535;
   // Timestamps: the pool, its slots, the slots this recording wrote and the tag of each.

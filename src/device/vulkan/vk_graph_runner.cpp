@@ -315,6 +315,7 @@ void VkGraphRunner::load(const parallel::DeviceGraph& graph, const gguf::File& f
   host_weights_ = std::make_unique<WeightStore>(-1, /*map_weights=*/true);
   upload_ = gpu_.create_buffer(uint64_t{16} << 20, Memory::Upload, "staging");
   dummy_ = gpu_.create_buffer(256, Memory::Device, "unused bindings");
+  gpu_.untracked(dummy_.buffer);
   const uint64_t limit = gpu_.info().max_buffer_range;
   // Each Embed and Input has rows of its own in the staging buffer: the host fills them as the step
   // is recorded, and the copies out run after every one is filled.
@@ -656,7 +657,6 @@ void VkGraphRunner::record_matmul(const Matrix& w, VkBuffer x, int64_t x_rows, V
     const uint64_t blocks = x_rows * w.cols / (act == 2 ? 256 : 32);
     const auto [gx, gy] = grid((blocks + 63) / 64);
     gpu_.dispatch(q, gpu_.bind(q, {x, act_q_.buffer, act_d_.buffer, act_s_.buffer}), &push, gx, gy);
-    gpu_.barrier();
   }
   const PhysicalInfo& info = gpu_.info();
   const uint32_t sg = info.lanes();
@@ -705,8 +705,7 @@ void VkGraphRunner::record_matmul(const Matrix& w, VkBuffer x, int64_t x_rows, V
     } else {
       push.expert_first = u32(w.expert_first + part.first);
       push.n_experts = u32(part.count);
-      gpu_.dispatch(p, set, &push, u32((w.rows + rows_per_wg - 1) / rows_per_wg), gy);
-      if (mode == 2 && pi + 1 < w.parts.size()) gpu_.barrier();  // the next part adds to the same sums
+      gpu_.dispatch(p, set, &push, u32((w.rows + rows_per_wg - 1) / rows_per_wg), gy);  // mode 2: parts add in turn
     }
   }
 }
@@ -750,17 +749,11 @@ void VkGraphRunner::exec(int i, const Ctx& c) {
         break;
       }
       record_matmul(ns.w, in(0), c.n_tokens, y, ln.width, 0, c.n_tokens, dummy_.buffer);
-      if (ns.bias.buffer) {
-        gpu_.barrier();
-        record_elementwise(y, ns.bias.buffer, y, u32(n), u32(ln.width), kBias);
-      }
+      if (ns.bias.buffer) record_elementwise(y, ns.bias.buffer, y, u32(n), u32(ln.width), kBias);
       break;
     case LocalOp::Rope: {
       if (ln.width == 0) break;
-      if (in(0) != y) {
-        gpu_.copy(in(0), 0, y, 0, n * sizeof(float));
-        gpu_.barrier();
-      }
+      if (in(0) != y) gpu_.copy(in(0), 0, y, 0, n * sizeof(float));
       const Pipeline& p = gpu_.pipeline("rope", 2, sizeof(RopePush));
       const RopeParams& rope = d.rope_of(ln.layer);
       // Its heads (MLA's shared RoPE key: one), each rotated from feature `offset` (MLA's queries: the last n_rot).
@@ -821,7 +814,6 @@ void VkGraphRunner::exec(int i, const Ctx& c) {
       // Slots of experts held elsewhere stay zero (ExpertMatMul's width is its k slots of rows).
       gpu_.fill_zero(y, 0, n * sizeof(float));
       if (ln.width == 0 || ns.w.parts.empty()) break;
-      gpu_.barrier();
       const int64_t x_rows = sum ? c.n_tokens * d.n_expert_used : c.n_tokens;
       record_matmul(ns.w, in(0), x_rows, y, ln.width, sum ? 2 : 1, c.n_tokens, in(1), ns.bias.buffer);
       break;
@@ -832,7 +824,6 @@ void VkGraphRunner::exec(int i, const Ctx& c) {
     case LocalOp::LatentAttention: record_latent_attention(i, c); break;
     case LocalOp::Count: fail("vulkan", "op {} is not implemented on the Vulkan device", local_op_name(ln.op));
   }
-  gpu_.barrier();
 }
 
 void VkGraphRunner::record_linear_attention(int i, const Ctx& c) {
@@ -872,7 +863,6 @@ void VkGraphRunner::record_head_matmul(int i, const Ctx& c) {
           {(t * in_w + h * in_head) * sizeof(float), (t * heads + h) * cols * sizeof(float), cols * sizeof(float)});
   gpu_.copy_regions(out(ln.inputs[0]), mla_rows_.buffer, rows);
   gpu_.fill_zero(out(i), 0, c.n_tokens * ln.width * sizeof(float));
-  gpu_.barrier();
   record_matmul(ns.w, mla_rows_.buffer, c.n_tokens * heads, out(i), ns.w.rows, 2, c.n_tokens * heads, ns.vec.buffer,
                 VK_NULL_HANDLE, 1);
 }
@@ -896,7 +886,6 @@ void VkGraphRunner::record_latent_attention(int i, const Ctx& c) {
   // The latents and the RoPE keys into rows of the scratch buffer; kv_store puts them in the cache.
   gpu_.copy_regions(out(ln.inputs[2]), mla_rows_.buffer, latents);
   gpu_.copy_regions(out(ln.inputs[3]), mla_rows_.buffer, keys);
-  gpu_.barrier();
   const char* suffix = opt_.k_type == DType::F16 ? "_f16" : "_f32";
   const Pipeline& store = gpu_.pipeline(std::string("kv_store") + suffix, 4, sizeof(KvStorePush));
   const KvStorePush sp{u32(c.n_tokens), 1u, u32(row), u32(ns.kv_rows), 0u};
@@ -912,10 +901,8 @@ void VkGraphRunner::record_latent_attention(int i, const Ctx& c) {
       q_rope.push_back({(t * q_w + h * hd + hd - rot) * f, (r + lat) * f, rot * f});
       outs.push_back({r * f, (t * heads + h) * lat * f, lat * f});
     }
-  gpu_.barrier();  // the rows' buffer, read by kv_store, takes the queries next
   gpu_.copy_regions(out(ln.inputs[0]), mla_rows_.buffer, q_lat);
   gpu_.copy_regions(out(ln.inputs[1]), mla_rows_.buffer, q_rope);
-  gpu_.barrier();
   const Pipeline& p = gpu_.pipeline(std::string("attention") + suffix, 7, sizeof(AttentionPush));
   const AttentionPush ap{u32(heads), 1u, u32(row), u32(ns.kv_rows), 0u, 0u, u32(heads), d.attention_scale(ln.layer),
                          0u,         0u, 0u};
@@ -923,7 +910,6 @@ void VkGraphRunner::record_latent_attention(int i, const Ctx& c) {
                 gpu_.bind(p, {mla_rows_.buffer, ns.k_cache.buffer, ns.k_cache.buffer, tok_.buffer, mla_out_.buffer,
                               kv_base_.buffer, dummy_.buffer}),
                 &ap, u32(heads), u32(c.n_tokens));
-  gpu_.barrier();
   gpu_.copy_regions(mla_out_.buffer, out(i), outs);
 }
 
@@ -944,7 +930,6 @@ void VkGraphRunner::record_attention(int i, const Ctx& c) {
                   gx, gy);
     gpu_.dispatch(store, gpu_.bind(store, {out(ln.inputs[2]), ns.v_cache.buffer, tok_.buffer, kv_base_.buffer}), &sp,
                   gx, gy);
-    gpu_.barrier();
   }
   const Pipeline& p = gpu_.pipeline(std::string("attention") + suffix, 7, sizeof(AttentionPush));
   const AttentionPush ap{u32(ln.q_heads.size()),
@@ -979,7 +964,6 @@ void VkGraphRunner::move_windows(const NodeState& ns, int64_t n_kv, int64_t hd, 
       }
       gpu_.copy_regions(cache->buffer, cache->buffer, regions);
     }
-  if (!moves.empty()) gpu_.barrier();
 }
 
 // Step::state_copies, in order, each complete before what follows reads or writes a state.
@@ -988,7 +972,6 @@ void VkGraphRunner::copy_states(const Step& step) {
     for (const NodeState& ns : nodes_)
       if (ns.state.buffer)
         gpu_.copy(ns.state.buffer, c.from * ns.state_bytes, ns.state.buffer, c.to * ns.state_bytes, ns.state_bytes);
-    gpu_.barrier();
   }
 }
 
@@ -1055,14 +1038,10 @@ void VkGraphRunner::logits(const Ctx& c) {
                         static_cast<VkDeviceSize>(r * k * sizeof(float)),
                         static_cast<VkDeviceSize>(k * sizeof(float))});
       gpu_.copy_regions(out(ln.inputs[0]), logits_in_.buffer, rows);
-      gpu_.barrier();
       record_matmul(ns.w, logits_in_.buffer, nr, logits_.buffer, nv, 0, nr, dummy_.buffer);
-      if (ns.bias.buffer) {
-        gpu_.barrier();
+      if (ns.bias.buffer)
         record_elementwise(logits_.buffer, ns.bias.buffer, logits_.buffer, u32(nr * nv), u32(nv), kBias);
-      }
     }
-    gpu_.barrier();
     gpu_.copy(logits_.buffer, 0, readback_.buffer, r0 * nv * sizeof(float), nr * nv * sizeof(float));
     gpu_.barrier();
   }
