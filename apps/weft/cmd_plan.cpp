@@ -85,9 +85,9 @@ int plan(const PlanArgs& args) {
   std::vector<double> speeds = args.device_gbs;  // bytes/s once scaled below
   for (double& s : speeds) s *= 1e9;
   const int64_t n_ctx = eo.n_ctx > 0 ? eo.n_ctx : std::min<int64_t>(cfg.n_ctx_train, 4096);
-  const parallel::KvSizing kv{n_ctx * eo.n_seq, eo.k_type,
-                              eo.v_type,        eo.n_seq,
-                              eo.n_batch,       g.dims.recurrent() ? int64_t{eo.n_seq} * eo.ctx_checkpoints : 0};
+  runtime::EngineOptions sized = eo;
+  sized.n_ctx = static_cast<int32_t>(n_ctx);
+  const parallel::KvSizing kv = device::kv_sizing(runtime::load_options(sized, g.dims.recurrent()));
   std::vector<device::DeviceMemory> memory;  // per device of the plan
   if (args.calibrate || eo.auto_ratios) {
     eo.auto_ratios = true;

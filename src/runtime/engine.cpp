@@ -125,6 +125,12 @@ int32_t Engine::checkpoint_position(int32_t seq, int32_t prompt_end) const {
   return pos;
 }
 
+Engine::PromptChunk Engine::prompt_chunk(int32_t seq, int32_t at, int32_t prompt_end, size_t n) const {
+  const int32_t cut = checkpoint_position(seq, prompt_end);
+  if (cut > at && cut < at + static_cast<int64_t>(n)) n = static_cast<size_t>(cut - at);
+  return {n, cut == at};
+}
+
 int32_t Engine::checkpoint_slot(int32_t seq, int32_t pos) const {
   const auto& held = checkpoints_[seq];
   for (const Checkpoint& c : held)
@@ -429,19 +435,18 @@ SeqOutput Engine::eval(std::span<const model::Token> tokens, SeqStep last) {
   if (n_past_[0] + static_cast<int64_t>(tokens.size()) > opt_.n_ctx)
     fail("engine", "context is full: {} + {} tokens exceed -c {}", n_past_[0], tokens.size(), opt_.n_ctx);
   // A prompt (what draws a token) is cut where a checkpoint is worth keeping.
-  const int32_t start = n_past_[0];
-  const int32_t cut = last.sample ? checkpoint_position(0, start + static_cast<int32_t>(tokens.size())) : -1;
+  const int32_t start = n_past_[0], end = start + static_cast<int32_t>(tokens.size());
   for (size_t i = 0;;) {
-    size_t n = std::min<size_t>(opt_.n_batch, tokens.size() - i);
-    const int32_t pos = start + static_cast<int32_t>(i);
-    if (cut > pos && cut < pos + static_cast<int32_t>(n)) n = static_cast<size_t>(cut - pos);
+    const size_t most = std::min<size_t>(opt_.n_batch, tokens.size() - i);
+    const PromptChunk c =
+        last.sample ? prompt_chunk(0, start + static_cast<int32_t>(i), end, most) : PromptChunk{most, false};
     SeqStep q;
-    if (i + n == tokens.size()) q = last;
+    if (i + c.n == tokens.size()) q = last;
     q.seq = 0;
-    q.tokens = tokens.subspan(i, n);
-    q.checkpoint = pos == cut;
+    q.tokens = tokens.subspan(i, c.n);
+    q.checkpoint = c.checkpoint;
     auto out = step_batch({&q, 1});
-    i += n;
+    i += c.n;
     if (i == tokens.size()) return std::move(out[0]);
   }
 }

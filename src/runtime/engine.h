@@ -63,11 +63,24 @@ struct EngineOptions {
   // (device::LoadOptions::exact); CPU devices, dense models, the f32 wire.
   bool exact = false;
   // Recurrent models (Gated DeltaNet): states kept per slot (--ctx-checkpoints), each a copy of
-  // the slot's state a few tokens before the end of a prompt (checkpoint_position), so that a
+  // the slot's state a few tokens before the end of a prompt (Engine::prompt_chunk), so that a
   // conversation whose template renders its last reply again differently (a reasoning model's
   // thinking dropped) continues from there instead of from its first token.
   int32_t ctx_checkpoints = 4;
 };
+
+// What every device of an engine with these options loads (opt.n_ctx resolved): the slots'
+// context, how many, a step's most tokens, the KV types, --exact, and a recurrent model's
+// checkpoint state slots.
+inline device::LoadOptions load_options(const EngineOptions& opt, bool recurrent) {
+  return {opt.n_ctx,
+          opt.n_seq,
+          opt.n_batch,
+          opt.k_type,
+          opt.v_type,
+          opt.exact,
+          recurrent ? opt.n_seq * opt.ctx_checkpoints : 0};
+}
 
 // One sequence's part of a batched step. Continuous batching: the sequences of several requests,
 // each in its own KV cache slot, share one forward pass on every device, so each weight read
@@ -158,24 +171,19 @@ class Engine {
   // recurrent state (Gated DeltaNet) past n_keep continues from the latest of its checkpoints
   // at or before n_keep (0: none).
   int32_t resumable(int32_t seq, int32_t n_keep) const;
-  // Where a prompt of prompt_end tokens in slot `seq` is worth a checkpoint (SeqStep::checkpoint):
-  // 4 tokens before its end, which a chat template's next render most often keeps (llama.cpp's
-  // server makes the same choice); -1 where none is kept (not recurrent, --ctx-checkpoints 0, a
-  // prompt under 64 tokens, or one kept there already). A prompt fed in several steps is cut
-  // there, the step from it on asking for the checkpoint.
-  int32_t checkpoint_position(int32_t seq, int32_t prompt_end) const;
+  // A prompt of prompt_end tokens fed to slot `seq` from position `at`, at most n tokens a step:
+  // how many the next step takes, and whether it keeps the state it starts from as a checkpoint
+  // (SeqStep::checkpoint). A recurrent model's prompt is cut 4 tokens before its end, which a chat
+  // template's next render most often keeps (llama.cpp's server makes the same choice); not with
+  // --ctx-checkpoints 0, under 64 tokens, or where one is kept there already.
+  struct PromptChunk {
+    size_t n = 0;
+    bool checkpoint = false;
+  };
+  PromptChunk prompt_chunk(int32_t seq, int32_t at, int32_t prompt_end, size_t n) const;
 
  private:
-  // What every device loads: the slots' context, how many, a step's most tokens, the KV types.
-  device::LoadOptions load_options() const {
-    return {opt_.n_ctx,
-            opt_.n_seq,
-            opt_.n_batch,
-            opt_.k_type,
-            opt_.v_type,
-            opt_.exact,
-            opt_.n_seq * checkpoints_per_slot()};
-  }
+  device::LoadOptions load_options() const { return runtime::load_options(opt_, config_.dims.recurrent()); }
   // Creates the devices of opt_.devices, checks each runs its part of plan_, joins and loads them.
   void start_devices();
   void open_devices();   // start_devices' first half: creating (a worker's handshake) and checking
@@ -236,8 +244,9 @@ class Engine {
   std::vector<std::vector<Checkpoint>> checkpoints_;
   std::vector<int32_t> restore_;
   int replays_ = 0;
-  int32_t checkpoints_per_slot() const { return config_.dims.recurrent() ? opt_.ctx_checkpoints : 0; }
-  int32_t checkpoint_slot(int32_t seq, int32_t pos) const;  // the state slot a checkpoint at pos goes to
+  int32_t checkpoints_per_slot() const { return load_options().n_checkpoints / opt_.n_seq; }
+  int32_t checkpoint_slot(int32_t seq, int32_t pos) const;             // the state slot a checkpoint at pos goes to
+  int32_t checkpoint_position(int32_t seq, int32_t prompt_end) const;  // where prompt_chunk cuts (-1: nowhere)
   void forget_checkpoints();
   device::KvWindows windows_;  // per slot: where the devices' sliding-window caches start
   int device_losses_ = 0;

@@ -368,14 +368,13 @@ void Scheduler::step() {
   for (Slot* s : order_) {
     if (s->decoding() || budget <= 0) continue;
     const auto rest = std::span<const Token>(s->req.prompt).subspan(s->n_prompt_fed);
-    size_t n = std::min<size_t>(rest.size(), budget);
     // A recurrent model's prompt is cut where its state is kept for the conversation's next turn.
-    const auto at = static_cast<int64_t>(s->n_prompt_fed);
-    const int64_t cut = engine_.checkpoint_position(s->seq, static_cast<int32_t>(s->req.prompt.size()));
-    if (cut > at && cut < at + static_cast<int64_t>(n)) n = static_cast<size_t>(cut - at);
-    const auto chunk = rest.first(n);
+    const Engine::PromptChunk c =
+        engine_.prompt_chunk(s->seq, static_cast<int32_t>(s->n_prompt_fed), static_cast<int32_t>(s->req.prompt.size()),
+                             std::min<size_t>(rest.size(), budget));
+    const auto chunk = rest.first(c.n);
     add(s, chunk, chunk.size() == rest.size());  // the prompt's last chunk draws the first token
-    batch.back().checkpoint = cut == at;
+    batch.back().checkpoint = c.checkpoint;
     budget -= static_cast<int64_t>(chunk.size());
     n_prompt += static_cast<int64_t>(chunk.size());
   }

@@ -4,6 +4,7 @@
 
 #include "gguf/gguf_reader.h"
 #include "runtime/engine.h"
+#include "runtime/parallel_equality.h"
 
 #include <gtest/gtest.h>
 
@@ -15,13 +16,6 @@ namespace weft::runtime::checkpoints {
 
 constexpr int kTurn1 = 80;  // the first prompt's tokens; its checkpoint is kept 4 before its end
 
-// A prompt of n tokens below n_vocab, `salt` making another one.
-inline std::vector<Token> prompt_of(int64_t n_vocab, int n, int salt = 0) {
-  std::vector<Token> p{1};
-  for (int i = 1; i < n; ++i) p.push_back(static_cast<Token>((i * 7919 + 13 + salt * 101) % n_vocab));
-  return p;
-}
-
 // Turn 1 feeds kTurn1 tokens (the engine cuts the prompt at its checkpoint) and draws 3 tokens;
 // turn 2 keeps its first kTurn1 - 2 tokens (a template rendering the end of the last turn again
 // differently) and adds 20 of its own. The engine rewinds to the checkpoint (kTurn1 - 4) and feeds
@@ -29,9 +23,9 @@ inline std::vector<Token> prompt_of(int64_t n_vocab, int n, int salt = 0) {
 // (the same steps, so the same sums on any device).
 inline void expect_second_turn_from_checkpoint(const gguf::File& f, const EngineOptions& o, const std::string& name) {
   const int64_t n_vocab = 300;
-  const std::vector<Token> turn1 = prompt_of(n_vocab, kTurn1);
+  const std::vector<Token> turn1 = equality::some_prompt(n_vocab, kTurn1);
   std::vector<Token> turn2(turn1.begin(), turn1.end() - 2);
-  for (Token t : prompt_of(n_vocab, 20, 1)) turn2.push_back(t);
+  for (Token t : equality::some_prompt(n_vocab, 20, 1)) turn2.push_back(t);
   const int32_t at = kTurn1 - 4;
 
   const std::vector<Token> rest(turn2.begin() + at, turn2.end());

@@ -101,9 +101,10 @@ inline void expect_logits_match(const gguf::File& f, const Config& c, const std:
   expect_logits_match(f, options(c, cache), c.name, prompt, cache, tol);
 }
 
-inline std::vector<Token> some_prompt(int64_t n_vocab, int n) {
+// n tokens below n_vocab after BOS; another `salt`, another prompt.
+inline std::vector<Token> some_prompt(int64_t n_vocab, int n, int salt = 0) {
   std::vector<Token> p{1};
-  for (int i = 1; i < n; ++i) p.push_back(static_cast<Token>((i * 7919 + 13) % n_vocab));
+  for (int i = 1; i < n; ++i) p.push_back(static_cast<Token>((i * 7919 + 13 + salt * 101) % n_vocab));
   return p;
 }
 

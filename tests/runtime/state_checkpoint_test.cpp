@@ -23,7 +23,6 @@ namespace {
 
 using checkpoints::expect_second_turn_from_checkpoint;
 using checkpoints::kTurn1;
-using checkpoints::prompt_of;
 using parallel::SplitMode;
 using test_support::GeneratedModel;
 using test_support::qwen35;
@@ -62,9 +61,9 @@ TEST(StateCheckpoints, UnderExactTheContinuedTurnIsAFreshRunsBits) {
   const GeneratedModel m(qwen35("q4_k_m"));
   EngineOptions o = equality::options({"tp2", SplitMode::Tensor, {1, 1}});
   o.exact = true;
-  const auto turn1 = prompt_of(300, kTurn1);
+  const auto turn1 = equality::some_prompt(300, kTurn1);
   std::vector<Token> turn2(turn1.begin(), turn1.end() - 3);
-  for (Token t : prompt_of(300, 30, 2)) turn2.push_back(t);
+  for (Token t : equality::some_prompt(300, 30, 2)) turn2.push_back(t);
   Engine e(*m.file, o);
   feed_prompt(e, turn1);
   const int32_t at = e.resumable(0, kTurn1 - 3);
@@ -80,7 +79,7 @@ TEST(StateCheckpoints, NoneKeptMeansStartingOver) {
   EngineOptions o = equality::single();
   o.ctx_checkpoints = 0;
   Engine e(*m.file, o);
-  feed_prompt(e, prompt_of(300, kTurn1));
+  feed_prompt(e, equality::some_prompt(300, kTurn1));
   EXPECT_EQ(e.resumable(0, kTurn1 - 2), 0);
   EXPECT_ERROR(e.truncate(kTurn1 - 4), "its recurrent state is at position 80, not 76");
 }
@@ -94,7 +93,7 @@ TEST(StateCheckpoints, TheOldestMakeRoomAndARewindForgetsTheLaterOnes) {
   Engine e(*m.file, o);
   std::vector<int32_t> kept;
   for (int turn = 0; turn < 3; ++turn) {
-    feed_prompt(e, prompt_of(300, turn == 0 ? kTurn1 : 66, turn));
+    feed_prompt(e, equality::some_prompt(300, turn == 0 ? kTurn1 : 66, turn));
     kept.push_back(e.n_past() - 4);
   }
   EXPECT_EQ(e.resumable(0, kept[0] + 1), 0) << "the first made room for the third";
@@ -108,9 +107,9 @@ TEST(StateCheckpoints, TheOldestMakeRoomAndARewindForgetsTheLaterOnes) {
 // text is a fresh scheduler's (--exact: the same bits however the prompt was cut).
 TEST(StateCheckpoints, SchedulerContinuesTheNextTurnFromTheCheckpoint) {
   const GeneratedModel m(qwen35("q8_0"));
-  const auto turn1 = prompt_of(300, kTurn1);
+  const auto turn1 = equality::some_prompt(300, kTurn1);
   std::vector<Token> turn2(turn1.begin(), turn1.end() - 2);
-  for (Token t : prompt_of(300, 12, 3)) turn2.push_back(t);
+  for (Token t : equality::some_prompt(300, 12, 3)) turn2.push_back(t);
   EngineOptions o = test_support::cpu_engine_options(2, 2, 256, 32);
   o.exact = true;
   std::string fresh;
@@ -131,7 +130,7 @@ TEST(StateCheckpoints, SchedulerContinuesTheNextTurnFromTheCheckpoint) {
 // exactly over one sharing 100 whose state went on past them (its checkpoint at 96).
 TEST(StateCheckpoints, SchedulerPicksTheSlotThatContinuesFurthest) {
   const GeneratedModel m(qwen35("q8_0"));
-  const auto x = prompt_of(300, 120, 4);
+  const auto x = equality::some_prompt(300, 120, 4);
   Engine engine(*m.file, test_support::cpu_engine_options(1, 2, 256, 32));
   Scheduler s(engine, *m.tok);
   auto a = s.submit(test_support::greedy_request({x.begin(), x.begin() + 100}, 20));  // slot 0, on past 100
@@ -153,7 +152,7 @@ TEST(StateCheckpoints, AReplanForgetsThem) {
   model::SamplingParams greedy;
   greedy.temp = 0;
   std::mt19937_64 rng(1);
-  std::vector<Token> feed = prompt_of(300, kTurn1);
+  std::vector<Token> feed = equality::some_prompt(300, kTurn1);
   for (int i = 0; i < 12; ++i) feed = {e.eval_and_sample(feed, greedy, {}, rng)};
   ASSERT_GE(e.rebalances(), 1);
   EXPECT_EQ(e.resumable(0, kTurn1 - 2), 0);

@@ -13,6 +13,9 @@
 namespace weft::device::vk {
 namespace {
 
+// Bounded waits: a step that has not finished in two minutes is a hung device, not a slow one.
+constexpr uint64_t kHungNs = uint64_t{120} * 1000000000;
+
 int type_rank(VkPhysicalDeviceType t) {
   switch (t) {
     case VK_PHYSICAL_DEVICE_TYPE_DISCRETE_GPU: return 0;
@@ -530,12 +533,16 @@ uint64_t Gpu::hand_off() {
   return ready;
 }
 
-void Gpu::wait_for(uint64_t value) {
+VkResult Gpu::wait_value(uint64_t value) noexcept {
   VkSemaphoreWaitInfo wi{VK_STRUCTURE_TYPE_SEMAPHORE_WAIT_INFO};
   wi.semaphoreCount = 1;
   wi.pSemaphores = &timeline_;
   wi.pValues = &value;
-  const VkResult r = api().vkWaitSemaphores(device_, &wi, uint64_t{120} * 1000000000);
+  return api().vkWaitSemaphores(device_, &wi, kHungNs);
+}
+
+void Gpu::wait_for(uint64_t value) {
+  const VkResult r = wait_value(value);
   if (r == VK_TIMEOUT) fail("vulkan", "{}: a submission did not finish in 120 s", info_.name);
   check(r, "vkWaitSemaphores");
 }
@@ -558,21 +565,13 @@ VkResult Gpu::signal(uint64_t value) {
 // its fences can be waited for and the device destroyed: each wait once the GPU has signalled
 // the value before it (a timeline only goes up).
 void Gpu::release_waits() noexcept {
-  for (uint64_t w = resumed_ + 2; w <= submitted_wait_; w += 2) {
-    const uint64_t ready = w - 1;
-    VkSemaphoreWaitInfo wi{VK_STRUCTURE_TYPE_SEMAPHORE_WAIT_INFO};
-    wi.semaphoreCount = 1;
-    wi.pSemaphores = &timeline_;
-    wi.pValues = &ready;
-    if (api().vkWaitSemaphores(device_, &wi, uint64_t{120} * 1000000000) != VK_SUCCESS) return;
-    if (signal(w) != VK_SUCCESS) return;
-  }
+  for (uint64_t w = resumed_ + 2; w <= submitted_wait_; w += 2)
+    if (wait_value(w - 1) != VK_SUCCESS || signal(w) != VK_SUCCESS) return;
 }
 
 void Gpu::wait_submitted(uint32_t n) {
   const Api& a = api();
-  // Bounded: a step that has not finished in two minutes is a hung device, not a slow one.
-  const VkResult r = a.vkWaitForFences(device_, n, fences_.data(), VK_TRUE, uint64_t{120} * 1000000000);
+  const VkResult r = a.vkWaitForFences(device_, n, fences_.data(), VK_TRUE, kHungNs);
   if (r == VK_TIMEOUT) fail("vulkan", "{}: a submission did not finish in 120 s", info_.name);
   check(r, "vkWaitForFences");
   check(a.vkResetFences(device_, n, fences_.data()), "vkResetFences");

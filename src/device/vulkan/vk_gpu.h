@@ -143,9 +143,10 @@ class Gpu {
   // Ends the current command buffer and submits it with its fence, waiting for next_wait_ and
   // signalling `signal` (0: nothing) on the timeline.
   void end_and_submit(uint64_t signal = 0);
-  VkResult signal(uint64_t value);  // from the host
-  void release_waits() noexcept;    // lets every submission waiting for the host run, in order
-  void wait_submitted(uint32_t n);  // waits for (and resets) the fences of the first n submissions
+  VkResult signal(uint64_t value);               // from the host
+  VkResult wait_value(uint64_t value) noexcept;  // the host waits for the GPU's value, bounded
+  void release_waits() noexcept;                 // lets every submission waiting for the host run, in order
+  void wait_submitted(uint32_t n);               // waits for (and resets) the fences of the first n submissions
   std::vector<VkDescriptorPool> descriptor_pools_;
   uint32_t sets_left_ = 0;
   std::map<std::string, Pipeline> pipelines_;

@@ -579,8 +579,8 @@ StepResult VkGraphRunner::run(const Step& step) {
     if (rope->n_rot > 0 && buf->mapped)
       for (int64_t t = 0; t < l.n_tokens; ++t)
         kernels::rope_cos_sin(*rope, l.pos[t], static_cast<float*>(buf->mapped) + t * rope->n_rot);
-  // Each node's GPU time goes to its op kind (Gpu::mark); a collective's to its op too, the
-  // host's part of it included (collective()).
+  // Each node's GPU time goes to its op kind (Gpu::mark); a collective's to its op too, its span
+  // running through the host's part (combine_pending).
   gpu_.mark(-1);
   gpu_.begin();
   pending_.reset();  // a step abandoned midway leaves one

@@ -1,8 +1,9 @@
 // Executes one device's graph on a Vulkan device: weight slices uploaded once at load into device
 // memory, activations and KV caches there too; each step recorded into one command buffer per
 // stretch between collectives, each queued as soon as it is recorded (an all-reduce goes through
-// host-visible staging memory into the group's host collective while the GPU holds what follows). Embedding rows are
-// looked up on the host, as llama.cpp keeps the token embedding off the GPU. Lives on the device thread.
+// host-visible staging memory into the group's host collective while the GPU holds what follows).
+// Embedding rows are looked up on the host, as llama.cpp keeps the token embedding off the GPU.
+// Lives on the device thread.
 #pragma once
 
 #include "device/cpu/cpu_weights.h"
